@@ -1,0 +1,351 @@
+//! A fleet: its hub namespace, workers, registry, node table and reaper, and the two
+//! operations everything else is made of: create nodes, destroy nodes.
+//!
+//! Creation runs in phases ([`Phase`]) spread over the workers; any failure rolls back
+//! every node the call created, through the reaper, and returns once the kernel has
+//! reclaimed them. The fleet never decides policy (names, files, sockets): callers do.
+
+use super::node::{Node, NodeTable};
+use super::reaper::{Reaper, Ticket};
+use super::reclaim::ReclaimWatch;
+use super::registry::{init_on, Registered, Registry};
+use super::subsystem::{InitCtx, Phase, Subsystem};
+use super::worker::{Worker, Workers};
+use super::SubsysId;
+use crate::sys;
+use crate::topology::{NodeConfig, Topology};
+use anyhow::{anyhow, bail, Context};
+use arc_swap::ArcSwap;
+use nsfleet_netlink::{rtnl, Batch};
+use parking_lot::Mutex;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    /// Worker threads creating and configuring nodes in parallel.
+    pub workers: usize,
+    /// Most destroyed namespaces the kernel may still be reclaiming at any time.
+    pub max_unreclaimed: usize,
+    /// Where subsystems put per-node files (process logs).
+    pub log_dir: PathBuf,
+}
+
+impl Default for FleetOptions {
+    fn default() -> Self {
+        FleetOptions {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_unreclaimed: 4096,
+            log_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// Progress of a long operation: (phase, nodes done, nodes in the phase).
+pub type Progress<'a> = &'a mut dyn FnMut(Phase, usize, usize);
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CreateReport {
+    pub nodes: usize,
+    /// Wall time of each phase, in order.
+    pub phases: Vec<(Phase, Duration)>,
+    /// Drop of MemAvailable over the whole creation: the kernel's cost of these nodes.
+    pub kernel_bytes: i64,
+}
+
+pub struct Fleet {
+    log_dir: PathBuf,
+    registry: Arc<Registry>,
+    nodes: ArcSwap<NodeTable>,
+    /// Serialises writers of `nodes`; readers never take it.
+    table: Mutex<()>,
+    reaper: Reaper,
+    workers: Workers,
+    watch: Arc<ReclaimWatch>,
+    _hub: Arc<OwnedFd>,
+}
+
+impl Fleet {
+    /// Starts an empty fleet: a hub namespace of its own, its workers, its reaper. The
+    /// calling thread's namespace is the workers' home.
+    pub fn new(opts: FleetOptions) -> anyhow::Result<Self> {
+        let home = Arc::new(sys::current_netns().context("opening our own network namespace")?);
+        let hub = Arc::new(
+            std::thread::spawn(|| sys::unshare_net().and_then(|_| sys::current_netns()))
+                .join()
+                .map_err(|_| anyhow!("hub thread panicked"))?
+                .context("creating the fleet's hub namespace (are you root?)")?,
+        );
+        let watch =
+            ReclaimWatch::start(&hub, &home).context("listening for namespace reclamation")?;
+        let registry = Arc::new(Registry::default());
+        let reaper = Reaper::start(
+            registry.clone(),
+            watch.clone(),
+            &hub,
+            home.clone(),
+            opts.max_unreclaimed,
+        )
+        .context("starting the reaper")?;
+        let workers =
+            Workers::start(opts.workers, home, hub.clone()).context("starting workers")?;
+        Ok(Fleet {
+            log_dir: opts.log_dir,
+            registry,
+            nodes: ArcSwap::from_pointee(NodeTable::default()),
+            table: Mutex::new(()),
+            reaper,
+            workers,
+            watch,
+            _hub: hub,
+        })
+    }
+
+    /// The live nodes, without taking a lock.
+    pub fn nodes(&self) -> Arc<NodeTable> {
+        self.nodes.load_full()
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn subsystems(&self) -> Vec<&'static str> {
+        self.registry.names()
+    }
+
+    /// Nodes destroyed (or on death row) that the kernel has not reclaimed yet.
+    pub fn awaiting_reclaim(&self) -> usize {
+        self.reaper.awaiting_reclaim()
+    }
+
+    pub fn register<S: Subsystem>(&self, s: S) -> anyhow::Result<SubsysId> {
+        self.registry
+            .register(Arc::new(s), &self.nodes(), &self.workers, &self.log_dir)
+    }
+
+    pub fn unregister(&self, id: SubsysId) -> anyhow::Result<()> {
+        self.registry.unregister(id, &self.nodes())
+    }
+
+    /// Creates every node of `topo`. On any failure every node this call created is
+    /// destroyed and reclaimed before the error returns.
+    pub fn create(&self, topo: &Topology, progress: Progress<'_>) -> anyhow::Result<CreateReport> {
+        let existing = self.nodes();
+        if let Some((n, _)) = topo.nodes().find(|(n, _)| existing.get(n).is_some()) {
+            bail!("node {n:?} already exists in this fleet");
+        }
+        let mem_before = mem_available();
+        let mut created = Vec::new();
+        let result = self.create_phases(topo, &mut created, progress);
+        match result {
+            Ok(mut report) => {
+                report.kernel_bytes = mem_before - mem_available();
+                Ok(report)
+            }
+            Err(e) => {
+                let names: Vec<Arc<Node>> = created;
+                self.unpublish(|n| names.iter().any(|c| Arc::ptr_eq(c, n)));
+                self.reaper.doom(names).wait_settled();
+                Err(e.context("rolled back: every node this run created is gone"))
+            }
+        }
+    }
+
+    fn create_phases(
+        &self,
+        topo: &Topology,
+        created: &mut Vec<Arc<Node>>,
+        progress: Progress<'_>,
+    ) -> anyhow::Result<CreateReport> {
+        // Held shared for the whole run, as copy_net_ns holds pernet_ops_rwsem: the set of
+        // subsystems cannot change under a creation, and creations do not exclude each other.
+        let subs = self.registry.read();
+        let mut report = CreateReport::default();
+        for phase in Phase::ALL {
+            let ops: Arc<Vec<Registered>> = Arc::new(
+                subs.iter()
+                    .filter(|r| r.ops.phase() == phase)
+                    .cloned()
+                    .collect(),
+            );
+            let started = Instant::now();
+            if phase == Phase::Create {
+                let items: Vec<(String, Arc<NodeConfig>)> = topo.nodes().collect();
+                self.create_nodes(items, ops, created, progress)?;
+                self.publish(created);
+            } else if !ops.is_empty() {
+                self.init_phase(phase, ops, created, progress)?;
+            }
+            report.phases.push((phase, started.elapsed()));
+        }
+        report.nodes = created.len();
+        Ok(report)
+    }
+
+    fn create_nodes(
+        &self,
+        items: Vec<(String, Arc<NodeConfig>)>,
+        ops: Arc<Vec<Registered>>,
+        created: &mut Vec<Arc<Node>>,
+        progress: Progress<'_>,
+    ) -> anyhow::Result<()> {
+        let total = items.len();
+        let abort = Arc::new(AtomicBool::new(false));
+        let (watch, log_dir, stop) = (self.watch.clone(), self.log_dir.clone(), abort.clone());
+        let work = Arc::new(
+            move |w: &mut Worker, (name, config): (String, Arc<NodeConfig>)| {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                create_node(w, name, config, &ops, &watch, &log_dir).map(Some)
+            },
+        );
+        let mut first_err = None;
+        self.workers.scatter(items, work, |r| {
+            match r {
+                Ok(Some(node)) => created.push(node),
+                Ok(None) => {}
+                Err((node, e)) => {
+                    created.extend(node);
+                    abort.store(true, Ordering::Relaxed);
+                    first_err.get_or_insert(e);
+                }
+            }
+            progress(Phase::Create, created.len(), total);
+        });
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Runs the `init` of every subsystem of `phase` on each node that one of them wants.
+    fn init_phase(
+        &self,
+        phase: Phase,
+        ops: Arc<Vec<Registered>>,
+        nodes: &[Arc<Node>],
+        progress: Progress<'_>,
+    ) -> anyhow::Result<()> {
+        let targets: Vec<Arc<Node>> = nodes
+            .iter()
+            .filter(|n| ops.iter().any(|r| r.ops.wants(n.config())))
+            .cloned()
+            .collect();
+        let total = targets.len();
+        let abort = Arc::new(AtomicBool::new(false));
+        let (log_dir, stop) = (self.log_dir.clone(), abort.clone());
+        let work = Arc::new(
+            move |w: &mut Worker, node: Arc<Node>| -> anyhow::Result<()> {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                for r in ops.iter().filter(|r| r.ops.wants(node.config())) {
+                    node.put_state(r.id, init_on(&*r.ops, w, &node, &log_dir)?);
+                }
+                Ok(())
+            },
+        );
+        let (mut done, mut first_err) = (0, None);
+        self.workers.scatter(targets, work, |r| {
+            if let Err(e) = r {
+                abort.store(true, Ordering::Relaxed);
+                first_err.get_or_insert(e);
+            }
+            done += 1;
+            progress(phase, done, total);
+        });
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Takes every node down; the ticket says when the kernel has reclaimed them.
+    pub fn destroy_all(&self) -> Arc<Ticket> {
+        self.reaper.doom(self.unpublish(|_| true))
+    }
+
+    /// Takes the named nodes down (unknown names are ignored).
+    pub fn destroy(&self, names: &[&str]) -> Arc<Ticket> {
+        self.reaper
+            .doom(self.unpublish(|n| names.contains(&n.name())))
+    }
+
+    fn publish(&self, added: &[Arc<Node>]) {
+        let _w = self.table.lock();
+        let mut list: Vec<Arc<Node>> = self.nodes.load().iter().cloned().collect();
+        list.extend(added.iter().cloned());
+        self.nodes.store(Arc::new(NodeTable::new(list)));
+    }
+
+    fn unpublish(&self, doomed: impl Fn(&Arc<Node>) -> bool) -> Vec<Arc<Node>> {
+        let _w = self.table.lock();
+        let (gone, kept): (Vec<Arc<Node>>, Vec<Arc<Node>>) =
+            self.nodes.load().iter().cloned().partition(|n| doomed(n));
+        self.nodes.store(Arc::new(NodeTable::new(kept)));
+        gone
+    }
+}
+
+type NodeResult = Result<Arc<Node>, (Option<Arc<Node>>, anyhow::Error)>;
+
+/// One node of the Create phase, on a worker: a new namespace, its id in the hub, then
+/// the Create-phase subsystems while the worker is still inside it.
+fn create_node(
+    w: &mut Worker,
+    name: String,
+    config: Arc<NodeConfig>,
+    ops: &[Registered],
+    watch: &ReclaimWatch,
+    log_dir: &std::path::Path,
+) -> NodeResult {
+    let fail = |e: anyhow::Error| (None, e);
+    let fd = w
+        .enter_new()
+        .with_context(|| format!("node {name}: creating its network namespace"))
+        .map_err(fail)?;
+    let inode = sys::inode_of(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| fail(e.into()))?;
+    let nsid = watch.alloc_id();
+    let mut b = Batch::new();
+    let seq = w.hub().next_seq();
+    rtnl::new_nsid(&mut b, seq, fd.as_raw_fd(), nsid);
+    w.hub()
+        .execute_all(&b)
+        .with_context(|| format!("node {name}: registering its namespace id"))
+        .map_err(fail)?;
+    let node = Arc::new(Node::new(name, config, fd, nsid, inode));
+    for r in ops.iter().filter(|r| r.ops.wants(node.config())) {
+        let mut cx = InitCtx {
+            node: &node,
+            log_dir,
+            worker: w,
+        };
+        match r.ops.init(&mut cx) {
+            Ok(state) => node.put_state(r.id, state),
+            Err(e) => {
+                let e = e.context(format!("node {}: {}", node.name(), r.ops.name()));
+                return Err((Some(node), e));
+            }
+        }
+    }
+    Ok(node)
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.destroy_all().wait_settled();
+        self.watch.shutdown();
+    }
+}
+
+/// MemAvailable in bytes (0 if unreadable).
+pub fn mem_available() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<i64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

@@ -1,0 +1,128 @@
+//! A node (one network namespace of the fleet) and the table of live nodes.
+//!
+//! A node's namespace is held by exactly one descriptor, the node's own; the core closes it
+//! at teardown and the kernel's reference count does the rest. The table is published as
+//! an immutable snapshot: readers (status, exec, later the traffic engine) never lock.
+
+use super::subsystem::AnyState;
+use super::SubsysId;
+use crate::topology::NodeConfig;
+use parking_lot::Mutex;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+pub struct Node {
+    name: Box<str>,
+    config: Arc<NodeConfig>,
+    /// This node's id in the fleet's hub namespace: its RTM_DELNSID there says the kernel
+    /// has started destroying it.
+    nsid: i32,
+    inode: u64,
+    netns: Mutex<Option<OwnedFd>>,
+    /// Per-subsystem state, allocated and freed by the core (net_generic's array).
+    states: Mutex<Vec<(SubsysId, AnyState)>>,
+}
+
+impl Node {
+    pub(crate) fn new(
+        name: String,
+        config: Arc<NodeConfig>,
+        netns: OwnedFd,
+        nsid: i32,
+        inode: u64,
+    ) -> Self {
+        Node {
+            name: name.into_boxed_str(),
+            config,
+            nsid,
+            inode,
+            netns: Mutex::new(Some(netns)),
+            states: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The namespace's inode number, as in `/proc/PID/ns/net` (`net:[INODE]`).
+    pub fn inode(&self) -> u64 {
+        self.inode
+    }
+
+    pub(crate) fn nsid(&self) -> i32 {
+        self.nsid
+    }
+
+    /// Runs `f` with the node's namespace descriptor, or returns `None` once the node is
+    /// being torn down.
+    pub fn with_netns<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
+        self.netns.lock().as_ref().map(|fd| f(fd.as_fd()))
+    }
+
+    /// A second descriptor for the namespace (for `exec`): it keeps the namespace alive
+    /// for as long as whoever holds it.
+    pub fn dup_netns(&self) -> Option<OwnedFd> {
+        self.with_netns(|fd| fd.try_clone_to_owned().ok()).flatten()
+    }
+
+    pub(crate) fn close_netns(&self) {
+        self.netns.lock().take();
+    }
+
+    pub(crate) fn put_state(&self, id: SubsysId, state: AnyState) {
+        self.states.lock().push((id, state));
+    }
+
+    pub(crate) fn take_state(&self, id: SubsysId) -> Option<AnyState> {
+        let mut states = self.states.lock();
+        let i = states.iter().position(|(s, _)| *s == id)?;
+        Some(states.swap_remove(i).1)
+    }
+
+    /// Reads a subsystem's state of this node, for reports.
+    pub fn inspect<T: 'static, R>(&self, id: SubsysId, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let states = self.states.lock();
+        let (_, s) = states.iter().find(|(s, _)| *s == id)?;
+        s.downcast_ref::<T>().map(f)
+    }
+}
+
+/// An immutable snapshot of the live nodes, in creation order, with a name index.
+#[derive(Default)]
+pub struct NodeTable {
+    list: Vec<Arc<Node>>,
+    /// Positions in `list`, sorted by node name.
+    by_name: Vec<u32>,
+}
+
+impl NodeTable {
+    pub(crate) fn new(list: Vec<Arc<Node>>) -> Self {
+        let mut by_name: Vec<u32> = (0..list.len() as u32).collect();
+        by_name.sort_unstable_by(|a, b| list[*a as usize].name.cmp(&list[*b as usize].name));
+        NodeTable { list, by_name }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Node>> {
+        self.by_name
+            .binary_search_by(|i| (*self.list[*i as usize].name).cmp(name))
+            .ok()
+            .map(|i| &self.list[self.by_name[i] as usize])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.list.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}

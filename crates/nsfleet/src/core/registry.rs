@@ -1,0 +1,128 @@
+//! The registry of subsystems behind a reader/writer lock (seed 000, net_sem).
+//!
+//! Creating nodes only *reads* the list, so creations hold it shared and run in parallel.
+//! Changing the list on a live fleet holds it exclusively: registering runs the new
+//! subsystem's `init` on every live node (undoing the nodes already done if one fails),
+//! unregistering runs its `exit` and `exit_batch` on every live node.
+
+use super::node::{Node, NodeTable};
+use super::subsystem::{AnyState, InitCtx, Ops};
+use super::worker::{Worker, Workers};
+use super::SubsysId;
+use anyhow::{anyhow, Context};
+use parking_lot::{RwLock, RwLockReadGuard};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub(crate) struct Registered {
+    pub id: SubsysId,
+    pub ops: Arc<dyn Ops>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    list: RwLock<Vec<Registered>>,
+    next: AtomicU32,
+}
+
+impl Registry {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vec<Registered>> {
+        self.list.read()
+    }
+
+    /// Names of the registered subsystems, in registration order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.list.read().iter().map(|r| r.ops.name()).collect()
+    }
+
+    /// Adds a subsystem, running its `init` on every node of `live` (each inside its own
+    /// namespace, on the workers). All or nothing: if `init` fails on any node, the nodes
+    /// it succeeded on get `exit` and `exit_batch`, and the subsystem is not registered.
+    pub(crate) fn register(
+        &self,
+        ops: Arc<dyn Ops>,
+        live: &NodeTable,
+        workers: &Workers,
+        log_dir: &PathBuf,
+    ) -> anyhow::Result<SubsysId> {
+        let mut list = self.list.write();
+        let id = SubsysId(self.next.fetch_add(1, Ordering::Relaxed));
+        let targets: Vec<Arc<Node>> = live
+            .iter()
+            .filter(|n| ops.wants(n.config()))
+            .cloned()
+            .collect();
+        let mut done: Vec<Arc<Node>> = Vec::with_capacity(targets.len());
+        let mut first_err = None;
+        let run = {
+            let (ops, log_dir) = (ops.clone(), log_dir.clone());
+            Arc::new(move |w: &mut Worker, node: Arc<Node>| {
+                let r = init_on(&*ops, w, &node, &log_dir).map(|state| node.put_state(id, state));
+                (node, r)
+            })
+        };
+        workers.scatter(targets, run, |(node, r)| match r {
+            Ok(()) => done.push(node),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        });
+        if let Some(e) = first_err {
+            exit_all(&*ops, id, &done);
+            return Err(e.context(format!(
+                "registering subsystem {:?}: undone on every node",
+                ops.name()
+            )));
+        }
+        list.push(Registered { id, ops });
+        Ok(id)
+    }
+
+    /// Removes a subsystem, running its `exit`/`exit_batch` on every live node.
+    pub(crate) fn unregister(&self, id: SubsysId, live: &NodeTable) -> anyhow::Result<()> {
+        let mut list = self.list.write();
+        let pos = list
+            .iter()
+            .position(|r| r.id == id)
+            .ok_or_else(|| anyhow!("no subsystem with id {} is registered", id.0))?;
+        let gone = list.remove(pos);
+        let nodes: Vec<Arc<Node>> = live.iter().cloned().collect();
+        exit_all(&*gone.ops, id, &nodes);
+        Ok(())
+    }
+}
+
+/// Runs one subsystem's `init` on a node from a worker, which enters the node first.
+pub(crate) fn init_on(
+    ops: &dyn Ops,
+    w: &mut Worker,
+    node: &Node,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<AnyState> {
+    node.with_netns(|fd| w.enter(fd))
+        .ok_or_else(|| anyhow!("node {} is being torn down", node.name()))?
+        .with_context(|| format!("node {}: entering its namespace", node.name()))?;
+    let mut cx = InitCtx {
+        node,
+        log_dir,
+        worker: w,
+    };
+    ops.init(&mut cx)
+        .with_context(|| format!("node {}: {}", node.name(), ops.name()))
+}
+
+/// `exit` on each node holding state of `id`, then `exit_batch` once, then free.
+fn exit_all(ops: &dyn Ops, id: SubsysId, nodes: &[Arc<Node>]) {
+    let mut exiting: Vec<(&Node, AnyState)> = Vec::new();
+    for n in nodes {
+        if let Some(mut s) = n.take_state(id) {
+            ops.exit(n, &mut s);
+            exiting.push((n, s));
+        }
+    }
+    if !exiting.is_empty() {
+        ops.exit_batch(&mut exiting);
+    }
+}

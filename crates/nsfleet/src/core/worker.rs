@@ -1,0 +1,179 @@
+//! Dedicated worker threads, each owning the namespace it is currently in (seed 003).
+//!
+//! A thread's network namespace is its own business: `unshare`/`setns` here touch only the
+//! calling thread, and no shared structure records where a worker is. A worker keeps one
+//! netlink socket in its current namespace (dropped when it moves: a socket pins its
+//! namespace) and one in the fleet's hub. After every job a worker goes home, so that it
+//! never keeps a node's namespace alive. Never run this on an async runtime's threads.
+
+use crate::sys;
+use crossbeam_channel::{Receiver, Sender};
+use nsfleet_netlink::NlSocket;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub struct Worker {
+    home: Arc<OwnedFd>,
+    hub: NlSocket,
+    here: Option<NlSocket>,
+    away: bool,
+}
+
+impl Worker {
+    /// Creates a new namespace and moves this thread into it; returns the descriptor
+    /// that will hold it.
+    pub fn enter_new(&mut self) -> io::Result<OwnedFd> {
+        self.here = None;
+        sys::unshare_net()?;
+        self.away = true;
+        sys::current_netns()
+    }
+
+    pub fn enter(&mut self, ns: BorrowedFd<'_>) -> io::Result<()> {
+        self.here = None;
+        self.away = true;
+        sys::setns_net(ns)
+    }
+
+    /// A netlink socket in the namespace this thread is in now.
+    pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
+        if self.here.is_none() {
+            self.here = Some(NlSocket::open()?);
+        }
+        Ok(self.here.as_mut().expect("opened above"))
+    }
+
+    /// A netlink socket in the fleet's hub namespace, wherever this thread is.
+    pub fn hub(&mut self) -> &mut NlSocket {
+        &mut self.hub
+    }
+
+    fn go_home(&mut self) {
+        self.here = None;
+        if self.away {
+            // A worker that cannot leave a node would keep it alive forever: that is a
+            // broken invariant, not an error to report.
+            sys::setns_net(self.home.as_fd()).expect("worker cannot return to its home namespace");
+            self.away = false;
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+pub struct Workers {
+    tx: Option<Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `n` workers whose home is `home` and who keep a socket in `hub`.
+    pub fn start(n: usize, home: Arc<OwnedFd>, hub: Arc<OwnedFd>) -> io::Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<io::Result<()>>(n);
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n.max(1) {
+            let (rx, home, hub, ready) = (rx.clone(), home.clone(), hub.clone(), ready_tx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("nsfleet-worker-{i}"))
+                    .spawn(move || worker_main(rx, home, hub, ready))?,
+            );
+        }
+        drop(ready_tx);
+        let workers = Workers {
+            tx: Some(tx),
+            threads,
+        };
+        for r in ready_rx.iter() {
+            r?;
+        }
+        Ok(workers)
+    }
+
+    #[allow(clippy::len_without_is_empty)] // a pool always has at least one worker
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Runs `work` on every item, spread over all workers, and hands each result to `each`
+    /// on the calling thread as it arrives. Each worker drains a shared queue, so a slow
+    /// item never holds up the others; a worker goes home once the queue is empty.
+    pub fn scatter<I, R>(
+        &self,
+        items: Vec<I>,
+        work: Arc<dyn Fn(&mut Worker, I) -> R + Send + Sync>,
+        mut each: impl FnMut(R),
+    ) where
+        I: Send + 'static,
+        R: Send + 'static,
+    {
+        let total = items.len();
+        if total == 0 {
+            return;
+        }
+        let (item_tx, item_rx) = crossbeam_channel::unbounded();
+        for i in items {
+            item_tx.send(i).expect("receiver alive");
+        }
+        drop(item_tx);
+        let (res_tx, res_rx) = crossbeam_channel::unbounded();
+        let tx = self.tx.as_ref().expect("workers running");
+        for _ in 0..self.threads.len().min(total) {
+            let (item_rx, res_tx, work) = (item_rx.clone(), res_tx.clone(), work.clone());
+            tx.send(Box::new(move |w: &mut Worker| {
+                for item in item_rx.iter() {
+                    let r = work(w, item);
+                    if res_tx.send(r).is_err() {
+                        return;
+                    }
+                }
+            }))
+            .expect("workers running");
+        }
+        drop(res_tx);
+        for r in res_rx.iter().take(total) {
+            each(r);
+        }
+    }
+}
+
+fn worker_main(
+    rx: Receiver<Job>,
+    home: Arc<OwnedFd>,
+    hub: Arc<OwnedFd>,
+    ready: Sender<io::Result<()>>,
+) {
+    let hub_socket = sys::setns_net(hub.as_fd())
+        .and_then(|_| NlSocket::open())
+        .and_then(|s| sys::setns_net(home.as_fd()).map(|_| s));
+    let mut w = match hub_socket {
+        Ok(hub) => Worker {
+            home,
+            hub,
+            here: None,
+            away: false,
+        },
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    drop(ready);
+    for job in rx.iter() {
+        job(&mut w);
+        w.go_home();
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

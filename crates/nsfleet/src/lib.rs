@@ -1,0 +1,12 @@
+//! nsfleet: fleets of Linux network namespaces on the kernel's own lifecycle design.
+//!
+//! - [`core`]: the lifecycle primitives (subsystems, registry, workers, reaper).
+//! - [`subsys`]: one subsystem per file, each knowing nothing of the others.
+//! - [`topology`]: the topology file, validated before anything exists.
+//!
+//! This crate never parses command lines; the `nsfleet` binary does, and calls it.
+
+pub mod core;
+pub mod subsys;
+pub mod sys;
+pub mod topology;

@@ -1,0 +1,35 @@
+//! Per-node sysctls from the topology (`sysctls = { "net.ipv4.ip_forward" = 1 }`), in the
+//! Configure phase so that per-interface keys find their interfaces.
+
+use super::write_sysctl;
+use crate::core::{InitCtx, Phase, Subsystem};
+use crate::topology::NodeConfig;
+use anyhow::Context;
+
+pub struct Sysctls;
+
+impl Subsystem for Sysctls {
+    type State = ();
+
+    fn name(&self) -> &'static str {
+        "sysctls"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Configure
+    }
+
+    fn wants(&self, config: &NodeConfig) -> bool {
+        !config.sysctls.is_empty()
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        for (key, value) in &cx.config().sysctls {
+            let path = crate::topology::sysctl_path(key);
+            write_sysctl(&path, value).with_context(|| format!("sysctl {key} = {value}"))?;
+        }
+        Ok(())
+    }
+
+    // No exit: the values die with the namespace.
+}

@@ -1,0 +1,466 @@
+//! The engine's syscall boundary: every `unsafe` of the crate lives in this file.
+//!
+//! Each wrapper does one syscall (or one fixed sequence) and returns `io::Result`; policy
+//! (when to switch namespace, whom to signal) belongs to the callers.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Moves the calling thread (only it: namespaces are per task) into a new network namespace.
+pub fn unshare_net() -> io::Result<()> {
+    // SAFETY: unshare(2) takes no pointers; CLONE_NEWNET affects only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Moves the calling thread into the network namespace behind `fd`.
+pub fn setns_net(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns(2) on a descriptor we borrow for the call; affects only this thread.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// A descriptor for the calling thread's current network namespace. It holds a reference
+/// to the namespace: the namespace lives at least as long as the descriptor.
+pub fn current_netns() -> io::Result<OwnedFd> {
+    open_cloexec(c"/proc/thread-self/ns/net")
+}
+
+fn open_cloexec(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: path is NUL-terminated; the descriptor is checked and then owned.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The inode number of a namespace descriptor: the namespace's identity, as shown in
+/// `/proc/PID/ns/net` (`net:[INODE]`).
+pub fn inode_of(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: stat is plain data filled by fstat(2).
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor and a valid out-pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.st_ino)
+}
+
+/// A pidfd for a child we have not reaped yet.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open(2) takes a pid and flags; the result is a fresh descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `sig` to the process behind a pidfd (safe against pid reuse).
+pub fn pidfd_kill(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal(2) with no siginfo.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `sig` to a whole process group.
+pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill(2) takes plain integers; a negative pid addresses the group.
+    check(unsafe { libc::kill(-pgid, sig) }).map(drop)
+}
+
+/// Whether the process behind `pid` still exists (a zombie counts as gone).
+pub fn process_alive(pid: libc::pid_t) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            !matches!(s.rsplit(')').next().map(str::trim_start), Some(t) if t.starts_with('Z') || t.starts_with('X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Waits until each pidfd is readable (its process exited) or `timeout` passes; returns
+/// how many exited.
+pub fn poll_exited(pidfds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<usize> {
+    let mut pfds: Vec<libc::pollfd> = pidfds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + timeout;
+    let mut exited = 0;
+    while exited < pfds.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: pfds is a valid array of the length passed; poll ignores negative fds.
+        let rc = unsafe {
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                left.as_millis() as i32,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if rc == 0 {
+            break;
+        }
+        // An exited pidfd stays readable: stop polling it so poll() sleeps until the next.
+        for p in pfds.iter_mut().filter(|p| p.revents != 0) {
+            p.fd = -1;
+            p.revents = 0;
+            exited += 1;
+        }
+    }
+    Ok(exited)
+}
+
+/// Reaps one child by pidfd if it has exited; ECHILD (already reaped elsewhere) is fine.
+pub fn reap_pidfd(pidfd: BorrowedFd<'_>) {
+    // SAFETY: siginfo_t is plain data; waitid(2) with P_PIDFD and WNOHANG never blocks.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+    }
+}
+
+/// Reaps every exited child without blocking (the duty of a PID namespace's init).
+pub fn reap_any() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) with WNOHANG and a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+    }
+}
+
+/// Runs in a freshly forked child before exec: only async-signal-safe syscalls here.
+/// Puts the child into its own process group, arranges SIGKILL when the spawning thread
+/// dies, and clears the signal mask the supervisor keeps blocked for its signal thread.
+/// The child's network namespace is the spawning thread's (fork copies the calling
+/// task's namespaces), so a worker inside a node spawns into that node.
+fn child_setup() -> io::Result<()> {
+    // SAFETY: each call is a plain syscall on integers or on a local sigset; all are
+    // async-signal-safe, as required between fork and exec.
+    unsafe {
+        check(libc::setpgid(0, 0))?;
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}
+
+/// Raises RLIMIT_NOFILE so that at least `want` descriptors can be open; the hard limit
+/// too when we may (root). Returns the soft limit in force.
+pub fn raise_nofile(want: u64) -> io::Result<u64> {
+    // SAFETY: rlimit is plain data; getrlimit/setrlimit take valid pointers.
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        check(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl))?;
+        if rl.rlim_cur >= want {
+            return Ok(rl.rlim_cur);
+        }
+        let mut new = rl;
+        new.rlim_cur = want;
+        if new.rlim_max < want {
+            new.rlim_max = want;
+        }
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &new) == 0 {
+            return Ok(want);
+        }
+        new.rlim_cur = rl.rlim_max;
+        new.rlim_max = rl.rlim_max;
+        check(libc::setrlimit(libc::RLIMIT_NOFILE, &new))?;
+        Ok(rl.rlim_max)
+    }
+}
+
+/// Blocks `signals` in the calling thread (and every thread it creates afterwards).
+pub fn block_signals(signals: &[libc::c_int]) -> io::Result<()> {
+    // SAFETY: a local sigset filled with sigaddset and passed to pthread_sigmask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}
+
+/// Waits for one of `signals` (which must be blocked) and returns it.
+pub fn wait_signal(signals: &[libc::c_int]) -> io::Result<libc::c_int> {
+    // SAFETY: a local sigset and an out-integer for sigwait(3).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        let mut sig = 0;
+        let rc = libc::sigwait(&set, &mut sig);
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(sig)
+    }
+}
+
+/// The command to start as the first process of a new PID namespace.
+pub struct InitCommand {
+    path: CString,
+    argv: Vec<CString>,
+    stdin: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+}
+
+impl InitCommand {
+    pub fn new(
+        path: &str,
+        args: &[String],
+        stdin: RawFd,
+        stdout: RawFd,
+        stderr: RawFd,
+    ) -> io::Result<Self> {
+        let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+        Ok(InitCommand {
+            path: c(path)?,
+            argv: args.iter().map(|a| c(a)).collect::<io::Result<_>>()?,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Starts the command as PID 1 of a new PID namespace, in a new session. When it dies,
+    /// the kernel kills every other process of that namespace: the whole fleet's process
+    /// tree, daemons that double-forked included. Returns its pid as seen from here.
+    pub fn spawn(&self) -> io::Result<libc::pid_t> {
+        let mut argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        #[repr(C)]
+        #[derive(Default)]
+        struct CloneArgs {
+            flags: u64,
+            pidfd: u64,
+            child_tid: u64,
+            parent_tid: u64,
+            exit_signal: u64,
+            stack: u64,
+            stack_size: u64,
+            tls: u64,
+        }
+        let args = CloneArgs {
+            flags: libc::CLONE_NEWPID as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            ..Default::default()
+        };
+        // SAFETY: clone3 without CLONE_VM behaves like fork: the child gets a copy of
+        // our memory and runs on its copy of this stack. Between clone and exec the
+        // child only calls async-signal-safe syscalls (dup2, setsid, execv, _exit) on
+        // data prepared before the clone, so it is sound even if the parent had threads.
+        unsafe {
+            let pid = libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            );
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid == 0 {
+                if libc::dup2(self.stdin, 0) < 0
+                    || libc::dup2(self.stdout, 1) < 0
+                    || libc::dup2(self.stderr, 2) < 0
+                    || libc::setsid() < 0
+                {
+                    libc::_exit(126);
+                }
+                libc::execv(self.path.as_ptr(), argv.as_ptr());
+                libc::_exit(127);
+            }
+            Ok(pid as libc::pid_t)
+        }
+    }
+}
+
+/// Our pid as the host sees it. Inside a new PID namespace getpid() says 1, but /proc is
+/// the host's, and its `self` link names us in the host's numbering.
+pub fn host_pid() -> libc::pid_t {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str().and_then(|s| s.parse().ok()))
+        // SAFETY: getpid(2) cannot fail.
+        .unwrap_or_else(|| unsafe { libc::getpid() })
+}
+
+/// The start time of a process in clock ticks since boot: with the pid, an identity that
+/// survives pid reuse.
+pub fn process_start_time(pid: libc::pid_t) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22, counted after the command name, which may itself contain spaces.
+    s.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Sends `payload` and one descriptor over a Unix stream socket (SCM_RIGHTS).
+pub fn send_with_fd(sock: BorrowedFd<'_>, payload: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: msghdr, iovec and the control buffer all live on this stack frame for the
+    // duration of sendmsg(2); CMSG_* macros stay inside the buffer we sized with CMSG_SPACE.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: payload.as_ptr() as *mut libc::c_void,
+            iov_len: payload.len(),
+        };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let mut cbuf = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd.as_raw_fd());
+        let rc = libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Receives up to `buf.len()` bytes and at most one descriptor passed with them.
+pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    // SAFETY: as in send_with_fd; the received descriptor (if any) is new in our table
+    // (MSG_CMSG_CLOEXEC) and owned from here on.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let mut cbuf = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space;
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut fd = None;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if !cmsg.is_null()
+            && (*cmsg).cmsg_level == libc::SOL_SOCKET
+            && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+        {
+            let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+            fd = Some(OwnedFd::from_raw_fd(raw));
+        }
+        Ok((n as usize, fd))
+    }
+}
+
+/// Like `ip netns exec`: a private mount namespace with /sys remounted, so that
+/// /sys/class/net shows the interfaces of the network namespace we just entered.
+pub fn remount_sys_for_netns() -> io::Result<()> {
+    // SAFETY: unshare/mount/umount2 with NUL-terminated static strings.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ))?;
+        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
+        check(libc::mount(
+            c"sysfs".as_ptr(),
+            c"/sys".as_ptr(),
+            c"sysfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Replaces this process with `argv` (searched in PATH). Returns only on failure.
+pub fn exec(argv: &[String]) -> io::Error {
+    let c: Result<Vec<CString>, _> = argv.iter().map(|a| CString::new(a.as_str())).collect();
+    let Ok(c) = c else {
+        return io::ErrorKind::InvalidInput.into();
+    };
+    let mut ptrs: Vec<*const libc::c_char> = c.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: argv is a NULL-terminated array of NUL-terminated strings that outlive the call.
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Spawns `cmd` as a node process: [`child_setup`] runs between fork and exec.
+pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only makes async-signal-safe syscalls (see child_setup), as
+    // required of code running in a forked child of a multi-threaded process.
+    unsafe { cmd.pre_exec(child_setup) };
+    cmd.spawn()
+}
+
+/// The pid of a pidfd's process as the host sees it (from /proc, which is the host's).
+pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
