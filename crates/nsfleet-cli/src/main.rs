@@ -1,1 +1,208 @@
-fn main() {}
+//! The `nsfleet` command. It only parses arguments and calls the `nsfleet` library; every
+//! behaviour lives there.
+
+use clap::{Args, Parser, Subcommand};
+use nsfleet::cmd;
+use std::path::PathBuf;
+
+const ABOUT: &str = "Fleets of Linux network namespaces at kernel speed.
+
+A fleet is a set of nodes (network namespaces) described by a TOML topology file, owned by
+one supervisor process: nothing of the fleet outlives it. Run as root.";
+
+const AFTER: &str = "Examples:
+  nsfleet up                         # the built-in default fleet (100 hosts)
+  nsfleet up examples/hosts.toml     # a fleet from a topology file
+  nsfleet status                     # every fleet; `--json` for machines
+  nsfleet exec default h1 -- ip addr # a command inside node h1
+  nsfleet down default               # tear down, wait for the kernel to reclaim
+  nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop";
+
+#[derive(Parser)]
+#[command(name = "nsfleet", version, about = ABOUT, after_help = AFTER)]
+struct Cli {
+    /// Folder for fleets' control sockets, records and logs.
+    #[arg(long, global = true, env = "NSFLEET_RUN_DIR", default_value = nsfleet::rundir::DEFAULT_RUN_DIR)]
+    run_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a fleet and leave its supervisor running; returns once every node is ready.
+    ///
+    /// Validates the whole file first (errors name file:line:column, and nothing is
+    /// created), then creates the nodes in parallel, configures them, starts their
+    /// processes, and prints the time of each phase and the node rate.
+    Up {
+        /// Topology file (TOML, see examples/); without it, the built-in default fleet.
+        file: Option<PathBuf>,
+        /// Use this fleet name instead of the file's [fleet] name.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        engine: EngineArgs,
+        /// Print the result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tear a fleet down; by default returns when the kernel has reclaimed every namespace.
+    Down {
+        name: String,
+        /// Return as soon as every namespace is dropped, before the kernel reclaims them.
+        #[arg(long)]
+        no_wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fleets, their nodes and processes, kernel memory, namespaces awaiting reclamation.
+    Status {
+        /// One fleet, with its nodes; without it, a line per fleet.
+        name: Option<String>,
+        /// {"fleets": [{"name", "pid", "state", "nodes": [{"name", ...}], ...}]}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a node, like `ip netns exec`: stdio and exit status pass through.
+    Exec {
+        name: String,
+        node: String,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
+    /// a running fleet or anything without an nsfleet record.
+    Clean {
+        name: Option<String>,
+        /// Every dead fleet under the run directory.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Benchmarks: nsfleet and its peers measured in the same run, as ratios.
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Internal: the supervisor process `nsfleet up` starts.
+    #[command(name = "__supervise", hide = true)]
+    Supervise {
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+}
+
+#[derive(Args)]
+struct EngineArgs {
+    /// Worker threads creating nodes in parallel (default: one per CPU).
+    #[arg(long, default_value_t = default_workers())]
+    workers: usize,
+    /// Most torn-down namespaces the kernel may still be reclaiming at once; bounds
+    /// memory under create/destroy churn.
+    #[arg(long, default_value_t = 4096)]
+    max_unreclaimed: usize,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Bare nodes (loopback up): nsfleet vs a raw in-process unshare(CLONE_NEWNET) loop vs
+    /// seed 000's `unshare -n bash -c exit` loop; then teardown to full reclamation.
+    Create {
+        /// Nodes to create (the raw loop creates as many).
+        #[arg(long, default_value_t = 2000)]
+        count: u64,
+        /// Iterations of the shell loop (it does not accumulate namespaces, so its rate
+        /// does not depend on the count).
+        #[arg(long, default_value_t = 500)]
+        shell_count: u64,
+        /// Repetitions; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = default_workers())]
+        workers: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let run_dir = cli.run_dir;
+    let result = match cli.command {
+        Command::Up {
+            file,
+            name,
+            engine,
+            json,
+        } => cmd::up::up(cmd::up::UpArgs {
+            file,
+            name,
+            workers: engine.workers,
+            max_unreclaimed: engine.max_unreclaimed,
+            run_dir,
+            json,
+        }),
+        Command::Down {
+            name,
+            no_wait,
+            json,
+        } => cmd::down::down(cmd::down::DownArgs {
+            name,
+            no_wait,
+            json,
+            run_dir,
+        }),
+        Command::Status { name, json } => cmd::status::status(cmd::status::StatusArgs {
+            name,
+            json,
+            run_dir,
+        }),
+        Command::Exec {
+            name,
+            node,
+            command,
+        } => cmd::exec::exec(cmd::exec::ExecArgs {
+            name,
+            node,
+            command,
+            run_dir,
+        })
+        .map(|_| ()),
+        Command::Clean { name, all } => {
+            cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir })
+        }
+        Command::Bench(Bench::Create {
+            count,
+            shell_count,
+            runs,
+            workers,
+            json,
+        }) => cmd::bench::create(cmd::bench::CreateArgs {
+            count,
+            shell_count,
+            runs,
+            workers,
+            json,
+        }),
+        Command::Supervise { name, engine } => {
+            match nsfleet::supervisor::run(nsfleet::supervisor::SupervisorArgs {
+                run_dir,
+                name,
+                workers: engine.workers,
+                max_unreclaimed: engine.max_unreclaimed,
+            }) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("nsfleet: {e:#}");
+        std::process::exit(1);
+    }
+}

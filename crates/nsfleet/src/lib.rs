@@ -6,7 +6,11 @@
 //!
 //! This crate never parses command lines; the `nsfleet` binary does, and calls it.
 
+pub mod cmd;
+pub mod control;
 pub mod core;
+pub mod rundir;
 pub mod subsys;
+pub mod supervisor;
 pub mod sys;
 pub mod topology;

@@ -155,6 +155,7 @@ pub fn reap_pidfd(pidfd: BorrowedFd<'_>) {
 
 /// Reaps every exited child without blocking (the duty of a PID namespace's init).
 pub fn reap_any() {
+    let _no_spawn_in_flight = SPAWNING.write();
     loop {
         let mut status = 0;
         // SAFETY: waitpid(2) with WNOHANG and a valid out-pointer.
@@ -448,13 +449,22 @@ pub fn exec(argv: &[String]) -> io::Error {
     io::Error::last_os_error()
 }
 
-/// Spawns `cmd` as a node process: [`child_setup`] runs between fork and exec.
-pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<std::process::Child> {
+/// Held shared from fork until the child's pidfd exists, and exclusively by [`reap_any`]:
+/// otherwise a child that exits at once could be reaped by a PID-1 orphan sweep before we
+/// hold a pidfd for it, and its pid could be recycled under us.
+static SPAWNING: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+
+/// Spawns `cmd` as a node process ([`child_setup`] runs between fork and exec) and
+/// returns its pid and a pidfd for it.
+pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<(libc::pid_t, OwnedFd)> {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure only makes async-signal-safe syscalls (see child_setup), as
     // required of code running in a forked child of a multi-threaded process.
     unsafe { cmd.pre_exec(child_setup) };
-    cmd.spawn()
+    let _spawning = SPAWNING.read();
+    let child = cmd.spawn()?;
+    let pid = child.id() as libc::pid_t;
+    Ok((pid, pidfd_open(pid)?))
 }
 
 /// The pid of a pidfd's process as the host sees it (from /proc, which is the host's).
@@ -463,4 +473,27 @@ pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
     info.lines()
         .find_map(|l| l.strip_prefix("Pid:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Points stdout at /dev/null, so whoever reads our old stdout sees end-of-file.
+pub fn redirect_stdout_to_null() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    // SAFETY: dup2(2) on two valid descriptors; fd 1 is replaced atomically.
+    check(unsafe { libc::dup2(null.as_raw_fd(), 1) }).map(drop)
+}
+
+/// Waits for a child and returns its wait status.
+pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid(2) with a valid out-pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }

@@ -43,3 +43,168 @@ fn two_hundred_nodes_come_up_configured_and_are_reclaimed() {
         "no task, descriptor or mount holds a destroyed node"
     );
 }
+
+use nsfleet::core::{InitCtx, Node, Phase, Subsystem};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A subsystem for tests: sets ip_forward in the node (observable from outside), counts
+/// its calls, and fails on one chosen node. Its exit undoes the sysctl from outside the
+/// node, through nsenter, as an observer would.
+#[derive(Clone, Default)]
+struct Forwarding {
+    fail_on: Option<&'static str>,
+    inits: Arc<AtomicUsize>,
+    exits: Arc<AtomicUsize>,
+    batches: Arc<AtomicUsize>,
+}
+
+impl Subsystem for Forwarding {
+    type State = bool;
+    fn name(&self) -> &'static str {
+        "test-forwarding"
+    }
+    fn phase(&self) -> Phase {
+        Phase::Create
+    }
+    fn init(&self, cx: &mut InitCtx<'_>, on: &mut bool) -> anyhow::Result<()> {
+        if Some(cx.node.name()) == self.fail_on {
+            anyhow::bail!("refusing {}", cx.node.name());
+        }
+        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
+        *on = true;
+        self.inits.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn exit(&self, node: &Node, on: &mut bool) {
+        assert!(*on, "exit only where init succeeded");
+        if node.with_netns(|_| ()).is_some() {
+            in_node(
+                node,
+                &["sh", "-c", "echo 0 > /proc/sys/net/ipv4/ip_forward"],
+            );
+        }
+        self.exits.fetch_add(1, Ordering::SeqCst);
+    }
+    fn exit_batch(&self, _batch: &mut [(&Node, &mut bool)]) {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn forwarding(node: &Node) -> String {
+    in_node(node, &["cat", "/proc/sys/net/ipv4/ip_forward"])
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn registering_on_a_live_fleet_inits_every_node_and_unregistering_exits_them() {
+    let t = fleet(2);
+    register_defaults(&t.fleet).unwrap();
+    t.fleet
+        .create(
+            &topo("[fleet]\nname = \"r\"\n[[node]]\nname = \"n{i}\"\ncount = 40\n"),
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+    let sub = Forwarding::default();
+    let id = t.fleet.register(sub.clone()).unwrap();
+    assert_eq!(sub.inits.load(Ordering::SeqCst), 40);
+    assert!(t.fleet.nodes().iter().all(|n| forwarding(n) == "1"));
+    t.fleet.unregister(id).unwrap();
+    assert_eq!(sub.exits.load(Ordering::SeqCst), 40);
+    assert_eq!(
+        sub.batches.load(Ordering::SeqCst),
+        1,
+        "exit_batch once for the whole fleet"
+    );
+    assert!(t.fleet.nodes().iter().all(|n| forwarding(n) == "0"));
+    assert!(
+        t.fleet.unregister(id).is_err(),
+        "unregistering twice is an error"
+    );
+}
+
+#[test]
+fn a_registration_whose_init_fails_on_one_node_is_undone_on_every_node() {
+    let t = fleet(2);
+    register_defaults(&t.fleet).unwrap();
+    t.fleet
+        .create(
+            &topo("[fleet]\nname = \"f\"\n[[node]]\nname = \"n{i}\"\ncount = 40\n"),
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+    let sub = Forwarding {
+        fail_on: Some("n17"),
+        ..Forwarding::default()
+    };
+    let err = t.fleet.register(sub.clone()).unwrap_err();
+    assert!(format!("{err:#}").contains("refusing n17"), "{err:#}");
+    let (inits, exits) = (
+        sub.inits.load(Ordering::SeqCst),
+        sub.exits.load(Ordering::SeqCst),
+    );
+    assert_eq!(inits, exits, "every node where init ran got exit");
+    assert_eq!(sub.batches.load(Ordering::SeqCst), 1);
+    assert!(
+        t.fleet.nodes().iter().all(|n| forwarding(n) == "0"),
+        "undone everywhere"
+    );
+    assert!(!t.fleet.subsystems().contains(&"test-forwarding"));
+    // Nothing of it is left in any node's state: a later registration starts clean.
+    let ok = Forwarding::default();
+    t.fleet.register(ok.clone()).unwrap();
+    assert_eq!(ok.inits.load(Ordering::SeqCst), 40);
+}
+
+#[test]
+fn a_registration_racing_a_creation_reaches_every_node_exactly_once() {
+    let t = Arc::new(fleet(2));
+    register_defaults(&t.fleet).unwrap();
+    let sub = Forwarding::default();
+    let creator = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.fleet
+                .create(
+                    &topo("[fleet]\nname = \"race\"\n[[node]]\nname = \"n{i}\"\ncount = 300\n"),
+                    &mut |_, _, _| {},
+                )
+                .unwrap();
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    t.fleet.register(sub.clone()).unwrap();
+    creator.join().unwrap();
+    // Either creation ran the subsystem's init (registered first) or registration did
+    // (creation first): the rwlock makes it one or the other for every node, never neither.
+    assert_eq!(sub.inits.load(Ordering::SeqCst), 300);
+    assert!(t.fleet.nodes().iter().all(|n| forwarding(n) == "1"));
+}
+
+#[test]
+fn a_failing_create_rolls_back_every_node_it_made() {
+    let t = fleet(2);
+    let defaults = register_defaults(&t.fleet).unwrap();
+    let _ = defaults;
+    let sub = Forwarding {
+        fail_on: Some("n33"),
+        ..Forwarding::default()
+    };
+    t.fleet.register(sub.clone()).unwrap();
+    let err = t
+        .fleet
+        .create(
+            &topo("[fleet]\nname = \"fc\"\n[[node]]\nname = \"n{i}\"\ncount = 60\n"),
+            &mut |_, _, _| {},
+        )
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("rolled back"), "{err:#}");
+    assert!(t.fleet.nodes().is_empty());
+    assert_eq!(
+        sub.inits.load(Ordering::SeqCst),
+        sub.exits.load(Ordering::SeqCst)
+    );
+    assert_eq!(t.fleet.awaiting_reclaim(), 0);
+}

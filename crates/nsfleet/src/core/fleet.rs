@@ -47,7 +47,7 @@ impl Default for FleetOptions {
 /// Progress of a long operation: (phase, nodes done, nodes in the phase).
 pub type Progress<'a> = &'a mut dyn FnMut(Phase, usize, usize);
 
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CreateReport {
     pub nodes: usize,
     /// Wall time of each phase, in order.
@@ -124,11 +124,11 @@ impl Fleet {
 
     pub fn register<S: Subsystem>(&self, s: S) -> anyhow::Result<SubsysId> {
         self.registry
-            .register(Arc::new(s), &self.nodes(), &self.workers, &self.log_dir)
+            .register(Arc::new(s), &self.nodes, &self.workers, &self.log_dir)
     }
 
     pub fn unregister(&self, id: SubsysId) -> anyhow::Result<()> {
-        self.registry.unregister(id, &self.nodes())
+        self.registry.unregister(id, &self.nodes)
     }
 
     /// Creates every node of `topo`. On any failure every node this call created is
@@ -147,9 +147,10 @@ impl Fleet {
                 Ok(report)
             }
             Err(e) => {
-                let names: Vec<Arc<Node>> = created;
-                self.unpublish(|n| names.iter().any(|c| Arc::ptr_eq(c, n)));
-                self.reaper.doom(names).wait_settled();
+                // Some of these may not be published yet (a Create-phase failure): doom
+                // exactly what this run made, published or not.
+                self.unpublish(|n| created.iter().any(|c| Arc::ptr_eq(c, n)));
+                self.reaper.doom(created).wait_settled();
                 Err(e.context("rolled back: every node this run created is gone"))
             }
         }
@@ -174,7 +175,11 @@ impl Fleet {
             );
             let started = Instant::now();
             if phase == Phase::Create {
-                let items: Vec<(String, Arc<NodeConfig>)> = topo.nodes().collect();
+                let items: Vec<(usize, String, Arc<NodeConfig>)> = topo
+                    .nodes()
+                    .enumerate()
+                    .map(|(i, (n, c))| (i, n, c))
+                    .collect();
                 self.create_nodes(items, ops, created, progress)?;
                 self.publish(created);
             } else if !ops.is_empty() {
@@ -188,35 +193,42 @@ impl Fleet {
 
     fn create_nodes(
         &self,
-        items: Vec<(String, Arc<NodeConfig>)>,
+        items: Vec<(usize, String, Arc<NodeConfig>)>,
         ops: Arc<Vec<Registered>>,
         created: &mut Vec<Arc<Node>>,
         progress: Progress<'_>,
     ) -> anyhow::Result<()> {
         let total = items.len();
+        // Workers finish out of order; the table keeps the file's order.
+        let mut placed: Vec<(usize, Arc<Node>)> = Vec::with_capacity(total);
         let abort = Arc::new(AtomicBool::new(false));
         let (watch, log_dir, stop) = (self.watch.clone(), self.log_dir.clone(), abort.clone());
         let work = Arc::new(
-            move |w: &mut Worker, (name, config): (String, Arc<NodeConfig>)| {
+            move |w: &mut Worker, (i, name, config): (usize, String, Arc<NodeConfig>)| {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
-                create_node(w, name, config, &ops, &watch, &log_dir).map(Some)
+                match create_node(w, name, config, &ops, &watch, &log_dir) {
+                    Ok(node) => Ok(Some((i, node))),
+                    Err((node, e)) => Err((node.map(|n| (i, n)), e)),
+                }
             },
         );
         let mut first_err = None;
         self.workers.scatter(items, work, |r| {
             match r {
-                Ok(Some(node)) => created.push(node),
+                Ok(Some(node)) => placed.push(node),
                 Ok(None) => {}
                 Err((node, e)) => {
-                    created.extend(node);
+                    placed.extend(node);
                     abort.store(true, Ordering::Relaxed);
                     first_err.get_or_insert(e);
                 }
             }
-            progress(Phase::Create, created.len(), total);
+            progress(Phase::Create, placed.len(), total);
         });
+        placed.sort_unstable_by_key(|(i, _)| *i);
+        created.extend(placed.into_iter().map(|(_, n)| n));
         first_err.map_or(Ok(()), Err)
     }
 

@@ -30,7 +30,7 @@ const STALL: Duration = Duration::from_secs(5);
 const GIVE_UP: Duration = Duration::from_secs(300);
 
 /// A namespace that outlived its node because something else holds it.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Held {
     pub node: String,
     /// Who holds it, as "pid 1234 (bash)"; empty when nobody could be found.
@@ -201,13 +201,15 @@ impl ReaperThread {
                 d.ticket.update(|s| s.dropped += 1);
             }
             let held = self.wait_reclaimed(&batch);
+            // Before the tickets wake anyone: whoever a ticket wakes must see the count
+            // without these nodes.
+            self.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
             for d in &batch {
                 match held.get(d.node.name()) {
                     Some(h) => d.ticket.update(|s| s.held.push(h.clone())),
                     None => d.ticket.update(|s| s.reclaimed += 1),
                 }
             }
-            self.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
         }
     }
 

@@ -10,8 +10,9 @@ use super::subsystem::{AnyState, InitCtx, Ops};
 use super::worker::{Worker, Workers};
 use super::SubsysId;
 use anyhow::{anyhow, Context};
+use arc_swap::ArcSwap;
 use parking_lot::{RwLock, RwLockReadGuard};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -43,11 +44,13 @@ impl Registry {
     pub(crate) fn register(
         &self,
         ops: Arc<dyn Ops>,
-        live: &NodeTable,
+        live: &ArcSwap<NodeTable>,
         workers: &Workers,
-        log_dir: &PathBuf,
+        log_dir: &Path,
     ) -> anyhow::Result<SubsysId> {
         let mut list = self.list.write();
+        // Read only now: a creation that held the lock before us has published its nodes.
+        let live = live.load();
         let id = SubsysId(self.next.fetch_add(1, Ordering::Relaxed));
         let targets: Vec<Arc<Node>> = live
             .iter()
@@ -57,7 +60,7 @@ impl Registry {
         let mut done: Vec<Arc<Node>> = Vec::with_capacity(targets.len());
         let mut first_err = None;
         let run = {
-            let (ops, log_dir) = (ops.clone(), log_dir.clone());
+            let (ops, log_dir) = (ops.clone(), log_dir.to_path_buf());
             Arc::new(move |w: &mut Worker, node: Arc<Node>| {
                 let r = init_on(&*ops, w, &node, &log_dir).map(|state| node.put_state(id, state));
                 (node, r)
@@ -81,8 +84,9 @@ impl Registry {
     }
 
     /// Removes a subsystem, running its `exit`/`exit_batch` on every live node.
-    pub(crate) fn unregister(&self, id: SubsysId, live: &NodeTable) -> anyhow::Result<()> {
+    pub(crate) fn unregister(&self, id: SubsysId, live: &ArcSwap<NodeTable>) -> anyhow::Result<()> {
         let mut list = self.list.write();
+        let live = live.load();
         let pos = list
             .iter()
             .position(|r| r.id == id)

@@ -16,7 +16,9 @@ use std::path::Path;
 /// When a subsystem's `init` runs during `up`. Every node goes through the phases in this
 /// order, and a phase starts only once the previous one is done on every node: a link
 /// needs both its ends, a daemon needs its links.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Right after the namespace is created, on the thread that created it.

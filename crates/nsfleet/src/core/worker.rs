@@ -63,6 +63,9 @@ impl Worker {
 
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
+/// What [`Workers::scatter`] runs on each item, on whichever worker takes it.
+pub type Work<I, R> = Arc<dyn Fn(&mut Worker, I) -> R + Send + Sync>;
+
 pub struct Workers {
     tx: Option<Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
@@ -101,12 +104,8 @@ impl Workers {
     /// Runs `work` on every item, spread over all workers, and hands each result to `each`
     /// on the calling thread as it arrives. Each worker drains a shared queue, so a slow
     /// item never holds up the others; a worker goes home once the queue is empty.
-    pub fn scatter<I, R>(
-        &self,
-        items: Vec<I>,
-        work: Arc<dyn Fn(&mut Worker, I) -> R + Send + Sync>,
-        mut each: impl FnMut(R),
-    ) where
+    pub fn scatter<I, R>(&self, items: Vec<I>, work: Work<I, R>, mut each: impl FnMut(R))
+    where
         I: Send + 'static,
         R: Send + 'static,
     {

@@ -139,10 +139,7 @@ fn spawn(command: &str, log: &std::fs::File) -> anyhow::Result<Proc> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log.try_clone()?);
-    let child = sys::spawn_node_process(&mut cmd)?;
-    let pid = child.id() as i32;
-    // Not reaped yet (only we reap it), so the pid still names our child.
-    let pidfd = sys::pidfd_open(pid)?;
+    let (pid, pidfd) = sys::spawn_node_process(&mut cmd)?;
     Ok(Proc {
         pid,
         pidfd,

@@ -151,7 +151,7 @@ pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
         name: name.get_ref().clone(),
         groups,
     };
-    check_sysctls_exist(&cx, &doc)?;
+    check_sysctls_writable(&cx, &doc)?;
     Ok(topo)
 }
 
@@ -276,11 +276,12 @@ fn names_an_interface(path: &str) -> bool {
     matches!(parts.as_slice(), ["net", "ipv4" | "ipv6", "conf" | "neigh", dev, ..] if !matches!(*dev, "all" | "default"))
 }
 
-/// Checks that every sysctl key exists in a fresh network namespace, which is what a node
-/// starts as. Host-only keys (`net.core.rmem_max`) do not exist there and are refused now
-/// rather than half-way through `up`. The probe namespace lives on a scratch thread and
-/// dies with it; where we may not create one (not root), the check is left to `up`.
-fn check_sysctls_exist(cx: &Ctx<'_>, doc: &File) -> Result<(), TopologyError> {
+/// Checks that every sysctl key is writable in a fresh network namespace, which is what a
+/// node starts as. Host-only keys (`net.core.rmem_max`) are absent or read-only there and
+/// are refused now rather than half-way through `up`. The probe namespace lives on a
+/// scratch thread and dies with it; where we may not create one (not root), the check is
+/// left to `up`.
+fn check_sysctls_writable(cx: &Ctx<'_>, doc: &File) -> Result<(), TopologyError> {
     let mut keys: Vec<(String, Range<usize>)> = Vec::new();
     let sections = doc
         .defaults
@@ -299,22 +300,17 @@ fn check_sysctls_exist(cx: &Ctx<'_>, doc: &File) -> Result<(), TopologyError> {
         return Ok(());
     }
     let paths: Vec<String> = keys.iter().map(|(p, _)| p.clone()).collect();
-    let missing = std::thread::spawn(move || -> Option<Vec<bool>> {
+    let writable_in_node = std::thread::spawn(move || -> Option<Vec<bool>> {
         crate::sys::unshare_net().ok()?;
-        Some(
-            paths
-                .iter()
-                .map(|p| !Path::new("/proc/sys").join(p).exists())
-                .collect(),
-        )
+        Some(paths.iter().map(|p| writable(p)).collect())
     })
     .join()
     .ok()
     .flatten();
-    for (missing, (path, span)) in missing.unwrap_or_default().into_iter().zip(keys) {
-        if missing {
+    for (ok, (path, span)) in writable_in_node.unwrap_or_default().into_iter().zip(keys) {
+        if !ok {
             let key = path.replace('/', ".");
-            let hint = if Path::new("/proc/sys").join(&path).exists() {
+            let hint = if writable(&path) {
                 "it exists on the host but is not per network namespace"
             } else {
                 "no such sysctl on this kernel"
@@ -323,4 +319,11 @@ fn check_sysctls_exist(cx: &Ctx<'_>, doc: &File) -> Result<(), TopologyError> {
         }
     }
     Ok(())
+}
+
+/// Whether this thread's view of `/proc/sys/<path>` can be written.
+fn writable(path: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(Path::new("/proc/sys").join(path))
+        .is_ok_and(|m| m.permissions().mode() & 0o200 != 0)
 }

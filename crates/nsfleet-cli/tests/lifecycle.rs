@@ -1,0 +1,204 @@
+//! `up`, `status`, `exec`, `down` of a real fleet, and what `kill -9` leaves (nothing).
+
+mod harness;
+
+use harness::*;
+
+const FLEET_200: &str = r#"
+[fleet]
+name = "big"
+
+[defaults]
+sysctls = { "net.ipv4.ip_forward" = 1 }
+
+[[node]]
+name = "n{i}"
+count = 199
+
+[[node]]
+name = "server"
+commands = ["echo ready in $(cat /proc/sys/net/ipv4/ip_forward); exec sleep 1000"]
+"#;
+
+#[test]
+fn a_200_node_fleet_comes_up_is_inspected_and_goes_down_reclaimed() {
+    let env = Env::new("lifecycle");
+    let fleet = env.up(FLEET_200);
+    let s = env.status("big");
+    assert_eq!(s["name"], "big");
+    assert_eq!(s["state"], "up");
+    assert_eq!(s["node_count"], 200);
+    assert!(s["pid"].as_i64().unwrap() > 1);
+    let names: Vec<&str> = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"n1"));
+    assert!(names.contains(&"server"));
+    assert_eq!(s["processes_running"], 1);
+
+    let lo = env.ok(&[
+        "exec", "big", "n150", "--", "ip", "-o", "link", "show", "lo",
+    ]);
+    assert!(lo.contains(",UP"), "{lo}");
+    let fwd = env.ok(&[
+        "exec",
+        "big",
+        "n7",
+        "--",
+        "cat",
+        "/proc/sys/net/ipv4/ip_forward",
+    ]);
+    assert_eq!(fwd.trim(), "1");
+    let log = std::fs::read_to_string(env.run_dir.join("big/logs/server.log")).unwrap();
+    assert_eq!(log.trim(), "ready in 1");
+
+    let (inodes, pids) = fleet.footprint();
+    let sup = fleet.pid();
+    let out = env.ok(&["down", "big", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 200);
+    assert_eq!(v["reclaimed"], 200, "{out}");
+    assert!(v["reclaimed_ms"].as_f64().unwrap() >= v["teardown_ms"].as_f64().unwrap());
+    std::mem::forget(fleet);
+    wait_gone(sup);
+    assert!(pids.iter().all(|p| !alive(*p)), "node processes reaped");
+    assert!(held(&inodes).is_empty(), "nothing holds a node namespace");
+    assert!(env.fleet_dirs().is_empty(), "run folder removed");
+}
+
+#[test]
+fn exec_connects_stdin_and_passes_the_exit_status_through() {
+    let env = Env::new("exec");
+    let _fleet = env.up("[fleet]\nname = \"ex\"\n[[node]]\nname = \"a\"\n");
+    let out = env.run_with_stdin(
+        &["exec", "ex", "a", "--", "sh", "-c", "tr a-z A-Z; exit 7"],
+        b"hello\n",
+    );
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "HELLO\n");
+    let nets = env.ok(&["exec", "ex", "a", "--", "ls", "/sys/class/net"]);
+    assert_eq!(
+        nets.trim(),
+        "lo",
+        "/sys shows the node's interfaces, as under ip netns exec"
+    );
+    let missing = env.run(&["exec", "ex", "a", "--", "/no/such/command"]);
+    assert_eq!(missing.status.code(), Some(127));
+    let bad = env.run(&["exec", "ex", "zz", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no node \"zz\""));
+}
+
+#[test]
+fn processes_are_started_logged_and_reaped_at_down() {
+    let env = Env::new("procs");
+    let fleet = env.up(
+        "[fleet]\nname = \"pr\"\n[defaults]\ncommands = [\"echo out; echo err >&2; exec sleep 1000\", \"trap '' TERM; sleep 1000\"]\n[[node]]\nname = \"p{i}\"\ncount = 3\n",
+    );
+    let s = env.status("pr");
+    assert_eq!(s["processes_running"], 6);
+    let log = std::fs::read_to_string(env.run_dir.join("pr/logs/p2.log")).unwrap();
+    assert!(log.contains("out") && log.contains("err"), "{log}");
+    let (_, pids) = fleet.footprint();
+    assert_eq!(pids.len(), 6);
+    // The second command ignores SIGTERM: down escalates to SIGKILL after the grace period.
+    env.ok(&["down", "pr"]);
+    std::mem::forget(fleet);
+    assert!(pids.iter().all(|p| !alive(*p)));
+}
+
+#[test]
+fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
+    let env = Env::new("kill9");
+    let fleet = env.up(
+        "[fleet]\nname = \"k9\"\n[defaults]\ncommands = [\"exec sleep 1000\", \"setsid sh -c 'sleep 1001 & sleep 1002' & exit 0\"]\n[[node]]\nname = \"k{i}\"\ncount = 20\n",
+    );
+    let (inodes, pids) = fleet.footprint();
+    let sup = fleet.pid();
+    // The daemonised sleeps escaped their process group and their parent; find them too.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let escaped: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with("sleep\u{0}100"))
+                && std::fs::read_link(format!("/proc/{p}/ns/pid")).ok()
+                    == std::fs::read_link(format!("/proc/{sup}/ns/pid")).ok()
+        })
+        .collect();
+    assert!(escaped.len() >= 40, "daemons found: {}", escaped.len());
+    unsafe { libc::kill(sup, libc::SIGKILL) };
+    wait_gone(sup);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        pids.iter().chain(&escaped).all(|p| !alive(*p)),
+        "every process died with the supervisor"
+    );
+    assert!(held(&inodes).is_empty(), "nothing holds a node namespace");
+    let s = env.status("k9");
+    assert_eq!(s["state"], "dead");
+    env.ok(&["clean", "k9"]);
+    assert!(env.fleet_dirs().is_empty());
+    std::mem::forget(fleet);
+}
+
+#[test]
+fn a_second_up_of_a_name_already_up_is_refused() {
+    let env = Env::new("twice");
+    let text = "[fleet]\nname = \"dup\"\n[[node]]\nname = \"a\"\n";
+    let _fleet = env.up(text);
+    let f = env.file("again.toml", text);
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already up"));
+    assert_eq!(
+        env.status("dup")["state"],
+        "up",
+        "the running fleet is untouched"
+    );
+}
+
+#[test]
+fn a_failure_half_way_through_up_rolls_everything_back() {
+    let env = Env::new("rollback");
+    // Valid on paper (per-interface keys are checked once interfaces exist), but eth9
+    // never exists: the Configure phase fails after 30 namespaces are created.
+    let f = env.file(
+        "bad.toml",
+        "[fleet]\nname = \"rb\"\n[[node]]\nname = \"r{i}\"\ncount = 30\nsysctls = { \"net.ipv4.conf.eth9.forwarding\" = 1 }\ncommands = [\"sleep 1000\"]\n",
+    );
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("net.ipv4.conf.eth9.forwarding") && err.contains("rolled back"),
+        "{err}"
+    );
+    assert!(
+        env.fleet_dirs().is_empty(),
+        "nothing left in the run directory"
+    );
+}
+
+#[test]
+fn clean_never_touches_a_running_fleet_or_a_folder_that_is_not_ours() {
+    let env = Env::new("clean");
+    let _fleet = env.up("[fleet]\nname = \"live\"\n[[node]]\nname = \"a\"\n");
+    let lookalike = env.run_dir.join("lookalike");
+    std::fs::create_dir_all(&lookalike).unwrap();
+    std::fs::write(lookalike.join("control.sock"), "").unwrap();
+    assert_eq!(env.run(&["clean", "live"]).status.code(), Some(1));
+    env.ok(&["clean", "--all"]);
+    assert!(
+        lookalike.join("control.sock").exists(),
+        "not ours, not touched"
+    );
+    assert_eq!(env.status("live")["state"], "up");
+    let down_unknown = env.run(&["down", "nope"]);
+    assert!(String::from_utf8_lossy(&down_unknown.stderr).contains("no fleet named \"nope\""));
+}

@@ -1,0 +1,178 @@
+//! `nsfleet up`: validate, claim the name, launch the supervisor, show its progress, and
+//! return once the fleet is ready (leaving the supervisor running).
+
+use super::human_bytes;
+use crate::control::UpEvent;
+use crate::core::CreateReport;
+use crate::rundir::{FleetRecord, ProcId, RunDir};
+use crate::sys;
+use crate::topology::{self, check_name, Topology, MAX_FLEET_NAME};
+use anyhow::{anyhow, bail, Context};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub struct UpArgs {
+    pub file: Option<PathBuf>,
+    pub name: Option<String>,
+    pub workers: usize,
+    pub max_unreclaimed: usize,
+    pub run_dir: PathBuf,
+    pub json: bool,
+}
+
+pub fn up(a: UpArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut topo = match &a.file {
+        Some(f) => topology::parse_file(f)?,
+        None => topology::parse(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
+    };
+    if let Some(n) = &a.name {
+        check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
+        topo.name = n.clone();
+    }
+    let validate = started.elapsed();
+    let rd = RunDir::new(&a.run_dir);
+    let mut record = rd.claim(&topo.name)?;
+    // From here on a failure must give the name back.
+    launch(&rd, &mut record, &topo, &a, validate).inspect_err(|_| {
+        let _ = rd.remove(&topo.name, true);
+    })
+}
+
+fn launch(
+    rd: &RunDir,
+    record: &mut FleetRecord,
+    topo: &Topology,
+    a: &UpArgs,
+    validate: Duration,
+) -> anyhow::Result<()> {
+    let (in_r, mut in_w) = std::io::pipe()?;
+    let (out_r, out_w) = std::io::pipe()?;
+    let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
+    let args: Vec<String> = [
+        "nsfleet",
+        "__supervise",
+        "--run-dir",
+        &rd.root().display().to_string(),
+        "--name",
+        &topo.name,
+        "--workers",
+        &a.workers.to_string(),
+        "--max-unreclaimed",
+        &a.max_unreclaimed.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let init = sys::InitCommand::new(
+        "/proc/self/exe",
+        &args,
+        in_r.as_raw_fd(),
+        out_w.as_raw_fd(),
+        log.as_raw_fd(),
+    )?;
+    let pid = init.spawn().context("starting the supervisor")?;
+    drop((in_r, out_w, log));
+    record.supervisor = ProcId::of(pid);
+    rd.write_record(record)?;
+    serde_json::to_writer(&mut in_w, topo)?;
+    in_w.flush()?;
+    drop(in_w);
+
+    let bar = Progress::new(topo.node_count());
+    for line in BufReader::new(out_r).lines() {
+        let line = line?;
+        match serde_json::from_str::<UpEvent>(&line) {
+            Ok(UpEvent::Progress { phase, done, total }) => bar.set(&phase, done, total),
+            Ok(UpEvent::Ready { report, pid }) => {
+                bar.finish();
+                print_ready(topo, &report, validate, pid, a.json);
+                return Ok(());
+            }
+            Ok(UpEvent::Failed { message }) => {
+                bar.finish();
+                let _ = sys::wait_child(pid);
+                bail!("{message}");
+            }
+            Err(_) => {}
+        }
+    }
+    bar.finish();
+    let status = sys::wait_child(pid).unwrap_or(-1);
+    let log = std::fs::read_to_string(rd.supervisor_log(&topo.name)).unwrap_or_default();
+    let last = log.lines().last().unwrap_or("no log output");
+    bail!("the supervisor died while starting (wait status {status}): {last}")
+}
+
+fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, json: bool) {
+    let build: Duration = r.phases.iter().map(|(_, d)| *d).sum();
+    let rate = r.nodes as f64 / build.as_secs_f64().max(1e-9);
+    if json {
+        let v = serde_json::json!({
+            "name": topo.name, "pid": pid, "nodes": r.nodes, "nodes_per_sec": rate,
+            "validate_ms": validate.as_secs_f64() * 1e3,
+            "phases_ms": r.phases.iter().map(|(p, d)| (format!("{p:?}").to_lowercase(), d.as_secs_f64() * 1e3)).collect::<std::collections::BTreeMap<_, _>>(),
+            "kernel_mem_bytes": r.kernel_bytes,
+        });
+        println!("{v}");
+        return;
+    }
+    let name = &topo.name;
+    println!(
+        "fleet {name:?} is up: {} nodes in {:.2} s ({rate:.0} nodes/s)",
+        r.nodes,
+        build.as_secs_f64()
+    );
+    println!(
+        "  {:<10} {:>9.1} ms",
+        "validate",
+        validate.as_secs_f64() * 1e3
+    );
+    for (phase, d) in &r.phases {
+        let label = match phase {
+            crate::core::Phase::Create => "create",
+            crate::core::Phase::Configure => "configure",
+            crate::core::Phase::Start => "start",
+        };
+        println!("  {label:<10} {:>9.1} ms", d.as_secs_f64() * 1e3);
+    }
+    println!(
+        "  kernel memory ~{} ({} per node); supervisor pid {pid}",
+        human_bytes(r.kernel_bytes),
+        human_bytes(r.kernel_bytes / r.nodes.max(1) as i64)
+    );
+    let first = topo.nodes().next().map(|(n, _)| n).unwrap_or_default();
+    println!("  next: nsfleet status {name} | nsfleet exec {name} {first} -- ip addr | nsfleet down {name}");
+}
+
+/// A progress bar on a terminal; nothing when stderr is piped.
+struct Progress(indicatif::ProgressBar);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix:>9} [{bar:30}] {pos}/{len} nodes {per_sec}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Progress(bar)
+    }
+
+    fn set(&self, phase: &str, done: usize, total: usize) {
+        self.0.set_prefix(phase.to_string());
+        self.0.set_length(total as u64);
+        self.0.set_position(done as u64);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}

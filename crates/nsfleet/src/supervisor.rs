@@ -1,0 +1,323 @@
+//! The supervisor: the one process that owns a fleet.
+//!
+//! `nsfleet up` starts it as PID 1 of a new PID namespace. It holds every node's namespace
+//! by an open descriptor only (no bind mounts), so when it dies, however it dies, the
+//! kernel drops every namespace and, because it is the PID namespace's init, kills every
+//! process of the fleet. Nothing of the fleet can outlive it but its run folder, which
+//! `nsfleet clean` removes.
+//!
+//! It serves the control socket ([`crate::control`]), and ends on `down`, on SIGTERM,
+//! SIGINT or SIGHUP, or when the `up` that launched it goes away before the fleet is ready.
+
+use crate::control::{self, FleetStatus, NodeStatus, Reply, Request, UpEvent, MAX_REQUEST};
+use crate::core::{Fleet, FleetOptions, Phase};
+use crate::rundir::RunDir;
+use crate::subsys::process::Procs;
+use crate::subsys::{register_defaults, Defaults};
+use crate::sys;
+use crate::topology::Topology;
+use anyhow::Context;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct SupervisorArgs {
+    pub run_dir: PathBuf,
+    pub name: String,
+    pub workers: usize,
+    pub max_unreclaimed: usize,
+}
+
+const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+/// A request to end the fleet; replies go to whoever asked (nobody for a signal).
+struct Shutdown {
+    replies: Option<Sender<Reply>>,
+}
+
+struct Supervisor {
+    name: String,
+    run_dir: RunDir,
+    fleet: Fleet,
+    defaults: Defaults,
+    state: Mutex<&'static str>,
+    kernel_bytes: Mutex<i64>,
+    shutdown: Sender<Shutdown>,
+}
+
+/// Runs the supervisor; the topology arrives as JSON on stdin, events go to stdout.
+pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
+    // Blocked before any thread exists, so that every thread inherits the mask and only
+    // the signal thread ever receives them.
+    sys::block_signals(&SIGNALS)?;
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let topo: Topology =
+        serde_json::from_str(&input).context("reading the topology from `nsfleet up`")?;
+    let run_dir = RunDir::new(&args.run_dir);
+    sys::raise_nofile(topo.node_count() + 4096).context("raising RLIMIT_NOFILE")?;
+    let log_dir = run_dir.log_dir(&args.name);
+    std::fs::create_dir_all(&log_dir)?;
+    let fleet = Fleet::new(FleetOptions {
+        workers: args.workers,
+        max_unreclaimed: args.max_unreclaimed,
+        log_dir,
+    })?;
+    let defaults = register_defaults(&fleet)?;
+    let (shutdown, shutdown_rx) = crossbeam_channel::unbounded();
+    let sup = Arc::new(Supervisor {
+        name: args.name.clone(),
+        run_dir,
+        fleet,
+        defaults,
+        state: Mutex::new("starting"),
+        kernel_bytes: Mutex::new(0),
+        shutdown,
+    });
+    serve(sup.clone())?;
+    signals(sup.shutdown.clone());
+    let mut events = Events::stdout();
+    let result = sup.fleet.create(&topo, &mut |phase, done, total| {
+        events.progress(phase, done, total)
+    });
+    match result {
+        Err(e) => {
+            events.send(&UpEvent::Failed {
+                message: format!("{e:#}"),
+            });
+            return Ok(1);
+        }
+        Ok(report) => {
+            *sup.kernel_bytes.lock() = report.kernel_bytes;
+            *sup.state.lock() = "up";
+            let pid = sys::host_pid();
+            events.send(&UpEvent::Ready { report, pid });
+            events.close();
+        }
+    }
+    let first = if events.broken {
+        // The `up` that launched us is gone before seeing the fleet ready: nobody will
+        // ever know this fleet exists, so it must not stay.
+        Shutdown { replies: None }
+    } else {
+        shutdown_rx.recv().expect("the supervisor holds a sender")
+    };
+    teardown(&sup, first, &shutdown_rx);
+    Ok(0)
+}
+
+fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
+    *sup.state.lock() = "stopping";
+    let mut askers: Vec<Sender<Reply>> = first.replies.into_iter().collect();
+    let started = Instant::now();
+    let ticket = sup.fleet.destroy_all();
+    let dropped = ticket.wait_dropped();
+    askers.extend(more.try_iter().filter_map(|s| s.replies));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let teardown_ms = ms(dropped.dropped_at.map_or(Duration::ZERO, |t| t - started));
+    for a in &askers {
+        let _ = a.send(Reply::Dropped {
+            nodes: dropped.total,
+            teardown_ms,
+        });
+    }
+    let settled = ticket.wait_settled();
+    askers.extend(more.try_iter().filter_map(|s| s.replies));
+    if let Err(e) = sup.run_dir.remove(&sup.name, true) {
+        eprintln!("nsfleet supervisor: {e:#}");
+    }
+    let total_ms = ms(settled.settled_at.map_or(Duration::ZERO, |t| t - started));
+    for a in &askers {
+        let _ = a.send(Reply::Reclaimed {
+            nodes: settled.total,
+            reclaimed: settled.reclaimed,
+            held: settled.held.clone(),
+            total_ms,
+        });
+    }
+    // Let the connection threads write the last reply before the process ends.
+    drop(askers);
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+/// Writes [`UpEvent`]s to the `up` that launched us, at most ten progress lines a second.
+struct Events {
+    out: Option<std::io::Stdout>,
+    last: Instant,
+    broken: bool,
+}
+
+impl Events {
+    fn stdout() -> Self {
+        Events {
+            out: Some(std::io::stdout()),
+            last: Instant::now(),
+            broken: false,
+        }
+    }
+
+    fn progress(&mut self, phase: Phase, done: usize, total: usize) {
+        if done == total || self.last.elapsed() >= Duration::from_millis(100) {
+            self.last = Instant::now();
+            let phase = format!("{phase:?}").to_lowercase();
+            self.send(&UpEvent::Progress { phase, done, total });
+        }
+    }
+
+    fn send(&mut self, e: &UpEvent) {
+        if let Some(out) = &self.out {
+            let mut lock = out.lock();
+            if control::write_line(&mut lock, e)
+                .and_then(|_| lock.flush())
+                .is_err()
+            {
+                self.broken = true;
+            }
+        }
+    }
+
+    /// Stops writing and lets `up` see end-of-file.
+    fn close(&mut self) {
+        self.out = None;
+        let _ = sys::redirect_stdout_to_null();
+    }
+}
+
+fn signals(shutdown: Sender<Shutdown>) {
+    std::thread::Builder::new()
+        .name("nsfleet-signals".into())
+        .spawn(move || loop {
+            match sys::wait_signal(&SIGNALS) {
+                // As PID 1 of our namespace we inherit every orphan: reap them.
+                Ok(libc::SIGCHLD) => sys::reap_any(),
+                Ok(_) => {
+                    let _ = shutdown.send(Shutdown { replies: None });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        })
+        .expect("spawning the signal thread");
+}
+
+fn serve(sup: Arc<Supervisor>) -> anyhow::Result<()> {
+    let path = sup.run_dir.socket(&sup.name);
+    let _ = std::fs::remove_file(&path);
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    std::thread::Builder::new()
+        .name("nsfleet-control".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let sup = sup.clone();
+                let _ = std::thread::Builder::new()
+                    .name("nsfleet-conn".into())
+                    .spawn(move || sup.handle(conn));
+            }
+        })?;
+    Ok(())
+}
+
+impl Supervisor {
+    fn handle(&self, conn: UnixStream) {
+        // A client that says nothing, or too much, gets dropped; it never wedges anything
+        // but its own connection thread.
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut line = Vec::new();
+        let read = BufReader::new(&conn)
+            .take(MAX_REQUEST as u64 + 1)
+            .read_until(b'\n', &mut line);
+        let req = match read {
+            Ok(_) if line.len() > MAX_REQUEST => {
+                Err(format!("request longer than {MAX_REQUEST} bytes"))
+            }
+            Ok(_) => serde_json::from_slice::<Request>(&line)
+                .map_err(|e| format!("malformed request: {e}")),
+            Err(e) => Err(format!("reading the request: {e}")),
+        };
+        let reply = |r: &Reply| control::write_line(&conn, r);
+        let _ = match req {
+            Err(message) => reply(&Reply::Error { message }),
+            Ok(Request::Status) => reply(&Reply::Status(self.status())),
+            Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
+            Ok(Request::Down { wait }) => {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                let _ = self.shutdown.send(Shutdown { replies: Some(tx) });
+                for r in rx.iter() {
+                    let last = matches!(r, Reply::Reclaimed { .. })
+                        || (!wait && matches!(r, Reply::Dropped { .. }));
+                    if reply(&r).is_err() || last {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        };
+    }
+
+    fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
+        let nodes = self.fleet.nodes();
+        let found = nodes.get(node).map(|n| (n.inode(), n.dup_netns()));
+        match found {
+            Some((inode, Some(fd))) => {
+                let mut line = serde_json::to_vec(&Reply::Netns {
+                    node: node.into(),
+                    inode,
+                })?;
+                line.push(b'\n');
+                sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())
+            }
+            _ => control::write_line(
+                conn,
+                &Reply::Error {
+                    message: format!(
+                        "fleet {:?} has no node {node:?} (or it is being torn down)",
+                        self.name
+                    ),
+                },
+            ),
+        }
+    }
+
+    fn status(&self) -> FleetStatus {
+        let nodes = self.fleet.nodes();
+        let nodes: Vec<NodeStatus> = nodes
+            .iter()
+            .map(|n| NodeStatus {
+                name: n.name().to_string(),
+                netns_inode: n.inode(),
+                processes: n
+                    .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        FleetStatus {
+            name: self.name.clone(),
+            state: self.state.lock().to_string(),
+            pid: sys::host_pid(),
+            node_count: nodes.len(),
+            processes_running: nodes
+                .iter()
+                .flat_map(|n| &n.processes)
+                .filter(|p| p.running)
+                .count(),
+            kernel_mem_bytes: *self.kernel_bytes.lock(),
+            awaiting_reclaim: self.fleet.awaiting_reclaim(),
+            workers: self.fleet.workers(),
+            subsystems: self
+                .fleet
+                .subsystems()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            run_dir: self.run_dir.fleet_dir(&self.name).display().to_string(),
+            nodes,
+        }
+    }
+}
