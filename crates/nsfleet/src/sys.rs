@@ -497,3 +497,26 @@ pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
         }
     }
 }
+
+/// Opens a directory (for `*at` calls below it).
+pub fn open_dir(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: path is NUL-terminated; the descriptor is checked and then owned.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Writes `data` to the file `path` below `dir` (which must exist), in one write.
+pub fn write_at(dir: BorrowedFd<'_>, path: &str, data: &[u8]) -> io::Result<()> {
+    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is NUL-terminated and dir is a valid directory descriptor.
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fresh descriptor owned from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: data is a valid buffer of the length passed.
+    let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr() as *const libc::c_void, data.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -8,7 +8,7 @@
 //! are ever outstanding, whatever the churn.
 
 use super::node::Node;
-use super::reclaim::ReclaimWatch;
+use super::reclaim::{Group, ReclaimWatch};
 use super::registry::Registry;
 use super::subsystem::AnyState;
 use crate::sys;
@@ -196,11 +196,11 @@ impl ReaperThread {
                     Err(_) => break,
                 }
             }
-            self.teardown(&batch);
+            let group = self.teardown(&batch);
             for d in &batch {
                 d.ticket.update(|s| s.dropped += 1);
             }
-            let held = self.wait_reclaimed(&batch);
+            let held = self.wait_reclaimed(&batch, group);
             // Before the tickets wake anyone: whoever a ticket wakes must see the count
             // without these nodes.
             self.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
@@ -214,7 +214,7 @@ impl ReaperThread {
     }
 
     /// exit per node, exit_batch per subsystem, free states, close the namespaces.
-    fn teardown(&self, batch: &[Doomed]) {
+    fn teardown(&self, batch: &[Doomed]) -> Group {
         // Shared, as cleanup_net holds pernet_ops_rwsem: the subsystems that ran init on
         // these nodes are the ones that run exit on them.
         let subs = self.registry.read();
@@ -236,19 +236,19 @@ impl ReaperThread {
         }
         drop(states);
         drop(subs);
-        self.watch.expect(batch.iter().map(|d| d.node.nsid()));
+        let group = self.watch.expect(batch.iter().map(|d| d.node.nsid()));
         for d in batch {
             d.node.close_netns();
         }
+        group
     }
 
     /// The one wait per batch. Returns the nodes found held by someone else.
-    fn wait_reclaimed(&mut self, batch: &[Doomed]) -> HashMap<String, Held> {
-        let mut ids: Vec<i32> = batch.iter().map(|d| d.node.nsid()).collect();
+    fn wait_reclaimed(&mut self, batch: &[Doomed], group: Group) -> HashMap<String, Held> {
         let mut held = HashMap::new();
         let started = Instant::now();
         loop {
-            ids = self.watch.wait(&ids, STALL);
+            let mut ids = self.watch.wait(&group, STALL);
             if ids.is_empty() {
                 break;
             }
@@ -269,7 +269,7 @@ impl ReaperThread {
                             holders: who,
                         },
                     );
-                    self.watch.forget(&[n.nsid()]);
+                    self.watch.forget(&group, &[n.nsid()]);
                     ids.retain(|i| *i != n.nsid());
                 }
             }

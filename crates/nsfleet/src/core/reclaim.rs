@@ -11,7 +11,7 @@
 use crate::sys;
 use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use parking_lot::{Condvar, Mutex};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -25,11 +25,32 @@ const FIRST_NSID: i32 = 1 << 20;
 
 pub struct ReclaimWatch {
     next_id: AtomicI32,
-    outstanding: Mutex<HashSet<i32>>,
+    pending: Mutex<Pending>,
     changed: Condvar,
     stop: AtomicBool,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// Ids awaited, in groups (one per batch), so that an announcement costs O(1).
+#[derive(Default)]
+struct Pending {
+    group_of: HashMap<i32, u64>,
+    left: HashMap<u64, usize>,
+    next_group: u64,
+}
+
+impl Pending {
+    fn gone(&mut self, id: i32) {
+        if let Some(g) = self.group_of.remove(&id) {
+            if let Some(n) = self.left.get_mut(&g) {
+                *n -= 1;
+            }
+        }
+    }
+}
+
+/// A set of ids awaited together (see [`ReclaimWatch::expect`]).
+pub struct Group(u64);
 
 impl ReclaimWatch {
     /// Starts listening in `hub`; the listener thread opens its sockets there and returns
@@ -37,7 +58,7 @@ impl ReclaimWatch {
     pub fn start(hub: &OwnedFd, home: &OwnedFd) -> io::Result<Arc<Self>> {
         let watch = Arc::new(ReclaimWatch {
             next_id: AtomicI32::new(FIRST_NSID),
-            outstanding: Mutex::new(HashSet::new()),
+            pending: Mutex::new(Pending::default()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             listener: Mutex::new(None),
@@ -67,8 +88,7 @@ impl ReclaimWatch {
                     }
                 }
             })?;
-        rx.recv()
-            .map_err(|_| io::Error::other("reclaim listener died"))??;
+        rx.recv().map_err(|_| io::Error::other("reclaim listener died"))??;
         *watch.listener.lock() = Some(t);
         Ok(watch)
     }
@@ -79,36 +99,52 @@ impl ReclaimWatch {
 
     /// Registers ids whose RTM_DELNSID we are about to wait for. Call it before dropping
     /// the namespaces, or the announcement can come before anyone listens for it.
-    pub fn expect(&self, ids: impl IntoIterator<Item = i32>) {
-        self.outstanding.lock().extend(ids);
+    pub fn expect(&self, ids: impl IntoIterator<Item = i32>) -> Group {
+        let mut p = self.pending.lock();
+        let g = p.next_group;
+        p.next_group += 1;
+        let mut n = 0;
+        for id in ids {
+            p.group_of.insert(id, g);
+            n += 1;
+        }
+        p.left.insert(g, n);
+        Group(g)
+    }
+
+    /// Waits until every id of the group is announced, or until none has been for
+    /// `stall`. Returns the ids still awaited (empty: all announced, group closed).
+    pub fn wait(&self, group: &Group, stall: Duration) -> Vec<i32> {
+        let mut p = self.pending.lock();
+                let mut left = p.left.get(&group.0).copied().unwrap_or(0);
+        let mut deadline = Instant::now() + stall;
+        while left > 0 {
+            if self.changed.wait_until(&mut p, deadline).timed_out() {
+                break;
+            }
+                        let now = p.left.get(&group.0).copied().unwrap_or(0);
+
+            if now < left {
+                left = now;
+                deadline = Instant::now() + stall;
+            }
+        }
+        if left == 0 {
+            p.left.remove(&group.0);
+            return Vec::new();
+        }
+        p.group_of.iter().filter(|(_, g)| **g == group.0).map(|(id, _)| *id).collect()
     }
 
     /// Stops waiting for these ids (their namespaces are held elsewhere).
-    pub fn forget(&self, ids: &[i32]) {
-        let mut o = self.outstanding.lock();
+    pub fn forget(&self, group: &Group, ids: &[i32]) {
+        let mut p = self.pending.lock();
         for id in ids {
-            o.remove(id);
+            p.gone(*id);
         }
-    }
-
-    /// Waits until none of `ids` is outstanding, or until nothing of them has been
-    /// announced for `stall`. Returns the ids still outstanding (empty: all announced).
-    pub fn wait(&self, ids: &[i32], stall: Duration) -> Vec<i32> {
-        let mut o = self.outstanding.lock();
-        let mut left = ids.iter().filter(|i| o.contains(i)).count();
-        let mut last_progress = Instant::now();
-        while left > 0 {
-            let deadline = last_progress + stall;
-            if self.changed.wait_until(&mut o, deadline).timed_out() {
-                break;
-            }
-            let now_left = ids.iter().filter(|i| o.contains(i)).count();
-            if now_left < left {
-                left = now_left;
-                last_progress = Instant::now();
-            }
+        if p.left.get(&group.0) == Some(&0) {
+            p.left.remove(&group.0);
         }
-        ids.iter().copied().filter(|i| o.contains(i)).collect()
     }
 
     /// Drops a fresh namespace and waits for the kernel to take it: see the module doc.
@@ -123,12 +159,12 @@ impl ReclaimWatch {
         rtnl::new_nsid(&mut b, hub.next_seq(), fd.as_raw_fd(), id);
         hub.execute_all(&b)
             .map_err(|e| io::Error::from_raw_os_error(e.errno))?;
-        self.expect([id]);
+                let group = self.expect([id]);
         drop(fd);
-        if self.wait(&[id], stall).is_empty() {
+        if self.wait(&group, stall).is_empty() {
             Ok(())
         } else {
-            self.forget(&[id]);
+            self.forget(&group, &[id]);
             Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the kernel did not reclaim the fence namespace",
@@ -166,9 +202,9 @@ impl ReclaimWatch {
         if gone.is_empty() {
             return;
         }
-        let mut o = self.outstanding.lock();
+        let mut p = self.pending.lock();
         for id in gone.drain(..) {
-            o.remove(&id);
+            p.gone(id);
         }
         self.changed.notify_all();
     }
@@ -185,8 +221,11 @@ impl ReclaimWatch {
             })
             .is_ok();
         if ok {
-            let mut o = self.outstanding.lock();
-            o.retain(|id| alive.contains(id));
+            let mut p = self.pending.lock();
+            let dead: Vec<i32> = p.group_of.keys().filter(|id| !alive.contains(id)).copied().collect();
+            for id in dead {
+                p.gone(id);
+            }
             self.changed.notify_all();
         }
     }

@@ -49,9 +49,19 @@ impl InitCtx<'_> {
 
     /// A route netlink socket in the node's namespace, opened on first use and closed when
     /// the worker leaves the node (an open socket would keep the namespace alive).
-    pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
+        pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
         self.worker.rtnl()
     }
+
+    /// Writes one of the node's sysctls; `key` as in the topology (`net.ipv4.ip_forward`).
+    /// Costly the first time in a node (see `Worker::write_sysctl`): a subsystem touches
+    /// sysctls only for nodes that need them.
+    pub fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
+        let path = crate::topology::sysctl_path(key);
+        let below_net = path.strip_prefix("net/").ok_or(io::ErrorKind::InvalidInput)?;
+        self.worker.write_sysctl(below_net, value)
+    }
+
 }
 
 pub trait Subsystem: Send + Sync + 'static {

@@ -1,18 +1,20 @@
-//! IPv6 duplicate-address detection off. With it on, every IPv6 address a node gets stays
-//! "tentative" for about a second before it can be used, which on a fleet means seconds of
+//! IPv6 duplicate-address detection off. With it on, every IPv6 address an interface gets
+//! stays "tentative" for about a second before it can be used: on a fleet, seconds of
 //! readiness per interface. Set on `all` and `default` before any interface exists, so
-//! every interface the fleet creates later inherits it.
+//! that every interface created later inherits it.
+//!
+//! Only for nodes where something can create an interface (today: nodes that run
+//! processes). A node with only `lo` has nothing that runs DAD, and writing a sysctl costs
+//! a lookup that grows with the number of namespaces on the machine (see
+//! `Worker::write_sysctl`): bare nodes stay at the kernel's own creation rate.
 
-use super::write_sysctl;
 use crate::core::{InitCtx, Phase, Subsystem};
+use crate::topology::NodeConfig;
 use anyhow::Context;
 
 pub struct Ipv6Dad;
 
-const KEYS: [&str; 2] = [
-    "net/ipv6/conf/all/accept_dad",
-    "net/ipv6/conf/default/accept_dad",
-];
+const KEYS: [&str; 2] = ["net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"];
 
 impl Subsystem for Ipv6Dad {
     type State = ();
@@ -25,14 +27,14 @@ impl Subsystem for Ipv6Dad {
         Phase::Create
     }
 
-    fn wants(&self, _: &crate::topology::NodeConfig) -> bool {
+    fn wants(&self, config: &NodeConfig) -> bool {
         // A kernel booted with ipv6.disable=1 has nothing to switch off.
-        std::path::Path::new("/proc/sys/net/ipv6").exists()
+        !config.commands.is_empty() && std::path::Path::new("/proc/sys/net/ipv6").exists()
     }
 
-    fn init(&self, _cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         for k in KEYS {
-            write_sysctl(k, "0").with_context(|| format!("writing {k}"))?;
+            cx.write_sysctl(k, "0").with_context(|| format!("writing {k}"))?;
         }
         Ok(())
     }

@@ -23,8 +23,4 @@ pub fn register_defaults(fleet: &Fleet) -> anyhow::Result<Defaults> {
     Ok(Defaults { process })
 }
 
-/// Writes one sysctl of the calling thread's network namespace: `/proc/sys/net` resolves
-/// against the namespace of the task that opens it.
-pub(crate) fn write_sysctl(path: &str, value: &str) -> std::io::Result<()> {
-    std::fs::write(std::path::Path::new("/proc/sys").join(path), value)
-}
+

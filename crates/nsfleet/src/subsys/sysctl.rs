@@ -1,7 +1,7 @@
 //! Per-node sysctls from the topology (`sysctls = { "net.ipv4.ip_forward" = 1 }`), in the
 //! Configure phase so that per-interface keys find their interfaces.
 
-use super::write_sysctl;
+
 use crate::core::{InitCtx, Phase, Subsystem};
 use crate::topology::NodeConfig;
 use anyhow::Context;
@@ -24,9 +24,9 @@ impl Subsystem for Sysctls {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
-        for (key, value) in &cx.config().sysctls {
-            let path = crate::topology::sysctl_path(key);
-            write_sysctl(&path, value).with_context(|| format!("sysctl {key} = {value}"))?;
+                let config = cx.node.config();
+        for (key, value) in &config.sysctls {
+            cx.write_sysctl(key, value).with_context(|| format!("sysctl {key} = {value}"))?;
         }
         Ok(())
     }
