@@ -55,8 +55,14 @@ fn a_200_node_fleet_comes_up_is_inspected_and_goes_down_reclaimed() {
     let log = std::fs::read_to_string(env.run_dir.join("big/logs/server.log")).unwrap();
     assert_eq!(log.trim(), "ready in 1");
 
-    let (inodes, pids) = fleet.footprint();
+    let (_, pids) = fleet.footprint();
     let sup = fleet.pid();
+    let namespaces = netns_held_by(sup);
+    assert_eq!(
+        namespaces.len(),
+        201,
+        "200 nodes and the fleet's hub, held by descriptors"
+    );
     let out = env.ok(&["down", "big", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["nodes"], 200);
@@ -65,7 +71,11 @@ fn a_200_node_fleet_comes_up_is_inspected_and_goes_down_reclaimed() {
     std::mem::forget(fleet);
     wait_gone(sup);
     assert!(pids.iter().all(|p| !alive(*p)), "node processes reaped");
-    assert!(held(&inodes).is_empty(), "nothing holds a node namespace");
+    assert_eq!(
+        still_alive(&namespaces),
+        0,
+        "every namespace of the fleet is gone"
+    );
     assert!(env.fleet_dirs().is_empty(), "run folder removed");
 }
 
@@ -116,8 +126,10 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
     let fleet = env.up(
         "[fleet]\nname = \"k9\"\n[defaults]\ncommands = [\"exec sleep 1000\", \"setsid sh -c 'sleep 1001 & sleep 1002' & exit 0\"]\n[[node]]\nname = \"k{i}\"\ncount = 20\n",
     );
-    let (inodes, pids) = fleet.footprint();
+    let (_, pids) = fleet.footprint();
     let sup = fleet.pid();
+    let namespaces = netns_held_by(sup);
+    assert_eq!(namespaces.len(), 21);
     // The daemonised sleeps escaped their process group and their parent; find them too.
     std::thread::sleep(std::time::Duration::from_millis(200));
     let escaped: Vec<i32> = std::fs::read_dir("/proc")
@@ -139,7 +151,17 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
         pids.iter().chain(&escaped).all(|p| !alive(*p)),
         "every process died with the supervisor"
     );
-    assert!(held(&inodes).is_empty(), "nothing holds a node namespace");
+    assert_eq!(
+        still_alive(&namespaces),
+        0,
+        "every namespace died with the supervisor"
+    );
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains("nsfs"),
+        "no namespace mount"
+    );
     let s = env.status("k9");
     assert_eq!(s["state"], "dead");
     env.ok(&["clean", "k9"]);
@@ -201,4 +223,33 @@ fn clean_never_touches_a_running_fleet_or_a_folder_that_is_not_ours() {
     assert_eq!(env.status("live")["state"], "up");
     let down_unknown = env.run(&["down", "nope"]);
     assert!(String::from_utf8_lossy(&down_unknown.stderr).contains("no fleet named \"nope\""));
+}
+
+#[test]
+fn down_names_whoever_still_holds_a_node_namespace() {
+    let env = Env::new("held");
+    let fleet = env.up("[fleet]\nname = \"hd\"\n[[node]]\nname = \"n{i}\"\ncount = 2\n");
+    // A user's shell, left running inside n1, keeps n1's namespace alive past `down`.
+    let mut shell = env
+        .cmd(&["exec", "hd", "n1", "--", "sleep", "30"])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::fs::read_to_string(format!("/proc/{}/cmdline", shell.id()))
+            .is_ok_and(|c| c.starts_with("sleep"))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = env.ok(&["down", "hd", "--json"]);
+    std::mem::forget(fleet);
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["reclaimed"], 1, "{out}");
+    assert_eq!(v["held"][0]["node"], "n1", "{out}");
+    let who = v["held"][0]["holders"][0].as_str().unwrap();
+    assert_eq!(who, format!("pid {} (sleep)", shell.id()), "{out}");
 }

@@ -20,6 +20,8 @@ const NETLINK_EXT_ACK: libc::c_int = 11;
 pub const MAX_BATCH: usize = 256;
 const RCVBUF: libc::c_int = 4 << 20;
 const SNDBUF_SAFE: usize = 160 << 10;
+/// Batches up to this many messages fit their ACKs in the default receive buffer.
+const SMALL_BATCH: usize = 32;
 
 /// A kernel error for one request: errno plus the extended-ACK message when the kernel gave one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +55,7 @@ pub struct NlSocket {
     fd: OwnedFd,
     seq: u32,
     buf: Vec<u8>,
+    big_rcvbuf: bool,
 }
 
 impl NlSocket {
@@ -75,16 +78,11 @@ impl NlSocket {
             fd,
             seq: 1,
             buf: vec![0; 64 << 10],
+            big_rcvbuf: false,
         };
+
         sock.setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)?;
         sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)?;
-        // Best effort: FORCE needs CAP_NET_ADMIN, the plain option is capped by rmem_max.
-        if sock
-            .setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF)
-            .is_err()
-        {
-            let _ = sock.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF);
-        }
         // SAFETY: sockaddr_nl is plain data; zeroed means "let the kernel pick the port id".
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
@@ -103,8 +101,25 @@ impl NlSocket {
     }
 
     /// Subscribes to a multicast group (RTNLGRP_*) of this socket's namespace.
-    pub fn join_group(&self, group: u32) -> io::Result<()> {
+    pub fn join_group(&mut self, group: u32) -> io::Result<()> {
+        self.grow_rcvbuf();
         self.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group as libc::c_int)
+    }
+
+    /// A receive buffer big enough for a full batch of ACKs or a burst of notifications.
+    /// Only sockets that need it pay for it: most send one request and read one ACK.
+    fn grow_rcvbuf(&mut self) {
+        if self.big_rcvbuf {
+            return;
+        }
+        self.big_rcvbuf = true;
+        // Best effort: FORCE needs CAP_NET_ADMIN, the plain option is capped by rmem_max.
+        if self
+            .setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF)
+            .is_err()
+        {
+            let _ = self.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF);
+        }
     }
 
     fn setsockopt(&self, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
@@ -138,6 +153,9 @@ impl NlSocket {
             batch.seqs().len() <= MAX_BATCH && bytes.len() <= SNDBUF_SAFE,
             "netlink batch over {MAX_BATCH} messages or {SNDBUF_SAFE} bytes: split it"
         );
+        if batch.seqs().len() > SMALL_BATCH {
+            self.grow_rcvbuf();
+        }
         let first = *batch.seqs().first().unwrap_or(&0);
         let mut results: Vec<Option<Result<(), NlError>>> = vec![None; batch.seqs().len()];
         if results.is_empty() {

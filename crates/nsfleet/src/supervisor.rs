@@ -128,7 +128,10 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
         });
     }
     let settled = ticket.wait_settled();
+    // The hub is a namespace of the fleet too: let it go before saying "reclaimed".
+    sup.fleet.shutdown();
     askers.extend(more.try_iter().filter_map(|s| s.replies));
+
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         eprintln!("nsfleet supervisor: {e:#}");
     }

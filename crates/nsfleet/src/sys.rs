@@ -349,22 +349,35 @@ pub fn process_start_time(pid: libc::pid_t) -> Option<u64> {
         .ok()
 }
 
+/// A control buffer with room for one descriptor (SCM_RIGHTS).
+fn one_fd_cmsg_buf() -> Vec<u8> {
+    // SAFETY: CMSG_SPACE is pure arithmetic.
+    vec![0u8; unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize]
+}
+
+/// A msghdr over one buffer and a control buffer. The pointers it holds are valid as long
+/// as `iov` and `cbuf` are: callers pass it to one syscall while both are alive.
+fn msghdr_with(iov: &mut libc::iovec, cbuf: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = cbuf.len();
+    msg
+}
+
 /// Sends `payload` and one descriptor over a Unix stream socket (SCM_RIGHTS).
 pub fn send_with_fd(sock: BorrowedFd<'_>, payload: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: msghdr, iovec and the control buffer all live on this stack frame for the
-    // duration of sendmsg(2); CMSG_* macros stay inside the buffer we sized with CMSG_SPACE.
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    let mut cbuf = one_fd_cmsg_buf();
+    let msg = msghdr_with(&mut iov, &mut cbuf);
+    // SAFETY: msg points at iov and cbuf, both alive for the call; the CMSG_* macros stay
+    // inside cbuf, which one_fd_cmsg_buf sized with CMSG_SPACE for one descriptor.
     unsafe {
-        let mut iov = libc::iovec {
-            iov_base: payload.as_ptr() as *mut libc::c_void,
-            iov_len: payload.len(),
-        };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let mut cbuf = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = space;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -380,20 +393,15 @@ pub fn send_with_fd(sock: BorrowedFd<'_>, payload: &[u8], fd: BorrowedFd<'_>) ->
 
 /// Receives up to `buf.len()` bytes and at most one descriptor passed with them.
 pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut cbuf = one_fd_cmsg_buf();
+    let mut msg = msghdr_with(&mut iov, &mut cbuf);
     // SAFETY: as in send_with_fd; the received descriptor (if any) is new in our table
     // (MSG_CMSG_CLOEXEC) and owned from here on.
     unsafe {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let mut cbuf = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = space;
         let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             return Err(io::Error::last_os_error());
@@ -501,7 +509,12 @@ pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
 /// Opens a directory (for `*at` calls below it).
 pub fn open_dir(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
     // SAFETY: path is NUL-terminated; the descriptor is checked and then owned.
-    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
     // SAFETY: fresh descriptor owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -510,13 +523,95 @@ pub fn open_dir(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
 pub fn write_at(dir: BorrowedFd<'_>, path: &str, data: &[u8]) -> io::Result<()> {
     let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: c is NUL-terminated and dir is a valid directory descriptor.
-    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    })?;
     // SAFETY: fresh descriptor owned from here on.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: data is a valid buffer of the length passed.
-    let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr() as *const libc::c_void, data.len()) };
+    let n = unsafe {
+        libc::write(
+            fd.as_raw_fd(),
+            data.as_ptr() as *const libc::c_void,
+            data.len(),
+        )
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A weak reference to a namespace: its nsfs file handle (Linux 6.18+). Unlike the inode
+/// number, which the kernel hands to the next namespace as soon as this one is gone, the
+/// handle names this namespace only, and holding it keeps nothing alive.
+#[derive(Clone)]
+#[repr(C)]
+pub struct NsHandle {
+    bytes: u32,
+    kind: i32,
+    data: [u8; 24],
+}
+
+impl NsHandle {
+    /// The namespace's inode number, which nsfs puts in its handles after the 64-bit
+    /// namespace id and the type (`struct nsfs_file_handle`).
+    pub fn inode(&self) -> Option<u64> {
+        (self.bytes >= 16).then(|| u32::from_ne_bytes(self.data[12..16].try_into().unwrap()) as u64)
+    }
+}
+
+/// The file handle of a namespace descriptor; `Unsupported` on kernels without nsfs handles.
+pub fn ns_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
+    let mut h = NsHandle {
+        bytes: 24,
+        kind: 0,
+        data: [0; 24],
+    };
+    let mut mount_id = 0;
+    // SAFETY: `h` is a struct file_handle with room for `bytes` bytes of handle; the
+    // kernel writes at most that much, and mount_id is a valid out-integer.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_name_to_handle_at,
+            ns.as_raw_fd(),
+            c"".as_ptr(),
+            &mut h as *mut NsHandle,
+            &mut mount_id as *mut libc::c_int,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(h)
+}
+
+/// Reopens the namespace behind `h`, or `None` once nothing holds it any more (ESTALE).
+/// `nsfs` is any namespace descriptor: it names the filesystem the handle belongs to.
+pub fn reopen_ns(nsfs: BorrowedFd<'_>, h: &NsHandle) -> io::Result<Option<OwnedFd>> {
+    let mut h = h.clone();
+    // SAFETY: `h` is a valid struct file_handle as name_to_handle_at filled it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            nsfs.as_raw_fd(),
+            &mut h as *mut NsHandle,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ESTALE) {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }

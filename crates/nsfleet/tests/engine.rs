@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use nsfleet::core::holders_of;
 use nsfleet::subsys::register_defaults;
 
 #[test]
@@ -21,18 +20,36 @@ fn two_hundred_nodes_come_up_configured_and_are_reclaimed() {
     inodes.sort();
     inodes.dedup();
     assert_eq!(inodes.len(), 200, "every node is its own namespace");
-        for name in ["n1", "n100", "n199", "srv"] {
-
+    let handles: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            n.with_netns(|fd| nsfleet::sys::ns_handle(fd).unwrap())
+                .unwrap()
+        })
+        .collect();
+    for name in ["n1", "n100", "n199", "srv"] {
         let n = nodes.get(name).unwrap();
         assert!(in_node(n, &["ip", "-o", "link", "show", "lo"]).contains(",UP"));
+        let seen = in_node(n, &["readlink", "/proc/self/ns/net"]);
+        assert_eq!(
+            seen.trim(),
+            format!("net:[{}]", n.inode()),
+            "the node's identity as /proc shows it"
+        );
+
         assert_eq!(
             in_node(n, &["cat", "/proc/sys/net/ipv4/ip_forward"]).trim(),
             "1"
         );
-            }
+    }
     // DAD is off where something can create interfaces (a node running processes); a
     // node with only lo keeps the kernel default, since nothing on it can run DAD.
-    let dad = |n: &str| in_node(nodes.get(n).unwrap(), &["cat", "/proc/sys/net/ipv6/conf/default/accept_dad"]);
+    let dad = |n: &str| {
+        in_node(
+            nodes.get(n).unwrap(),
+            &["cat", "/proc/sys/net/ipv6/conf/default/accept_dad"],
+        )
+    };
     assert_eq!(dad("srv").trim(), "0");
     assert_eq!(dad("n1").trim(), "1");
     drop(nodes);
@@ -40,8 +57,17 @@ fn two_hundred_nodes_come_up_configured_and_are_reclaimed() {
     assert_eq!((done.reclaimed, done.held.len()), (200, 0));
     assert!(t.fleet.nodes().is_empty());
     assert_eq!(t.fleet.awaiting_reclaim(), 0);
-    assert!(
-        holders_of(inodes).is_empty(),
+    let nsfs = std::fs::File::open("/proc/self/ns/net").unwrap();
+    let alive = handles
+        .iter()
+        .filter(|h| {
+            nsfleet::sys::reopen_ns(std::os::fd::AsFd::as_fd(&nsfs), h)
+                .unwrap()
+                .is_some()
+        })
+        .count();
+    assert_eq!(
+        alive, 0,
         "no task, descriptor or mount holds a destroyed node"
     );
 }
@@ -99,16 +125,18 @@ fn forwarding(node: &Node) -> String {
         .to_string()
 }
 
-#[test]
-fn registering_on_a_live_fleet_inits_every_node_and_unregistering_exits_them() {
+/// A fleet with the default subsystems and 40 bare nodes.
+fn live_fleet(name: &str) -> TestFleet {
     let t = fleet(2);
     register_defaults(&t.fleet).unwrap();
-    t.fleet
-        .create(
-            &topo("[fleet]\nname = \"r\"\n[[node]]\nname = \"n{i}\"\ncount = 40\n"),
-            &mut |_, _, _| {},
-        )
-        .unwrap();
+    let text = format!("[fleet]\nname = \"{name}\"\n[[node]]\nname = \"n{{i}}\"\ncount = 40\n");
+    t.fleet.create(&topo(&text), &mut |_, _, _| {}).unwrap();
+    t
+}
+
+#[test]
+fn registering_on_a_live_fleet_inits_every_node_and_unregistering_exits_them() {
+    let t = live_fleet("r");
     let sub = Forwarding::default();
     let id = t.fleet.register(sub.clone()).unwrap();
     assert_eq!(sub.inits.load(Ordering::SeqCst), 40);
@@ -129,14 +157,7 @@ fn registering_on_a_live_fleet_inits_every_node_and_unregistering_exits_them() {
 
 #[test]
 fn a_registration_whose_init_fails_on_one_node_is_undone_on_every_node() {
-    let t = fleet(2);
-    register_defaults(&t.fleet).unwrap();
-    t.fleet
-        .create(
-            &topo("[fleet]\nname = \"f\"\n[[node]]\nname = \"n{i}\"\ncount = 40\n"),
-            &mut |_, _, _| {},
-        )
-        .unwrap();
+    let t = live_fleet("f");
     let sub = Forwarding {
         fail_on: Some("n17"),
         ..Forwarding::default()

@@ -182,11 +182,38 @@ pub fn wait_gone(pid: i32) {
     panic!("pid {pid} is still alive");
 }
 
-/// Namespaces among `inodes` that something still holds (task, descriptor, mount).
-pub fn held(inodes: &[u64]) -> Vec<u64> {
-    nsfleet::core::holders_of(inodes.to_vec())
-        .into_keys()
-        .collect()
+/// Weak references (nsfs handles) to every network namespace a process holds open, but
+/// our own. Unlike inode numbers, which parallel tests' new namespaces reuse at once, a
+/// handle names one namespace only.
+pub fn netns_held_by(pid: i32) -> Vec<nsfleet::sys::NsHandle> {
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if !target.to_string_lossy().starts_with("net:[") || target == own {
+            continue;
+        }
+        if let Ok(f) = std::fs::File::open(e.path()) {
+            use std::os::fd::AsFd;
+            v.push(nsfleet::sys::ns_handle(f.as_fd()).expect("nsfs handles (Linux 6.18+)"));
+        }
+    }
+    v
+}
+
+/// How many of these namespaces still exist (anything at all still holds them).
+pub fn still_alive(handles: &[nsfleet::sys::NsHandle]) -> usize {
+    use std::os::fd::AsFd;
+    let nsfs = std::fs::File::open("/proc/self/ns/net").unwrap();
+    handles
+        .iter()
+        .filter(|h| nsfleet::sys::reopen_ns(nsfs.as_fd(), h).unwrap().is_some())
+        .count()
 }
 
 pub fn exists(p: &Path) -> bool {

@@ -9,8 +9,8 @@
 
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
-use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use anyhow::{bail, Context};
+use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use serde::Serialize;
 use std::os::fd::AsFd;
 use std::process::Command;
@@ -31,7 +31,7 @@ struct Run {
     nsfleet_down_s: f64,
     rss_per_node_bytes: f64,
     kernel_per_node_bytes: f64,
-        raw_up_s: f64,
+    raw_up_s: f64,
     raw_down_s: f64,
     raw_lo_up_s: f64,
     raw_lo_down_s: f64,
@@ -50,21 +50,28 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
         bail!("--count and --runs must be at least 1");
     }
     sys::raise_nofile(a.count + 4096).context("raising RLIMIT_NOFILE")?;
-        // Only for its reclamation barrier, which times the raw loops' teardown.
+    // Only for its reclamation barrier, which times the raw loops' teardown.
     let fleet = Fleet::new(FleetOptions::default())?;
-        let baseline = baseline_rss(a.workers)?;
+    let baseline = baseline_rss(a.workers)?;
     let shell = a.shell_count > 0 && which("unshare") && which("bash");
     let mut runs = Vec::with_capacity(a.runs);
     for r in 0..a.runs {
-        note(a.json, &format!("run {}/{}: {} nodes each", r + 1, a.runs, a.count));
+        note(
+            a.json,
+            &format!("run {}/{}: {} nodes each", r + 1, a.runs, a.count),
+        );
         // Alternate who goes first, so neither always meets a kernel the other just loaded.
-                let (nsfleet, raw, raw_lo) = if r % 2 == 0 {
-                        let n = measure_nsfleet(a.count, a.workers, baseline)?;
-            (n, measure_raw(&fleet, a.count, false)?, measure_raw(&fleet, a.count, true)?)
+        let (nsfleet, raw, raw_lo) = if r % 2 == 0 {
+            let n = measure_nsfleet(a.count, a.workers, baseline)?;
+            (
+                n,
+                measure_raw(&fleet, a.count, false)?,
+                measure_raw(&fleet, a.count, true)?,
+            )
         } else {
             let raw_lo = measure_raw(&fleet, a.count, true)?;
             let raw = measure_raw(&fleet, a.count, false)?;
-                        (measure_nsfleet(a.count, a.workers, baseline)?, raw, raw_lo)
+            (measure_nsfleet(a.count, a.workers, baseline)?, raw, raw_lo)
         };
         let shell_s = shell.then(|| shell_loop(a.shell_count)).transpose()?;
         runs.push(Run {
@@ -73,13 +80,13 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
             rss_per_node_bytes: nsfleet.2,
             kernel_per_node_bytes: nsfleet.3,
             raw_up_s: raw.0,
-                        raw_down_s: raw.1,
+            raw_down_s: raw.1,
             raw_lo_up_s: raw_lo.0,
             raw_lo_down_s: raw_lo.1,
             shell_s,
         });
     }
-        report(&a, &runs, a.workers, shell);
+    report(&a, &runs, a.workers, shell);
 
     Ok(())
 }
@@ -87,14 +94,23 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
 /// nsfleet as a user runs it: `nsfleet up` of a bare fleet (a real supervisor), then
 /// `nsfleet down`, each timed from the outside. Returns (up, down to full reclamation,
 /// supervisor RSS per node beyond a one-node fleet's, kernel memory per node).
-fn measure_nsfleet(count: u64, workers: usize, baseline_rss: f64) -> anyhow::Result<(f64, f64, f64, f64)> {
+fn measure_nsfleet(
+    count: u64,
+    workers: usize,
+    baseline_rss: f64,
+) -> anyhow::Result<(f64, f64, f64, f64)> {
     let t = Instant::now();
     let up = Cli::new()?.up(count, workers)?;
     let up_s = t.elapsed().as_secs_f64();
     let rss = (up.rss - baseline_rss) / (count.max(2) - 1) as f64;
     let t = Instant::now();
     up.cli.down()?;
-    Ok((up_s, t.elapsed().as_secs_f64(), rss, up.kernel_bytes / count as f64))
+    Ok((
+        up_s,
+        t.elapsed().as_secs_f64(),
+        rss,
+        up.kernel_bytes / count as f64,
+    ))
 }
 
 /// Runs this very binary's `up` and `down` against a private run directory.
@@ -120,17 +136,33 @@ impl Cli {
     }
 
     fn run(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(&self.exe).args(args).env("NSFLEET_RUN_DIR", &self.run_dir).output()?;
+        let out = Command::new(&self.exe)
+            .args(args)
+            .env("NSFLEET_RUN_DIR", &self.run_dir)
+            .output()?;
         if !out.status.success() {
-            bail!("nsfleet {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+            bail!(
+                "nsfleet {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
     fn up(self, count: u64, workers: usize) -> anyhow::Result<UpResult> {
         let file = self.run_dir.join("bench.toml");
-        std::fs::write(&file, format!("[fleet]\nname = \"bench\"\n[[node]]\nname = \"n{{i}}\"\ncount = {count}\n"))?;
-        let v = self.run(&["up", file.to_str().unwrap_or_default(), "--json", "--workers", &workers.to_string()])?;
+        std::fs::write(
+            &file,
+            format!("[fleet]\nname = \"bench\"\n[[node]]\nname = \"n{{i}}\"\ncount = {count}\n"),
+        )?;
+        let v = self.run(&[
+            "up",
+            file.to_str().unwrap_or_default(),
+            "--json",
+            "--workers",
+            &workers.to_string(),
+        ])?;
         let pid = v["pid"].as_i64().unwrap_or(0);
         let rss = rss_of(pid);
         Ok(UpResult {
@@ -191,7 +223,9 @@ fn shell_loop(n: u64) -> anyhow::Result<f64> {
     let t = Instant::now();
     let status = Command::new("bash")
         .arg("-c")
-        .arg(format!("for i in $(seq {n}); do unshare -n bash -c exit; done"))
+        .arg(format!(
+            "for i in $(seq {n}); do unshare -n bash -c exit; done"
+        ))
         .status()?;
     if !status.success() {
         bail!("the shell loop failed: {status}");
@@ -205,7 +239,11 @@ fn report(a: &CreateArgs, runs: &[Run], workers: usize, shell: bool) {
     let nsfleet_rate = med(&|r| n / r.nsfleet_up_s);
     let raw_rate = med(&|r| n / r.raw_up_s);
     let shell_rate = shell.then(|| med(&|r| a.shell_count as f64 / r.shell_s.unwrap_or(f64::NAN)));
-        let (ns_down, raw_down, ns_up) = (med(&|r| r.nsfleet_down_s), med(&|r| r.raw_down_s), med(&|r| r.nsfleet_up_s));
+    let (ns_down, raw_down, ns_up) = (
+        med(&|r| r.nsfleet_down_s),
+        med(&|r| r.raw_down_s),
+        med(&|r| r.nsfleet_up_s),
+    );
     let (raw_lo_rate, raw_lo_down) = (med(&|r| n / r.raw_lo_up_s), med(&|r| r.raw_lo_down_s));
     let rss = med(&|r| r.rss_per_node_bytes);
     let kernel = med(&|r| r.kernel_per_node_bytes);
@@ -235,26 +273,72 @@ fn report(a: &CreateArgs, runs: &[Run], workers: usize, shell: bool) {
     let m = machine();
     println!(
         "bench create: {} bare nodes, median of {} runs; kernel {}, {} CPUs",
-        a.count, a.runs, m["kernel"].as_str().unwrap_or("?"), m["cpus"]
+        a.count,
+        a.runs,
+        m["kernel"].as_str().unwrap_or("?"),
+        m["cpus"]
     );
-    println!("  {:<34} {:>10} {:>10} {:>14}", "", "nodes/s", "up (s)", "down+reclaim (s)");
-        println!("  {:<34} {:>10.0} {:>10.2} {:>14.2}", format!("nsfleet up/down ({workers} workers)"), nsfleet_rate, ns_up, ns_down);
-        println!("  {:<34} {:>10.0} {:>10.2} {:>14.2}", "raw unshare loop (1 thread, keep fd)", raw_rate, n / raw_rate, raw_down);
-    println!("  {:<34} {:>10.0} {:>10.2} {:>14.2}", "raw loop + lo up (same kernel work)", raw_lo_rate, n / raw_lo_rate, raw_lo_down);
+    println!(
+        "  {:<34} {:>10} {:>10} {:>14}",
+        "", "nodes/s", "up (s)", "down+reclaim (s)"
+    );
+    println!(
+        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
+        format!("nsfleet up/down ({workers} workers)"),
+        nsfleet_rate,
+        ns_up,
+        ns_down
+    );
+    println!(
+        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
+        "raw unshare loop (1 thread, keep fd)",
+        raw_rate,
+        n / raw_rate,
+        raw_down
+    );
+    println!(
+        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
+        "raw loop + lo up (same kernel work)",
+        raw_lo_rate,
+        n / raw_lo_rate,
+        raw_lo_down
+    );
     match shell_rate {
-        Some(s) => println!("  {:<34} {:>10.0}", format!("unshare -n bash -c exit (x{})", a.shell_count), s),
+        Some(s) => println!(
+            "  {:<34} {:>10.0}",
+            format!("unshare -n bash -c exit (x{})", a.shell_count),
+            s
+        ),
         None => println!("  shell loop skipped (--shell-count 0, or unshare/bash missing)"),
     }
     println!("  ratios:");
-    println!("    create, nsfleet / raw loop        {:>6.2}x  (target >= 0.8)", nsfleet_rate / raw_rate);
+    println!(
+        "    create, nsfleet / raw loop        {:>6.2}x  (target >= 0.8)",
+        nsfleet_rate / raw_rate
+    );
     if let Some(s) = shell_rate {
-        println!("    create, nsfleet / shell loop      {:>6.2}x  (target >= 5)", nsfleet_rate / s);
+        println!(
+            "    create, nsfleet / shell loop      {:>6.2}x  (target >= 5)",
+            nsfleet_rate / s
+        );
     }
-        println!("    create, nsfleet / raw + lo up     {:>6.2}x", nsfleet_rate / raw_lo_rate);
-    println!("    teardown, nsfleet / raw           {:>6.2}x  (target <= 1.1)", ns_down / raw_down);
-    println!("    teardown, nsfleet / raw + lo up   {:>6.2}x  (same kernel objects; target <= 1.1)", ns_down / raw_lo_down);
+    println!(
+        "    create, nsfleet / raw + lo up     {:>6.2}x",
+        nsfleet_rate / raw_lo_rate
+    );
+    println!(
+        "    teardown, nsfleet / raw           {:>6.2}x  (target <= 1.1)",
+        ns_down / raw_down
+    );
+    println!(
+        "    teardown, nsfleet / raw + lo up   {:>6.2}x  (same kernel objects; target <= 1.1)",
+        ns_down / raw_lo_down
+    );
 
-    println!("    nsfleet down / nsfleet up         {:>6.2}x  (target < 1)", ns_down / ns_up);
+    println!(
+        "    nsfleet down / nsfleet up         {:>6.2}x  (target < 1)",
+        ns_down / ns_up
+    );
     println!("  supervisor RSS per node {:.0} B beyond a 1-node fleet (target <= 2048); kernel memory per node ~{:.0} KB", rss, kernel / 1e3);
 }
 
@@ -276,21 +360,33 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn rss_of(pid: i64) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<f64>()
+                .ok()
+        })
         .map_or(0.0, |kb| kb * 1024.0)
 }
 
 fn which(cmd: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
 
 /// What a result depends on: kernel, CPUs, memory.
 fn machine() -> serde_json::Value {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
     serde_json::json!({
         "kernel": read("/proc/sys/kernel/osrelease"),
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "mem_total_kb": read("/proc/meminfo").lines().next().and_then(|l| l.split_whitespace().nth(1).map(String::from)),
     })
 }
-

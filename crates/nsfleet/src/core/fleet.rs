@@ -16,9 +16,9 @@ use crate::sys;
 use crate::topology::{NodeConfig, Topology};
 use anyhow::{anyhow, bail, Context};
 use arc_swap::ArcSwap;
-use nsfleet_netlink::{rtnl, Batch};
+
 use parking_lot::Mutex;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,11 +63,12 @@ pub struct Fleet {
     nodes: ArcSwap<NodeTable>,
     /// Serialises writers of `nodes`; readers never take it.
     table: Mutex<()>,
-    reaper: Reaper,
+    reaper: Arc<Reaper>,
     workers: Workers,
     watch: Arc<ReclaimWatch>,
-    hub: Arc<OwnedFd>,
-    home: Arc<OwnedFd>,
+    /// The fleet's own namespace: where reclamation is watched (later, its switches).
+    /// `None` once the fleet is shut down.
+    hub: Mutex<Option<Arc<OwnedFd>>>,
 }
 
 impl Fleet {
@@ -84,15 +85,11 @@ impl Fleet {
         let watch =
             ReclaimWatch::start(&hub, &home).context("listening for namespace reclamation")?;
         let registry = Arc::new(Registry::default());
-        let reaper = Reaper::start(
-            registry.clone(),
-            watch.clone(),
-            &hub,
-            home.clone(),
-            opts.max_unreclaimed,
-        )
-        .context("starting the reaper")?;
-                let workers = Workers::start(opts.workers, home.clone(), hub.clone()).context("starting workers")?;
+        let reaper = Arc::new(
+            Reaper::start(registry.clone(), watch.clone(), opts.max_unreclaimed)
+                .context("starting the reaper")?,
+        );
+        let workers = Workers::start(opts.workers, home).context("starting workers")?;
         Ok(Fleet {
             log_dir: opts.log_dir,
             registry,
@@ -101,8 +98,7 @@ impl Fleet {
             reaper,
             workers,
             watch,
-                        hub,
-            home,
+            hub: Mutex::new(Some(hub)),
         })
     }
 
@@ -204,13 +200,14 @@ impl Fleet {
         // Workers finish out of order; the table keeps the file's order.
         let mut placed: Vec<(usize, Arc<Node>)> = Vec::with_capacity(total);
         let abort = Arc::new(AtomicBool::new(false));
-        let (watch, log_dir, stop) = (self.watch.clone(), self.log_dir.clone(), abort.clone());
+        let (reaper, log_dir, stop) = (self.reaper.clone(), self.log_dir.clone(), abort.clone());
         let work = Arc::new(
             move |w: &mut Worker, (i, name, config): (usize, String, Arc<NodeConfig>)| {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
-                match create_node(w, name, config, &ops, &watch, &log_dir) {
+                reaper.admit();
+                match create_node(w, name, config, &ops, &log_dir) {
                     Ok(node) => Ok(Some((i, node))),
                     Err((node, e)) => Err((node.map(|n| (i, n)), e)),
                 }
@@ -272,21 +269,33 @@ impl Fleet {
         });
         first_err.map_or(Ok(()), Err)
     }
-
-        /// Returns once the kernel has reclaimed every network namespace whose last reference
-    /// was dropped before the call, the fleet's or not: two fences in a row. The run of
-    /// `cleanup_net` that takes the first fence may also hold namespaces dropped just
-    /// before it; the second fence is queued after that run has started, so a later run
-    /// takes it, and that run starts only when the earlier one has finished. For benchmarks.
+    /// Returns once the kernel has reclaimed every network namespace whose last reference
+    /// was dropped before the call, the fleet's or not (`ReclaimWatch::barrier`). For
+    /// benchmarks.
     pub fn reclaim_barrier(&self) -> anyhow::Result<()> {
-        sys::setns_net(self.hub.as_fd())?;
-        let hub = nsfleet_netlink::NlSocket::open();
-        sys::setns_net(self.home.as_fd())?;
-        let mut hub = hub?;
-        for _ in 0..2 {
-            self.watch.fence(&mut hub, &self.home, Duration::from_secs(600))?;
+        Ok(self.watch.barrier(Duration::from_secs(600))?)
+    }
+
+    /// Ends the fleet: every node down and reclaimed, then the hub namespace let go, and
+    /// waits until nothing holds the hub any more (its sockets let go of it an RCU grace
+    /// period after they close). Idempotent; `Drop` does it too.
+    pub fn shutdown(&self) {
+        self.destroy_all().wait_settled();
+        self.watch.shutdown();
+        let Some(hub) = self.hub.lock().take() else {
+            return;
+        };
+        let weak = sys::ns_handle(hub.as_fd()).ok();
+        let nsfs = sys::current_netns();
+        drop(hub);
+        if let (Some(h), Ok(nsfs)) = (weak, nsfs) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(sys::reopen_ns(nsfs.as_fd(), &h), Ok(Some(_)))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-        Ok(())
     }
 
     /// Takes every node down; the ticket says when the kernel has reclaimed them.
@@ -325,7 +334,6 @@ fn create_node(
     name: String,
     config: Arc<NodeConfig>,
     ops: &[Registered],
-    watch: &ReclaimWatch,
     log_dir: &std::path::Path,
 ) -> NodeResult {
     let fail = |e: anyhow::Error| (None, e);
@@ -333,16 +341,8 @@ fn create_node(
         .enter_new()
         .with_context(|| format!("node {name}: creating its network namespace"))
         .map_err(fail)?;
-    let inode = sys::inode_of(std::os::fd::AsFd::as_fd(&fd)).map_err(|e| fail(e.into()))?;
-    let nsid = watch.alloc_id();
-    let mut b = Batch::new();
-    let seq = w.hub().next_seq();
-    rtnl::new_nsid(&mut b, seq, fd.as_raw_fd(), nsid);
-    w.hub()
-        .execute_all(&b)
-        .with_context(|| format!("node {name}: registering its namespace id"))
-        .map_err(fail)?;
-    let node = Arc::new(Node::new(name, config, fd, nsid, inode));
+    let node = Arc::new(Node::new(name, config, fd).map_err(|e| fail(e.into()))?);
+
     for r in ops.iter().filter(|r| r.ops.wants(node.config())) {
         let mut cx = InitCtx {
             node: &node,
@@ -362,8 +362,7 @@ fn create_node(
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        self.destroy_all().wait_settled();
-        self.watch.shutdown();
+        self.shutdown();
     }
 }
 

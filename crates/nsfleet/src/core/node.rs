@@ -6,7 +6,9 @@
 
 use super::subsystem::AnyState;
 use super::SubsysId;
+use crate::sys;
 use crate::topology::NodeConfig;
+
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -14,10 +16,10 @@ use std::sync::Arc;
 pub struct Node {
     name: Box<str>,
     config: Arc<NodeConfig>,
-    /// This node's id in the fleet's hub namespace: its RTM_DELNSID there says the kernel
-    /// has started destroying it.
-    nsid: i32,
     inode: u64,
+    /// A weak reference that outlives the descriptor: tells whether anyone else still
+    /// holds the namespace after teardown (`None` on kernels without nsfs handles).
+    handle: Option<sys::NsHandle>,
     netns: Mutex<Option<OwnedFd>>,
     /// Per-subsystem state, allocated and freed by the core (net_generic's array).
     states: Mutex<Vec<(SubsysId, AnyState)>>,
@@ -28,17 +30,20 @@ impl Node {
         name: String,
         config: Arc<NodeConfig>,
         netns: OwnedFd,
-        nsid: i32,
-        inode: u64,
-    ) -> Self {
-        Node {
+    ) -> std::io::Result<Self> {
+        let handle = sys::ns_handle(netns.as_fd()).ok();
+        let inode = match handle.as_ref().and_then(|h| h.inode()) {
+            Some(i) => i,
+            None => sys::inode_of(netns.as_fd())?,
+        };
+        Ok(Node {
             name: name.into_boxed_str(),
             config,
-            nsid,
             inode,
+            handle,
             netns: Mutex::new(Some(netns)),
             states: Mutex::new(Vec::new()),
-        }
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -54,10 +59,6 @@ impl Node {
         self.inode
     }
 
-    pub(crate) fn nsid(&self) -> i32 {
-        self.nsid
-    }
-
     /// Runs `f` with the node's namespace descriptor, or returns `None` once the node is
     /// being torn down.
     pub fn with_netns<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
@@ -68,6 +69,10 @@ impl Node {
     /// for as long as whoever holds it.
     pub fn dup_netns(&self) -> Option<OwnedFd> {
         self.with_netns(|fd| fd.try_clone_to_owned().ok()).flatten()
+    }
+
+    pub(crate) fn handle(&self) -> Option<&sys::NsHandle> {
+        self.handle.as_ref()
     }
 
     pub(crate) fn close_netns(&self) {

@@ -1,33 +1,32 @@
 //! The reaper: one thread that drains the death row in batches (seeds 001 and 002).
 //!
-//! For each batch: `exit` of every subsystem (in reverse registration order) on every node,
-//! then each subsystem's `exit_batch` once, then the core frees the per-node state and
-//! closes the namespaces' descriptors, then ONE wait until the kernel has reclaimed the
-//! whole batch. A batch is at most `bound` nodes and the next one starts only when the
-//! previous is reclaimed, so no more than `bound` destroyed-but-unreclaimed namespaces
-//! are ever outstanding, whatever the churn.
+//! For each batch, everything on the death row when it wakes: `exit` of every subsystem
+//! (in reverse registration order) on every node, then each subsystem's `exit_batch` once,
+//! then the core frees the per-node state and closes the namespaces' descriptors, then ONE
+//! wait until the kernel has reclaimed the whole batch, and one look for anything that
+//! still holds one of its namespaces.
+//!
+//! The bound on destroyed-but-unreclaimed namespaces is enforced where seed 002's danger
+//! comes from, creation: [`Reaper::admit`] holds a new node back while the backlog is at
+//! the bound, so create/destroy churn cannot outrun the kernel's reclamation. A whole
+//! fleet going down is one batch, as the kernel itself would take it.
 
 use super::node::Node;
-use super::reclaim::{Group, ReclaimWatch};
+use super::reclaim::ReclaimWatch;
 use super::registry::Registry;
 use super::subsystem::AnyState;
 use crate::sys;
 use crossbeam_channel::{Receiver, Sender};
-use nsfleet_netlink::NlSocket;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long the kernel may go without announcing any namespace of a batch before we look
-/// for someone else holding them.
-const STALL: Duration = Duration::from_secs(5);
-/// After this long with no holder found and no announcement, stop waiting and say so.
-const GIVE_UP: Duration = Duration::from_secs(300);
+/// How long one reclamation fence may take before we stop waiting for the kernel.
+const FENCE_STALL: Duration = Duration::from_secs(300);
 
 /// A namespace that outlived its node because something else holds it.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -107,44 +106,47 @@ struct Doomed {
     ticket: Arc<Ticket>,
 }
 
+/// Nodes on death row or torn down but not yet reclaimed, and the bound on them.
+struct Backlog {
+    count: Mutex<usize>,
+    shrunk: Condvar,
+    bound: usize,
+}
+
 /// The death row's sending side and the reaper thread.
 pub struct Reaper {
     tx: Option<Sender<Doomed>>,
     thread: Option<JoinHandle<()>>,
-    waiting: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
 }
 
 struct ReaperThread {
     rx: Receiver<Doomed>,
+    /// Any nsfs descriptor: the filesystem that namespace handles are opened on.
+    nsfs: OwnedFd,
     registry: Arc<Registry>,
     watch: Arc<ReclaimWatch>,
-    hub: NlSocket,
-    home: Arc<OwnedFd>,
-    bound: usize,
-    waiting: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
 }
 
 impl Reaper {
     pub fn start(
         registry: Arc<Registry>,
         watch: Arc<ReclaimWatch>,
-        hub: &OwnedFd,
-        home: Arc<OwnedFd>,
         bound: usize,
     ) -> io::Result<Self> {
-        sys::setns_net(hub.as_fd())?;
-        let hub_socket = NlSocket::open();
-        sys::setns_net(home.as_fd())?;
         let (tx, rx) = crossbeam_channel::unbounded();
-        let waiting = Arc::new(AtomicUsize::new(0));
+        let backlog = Arc::new(Backlog {
+            count: Mutex::new(0),
+            shrunk: Condvar::new(),
+            bound: bound.max(1),
+        });
         let t = ReaperThread {
             rx,
+            nsfs: sys::current_netns()?,
             registry,
             watch,
-            hub: hub_socket?,
-            home,
-            bound: bound.max(1),
-            waiting: waiting.clone(),
+            backlog: backlog.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("nsfleet-reaper".into())
@@ -152,14 +154,14 @@ impl Reaper {
         Ok(Reaper {
             tx: Some(tx),
             thread: Some(thread),
-            waiting,
+            backlog,
         })
     }
 
     /// Puts nodes on death row; the ticket tells when they are gone.
     pub fn doom(&self, nodes: Vec<Arc<Node>>) -> Arc<Ticket> {
         let ticket = Ticket::new(nodes.len());
-        self.waiting.fetch_add(nodes.len(), Ordering::Relaxed);
+        *self.backlog.count.lock() += nodes.len();
         let tx = self.tx.as_ref().expect("reaper running");
         for node in nodes {
             tx.send(Doomed {
@@ -171,9 +173,18 @@ impl Reaper {
         ticket
     }
 
+    /// Blocks while the backlog of unreclaimed namespaces is at the bound; creation calls
+    /// it before each new namespace. Costs one uncontended lock when there is no backlog.
+    pub fn admit(&self) {
+        let mut n = self.backlog.count.lock();
+        while *n >= self.backlog.bound {
+            self.backlog.shrunk.wait(&mut n);
+        }
+    }
+
     /// Nodes on death row or torn down but not yet reclaimed.
     pub fn awaiting_reclaim(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        *self.backlog.count.lock()
     }
 }
 
@@ -187,25 +198,30 @@ impl Drop for Reaper {
 }
 
 impl ReaperThread {
-    fn run(mut self) {
+    fn run(self) {
         while let Ok(first) = self.rx.recv() {
             let mut batch = vec![first];
-            while batch.len() < self.bound {
-                match self.rx.try_recv() {
-                    Ok(d) => batch.push(d),
-                    Err(_) => break,
-                }
-            }
-            let group = self.teardown(&batch);
+            batch.extend(self.rx.try_iter());
+            self.teardown(&batch);
             for d in &batch {
                 d.ticket.update(|s| s.dropped += 1);
             }
-            let held = self.wait_reclaimed(&batch, group);
-            // Before the tickets wake anyone: whoever a ticket wakes must see the count
-            // without these nodes.
-            self.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
+            if let Err(e) = self.watch.barrier(FENCE_STALL) {
+                eprintln!("nsfleet: waiting for the kernel to reclaim namespaces: {e}");
+            }
+            // Only now: some references go a grace period after their holder lets go
+            // (a closed netlink socket's, for one), and the barrier spans several.
+            let held = held_by_whom(self.still_open(&batch));
+
+            {
+                // Before the tickets wake anyone: whoever a ticket wakes must see the
+                // backlog without these nodes.
+                let mut n = self.backlog.count.lock();
+                *n -= batch.len();
+                self.backlog.shrunk.notify_all();
+            }
             for d in &batch {
-                match held.get(d.node.name()) {
+                match held.get(&d.node.inode()) {
                     Some(h) => d.ticket.update(|s| s.held.push(h.clone())),
                     None => d.ticket.update(|s| s.reclaimed += 1),
                 }
@@ -214,10 +230,12 @@ impl ReaperThread {
     }
 
     /// exit per node, exit_batch per subsystem, free states, close the namespaces.
-    fn teardown(&self, batch: &[Doomed]) -> Group {
+    fn teardown(&self, batch: &[Doomed]) {
         // Shared, as cleanup_net holds pernet_ops_rwsem: the subsystems that ran init on
-        // these nodes are the ones that run exit on them.
-        let subs = self.registry.read();
+        // these nodes are the ones that run exit on them. Recursive: a creation holding the
+        // lock shared may be waiting for us in `admit`, and a registration queued behind
+        // it must not make us wait for that creation.
+        let subs = self.registry.read_recursive();
         let mut states: Vec<Vec<(&Node, AnyState)>> = Vec::with_capacity(subs.len());
         for sub in subs.iter().rev() {
             let mut exiting = Vec::new();
@@ -236,54 +254,58 @@ impl ReaperThread {
         }
         drop(states);
         drop(subs);
-        let group = self.watch.expect(batch.iter().map(|d| d.node.nsid()));
         for d in batch {
             d.node.close_netns();
         }
-        group
     }
 
-    /// The one wait per batch. Returns the nodes found held by someone else.
-    fn wait_reclaimed(&mut self, batch: &[Doomed], group: Group) -> HashMap<String, Held> {
-        let mut held = HashMap::new();
-        let started = Instant::now();
-        loop {
-            let mut ids = self.watch.wait(&group, STALL);
-            if ids.is_empty() {
-                break;
-            }
-            let stuck: Vec<&Arc<Node>> = batch
-                .iter()
-                .map(|d| &d.node)
-                .filter(|n| ids.contains(&n.nsid()))
-                .collect();
-            let holders = holders_of(stuck.iter().map(|n| n.inode()).collect());
-            let give_up = started.elapsed() > GIVE_UP;
-            for n in stuck {
-                let who = holders.get(&n.inode()).cloned().unwrap_or_default();
-                if !who.is_empty() || give_up {
-                    held.insert(
-                        n.name().to_string(),
-                        Held {
-                            node: n.name().to_string(),
-                            holders: who,
-                        },
-                    );
-                    self.watch.forget(&group, &[n.nsid()]);
-                    ids.retain(|i| *i != n.nsid());
-                }
-            }
-            if ids.is_empty() {
-                break;
+    /// The batch's namespaces that still exist once we let go of them: a handle that
+    /// still opens. The reopened descriptor is kept until we know who holds it, so that
+    /// its inode cannot pass to a new namespace under the scan. Without handles (older
+    /// kernels) every node is a suspect, named only if a holder turns up.
+    fn still_open<'b>(&self, batch: &'b [Doomed]) -> Vec<(&'b Node, Option<OwnedFd>)> {
+        let mut open = Vec::new();
+        for d in batch {
+            match d
+                .node
+                .handle()
+                .map(|h| sys::reopen_ns(self.nsfs.as_fd(), h))
+            {
+                Some(Ok(None)) => {}
+                Some(Ok(Some(fd))) => open.push((&*d.node, Some(fd))),
+                Some(Err(_)) | None => open.push((&*d.node, None)),
             }
         }
-        if held.len() < batch.len() {
-            if let Err(e) = self.watch.fence(&mut self.hub, &self.home, GIVE_UP) {
-                eprintln!("nsfleet: reclamation fence failed: {e}");
-            }
-        }
-        held
+        open
     }
+}
+
+/// Who holds each namespace still open, by inode. One /proc walk, only when needed.
+fn held_by_whom(open: Vec<(&Node, Option<OwnedFd>)>) -> HashMap<u64, Held> {
+    if open.is_empty() {
+        return HashMap::new();
+    }
+    let holders = holders_of(open.iter().map(|(n, _)| n.inode()).collect());
+    let mut held = HashMap::new();
+    for (n, fd) in &open {
+        let who = holders.get(&n.inode()).cloned();
+        // A handle that opened proves the namespace alive; without one, only a holder does.
+        let who = if fd.is_some() {
+            Some(who.unwrap_or_default())
+        } else {
+            who
+        };
+        if let Some(holders) = who {
+            held.insert(
+                n.inode(),
+                Held {
+                    node: n.name().to_string(),
+                    holders,
+                },
+            );
+        }
+    }
+    held
 }
 
 /// Who keeps these namespaces alive: tasks inside them, open descriptors, bind mounts.
@@ -302,10 +324,18 @@ pub fn holders_of(inodes: Vec<u64>) -> HashMap<u64, Vec<String>> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return found;
     };
+    // Not us: the caller holds what it asks about open, so that the inodes stay its own.
+    let me = sys::host_pid() as u32;
     for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = p
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+            .filter(|p| *p != me)
+        else {
             continue;
         };
+
         let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
         let who = format!("pid {pid} ({})", comm.trim());
         let mut links: Vec<std::path::PathBuf> = Vec::new();
@@ -324,18 +354,37 @@ pub fn holders_of(inodes: Vec<u64>) -> HashMap<u64, Vec<String>> {
             }
         }
     }
-    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+    for (pid, mounts) in mount_tables() {
         for line in mounts.lines().filter(|l| l.contains(" nsfs ")) {
-            for ino in &want {
-                if line.contains(&format!("net:[{ino}]")) {
-                    let target = line.split(' ').nth(4).unwrap_or("?");
-                    found
-                        .entry(*ino)
-                        .or_default()
-                        .push(format!("bind mount {target}"));
-                }
+            let ino = line
+                .split_once("net:[")
+                .and_then(|(_, r)| r.split(']').next()?.parse::<u64>().ok());
+            if let Some(ino) = ino.filter(|i| want.contains(i)) {
+                let target = line.split(' ').nth(4).unwrap_or("?");
+                let what = format!("bind mount {target} (mount namespace of pid {pid})");
+                found.entry(ino).or_default().push(what);
             }
         }
     }
     found
+}
+
+/// The mount table of every mount namespace on the machine, read through one process in it.
+fn mount_tables() -> Vec<(u32, String)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut tables = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(mnt) = std::fs::read_link(p.path().join("ns/mnt")) else {
+            continue;
+        };
+        if seen.insert(mnt) {
+            if let Ok(t) = std::fs::read_to_string(p.path().join("mountinfo")) {
+                tables.push((pid, t));
+            }
+        }
+    }
+    tables
 }

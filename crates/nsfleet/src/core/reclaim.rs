@@ -1,183 +1,126 @@
-//! Knowing when the kernel has really destroyed a namespace (seeds 001 and 002).
+//! Knowing when the kernel has really destroyed the namespaces we dropped (seeds 001, 002).
 //!
-//! Every node gets an id (nsid) in the fleet's hub namespace. `cleanup_net` removes that
-//! id as it takes the namespace, announcing RTM_DELNSID to RTNLGRP_NSID listeners in the
-//! hub: a precise, per-namespace signal, no polling. `cleanup_net` runs on an ordered
-//! workqueue and takes everything queued when it starts, so once every node of a batch
-//! has been announced, a *fence* namespace dropped afterwards lands in a later run, which
-//! starts only when the earlier ones have finished, exit_batch, rcu_barrier and free
-//! included. Its RTM_DELNSID therefore means: the whole batch is reclaimed.
+//! `cleanup_net` runs on an ordered workqueue and takes everything queued when it starts.
+//! A *fence* is a fresh namespace with an id (nsid) in the fleet's hub namespace: dropped,
+//! it is queued behind everything dropped before it, and `cleanup_net` announces the
+//! removal of its id (RTM_DELNSID, to RTNLGRP_NSID listeners in the hub) as the run that
+//! takes it starts. That run may still hold namespaces dropped just before the fence, so a
+//! [`ReclaimWatch::barrier`] drops a second fence once the first is announced: a later run
+//! takes it, and that run starts only when the earlier one has finished, exits,
+//! `rcu_barrier` and frees included. Its announcement means: everything dropped before the
+//! barrier began is reclaimed.
+//!
+//! Only fences get ids. Giving every node one would make the kernel's own work quadratic:
+//! `__peernet2id()` scans a namespace's whole id table, on every assignment and for every
+//! dying namespace.
 
 use crate::sys;
 use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// Ids are assigned explicitly from here up, far above the ones the kernel hands out
-/// itself (lowest free first) when a link crosses into the hub.
-const FIRST_NSID: i32 = 1 << 20;
+use std::time::Duration;
 
 pub struct ReclaimWatch {
     next_id: AtomicI32,
-    pending: Mutex<Pending>,
-    changed: Condvar,
+    /// Fence ids dropped and not yet announced.
+    awaited: Mutex<HashSet<i32>>,
+    announced: Condvar,
+    /// A socket in the hub for assigning fence ids; fences are taken one at a time.
+    /// `None` once the watch is shut down.
+    hub: Mutex<Option<NlSocket>>,
+    home: OwnedFd,
     stop: AtomicBool,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// Ids awaited, in groups (one per batch), so that an announcement costs O(1).
-#[derive(Default)]
-struct Pending {
-    group_of: HashMap<i32, u64>,
-    left: HashMap<u64, usize>,
-    next_group: u64,
-}
-
-impl Pending {
-    fn gone(&mut self, id: i32) {
-        if let Some(g) = self.group_of.remove(&id) {
-            if let Some(n) = self.left.get_mut(&g) {
-                *n -= 1;
-            }
-        }
-    }
-}
-
-/// A set of ids awaited together (see [`ReclaimWatch::expect`]).
-pub struct Group(u64);
-
 impl ReclaimWatch {
-    /// Starts listening in `hub`; the listener thread opens its sockets there and returns
-    /// to `home`, so it pins nothing.
+    /// Starts listening in `hub`. The calling thread and the listener open their sockets
+    /// there and return to `home`, so nothing here pins a namespace but the hub itself.
     pub fn start(hub: &OwnedFd, home: &OwnedFd) -> io::Result<Arc<Self>> {
+        let in_hub = |f: &dyn Fn() -> io::Result<NlSocket>| -> io::Result<NlSocket> {
+            sys::setns_net(hub.as_fd())?;
+            let s = f();
+            sys::setns_net(home.as_fd())?;
+            s
+        };
+        let listen = in_hub(&|| {
+            let mut s = NlSocket::open()?;
+
+            s.join_group(rtnl::RTNLGRP_NSID)?;
+            Ok(s)
+        })?;
+        let dump = in_hub(&NlSocket::open)?;
         let watch = Arc::new(ReclaimWatch {
-            next_id: AtomicI32::new(FIRST_NSID),
-            pending: Mutex::new(Pending::default()),
-            changed: Condvar::new(),
+            next_id: AtomicI32::new(1),
+            awaited: Mutex::new(HashSet::new()),
+            announced: Condvar::new(),
+            hub: Mutex::new(Some(in_hub(&NlSocket::open)?)),
+            home: home.try_clone()?,
             stop: AtomicBool::new(false),
             listener: Mutex::new(None),
         });
-        let (hub, home) = (hub.try_clone()?, home.try_clone()?);
-        let (tx, rx) = crossbeam_channel::bounded(1);
         let w = watch.clone();
         let t = std::thread::Builder::new()
             .name("nsfleet-reclaim".into())
-            .spawn(move || {
-                let sockets = (|| {
-                    sys::setns_net(hub.as_fd())?;
-                    let listen = NlSocket::open()?;
-                    listen.join_group(rtnl::RTNLGRP_NSID)?;
-                    let dump = NlSocket::open()?;
-                    sys::setns_net(home.as_fd())?;
-                    Ok::<_, io::Error>((listen, dump))
-                })();
-                drop((hub, home));
-                match sockets {
-                    Ok((listen, dump)) => {
-                        let _ = tx.send(Ok(()));
-                        w.listen(listen, dump);
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                    }
-                }
-            })?;
-        rx.recv().map_err(|_| io::Error::other("reclaim listener died"))??;
+            .spawn(move || w.listen(listen, dump))?;
         *watch.listener.lock() = Some(t);
         Ok(watch)
     }
 
-    pub fn alloc_id(&self) -> i32 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+    /// Returns once the kernel has reclaimed every network namespace whose last reference
+    /// was dropped before the call (see the module doc).
+    pub fn barrier(&self, stall: Duration) -> io::Result<()> {
+        self.fence(stall)?;
+        self.fence(stall)
     }
 
-    /// Registers ids whose RTM_DELNSID we are about to wait for. Call it before dropping
-    /// the namespaces, or the announcement can come before anyone listens for it.
-    pub fn expect(&self, ids: impl IntoIterator<Item = i32>) -> Group {
-        let mut p = self.pending.lock();
-        let g = p.next_group;
-        p.next_group += 1;
-        let mut n = 0;
-        for id in ids {
-            p.group_of.insert(id, g);
-            n += 1;
-        }
-        p.left.insert(g, n);
-        Group(g)
-    }
-
-    /// Waits until every id of the group is announced, or until none has been for
-    /// `stall`. Returns the ids still awaited (empty: all announced, group closed).
-    pub fn wait(&self, group: &Group, stall: Duration) -> Vec<i32> {
-        let mut p = self.pending.lock();
-                let mut left = p.left.get(&group.0).copied().unwrap_or(0);
-        let mut deadline = Instant::now() + stall;
-        while left > 0 {
-            if self.changed.wait_until(&mut p, deadline).timed_out() {
-                break;
-            }
-                        let now = p.left.get(&group.0).copied().unwrap_or(0);
-
-            if now < left {
-                left = now;
-                deadline = Instant::now() + stall;
-            }
-        }
-        if left == 0 {
-            p.left.remove(&group.0);
-            return Vec::new();
-        }
-        p.group_of.iter().filter(|(_, g)| **g == group.0).map(|(id, _)| *id).collect()
-    }
-
-    /// Stops waiting for these ids (their namespaces are held elsewhere).
-    pub fn forget(&self, group: &Group, ids: &[i32]) {
-        let mut p = self.pending.lock();
-        for id in ids {
-            p.gone(*id);
-        }
-        if p.left.get(&group.0) == Some(&0) {
-            p.left.remove(&group.0);
-        }
-    }
-
-    /// Drops a fresh namespace and waits for the kernel to take it: see the module doc.
-    /// Creates it on the calling thread, which returns to `home` at once.
-    pub fn fence(&self, hub: &mut NlSocket, home: &OwnedFd, stall: Duration) -> io::Result<()> {
+    /// Drops one fence and waits for its announcement. Creates it on the calling thread,
+    /// which returns home at once.
+    fn fence(&self, stall: Duration) -> io::Result<()> {
         sys::unshare_net()?;
         let fd = sys::current_netns();
-        sys::setns_net(home.as_fd())?;
+        sys::setns_net(self.home.as_fd())?;
         let fd = fd?;
-        let id = self.alloc_id();
-        let mut b = Batch::new();
-        rtnl::new_nsid(&mut b, hub.next_seq(), fd.as_raw_fd(), id);
-        hub.execute_all(&b)
-            .map_err(|e| io::Error::from_raw_os_error(e.errno))?;
-                let group = self.expect([id]);
-        drop(fd);
-        if self.wait(&group, stall).is_empty() {
-            Ok(())
-        } else {
-            self.forget(&group, &[id]);
-            Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the kernel did not reclaim the fence namespace",
-            ))
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut hub = self.hub.lock();
+            let hub = hub
+                .as_mut()
+                .ok_or_else(|| io::Error::other("the reclamation watch is shut down"))?;
+            let mut b = Batch::new();
+            rtnl::new_nsid(&mut b, hub.next_seq(), fd.as_raw_fd(), id);
+            hub.execute_all(&b)
+                .map_err(|e| io::Error::from_raw_os_error(e.errno))?;
         }
+        let mut awaited = self.awaited.lock();
+        awaited.insert(id);
+        drop(fd);
+        while awaited.contains(&id) {
+            if self.announced.wait_for(&mut awaited, stall).timed_out() {
+                awaited.remove(&id);
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the kernel did not reclaim a fence namespace",
+                ));
+            }
+        }
+        Ok(())
     }
 
-    /// Stops the listener thread (it holds an `Arc` of the watch, so dropping cannot).
+    /// Stops the listener thread and closes every socket in the hub, so that the watch no
+    /// longer holds the hub namespace (the listener holds an `Arc` of the watch, so
+    /// dropping it cannot do this).
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.listener.lock().take() {
             let _ = t.join();
         }
+        self.hub.lock().take();
     }
 
     fn listen(&self, mut listen: NlSocket, mut dump: NlSocket) {
@@ -189,7 +132,13 @@ impl ReclaimWatch {
                 }
             });
             match r {
-                Ok(()) => self.announce(&mut gone),
+                Ok(()) => {
+                    let mut awaited = self.awaited.lock();
+                    for id in gone.drain(..) {
+                        awaited.remove(&id);
+                    }
+                    self.announced.notify_all();
+                }
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
                 // Announcements were dropped: ask the hub which ids still exist.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.resync(&mut dump),
@@ -198,35 +147,18 @@ impl ReclaimWatch {
         }
     }
 
-    fn announce(&self, gone: &mut Vec<i32>) {
-        if gone.is_empty() {
-            return;
-        }
-        let mut p = self.pending.lock();
-        for id in gone.drain(..) {
-            p.gone(id);
-        }
-        self.changed.notify_all();
-    }
-
     fn resync(&self, dump: &mut NlSocket) {
         let mut alive = HashSet::new();
         let mut b = Batch::new();
         rtnl::dump_nsids(&mut b, dump.next_seq());
-        let ok = dump
-            .dump(&b, |m| {
-                if let Some((true, id)) = rtnl::parse_nsid(m) {
-                    alive.insert(id);
-                }
-            })
-            .is_ok();
-        if ok {
-            let mut p = self.pending.lock();
-            let dead: Vec<i32> = p.group_of.keys().filter(|id| !alive.contains(id)).copied().collect();
-            for id in dead {
-                p.gone(id);
+        let listed = dump.dump(&b, |m| {
+            if let Some((true, id)) = rtnl::parse_nsid(m) {
+                alive.insert(id);
             }
-            self.changed.notify_all();
+        });
+        if listed.is_ok() {
+            self.awaited.lock().retain(|id| alive.contains(id));
+            self.announced.notify_all();
         }
     }
 }

@@ -33,6 +33,11 @@ impl Registry {
         self.list.read()
     }
 
+    /// Shared, even while a writer waits: for the reaper, which creation may be waiting on.
+    pub(crate) fn read_recursive(&self) -> RwLockReadGuard<'_, Vec<Registered>> {
+        self.list.read_recursive()
+    }
+
     /// Names of the registered subsystems, in registration order.
     pub fn names(&self) -> Vec<&'static str> {
         self.list.read().iter().map(|r| r.ops.name()).collect()

@@ -49,7 +49,7 @@ impl InitCtx<'_> {
 
     /// A route netlink socket in the node's namespace, opened on first use and closed when
     /// the worker leaves the node (an open socket would keep the namespace alive).
-        pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
+    pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
         self.worker.rtnl()
     }
 
@@ -58,10 +58,11 @@ impl InitCtx<'_> {
     /// sysctls only for nodes that need them.
     pub fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
         let path = crate::topology::sysctl_path(key);
-        let below_net = path.strip_prefix("net/").ok_or(io::ErrorKind::InvalidInput)?;
+        let below_net = path
+            .strip_prefix("net/")
+            .ok_or(io::ErrorKind::InvalidInput)?;
         self.worker.write_sysctl(below_net, value)
     }
-
 }
 
 pub trait Subsystem: Send + Sync + 'static {

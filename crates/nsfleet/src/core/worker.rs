@@ -3,7 +3,7 @@
 //! A thread's network namespace is its own business: `unshare`/`setns` here touch only the
 //! calling thread, and no shared structure records where a worker is. A worker keeps one
 //! netlink socket in its current namespace (dropped when it moves: a socket pins its
-//! namespace) and one in the fleet's hub. After every job a worker goes home, so that it
+//! namespace). After every job a worker goes home, so that it
 //! never keeps a node's namespace alive. Never run this on an async runtime's threads.
 
 use crate::sys;
@@ -16,7 +16,6 @@ use std::thread::JoinHandle;
 
 pub struct Worker {
     home: Arc<OwnedFd>,
-    hub: NlSocket,
     here: Option<NlSocket>,
     /// `/proc/sys/net` as this thread's namespace shows it, opened on first use.
     sysctl_dir: Option<OwnedFd>,
@@ -26,14 +25,14 @@ pub struct Worker {
 impl Worker {
     /// Creates a new namespace and moves this thread into it; returns the descriptor
     /// that will hold it.
-        pub fn enter_new(&mut self) -> io::Result<OwnedFd> {
+    pub fn enter_new(&mut self) -> io::Result<OwnedFd> {
         self.leave();
         sys::unshare_net()?;
         self.away = true;
         sys::current_netns()
     }
 
-        pub fn enter(&mut self, ns: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn enter(&mut self, ns: BorrowedFd<'_>) -> io::Result<()> {
         self.leave();
         self.away = true;
         sys::setns_net(ns)
@@ -47,7 +46,7 @@ impl Worker {
         Ok(self.here.as_mut().expect("opened above"))
     }
 
-        /// Writes a sysctl of the namespace this thread is in now; `path` is relative to
+    /// Writes a sysctl of the namespace this thread is in now; `path` is relative to
     /// `/proc/sys/net` (`ipv4/ip_forward`). Every namespace's `net` directory hangs off
     /// the one `/proc/sys`, so the dcache looks each one up in a hash chain that grows
     /// with the number of namespaces that ever looked: that lookup costs ~0.1 ms at 250
@@ -68,12 +67,7 @@ impl Worker {
         self.sysctl_dir = None;
     }
 
-    /// A netlink socket in the fleet's hub namespace, wherever this thread is.
-    pub fn hub(&mut self) -> &mut NlSocket {
-        &mut self.hub
-    }
-
-        fn go_home(&mut self) {
+    fn go_home(&mut self) {
         self.leave();
         if self.away {
             // A worker that cannot leave a node would keep it alive forever: that is a
@@ -95,28 +89,22 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Starts `n` workers whose home is `home` and who keep a socket in `hub`.
-    pub fn start(n: usize, home: Arc<OwnedFd>, hub: Arc<OwnedFd>) -> io::Result<Self> {
+    /// Starts `n` workers whose home is `home`.
+    pub fn start(n: usize, home: Arc<OwnedFd>) -> io::Result<Self> {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<io::Result<()>>(n);
         let mut threads = Vec::with_capacity(n);
         for i in 0..n.max(1) {
-            let (rx, home, hub, ready) = (rx.clone(), home.clone(), hub.clone(), ready_tx.clone());
+            let (rx, home) = (rx.clone(), home.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("nsfleet-worker-{i}"))
-                    .spawn(move || worker_main(rx, home, hub, ready))?,
+                    .spawn(move || worker_main(rx, home))?,
             );
         }
-        drop(ready_tx);
-        let workers = Workers {
+        Ok(Workers {
             tx: Some(tx),
             threads,
-        };
-        for r in ready_rx.iter() {
-            r?;
-        }
-        Ok(workers)
+        })
     }
 
     #[allow(clippy::len_without_is_empty)] // a pool always has at least one worker
@@ -162,31 +150,13 @@ impl Workers {
     }
 }
 
-fn worker_main(
-    rx: Receiver<Job>,
-    home: Arc<OwnedFd>,
-    hub: Arc<OwnedFd>,
-    ready: Sender<io::Result<()>>,
-) {
-    let hub_socket = sys::setns_net(hub.as_fd())
-        .and_then(|_| NlSocket::open())
-        .and_then(|s| sys::setns_net(home.as_fd()).map(|_| s));
-    let mut w = match hub_socket {
-        Ok(hub) => Worker {
-            home,
-                        hub,
-            here: None,
-            sysctl_dir: None,
-            away: false,
-
-        },
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
+fn worker_main(rx: Receiver<Job>, home: Arc<OwnedFd>) {
+    let mut w = Worker {
+        home,
+        here: None,
+        sysctl_dir: None,
+        away: false,
     };
-    let _ = ready.send(Ok(()));
-    drop(ready);
     for job in rx.iter() {
         job(&mut w);
         w.go_home();

@@ -14,7 +14,10 @@ use anyhow::Context;
 
 pub struct Ipv6Dad;
 
-const KEYS: [&str; 2] = ["net.ipv6.conf.all.accept_dad", "net.ipv6.conf.default.accept_dad"];
+const KEYS: [&str; 2] = [
+    "net.ipv6.conf.all.accept_dad",
+    "net.ipv6.conf.default.accept_dad",
+];
 
 impl Subsystem for Ipv6Dad {
     type State = ();
@@ -34,7 +37,8 @@ impl Subsystem for Ipv6Dad {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         for k in KEYS {
-            cx.write_sysctl(k, "0").with_context(|| format!("writing {k}"))?;
+            cx.write_sysctl(k, "0")
+                .with_context(|| format!("writing {k}"))?;
         }
         Ok(())
     }

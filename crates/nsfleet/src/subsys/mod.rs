@@ -22,5 +22,3 @@ pub fn register_defaults(fleet: &Fleet) -> anyhow::Result<Defaults> {
     let process = fleet.register(process::Processes::default())?;
     Ok(Defaults { process })
 }
-
-

@@ -1,7 +1,6 @@
 //! Per-node sysctls from the topology (`sysctls = { "net.ipv4.ip_forward" = 1 }`), in the
 //! Configure phase so that per-interface keys find their interfaces.
 
-
 use crate::core::{InitCtx, Phase, Subsystem};
 use crate::topology::NodeConfig;
 use anyhow::Context;
@@ -24,9 +23,10 @@ impl Subsystem for Sysctls {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
-                let config = cx.node.config();
+        let config = cx.node.config();
         for (key, value) in &config.sysctls {
-            cx.write_sysctl(key, value).with_context(|| format!("sysctl {key} = {value}"))?;
+            cx.write_sysctl(key, value)
+                .with_context(|| format!("sysctl {key} = {value}"))?;
         }
         Ok(())
     }
