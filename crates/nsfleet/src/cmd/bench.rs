@@ -1,11 +1,13 @@
 //! `nsfleet bench`: nsfleet and its peers measured in the same run, reported as medians
 //! and ratios. Benchmarks, not tests: nothing here asserts a time.
 //!
-//! `create` is seed 000's experiment: N bare nodes (loopback up) by nsfleet's engine,
-//! against a raw in-process `unshare(CLONE_NEWNET)` loop that keeps each descriptor, and
-//! against seed 000's `unshare -n bash -c exit` shell loop. Then teardown: nsfleet's
-//! reaper to full reclamation, against closing every raw descriptor at once and waiting
-//! for the kernel, measured with the same reclamation barrier.
+//! `create` is seed 000's experiment: N bare nodes (loopback up) brought up and down with
+//! this binary's own `nsfleet up` and `nsfleet down`, as a user would, against a raw
+//! in-process `unshare(CLONE_NEWNET)` loop that keeps each descriptor (alone, and with lo
+//! brought up so that it holds the same kernel objects as nsfleet's nodes), and against
+//! seed 000's `unshare -n bash -c exit` shell loop. Teardown: `nsfleet down` to full
+//! reclamation, against closing every raw descriptor at once and waiting for the kernel
+//! with the same reclamation barrier.
 
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
@@ -39,7 +41,7 @@ struct Run {
 }
 
 pub fn create(a: CreateArgs) -> anyhow::Result<()> {
-    // SAFETY-free check: geteuid is read through /proc to keep unsafe in sys.rs.
+    // The effective uid, from /proc: no unsafe outside sys.rs for a check.
     if !std::fs::read_to_string("/proc/self/status")?
         .lines()
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))

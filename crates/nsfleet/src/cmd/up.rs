@@ -120,11 +120,16 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         return;
     }
     let name = &topo.name;
+    let took = if build.as_secs() >= 1 {
+        format!("{:.2} s", build.as_secs_f64())
+    } else {
+        format!("{:.1} ms", build.as_secs_f64() * 1e3)
+    };
     println!(
-        "fleet {name:?} is up: {} nodes in {:.2} s ({rate:.0} nodes/s)",
-        r.nodes,
-        build.as_secs_f64()
+        "fleet {name:?} is up: {} nodes in {took} ({rate:.0} nodes/s)",
+        r.nodes
     );
+
     println!(
         "  {:<10} {:>9.1} ms",
         "validate",
