@@ -114,6 +114,11 @@ fn processes_are_started_logged_and_reaped_at_down() {
     assert!(log.contains("out") && log.contains("err"), "{log}");
     let (_, pids) = fleet.footprint();
     assert_eq!(pids.len(), 6);
+    // The supervisor blocks its signals for its signal thread; its children must not
+    // inherit that, or they would never see the SIGTERM of `down`.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pids[0])).unwrap();
+    assert!(status.contains("SigBlk:\t0000000000000000"), "{status}");
+
     // The second command ignores SIGTERM: down escalates to SIGKILL after the grace period.
     env.ok(&["down", "pr"]);
     std::mem::forget(fleet);
@@ -252,4 +257,78 @@ fn down_names_whoever_still_holds_a_node_namespace() {
     assert_eq!(v["held"][0]["node"], "n1", "{out}");
     let who = v["held"][0]["holders"][0].as_str().unwrap();
     assert_eq!(who, format!("pid {} (sleep)", shell.id()), "{out}");
+}
+
+/// Polls `status` until the fleet reports `state`; returns the supervisor's pid.
+fn wait_for_state(env: &Env, name: &str, state: &str) -> i32 {
+    for _ in 0..400 {
+        let out = env.run(&["status", name, "--json"]);
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            if v["fleets"][0]["state"] == state {
+                return v["fleets"][0]["pid"].as_i64().unwrap() as i32;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("fleet {name} never reached state {state}");
+}
+
+#[test]
+fn ctrl_c_of_up_during_creation_rolls_the_fleet_back() {
+    let env = Env::new("ctrlc");
+    let f = env.file(
+        "big.toml",
+        "[fleet]\nname = \"cc\"\n[[node]]\nname = \"n{i}\"\ncount = 3000\n",
+    );
+    let mut up = env
+        .cmd(&["up", f.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sup = wait_for_state(&env, "cc", "starting");
+    unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
+    up.wait().unwrap();
+    wait_gone(sup);
+    assert!(
+        env.fleet_dirs().is_empty(),
+        "nothing of the cancelled fleet is left"
+    );
+}
+
+#[test]
+fn sigterm_to_the_supervisor_ends_the_fleet_cleanly() {
+    let env = Env::new("sigterm");
+    let fleet = env.up("[fleet]\nname = \"st\"\n[[node]]\nname = \"n{i}\"\ncount = 10\ncommands = [\"exec sleep 1000\"]\n");
+    let (_, pids) = fleet.footprint();
+    let sup = fleet.pid();
+    let namespaces = netns_held_by(sup);
+    unsafe { libc::kill(sup, libc::SIGTERM) };
+    wait_gone(sup);
+    std::mem::forget(fleet);
+    assert!(pids.iter().all(|p| !alive(*p)));
+    assert_eq!(still_alive(&namespaces), 0);
+    assert!(
+        env.fleet_dirs().is_empty(),
+        "a clean end leaves no folder to clean"
+    );
+}
+
+#[test]
+fn down_no_wait_returns_before_reclamation_and_the_supervisor_finishes_alone() {
+    let env = Env::new("nowait");
+    let fleet = env.up("[fleet]\nname = \"nw\"\n[[node]]\nname = \"n{i}\"\ncount = 50\n");
+    let sup = fleet.pid();
+    let namespaces = netns_held_by(sup);
+    let out = env.ok(&["down", "nw", "--no-wait", "--json"]);
+    std::mem::forget(fleet);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 50);
+    assert!(
+        v.get("reclaimed").is_none(),
+        "--no-wait does not wait for reclamation: {out}"
+    );
+    wait_gone(sup);
+    assert_eq!(still_alive(&namespaces), 0);
+    assert!(env.fleet_dirs().is_empty());
 }

@@ -20,6 +20,8 @@ use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::ops::ControlFlow;
+
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -88,11 +90,16 @@ pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     });
     match result {
         Err(e) => {
+            // Rolled back already; the folder goes too, even if `up` is no longer there
+            // to remove it.
+            sup.fleet.shutdown();
+            let _ = sup.run_dir.remove(&sup.name, true);
             events.send(&UpEvent::Failed {
                 message: format!("{e:#}"),
             });
             return Ok(1);
         }
+
         Ok(report) => {
             *sup.kernel_bytes.lock() = report.kernel_bytes;
             *sup.state.lock() = "up";
@@ -165,11 +172,18 @@ impl Events {
         }
     }
 
-    fn progress(&mut self, phase: Phase, done: usize, total: usize) {
+    /// Reports progress; `Break` once the `up` that launched us is gone (Ctrl-C): nobody
+    /// will ever know this fleet exists, so its creation is cancelled and rolled back.
+    fn progress(&mut self, phase: Phase, done: usize, total: usize) -> ControlFlow<()> {
         if done == total || self.last.elapsed() >= Duration::from_millis(100) {
             self.last = Instant::now();
             let phase = format!("{phase:?}").to_lowercase();
             self.send(&UpEvent::Progress { phase, done, total });
+        }
+        if self.broken {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
     }
 

@@ -12,7 +12,10 @@ fn two_hundred_nodes_come_up_configured_and_are_reclaimed() {
     let topo = topo(
                 "[fleet]\nname = \"t200\"\n[defaults]\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\n[[node]]\nname = \"n{i}\"\ncount = 199\n[[node]]\nname = \"srv\"\ncommands = [\"exec sleep 1000\"]\n",
     );
-    let report = t.fleet.create(&topo, &mut |_, _, _| {}).unwrap();
+    let report = t
+        .fleet
+        .create(&topo, &mut |_, _, _| std::ops::ControlFlow::Continue(()))
+        .unwrap();
     assert_eq!(report.nodes, 200);
     let nodes = t.fleet.nodes();
     assert_eq!(nodes.len(), 200);
@@ -130,7 +133,11 @@ fn live_fleet(name: &str) -> TestFleet {
     let t = fleet(2);
     register_defaults(&t.fleet).unwrap();
     let text = format!("[fleet]\nname = \"{name}\"\n[[node]]\nname = \"n{{i}}\"\ncount = 40\n");
-    t.fleet.create(&topo(&text), &mut |_, _, _| {}).unwrap();
+    t.fleet
+        .create(&topo(&text), &mut |_, _, _| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
     t
 }
 
@@ -192,7 +199,7 @@ fn a_registration_racing_a_creation_reaches_every_node_exactly_once() {
             t.fleet
                 .create(
                     &topo("[fleet]\nname = \"race\"\n[[node]]\nname = \"n{i}\"\ncount = 300\n"),
-                    &mut |_, _, _| {},
+                    &mut |_, _, _| std::ops::ControlFlow::Continue(()),
                 )
                 .unwrap();
         })
@@ -220,7 +227,7 @@ fn a_failing_create_rolls_back_every_node_it_made() {
         .fleet
         .create(
             &topo("[fleet]\nname = \"fc\"\n[[node]]\nname = \"n{i}\"\ncount = 60\n"),
-            &mut |_, _, _| {},
+            &mut |_, _, _| std::ops::ControlFlow::Continue(()),
         )
         .unwrap_err();
     assert!(format!("{err:#}").contains("rolled back"), "{err:#}");

@@ -163,9 +163,15 @@ impl Progress {
         );
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{prefix:>9} [{bar:30}] {pos}/{len} nodes {per_sec}",
+                "{prefix:>9} [{bar:30}] {pos}/{len} nodes {rate}",
             )
             .expect("valid template")
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0}/s", s.per_sec());
+                },
+            )
             .progress_chars("=> "),
         );
         Progress(bar)

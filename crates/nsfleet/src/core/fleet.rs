@@ -20,7 +20,9 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, OwnedFd};
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,8 +47,9 @@ impl Default for FleetOptions {
     }
 }
 
-/// Progress of a long operation: (phase, nodes done, nodes in the phase).
-pub type Progress<'a> = &'a mut dyn FnMut(Phase, usize, usize);
+/// Progress of a long operation: (phase, nodes done, nodes in the phase). Returning
+/// `Break` cancels it: the nodes in flight finish, then everything is rolled back.
+pub type Progress<'a> = &'a mut dyn FnMut(Phase, usize, usize) -> ControlFlow<()>;
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CreateReport {
@@ -224,7 +227,10 @@ impl Fleet {
                     first_err.get_or_insert(e);
                 }
             }
-            progress(Phase::Create, placed.len(), total);
+            if progress(Phase::Create, placed.len(), total).is_break() {
+                abort.store(true, Ordering::Relaxed);
+                first_err.get_or_insert_with(|| anyhow!("cancelled"));
+            }
         });
         placed.sort_unstable_by_key(|(i, _)| *i);
         created.extend(placed.into_iter().map(|(_, n)| n));
@@ -265,7 +271,10 @@ impl Fleet {
                 first_err.get_or_insert(e);
             }
             done += 1;
-            progress(phase, done, total);
+            if progress(phase, done, total).is_break() {
+                abort.store(true, Ordering::Relaxed);
+                first_err.get_or_insert_with(|| anyhow!("cancelled"));
+            }
         });
         first_err.map_or(Ok(()), Err)
     }
