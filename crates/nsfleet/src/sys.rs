@@ -463,16 +463,18 @@ pub fn exec(argv: &[String]) -> io::Error {
 static SPAWNING: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
 
 /// Spawns `cmd` as a node process ([`child_setup`] runs between fork and exec) and
-/// returns its pid and a pidfd for it.
-pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<(libc::pid_t, OwnedFd)> {
+/// returns its pid. The caller holds [`spawn_guard`] until it has opened a pidfd for it.
+pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<libc::pid_t> {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure only makes async-signal-safe syscalls (see child_setup), as
     // required of code running in a forked child of a multi-threaded process.
     unsafe { cmd.pre_exec(child_setup) };
-    let _spawning = SPAWNING.read();
-    let child = cmd.spawn()?;
-    let pid = child.id() as libc::pid_t;
-    Ok((pid, pidfd_open(pid)?))
+    Ok(cmd.spawn()?.id() as libc::pid_t)
+}
+
+/// Held from before a spawn until the child's pidfd is open (see `SPAWNING`).
+pub fn spawn_guard() -> parking_lot::RwLockReadGuard<'static, ()> {
+    SPAWNING.read()
 }
 
 /// The pid of a pidfd's process as the host sees it (from /proc, which is the host's).
@@ -614,4 +616,31 @@ pub fn reopen_ns(nsfs: BorrowedFd<'_>, h: &NsHandle) -> io::Result<Option<OwnedF
     }
     // SAFETY: fresh descriptor owned by nobody else.
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+}
+
+/// Gives the calling thread a file-descriptor table of its own (a copy), then closes in
+/// that copy every descriptor from `keep_below` up. The rest of the process keeps its table.
+pub fn private_fd_table(keep_below: u32) -> io::Result<()> {
+    // SAFETY: unshare(2) and close_range(2) take plain integers; after CLONE_FILES they act
+    // on this thread's own copy of the table only, which nothing else in the process sees.
+    unsafe {
+        check(libc::unshare(libc::CLONE_FILES))?;
+        if libc::syscall(libc::SYS_close_range, keep_below, u32::MAX, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A path to the calling thread's network namespace that other threads can open. Ids
+/// are read from /proc's own `thread-self` link: inside the supervisor's PID namespace
+/// gettid() answers in that namespace, while /proc counts in the host's.
+pub fn thread_netns_path() -> io::Result<std::path::PathBuf> {
+    let me = std::fs::read_link("/proc/thread-self")?;
+    Ok(std::path::Path::new("/proc").join(me).join("ns/net"))
+}
+
+/// The process's own network namespace (its main thread's), whichever thread asks.
+pub fn open_process_netns() -> io::Result<OwnedFd> {
+    open_cloexec(c"/proc/self/ns/net")
 }

@@ -11,20 +11,26 @@ use crate::core::{InitCtx, Node, Phase, Subsystem};
 use crate::sys;
 use crate::topology::NodeConfig;
 use anyhow::Context;
+use crossbeam_channel::Sender;
 use std::fs::OpenOptions;
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 pub struct Processes {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
+    spawner: OnceLock<Spawner>,
 }
 
 impl Default for Processes {
     fn default() -> Self {
         Processes {
             grace: Duration::from_secs(3),
+            spawner: OnceLock::new(),
         }
     }
 }
@@ -89,19 +95,22 @@ impl Subsystem for Processes {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, procs: &mut Procs) -> anyhow::Result<()> {
-        let path = cx.log_dir.join(format!("{}.log", cx.node.name()));
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
+        let spawner = match self.spawner.get() {
+            Some(s) => s,
+            None => {
+                let s = Spawner::start().context("starting the process spawner")?;
+                self.spawner.get_or_init(|| s)
+            }
+        };
         for command in &cx.config().commands {
-            match spawn(command, &log) {
+            match spawner.spawn(command, &log) {
                 Ok(p) => procs.list.push(p),
                 Err(e) => {
                     // Leave nothing behind of our own: the core only undoes earlier subsystems.
                     self.exit_batch(&mut [(cx.node, procs)]);
-                    return Err(e.context(format!("starting {command:?}")));
+                    return Err(anyhow::Error::from(e)
+                        .context(format!("starting {command:?} (log {})", log.display())));
                 }
             }
         }
@@ -132,17 +141,93 @@ impl Subsystem for Processes {
     }
 }
 
-fn spawn(command: &str, log: &std::fs::File) -> anyhow::Result<Proc> {
+/// Spawns node processes from a thread with a file-descriptor table of its own. A fork
+/// copies the parent's descriptor table and exec then closes the copies, so spawning from
+/// the supervisor, which holds one descriptor per node, cost O(nodes) per process
+/// (measured: 1.5 ms each at 500 nodes, 2.5 ms at 2,000). This thread's table holds
+/// stdio and its home namespace only.
+struct Spawner {
+    tx: Sender<Request>,
+}
+
+struct Request {
+    /// The namespace of the thread asking, which is inside the node.
+    netns: PathBuf,
+    command: String,
+    log: PathBuf,
+    reply: Sender<io::Result<libc::pid_t>>,
+}
+
+impl Spawner {
+    fn start() -> io::Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Request>();
+        let (ready, started) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("nsfleet-spawner".into())
+            .spawn(move || {
+                // Home is the process's own namespace (the main thread's): this thread may be
+                // started by a worker that is inside a node, and would inherit that node.
+                let home = sys::private_fd_table(3).and_then(|_| sys::open_process_netns());
+
+                match home {
+                    Ok(home) => {
+                        let _ = ready.send(Ok(()));
+                        for req in rx.iter() {
+                            let r = spawn_in_namespace_of(&req);
+                            // Never stay in a node: this thread would keep it alive.
+                            sys::setns_net(home.as_fd()).expect("spawner cannot return home");
+                            let _ = req.reply.send(r);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                    }
+                }
+            })?;
+        started
+            .recv()
+            .map_err(|_| io::Error::other("the spawner thread died"))??;
+        Ok(Spawner { tx })
+    }
+
+    /// Starts `/bin/sh -c command` in the calling thread's network namespace, output
+    /// appended to `log`.
+    fn spawn(&self, command: &str, log: &Path) -> io::Result<Proc> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        // Held until we have the pidfd: the PID-1 orphan sweep must not reap it first.
+        let _guard = sys::spawn_guard();
+        self.tx
+            .send(Request {
+                netns: sys::thread_netns_path()?,
+                command: command.to_string(),
+                log: log.to_path_buf(),
+                reply,
+            })
+            .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+        let pid = answer
+            .recv()
+            .map_err(|_| io::Error::other("the spawner thread is gone"))??;
+        Ok(Proc {
+            pid,
+            pidfd: sys::pidfd_open(pid)?,
+            command: command.to_string(),
+        })
+    }
+}
+
+fn spawn_in_namespace_of(req: &Request) -> io::Result<libc::pid_t> {
+    let ns = std::fs::File::open(&req.netns)?;
+    sys::setns_net(ns.as_fd())?;
+    drop(ns);
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&req.log)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
-        .arg(command)
+        .arg(&req.command)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
-        .stderr(log.try_clone()?);
-    let (pid, pidfd) = sys::spawn_node_process(&mut cmd)?;
-    Ok(Proc {
-        pid,
-        pidfd,
-        command: command.to_string(),
-    })
+        .stderr(log);
+    sys::spawn_node_process(&mut cmd)
 }
