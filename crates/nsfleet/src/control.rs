@@ -53,6 +53,9 @@ pub enum Reply {
         reclaimed: usize,
         held: Vec<Held>,
         total_ms: f64,
+        /// Why reclamation could not be confirmed, if it could not.
+        #[serde(default)]
+        unconfirmed: Option<String>,
     },
 }
 

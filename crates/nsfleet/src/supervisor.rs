@@ -149,6 +149,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
             reclaimed: settled.reclaimed,
             held: settled.held.clone(),
             total_ms,
+            unconfirmed: settled.unconfirmed.clone(),
         });
     }
     // Let the connection threads write the last reply before the process ends.

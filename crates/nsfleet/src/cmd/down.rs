@@ -44,10 +44,16 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
                 reclaimed,
                 held,
                 total_ms,
+                unconfirmed,
             } => {
                 result["reclaimed"] = reclaimed.into();
                 result["reclaimed_ms"] = total_ms.into();
                 result["held"] = serde_json::to_value(&held)?;
+                result["unconfirmed"] = serde_json::to_value(&unconfirmed)?;
+                if let (Some(why), false) = (&unconfirmed, a.json) {
+                    println!("  warning: the kernel's reclamation could not be confirmed: {why}");
+                }
+
                 if a.json {
                     println!("{result}");
                 } else {

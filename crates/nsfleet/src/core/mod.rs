@@ -16,7 +16,7 @@ mod worker;
 
 pub use fleet::{mem_available, CreateReport, Fleet, FleetOptions, Progress};
 pub use node::{Node, NodeTable};
-pub use reaper::{holders_of, Held, Ticket, TicketState};
+pub use reaper::{Held, Ticket, TicketState};
 pub use subsystem::{InitCtx, Phase, Subsystem};
 
 /// A registered subsystem's handle: the index of its per-node state.

@@ -51,6 +51,8 @@ pub struct TicketState {
     pub held: Vec<Held>,
     pub dropped_at: Option<Instant>,
     pub settled_at: Option<Instant>,
+    /// Set when the kernel could not be confirmed to have reclaimed the batch in time.
+    pub unconfirmed: Option<String>,
 }
 
 impl Ticket {
@@ -206,9 +208,7 @@ impl ReaperThread {
             for d in &batch {
                 d.ticket.update(|s| s.dropped += 1);
             }
-            if let Err(e) = self.watch.barrier(FENCE_STALL) {
-                eprintln!("nsfleet: waiting for the kernel to reclaim namespaces: {e}");
-            }
+            let unconfirmed = self.watch.barrier(FENCE_STALL).err().map(|e| e.to_string());
             // Only now: some references go a grace period after their holder lets go
             // (a closed netlink socket's, for one), and the barrier spans several.
             let held = held_by_whom(self.still_open(&batch));
@@ -221,10 +221,15 @@ impl ReaperThread {
                 self.backlog.shrunk.notify_all();
             }
             for d in &batch {
-                match held.get(&d.node.inode()) {
-                    Some(h) => d.ticket.update(|s| s.held.push(h.clone())),
-                    None => d.ticket.update(|s| s.reclaimed += 1),
-                }
+                d.ticket.update(|s| {
+                    match held.get(&d.node.inode()) {
+                        Some(h) => s.held.push(h.clone()),
+                        None => s.reclaimed += 1,
+                    }
+                    if s.unconfirmed.is_none() {
+                        s.unconfirmed.clone_from(&unconfirmed);
+                    }
+                });
             }
         }
     }
@@ -310,7 +315,7 @@ fn held_by_whom(open: Vec<(&Node, Option<OwnedFd>)>) -> HashMap<u64, Held> {
 
 /// Who keeps these namespaces alive: tasks inside them, open descriptors, bind mounts.
 /// Only called when the kernel has gone quiet, so a full /proc walk is affordable.
-pub fn holders_of(inodes: Vec<u64>) -> HashMap<u64, Vec<String>> {
+fn holders_of(inodes: Vec<u64>) -> HashMap<u64, Vec<String>> {
     let want: std::collections::HashSet<u64> = inodes.into_iter().collect();
     let mut found: HashMap<u64, Vec<String>> = HashMap::new();
     let ino_of = |link: &std::path::Path| -> Option<u64> {
