@@ -259,12 +259,14 @@ fn down_names_whoever_still_holds_a_node_namespace() {
     assert_eq!(who, format!("pid {} (sleep)", shell.id()), "{out}");
 }
 
-/// Polls `status` until the fleet reports `state`; returns the supervisor's pid.
+/// Polls `status` until the supervisor itself answers with `state` (the run folder alone
+/// can say "starting" too, before there is a supervisor); returns its pid.
 fn wait_for_state(env: &Env, name: &str, state: &str) -> i32 {
     for _ in 0..400 {
         let out = env.run(&["status", name, "--json"]);
         if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-            if v["fleets"][0]["state"] == state {
+            let from_supervisor = v["fleets"][0]["workers"].as_u64().unwrap_or(0) > 0;
+            if v["fleets"][0]["state"] == state && from_supervisor {
                 return v["fleets"][0]["pid"].as_i64().unwrap() as i32;
             }
         }
@@ -331,4 +333,56 @@ fn down_no_wait_returns_before_reclamation_and_the_supervisor_finishes_alone() {
     wait_gone(sup);
     assert_eq!(still_alive(&namespaces), 0);
     assert!(env.fleet_dirs().is_empty());
+}
+
+/// Waits until the supervisor named in the fleet's record (if any) is gone. Found by its
+/// recorded pid: until it has exec'd, a freshly cloned supervisor still shows the command
+/// line of the `up` that cloned it, so a search by command line could miss it.
+fn wait_record_supervisor_gone(env: &Env, name: &str) {
+    for _ in 0..400 {
+        let rec =
+            std::fs::read_to_string(env.run_dir.join(name).join("fleet.json")).unwrap_or_default();
+        let pid = serde_json::from_str::<serde_json::Value>(&rec)
+            .ok()
+            .and_then(|v| v["supervisor"]["pid"].as_i64());
+        match pid {
+            Some(p) if alive(p as i32) => std::thread::sleep(std::time::Duration::from_millis(25)),
+            _ => return,
+        }
+    }
+    panic!("the supervisor of {name} is still running");
+}
+
+#[test]
+fn ctrl_c_of_up_at_any_moment_leaves_nothing() {
+    let env = Env::new("ctrlc-early");
+    let f = env.file(
+        "f.toml",
+        "[fleet]\nname = \"ce\"\n[[node]]\nname = \"n{i}\"\ncount = 300\n",
+    );
+    for delay_ms in [0, 1, 3, 6, 10, 20, 40] {
+        let mut up = env
+            .cmd(&["up", f.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
+        let finished = up.wait().unwrap().success();
+        if finished {
+            // Too late to interrupt: the fleet came up. Take it down for the next round.
+            env.ok(&["down", "ce"]);
+        }
+        wait_record_supervisor_gone(&env, "ce");
+        let left =
+            |f: &str| std::fs::read_to_string(env.run_dir.join("ce").join(f)).unwrap_or_default();
+        assert!(
+            env.fleet_dirs().is_empty(),
+            "after {delay_ms} ms: {:?} is left; record {}; supervisor log {}",
+            env.fleet_dirs(),
+            left("fleet.json"),
+            left("supervisor.log")
+        );
+    }
 }

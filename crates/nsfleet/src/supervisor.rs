@@ -58,6 +58,21 @@ pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     // Blocked before any thread exists, so that every thread inherits the mask and only
     // the signal thread ever receives them.
     sys::block_signals(&SIGNALS)?;
+    let (run_dir, name) = (RunDir::new(&args.run_dir), args.name.clone());
+    eprintln!(
+        "nsfleet supervisor: pid {} for fleet {name:?}",
+        sys::host_pid()
+    );
+    supervise(args).inspect_err(|e| {
+        eprintln!("nsfleet supervisor: {e:#}");
+
+        // Whatever failed, the folder is ours and nobody else may be left to remove it
+        // (the `up` that launched us may be gone).
+        let _ = run_dir.remove(&name, true);
+    })
+}
+
+fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let topo: Topology =

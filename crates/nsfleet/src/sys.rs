@@ -644,3 +644,34 @@ pub fn thread_netns_path() -> io::Result<std::path::PathBuf> {
 pub fn open_process_netns() -> io::Result<OwnedFd> {
     open_cloexec(c"/proc/self/ns/net")
 }
+
+/// Signals blocked for as long as the guard lives; the previous mask comes back on drop,
+/// and with it any of these signals that arrived meanwhile.
+pub struct SignalsHeld(libc::sigset_t);
+
+impl SignalsHeld {
+    pub fn new(signals: &[libc::c_int]) -> io::Result<Self> {
+        // SAFETY: local sigsets filled by sigemptyset/sigaddset; pthread_sigmask writes the
+        // previous mask into `old`.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in signals {
+                libc::sigaddset(&mut set, *s);
+            }
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(SignalsHeld(old))
+        }
+    }
+}
+
+impl Drop for SignalsHeld {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}

@@ -34,9 +34,12 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     }
     let validate = started.elapsed();
     let rd = RunDir::new(&a.run_dir);
+    // From the claim until the supervisor is recorded, a Ctrl-C would leave a folder that
+    // nobody owns: hold it until the supervisor exists to clean up after us.
+    let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
     let mut record = rd.claim(&topo.name)?;
     // From here on a failure must give the name back.
-    launch(&rd, &mut record, &topo, &a, validate).inspect_err(|_| {
+    launch(&rd, &mut record, &topo, &a, validate, held).inspect_err(|_| {
         let _ = rd.remove(&topo.name, true);
     })
 }
@@ -47,6 +50,7 @@ fn launch(
     topo: &Topology,
     a: &UpArgs,
     validate: Duration,
+    held: sys::SignalsHeld,
 ) -> anyhow::Result<()> {
     let (in_r, mut in_w) = std::io::pipe()?;
     let (out_r, out_w) = std::io::pipe()?;
@@ -80,6 +84,8 @@ fn launch(
     serde_json::to_writer(&mut in_w, topo)?;
     in_w.flush()?;
     drop(in_w);
+    // The supervisor has the fleet now; a Ctrl-C from here on cancels it cleanly.
+    drop(held);
 
     let bar = Progress::new(topo.node_count());
     for line in BufReader::new(out_r).lines() {
