@@ -675,3 +675,9 @@ impl Drop for SignalsHeld {
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
     }
 }
+
+/// Whether we run as root, which creating network and PID namespaces requires.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and has no side effects.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -41,13 +41,10 @@ struct Run {
 }
 
 pub fn create(a: CreateArgs) -> anyhow::Result<()> {
-    // The effective uid, from /proc: no unsafe outside sys.rs for a check.
-    if !std::fs::read_to_string("/proc/self/status")?
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    {
+    if !sys::is_root() {
         bail!("bench create creates network namespaces: run it as root");
     }
+
     if a.count == 0 || a.runs == 0 {
         bail!("--count and --runs must be at least 1");
     }

@@ -33,7 +33,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         topo.name = n.clone();
     }
     let validate = started.elapsed();
+    if !sys::is_root() {
+        bail!("up creates network and PID namespaces: run it as root");
+    }
     let rd = RunDir::new(&a.run_dir);
+
     // From the claim until the supervisor is recorded, a Ctrl-C would leave a folder that
     // nobody owns: hold it until the supervisor exists to clean up after us.
     let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
