@@ -235,11 +235,7 @@ fn down_names_whoever_still_holds_a_node_namespace() {
     let env = Env::new("held");
     let fleet = env.up("[fleet]\nname = \"hd\"\n[[node]]\nname = \"n{i}\"\ncount = 2\n");
     // A user's shell, left running inside n1, keeps n1's namespace alive past `down`.
-    let mut shell = env
-        .cmd(&["exec", "hd", "n1", "--", "sleep", "30"])
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut shell = env.spawn(&["exec", "hd", "n1", "--", "sleep", "30"]);
     for _ in 0..100 {
         if std::fs::read_to_string(format!("/proc/{}/cmdline", shell.id()))
             .is_ok_and(|c| c.starts_with("sleep"))
@@ -282,12 +278,7 @@ fn ctrl_c_of_up_during_creation_rolls_the_fleet_back() {
         "big.toml",
         "[fleet]\nname = \"cc\"\n[[node]]\nname = \"n{i}\"\ncount = 3000\n",
     );
-    let mut up = env
-        .cmd(&["up", f.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut up = env.spawn(&["up", f.to_str().unwrap()]);
     let sup = wait_for_state(&env, "cc", "starting");
     unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
     up.wait().unwrap();
@@ -361,12 +352,7 @@ fn ctrl_c_of_up_at_any_moment_leaves_nothing() {
         "[fleet]\nname = \"ce\"\n[[node]]\nname = \"n{i}\"\ncount = 300\n",
     );
     for delay_ms in [0, 1, 3, 6, 10, 20, 40] {
-        let mut up = env
-            .cmd(&["up", f.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut up = env.spawn(&["up", f.to_str().unwrap()]);
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
         let finished = up.wait().unwrap().success();

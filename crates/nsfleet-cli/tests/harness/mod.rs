@@ -50,6 +50,16 @@ impl Env {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Starts nsfleet in the background, its standard streams closed.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.cmd(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nsfleet runs")
+    }
+
     pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
         let mut child = self
             .cmd(args)
