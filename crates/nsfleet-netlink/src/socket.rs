@@ -305,3 +305,9 @@ impl AsRawFd for NlSocket {
         self.fd.as_raw_fd()
     }
 }
+
+impl std::os::fd::AsFd for NlSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,7 +34,8 @@ pub struct ReclaimWatch {
     /// `None` once the watch is shut down.
     hub: Mutex<Option<NlSocket>>,
     home: OwnedFd,
-    stop: AtomicBool,
+    /// Written to at shutdown: wakes the listener, which also polls this pipe.
+    wake: Mutex<Option<std::io::PipeWriter>>,
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -61,13 +62,15 @@ impl ReclaimWatch {
             announced: Condvar::new(),
             hub: Mutex::new(Some(in_hub(&NlSocket::open)?)),
             home: home.try_clone()?,
-            stop: AtomicBool::new(false),
+            wake: Mutex::new(None),
             listener: Mutex::new(None),
         });
+        let (woken, wake) = std::io::pipe()?;
+        *watch.wake.lock() = Some(wake);
         let w = watch.clone();
         let t = std::thread::Builder::new()
             .name("nsfleet-reclaim".into())
-            .spawn(move || w.listen(listen, dump))?;
+            .spawn(move || w.listen(listen, dump, woken))?;
         *watch.listener.lock() = Some(t);
         Ok(watch)
     }
@@ -116,17 +119,25 @@ impl ReclaimWatch {
     /// longer holds the hub namespace (the listener holds an `Arc` of the watch, so
     /// dropping it cannot do this).
     pub fn shutdown(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        // Closing the pipe's write end makes its read end readable: the listener wakes.
+        self.wake.lock().take();
         if let Some(t) = self.listener.lock().take() {
             let _ = t.join();
         }
         self.hub.lock().take();
     }
 
-    fn listen(&self, mut listen: NlSocket, mut dump: NlSocket) {
+    fn listen(&self, mut listen: NlSocket, mut dump: NlSocket, woken: std::io::PipeReader) {
         let mut gone = Vec::new();
-        while !self.stop.load(Ordering::Relaxed) {
-            let r = listen.recv_each(Some(Duration::from_millis(200)), |m| {
+        loop {
+            let ready = match sys::poll_readable(&[listen.as_fd(), woken.as_fd()], None) {
+                Ok(r) => r,
+                Err(_) => return,
+            };
+            if ready[1] {
+                return;
+            }
+            let r = listen.recv_each(Some(Duration::ZERO), |m| {
                 if let Some((false, id)) = rtnl::parse_nsid(m) {
                     gone.push(id);
                 }
