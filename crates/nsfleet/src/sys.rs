@@ -96,17 +96,21 @@ pub fn process_alive(pid: libc::pid_t) -> bool {
     }
 }
 
-/// Waits until each pidfd is readable (its process exited) or `timeout` passes; returns
-/// how many exited.
-pub fn poll_exited(pidfds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<usize> {
-    let mut pfds: Vec<libc::pollfd> = pidfds
-        .iter()
+/// One pollfd per descriptor, waiting for it to become readable.
+fn pollfds_in(fds: &[BorrowedFd<'_>]) -> Vec<libc::pollfd> {
+    fds.iter()
         .map(|fd| libc::pollfd {
             fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })
-        .collect();
+        .collect()
+}
+
+/// Waits until each pidfd is readable (its process exited) or `timeout` passes; returns
+/// how many exited.
+pub fn poll_exited(pidfds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<usize> {
+    let mut pfds = pollfds_in(pidfds);
     let deadline = std::time::Instant::now() + timeout;
     let mut exited = 0;
     while exited < pfds.len() {
@@ -684,14 +688,7 @@ pub fn is_root() -> bool {
 
 /// Waits until one of `fds` is readable; returns which are. `None` waits forever.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pfds = pollfds_in(fds);
     let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
     loop {
         // SAFETY: pfds is a valid array of the length passed.
