@@ -29,11 +29,11 @@ pub struct ProcId {
 
 impl ProcId {
     pub fn of(pid: i32) -> Option<Self> {
-        sys::process_start_time(pid).map(|start_time| ProcId { pid, start_time })
+        sys::running_since(pid).map(|start_time| ProcId { pid, start_time })
     }
 
     pub fn alive(&self) -> bool {
-        sys::process_start_time(self.pid) == Some(self.start_time) && sys::process_alive(self.pid)
+        sys::running_since(self.pid) == Some(self.start_time)
     }
 }
 

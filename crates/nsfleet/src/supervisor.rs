@@ -57,7 +57,7 @@ struct Supervisor {
 pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     // Blocked before any thread exists, so that every thread inherits the mask and only
     // the signal thread ever receives them.
-    sys::block_signals(&SIGNALS)?;
+    let _signals = sys::SignalsHeld::new(&SIGNALS)?;
     let (run_dir, name) = (RunDir::new(&args.run_dir), args.name.clone());
     eprintln!(
         "nsfleet supervisor: pid {} for fleet {name:?}",
@@ -193,7 +193,7 @@ impl Events {
     fn progress(&mut self, phase: Phase, done: usize, total: usize) -> ControlFlow<()> {
         if done == total || self.last.elapsed() >= Duration::from_millis(100) {
             self.last = Instant::now();
-            let phase = format!("{phase:?}").to_lowercase();
+            let phase = phase.name().to_string();
             self.send(&UpEvent::Progress { phase, done, total });
         }
         if self.broken {

@@ -62,38 +62,10 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// Sends `sig` to the process behind a pidfd (safe against pid reuse).
-pub fn pidfd_kill(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: pidfd_send_signal(2) with no siginfo.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Sends `sig` to a whole process group.
 pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill(2) takes plain integers; a negative pid addresses the group.
     check(unsafe { libc::kill(-pgid, sig) }).map(drop)
-}
-
-/// Whether the process behind `pid` still exists (a zombie counts as gone).
-pub fn process_alive(pid: libc::pid_t) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            !matches!(s.rsplit(')').next().map(str::trim_start), Some(t) if t.starts_with('Z') || t.starts_with('X'))
-        }
-        Err(_) => false,
-    }
 }
 
 /// One pollfd per descriptor, waiting for it to become readable.
@@ -216,39 +188,29 @@ pub fn raise_nofile(want: u64) -> io::Result<u64> {
     }
 }
 
-/// Blocks `signals` in the calling thread (and every thread it creates afterwards).
-pub fn block_signals(signals: &[libc::c_int]) -> io::Result<()> {
-    // SAFETY: a local sigset filled with sigaddset and passed to pthread_sigmask.
+/// A signal set holding exactly `signals`.
+fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset only write into it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in signals {
             libc::sigaddset(&mut set, *s);
         }
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
+        set
     }
-    Ok(())
 }
 
 /// Waits for one of `signals` (which must be blocked) and returns it.
 pub fn wait_signal(signals: &[libc::c_int]) -> io::Result<libc::c_int> {
-    // SAFETY: a local sigset and an out-integer for sigwait(3).
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in signals {
-            libc::sigaddset(&mut set, *s);
-        }
-        let mut sig = 0;
-        let rc = libc::sigwait(&set, &mut sig);
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        Ok(sig)
+    let set = sigset(signals);
+    let mut sig = 0;
+    // SAFETY: a valid sigset and an out-integer for sigwait(3).
+    let rc = unsafe { libc::sigwait(&set, &mut sig) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
     }
+    Ok(sig)
 }
 
 /// The command to start as the first process of a new PID namespace.
@@ -340,17 +302,18 @@ pub fn host_pid() -> libc::pid_t {
         .unwrap_or_else(|| unsafe { libc::getpid() })
 }
 
-/// The start time of a process in clock ticks since boot: with the pid, an identity that
-/// survives pid reuse.
-pub fn process_start_time(pid: libc::pid_t) -> Option<u64> {
+/// A process's start time in clock ticks since boot (with the pid, an identity that
+/// survives pid reuse), or `None` if it no longer runs (gone, or a zombie).
+pub fn running_since(pid: libc::pid_t) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22, counted after the command name, which may itself contain spaces.
-    s.rsplit(')')
-        .next()?
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
+    // Fields after the command name, which may itself contain spaces: state, then the
+    // start time 19 fields later.
+    let mut fields = s.rsplit(')').next()?.split_whitespace();
+    let state = fields.next()?;
+    if state.starts_with(['Z', 'X']) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// A control buffer with room for one descriptor (SCM_RIGHTS).
@@ -654,22 +617,17 @@ pub fn open_process_netns() -> io::Result<OwnedFd> {
 pub struct SignalsHeld(libc::sigset_t);
 
 impl SignalsHeld {
+    /// Blocks `signals` in the calling thread and in every thread it creates meanwhile.
     pub fn new(signals: &[libc::c_int]) -> io::Result<Self> {
-        // SAFETY: local sigsets filled by sigemptyset/sigaddset; pthread_sigmask writes the
-        // previous mask into `old`.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in signals {
-                libc::sigaddset(&mut set, *s);
-            }
-            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
-            }
-            Ok(SignalsHeld(old))
+        let set = sigset(signals);
+        // SAFETY: sigset_t is plain data; pthread_sigmask writes the previous mask into it.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid sigsets for the call.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
         }
+        Ok(SignalsHeld(old))
     }
 }
 

@@ -123,7 +123,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         let v = serde_json::json!({
             "name": topo.name, "pid": pid, "nodes": r.nodes, "nodes_per_sec": rate,
             "validate_ms": validate.as_secs_f64() * 1e3,
-            "phases_ms": r.phases.iter().map(|(p, d)| (format!("{p:?}").to_lowercase(), d.as_secs_f64() * 1e3)).collect::<std::collections::BTreeMap<_, _>>(),
+            "phases_ms": r.phases.iter().map(|(p, d)| (p.name(), d.as_secs_f64() * 1e3)).collect::<std::collections::BTreeMap<_, _>>(),
             "kernel_mem_bytes": r.kernel_bytes,
         });
         println!("{v}");
@@ -146,11 +146,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         validate.as_secs_f64() * 1e3
     );
     for (phase, d) in &r.phases {
-        let label = match phase {
-            crate::core::Phase::Create => "create",
-            crate::core::Phase::Configure => "configure",
-            crate::core::Phase::Start => "start",
-        };
+        let label = phase.name();
         println!("  {label:<10} {:>9.1} ms", d.as_secs_f64() * 1e3);
     }
     println!(

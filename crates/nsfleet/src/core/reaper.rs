@@ -205,8 +205,8 @@ impl ReaperThread {
             let mut batch = vec![first];
             batch.extend(self.rx.try_iter());
             self.teardown(&batch);
-            for d in &batch {
-                d.ticket.update(|s| s.dropped += 1);
+            for same in by_ticket(&batch) {
+                same[0].ticket.update(|s| s.dropped += same.len());
             }
             let unconfirmed = self.watch.barrier(FENCE_STALL).err().map(|e| e.to_string());
             // Only now: some references go a grace period after their holder lets go
@@ -220,11 +220,13 @@ impl ReaperThread {
                 *n -= batch.len();
                 self.backlog.shrunk.notify_all();
             }
-            for d in &batch {
-                d.ticket.update(|s| {
-                    match held.get(&d.node.inode()) {
-                        Some(h) => s.held.push(h.clone()),
-                        None => s.reclaimed += 1,
+            for same in by_ticket(&batch) {
+                same[0].ticket.update(|s| {
+                    for d in same {
+                        match held.get(&d.node.inode()) {
+                            Some(h) => s.held.push(h.clone()),
+                            None => s.reclaimed += 1,
+                        }
                     }
                     if s.unconfirmed.is_none() {
                         s.unconfirmed.clone_from(&unconfirmed);
@@ -283,6 +285,12 @@ impl ReaperThread {
         }
         open
     }
+}
+
+/// The batch in runs of nodes doomed together: one ticket update (one lock, one wake-up)
+/// per run rather than per node. `doom` queues a ticket's nodes back to back.
+fn by_ticket(batch: &[Doomed]) -> impl Iterator<Item = &[Doomed]> {
+    batch.chunk_by(|a, b| Arc::ptr_eq(&a.ticket, &b.ticket))
 }
 
 /// Who holds each namespace still open, by inode. One /proc walk, only when needed.

@@ -31,6 +31,14 @@ pub enum Phase {
 
 impl Phase {
     pub const ALL: [Phase; 3] = [Phase::Create, Phase::Configure, Phase::Start];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Create => "create",
+            Phase::Configure => "configure",
+            Phase::Start => "start",
+        }
+    }
 }
 
 /// What `init` may use: the node, the fleet's files, and a netlink socket inside the node.

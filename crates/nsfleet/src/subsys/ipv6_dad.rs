@@ -12,7 +12,25 @@ use crate::core::{InitCtx, Phase, Subsystem};
 use crate::topology::NodeConfig;
 use anyhow::Context;
 
-pub struct Ipv6Dad;
+pub struct Ipv6Dad {
+    /// False on a kernel booted with ipv6.disable=1: nothing to switch off. Looked up once
+    /// here rather than per node, where it would cost the lookup this file avoids.
+    ipv6: bool,
+}
+
+impl Ipv6Dad {
+    pub fn new() -> Self {
+        Ipv6Dad {
+            ipv6: std::path::Path::new("/proc/sys/net/ipv6").exists(),
+        }
+    }
+}
+
+impl Default for Ipv6Dad {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 const KEYS: [&str; 2] = [
     "net.ipv6.conf.all.accept_dad",
@@ -31,8 +49,7 @@ impl Subsystem for Ipv6Dad {
     }
 
     fn wants(&self, config: &NodeConfig) -> bool {
-        // A kernel booted with ipv6.disable=1 has nothing to switch off.
-        !config.commands.is_empty() && std::path::Path::new("/proc/sys/net/ipv6").exists()
+        self.ipv6 && !config.commands.is_empty()
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {

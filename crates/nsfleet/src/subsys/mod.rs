@@ -16,7 +16,7 @@ pub struct Defaults {
 
 /// Registers the default subsystems in their order of `init` (`exit` runs in reverse).
 pub fn register_defaults(fleet: &Fleet) -> anyhow::Result<Defaults> {
-    fleet.register(ipv6_dad::Ipv6Dad)?;
+    fleet.register(ipv6_dad::Ipv6Dad::new())?;
     fleet.register(loopback::Loopback)?;
     fleet.register(sysctl::Sysctls)?;
     let process = fleet.register(process::Processes::default())?;

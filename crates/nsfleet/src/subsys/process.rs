@@ -108,6 +108,7 @@ impl Subsystem for Processes {
                 Ok(p) => procs.list.push(p),
                 Err(e) => {
                     // Leave nothing behind of our own: the core only undoes earlier subsystems.
+                    self.exit(cx.node, procs);
                     self.exit_batch(&mut [(cx.node, procs)]);
                     return Err(anyhow::Error::from(e)
                         .context(format!("starting {command:?} (log {})", log.display())));
@@ -124,11 +125,7 @@ impl Subsystem for Processes {
     fn exit_batch(&self, batch: &mut [(&Node, &mut Procs)]) {
         let all: Vec<&Proc> = batch.iter().flat_map(|(_, p)| p.list.iter()).collect();
         let fds: Vec<_> = all.iter().map(|p| p.pidfd.as_fd()).collect();
-        if sys::poll_exited(&fds, Duration::ZERO).unwrap_or(0) < fds.len() {
-            for (_, procs) in batch.iter() {
-                procs.signal_all(libc::SIGTERM);
-            }
-        }
+        // `exit` has sent SIGTERM to every group: one wait for the whole batch.
         if sys::poll_exited(&fds, self.grace).unwrap_or(0) < fds.len() {
             for (_, procs) in batch.iter() {
                 procs.signal_all(libc::SIGKILL);
