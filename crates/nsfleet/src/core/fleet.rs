@@ -199,42 +199,19 @@ impl Fleet {
         created: &mut Vec<Arc<Node>>,
         progress: Progress<'_>,
     ) -> anyhow::Result<()> {
-        let total = items.len();
+        let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
+        let create = move |w: &mut Worker, (i, name, config): (usize, String, Arc<NodeConfig>)| {
+            reaper.admit();
+            match create_node(w, name, config, &ops, &log_dir) {
+                Ok(node) => (Some((i, node)), Ok(())),
+                Err((node, e)) => (node.map(|n| (i, n)), Err(e)),
+            }
+        };
+        let (mut placed, result) = self.run_phase(Phase::Create, items, create, progress);
         // Workers finish out of order; the table keeps the file's order.
-        let mut placed: Vec<(usize, Arc<Node>)> = Vec::with_capacity(total);
-        let abort = Arc::new(AtomicBool::new(false));
-        let (reaper, log_dir, stop) = (self.reaper.clone(), self.log_dir.clone(), abort.clone());
-        let work = Arc::new(
-            move |w: &mut Worker, (i, name, config): (usize, String, Arc<NodeConfig>)| {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(None);
-                }
-                reaper.admit();
-                match create_node(w, name, config, &ops, &log_dir) {
-                    Ok(node) => Ok(Some((i, node))),
-                    Err((node, e)) => Err((node.map(|n| (i, n)), e)),
-                }
-            },
-        );
-        let mut first_err = None;
-        self.workers.scatter(items, work, |r| {
-            match r {
-                Ok(Some(node)) => placed.push(node),
-                Ok(None) => {}
-                Err((node, e)) => {
-                    placed.extend(node);
-                    abort.store(true, Ordering::Relaxed);
-                    first_err.get_or_insert(e);
-                }
-            }
-            if progress(Phase::Create, placed.len(), total).is_break() {
-                abort.store(true, Ordering::Relaxed);
-                first_err.get_or_insert_with(|| anyhow!("cancelled"));
-            }
-        });
         placed.sort_unstable_by_key(|(i, _)| *i);
         created.extend(placed.into_iter().map(|(_, n)| n));
-        first_err.map_or(Ok(()), Err)
+        result
     }
 
     /// Runs the `init` of every subsystem of `phase` on each node that one of them wants.
@@ -250,34 +227,65 @@ impl Fleet {
             .filter(|n| ops.iter().any(|r| r.ops.wants(n.config())))
             .cloned()
             .collect();
-        let total = targets.len();
-        let abort = Arc::new(AtomicBool::new(false));
-        let (log_dir, stop) = (self.log_dir.clone(), abort.clone());
-        let work = Arc::new(
-            move |w: &mut Worker, node: Arc<Node>| -> anyhow::Result<()> {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(());
-                }
-                for r in ops.iter().filter(|r| r.ops.wants(node.config())) {
+        let log_dir = self.log_dir.clone();
+        let init = move |w: &mut Worker, node: Arc<Node>| {
+            let r = ops
+                .iter()
+                .filter(|r| r.ops.wants(node.config()))
+                .try_for_each(|r| {
                     node.put_state(r.id, init_on(&*r.ops, w, &node, &log_dir)?);
-                }
-                Ok(())
-            },
-        );
-        let (mut done, mut first_err) = (0, None);
-        self.workers.scatter(targets, work, |r| {
-            if let Err(e) = r {
-                abort.store(true, Ordering::Relaxed);
-                first_err.get_or_insert(e);
+                    Ok(())
+                });
+            (None::<()>, r)
+        };
+        self.run_phase(phase, targets, init, progress).1
+    }
+
+    /// Runs `work` on every item over the workers, as one phase. After the first error, or
+    /// once `progress` says `Break`, items not yet started are skipped. Returns what the
+    /// items made (a failed item may have made something too, which must be rolled back)
+    /// and the first error.
+    fn run_phase<I, T>(
+        &self,
+        phase: Phase,
+        items: Vec<I>,
+        work: impl Fn(&mut Worker, I) -> (Option<T>, anyhow::Result<()>) + Send + Sync + 'static,
+        progress: Progress<'_>,
+    ) -> (Vec<T>, anyhow::Result<()>)
+    where
+        I: Send + 'static,
+        T: Send + 'static,
+    {
+        let total = items.len();
+        let stop = Arc::new(AtomicBool::new(false));
+        let skip = stop.clone();
+        let work = Arc::new(move |w: &mut Worker, item: I| {
+            if skip.load(Ordering::Relaxed) {
+                return (None, Ok(()));
             }
+            work(w, item)
+        });
+        let (mut made, mut first_err, mut done) = (Vec::new(), None, 0);
+        self.workers.scatter(items, work, |(out, result)| {
+            made.extend(out);
             done += 1;
-            if progress(phase, done, total).is_break() {
-                abort.store(true, Ordering::Relaxed);
-                first_err.get_or_insert_with(|| anyhow!("cancelled"));
+            let cancelled = progress(phase, done, total).is_break();
+            match result {
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+                Ok(()) if cancelled => {
+                    first_err.get_or_insert_with(|| anyhow!("cancelled"));
+                }
+                Ok(()) => {}
+            }
+            if first_err.is_some() {
+                stop.store(true, Ordering::Relaxed);
             }
         });
-        first_err.map_or(Ok(()), Err)
+        (made, first_err.map_or(Ok(()), Err))
     }
+
     /// Returns once the kernel has reclaimed every network namespace whose last reference
     /// was dropped before the call, the fleet's or not (`ReclaimWatch::barrier`). For
     /// benchmarks.
