@@ -38,9 +38,16 @@ pub struct SupervisorArgs {
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
 
-/// A request to end the fleet; replies go to whoever asked (nobody for a signal).
+/// A request to end the fleet: from a `down`, answered on its own connection, or from a
+/// signal, answered to nobody.
 struct Shutdown {
-    replies: Option<Sender<Reply>>,
+    asker: Option<Asker>,
+}
+
+struct Asker {
+    conn: UnixStream,
+    /// Whether it waits for reclamation, or only for the namespaces to be dropped.
+    wait: bool,
 }
 
 struct Supervisor {
@@ -126,7 +133,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let first = if events.broken {
         // The `up` that launched us is gone before seeing the fleet ready: nobody will
         // ever know this fleet exists, so it must not stay.
-        Shutdown { replies: None }
+        Shutdown { asker: None }
     } else {
         shutdown_rx.recv().expect("the supervisor holds a sender")
     };
@@ -136,40 +143,47 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
 
 fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     *sup.state.lock() = "stopping";
-    let mut askers: Vec<Sender<Reply>> = first.replies.into_iter().collect();
     let started = Instant::now();
+    let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
     let ticket = sup.fleet.destroy_all();
     let dropped = ticket.wait_dropped();
-    askers.extend(more.try_iter().filter_map(|s| s.replies));
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let teardown_ms = ms(dropped.dropped_at.map_or(Duration::ZERO, |t| t - started));
-    for a in &askers {
-        let _ = a.send(Reply::Dropped {
-            nodes: dropped.total,
-            teardown_ms,
-        });
-    }
+    let dropped = Reply::Dropped {
+        nodes: dropped.total,
+        teardown_ms: ms(dropped.dropped_at),
+    };
+    // Every asker hears "dropped", even one that came late; only those who wait stay.
+    let mut waiting = Vec::new();
+    let mut answer_dropped = |askers: &mut dyn Iterator<Item = Asker>| {
+        for a in askers {
+            if control::write_line(&a.conn, &dropped).is_ok() && a.wait {
+                waiting.push(a);
+            }
+        }
+    };
+    answer_dropped(
+        &mut first
+            .asker
+            .into_iter()
+            .chain(more.try_iter().filter_map(|s| s.asker)),
+    );
     let settled = ticket.wait_settled();
     // The hub is a namespace of the fleet too: let it go before saying "reclaimed".
     sup.fleet.shutdown();
-    askers.extend(more.try_iter().filter_map(|s| s.replies));
-
+    answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         eprintln!("nsfleet supervisor: {e:#}");
     }
-    let total_ms = ms(settled.settled_at.map_or(Duration::ZERO, |t| t - started));
-    for a in &askers {
-        let _ = a.send(Reply::Reclaimed {
-            nodes: settled.total,
-            reclaimed: settled.reclaimed,
-            held: settled.held.clone(),
-            total_ms,
-            unconfirmed: settled.unconfirmed.clone(),
-        });
+    let reclaimed = Reply::Reclaimed {
+        nodes: settled.total,
+        reclaimed: settled.reclaimed,
+        held: settled.held,
+        total_ms: ms(settled.settled_at),
+        unconfirmed: settled.unconfirmed,
+    };
+    // Written here, before we exit: the kernel delivers it even after the process ends.
+    for a in &waiting {
+        let _ = control::write_line(&a.conn, &reclaimed);
     }
-    // Let the connection threads write the last reply before the process ends.
-    drop(askers);
-    std::thread::sleep(Duration::from_millis(50));
 }
 
 /// Writes [`UpEvent`]s to the `up` that launched us, at most ten progress lines a second.
@@ -230,7 +244,7 @@ fn signals(shutdown: Sender<Shutdown>) {
                 // As PID 1 of our namespace we inherit every orphan: reap them.
                 Ok(libc::SIGCHLD) => sys::reap_any(),
                 Ok(_) => {
-                    let _ = shutdown.send(Shutdown { replies: None });
+                    let _ = shutdown.send(Shutdown { asker: None });
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -279,18 +293,12 @@ impl Supervisor {
             Err(message) => reply(&Reply::Error { message }),
             Ok(Request::Status) => reply(&Reply::Status(self.status())),
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
-            Ok(Request::Down { wait }) => {
-                let (tx, rx) = crossbeam_channel::unbounded();
-                let _ = self.shutdown.send(Shutdown { replies: Some(tx) });
-                for r in rx.iter() {
-                    let last = matches!(r, Reply::Reclaimed { .. })
-                        || (!wait && matches!(r, Reply::Dropped { .. }));
-                    if reply(&r).is_err() || last {
-                        break;
-                    }
-                }
-                Ok(())
-            }
+            // The main thread answers on this connection as the teardown goes.
+            Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
+                let _ = self.shutdown.send(Shutdown {
+                    asker: Some(Asker { conn, wait }),
+                });
+            }),
         };
     }
 
