@@ -99,7 +99,7 @@ fn measure_nsfleet(
     baseline_rss: f64,
 ) -> anyhow::Result<(f64, f64, f64, f64)> {
     let t = Instant::now();
-    let up = Cli::new()?.up(count, workers)?;
+    let mut up = Cli::new()?.up(count, workers)?;
     let up_s = t.elapsed().as_secs_f64();
     let rss = (up.rss - baseline_rss) / (count.max(2) - 1) as f64;
     let t = Instant::now();
@@ -116,6 +116,8 @@ fn measure_nsfleet(
 struct Cli {
     run_dir: std::path::PathBuf,
     exe: std::path::PathBuf,
+    /// A fleet is up that nobody has taken down yet (the guard's `Drop` does then).
+    up: bool,
 }
 
 struct UpResult {
@@ -131,6 +133,7 @@ impl Cli {
         Ok(Cli {
             run_dir,
             exe: std::env::current_exe()?,
+            up: false,
         })
     }
 
@@ -149,7 +152,7 @@ impl Cli {
         Ok(serde_json::from_slice(&out.stdout)?)
     }
 
-    fn up(self, count: u64, workers: usize) -> anyhow::Result<UpResult> {
+    fn up(mut self, count: u64, workers: usize) -> anyhow::Result<UpResult> {
         let file = self.run_dir.join("bench.toml");
         std::fs::write(
             &file,
@@ -162,8 +165,8 @@ impl Cli {
             "--workers",
             &workers.to_string(),
         ])?;
-        let pid = v["pid"].as_i64().unwrap_or(0);
-        let rss = rss_of(pid);
+        self.up = true;
+        let rss = rss_of(v["pid"].as_i64().unwrap_or(0));
         Ok(UpResult {
             cli: self,
             rss,
@@ -171,14 +174,17 @@ impl Cli {
         })
     }
 
-    fn down(&self) -> anyhow::Result<()> {
+    fn down(&mut self) -> anyhow::Result<()> {
+        self.up = false;
         self.run(&["down", "bench", "--json"]).map(drop)
     }
 }
 
 impl Drop for Cli {
     fn drop(&mut self) {
-        let _ = self.run(&["down", "bench", "--json"]);
+        if self.up {
+            let _ = self.down();
+        }
         let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
@@ -186,7 +192,7 @@ impl Drop for Cli {
 /// The supervisor's resident memory with a one-node fleet: what per-node figures are
 /// measured beyond.
 fn baseline_rss(workers: usize) -> anyhow::Result<f64> {
-    let up = Cli::new()?.up(1, workers)?;
+    let mut up = Cli::new()?.up(1, workers)?;
     let rss = up.rss;
     up.cli.down()?;
     Ok(rss)
