@@ -49,6 +49,7 @@ enum Command {
     },
     /// Tear a fleet down; by default returns when the kernel has reclaimed every namespace.
     Down {
+        /// The fleet: its [fleet] name, or the --name it was brought up with.
         name: String,
         /// Return as soon as every namespace is dropped, before the kernel reclaims them.
         #[arg(long)]
@@ -66,7 +67,9 @@ enum Command {
     },
     /// Run a command inside a node, like `ip netns exec`: stdio and exit status pass through.
     Exec {
+        /// The fleet: its [fleet] name, or the --name it was brought up with.
         name: String,
+        /// The node to run in, by name (`nsfleet status NAME` lists them).
         node: String,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
@@ -75,6 +78,7 @@ enum Command {
     /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
     /// a running fleet or anything without an nsfleet record.
     Clean {
+        /// The dead fleet to clean up after.
         name: Option<String>,
         /// Every dead fleet under the run directory.
         #[arg(long)]
