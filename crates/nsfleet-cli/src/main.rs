@@ -75,6 +75,37 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Impair one interface of a live fleet (tc netem; on kernels without netem, only
+    /// --rate, with tbf). Replaces the interface's current impairment.
+    Impair {
+        /// The fleet.
+        name: String,
+        /// The interface, as NODE:IFACE (`nsfleet status NAME` lists them).
+        target: String,
+        /// Added delay of each packet, e.g. 20ms.
+        #[arg(long)]
+        delay: Option<String>,
+        /// Random variation of the delay, e.g. 5ms (needs --delay).
+        #[arg(long)]
+        jitter: Option<String>,
+        /// Packets dropped, e.g. 1%.
+        #[arg(long)]
+        loss: Option<String>,
+        /// Packets sent twice, e.g. 0.5%.
+        #[arg(long)]
+        duplicate: Option<String>,
+        /// Packets with a flipped bit, e.g. 0.1%.
+        #[arg(long)]
+        corrupt: Option<String>,
+        /// Bandwidth limit, e.g. 100mbit, 1gbit, 10mbps (bytes).
+        #[arg(long)]
+        rate: Option<String>,
+        /// Remove the interface's impairment.
+        #[arg(long)]
+        clear: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
     /// a running fleet or anything without an nsfleet record.
     Clean {
@@ -177,6 +208,39 @@ fn main() {
             run_dir,
         })
         .map(|_| ()),
+        Command::Impair {
+            name,
+            target,
+            delay,
+            jitter,
+            loss,
+            duplicate,
+            corrupt,
+            rate,
+            clear,
+            json,
+        } => {
+            let given = [
+                ("delay", delay),
+                ("jitter", jitter),
+                ("loss", loss),
+                ("duplicate", duplicate),
+                ("corrupt", corrupt),
+                ("rate", rate),
+            ];
+            let set = given
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect();
+            cmd::impair::impair(cmd::impair::ImpairArgs {
+                name,
+                target,
+                set,
+                clear,
+                json,
+                run_dir,
+            })
+        }
         Command::Clean { name, all } => {
             cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir })
         }

@@ -76,6 +76,10 @@ impl Batch {
         self.attr(ty, &v.to_ne_bytes())
     }
 
+    pub fn attr_u64(&mut self, ty: u16, v: u64) -> &mut Self {
+        self.attr(ty, &v.to_ne_bytes())
+    }
+
     /// A NUL-terminated string attribute, as the kernel's NLA_STRING/NLA_NUL_STRING expect.
     pub fn attr_str(&mut self, ty: u16, s: &str) -> &mut Self {
         let mut v = Vec::with_capacity(s.len() + 1);
@@ -86,10 +90,16 @@ impl Batch {
 
     /// Opens a nested attribute; close it with [`Batch::nest_end`] passing the returned mark.
     pub fn nest_begin(&mut self, ty: u16) -> usize {
+        self.open_attr(ty | NLA_F_NESTED)
+    }
+
+    /// Opens an attribute whose value is written piecewise (a fixed header followed by
+    /// attributes, as VETH_INFO_PEER and netem's TCA_OPTIONS are) and carries no
+    /// NLA_F_NESTED flag; close it with [`Batch::nest_end`].
+    pub fn open_attr(&mut self, ty: u16) -> usize {
         let mark = self.buf.len();
         self.buf.extend_from_slice(&0u16.to_ne_bytes());
-        self.buf
-            .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
         mark
     }
 

@@ -274,7 +274,8 @@ impl NlSocket {
         Ok(())
     }
 
-    /// Sends one dump request and hands every reply message to `f` until NLMSG_DONE.
+    /// Sends one request (a dump, or a get of one object) and hands every reply message to
+    /// `f` until NLMSG_DONE or the request's ACK.
     pub fn dump(&mut self, batch: &Batch, mut f: impl FnMut(&Message<'_>)) -> Result<(), NlError> {
         self.send(batch.bytes())?;
         let seq = batch.seqs()[0];
@@ -291,6 +292,7 @@ impl NlSocket {
                             if errno != 0 {
                                 return Err(NlError { errno, message });
                             }
+                            return Ok(());
                         }
                     }
                     _ => f(&m),

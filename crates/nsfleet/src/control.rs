@@ -8,6 +8,7 @@
 use crate::core::{CreateReport, Held};
 use crate::subsys::process::ProcInfo;
 use crate::sys;
+use crate::topology::Impair;
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -31,6 +32,12 @@ pub enum Request {
     Netns {
         node: String,
     },
+    /// Set (or with `None`, clear) the impairment of one interface of a node.
+    Impair {
+        node: String,
+        iface: String,
+        impair: Option<Impair>,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -43,6 +50,11 @@ pub enum Reply {
     Netns {
         node: String,
         inode: u64,
+    },
+    Impaired {
+        node: String,
+        iface: String,
+        impair: Option<Impair>,
     },
     Dropped {
         nodes: usize,
@@ -82,6 +94,12 @@ pub struct NodeStatus {
     pub name: String,
     pub netns_inode: u64,
     pub processes: Vec<ProcInfo>,
+    /// Interfaces as "name address..." (a switch's ports are not listed).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Interfaces with an impairment now, as (interface, impairment).
+    #[serde(default)]
+    pub impairments: Vec<(String, Impair)>,
 }
 
 /// What a starting supervisor tells the `up` that launched it, one JSON line each.

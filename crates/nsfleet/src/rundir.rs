@@ -77,6 +77,11 @@ impl RunDir {
         self.fleet_dir(name).join("logs")
     }
 
+    /// Host interfaces of the fleet, journalled before they are created (for `clean`).
+    pub fn host_journal(&self, name: &str) -> PathBuf {
+        self.fleet_dir(name).join("host-links")
+    }
+
     pub fn supervisor_log(&self, name: &str) -> PathBuf {
         self.fleet_dir(name).join("supervisor.log")
     }

@@ -10,12 +10,13 @@
 //! SIGINT or SIGHUP, or when the `up` that launched it goes away before the fleet is ready.
 
 use crate::control::{self, FleetStatus, NodeStatus, Reply, Request, UpEvent, MAX_REQUEST};
-use crate::core::{Fleet, FleetOptions, Phase};
+use crate::core::{Fleet, FleetOptions, Node, Phase};
 use crate::rundir::RunDir;
+use crate::subsys::impair::{Impaired, Impairments};
 use crate::subsys::process::Procs;
 use crate::subsys::{register_defaults, Defaults};
 use crate::sys;
-use crate::topology::Topology;
+use crate::topology::{Impair, Topology};
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -93,7 +94,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         max_unreclaimed: args.max_unreclaimed,
         log_dir,
     })?;
-    let defaults = register_defaults(&fleet)?;
+    let defaults = register_defaults(&fleet, &args.name, run_dir.host_journal(&args.name))?;
     let (shutdown, shutdown_rx) = crossbeam_channel::unbounded();
     let sup = Arc::new(Supervisor {
         name: args.name.clone(),
@@ -293,6 +294,11 @@ impl Supervisor {
             Err(message) => reply(&Reply::Error { message }),
             Ok(Request::Status) => reply(&Reply::Status(self.status())),
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
+            Ok(Request::Impair {
+                node,
+                iface,
+                impair,
+            }) => reply(&self.impair(node, iface, impair)),
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
                 let _ = self.shutdown.send(Shutdown {
@@ -326,6 +332,27 @@ impl Supervisor {
         }
     }
 
+    fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> Reply {
+        let id = self.defaults.impair;
+        let (n, i) = (node.clone(), iface.clone());
+        let r = self.fleet.on_node(&node, move |cx| {
+            let mut state: Impaired = cx.node.modify(id, std::mem::take).unwrap_or_default();
+            let r = Impairments::change(cx, &mut state, &i, impair);
+            cx.node.modify(id, |s: &mut Impaired| *s = state);
+            r
+        });
+        match r {
+            Ok(()) => Reply::Impaired {
+                node: n,
+                iface,
+                impair,
+            },
+            Err(e) => Reply::Error {
+                message: format!("{e:#}"),
+            },
+        }
+    }
+
     fn status(&self) -> FleetStatus {
         let nodes = self.fleet.nodes();
         let nodes: Vec<NodeStatus> = nodes
@@ -335,6 +362,10 @@ impl Supervisor {
                 netns_inode: n.inode(),
                 processes: n
                     .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
+                    .unwrap_or_default(),
+                interfaces: describe_ifaces(n),
+                impairments: n
+                    .inspect::<Impaired, _>(self.defaults.impair, Clone::clone)
                     .unwrap_or_default(),
             })
             .collect();
@@ -361,4 +392,20 @@ impl Supervisor {
             nodes,
         }
     }
+}
+
+/// A node's interfaces for `status`; a switch's ports are many and say little.
+fn describe_ifaces(n: &Node) -> Vec<String> {
+    if n.config().switch {
+        let w = n.wiring();
+        return vec![format!("{} bridges, {} ports", w.bridges, w.ifaces.len())];
+    }
+    (n.wiring().ifaces.iter())
+        .map(|i| {
+            let addrs: Vec<String> = i.addrs.iter().map(|a| a.to_string()).collect();
+            format!("{} {}", i.name, addrs.join(" "))
+                .trim_end()
+                .to_string()
+        })
+        .collect()
 }

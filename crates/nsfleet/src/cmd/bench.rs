@@ -211,7 +211,7 @@ fn measure_raw(fleet: &Fleet, count: u64, lo_up: bool) -> anyhow::Result<(f64, f
         if lo_up {
             let mut s = NlSocket::open()?;
             let mut b = Batch::new();
-            rtnl::set_link_up(&mut b, s.next_seq(), 1, true);
+            rtnl::set_link(&mut b, s.next_seq(), 1, true, None);
             s.execute_all(&b)?;
         }
     }

@@ -1,7 +1,8 @@
 //! `nsfleet clean`: remove what a crashed fleet left behind. A fleet's namespaces and
 //! processes die with its supervisor; what can remain is its run folder (record, stale
-//! socket, logs). Only folders with an nsfleet record whose owner is gone are touched,
-//! never anything matched by name alone.
+//! socket, logs) and, if a node was held alive, a journalled host link. Only folders with
+//! an nsfleet record whose owner is gone are touched, and only host interfaces that carry
+//! the fleet's token: never anything matched by name alone.
 
 use crate::rundir::RunDir;
 use anyhow::bail;
@@ -32,6 +33,9 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
         let Some(r) = rd.record(&n) else { continue };
         if r.owner_alive() {
             continue;
+        }
+        for ifname in crate::subsys::hostlink::clean_journal(&rd.host_journal(&n))? {
+            println!("removed host interface {ifname} (journalled by fleet {n:?})");
         }
         rd.remove(&n, false)?;
         removed += 1;

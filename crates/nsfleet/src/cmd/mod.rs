@@ -6,6 +6,7 @@ pub mod bench;
 pub mod clean;
 pub mod down;
 pub mod exec;
+pub mod impair;
 pub mod status;
 pub mod up;
 

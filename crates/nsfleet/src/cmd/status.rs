@@ -134,6 +134,12 @@ fn print_one(f: &FleetStatus) {
             n.netns_inode,
             procs.join("; ")
         );
+        for i in &n.interfaces {
+            println!("      {i}");
+        }
+        for (iface, imp) in &n.impairments {
+            println!("      {iface} impaired: {imp}");
+        }
     }
     if f.nodes.len() > SHOWN {
         println!(

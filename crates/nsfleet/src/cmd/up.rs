@@ -154,7 +154,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         human_bytes(r.kernel_bytes),
         human_bytes(r.kernel_bytes / r.nodes.max(1) as i64)
     );
-    let first = topo.nodes().next().map(|(n, _)| n).unwrap_or_default();
+    let first = topo.nodes().next().map(|n| n.name).unwrap_or_default();
     println!("  next: nsfleet status {name} | nsfleet exec {name} {first} -- ip addr | nsfleet down {name}");
 }
 

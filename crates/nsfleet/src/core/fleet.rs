@@ -13,7 +13,7 @@ use super::subsystem::{InitCtx, Phase, Subsystem};
 use super::worker::{Worker, Workers};
 use super::SubsysId;
 use crate::sys;
-use crate::topology::{NodeConfig, Topology};
+use crate::topology::{NodeSpec, Topology};
 use anyhow::{anyhow, bail, Context};
 use arc_swap::ArcSwap;
 
@@ -136,8 +136,8 @@ impl Fleet {
     /// destroyed and reclaimed before the error returns.
     pub fn create(&self, topo: &Topology, progress: Progress<'_>) -> anyhow::Result<CreateReport> {
         let existing = self.nodes();
-        if let Some((n, _)) = topo.nodes().find(|(n, _)| existing.get(n).is_some()) {
-            bail!("node {n:?} already exists in this fleet");
+        if let Some(n) = topo.nodes().find(|n| existing.get(&n.name).is_some()) {
+            bail!("node {:?} already exists in this fleet", n.name);
         }
         let mem_before = mem_available();
         let mut created = Vec::new();
@@ -176,11 +176,7 @@ impl Fleet {
             );
             let started = Instant::now();
             if phase == Phase::Create {
-                let items: Vec<(usize, String, Arc<NodeConfig>)> = topo
-                    .nodes()
-                    .enumerate()
-                    .map(|(i, (n, c))| (i, n, c))
-                    .collect();
+                let items: Vec<(usize, NodeSpec)> = topo.nodes().enumerate().collect();
                 self.create_nodes(items, ops, created, progress)?;
                 self.publish(created);
             } else if !ops.is_empty() {
@@ -194,15 +190,15 @@ impl Fleet {
 
     fn create_nodes(
         &self,
-        items: Vec<(usize, String, Arc<NodeConfig>)>,
+        items: Vec<(usize, NodeSpec)>,
         ops: Arc<Vec<Registered>>,
         created: &mut Vec<Arc<Node>>,
         progress: Progress<'_>,
     ) -> anyhow::Result<()> {
         let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
-        let create = move |w: &mut Worker, (i, name, config): (usize, String, Arc<NodeConfig>)| {
+        let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
             reaper.admit();
-            match create_node(w, name, config, &ops, &log_dir) {
+            match create_node(w, spec, &ops, &log_dir) {
                 Ok(node) => (Some((i, node)), Ok(())),
                 Err((node, e)) => (node.map(|n| (i, n)), Err(e)),
             }
@@ -224,18 +220,15 @@ impl Fleet {
     ) -> anyhow::Result<()> {
         let targets: Vec<Arc<Node>> = nodes
             .iter()
-            .filter(|n| ops.iter().any(|r| r.ops.wants(n.config())))
+            .filter(|n| ops.iter().any(|r| r.ops.wants(n)))
             .cloned()
             .collect();
-        let log_dir = self.log_dir.clone();
+        let (log_dir, table) = (self.log_dir.clone(), self.nodes());
         let init = move |w: &mut Worker, node: Arc<Node>| {
-            let r = ops
-                .iter()
-                .filter(|r| r.ops.wants(node.config()))
-                .try_for_each(|r| {
-                    node.put_state(r.id, init_on(&*r.ops, w, &node, &log_dir)?);
-                    Ok(())
-                });
+            let r = ops.iter().filter(|r| r.ops.wants(&node)).try_for_each(|r| {
+                node.put_state(r.id, init_on(&*r.ops, w, &node, &table, &log_dir)?);
+                Ok(())
+            });
             (None::<()>, r)
         };
         self.run_phase(phase, targets, init, progress).1
@@ -284,6 +277,32 @@ impl Fleet {
             }
         });
         (made, first_err.map_or(Ok(()), Err))
+    }
+
+    /// Runs `f` inside a live node, on a worker, as a subsystem's `init` runs: for changes
+    /// to a running fleet (impairments).
+    pub fn on_node<R, F>(&self, name: &str, f: F) -> anyhow::Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut InitCtx<'_>) -> anyhow::Result<R> + Send + 'static,
+    {
+        let table = self.nodes();
+        let node = (table.get(name).cloned()).ok_or_else(|| anyhow!("no node named {name:?}"))?;
+        let (log_dir, f) = (self.log_dir.clone(), Mutex::new(Some(f)));
+        let work = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
+            let f = f.lock().take().expect("a single item");
+            w.enter_node(&node)?;
+            let mut cx = InitCtx {
+                node: &node,
+                log_dir: &log_dir,
+                worker: w,
+                nodes: &table,
+            };
+            f(&mut cx)
+        });
+        let mut out = None;
+        self.workers.scatter(vec![node], work, |r| out = Some(r));
+        out.expect("scatter hands back every item's result")
     }
 
     /// Returns once the kernel has reclaimed every network namespace whose last reference
@@ -348,23 +367,24 @@ type NodeResult = Result<Arc<Node>, (Option<Arc<Node>>, anyhow::Error)>;
 /// the Create-phase subsystems while the worker is still inside it.
 fn create_node(
     w: &mut Worker,
-    name: String,
-    config: Arc<NodeConfig>,
+    spec: NodeSpec,
     ops: &[Registered],
     log_dir: &std::path::Path,
 ) -> NodeResult {
     let fail = |e: anyhow::Error| (None, e);
     let fd = w
         .enter_new()
-        .with_context(|| format!("node {name}: creating its network namespace"))
+        .with_context(|| format!("node {}: creating its network namespace", spec.name))
         .map_err(fail)?;
-    let node = Arc::new(Node::new(name, config, fd).map_err(|e| fail(e.into()))?);
-
-    for r in ops.iter().filter(|r| r.ops.wants(node.config())) {
+    let node = Arc::new(Node::new(spec, fd).map_err(|e| fail(e.into()))?);
+    // Nothing else of the run exists yet: Create-phase subsystems see no other node.
+    let nobody = NodeTable::default();
+    for r in ops.iter().filter(|r| r.ops.wants(&node)) {
         let mut cx = InitCtx {
             node: &node,
             log_dir,
             worker: w,
+            nodes: &nobody,
         };
         match r.ops.init(&mut cx) {
             Ok(state) => node.put_state(r.id, state),

@@ -7,7 +7,7 @@
 use super::subsystem::AnyState;
 use super::SubsysId;
 use crate::sys;
-use crate::topology::NodeConfig;
+use crate::topology::{NodeConfig, NodeSpec, NodeWiring};
 
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub struct Node {
     name: Box<str>,
     config: Arc<NodeConfig>,
+    wiring: Arc<NodeWiring>,
     inode: u64,
     /// A weak reference that outlives the descriptor: tells whether anyone else still
     /// holds the namespace after teardown (`None` on kernels without nsfs handles).
@@ -26,19 +27,16 @@ pub struct Node {
 }
 
 impl Node {
-    pub(crate) fn new(
-        name: String,
-        config: Arc<NodeConfig>,
-        netns: OwnedFd,
-    ) -> std::io::Result<Self> {
+    pub(crate) fn new(spec: NodeSpec, netns: OwnedFd) -> std::io::Result<Self> {
         let handle = sys::ns_handle(netns.as_fd()).ok();
         let inode = match handle.as_ref().and_then(|h| h.inode()) {
             Some(i) => i,
             None => sys::inode_of(netns.as_fd())?,
         };
         Ok(Node {
-            name: name.into_boxed_str(),
-            config,
+            name: spec.name.into_boxed_str(),
+            config: spec.config,
+            wiring: spec.wiring,
             inode,
             handle,
             netns: Mutex::new(Some(netns)),
@@ -52,6 +50,11 @@ impl Node {
 
     pub fn config(&self) -> &NodeConfig {
         &self.config
+    }
+
+    /// The node's interfaces, addresses and routes.
+    pub fn wiring(&self) -> &NodeWiring {
+        &self.wiring
     }
 
     /// The namespace's inode number, as in `/proc/PID/ns/net` (`net:[INODE]`).
@@ -87,6 +90,13 @@ impl Node {
         let mut states = self.states.lock();
         let i = states.iter().position(|(s, _)| *s == id)?;
         Some(states.swap_remove(i).1)
+    }
+
+    /// Changes a subsystem's state of this node (a change to a live fleet).
+    pub fn modify<T: 'static, R>(&self, id: SubsysId, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let mut states = self.states.lock();
+        let (_, s) = states.iter_mut().find(|(s, _)| *s == id)?;
+        s.downcast_mut::<T>().map(f)
     }
 
     /// Reads a subsystem's state of this node, for reports.

@@ -55,19 +55,16 @@ impl Registry {
     ) -> anyhow::Result<SubsysId> {
         let mut list = self.list.write();
         // Read only now: a creation that held the lock before us has published its nodes.
-        let live = live.load();
+        let live = live.load_full();
         let id = SubsysId(self.next.fetch_add(1, Ordering::Relaxed));
-        let targets: Vec<Arc<Node>> = live
-            .iter()
-            .filter(|n| ops.wants(n.config()))
-            .cloned()
-            .collect();
+        let targets: Vec<Arc<Node>> = live.iter().filter(|n| ops.wants(n)).cloned().collect();
         let mut done: Vec<Arc<Node>> = Vec::with_capacity(targets.len());
         let mut first_err = None;
         let run = {
-            let (ops, log_dir) = (ops.clone(), log_dir.to_path_buf());
+            let (ops, log_dir, table) = (ops.clone(), log_dir.to_path_buf(), live.clone());
             Arc::new(move |w: &mut Worker, node: Arc<Node>| {
-                let r = init_on(&*ops, w, &node, &log_dir).map(|state| node.put_state(id, state));
+                let r = init_on(&*ops, w, &node, &table, &log_dir)
+                    .map(|state| node.put_state(id, state));
                 (node, r)
             })
         };
@@ -108,15 +105,15 @@ pub(crate) fn init_on(
     ops: &dyn Ops,
     w: &mut Worker,
     node: &Node,
+    nodes: &NodeTable,
     log_dir: &std::path::Path,
 ) -> anyhow::Result<AnyState> {
-    node.with_netns(|fd| w.enter(fd))
-        .ok_or_else(|| anyhow!("node {} is being torn down", node.name()))?
-        .with_context(|| format!("node {}: entering its namespace", node.name()))?;
+    w.enter_node(node)?;
     let mut cx = InitCtx {
         node,
         log_dir,
         worker: w,
+        nodes,
     };
     ops.init(&mut cx)
         .with_context(|| format!("node {}: {}", node.name(), ops.name()))

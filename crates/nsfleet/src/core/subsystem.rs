@@ -5,13 +5,17 @@
 //! per-node state is allocated by the core before `init` and freed by the core after
 //! `exit_batch`, like `.id`/`.size` in the kernel. A subsystem knows nothing of the others.
 
-use super::node::Node;
+use super::node::{Node, NodeTable};
 use super::worker::Worker;
 use crate::topology::NodeConfig;
-use nsfleet_netlink::NlSocket;
+use anyhow::Context;
+use nsfleet_netlink::socket::MAX_BATCH;
+use nsfleet_netlink::{Batch, NlSocket};
 use std::any::Any;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
+use std::sync::Arc;
 
 /// When a subsystem's `init` runs during `up`. Every node goes through the phases in this
 /// order, and a phase starts only once the previous one is done on every node: a link
@@ -23,18 +27,21 @@ use std::path::Path;
 pub enum Phase {
     /// Right after the namespace is created, on the thread that created it.
     Create,
-    /// Once every node of the run exists.
+    /// Once every node of the run exists: links between nodes.
+    Wire,
+    /// Once every link exists: addresses, routes, settings of links.
     Configure,
     /// Once every node is configured: processes.
     Start,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 3] = [Phase::Create, Phase::Configure, Phase::Start];
+    pub const ALL: [Phase; 4] = [Phase::Create, Phase::Wire, Phase::Configure, Phase::Start];
 
     pub fn name(self) -> &'static str {
         match self {
             Phase::Create => "create",
+            Phase::Wire => "wire",
             Phase::Configure => "configure",
             Phase::Start => "start",
         }
@@ -48,6 +55,8 @@ pub struct InitCtx<'a> {
     pub node: &'a Node,
     pub log_dir: &'a Path,
     pub(crate) worker: &'a mut Worker,
+    /// The fleet's nodes as of the start of the phase.
+    pub(crate) nodes: &'a NodeTable,
 }
 
 impl InitCtx<'_> {
@@ -55,10 +64,48 @@ impl InitCtx<'_> {
         self.node.config()
     }
 
+    /// Another node of the fleet (from the Wire phase on, every node of the run).
+    pub fn peer(&self, name: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(name)
+    }
+
+    /// The namespace the fleet's owner runs in: the host's.
+    pub fn home(&self) -> BorrowedFd<'_> {
+        self.worker.home()
+    }
+
     /// A route netlink socket in the node's namespace, opened on first use and closed when
     /// the worker leaves the node (an open socket would keep the namespace alive).
     pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
         self.worker.rtnl()
+    }
+
+    /// Sends one request per item from the node, up to a full batch per `sendmsg`, and
+    /// reads the ACKs by sequence number. The first kernel error is returned as
+    /// `describe(item): error (extended ACK)`, so it names the topology element at fault.
+    /// Requests after a failed one in the same batch still run; the caller's rollback
+    /// (the node's teardown) removes them.
+    pub fn send_each<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut build: impl FnMut(&mut Batch, u32, &T),
+        describe: impl Fn(&T) -> String,
+    ) -> anyhow::Result<()> {
+        let mut items = items.into_iter().peekable();
+        let mut batch = Batch::new();
+        while items.peek().is_some() {
+            let chunk: Vec<T> = items.by_ref().take(MAX_BATCH).collect();
+            let sock = self.rtnl().context("opening a netlink socket")?;
+            batch.clear();
+            for item in &chunk {
+                build(&mut batch, sock.next_seq(), item);
+            }
+            let results = sock.execute(&batch).context("netlink socket")?;
+            if let Some((item, Err(e))) = chunk.iter().zip(results).find(|(_, r)| r.is_err()) {
+                anyhow::bail!("{}: {e}", describe(item));
+            }
+        }
+        Ok(())
     }
 
     /// Writes one of the node's sysctls; `key` as in the topology (`net.ipv4.ip_forward`).
@@ -81,10 +128,10 @@ pub trait Subsystem: Send + Sync + 'static {
 
     fn phase(&self) -> Phase;
 
-    /// Whether `init` has work for a node with this configuration. The core does not
-    /// enter a node for a phase in which no subsystem wants it, and a subsystem that does
-    /// not want a node gets no state, no `exit` and no `exit_batch` for it.
-    fn wants(&self, _config: &NodeConfig) -> bool {
+    /// Whether `init` has work on this node. The core does not enter a node for a phase
+    /// in which no subsystem wants it, and a subsystem that does not want a node gets no
+    /// state, no `exit` and no `exit_batch` for it.
+    fn wants(&self, _node: &Node) -> bool {
         true
     }
 
@@ -107,7 +154,7 @@ pub(crate) type AnyState = Box<dyn Any + Send>;
 pub(crate) trait Ops: Send + Sync {
     fn name(&self) -> &'static str;
     fn phase(&self) -> Phase;
-    fn wants(&self, config: &NodeConfig) -> bool;
+    fn wants(&self, node: &Node) -> bool;
     fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState>;
     fn exit(&self, node: &Node, state: &mut AnyState);
     fn exit_batch(&self, batch: &mut [(&Node, AnyState)]);
@@ -120,8 +167,8 @@ impl<S: Subsystem> Ops for S {
     fn phase(&self) -> Phase {
         Subsystem::phase(self)
     }
-    fn wants(&self, config: &NodeConfig) -> bool {
-        Subsystem::wants(self, config)
+    fn wants(&self, node: &Node) -> bool {
+        Subsystem::wants(self, node)
     }
     fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState> {
         let mut state = Box::<S::State>::default();

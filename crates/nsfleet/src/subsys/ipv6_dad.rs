@@ -3,13 +3,14 @@
 //! readiness per interface. Set on `all` and `default` before any interface exists, so
 //! that every interface created later inherits it.
 //!
-//! Only for nodes where something can create an interface (today: nodes that run
-//! processes). A node with only `lo` has nothing that runs DAD, and writing a sysctl costs
+//! Only for nodes where something can create an interface (nodes that run processes)
+//! or that have IPv6 addresses (whose link-local addresses would stay tentative; the
+//! addresses nsfleet adds itself skip DAD with IFA_F_NODAD). A node with only `lo` has nothing that runs DAD, and writing a sysctl costs
 //! a lookup that grows with the number of namespaces on the machine (see
 //! `Worker::write_sysctl`): bare nodes stay at the kernel's own creation rate.
 
-use crate::core::{InitCtx, Phase, Subsystem};
-use crate::topology::NodeConfig;
+use crate::core::{InitCtx, Node, Phase, Subsystem};
+
 use anyhow::Context;
 
 pub struct Ipv6Dad {
@@ -48,8 +49,10 @@ impl Subsystem for Ipv6Dad {
         Phase::Create
     }
 
-    fn wants(&self, config: &NodeConfig) -> bool {
-        self.ipv6 && !config.commands.is_empty()
+    fn wants(&self, node: &Node) -> bool {
+        let has_v6 =
+            || (node.wiring().ifaces.iter()).any(|i| i.addrs.iter().any(|a| a.addr.is_ipv6()));
+        self.ipv6 && (!node.config().commands.is_empty() || has_v6())
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {

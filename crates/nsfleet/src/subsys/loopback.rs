@@ -23,7 +23,7 @@ impl Subsystem for Loopback {
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let sock = cx.rtnl().context("opening a netlink socket")?;
         let mut b = Batch::new();
-        rtnl::set_link_up(&mut b, sock.next_seq(), LOOPBACK_IFINDEX, true);
+        rtnl::set_link(&mut b, sock.next_seq(), LOOPBACK_IFINDEX, true, None);
         sock.execute_all(&b).context("setting lo up")?;
         Ok(())
     }

@@ -9,7 +9,7 @@
 
 use crate::core::{InitCtx, Node, Phase, Subsystem};
 use crate::sys;
-use crate::topology::NodeConfig;
+
 use anyhow::Context;
 use crossbeam_channel::Sender;
 use std::fs::OpenOptions;
@@ -90,7 +90,8 @@ impl Subsystem for Processes {
         Phase::Start
     }
 
-    fn wants(&self, config: &NodeConfig) -> bool {
+    fn wants(&self, node: &Node) -> bool {
+        let config = node.config();
         !config.commands.is_empty()
     }
 

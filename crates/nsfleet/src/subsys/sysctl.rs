@@ -1,8 +1,8 @@
 //! Per-node sysctls from the topology (`sysctls = { "net.ipv4.ip_forward" = 1 }`), in the
 //! Configure phase so that per-interface keys find their interfaces.
 
-use crate::core::{InitCtx, Phase, Subsystem};
-use crate::topology::NodeConfig;
+use crate::core::{InitCtx, Node, Phase, Subsystem};
+
 use anyhow::Context;
 
 pub struct Sysctls;
@@ -18,7 +18,8 @@ impl Subsystem for Sysctls {
         Phase::Configure
     }
 
-    fn wants(&self, config: &NodeConfig) -> bool {
+    fn wants(&self, node: &Node) -> bool {
+        let config = node.config();
         !config.sysctls.is_empty()
     }
 

@@ -2,11 +2,20 @@
 //!
 //! A [`Topology`] is only ever built by [`parse`] (which validates everything) or
 //! deserialized from the supervisor's own hand-off of one. It never touches the kernel.
+//!
+//! Nodes come in groups sharing one [`NodeConfig`]; what differs per node (its interfaces,
+//! addresses and routes) is its [`NodeWiring`], laid out by `plan` with every interface
+//! index chosen in advance, so that no subsystem ever has to look a link up.
 
+mod generate;
 mod parse;
+mod plan;
+mod values;
 
 pub(crate) use parse::sysctl_path;
 pub use parse::{parse, parse_file, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
+pub use plan::{bridge_index, join_indices, PORTS_PER_BRIDGE};
+pub use values::{Impair, IpNet};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -16,6 +25,8 @@ use std::sync::Arc;
 pub struct Topology {
     pub name: String,
     pub groups: Vec<NodeGroup>,
+    /// Each node's wiring, in `nodes()` order; empty when no node has any.
+    pub wiring: Vec<Arc<NodeWiring>>,
 }
 
 /// Nodes that share a configuration: one written-out node, or `count` generated from a
@@ -45,6 +56,80 @@ pub struct NodeConfig {
     pub sysctls: Vec<(String, String)>,
     /// Shell command lines started inside the node once the fleet is built.
     pub commands: Vec<String>,
+    /// IPv4 forwarding on every interface of the node (IPv6 too where it has addresses).
+    pub router: bool,
+    /// The node is a switch: its namespace holds bridges, and its interfaces are ports.
+    pub switch: bool,
+}
+
+/// What one node has of the fleet's wiring. Interface indexes are fixed in advance.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeWiring {
+    /// Bridges of a switch node (`br0`, `br1`, ...), chained to each other.
+    pub bridges: u16,
+    pub ifaces: Vec<Iface>,
+    pub routes: Vec<RouteSpec>,
+}
+
+/// One interface of a node: one end of a veth pair.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Iface {
+    pub name: String,
+    pub index: i32,
+    pub mtu: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+    pub addrs: Vec<IpNet>,
+    pub impair: Option<Impair>,
+    /// On a switch: the bridge this port belongs to.
+    pub bridge: Option<u16>,
+    /// Set on the end whose node creates the pair: the other end.
+    pub peer: Option<Peer>,
+    /// Where the topology file declared it (for kernel errors).
+    pub line: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Peer {
+    pub ns: PeerNs,
+    pub name: String,
+    /// 0 on the host, where nsfleet does not own the index space.
+    pub index: i32,
+    pub mtu: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum PeerNs {
+    Node(String),
+    /// The host's namespace (a management link); `addrs` go on the host's end.
+    Host {
+        addrs: Vec<IpNet>,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RouteSpec {
+    pub dst: IpNet,
+    pub via: Option<std::net::IpAddr>,
+    /// Interface index of `dev`.
+    pub dev: Option<i32>,
+    pub line: u32,
+}
+
+impl std::fmt::Display for RouteSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.dst)?;
+        if let Some(v) = self.via {
+            write!(f, " via {v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl NodeWiring {
+    pub fn iface(&self, name: &str) -> Option<&Iface> {
+        self.ifaces.iter().find(|i| i.name == name)
+    }
 }
 
 impl Names {
@@ -77,11 +162,18 @@ impl Topology {
         self.groups.iter().map(|g| g.names.len()).sum()
     }
 
-    /// Every node as (name, shared configuration), in file order.
-    pub fn nodes(&self) -> impl Iterator<Item = (String, Arc<NodeConfig>)> + '_ {
+    /// Every node as (name, shared configuration, own wiring), in file order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeSpec> + '_ {
+        let unwired = Arc::new(NodeWiring::default());
         self.groups
             .iter()
             .flat_map(|g| g.names.iter().map(move |n| (n, g.config.clone())))
+            .enumerate()
+            .map(move |(i, (name, config))| NodeSpec {
+                name,
+                config,
+                wiring: self.wiring.get(i).unwrap_or(&unwired).clone(),
+            })
     }
 
     /// A fleet of `count` bare nodes `n1..nN` with no configuration: the benchmark's input.
@@ -96,8 +188,16 @@ impl Topology {
                 },
                 config: Arc::new(NodeConfig::default()),
             }],
+            wiring: Vec::new(),
         }
     }
+}
+
+/// One node to create.
+pub struct NodeSpec {
+    pub name: String,
+    pub config: Arc<NodeConfig>,
+    pub wiring: Arc<NodeWiring>,
 }
 
 /// Fleet and node names end up in file names, socket paths and command lines: keep them
@@ -120,3 +220,20 @@ pub fn check_name(what: &str, name: &str, max: usize) -> Result<(), String> {
 
 pub const MAX_FLEET_NAME: usize = 32;
 pub const MAX_NODE_NAME: usize = 64;
+
+/// The kernel's IFNAMSIZ less the NUL, and the characters we allow in interface names.
+pub fn check_ifname(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && name != "lo"
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "interface name {name:?}: expected 1 to 15 letters, digits, '-', '_' or '.', starting with a letter or digit (and not \"lo\")"
+    ))
+}

@@ -3,10 +3,17 @@
 //! Every check happens here, before the first namespace exists: the engine trusts a
 //! `Topology`. Errors name file:line:column and what was expected there.
 
-use super::{check_name, Names, NodeConfig, NodeGroup, Topology, MAX_FLEET_NAME, MAX_NODE_NAME};
+use super::generate::{Generator, Shape};
+use super::plan::{EndDecl, Plan};
+use super::values;
+use super::{
+    check_name, Impair, IpNet, Names, NodeConfig, NodeGroup, Topology, MAX_FLEET_NAME,
+    MAX_NODE_NAME,
+};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +59,12 @@ struct File {
     defaults: Option<Spanned<ConfigSection>>,
     #[serde(default)]
     node: Vec<Spanned<NodeSection>>,
+    #[serde(default)]
+    switch: Vec<Spanned<SwitchSection>>,
+    #[serde(default)]
+    link: Vec<Spanned<LinkSection>>,
+    #[serde(default)]
+    generate: Vec<Spanned<GenSection>>,
 }
 
 #[derive(Deserialize)]
@@ -60,13 +73,17 @@ struct FleetSection {
     name: Spanned<String>,
 }
 
+type Sysctls = IndexMap<String, Spanned<toml::Value>>;
+type ImpairMap = IndexMap<String, Spanned<String>>;
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ConfigSection {
     #[serde(default)]
-    sysctls: IndexMap<String, Spanned<toml::Value>>,
+    sysctls: Sysctls,
     #[serde(default)]
     commands: Vec<Spanned<String>>,
+    router: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -76,7 +93,115 @@ struct NodeSection {
     count: Option<Spanned<i64>>,
     start: Option<Spanned<i64>>,
     #[serde(default)]
-    sysctls: IndexMap<String, Spanned<toml::Value>>,
+    sysctls: Sysctls,
+    #[serde(default)]
+    commands: Vec<Spanned<String>>,
+    router: Option<bool>,
+    #[serde(default)]
+    routes: Vec<Spanned<String>>,
+    host_link: Option<Spanned<HostLinkSection>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchSection {
+    name: Spanned<String>,
+    pool: Option<Spanned<String>>,
+    pool6: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkSection {
+    a: Spanned<EndSection>,
+    b: Spanned<EndSection>,
+    /// A subnet whose first two addresses go to the ends that have none.
+    pool: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+/// A link end: `"node:iface"` (or `"switch"`), or a table with `at` and the end's settings.
+#[derive(Default)]
+struct EndSection {
+    at: String,
+    addrs: Vec<Spanned<String>>,
+    mac: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndTable {
+    at: String,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    mac: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+impl<'de> Deserialize<'de> for EndSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = EndSection;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"node:iface\", or a table like { at = \"node:iface\", addrs = [\"10.0.0.1/24\"] }")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<EndSection, E> {
+                Ok(EndSection {
+                    at: s.to_string(),
+                    ..EndSection::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<EndSection, A::Error> {
+                let t = EndTable::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(EndSection {
+                    at: t.at,
+                    addrs: t.addrs,
+                    mac: t.mac,
+                    mtu: t.mtu,
+                    impair: t.impair,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostLinkSection {
+    iface: Spanned<String>,
+    host_iface: Spanned<String>,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    #[serde(default)]
+    host_addrs: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GenSection {
+    kind: Spanned<String>,
+    count: Option<Spanned<i64>>,
+    name: Option<Spanned<String>>,
+    switch: Option<Spanned<String>>,
+    pool: Option<Spanned<String>>,
+    router: Option<bool>,
+    routes: Option<bool>,
+    depth: Option<Spanned<i64>>,
+    fanout: Option<Spanned<i64>>,
+    rows: Option<Spanned<i64>>,
+    cols: Option<Spanned<i64>>,
+    edges: Option<Spanned<i64>>,
+    seed: Option<Spanned<i64>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+    #[serde(default)]
+    sysctls: Sysctls,
     #[serde(default)]
     commands: Vec<Spanned<String>>,
 }
@@ -87,6 +212,10 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    fn line(&self, span: Range<usize>) -> u32 {
+        self.err(span, "").line as u32
+    }
+
     fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
         let upto = &self.text[..span.start.min(self.text.len())];
         let line = upto.matches('\n').count() + 1;
@@ -120,108 +249,452 @@ pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
     })?;
     let name = &doc.fleet.get_ref().name;
     check_name("fleet name", name.get_ref(), MAX_FLEET_NAME).map_err(|m| cx.err(name.span(), m))?;
-    if doc.node.is_empty() {
+    if doc.node.is_empty() && doc.generate.is_empty() {
         return Err(cx.err(
             doc.fleet.span(),
-            "a fleet needs at least one [[node]] table, e.g. [[node]] name = \"h{i}\" count = 4",
+            "a fleet needs at least one [[node]] or [[generate]] table, e.g. [[node]] name = \"h{i}\" count = 4",
         ));
     }
     let empty = ConfigSection::default();
     let defaults = doc.defaults.as_ref().map_or(&empty, |d| d.get_ref());
-    let mut groups = Vec::with_capacity(doc.node.len());
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut total = 0u64;
+    let generators = doc
+        .generate
+        .iter()
+        .map(|g| generator(&cx, g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut groups = Groups::default();
     for node in &doc.node {
-        let group = node_group(&cx, node.get_ref(), defaults)?;
-        total += group.names.len();
-        if total > MAX_COUNT {
-            return Err(cx.err(
-                node.span(),
-                format!("the fleet would have {total} nodes; nsfleet accepts at most {MAX_COUNT}"),
-            ));
-        }
-        let here = cx.err(node.get_ref().name.span(), "").line;
-        for n in group.names.iter() {
-            if let Some(first) = seen.insert(n.clone(), here) {
-                return Err(cx.err(
-                    node.get_ref().name.span(),
-                    format!("node name {n:?} is already used by the node at line {first}"),
-                ));
-            }
-        }
-        groups.push(group);
+        let n = node.get_ref();
+        let names = node_names(&cx, n)?;
+        let config = config(&cx, defaults, &n.sysctls, &n.commands, n.router)?;
+        groups.add(&cx, names, config, &n.name)?;
     }
+    for sw in &doc.switch {
+        let n = &sw.get_ref().name;
+        check_name("switch name", n.get_ref(), MAX_NODE_NAME).map_err(|m| cx.err(n.span(), m))?;
+        groups.add(&cx, Names::One(n.get_ref().clone()), switch_config(), n)?;
+    }
+    for (g, section) in generators.iter().zip(&doc.generate) {
+        let sec = section.get_ref();
+        if let Some(names) = g.switch_names() {
+            groups.add(&cx, names, switch_config(), &sec.kind)?;
+        }
+        let router = sec
+            .router
+            .or(Some(!matches!(g.shape, Shape::Star | Shape::Linear)));
+        let config = config(&cx, defaults, &sec.sysctls, &sec.commands, router)?;
+        groups.add(&cx, g.node_names(), config, &sec.kind)?;
+    }
+    let mut plan = Plan::new(groups.list.iter().flat_map(|g| {
+        let switch = g.config.switch;
+        g.names.iter().map(move |n| (n, switch))
+    }));
+    wire(&cx, &doc, &generators, &groups.list, &mut plan)?;
     let topo = Topology {
         name: name.get_ref().clone(),
-        groups,
+        groups: groups.list,
+        wiring: plan.finish(),
     };
     check_sysctls_writable(&cx, &doc)?;
     Ok(topo)
 }
 
-fn node_group(
-    cx: &Ctx<'_>,
-    n: &NodeSection,
-    defaults: &ConfigSection,
-) -> Result<NodeGroup, TopologyError> {
-    let template = n.name.get_ref();
-    let names = match &n.count {
-        None => {
-            if let Some(s) = &n.start {
-                return Err(cx.err(s.span(), "`start` only makes sense together with `count`"));
-            }
-            if template.contains(['{', '}']) {
-                return Err(cx.err(
-                    n.name.span(),
-                    "a name with `{i}` needs `count = N` to generate nodes",
-                ));
-            }
-            check_name("node name", template, MAX_NODE_NAME)
-                .map_err(|m| cx.err(n.name.span(), m))?;
-            Names::One(template.clone())
+/// Node groups as they are declared, with every name checked to be unique.
+#[derive(Default)]
+struct Groups {
+    list: Vec<NodeGroup>,
+    seen: HashMap<String, usize>,
+    total: u64,
+}
+
+impl Groups {
+    fn add(
+        &mut self,
+        cx: &Ctx<'_>,
+        names: Names,
+        config: NodeConfig,
+        at: &Spanned<String>,
+    ) -> Result<(), TopologyError> {
+        self.total += names.len();
+        if self.total > MAX_COUNT {
+            return Err(cx.err(
+                at.span(),
+                format!(
+                    "the fleet would have {} nodes; nsfleet accepts at most {MAX_COUNT}",
+                    self.total
+                ),
+            ));
         }
-        Some(count) => {
-            let c = *count.get_ref();
-            if c < 1 || c as u64 > MAX_COUNT {
+        let here = cx.line(at.span()) as usize;
+        for n in names.iter() {
+            if let Some(first) = self.seen.insert(n.clone(), here) {
                 return Err(cx.err(
-                    count.span(),
-                    format!("expected a count from 1 to {MAX_COUNT}, got {c}"),
+                    at.span(),
+                    format!("name {n:?} is already used by the node or switch at line {first}"),
                 ));
             }
-            let start = match &n.start {
-                Some(s) if *s.get_ref() < 0 => {
-                    return Err(cx.err(s.span(), "expected a start index of 0 or more"));
-                }
-                Some(s) => *s.get_ref() as u64,
-                None => 1,
-            };
-            if template.matches("{i}").count() != 1
-                || template.replace("{i}", "").contains(['{', '}'])
-            {
-                return Err(cx.err(
-                    n.name.span(),
-                    "expected a name template with exactly one `{i}`, e.g. \"r{i}\"",
-                ));
+        }
+        self.list.push(NodeGroup {
+            names,
+            config: Arc::new(config),
+        });
+        Ok(())
+    }
+}
+
+fn switch_config() -> NodeConfig {
+    NodeConfig {
+        switch: true,
+        ..NodeConfig::default()
+    }
+}
+
+/// Every link, pool, host link and route, in the order the file gives them.
+fn wire(
+    cx: &Ctx<'_>,
+    doc: &File,
+    generators: &[Generator],
+    groups: &[NodeGroup],
+    plan: &mut Plan,
+) -> Result<(), TopologyError> {
+    for sw in &doc.switch {
+        let s = sw.get_ref();
+        for pool in s.pool.iter().chain(&s.pool6) {
+            let net = value(cx, pool, str::parse::<IpNet>)?;
+            plan.set_pool(s.name.get_ref(), net)
+                .map_err(|m| cx.err(pool.span(), m))?;
+        }
+    }
+    for (g, sec) in generators.iter().zip(&doc.generate) {
+        g.wire(plan)
+            .map_err(|m| cx.err(sec.get_ref().kind.span(), m))?;
+    }
+    for l in &doc.link {
+        link(cx, l, plan)?;
+    }
+    for (node, group) in doc.node.iter().zip(groups) {
+        let n = node.get_ref();
+        if let Some(h) = &n.host_link {
+            host_link(cx, h, &group.names, plan)?;
+        }
+        for r in &n.routes {
+            let (dst, via, dev) = value(cx, r, parse_route)?;
+            for name in group.names.iter() {
+                plan.add_route(&name, dst, via, dev.as_deref(), cx.line(r.span()))
+                    .map_err(|m| cx.err(r.span(), m))?;
             }
-            let widest = template.replace("{i}", &(start + c as u64 - 1).to_string());
-            check_name("generated node name", &widest, MAX_NODE_NAME)
-                .map_err(|m| cx.err(n.name.span(), m))?;
-            Names::Generated {
-                template: template.clone(),
-                start,
-                count: c as u64,
+        }
+    }
+    Ok(())
+}
+
+fn link(cx: &Ctx<'_>, l: &Spanned<LinkSection>, plan: &mut Plan) -> Result<(), TopologyError> {
+    let sec = l.get_ref();
+    let line = cx.line(l.span());
+    let mut a = end(cx, &sec.a, sec)?;
+    let mut b = end(cx, &sec.b, sec)?;
+    if let Some(pool) = &sec.pool {
+        let net = value(cx, pool, str::parse::<IpNet>)?;
+        if net.capacity() < 2 {
+            return Err(cx.err(
+                pool.span(),
+                format!("pool {net} has fewer than two host addresses"),
+            ));
+        }
+        for (i, e) in [&mut a, &mut b].into_iter().enumerate() {
+            if e.addrs.is_empty() && !plan.is_switch(&e.node) {
+                e.addrs.push(net.host(i as u64));
             }
+        }
+    }
+    plan.add_link(a, b, line).map_err(|m| cx.err(l.span(), m))
+}
+
+/// One end of a `[[link]]`; the link's own `mtu` and `impair` apply to ends that set none.
+fn end(
+    cx: &Ctx<'_>,
+    e: &Spanned<EndSection>,
+    link: &LinkSection,
+) -> Result<EndDecl, TopologyError> {
+    let sec = e.get_ref();
+    let (node, iface) = match sec.at.split_once(':') {
+        Some((n, i)) => (n.to_string(), Some(i.to_string())),
+        None => (sec.at.clone(), None),
+    };
+    let mut addrs = Vec::new();
+    for a in &sec.addrs {
+        addrs.push(value(cx, a, str::parse::<IpNet>)?);
+    }
+    let mac = match &sec.mac {
+        Some(m) => Some(value(cx, m, values::mac)?),
+        None => None,
+    };
+    let mtu = match sec.mtu.as_ref().or(link.mtu.as_ref()) {
+        Some(m) => Some(mtu(cx, m)?),
+        None => None,
+    };
+    let impair = match sec.impair.as_ref().or(link.impair.as_ref()) {
+        Some(i) => Some(impair(cx, i)?),
+        None => None,
+    };
+    Ok(EndDecl {
+        node,
+        iface,
+        addrs,
+        mtu,
+        mac,
+        impair,
+    })
+}
+
+fn host_link(
+    cx: &Ctx<'_>,
+    h: &Spanned<HostLinkSection>,
+    names: &Names,
+    plan: &mut Plan,
+) -> Result<(), TopologyError> {
+    let sec = h.get_ref();
+    let Names::One(node) = names else {
+        return Err(cx.err(
+            h.span(),
+            "a host link belongs to one node: host interface names must be unique on the host",
+        ));
+    };
+    let parse_all = |list: &[Spanned<String>]| -> Result<Vec<IpNet>, TopologyError> {
+        list.iter()
+            .map(|a| value(cx, a, str::parse::<IpNet>))
+            .collect()
+    };
+    let end = EndDecl {
+        node: node.clone(),
+        iface: Some(sec.iface.get_ref().clone()),
+        addrs: parse_all(&sec.addrs)?,
+        ..EndDecl::default()
+    };
+    let host_addrs = parse_all(&sec.host_addrs)?;
+    let host_name = sec.host_iface.get_ref().clone();
+    plan.add_host_link(end, host_name, host_addrs, cx.line(h.span()))
+        .map_err(|m| cx.err(h.span(), m))
+}
+
+/// `DST [via GATEWAY] [dev IFACE]`, where DST is a prefix or `default`.
+fn parse_route(s: &str) -> Result<(IpNet, Option<IpAddr>, Option<String>), String> {
+    let bad = || {
+        format!("expected a route like \"10.0.2.0/24 via 10.0.1.2\", \"default via 10.0.0.1\" or \"10.0.3.0/24 dev eth1\", got {s:?}")
+    };
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let (dst, rest) = words.split_first().ok_or_else(bad)?;
+    let (mut via, mut dev) = (None, None);
+    for pair in rest.chunks(2) {
+        match pair {
+            ["via", gw] => via = Some(gw.parse::<IpAddr>().map_err(|_| bad())?),
+            ["dev", d] => dev = Some(d.to_string()),
+            _ => return Err(bad()),
+        }
+    }
+    let dst = if *dst == "default" {
+        let v4 = via.is_none_or(|v: IpAddr| v.is_ipv4());
+        let any: IpAddr = if v4 { "0.0.0.0" } else { "::" }.parse().unwrap();
+        IpNet {
+            addr: any,
+            prefix: 0,
+        }
+    } else {
+        dst.parse::<IpNet>().map_err(|_| bad())?
+    };
+    Ok((dst, via, dev))
+}
+
+fn generator(cx: &Ctx<'_>, g: &Spanned<GenSection>) -> Result<Generator, TopologyError> {
+    let sec = g.get_ref();
+    let shape = Shape::parse(sec.kind.get_ref()).ok_or_else(|| {
+        cx.err(
+            sec.kind.span(),
+            format!(
+                "unknown generator kind {:?}: expected {}",
+                sec.kind.get_ref(),
+                Shape::KINDS
+            ),
+        )
+    })?;
+    let need = |v: &Option<Spanned<i64>>, what: &str, max: u64| -> Result<u64, TopologyError> {
+        let Some(v) = v else {
+            return Err(cx.err(
+                g.span(),
+                format!("generator {:?} needs `{what}`", sec.kind.get_ref()),
+            ));
+        };
+        match u64::try_from(*v.get_ref()) {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(cx.err(
+                v.span(),
+                format!("expected {what} from 1 to {max}, got {}", v.get_ref()),
+            )),
         }
     };
-    let mut config = NodeConfig::default();
-    for (key, value) in defaults.sysctls.iter().chain(&n.sysctls) {
+    let (shape, count) = match shape {
+        Shape::Tree { .. } => {
+            let depth = need(&sec.depth, "depth", 20)? as u32;
+            let fanout = need(&sec.fanout, "fanout", 1000)? as u32;
+            let count = (0..=depth).try_fold(0u64, |acc, d| {
+                (fanout as u64)
+                    .checked_pow(d)
+                    .and_then(|p| acc.checked_add(p))
+            });
+            match count {
+                Some(c) if c <= MAX_COUNT => (Shape::Tree { depth, fanout }, c),
+                _ => return Err(cx.err(g.span(), format!("a tree of depth {depth} and fanout {fanout} has more than {MAX_COUNT} nodes"))),
+            }
+        }
+        Shape::Grid { torus, .. } => {
+            let rows = need(&sec.rows, "rows", MAX_COUNT)?;
+            let cols = need(&sec.cols, "cols", MAX_COUNT)?;
+            match rows.checked_mul(cols) {
+                Some(c) if c <= MAX_COUNT => (Shape::Grid { rows, cols, torus }, c),
+                _ => {
+                    return Err(cx.err(
+                        g.span(),
+                        format!("a {rows} x {cols} grid has more than {MAX_COUNT} nodes"),
+                    ))
+                }
+            }
+        }
+        Shape::Random { .. } => {
+            let count = need(&sec.count, "count", MAX_COUNT)?;
+            let edges = need(&sec.edges, "edges", MAX_COUNT * 4)?;
+            let seed = sec.seed.as_ref().map_or(1, |s| *s.get_ref() as u64);
+            (Shape::Random { edges, seed }, count)
+        }
+        other => (other, need(&sec.count, "count", MAX_COUNT)?),
+    };
+    let default_name = if shape.switched() && shape != Shape::FakeRouters {
+        "h{i}"
+    } else {
+        "r{i}"
+    };
+    let names = sec
+        .name
+        .as_ref()
+        .map_or(default_name.to_string(), |n| n.get_ref().clone());
+    let at = sec.name.as_ref().map_or(sec.kind.span(), |n| n.span());
+    check_template(cx, &names, count, at.clone())?;
+    let default_switch = match shape {
+        Shape::Linear => "s{i}",
+        Shape::FakeRouters => "lan",
+        _ => "s1",
+    };
+    let switch = sec
+        .switch
+        .as_ref()
+        .map_or(default_switch.to_string(), |s| s.get_ref().clone());
+    if shape == Shape::Linear {
+        let sp = sec.switch.as_ref().map_or(sec.kind.span(), |s| s.span());
+        check_template(cx, &switch, count, sp)?;
+    } else if shape.switched() {
+        let sp = sec.switch.as_ref().map_or(sec.kind.span(), |s| s.span());
+        check_name("switch name", &switch, MAX_NODE_NAME).map_err(|m| cx.err(sp, m))?;
+    }
+    let default_pool = if shape.switched() {
+        "10.0.0.0/16"
+    } else {
+        "10.0.0.0/8"
+    };
+    let pool = match &sec.pool {
+        Some(p) => value(cx, p, str::parse::<IpNet>)?.network(),
+        None => default_pool.parse().unwrap(),
+    };
+    let gen = Generator {
+        shape,
+        count,
+        names,
+        switch,
+        pool,
+        routes: sec.routes.unwrap_or(false),
+        mtu: sec.mtu.as_ref().map(|m| mtu(cx, m)).transpose()?,
+        impair: sec.impair.as_ref().map(|i| impair(cx, i)).transpose()?,
+        line: cx.line(g.span()),
+    };
+    gen.check().map_err(|m| cx.err(g.span(), m))?;
+    Ok(gen)
+}
+
+fn check_template(
+    cx: &Ctx<'_>,
+    t: &str,
+    count: u64,
+    at: Range<usize>,
+) -> Result<(), TopologyError> {
+    if t.matches("{i}").count() != 1 || t.replace("{i}", "").contains(['{', '}']) {
+        return Err(cx.err(
+            at,
+            "expected a name template with exactly one `{i}`, e.g. \"r{i}\"",
+        ));
+    }
+    check_name(
+        "generated name",
+        &t.replace("{i}", &count.to_string()),
+        MAX_NODE_NAME,
+    )
+    .map_err(|m| cx.err(at, m))
+}
+
+fn node_names(cx: &Ctx<'_>, n: &NodeSection) -> Result<Names, TopologyError> {
+    let template = n.name.get_ref();
+    let Some(count) = &n.count else {
+        if let Some(s) = &n.start {
+            return Err(cx.err(s.span(), "`start` only makes sense together with `count`"));
+        }
+        if template.contains(['{', '}']) {
+            return Err(cx.err(
+                n.name.span(),
+                "a name with `{i}` needs `count = N` to generate nodes",
+            ));
+        }
+        check_name("node name", template, MAX_NODE_NAME).map_err(|m| cx.err(n.name.span(), m))?;
+        return Ok(Names::One(template.clone()));
+    };
+    let c = *count.get_ref();
+    if c < 1 || c as u64 > MAX_COUNT {
+        return Err(cx.err(
+            count.span(),
+            format!("expected a count from 1 to {MAX_COUNT}, got {c}"),
+        ));
+    }
+    let start = match &n.start {
+        Some(s) if *s.get_ref() < 0 => {
+            return Err(cx.err(s.span(), "expected a start index of 0 or more"));
+        }
+        Some(s) => *s.get_ref() as u64,
+        None => 1,
+    };
+    check_template(cx, template, start + c as u64 - 1, n.name.span())?;
+    Ok(Names::Generated {
+        template: template.clone(),
+        start,
+        count: c as u64,
+    })
+}
+
+/// A group's configuration: the defaults, then its own settings.
+fn config(
+    cx: &Ctx<'_>,
+    defaults: &ConfigSection,
+    sysctls: &Sysctls,
+    commands: &[Spanned<String>],
+    router: Option<bool>,
+) -> Result<NodeConfig, TopologyError> {
+    let mut config = NodeConfig {
+        router: router.or(defaults.router).unwrap_or(false),
+        ..NodeConfig::default()
+    };
+    for (key, value) in defaults.sysctls.iter().chain(sysctls) {
         let v = sysctl(cx, key, value)?;
         match config.sysctls.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = v,
             None => config.sysctls.push((key.clone(), v)),
         }
     }
-    for cmd in defaults.commands.iter().chain(&n.commands) {
+    for cmd in defaults.commands.iter().chain(commands) {
         let c = cmd.get_ref();
         if c.trim().is_empty() || c.len() > MAX_COMMAND_LEN || c.contains('\0') {
             return Err(cx.err(
@@ -233,10 +706,43 @@ fn node_group(
         }
         config.commands.push(c.clone());
     }
-    Ok(NodeGroup {
-        names,
-        config: Arc::new(config),
-    })
+    Ok(config)
+}
+
+/// Parses a string value with `f`, placing its error at the value.
+fn value<T>(
+    cx: &Ctx<'_>,
+    v: &Spanned<String>,
+    f: impl Fn(&str) -> Result<T, String>,
+) -> Result<T, TopologyError> {
+    f(v.get_ref()).map_err(|m| cx.err(v.span(), m))
+}
+
+fn mtu(cx: &Ctx<'_>, m: &Spanned<i64>) -> Result<u32, TopologyError> {
+    match *m.get_ref() {
+        v @ 68..=65535 => Ok(v as u32),
+        v => Err(cx.err(
+            m.span(),
+            format!("expected an MTU from 68 to 65535, got {v}"),
+        )),
+    }
+}
+
+fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, TopologyError> {
+    let mut imp = Impair::default();
+    for (k, v) in map.get_ref() {
+        imp.set(k, v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
+    }
+    if imp.is_empty() {
+        return Err(cx.err(
+            map.span(),
+            "an empty impairment: expected delay, jitter, loss, duplicate, corrupt or rate",
+        ));
+    }
+    if let Some(why) = crate::subsys::impair::unsupported(&imp) {
+        return Err(cx.err(map.span(), why));
+    }
+    Ok(imp)
 }
 
 fn sysctl(cx: &Ctx<'_>, key: &str, value: &Spanned<toml::Value>) -> Result<String, TopologyError> {

@@ -24,6 +24,13 @@ pub fn fleet(workers: usize) -> TestFleet {
     TestFleet { fleet, logs }
 }
 
+impl TestFleet {
+    /// Where this fleet journals host links.
+    pub fn journal(&self) -> PathBuf {
+        self.logs.0.join("host-links")
+    }
+}
+
 pub fn topo(text: &str) -> Topology {
     topology::parse("test.toml", text).expect("valid test topology")
 }

@@ -1,12 +1,7 @@
-//! The rtnetlink requests nsfleet sends, as functions that append to a [`Batch`].
-//!
-//! Only attribute layout lives here: which namespace a request runs in is decided by the
-//! socket it is sent on.
+//! Namespace ids (RTM_*NSID): the engine's reclamation fences.
 
 use crate::msg::{self, Batch, Message, NLM_F_DUMP};
 
-pub const RTM_NEWLINK: u16 = 16;
-pub const RTM_DELLINK: u16 = 17;
 pub const RTM_NEWNSID: u16 = 88;
 pub const RTM_DELNSID: u16 = 89;
 pub const RTM_GETNSID: u16 = 90;
@@ -17,28 +12,8 @@ pub const RTNLGRP_NSID: u32 = 28;
 pub const NETNSA_NSID: u16 = 1;
 pub const NETNSA_FD: u16 = 3;
 
-pub const IFF_UP: u32 = libc::IFF_UP as u32;
-
-/// struct ifinfomsg: which link, and which flags to change.
-fn ifinfomsg(index: i32, flags: u32, change: u32) -> [u8; 16] {
-    let mut h = [0u8; 16];
-    h[0] = libc::AF_UNSPEC as u8;
-    h[4..8].copy_from_slice(&index.to_ne_bytes());
-    h[8..12].copy_from_slice(&flags.to_ne_bytes());
-    h[12..16].copy_from_slice(&change.to_ne_bytes());
-    h
-}
-
 /// struct rtgenmsg, as RTM_*NSID take it.
 const RTGENMSG: [u8; 1] = [libc::AF_UNSPEC as u8];
-
-/// Brings the link with `index` up (or down) without touching its other flags.
-pub fn set_link_up(b: &mut Batch, seq: u32, index: i32, up: bool) {
-    let flags = if up { IFF_UP } else { 0 };
-    b.begin(RTM_NEWLINK, 0, seq)
-        .header(&ifinfomsg(index, flags, IFF_UP))
-        .end();
-}
 
 /// Gives the namespace behind `ns_fd` the id `nsid` in the socket's namespace. The id
 /// stays until that namespace is destroyed, and its removal is announced to RTNLGRP_NSID

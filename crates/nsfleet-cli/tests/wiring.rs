@@ -1,0 +1,377 @@
+//! Wired fleets on the real kernel, observed with iproute2 and ping through `nsfleet exec`:
+//! every generator, routing across a line of routers, a star over two bridges,
+//! impairments, rollback of a failure half-way, and host links after a crash.
+
+mod harness;
+
+use harness::*;
+use std::process::Command;
+
+fn example(name: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    std::fs::read_to_string(root.join(name)).unwrap()
+}
+
+/// `ip -br addr` of a node, as (interface, addresses) without `lo`.
+fn ifaces(env: &Env, fleet: &str, node: &str) -> Vec<(String, String)> {
+    env.ok(&["exec", fleet, node, "--", "ip", "-br", "-4", "addr"])
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?.split('@').next()?.to_string();
+            let addrs = w.skip(1).collect::<Vec<_>>().join(" ");
+            (name != "lo").then_some((name, addrs))
+        })
+        .collect()
+}
+
+fn ping(env: &Env, fleet: &str, node: &str, addr: &str) -> String {
+    env.ok(&[
+        "exec", fleet, node, "--", "ping", "-c", "1", "-W", "2", addr,
+    ])
+}
+
+/// A host interface made by the test, deleted even if the test fails.
+struct HostIface(String);
+
+impl HostIface {
+    /// A veth pair (this kernel may lack dummy interfaces); deleting one end deletes both.
+    fn look_alike(name: &str) -> Self {
+        let ok = Command::new("ip")
+            .args([
+                "link",
+                "add",
+                name,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("{name}p"),
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        HostIface(name.into())
+    }
+}
+
+impl Drop for HostIface {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+    }
+}
+
+fn host_has(name: &str) -> bool {
+    Command::new("ip")
+        .args(["link", "show", name])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+fn host_ifname(tag: &str) -> String {
+    format!("nsf{tag}{}", std::process::id() % 100_000)
+}
+
+#[test]
+fn every_generator_builds_what_iproute2_then_sees() {
+    let env = Env::new("generators");
+    {
+        let _f = env.up(&example("star.toml"));
+        assert_eq!(
+            ifaces(&env, "star", "h7"),
+            [("eth0".into(), "10.1.0.7/24".into())]
+        );
+        let ports = env.ok(&["exec", "star", "sw", "--", "bridge", "link"]);
+        assert_eq!(ports.lines().count(), 50, "{ports}");
+        ping(&env, "star", "h1", "10.1.0.50");
+    }
+    {
+        let _f = env.up(&example("ring.toml"));
+        let r1 = ifaces(&env, "ring", "r1");
+        assert_eq!(r1.len(), 2, "{r1:?}");
+        let qdisc = env.ok(&[
+            "exec", "ring", "r1", "--", "tc", "qdisc", "show", "dev", "eth0",
+        ]);
+        assert!(qdisc.contains("tbf") || qdisc.contains("netem"), "{qdisc}");
+        // r1 to r5 across the ring: the far side, two hops either way.
+        let r5 = ifaces(&env, "ring", "r5");
+        ping(&env, "ring", "r1", r5[0].1.split('/').next().unwrap());
+    }
+    {
+        let _f = env.up(&example("tree.toml"));
+        assert_eq!(ifaces(&env, "tree", "t1").len(), 3); // the root: three children
+        assert_eq!(ifaces(&env, "tree", "t2").len(), 4); // a parent and three children
+        assert_eq!(ifaces(&env, "tree", "t40").len(), 1); // a leaf
+        let leaf = ifaces(&env, "tree", "t40");
+        ping(&env, "tree", "t14", leaf[0].1.split('/').next().unwrap());
+    }
+    {
+        let _f = env.up(&example("mesh.toml"));
+        assert_eq!(ifaces(&env, "mesh", "r1").len(), 11);
+    }
+    {
+        let _f = env.up(&example("grid.toml"));
+        assert_eq!(ifaces(&env, "grid", "g1").len(), 2); // a corner of the grid
+        assert_eq!(ifaces(&env, "grid", "g8").len(), 4); // inside
+        assert_eq!(ifaces(&env, "grid", "t1").len(), 4); // the torus wraps around
+        let far = ifaces(&env, "grid", "g36");
+        ping(&env, "grid", "g1", far[0].1.split('/').next().unwrap());
+    }
+    {
+        let _f = env.up(&example("random.toml"));
+        let total: usize = (1..=30)
+            .map(|i| ifaces(&env, "random", &format!("r{i}")).len())
+            .sum();
+        assert_eq!(total, 120); // 60 links, two ends each
+    }
+    {
+        let _f = env.up(&example("linear.toml"));
+        let s2 = env.ok(&["exec", "linear", "s2", "--", "bridge", "link"]);
+        assert_eq!(s2.lines().count(), 3, "h2, s1 and s3: {s2}");
+        ping(&env, "linear", "h1", "10.0.0.20");
+    }
+    {
+        let _f = env.up(nsfleet::topology::DEFAULT_FLEET);
+        let r1 = env.ok(&[
+            "exec",
+            "default",
+            "r1",
+            "--",
+            "cat",
+            "/proc/sys/net/ipv4/conf/eth0/forwarding",
+        ]);
+        assert_eq!(r1.trim(), "1");
+        ping(&env, "default", "r1", "10.0.0.100");
+    }
+}
+
+#[test]
+fn a_line_of_10_routers_routes_end_to_end() {
+    let env = Env::new("line");
+    let _f = env.up(&example("line.toml"));
+    let r10 = ifaces(&env, "line", "r10");
+    assert_eq!(r10, [("eth0".into(), "10.2.0.34/30".into())]);
+    let out = ping(&env, "line", "r1", "10.2.0.34");
+    // Eight routers in between: the reply comes back with a TTL 8 below 64.
+    assert!(out.contains("ttl=56"), "{out}");
+    let routes = env.ok(&["exec", "line", "r5", "--", "ip", "route"]);
+    assert!(routes.contains("10.2.0.32/30 via 10.2.0.18"), "{routes}");
+}
+
+#[test]
+fn a_1500_port_star_spans_two_bridges_and_pings_end_to_end() {
+    let env = Env::new("bigstar");
+    let _f = env.up(r#"
+[fleet]
+name = "bigstar"
+
+[[generate]]
+kind = "star"
+count = 1500
+switch = "sw"
+pool = "10.9.0.0/16"
+"#);
+    let links = env.ok(&["exec", "bigstar", "sw", "--", "bridge", "link"]);
+    let on = |br: &str| {
+        links
+            .lines()
+            .filter(|l| l.contains(&format!("master {br} ")))
+            .count()
+    };
+    assert_eq!(on("br0"), 1001, "1,000 ports and the join to br1");
+    assert_eq!(on("br1"), 501, "500 ports and the join from br0");
+    // h1 hangs off br0, h1500 off br1.
+    ping(&env, "bigstar", "h1", "10.9.5.220");
+}
+
+#[test]
+fn impairments_from_the_file_and_on_a_live_fleet() {
+    let env = Env::new("impair");
+    let has_netem = nsfleet::subsys::impair::kernel_has_netem();
+    let delay = if has_netem {
+        r#"delay = "20ms""#
+    } else {
+        r#"rate = "10mbit""#
+    };
+    let _f = env.up(&format!(
+        r#"
+[fleet]
+name = "imp"
+
+[[node]]
+name = "a"
+
+[[node]]
+name = "b"
+
+[[link]]
+a = {{ at = "a:eth0", addrs = ["10.0.0.1/24"], impair = {{ {delay} }} }}
+b = {{ at = "b:eth0", addrs = ["10.0.0.2/24"] }}
+"#
+    ));
+    let qdisc = |node: &str| {
+        env.ok(&[
+            "exec", "imp", node, "--", "tc", "qdisc", "show", "dev", "eth0",
+        ])
+    };
+    if has_netem {
+        assert!(qdisc("a").contains("netem"));
+        let out = ping(&env, "imp", "a", "10.0.0.2");
+        let rtt: f64 = out
+            .split("time=")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rtt >= 20.0, "netem's 20 ms shows in the RTT: {out}");
+        env.ok(&["impair", "imp", "b:eth0", "--delay", "30ms", "--loss", "0%"]);
+        assert!(qdisc("b").contains("delay 30ms"));
+    } else {
+        assert!(
+            qdisc("a").contains("tbf") && qdisc("a").contains("10Mbit"),
+            "{}",
+            qdisc("a")
+        );
+        let refused = env.run(&["impair", "imp", "b:eth0", "--delay", "30ms"]);
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(err.contains("no netem qdisc"), "{err}");
+        assert!(!qdisc("b").contains("netem"));
+    }
+    env.ok(&["impair", "imp", "b:eth0", "--rate", "1mbit"]);
+    assert!(qdisc("b").contains("1Mbit"), "{}", qdisc("b"));
+    let s = env.status("imp");
+    let b = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "b")
+        .unwrap();
+    assert_eq!(b["impairments"][0][0], "eth0");
+    env.ok(&["impair", "imp", "b:eth0", "--clear"]);
+    assert!(!qdisc("b").contains("tbf"));
+    let bad = env.run(&["impair", "imp", "b:eth7", "--rate", "1mbit"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no interface \"eth7\""));
+}
+
+#[test]
+fn a_kernel_error_half_way_rolls_back_everything_and_names_the_line() {
+    let env = Env::new("rollback");
+    // The host already has an interface of the name the host link wants: the kernel
+    // refuses it in the Wire phase, after every namespace exists.
+    let taken = HostIface::look_alike(&host_ifname("rb"));
+    let text = format!(
+        r#"
+[fleet]
+name = "rb"
+
+[[generate]]
+kind = "star"
+count = 20
+
+[[node]]
+name = "mgmt"
+host_link = {{ iface = "m0", host_iface = "{}" }}
+"#,
+        taken.0
+    );
+    let f = env.file("rb.toml", &text);
+    let before = netns_count();
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("rolled back"), "{err}");
+    assert!(
+        err.contains(&format!("host:{} (topology line 11)", taken.0)),
+        "{err}"
+    );
+    assert!(err.contains("File exists"), "{err}");
+    assert!(env.fleet_dirs().is_empty(), "no run folder left");
+    assert!(
+        host_has(&taken.0),
+        "the look-alike on the host is untouched"
+    );
+    assert!(netns_count() <= before, "no namespace left behind");
+
+    // A gateway that no address makes reachable: the kernel refuses the route, in the
+    // Configure phase.
+    let f = env.file(
+        "gw.toml",
+        "[fleet]\nname = \"gw\"\n[[generate]]\nkind = \"star\"\ncount = 5\n[[node]]\nname = \"x\"\nroutes = [\"10.99.0.0/16 via 192.168.77.1\"]\n",
+    );
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("route 10.99.0.0/16 via 192.168.77.1 on x (topology line 8)"),
+        "{err}"
+    );
+    assert!(env.fleet_dirs().is_empty());
+}
+
+#[test]
+fn a_host_link_held_after_a_crash_is_removed_by_clean_and_look_alikes_are_not() {
+    let env = Env::new("hostlink");
+    let name = host_ifname("hl");
+    let f = env.up(&format!(
+        r#"
+[fleet]
+name = "hl"
+
+[[node]]
+name = "box"
+host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30"], host_addrs = ["192.168.251.1/30"] }}
+"#
+    ));
+    assert!(host_has(&name));
+    Command::new("ping")
+        .args(["-c1", "-W2", "192.168.251.2"])
+        .status()
+        .unwrap()
+        .success()
+        .then_some(())
+        .expect("host reaches the node");
+    // Someone keeps the node's namespace (and so the host link) alive past the crash.
+    let mut holder = env.spawn(&["exec", "hl", "box", "--", "sleep", "60"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = f.pid();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_gone(pid);
+    assert!(
+        host_has(&name),
+        "held: the host end outlives the supervisor"
+    );
+    env.ok(&["clean", "hl"]);
+    assert!(!host_has(&name), "clean removed the journalled host link");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    drop(f);
+
+    // A fleet whose host link went with it; then a look-alike of the same name appears.
+    let f2 = env.up(&format!(
+        "[fleet]\nname = \"hl2\"\n[[node]]\nname = \"box\"\nhost_link = {{ iface = \"m\", host_iface = \"{name}\" }}\n"
+    ));
+    let pid = f2.pid();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_gone(pid);
+    let look_alike = HostIface::look_alike(&name);
+    env.ok(&["clean", "hl2"]);
+    assert!(
+        host_has(&look_alike.0),
+        "clean never deletes an interface that is not its own"
+    );
+}
+
+fn netns_count() -> usize {
+    // Namespaces this test process can see through /proc: enough to spot a leak of 20.
+    let mut set = std::collections::HashSet::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(l) = std::fs::read_link(p.path().join("ns/net")) {
+            set.insert(l);
+        }
+    }
+    set.len()
+}

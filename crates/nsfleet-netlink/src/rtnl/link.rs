@@ -1,0 +1,229 @@
+//! Links (RTM_*LINK): veth pairs, bridges, masters, flags and per-device IPv4 settings.
+
+use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_EXCL};
+
+pub const RTM_NEWLINK: u16 = 16;
+pub const RTM_DELLINK: u16 = 17;
+pub const RTM_GETLINK: u16 = 18;
+
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_MASTER: u16 = 10;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_IFALIAS: u16 = 20;
+const IFLA_AF_SPEC: u16 = 26;
+const IFLA_NET_NS_FD: u16 = 28;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const VETH_INFO_PEER: u16 = 1;
+const IFLA_INET_CONF: u16 = 1;
+const IPV4_DEVCONF_FORWARDING: u16 = 1;
+
+pub const IFF_UP: u32 = libc::IFF_UP as u32;
+
+/// One end of a link being created: everything the kernel can set in the creating request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkSpec<'a> {
+    pub name: &'a str,
+    /// The interface index to take; 0 lets the kernel choose. A chosen index spares a
+    /// lookup before every later request about the link.
+    pub index: i32,
+    pub up: bool,
+    pub mtu: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+    /// Enslave to this bridge at creation (the creating namespace's end only).
+    pub master: Option<i32>,
+    /// Create the link in the namespace behind this descriptor instead of the socket's.
+    pub netns_fd: Option<i32>,
+    pub alias: Option<&'a str>,
+}
+
+/// struct ifinfomsg: which link, and which flags to change.
+fn ifinfomsg(index: i32, flags: u32, change: u32) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[0] = libc::AF_UNSPEC as u8;
+    h[4..8].copy_from_slice(&index.to_ne_bytes());
+    h[8..12].copy_from_slice(&flags.to_ne_bytes());
+    h[12..16].copy_from_slice(&change.to_ne_bytes());
+    h
+}
+
+fn spec_header(s: &LinkSpec<'_>) -> [u8; 16] {
+    ifinfomsg(s.index, if s.up { IFF_UP } else { 0 }, IFF_UP)
+}
+
+fn spec_attrs(b: &mut Batch, s: &LinkSpec<'_>) {
+    b.attr_str(IFLA_IFNAME, s.name);
+    if let Some(mtu) = s.mtu {
+        b.attr_u32(IFLA_MTU, mtu);
+    }
+    if let Some(mac) = s.mac {
+        b.attr(IFLA_ADDRESS, &mac);
+    }
+    if let Some(m) = s.master {
+        b.attr_u32(IFLA_MASTER, m as u32);
+    }
+    if let Some(fd) = s.netns_fd {
+        b.attr_u32(IFLA_NET_NS_FD, fd as u32);
+    }
+    if let Some(a) = s.alias {
+        b.attr(IFLA_IFALIAS, a.as_bytes());
+    }
+}
+
+/// A veth pair in one request: `local` in the socket's namespace (or `local.netns_fd`'s),
+/// `peer` wherever its `netns_fd` says. Both ends get their name, index, MTU and MAC right
+/// away: no create-then-move-then-rename. Only `local` can take a master and come up: the
+/// kernel configures the peer before the pair is joined, and a veth end cannot open
+/// without its pair (ENOTCONN), so the peer is brought up later from its own namespace.
+pub fn new_veth(b: &mut Batch, seq: u32, local: &LinkSpec<'_>, peer: &LinkSpec<'_>) {
+    debug_assert!(
+        peer.master.is_none(),
+        "the kernel ignores a veth peer's master"
+    );
+    let peer = &LinkSpec { up: false, ..*peer };
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(local));
+    spec_attrs(b, local);
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "veth");
+    let data = b.nest_begin(IFLA_INFO_DATA);
+    // The peer is an ifinfomsg followed by link attributes, not a plain nest.
+    let p = b.open_attr(VETH_INFO_PEER);
+    b.header(&spec_header(peer));
+    spec_attrs(b, peer);
+    b.nest_end(p).nest_end(data).nest_end(info).end();
+}
+
+/// A Linux bridge (STP off, the kernel's default).
+pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(spec));
+    spec_attrs(b, spec);
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "bridge");
+    b.nest_end(info).end();
+}
+
+/// Brings the link with `index` up (or down) without touching its other flags, and
+/// enslaves it to `master` if given.
+pub fn set_link(b: &mut Batch, seq: u32, index: i32, up: bool, master: Option<i32>) {
+    set_link_alias(b, seq, index, up, master, None)
+}
+
+/// [`set_link`], also setting the interface's alias (which a veth peer cannot get at
+/// creation: the kernel applies IFLA_IFALIAS only to existing links).
+pub fn set_link_alias(
+    b: &mut Batch,
+    seq: u32,
+    index: i32,
+    up: bool,
+    master: Option<i32>,
+    alias: Option<&str>,
+) {
+    let flags = if up { IFF_UP } else { 0 };
+    b.begin(RTM_NEWLINK, 0, seq)
+        .header(&ifinfomsg(index, flags, IFF_UP));
+    if let Some(m) = master {
+        b.attr_u32(IFLA_MASTER, m as u32);
+    }
+    if let Some(a) = alias {
+        b.attr(IFLA_IFALIAS, a.as_bytes());
+    }
+    b.end();
+}
+
+/// IPv4 forwarding on one device (its `conf/<dev>/forwarding`), over netlink rather than
+/// /proc/sys. IPv4 forwards a packet when its *input* device has forwarding on.
+pub fn set_forwarding(b: &mut Batch, seq: u32, index: i32, on: bool) {
+    b.begin(RTM_NEWLINK, 0, seq).header(&ifinfomsg(index, 0, 0));
+    let spec = b.nest_begin(IFLA_AF_SPEC);
+    let inet = b.nest_begin(libc::AF_INET as u16);
+    let conf = b.nest_begin(IFLA_INET_CONF);
+    b.attr_u32(IPV4_DEVCONF_FORWARDING, on as u32);
+    b.nest_end(conf).nest_end(inet).nest_end(spec).end();
+}
+
+pub fn del_link_by_name(b: &mut Batch, seq: u32, name: &str) {
+    b.begin(RTM_DELLINK, 0, seq)
+        .header(&ifinfomsg(0, 0, 0))
+        .attr_str(IFLA_IFNAME, name)
+        .end();
+}
+
+/// A request for one link's description (answered with one RTM_NEWLINK, or ENODEV).
+pub fn get_link_by_name(b: &mut Batch, seq: u32, name: &str) {
+    b.begin(RTM_GETLINK, 0, seq)
+        .header(&ifinfomsg(0, 0, 0))
+        .attr_str(IFLA_IFNAME, name)
+        .end();
+}
+
+/// What nsfleet reads back about a link.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkInfo {
+    pub index: i32,
+    pub name: String,
+    pub alias: Option<String>,
+}
+
+pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
+    if m.ty != RTM_NEWLINK || m.payload.len() < 16 {
+        return None;
+    }
+    let mut info = LinkInfo {
+        index: i32::from_ne_bytes(m.payload[4..8].try_into().ok()?),
+        ..LinkInfo::default()
+    };
+    let text = |v: &[u8]| {
+        let s = v.split(|c| *c == 0).next().unwrap_or(&[]);
+        String::from_utf8_lossy(s).into_owned()
+    };
+    for (ty, v) in msg::attrs(&m.payload[16..]) {
+        match ty {
+            IFLA_IFNAME => info.name = text(v),
+            IFLA_IFALIAS => info.alias = Some(text(v)),
+            _ => {}
+        }
+    }
+    Some(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn veth_peer_is_an_ifinfomsg_then_attributes_inside_info_data() {
+        let mut b = Batch::new();
+        let local = LinkSpec {
+            name: "eth0",
+            index: 1000,
+            up: true,
+            ..Default::default()
+        };
+        let peer = LinkSpec {
+            name: "p1",
+            index: 1001,
+            netns_fd: Some(7),
+            ..local
+        };
+        new_veth(&mut b, 1, &local, &peer);
+        let m = msg::messages(b.bytes()).next().unwrap();
+        let (_, linkinfo) = msg::attrs(&m.payload[16..])
+            .find(|(t, _)| *t == IFLA_LINKINFO)
+            .unwrap();
+        let (_, data) = msg::attrs(linkinfo)
+            .find(|(t, _)| *t == IFLA_INFO_DATA)
+            .unwrap();
+        let (ty, peer_bytes) = msg::attrs(data).next().unwrap();
+        assert_eq!(ty, VETH_INFO_PEER);
+        assert_eq!(
+            i32::from_ne_bytes(peer_bytes[4..8].try_into().unwrap()),
+            1001
+        );
+        let names: Vec<_> = msg::attrs(&peer_bytes[16..]).map(|(t, _)| t).collect();
+        assert_eq!(names, vec![IFLA_IFNAME, IFLA_NET_NS_FD]);
+    }
+}

@@ -1,0 +1,20 @@
+//! The rtnetlink requests nsfleet sends, as functions that append to a [`Batch`].
+//!
+//! Only attribute layout lives here: which namespace a request runs in is decided by the
+//! socket it is sent on, and what to ask for is decided by the caller.
+
+mod addr;
+mod link;
+mod nsid;
+mod route;
+mod tc;
+
+pub use addr::new_addr;
+pub use link::{
+    del_link_by_name, get_link_by_name, parse_link, set_forwarding, set_link, set_link_alias,
+    LinkInfo, LinkSpec, IFF_UP,
+};
+pub use link::{new_bridge, new_veth};
+pub use nsid::*;
+pub use route::{new_route, Route};
+pub use tc::{del_root_qdisc, set_netem, set_tbf, Netem};

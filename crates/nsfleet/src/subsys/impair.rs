@@ -1,0 +1,152 @@
+//! Link impairments: netem as the root qdisc of an interface, from the topology
+//! (`impair = { delay = "20ms", loss = "1%" }` on a link end) and on a live fleet
+//! (`nsfleet impair`). The state is what each interface has now, for `status`.
+//!
+//! Kernels built without netem (CONFIG_NET_SCH_NETEM off) still get `rate`, from a token
+//! bucket (tbf); any other impairment is refused before anything is created.
+
+use crate::core::{InitCtx, Node, Phase, Subsystem};
+use crate::topology::Impair;
+use anyhow::anyhow;
+use nsfleet_netlink::rtnl::{self, Netem};
+use nsfleet_netlink::{Batch, NlSocket};
+use std::sync::OnceLock;
+
+pub struct Impairments;
+
+/// Interfaces of a node with an impairment, as (name, impairment).
+pub type Impaired = Vec<(String, Impair)>;
+
+fn netem(i: &Impair) -> Netem {
+    let prob = |pct: f64| (pct / 100.0 * u32::MAX as f64).round() as u32;
+    Netem {
+        delay_ns: i.delay_ns,
+        jitter_ns: i.jitter_ns,
+        loss: prob(i.loss),
+        duplicate: prob(i.duplicate),
+        corrupt: prob(i.corrupt),
+        rate: i.rate_bps / 8,
+    }
+}
+
+fn request(b: &mut Batch, seq: u32, index: i32, imp: Option<&Impair>) {
+    match imp {
+        Some(i) if !kernel_has_netem() => rtnl::set_tbf(b, seq, index, i.rate_bps / 8),
+        Some(i) => rtnl::set_netem(b, seq, index, &netem(i)),
+        None => rtnl::del_root_qdisc(b, seq, index),
+    }
+}
+
+/// Whether the running kernel has netem, found out once by trying it on `lo` of a
+/// scratch namespace that dies with its thread.
+pub fn kernel_has_netem() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        std::thread::spawn(|| -> Option<bool> {
+            crate::sys::unshare_net().ok()?;
+            let mut sock = NlSocket::open().ok()?;
+            let mut b = Batch::new();
+            rtnl::set_netem(&mut b, sock.next_seq(), 1, &Netem::default());
+            Some(sock.execute_all(&b).is_ok())
+        })
+        .join()
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+    })
+}
+
+/// Why this kernel cannot apply `imp`, if it cannot.
+pub fn unsupported(imp: &Impair) -> Option<String> {
+    let rate_only = Impair {
+        rate_bps: imp.rate_bps,
+        ..Impair::default()
+    };
+    (*imp != rate_only && !kernel_has_netem()).then(|| {
+        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem".to_string()
+    })
+}
+
+impl Impairments {
+    /// Sets (or with `None`, clears) the impairment of one interface of a live node.
+    pub fn change(
+        cx: &mut InitCtx<'_>,
+        state: &mut Impaired,
+        iface: &str,
+        imp: Option<Impair>,
+    ) -> anyhow::Result<()> {
+        let node = cx.node;
+        let i = node.wiring().iface(iface).ok_or_else(|| {
+            let have: Vec<&str> = node
+                .wiring()
+                .ifaces
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect();
+            anyhow!(
+                "{} has no interface {iface:?} (it has: {})",
+                node.name(),
+                have.join(", ")
+            )
+        })?;
+        if let Some(why) = imp.as_ref().and_then(unsupported) {
+            anyhow::bail!("{why}");
+        }
+        let was = state.iter().position(|(n, _)| n == iface);
+        if imp.is_none() && was.is_none() {
+            return Ok(()); // nothing to clear
+        }
+        cx.send_each(
+            [i.index],
+            |b, seq, index| request(b, seq, *index, imp.as_ref()),
+            |_| format!("impairment of {}:{iface}", node.name()),
+        )?;
+        match (was, imp) {
+            (Some(k), Some(new)) => state[k].1 = new,
+            (Some(k), None) => {
+                state.remove(k);
+            }
+            (None, Some(new)) => state.push((iface.to_string(), new)),
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
+impl Subsystem for Impairments {
+    type State = Impaired;
+
+    fn name(&self) -> &'static str {
+        "impairments"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Configure
+    }
+
+    /// Every node with interfaces, so that `nsfleet impair` finds a state to change.
+    fn wants(&self, node: &Node) -> bool {
+        !node.wiring().ifaces.is_empty()
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, state: &mut Impaired) -> anyhow::Result<()> {
+        let node = cx.node;
+        let impaired = (node.wiring().ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
+        cx.send_each(
+            impaired.clone(),
+            |b, seq, (i, imp)| request(b, seq, i.index, Some(imp)),
+            |(i, imp)| {
+                format!(
+                    "impairment {imp} of {}:{} (topology line {})",
+                    node.name(),
+                    i.name,
+                    i.line
+                )
+            },
+        )?;
+        state.extend(impaired.map(|(i, imp)| (i.name.clone(), imp)));
+        Ok(())
+    }
+
+    // No exit: qdiscs go with their interfaces.
+}
