@@ -159,6 +159,32 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
+    /// nsfleet vs a raw in-process loop doing the same kernel work at each count, vs seed
+    /// 003's one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear`.
+    Routers {
+        /// Routers to build (nsfleet and the raw loop).
+        #[arg(long, default_value_t = 1000)]
+        count: u64,
+        /// Measure at several counts instead, e.g. 1000,2000,5000,10000 (the rate-vs-count
+        /// curve of both).
+        #[arg(long, value_delimiter = ',')]
+        steps: Vec<u64>,
+        /// Routers the ip script builds (about 20 per second; 0 skips it). nsfleet builds
+        /// as many in the same run for the ratio.
+        #[arg(long, default_value_t = 1000)]
+        script_count: u64,
+        /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
+        #[arg(long, default_value_t = 200)]
+        mininet_count: u64,
+        /// Repetitions of each step; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = default_workers())]
+        workers: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn default_workers() -> usize {
@@ -253,6 +279,22 @@ fn main() {
         }) => cmd::bench::create(cmd::bench::CreateArgs {
             count,
             shell_count,
+            runs,
+            workers,
+            json,
+        }),
+        Command::Bench(Bench::Routers {
+            count,
+            steps,
+            script_count,
+            mininet_count,
+            runs,
+            workers,
+            json,
+        }) => cmd::bench::routers(cmd::bench::RoutersArgs {
+            steps: if steps.is_empty() { vec![count] } else { steps },
+            script_count,
+            mininet_count,
             runs,
             workers,
             json,

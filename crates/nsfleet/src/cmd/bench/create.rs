@@ -1,7 +1,4 @@
-//! `nsfleet bench`: nsfleet and its peers measured in the same run, reported as medians
-//! and ratios. Benchmarks, not tests: nothing here asserts a time.
-//!
-//! `create` is seed 000's experiment: N bare nodes (loopback up) brought up and down with
+//! `nsfleet bench create` is seed 000's experiment: N bare nodes (loopback up) brought up and down with
 //! this binary's own `nsfleet up` and `nsfleet down`, as a user would, against a raw
 //! in-process `unshare(CLONE_NEWNET)` loop that keeps each descriptor (alone, and with lo
 //! brought up so that it holds the same kernel objects as nsfleet's nodes), and against
@@ -9,6 +6,7 @@
 //! reclamation, against closing every raw descriptor at once and waiting for the kernel
 //! with the same reclamation barrier.
 
+use super::{machine, median, note, which, Cli};
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
 use anyhow::{bail, Context};
@@ -110,83 +108,6 @@ fn measure_nsfleet(
         rss,
         up.kernel_bytes / count as f64,
     ))
-}
-
-/// Runs this very binary's `up` and `down` against a private run directory.
-struct Cli {
-    run_dir: std::path::PathBuf,
-    exe: std::path::PathBuf,
-    /// A fleet is up that nobody has taken down yet (the guard's `Drop` does then).
-    up: bool,
-}
-
-struct UpResult {
-    cli: Cli,
-    rss: f64,
-    kernel_bytes: f64,
-}
-
-impl Cli {
-    fn new() -> anyhow::Result<Self> {
-        let run_dir = std::env::temp_dir().join(format!("nsfleet-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&run_dir)?;
-        Ok(Cli {
-            run_dir,
-            exe: std::env::current_exe()?,
-            up: false,
-        })
-    }
-
-    fn run(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(&self.exe)
-            .args(args)
-            .env("NSFLEET_RUN_DIR", &self.run_dir)
-            .output()?;
-        if !out.status.success() {
-            bail!(
-                "nsfleet {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
-    }
-
-    fn up(mut self, count: u64, workers: usize) -> anyhow::Result<UpResult> {
-        let file = self.run_dir.join("bench.toml");
-        std::fs::write(
-            &file,
-            format!("[fleet]\nname = \"bench\"\n[[node]]\nname = \"n{{i}}\"\ncount = {count}\n"),
-        )?;
-        let v = self.run(&[
-            "up",
-            file.to_str().unwrap_or_default(),
-            "--json",
-            "--workers",
-            &workers.to_string(),
-        ])?;
-        self.up = true;
-        let rss = rss_of(v["pid"].as_i64().unwrap_or(0));
-        Ok(UpResult {
-            cli: self,
-            rss,
-            kernel_bytes: v["kernel_mem_bytes"].as_f64().unwrap_or(0.0),
-        })
-    }
-
-    fn down(&mut self) -> anyhow::Result<()> {
-        self.up = false;
-        self.run(&["down", "bench", "--json"]).map(drop)
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        if self.up {
-            let _ = self.down();
-        }
-        let _ = std::fs::remove_dir_all(&self.run_dir);
-    }
 }
 
 /// The supervisor's resident memory with a one-node fleet: what per-node figures are
@@ -345,53 +266,4 @@ fn report(a: &CreateArgs, runs: &[Run], workers: usize, shell: bool) {
         ns_down / ns_up
     );
     println!("  supervisor RSS per node {:.0} B beyond a 1-node fleet (target <= 2048); kernel memory per node ~{:.0} KB", rss, kernel / 1e3);
-}
-
-fn note(json: bool, s: &str) {
-    if !json {
-        eprintln!("  {s}");
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn rss_of(pid: i64) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(0.0, |kb| kb * 1024.0)
-}
-
-fn which(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-}
-
-/// What a result depends on: kernel, CPUs, memory.
-fn machine() -> serde_json::Value {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    serde_json::json!({
-        "kernel": read("/proc/sys/kernel/osrelease"),
-        "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "mem_total_kb": read("/proc/meminfo").lines().next().and_then(|l| l.split_whitespace().nth(1).map(String::from)),
-    })
 }
