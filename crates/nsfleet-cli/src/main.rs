@@ -151,13 +151,8 @@ enum Bench {
         /// does not depend on the count).
         #[arg(long, default_value_t = 500)]
         shell_count: u64,
-        /// Repetitions; medians are reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        #[arg(long, default_value_t = default_workers())]
-        workers: usize,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        common: BenchRuns,
     },
     /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
     /// nsfleet vs a raw in-process loop doing the same kernel work at each count, vs seed
@@ -177,14 +172,21 @@ enum Bench {
         /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
         #[arg(long, default_value_t = 200)]
         mininet_count: u64,
-        /// Repetitions of each step; medians are reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        #[arg(long, default_value_t = default_workers())]
-        workers: usize,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        common: BenchRuns,
     },
+}
+
+/// What every benchmark takes.
+#[derive(Args)]
+struct BenchRuns {
+    /// Repetitions (of each step); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value_t = default_workers())]
+    workers: usize,
+    #[arg(long)]
+    json: bool,
 }
 
 fn default_workers() -> usize {
@@ -273,31 +275,27 @@ fn main() {
         Command::Bench(Bench::Create {
             count,
             shell_count,
-            runs,
-            workers,
-            json,
+            common: c,
         }) => cmd::bench::create(cmd::bench::CreateArgs {
             count,
             shell_count,
-            runs,
-            workers,
-            json,
+            runs: c.runs,
+            workers: c.workers,
+            json: c.json,
         }),
         Command::Bench(Bench::Routers {
             count,
             steps,
             script_count,
             mininet_count,
-            runs,
-            workers,
-            json,
+            common: c,
         }) => cmd::bench::routers(cmd::bench::RoutersArgs {
             steps: if steps.is_empty() { vec![count] } else { steps },
             script_count,
             mininet_count,
-            runs,
-            workers,
-            json,
+            runs: c.runs,
+            workers: c.workers,
+            json: c.json,
         }),
         Command::Supervise { name, engine } => {
             match nsfleet::supervisor::run(nsfleet::supervisor::SupervisorArgs {

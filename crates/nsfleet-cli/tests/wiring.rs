@@ -357,6 +357,13 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
     let pid = f2.pid();
     unsafe { libc::kill(pid, libc::SIGKILL) };
     wait_gone(pid);
+    // The host end goes with its node, once the kernel's asynchronous cleanup gets to it.
+    for _ in 0..200 {
+        if !host_has(&name) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
     let look_alike = HostIface::look_alike(&name);
     env.ok(&["clean", "hl2"]);
     assert!(
