@@ -17,6 +17,7 @@ const IFLA_NET_NS_FD: u16 = 28;
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
+const IFLA_BR_MCAST_SNOOPING: u16 = 23;
 const IFLA_INET_CONF: u16 = 1;
 const IPV4_DEVCONF_FORWARDING: u16 = 1;
 
@@ -103,7 +104,11 @@ pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
     spec_attrs(b, spec);
     let info = b.nest_begin(IFLA_LINKINFO);
     b.attr_str(IFLA_INFO_KIND, "bridge");
-    b.nest_end(info).end();
+    // Snooping off: with it on, every port that comes up re-arms the multicast timers of
+    // every other port (br_port_state_selection), a cost quadratic in the port count.
+    let data = b.nest_begin(IFLA_INFO_DATA);
+    b.attr(IFLA_BR_MCAST_SNOOPING, &[0]);
+    b.nest_end(data).nest_end(info).end();
 }
 
 /// Brings the link with `index` up (or down) without touching its other flags, and
