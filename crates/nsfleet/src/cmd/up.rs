@@ -85,8 +85,8 @@ fn launch(
     drop((in_r, out_w, log));
     record.supervisor = ProcId::of(pid);
     rd.write_record(record)?;
-    serde_json::to_writer(&mut in_w, topo)?;
-    in_w.flush()?;
+    // One write: serde_json writes piecemeal, a syscall per piece on an unbuffered pipe.
+    in_w.write_all(&serde_json::to_vec(topo)?)?;
     drop(in_w);
     // The supervisor has the fleet now; a Ctrl-C from here on cancels it cleanly.
     drop(held);
