@@ -160,6 +160,76 @@ fn a_line_of_10_routers_routes_end_to_end() {
     assert!(routes.contains("10.2.0.32/30 via 10.2.0.18"), "{routes}");
 }
 
+/// `ip -br -6 addr` of one interface of a node.
+fn addrs6(env: &Env, fleet: &str, node: &str, dev: &str) -> String {
+    env.ok(&[
+        "exec", fleet, node, "--", "ip", "-br", "-6", "addr", "show", "dev", dev,
+    ])
+}
+
+#[test]
+fn ipv6_from_a_pool_and_link_local_addresses_only_where_ipv6_is_used() {
+    let env = Env::new("v6");
+    let _f = env.up(r#"
+[fleet]
+name = "v6"
+[[switch]]
+name = "sw"
+pool = "10.9.0.0/24"
+pool6 = "fd09::/64"
+[[switch]]
+name = "sw4"
+pool = "10.8.0.0/24"
+[[node]]
+name = "a"
+[[node]]
+name = "b"
+[[node]]
+name = "c"
+commands = ["exec sleep 600"]
+[[link]]
+a = "a:eth0"
+b = "sw"
+[[link]]
+a = "b:eth0"
+b = "sw"
+[[link]]
+a = "c:eth0"
+b = "sw4"
+"#);
+    let a = addrs6(&env, "v6", "a", "eth0");
+    assert!(a.contains("fd09::1/64") && a.contains("fe80::"), "{a}");
+    let out = env.ok(&[
+        "exec", "v6", "b", "--", "ping", "-6", "-c", "1", "-W", "2", "fd09::1",
+    ]);
+    assert!(out.contains("1 received"), "{out}");
+    // c has no IPv6 address but runs a process, which may want link-local IPv6.
+    assert!(addrs6(&env, "v6", "c", "eth0").contains("fe80::"));
+    // Switch ports and bridges carry frames only.
+    for dev in ["p1", "br0"] {
+        let port = addrs6(&env, "v6", "sw", dev);
+        assert!(!port.contains("fe80::"), "{dev}: {port}");
+    }
+    let v4 = r#"
+[fleet]
+name = "v4"
+[[switch]]
+name = "sw"
+pool = "10.7.0.0/24"
+[[node]]
+name = "d"
+[[link]]
+a = "d:eth0"
+b = "sw"
+"#;
+    let _g = env.up(v4);
+    assert_eq!(
+        addrs6(&env, "v4", "d", "eth0").trim(),
+        "",
+        "an IPv4-only node gets no IPv6"
+    );
+}
+
 #[test]
 fn a_1500_port_star_spans_two_bridges_and_pings_end_to_end() {
     let env = Env::new("bigstar");

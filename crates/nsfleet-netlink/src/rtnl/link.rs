@@ -19,6 +19,8 @@ const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
 const IFLA_BR_MCAST_SNOOPING: u16 = 23;
 const IFLA_INET_CONF: u16 = 1;
+const IFLA_INET6_ADDR_GEN_MODE: u16 = 8;
+const IN6_ADDR_GEN_MODE_NONE: u8 = 1;
 const IPV4_DEVCONF_FORWARDING: u16 = 1;
 
 pub const IFF_UP: u32 = libc::IFF_UP as u32;
@@ -148,6 +150,18 @@ pub fn set_forwarding(b: &mut Batch, seq: u32, index: i32, on: bool) {
     let conf = b.nest_begin(IFLA_INET_CONF);
     b.attr_u32(IPV4_DEVCONF_FORWARDING, on as u32);
     b.nest_end(conf).nest_end(inet).nest_end(spec).end();
+}
+
+/// No IPv6 link-local address for this link from now on (addrgenmode none). The kernel
+/// makes that address when the link is up and has carrier, and applies the mode only to
+/// an existing link and after a request's flags: send this before the request that
+/// brings the link up.
+pub fn no_link_local(b: &mut Batch, seq: u32, index: i32) {
+    b.begin(RTM_NEWLINK, 0, seq).header(&ifinfomsg(index, 0, 0));
+    let spec = b.nest_begin(IFLA_AF_SPEC);
+    let inet6 = b.nest_begin(libc::AF_INET6 as u16);
+    b.attr(IFLA_INET6_ADDR_GEN_MODE, &[IN6_ADDR_GEN_MODE_NONE]);
+    b.nest_end(inet6).nest_end(spec).end();
 }
 
 pub fn del_link_by_name(b: &mut Batch, seq: u32, name: &str) {

@@ -17,7 +17,7 @@ mod worker;
 pub use fleet::{mem_available, CreateReport, Fleet, FleetOptions, Progress};
 pub use node::{Node, NodeTable};
 pub use reaper::{Held, Ticket, TicketState};
-pub use subsystem::{InitCtx, Phase, Subsystem};
+pub use subsystem::{InitCtx, Phase, Requests, Subsystem};
 
 /// A registered subsystem's handle: the index of its per-node state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

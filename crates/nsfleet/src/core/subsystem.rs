@@ -80,29 +80,43 @@ impl InitCtx<'_> {
         self.worker.rtnl()
     }
 
-    /// Sends one request per item from the node, up to a full batch per `sendmsg`, and
-    /// reads the ACKs by sequence number. The first kernel error is returned as
-    /// `describe(item): error (extended ACK)`, so it names the topology element at fault.
-    /// Requests after a failed one in the same batch still run; the caller's rollback
-    /// (the node's teardown) removes them.
+    /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
+    /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
+    /// number. The first kernel error is returned as `describe(item): error (extended
+    /// ACK)`, so it names the topology element at fault. Requests after a failed one in the
+    /// same batch still run; the caller's rollback (the node's teardown) removes them.
     pub fn send_each<T>(
         &mut self,
         items: impl IntoIterator<Item = T>,
-        mut build: impl FnMut(&mut Batch, u32, &T),
+        mut build: impl FnMut(&mut Requests<'_>, &T),
         describe: impl Fn(&T) -> String,
     ) -> anyhow::Result<()> {
         let mut items = items.into_iter().peekable();
         let mut batch = Batch::new();
+        // For each message of the batch, the item of `chunk` that made it.
+        let mut owner: Vec<usize> = Vec::new();
         while items.peek().is_some() {
-            let chunk: Vec<T> = items.by_ref().take(MAX_BATCH).collect();
             let sock = self.rtnl().context("opening a netlink socket")?;
+            let mut chunk: Vec<T> = Vec::new();
             batch.clear();
-            for item in &chunk {
-                build(&mut batch, sock.next_seq(), item);
+            owner.clear();
+            while batch.seqs().len() + Requests::MOST <= MAX_BATCH {
+                let Some(item) = items.next() else { break };
+                build(
+                    &mut Requests {
+                        batch: &mut batch,
+                        sock: &mut *sock,
+                    },
+                    &item,
+                );
+                let made = batch.seqs().len() - owner.len();
+                debug_assert!(made <= Requests::MOST, "an item made {made} requests");
+                owner.resize(batch.seqs().len(), chunk.len());
+                chunk.push(item);
             }
             let results = sock.execute(&batch).context("netlink socket")?;
-            if let Some((item, Err(e))) = chunk.iter().zip(results).find(|(_, r)| r.is_err()) {
-                anyhow::bail!("{}: {e}", describe(item));
+            if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| r.is_err()) {
+                anyhow::bail!("{}: {e}", describe(&chunk[*i]));
             }
         }
         Ok(())
@@ -117,6 +131,22 @@ impl InitCtx<'_> {
             .strip_prefix("net/")
             .ok_or(io::ErrorKind::InvalidInput)?;
         self.worker.write_sysctl(below_net, value)
+    }
+}
+
+/// Where [`InitCtx::send_each`]'s `build` puts an item's requests, in order.
+pub struct Requests<'a> {
+    batch: &'a mut Batch,
+    sock: &'a mut NlSocket,
+}
+
+impl Requests<'_> {
+    /// Most requests one item may make.
+    pub const MOST: usize = 4;
+
+    /// Appends one request: `build` gets the batch and the request's sequence number.
+    pub fn add(&mut self, build: impl FnOnce(&mut Batch, u32)) {
+        build(self.batch, self.sock.next_seq())
     }
 }
 

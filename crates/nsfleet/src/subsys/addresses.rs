@@ -28,7 +28,9 @@ impl Subsystem for Addresses {
             (node.wiring().ifaces.iter()).flat_map(|i| i.addrs.iter().map(move |a| (i, *a)));
         cx.send_each(
             addrs,
-            |b, seq, (i, a): &(&Iface, IpNet)| rtnl::new_addr(b, seq, i.index, a.addr, a.prefix),
+            |out, (i, a): &(&Iface, IpNet)| {
+                out.add(|b, seq| rtnl::new_addr(b, seq, i.index, a.addr, a.prefix))
+            },
             |(i, a)| {
                 format!(
                     "address {a} on {}:{} (topology line {})",

@@ -3,18 +3,56 @@
 //! switch's namespace (`brj0a` in br0 to `brj0b` in br1, ...): one broadcast domain for
 //! the user. No loop, so no STP. Created with the namespace, so that ports find them.
 
-use crate::core::{InitCtx, Node, Phase, Subsystem};
+use crate::core::{InitCtx, Node, Phase, Requests, Subsystem};
 use crate::topology::{bridge_index, join_indices};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 
 pub struct Bridges;
 
-/// One request of the switch's setup, in the order the kernel must see them.
+/// One element of the switch's setup, in the order the kernel must see them.
 enum Step {
     Bridge(u16),
-    /// The veth joining bridge k to bridge k + 1; its far end is enslaved next.
+    /// The veth joining bridge k to bridge k + 1.
     Join(u16),
-    JoinFarEnd(u16),
+}
+
+/// A bridge and its joins carry frames, never addresses: none of them gets an IPv6
+/// link-local address (which the bridge would otherwise announce on every port).
+fn build(out: &mut Requests<'_>, step: &Step) {
+    match *step {
+        Step::Bridge(k) => {
+            let spec = LinkSpec {
+                name: &format!("br{k}"),
+                index: bridge_index(k),
+                ..Default::default()
+            };
+            out.add(|b, seq| rtnl::new_bridge(b, seq, &spec));
+            // Up only after: a new link counts as ready until the kernel's link watch
+            // first looks at it, so one created up gets its link-local address at once.
+            super::no_link_local(out, spec.index);
+            out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None));
+        }
+        Step::Join(k) => {
+            let (a, z) = join_indices(k);
+            let local = LinkSpec {
+                name: &format!("brj{k}a"),
+                index: a,
+                up: true,
+                master: Some(bridge_index(k)),
+                ..Default::default()
+            };
+            let far = LinkSpec {
+                name: &format!("brj{k}b"),
+                index: z,
+                ..Default::default()
+            };
+            out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far));
+            super::no_link_local(out, a);
+            super::no_link_local(out, z);
+            // The far end can come up and be enslaved only once the pair exists.
+            out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))));
+        }
+    }
 }
 
 impl Subsystem for Bridges {
@@ -34,49 +72,11 @@ impl Subsystem for Bridges {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let n = cx.node.wiring().bridges.max(1);
-        let steps = (0..n)
-            .map(Step::Bridge)
-            .chain((0..n - 1).flat_map(|k| [Step::Join(k), Step::JoinFarEnd(k)]));
-        cx.send_each(
-            steps,
-            |b, seq, step| match *step {
-                Step::Bridge(k) => rtnl::new_bridge(
-                    b,
-                    seq,
-                    &LinkSpec {
-                        name: &format!("br{k}"),
-                        index: bridge_index(k),
-                        up: true,
-                        ..Default::default()
-                    },
-                ),
-                Step::Join(k) => {
-                    let (a, z) = join_indices(k);
-                    let local = LinkSpec {
-                        name: &format!("brj{k}a"),
-                        index: a,
-                        up: true,
-                        master: Some(bridge_index(k)),
-                        ..Default::default()
-                    };
-                    let far = LinkSpec {
-                        name: &format!("brj{k}b"),
-                        index: z,
-                        up: true,
-                        ..Default::default()
-                    };
-                    rtnl::new_veth(b, seq, &local, &far)
-                }
-                Step::JoinFarEnd(k) => {
-                    let far = join_indices(k).1;
-                    rtnl::set_link(b, seq, far, true, Some(bridge_index(k + 1)))
-                }
-            },
-            |step| match *step {
-                Step::Bridge(k) => format!("bridge br{k}"),
-                Step::Join(k) | Step::JoinFarEnd(k) => format!("joining br{k} to br{}", k + 1),
-            },
-        )
+        let steps = (0..n).map(Step::Bridge).chain((0..n - 1).map(Step::Join));
+        cx.send_each(steps, build, |step| match *step {
+            Step::Bridge(k) => format!("bridge br{k}"),
+            Step::Join(k) => format!("joining br{k} to br{}", k + 1),
+        })
     }
 
     // No exit: bridges and ports go with the namespace, in cleanup_net's own batch.

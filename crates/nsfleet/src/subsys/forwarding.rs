@@ -30,7 +30,7 @@ impl Subsystem for Forwarding {
         let ifaces = &node.wiring().ifaces;
         cx.send_each(
             ifaces,
-            |b, seq, i| rtnl::set_forwarding(b, seq, i.index, true),
+            |out, i| out.add(|b, seq| rtnl::set_forwarding(b, seq, i.index, true)),
             |i| format!("forwarding on {}:{}", node.name(), i.name),
         )?;
         if ifaces

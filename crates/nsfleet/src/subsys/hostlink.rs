@@ -126,6 +126,7 @@ impl Subsystem for HostLinks {
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
         let home = cx.home().try_clone_to_owned()?;
+        let link_local = super::link_local(node);
         for iface in node
             .wiring()
             .ifaces
@@ -137,22 +138,26 @@ impl Subsystem for HostLinks {
                 .context("writing the host-link journal")?;
             cx.send_each(
                 [iface],
-                |b, seq, i| {
-                    let local = LinkSpec {
-                        name: &i.name,
-                        index: i.index,
-                        up: true,
-                        mtu: i.mtu,
-                        ..Default::default()
-                    };
-                    let far = LinkSpec {
-                        name: &peer.name,
-                        up: true,
-                        mtu: peer.mtu,
-                        netns_fd: Some(home.as_raw_fd()),
-                        ..Default::default()
-                    };
-                    rtnl::new_veth(b, seq, &local, &far)
+                |out, i| {
+                    out.add(|b, seq| {
+                        let local = LinkSpec {
+                            name: &i.name,
+                            index: i.index,
+                            up: true,
+                            mtu: i.mtu,
+                            ..Default::default()
+                        };
+                        let far = LinkSpec {
+                            name: &peer.name,
+                            up: true,
+                            mtu: peer.mtu,
+                            netns_fd: Some(home.as_raw_fd()),
+                            ..Default::default()
+                        };
+                        rtnl::new_veth(b, seq, &local, &far)
+                    });
+                    // Before the host end comes up. The host end keeps the host's policy.
+                    super::link_local_policy(out, i, link_local);
                 },
                 |i| {
                     format!(

@@ -98,7 +98,7 @@ impl Impairments {
         }
         cx.send_each(
             [i.index],
-            |b, seq, index| request(b, seq, *index, imp.as_ref()),
+            |out, index| out.add(|b, seq| request(b, seq, *index, imp.as_ref())),
             |_| format!("impairment of {}:{iface}", node.name()),
         )?;
         match (was, imp) {
@@ -134,7 +134,7 @@ impl Subsystem for Impairments {
         let impaired = (node.wiring().ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
         cx.send_each(
             impaired.clone(),
-            |b, seq, (i, imp)| request(b, seq, i.index, Some(imp)),
+            |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, Some(imp))),
             |(i, imp)| {
                 format!(
                     "impairment {imp} of {}:{} (topology line {})",

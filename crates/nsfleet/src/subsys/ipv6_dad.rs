@@ -3,35 +3,16 @@
 //! readiness per interface. Set on `all` and `default` before any interface exists, so
 //! that every interface created later inherits it.
 //!
-//! Only for nodes where something can create an interface (nodes that run processes)
-//! or that have IPv6 addresses (whose link-local addresses would stay tentative; the
-//! addresses nsfleet adds itself skip DAD with IFA_F_NODAD). A node with only `lo` has nothing that runs DAD, and writing a sysctl costs
-//! a lookup that grows with the number of namespaces on the machine (see
-//! `Worker::write_sysctl`): bare nodes stay at the kernel's own creation rate.
+//! Only for nodes that use IPv6 (`super::link_local`): the others' interfaces get no
+//! link-local address, so nothing in them runs DAD; and writing a sysctl costs a lookup
+//! that grows with the number of namespaces on the machine (see `Worker::write_sysctl`).
+//! The addresses nsfleet adds itself skip DAD anyway (IFA_F_NODAD).
 
 use crate::core::{InitCtx, Node, Phase, Subsystem};
 
 use anyhow::Context;
 
-pub struct Ipv6Dad {
-    /// False on a kernel booted with ipv6.disable=1: nothing to switch off. Looked up once
-    /// here rather than per node, where it would cost the lookup this file avoids.
-    ipv6: bool,
-}
-
-impl Ipv6Dad {
-    pub fn new() -> Self {
-        Ipv6Dad {
-            ipv6: std::path::Path::new("/proc/sys/net/ipv6").exists(),
-        }
-    }
-}
-
-impl Default for Ipv6Dad {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub struct Ipv6Dad;
 
 const KEYS: [&str; 2] = [
     "net.ipv6.conf.all.accept_dad",
@@ -50,9 +31,7 @@ impl Subsystem for Ipv6Dad {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        let has_v6 =
-            || (node.wiring().ifaces.iter()).any(|i| i.addrs.iter().any(|a| a.addr.is_ipv6()));
-        self.ipv6 && (!node.config().commands.is_empty() || has_v6())
+        super::link_local(node)
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {

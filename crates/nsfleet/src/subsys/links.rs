@@ -48,29 +48,34 @@ impl Subsystem for Links {
                 .ok_or_else(|| anyhow!("link {} to {peer}: {peer} is gone", iface.name))?;
             pairs.push((iface, fd));
         }
+        let link_local = super::link_local(node);
         cx.send_each(
             pairs,
-            |b, seq, (iface, fd)| {
-                let peer = iface.peer.as_ref().expect("filtered above");
-                let local = LinkSpec {
-                    name: &iface.name,
-                    index: iface.index,
-                    up: true,
-                    mtu: iface.mtu,
-                    mac: iface.mac,
-                    master: iface.bridge.map(bridge_index),
-                    ..Default::default()
-                };
-                let far = LinkSpec {
-                    name: &peer.name,
-                    index: peer.index,
-                    up: true,
-                    mtu: peer.mtu,
-                    mac: peer.mac,
-                    netns_fd: Some(fd.as_raw_fd()),
-                    ..Default::default()
-                };
-                rtnl::new_veth(b, seq, &local, &far)
+            |out, (iface, fd)| {
+                out.add(|b, seq| {
+                    let peer = iface.peer.as_ref().expect("filtered above");
+                    let local = LinkSpec {
+                        name: &iface.name,
+                        index: iface.index,
+                        up: true,
+                        mtu: iface.mtu,
+                        mac: iface.mac,
+                        master: iface.bridge.map(bridge_index),
+                        ..Default::default()
+                    };
+                    let far = LinkSpec {
+                        name: &peer.name,
+                        index: peer.index,
+                        up: true,
+                        mtu: peer.mtu,
+                        mac: peer.mac,
+                        netns_fd: Some(fd.as_raw_fd()),
+                        ..Default::default()
+                    };
+                    rtnl::new_veth(b, seq, &local, &far)
+                });
+                // Before the far end comes up and gives this end carrier.
+                super::link_local_policy(out, iface, link_local);
             },
             |(iface, _)| {
                 let peer = iface.peer.as_ref().expect("filtered above");

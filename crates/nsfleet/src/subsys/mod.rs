@@ -15,8 +15,11 @@ pub mod process;
 pub mod routes;
 pub mod sysctl;
 
-use crate::core::{Fleet, SubsysId};
+use crate::core::{Fleet, Node, Requests, SubsysId};
+use crate::topology::Iface;
+use nsfleet_netlink::rtnl;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// Handles of the default subsystems that callers query for reports or live changes.
 pub struct Defaults {
@@ -31,8 +34,9 @@ pub fn register_defaults(
     fleet_name: &str,
     host_journal: PathBuf,
 ) -> anyhow::Result<Defaults> {
-    // Create
-    fleet.register(ipv6_dad::Ipv6Dad::new())?;
+    kernel_has_ipv6(); // looked up here, in the host, rather than inside a node
+                       // Create
+    fleet.register(ipv6_dad::Ipv6Dad)?;
     fleet.register(loopback::Loopback)?;
     fleet.register(bridges::Bridges)?;
     // Wire
@@ -48,4 +52,37 @@ pub fn register_defaults(
     // Start
     let process = fleet.register(process::Processes::default())?;
     Ok(Defaults { process, impair })
+}
+
+/// Whether the kernel has IPv6 (was not booted with ipv6.disable=1). Looked up once: a
+/// /proc/sys lookup costs more the more namespaces there are.
+pub(crate) fn kernel_has_ipv6() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/ipv6").exists())
+}
+
+/// Whether a node's interfaces get IPv6 link-local addresses: only where it uses IPv6
+/// (`topology::uses_ipv6`). Elsewhere each new link would send duplicate-address probes,
+/// multicast reports and router solicitations, which a switch floods to every port, and
+/// would keep the kernel's address-configuration work, which takes the RTNL lock, busy
+/// through creation and teardown.
+pub(crate) fn link_local(node: &Node) -> bool {
+    kernel_has_ipv6() && crate::topology::uses_ipv6(node.config(), node.wiring())
+}
+
+/// Appends a request that keeps link `index` from getting an IPv6 link-local address;
+/// it must go before the link is up with carrier.
+pub(crate) fn no_link_local(out: &mut Requests<'_>, index: i32) {
+    if kernel_has_ipv6() {
+        out.add(|b, seq| rtnl::no_link_local(b, seq, index));
+    }
+}
+
+/// [`no_link_local`] for an interface of a node, unless it should have one: its node uses
+/// IPv6 (`node_link_local`, [`link_local`] of the node) and it is not a bridge port (a
+/// port carries frames, not addresses).
+pub(crate) fn link_local_policy(out: &mut Requests<'_>, iface: &Iface, node_link_local: bool) {
+    if !node_link_local || iface.bridge.is_some() {
+        no_link_local(out, iface.index);
+    }
 }

@@ -24,14 +24,16 @@ impl Subsystem for Routes {
         let node = cx.node;
         cx.send_each(
             &node.wiring().routes,
-            |b, seq, r| {
-                let route = Route {
-                    dst: r.dst.addr,
-                    prefix: r.dst.prefix,
-                    via: r.via,
-                    oif: r.dev,
-                };
-                rtnl::new_route(b, seq, &route)
+            |out, r| {
+                out.add(|b, seq| {
+                    let route = Route {
+                        dst: r.dst.addr,
+                        prefix: r.dst.prefix,
+                        via: r.via,
+                        oif: r.dev,
+                    };
+                    rtnl::new_route(b, seq, &route)
+                })
             },
             |r| format!("route {r} on {} (topology line {})", node.name(), r.line),
         )

@@ -126,6 +126,13 @@ impl std::fmt::Display for RouteSpec {
     }
 }
 
+/// Whether a node uses IPv6: it has IPv6 addresses, or runs processes (which may speak
+/// IPv6 over link-local addresses, as routing daemons do).
+pub fn uses_ipv6(config: &NodeConfig, wiring: &NodeWiring) -> bool {
+    let has_v6 = || (wiring.ifaces.iter()).any(|i| i.addrs.iter().any(|a| a.addr.is_ipv6()));
+    !config.commands.is_empty() || has_v6()
+}
+
 impl NodeWiring {
     pub fn iface(&self, name: &str) -> Option<&Iface> {
         self.ifaces.iter().find(|i| i.name == name)
