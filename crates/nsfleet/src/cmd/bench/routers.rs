@@ -13,6 +13,7 @@ use crate::sys;
 use crate::topology::{bridge_index, IpNet, PORTS_PER_BRIDGE};
 use anyhow::{bail, Context};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
+use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
@@ -101,10 +102,7 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         ip_script(a.script_count).and_then(|ip| Ok((ns?, ip)))
     });
     let script = script.transpose()?;
-    let mininet = (a.mininet_count > 0 && which("mn")).then(|| {
-        note(a.json, &format!("Mininet LinearTopo({})", a.mininet_count));
-        mininet_vs_linear(a.mininet_count, a.workers)
-    });
+    let mininet = (a.mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(&a, &fleet));
     let mininet = mininet.transpose()?;
     report(&a, &steps, script, mininet);
     Ok(())
@@ -151,6 +149,7 @@ fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
 /// The same kernel work as nsfleet's fake routers, on one thread with nothing around it:
 /// a switch namespace with its bridges; per router a namespace, a veth from the switch
 /// with its peer placed in the router, then lo and eth0 up, the address and forwarding.
+/// Like nsfleet, no IPv6 link-local address on the port, the bridge or eth0.
 fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
     let (up, fds) = std::thread::spawn(move || -> anyhow::Result<_> {
         sys::unshare_net()?;
@@ -162,10 +161,11 @@ fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
             let spec = LinkSpec {
                 name: &format!("br{k}"),
                 index: bridge_index(k),
-                up: true,
                 ..Default::default()
             };
             rtnl::new_bridge(&mut b, sw.next_seq(), &spec);
+            rtnl::no_link_local(&mut b, sw.next_seq(), spec.index);
+            rtnl::set_link(&mut b, sw.next_seq(), spec.index, true, None);
         }
         sw.execute_all(&b)?;
         let pool: IpNet = "10.0.0.0/16".parse().expect("a valid pool");
@@ -189,10 +189,12 @@ fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
                 ..Default::default()
             };
             rtnl::new_veth(&mut b, sw.next_seq(), &port, &eth0);
+            rtnl::no_link_local(&mut b, sw.next_seq(), port.index);
             sw.execute_all(&b)?;
             let mut r = NlSocket::open()?;
             b.clear();
             rtnl::set_link(&mut b, r.next_seq(), 1, true, None);
+            rtnl::no_link_local(&mut b, r.next_seq(), 1001);
             rtnl::set_link(&mut b, r.next_seq(), 1001, true, None);
             let a = pool.host(i);
             rtnl::new_addr(&mut b, r.next_seq(), 1001, a.addr, a.prefix);
@@ -243,8 +245,46 @@ done"#
     Ok((up_s, down_s))
 }
 
-/// (Mininet up, Mininet down, nsfleet) for LinearTopo(k).
-fn mininet_vs_linear(k: u64, workers: usize) -> anyhow::Result<(f64, f64, Built)> {
+/// Mininet's LinearTopo(k) against nsfleet's `linear` of the same shape, run after run,
+/// with the kernel's floor for its links measured in each run.
+#[derive(Default, serde::Serialize)]
+struct MininetRuns {
+    mininet_up_s: Vec<f64>,
+    mininet_down_s: Vec<f64>,
+    nsfleet_up_s: Vec<f64>,
+    /// `down` until nsfleet has let go of everything (what Mininet's stop measures).
+    nsfleet_drop_s: Vec<f64>,
+    /// `down` until the kernel has reclaimed everything.
+    nsfleet_down_s: Vec<f64>,
+    links_floor_s: Vec<f64>,
+}
+
+fn mininet_vs_linear(a: &RoutersArgs, fleet: &Fleet) -> anyhow::Result<MininetRuns> {
+    let k = a.mininet_count;
+    let body = format!(
+        "[[generate]]\nkind = \"linear\"\ncount = {k}\nname = \"h{{i}}\"\nswitch = \"s{{i}}\"\npool = \"10.0.0.0/8\"\n"
+    );
+    let mut m = MininetRuns::default();
+    for r in 0..a.runs {
+        note(
+            a.json,
+            &format!("Mininet LinearTopo({k}), run {}/{}", r + 1, a.runs),
+        );
+        let (up, down) = mininet(k)?;
+        m.mininet_up_s.push(up);
+        m.mininet_down_s.push(down);
+        let ns = nsfleet_up_down(&body, a.workers)?;
+        m.nsfleet_up_s.push(ns.up_s);
+        m.nsfleet_drop_s.push(ns.drop_s);
+        m.nsfleet_down_s.push(ns.down_s);
+        m.links_floor_s.push(links_floor(2 * k - 1)?);
+        fleet.reclaim_barrier()?;
+    }
+    Ok(m)
+}
+
+/// Mininet's (start, stop) seconds for LinearTopo(k).
+fn mininet(k: u64) -> anyhow::Result<(f64, f64)> {
     let out = Command::new("/usr/bin/python3")
         .args(["-c", MININET, &k.to_string()])
         .output()?;
@@ -259,10 +299,36 @@ fn mininet_vs_linear(k: u64, workers: usize) -> anyhow::Result<(f64, f64, Built)
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let body = format!(
-        "[[generate]]\nkind = \"linear\"\ncount = {k}\nname = \"h{{i}}\"\nswitch = \"s{{i}}\"\npool = \"10.0.0.0/8\"\n"
-    );
-    Ok((nums[0], nums[1], nsfleet_up_down(&body, workers)?))
+    Ok((nums[0], nums[1]))
+}
+
+/// The kernel's floor for a topology's links: `pairs` veth pairs created in one scratch
+/// namespace, a full batch per `sendmsg`, and nothing else (no namespaces, bridges,
+/// addresses). No tool builds those links faster on this machine, so Mininet's start
+/// over this is the best ratio any tool could reach.
+fn links_floor(pairs: u64) -> anyhow::Result<f64> {
+    std::thread::spawn(move || -> anyhow::Result<f64> {
+        sys::unshare_net()?;
+        let mut sock = NlSocket::open()?;
+        let mut b = Batch::new();
+        let t = Instant::now();
+        for i in 0..pairs {
+            let (a, z) = (format!("a{i}"), format!("z{i}"));
+            let end = |name| LinkSpec {
+                name,
+                ..Default::default()
+            };
+            rtnl::new_veth(&mut b, sock.next_seq(), &end(&a), &end(&z));
+            if b.seqs().len() == MAX_BATCH {
+                sock.execute_all(&b)?;
+                b.clear();
+            }
+        }
+        sock.execute_all(&b)?;
+        Ok(t.elapsed().as_secs_f64())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("links floor thread panicked"))?
 }
 
 type ScriptResult = (Built, (f64, f64));
@@ -271,7 +337,7 @@ fn report(
     a: &RoutersArgs,
     steps: &[Step],
     script: Option<ScriptResult>,
-    mininet: Option<(f64, f64, Built)>,
+    mininet: Option<MininetRuns>,
 ) {
     let med = |v: &[f64]| median(v.to_vec());
     let rows: Vec<serde_json::Value> = steps
@@ -298,11 +364,19 @@ fn report(
             "speedup": up / ns.up_s, "nsfleet_down_s": ns.down_s, "ip_script_down_s": down,
         })
     });
-    let mininet_v = mininet.map(|(mu, md, ns)| {
+    let mininet_v = mininet.map(|m| {
+        let (mu, md) = (med(&m.mininet_up_s), med(&m.mininet_down_s));
+        let (up, drop, down) = (
+            med(&m.nsfleet_up_s),
+            med(&m.nsfleet_drop_s),
+            med(&m.nsfleet_down_s),
+        );
+        let floor = med(&m.links_floor_s);
         serde_json::json!({
-            "k": a.mininet_count, "mininet_up_s": mu, "mininet_down_s": md, "nsfleet_up_s": ns.up_s,
-            "nsfleet_down_s": ns.down_s, "nsfleet_drop_s": ns.drop_s, "start_speedup": mu / ns.up_s,
-            "stop_speedup": md / ns.drop_s, "stop_to_reclaimed_speedup": md / ns.down_s,
+            "k": a.mininet_count, "mininet_up_s": mu, "mininet_down_s": md, "nsfleet_up_s": up,
+            "nsfleet_down_s": down, "nsfleet_drop_s": drop, "start_speedup": mu / up,
+            "stop_speedup": md / drop, "stop_to_reclaimed_speedup": md / down,
+            "links_floor_s": floor, "best_possible_start_speedup": mu / floor, "samples": m,
         })
     });
     if a.json {
@@ -366,6 +440,12 @@ fn report(
                 f("mininet_up_s"),
                 f("nsfleet_up_s"),
                 f("start_speedup")
+            );
+            println!(
+                "    the kernel's floor for its {} veth pairs alone (one namespace, nothing else): {:.3} s, so no tool can beat {:.0}x here",
+                2 * a.mininet_count - 1,
+                f("links_floor_s"),
+                f("best_possible_start_speedup")
             );
             println!(
                 "    stop {:.2} s vs nsfleet down {:.3} s: {:.0}x (target >= 50); to full kernel reclamation, which Mininet never waits for, {:.3} s: {:.1}x",
