@@ -13,7 +13,7 @@ use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
 use std::any::Any;
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -59,7 +59,7 @@ pub struct InitCtx<'a> {
     pub(crate) nodes: &'a NodeTable,
 }
 
-impl InitCtx<'_> {
+impl<'a> InitCtx<'a> {
     pub fn config(&self) -> &NodeConfig {
         self.node.config()
     }
@@ -67,6 +67,12 @@ impl InitCtx<'_> {
     /// Another node of the fleet (from the Wire phase on, every node of the run).
     pub fn peer(&self, name: &str) -> Option<&Arc<Node>> {
         self.nodes.get(name)
+    }
+
+    /// The fleet's nodes as of the start of the phase, for use while `self` is borrowed
+    /// (inside [`send_each`](Self::send_each)).
+    pub fn peers(&self) -> &'a NodeTable {
+        self.nodes
     }
 
     /// The namespace the fleet's owner runs in: the host's.
@@ -82,13 +88,14 @@ impl InitCtx<'_> {
 
     /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
     /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
-    /// number. The first kernel error is returned as `describe(item): error (extended
-    /// ACK)`, so it names the topology element at fault. Requests after a failed one in the
-    /// same batch still run; the caller's rollback (the node's teardown) removes them.
+    /// number. The first error, of `build` or of the kernel, is returned as
+    /// `describe(item): error (extended ACK)`, so it names the topology element at fault.
+    /// Requests after a failed one in the same batch still run; the caller's rollback (the
+    /// node's teardown) removes them.
     pub fn send_each<T>(
         &mut self,
         items: impl IntoIterator<Item = T>,
-        mut build: impl FnMut(&mut Requests<'_>, &T),
+        mut build: impl FnMut(&mut Requests<'_>, &T) -> anyhow::Result<()>,
         describe: impl Fn(&T) -> String,
     ) -> anyhow::Result<()> {
         let mut items = items.into_iter().peekable();
@@ -97,18 +104,19 @@ impl InitCtx<'_> {
         let mut owner: Vec<usize> = Vec::new();
         while items.peek().is_some() {
             let sock = self.rtnl().context("opening a netlink socket")?;
-            let mut chunk: Vec<T> = Vec::new();
+            let (mut chunk, mut held) = (Vec::new(), Vec::new());
             batch.clear();
             owner.clear();
             while batch.seqs().len() + Requests::MOST <= MAX_BATCH {
                 let Some(item) = items.next() else { break };
-                build(
-                    &mut Requests {
-                        batch: &mut batch,
-                        sock: &mut *sock,
-                    },
-                    &item,
-                );
+                let mut out = Requests {
+                    batch: &mut batch,
+                    sock: &mut *sock,
+                    held: &mut held,
+                };
+                if let Err(e) = build(&mut out, &item) {
+                    anyhow::bail!("{}: {e:#}", describe(&item));
+                }
                 let made = batch.seqs().len() - owner.len();
                 debug_assert!(made <= Requests::MOST, "an item made {made} requests");
                 owner.resize(batch.seqs().len(), chunk.len());
@@ -138,6 +146,7 @@ impl InitCtx<'_> {
 pub struct Requests<'a> {
     batch: &'a mut Batch,
     sock: &'a mut NlSocket,
+    held: &'a mut Vec<OwnedFd>,
 }
 
 impl Requests<'_> {
@@ -145,8 +154,18 @@ impl Requests<'_> {
     pub const MOST: usize = 4;
 
     /// Appends one request: `build` gets the batch and the request's sequence number.
-    pub fn add(&mut self, build: impl FnOnce(&mut Batch, u32)) {
-        build(self.batch, self.sock.next_seq())
+    /// Always `Ok`: the `Result` lets `build` closures end with it.
+    pub fn add(&mut self, build: impl FnOnce(&mut Batch, u32)) -> anyhow::Result<()> {
+        build(self.batch, self.sock.next_seq());
+        Ok(())
+    }
+
+    /// Keeps `fd` open until the kernel has read the batch (a descriptor a request names,
+    /// such as IFLA_NET_NS_FD), and returns its number. Only a batch's worth is open at once.
+    pub fn hold(&mut self, fd: OwnedFd) -> RawFd {
+        let raw = fd.as_raw_fd();
+        self.held.push(fd);
+        raw
     }
 }
 

@@ -18,7 +18,7 @@ enum Step {
 
 /// A bridge and its joins carry frames, never addresses: none of them gets an IPv6
 /// link-local address (which the bridge would otherwise announce on every port).
-fn build(out: &mut Requests<'_>, step: &Step) {
+fn build(out: &mut Requests<'_>, step: &Step) -> anyhow::Result<()> {
     match *step {
         Step::Bridge(k) => {
             let spec = LinkSpec {
@@ -26,11 +26,11 @@ fn build(out: &mut Requests<'_>, step: &Step) {
                 index: bridge_index(k),
                 ..Default::default()
             };
-            out.add(|b, seq| rtnl::new_bridge(b, seq, &spec));
+            out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
             // Up only after: a new link counts as ready until the kernel's link watch
             // first looks at it, so one created up gets its link-local address at once.
-            super::no_link_local(out, spec.index);
-            out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None));
+            super::no_link_local(out, spec.index)?;
+            out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None))
         }
         Step::Join(k) => {
             let (a, z) = join_indices(k);
@@ -46,11 +46,11 @@ fn build(out: &mut Requests<'_>, step: &Step) {
                 index: z,
                 ..Default::default()
             };
-            out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far));
-            super::no_link_local(out, a);
-            super::no_link_local(out, z);
+            out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
+            super::no_link_local(out, a)?;
+            super::no_link_local(out, z)?;
             // The far end can come up and be enslaved only once the pair exists.
-            out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))));
+            out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))))
         }
     }
 }

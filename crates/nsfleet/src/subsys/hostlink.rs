@@ -155,9 +155,9 @@ impl Subsystem for HostLinks {
                             ..Default::default()
                         };
                         rtnl::new_veth(b, seq, &local, &far)
-                    });
+                    })?;
                     // Before the host end comes up. The host end keeps the host's policy.
-                    super::link_local_policy(out, i, link_local);
+                    super::link_local_policy(out, i, link_local)
                 },
                 |i| {
                     format!(

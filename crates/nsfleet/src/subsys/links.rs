@@ -6,9 +6,9 @@
 
 use crate::core::{InitCtx, Node, Phase, Subsystem};
 use crate::topology::{bridge_index, Iface, PeerNs};
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 pub struct Links;
 
@@ -36,46 +36,40 @@ impl Subsystem for Links {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
-        // A descriptor of each peer's namespace, held only while its request is in flight.
-        let mut pairs: Vec<(&Iface, OwnedFd)> = Vec::new();
-        for iface in &node.wiring().ifaces {
-            let Some(peer) = peer_node(iface) else {
-                continue;
-            };
-            let fd = cx
-                .peer(peer)
-                .and_then(|p| p.dup_netns())
-                .ok_or_else(|| anyhow!("link {} to {peer}: {peer} is gone", iface.name))?;
-            pairs.push((iface, fd));
-        }
-        let link_local = super::link_local(node);
+        let (nodes, link_local) = (cx.peers(), super::link_local(node));
+        let ifaces = node.wiring().ifaces.iter();
+        let pairs = ifaces.filter_map(|i| Some((i, peer_node(i)?)));
         cx.send_each(
             pairs,
-            |out, (iface, fd)| {
-                out.add(|b, seq| {
-                    let peer = iface.peer.as_ref().expect("filtered above");
-                    let local = LinkSpec {
-                        name: &iface.name,
-                        index: iface.index,
-                        up: true,
-                        mtu: iface.mtu,
-                        mac: iface.mac,
-                        master: iface.bridge.map(bridge_index),
-                        ..Default::default()
-                    };
-                    let far = LinkSpec {
-                        name: &peer.name,
-                        index: peer.index,
-                        up: true,
-                        mtu: peer.mtu,
-                        mac: peer.mac,
-                        netns_fd: Some(fd.as_raw_fd()),
-                        ..Default::default()
-                    };
-                    rtnl::new_veth(b, seq, &local, &far)
-                });
+            |out, (iface, peer_name)| {
+                // A descriptor of the peer's namespace, open only while its batch is.
+                let dup = |p: &Arc<Node>| p.with_netns(|fd| fd.try_clone_to_owned());
+                let fd = (nodes.get(peer_name).and_then(dup))
+                    .ok_or_else(|| anyhow!("{peer_name} is gone"))?
+                    .with_context(|| format!("a descriptor of {peer_name}'s namespace"))?;
+                let fd = out.hold(fd);
+                let peer = iface.peer.as_ref().expect("filtered above");
+                let local = LinkSpec {
+                    name: &iface.name,
+                    index: iface.index,
+                    up: true,
+                    mtu: iface.mtu,
+                    mac: iface.mac,
+                    master: iface.bridge.map(bridge_index),
+                    ..Default::default()
+                };
+                let far = LinkSpec {
+                    name: &peer.name,
+                    index: peer.index,
+                    up: true,
+                    mtu: peer.mtu,
+                    mac: peer.mac,
+                    netns_fd: Some(fd),
+                    ..Default::default()
+                };
+                out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
                 // Before the far end comes up and gives this end carrier.
-                super::link_local_policy(out, iface, link_local);
+                super::link_local_policy(out, iface, link_local)
             },
             |(iface, _)| {
                 let peer = iface.peer.as_ref().expect("filtered above");

@@ -72,17 +72,23 @@ pub(crate) fn link_local(node: &Node) -> bool {
 
 /// Appends a request that keeps link `index` from getting an IPv6 link-local address;
 /// it must go before the link is up with carrier.
-pub(crate) fn no_link_local(out: &mut Requests<'_>, index: i32) {
+pub(crate) fn no_link_local(out: &mut Requests<'_>, index: i32) -> anyhow::Result<()> {
     if kernel_has_ipv6() {
-        out.add(|b, seq| rtnl::no_link_local(b, seq, index));
+        out.add(|b, seq| rtnl::no_link_local(b, seq, index))?;
     }
+    Ok(())
 }
 
 /// [`no_link_local`] for an interface of a node, unless it should have one: its node uses
 /// IPv6 (`node_link_local`, [`link_local`] of the node) and it is not a bridge port (a
 /// port carries frames, not addresses).
-pub(crate) fn link_local_policy(out: &mut Requests<'_>, iface: &Iface, node_link_local: bool) {
+pub(crate) fn link_local_policy(
+    out: &mut Requests<'_>,
+    iface: &Iface,
+    node_link_local: bool,
+) -> anyhow::Result<()> {
     if !node_link_local || iface.bridge.is_some() {
-        no_link_local(out, iface.index);
+        no_link_local(out, iface.index)?;
     }
+    Ok(())
 }

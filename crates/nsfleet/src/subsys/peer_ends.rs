@@ -35,7 +35,7 @@ impl Subsystem for PeerEnds {
         cx.send_each(
             ends,
             |out, i| {
-                super::link_local_policy(out, i, link_local);
+                super::link_local_policy(out, i, link_local)?;
                 out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, i.bridge.map(bridge_index)))
             },
             |i| format!("{}:{} up (topology line {})", node.name(), i.name, i.line),
