@@ -317,6 +317,9 @@ impl Fleet {
     /// period after they close). Idempotent; `Drop` does it too.
     pub fn shutdown(&self) {
         self.destroy_all().wait_settled();
+        // Earlier batches nobody waited for may still be in the reaper, whose barrier needs
+        // the watch: only once it is idle can the watch go.
+        self.reaper.wait_idle();
         self.watch.shutdown();
         let Some(hub) = self.hub.lock().take() else {
             return;

@@ -184,6 +184,15 @@ impl Reaper {
         }
     }
 
+    /// Returns once every node doomed so far is reclaimed (or found held): the reaper is
+    /// idle, and no barrier of its own is waiting on the reclamation watch.
+    pub fn wait_idle(&self) {
+        let mut n = self.backlog.count.lock();
+        while *n > 0 {
+            self.backlog.shrunk.wait(&mut n);
+        }
+    }
+
     /// Nodes on death row or torn down but not yet reclaimed.
     pub fn awaiting_reclaim(&self) -> usize {
         *self.backlog.count.lock()
