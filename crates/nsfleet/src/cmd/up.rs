@@ -125,6 +125,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
             "validate_ms": validate.as_secs_f64() * 1e3,
             "phases_ms": r.phases.iter().map(|(p, d)| (p.name(), d.as_secs_f64() * 1e3)).collect::<std::collections::BTreeMap<_, _>>(),
             "kernel_mem_bytes": r.kernel_bytes,
+            "create_latency_us": r.create_latency_us,
         });
         println!("{v}");
         return;
@@ -148,6 +149,13 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
     for (phase, d) in &r.phases {
         let label = phase.name();
         println!("  {label:<10} {:>9.1} ms", d.as_secs_f64() * 1e3);
+    }
+    if let (Some(p50), Some(p99)) = (r.create_latency_us.get(50), r.create_latency_us.get(99)) {
+        println!(
+            "  one node's creation on its worker: median {:.2} ms, 99th percentile {:.2} ms",
+            p50 / 1e3,
+            p99 / 1e3
+        );
     }
     println!(
         "  kernel memory ~{} ({} per node); supervisor pid {pid}",

@@ -58,6 +58,10 @@ pub struct CreateReport {
     pub phases: Vec<(Phase, Duration)>,
     /// Drop of MemAvailable over the whole creation: the kernel's cost of these nodes.
     pub kernel_bytes: i64,
+    /// Percentiles 0, 1, ... 100 of one node's Create phase on its worker (namespace and
+    /// Create-phase subsystems), in microseconds.
+    #[serde(default)]
+    pub create_latency_us: Vec<f64>,
 }
 
 pub struct Fleet {
@@ -177,7 +181,7 @@ impl Fleet {
             let started = Instant::now();
             if phase == Phase::Create {
                 let items: Vec<(usize, NodeSpec)> = topo.nodes().enumerate().collect();
-                self.create_nodes(items, ops, created, progress)?;
+                report.create_latency_us = self.create_nodes(items, ops, created, progress)?;
                 self.publish(created);
             } else if !ops.is_empty() {
                 self.init_phase(phase, ops, created, progress)?;
@@ -188,26 +192,31 @@ impl Fleet {
         Ok(report)
     }
 
+    /// The Create phase; returns the percentiles of a node's creation time (microseconds).
     fn create_nodes(
         &self,
         items: Vec<(usize, NodeSpec)>,
         ops: Arc<Vec<Registered>>,
         created: &mut Vec<Arc<Node>>,
         progress: Progress<'_>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Vec<f64>> {
         let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
         let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
             reaper.admit();
-            match create_node(w, spec, &ops, &log_dir) {
-                Ok(node) => (Some((i, node)), Ok(())),
-                Err((node, e)) => (node.map(|n| (i, n)), Err(e)),
-            }
+            let t = Instant::now();
+            let (node, r) = match create_node(w, spec, &ops, &log_dir) {
+                Ok(node) => (Some(node), Ok(())),
+                Err((node, e)) => (node, Err(e)),
+            };
+            let us = t.elapsed().as_secs_f64() * 1e6;
+            (node.map(|n| (i, n, us)), r)
         };
         let (mut placed, result) = self.run_phase(Phase::Create, items, create, progress);
         // Workers finish out of order; the table keeps the file's order.
-        placed.sort_unstable_by_key(|(i, _)| *i);
-        created.extend(placed.into_iter().map(|(_, n)| n));
-        result
+        placed.sort_unstable_by_key(|(i, _, _)| *i);
+        let mut us: Vec<f64> = placed.iter().map(|(_, _, us)| *us).collect();
+        created.extend(placed.into_iter().map(|(_, n, _)| n));
+        result.map(|()| percentiles(&mut us))
     }
 
     /// Runs the `init` of every subsystem of `phase` on each node that one of them wants.
@@ -404,6 +413,17 @@ impl Drop for Fleet {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Percentiles 0, 1, ... 100 of `v` (nearest rank); empty for no values.
+fn percentiles(v: &mut [f64]) -> Vec<f64> {
+    v.sort_unstable_by(f64::total_cmp);
+    if v.is_empty() {
+        return Vec::new();
+    }
+    (0..=100)
+        .map(|p| v[(p * (v.len() - 1) + 50) / 100])
+        .collect()
 }
 
 /// MemAvailable in bytes (0 if unreadable).
