@@ -115,9 +115,22 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Benchmarks: nsfleet and its peers measured in the same run, as ratios.
+    /// Benchmarks: the seeds' experiments, nsfleet and its peers measured in the same run,
+    /// as result files (JSON) with medians, ratios and charts.
     #[command(subcommand)]
     Bench(Bench),
+    /// One self-contained HTML page (SVG charts, no network) from bench result files; one
+    /// column and one series per file, so that two kernels sit side by side.
+    Report {
+        /// Result files of `nsfleet bench ... -o FILE` or `nsfleet bench all`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(short, long, default_value = "report.html")]
+        output: PathBuf,
+        /// Also rewrite the results table between the markers in this Markdown file.
+        #[arg(long)]
+        readme: Option<PathBuf>,
+    },
     /// Internal: the supervisor process `nsfleet up` starts.
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -141,16 +154,38 @@ struct EngineArgs {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Bare nodes (loopback up): nsfleet vs a raw in-process unshare(CLONE_NEWNET) loop vs
-    /// seed 000's `unshare -n bash -c exit` loop; then teardown to full reclamation.
+    /// Seed 000: bare nodes (loopback up). nsfleet with 1 to --workers workers vs a raw
+    /// in-process unshare(CLONE_NEWNET) loop, seed 000's `unshare -n bash -c exit` loop and
+    /// an `ip netns add` loop: rates, per-operation latency, teardown to full reclamation.
     Create {
-        /// Nodes to create (the raw loop creates as many).
-        #[arg(long, default_value_t = 2000)]
+        /// Nodes to create (the raw loops create as many).
+        #[arg(long, default_value_t = d().create_count)]
         count: u64,
-        /// Iterations of the shell loop (it does not accumulate namespaces, so its rate
-        /// does not depend on the count).
-        #[arg(long, default_value_t = 500)]
+        /// Operations of the process-per-namespace loops (`unshare -n`, `ip netns add`).
+        #[arg(long, default_value_t = d().shell_count)]
         shell_count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 001: N namespaces torn down by nsfleet's batched reaper vs one at a time, each
+    /// waited for until the kernel has reclaimed it; memory given back over time.
+    Teardown {
+        #[arg(long, default_value_t = d().teardown_count)]
+        count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 002: M create/destroy cycles with and without the reaper's bound on namespaces
+    /// awaiting reclamation; MemAvailable and Slab through the run, peak drop, throughput.
+    Churn {
+        #[arg(long, default_value_t = d().churn_cycles)]
+        cycles: u64,
+        /// Namespaces per create call.
+        #[arg(long, default_value_t = d().churn_batch)]
+        batch: u64,
+        /// The bound for the bounded run (`nsfleet up --max-unreclaimed`).
+        #[arg(long, default_value_t = d().churn_bound)]
+        bound: usize,
         #[command(flatten)]
         common: BenchRuns,
     },
@@ -159,7 +194,7 @@ enum Bench {
     /// 003's one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear`.
     Routers {
         /// Routers to build (nsfleet and the raw loop).
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = d().routers_count)]
         count: u64,
         /// Measure at several counts instead, e.g. 1000,2000,5000,10000 (the rate-vs-count
         /// curve of both).
@@ -167,26 +202,154 @@ enum Bench {
         steps: Vec<u64>,
         /// Routers the ip script builds (about 20 per second; 0 skips it). nsfleet builds
         /// as many in the same run for the ratio.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = d().script_count)]
         script_count: u64,
         /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = d().mininet_count)]
         mininet_count: u64,
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
+    /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
+    Setns {
+        #[arg(long, default_value_t = d().setns_calls)]
+        calls: u64,
+        /// Namespaces alive, visited in turn.
+        #[arg(long, default_value_t = d().setns_alive)]
+        alive: u64,
+        /// Moves made by a process each.
+        #[arg(long, default_value_t = d().process_calls)]
+        process_calls: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json.
+    All {
+        /// Where the result files go.
+        #[arg(long, default_value = "bench-results")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Compares two result files of one scenario, metric by metric (medians). Exit 0: no
+    /// regression beyond the threshold; 1: a regression; 125: the candidate could not be
+    /// measured; 128: the baseline is unusable. Made for `git bisect run`.
+    Compare {
+        baseline: PathBuf,
+        candidate: PathBuf,
+        /// Largest change in the wrong direction that is not a regression: "10%" or "0.1".
+        #[arg(long, default_value = "10%", value_parser = parse_fraction)]
+        threshold: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn d() -> cmd::bench::Defaults {
+    cmd::bench::Defaults::default()
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v / scale),
+        _ => Err(format!("{s:?} is not a fraction like 10% or 0.1")),
+    }
 }
 
 /// What every benchmark takes.
 #[derive(Args)]
 struct BenchRuns {
-    /// Repetitions (of each step); medians are reported.
+    /// Repetitions; medians and ranges are reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
     #[arg(long, default_value_t = default_workers())]
     workers: usize,
+    /// Print the result file (JSON) on stdout instead of the summary.
     #[arg(long)]
     json: bool,
+    /// Also write the result file here (for `nsfleet report` and `nsfleet bench compare`).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// A smoke run: small sizes, one repetition, well under a minute.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl BenchRuns {
+    fn common(self) -> cmd::bench::Common {
+        cmd::bench::Common {
+            runs: self.runs,
+            workers: self.workers,
+            json: self.json,
+            output: self.output,
+            quick: self.quick,
+        }
+    }
+}
+
+fn bench(b: Bench) -> anyhow::Result<()> {
+    use cmd::bench::*;
+    match b {
+        Bench::Create {
+            count,
+            shell_count,
+            common,
+        } => create(CreateArgs {
+            count,
+            shell_count,
+            common: common.common(),
+        }),
+        Bench::Teardown { count, common } => teardown(TeardownArgs {
+            count,
+            common: common.common(),
+        }),
+        Bench::Churn {
+            cycles,
+            batch,
+            bound,
+            common,
+        } => churn(ChurnArgs {
+            cycles,
+            batch,
+            bound,
+            common: common.common(),
+        }),
+        Bench::Routers {
+            count,
+            steps,
+            script_count,
+            mininet_count,
+            common,
+        } => routers(RoutersArgs {
+            steps: if steps.is_empty() { vec![count] } else { steps },
+            script_count,
+            mininet_count,
+            common: common.common(),
+        }),
+        Bench::Setns {
+            calls,
+            alive,
+            process_calls,
+            common,
+        } => setns(SetnsArgs {
+            calls,
+            alive,
+            process_calls,
+            common: common.common(),
+        }),
+        Bench::All { dir, common } => all(&common.common(), &dir),
+        Bench::Compare {
+            baseline,
+            candidate,
+            threshold,
+            json,
+        } => std::process::exit(compare(&baseline, &candidate, threshold, json)),
+    }
 }
 
 fn default_workers() -> usize {
@@ -272,30 +435,15 @@ fn main() {
         Command::Clean { name, all } => {
             cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir })
         }
-        Command::Bench(Bench::Create {
-            count,
-            shell_count,
-            common: c,
-        }) => cmd::bench::create(cmd::bench::CreateArgs {
-            count,
-            shell_count,
-            runs: c.runs,
-            workers: c.workers,
-            json: c.json,
-        }),
-        Command::Bench(Bench::Routers {
-            count,
-            steps,
-            script_count,
-            mininet_count,
-            common: c,
-        }) => cmd::bench::routers(cmd::bench::RoutersArgs {
-            steps: if steps.is_empty() { vec![count] } else { steps },
-            script_count,
-            mininet_count,
-            runs: c.runs,
-            workers: c.workers,
-            json: c.json,
+        Command::Bench(b) => bench(b),
+        Command::Report {
+            files,
+            output,
+            readme,
+        } => cmd::report::report(cmd::report::ReportArgs {
+            files,
+            output,
+            readme,
         }),
         Command::Supervise { name, engine } => {
             match nsfleet::supervisor::run(nsfleet::supervisor::SupervisorArgs {

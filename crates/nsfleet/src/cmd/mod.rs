@@ -7,6 +7,7 @@ pub mod clean;
 pub mod down;
 pub mod exec;
 pub mod impair;
+pub mod report;
 pub mod status;
 pub mod up;
 

@@ -1,17 +1,16 @@
-//! `nsfleet bench create` is seed 000's experiment: N bare nodes (loopback up) brought up and down with
-//! this binary's own `nsfleet up` and `nsfleet down`, as a user would, against a raw
-//! in-process `unshare(CLONE_NEWNET)` loop that keeps each descriptor (alone, and with lo
-//! brought up so that it holds the same kernel objects as nsfleet's nodes), and against
-//! seed 000's `unshare -n bash -c exit` shell loop. Teardown: `nsfleet down` to full
-//! reclamation, against closing every raw descriptor at once and waiting for the kernel
-//! with the same reclamation barrier.
+//! `nsfleet bench create`, seed 000's experiment: N bare nodes (loopback up) brought up
+//! and down with this binary's own `nsfleet up` and `nsfleet down`, as a user would, with
+//! 1 to K workers; against a raw in-process `unshare(CLONE_NEWNET)` loop that keeps each
+//! descriptor (alone, and with lo brought up so that it holds the same kernel objects as
+//! nsfleet's nodes), seed 000's `unshare -n bash -c exit` and an `ip netns add` loop.
+//! Rates, per-operation latency distributions, and teardown to full reclamation.
 
-use super::{machine, median, note, which, Cli};
+use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
 use anyhow::{bail, Context};
 use nsfleet_netlink::{rtnl, Batch, NlSocket};
-use serde::Serialize;
+use nsfleet_results::{Axis, Better, Chart, Results, Series};
 use std::os::fd::AsFd;
 use std::process::Command;
 use std::time::Instant;
@@ -19,95 +18,252 @@ use std::time::Instant;
 pub struct CreateArgs {
     pub count: u64,
     pub shell_count: u64,
-    pub runs: usize,
-    pub workers: usize,
-    pub json: bool,
+    pub common: Common,
 }
 
-/// One repetition of every contender.
-#[derive(Clone, Debug, Serialize)]
-struct Run {
-    nsfleet_up_s: f64,
-    nsfleet_down_s: f64,
-    rss_per_node_bytes: f64,
-    kernel_per_node_bytes: f64,
-    raw_up_s: f64,
-    raw_down_s: f64,
-    raw_lo_up_s: f64,
-    raw_lo_down_s: f64,
-    shell_s: Option<f64>,
+/// Every contender's samples over the repetitions.
+#[derive(Default)]
+struct Samples {
+    /// Per worker count (1..=K): nodes/s.
+    nsfleet_rate: Vec<Vec<f64>>,
+    nsfleet_down_s: Vec<f64>,
+    rss_per_node: Vec<f64>,
+    kernel_per_node: Vec<f64>,
+    raw_rate: Vec<f64>,
+    raw_down_s: Vec<f64>,
+    raw_lo_rate: Vec<f64>,
+    raw_lo_down_s: Vec<f64>,
+    shell_rate: Vec<f64>,
+    ip_rate: Vec<f64>,
+    /// Per-operation latencies of the last repetition, microseconds (percentiles for nsfleet).
+    nsfleet_lat: Vec<f64>,
+    raw_lat: Vec<f64>,
+    shell_lat: Vec<f64>,
+    ip_lat: Vec<f64>,
 }
 
 pub fn create(a: CreateArgs) -> anyhow::Result<()> {
-    if !sys::is_root() {
-        bail!("bench create creates network namespaces: run it as root");
+    need_root("create")?;
+    let c = &a.common;
+    let (count, shell_count) = (c.size(a.count, 200), c.size(a.shell_count, 40));
+    if count == 0 || c.runs == 0 || c.workers == 0 {
+        bail!("--count, --runs and --workers must be at least 1");
     }
-
-    if a.count == 0 || a.runs == 0 {
-        bail!("--count and --runs must be at least 1");
-    }
-    sys::raise_nofile(a.count + 4096).context("raising RLIMIT_NOFILE")?;
+    sys::raise_nofile(count + 4096).context("raising RLIMIT_NOFILE")?;
     // Only for its reclamation barrier, which times the raw loops' teardown.
     let fleet = Fleet::new(FleetOptions::default())?;
-    let baseline = baseline_rss(a.workers)?;
-    let shell = a.shell_count > 0 && which("unshare") && which("bash");
-    let mut runs = Vec::with_capacity(a.runs);
-    for r in 0..a.runs {
-        note(
-            a.json,
-            &format!("run {}/{}: {} nodes each", r + 1, a.runs, a.count),
-        );
+    let baseline = baseline_rss(c.workers)?;
+    let peers = which("unshare") && which("bash") && which("ip");
+    let mut s = Samples {
+        nsfleet_rate: vec![Vec::new(); c.workers],
+        ..Samples::default()
+    };
+    for r in 0..c.repetitions() {
+        note(&format!(
+            "run {}/{}: {count} nodes each",
+            r + 1,
+            c.repetitions()
+        ));
         // Alternate who goes first, so neither always meets a kernel the other just loaded.
-        let (nsfleet, raw, raw_lo) = if r % 2 == 0 {
-            let n = measure_nsfleet(a.count, a.workers, baseline)?;
-            (
-                n,
-                measure_raw(&fleet, a.count, false)?,
-                measure_raw(&fleet, a.count, true)?,
-            )
-        } else {
-            let raw_lo = measure_raw(&fleet, a.count, true)?;
-            let raw = measure_raw(&fleet, a.count, false)?;
-            (measure_nsfleet(a.count, a.workers, baseline)?, raw, raw_lo)
-        };
-        let shell_s = shell.then(|| shell_loop(a.shell_count)).transpose()?;
-        runs.push(Run {
-            nsfleet_up_s: nsfleet.0,
-            nsfleet_down_s: nsfleet.1,
-            rss_per_node_bytes: nsfleet.2,
-            kernel_per_node_bytes: nsfleet.3,
-            raw_up_s: raw.0,
-            raw_down_s: raw.1,
-            raw_lo_up_s: raw_lo.0,
-            raw_lo_down_s: raw_lo.1,
-            shell_s,
-        });
+        if r % 2 == 1 {
+            raw_both(&mut s, &fleet, count)?;
+        }
+        for w in 1..=c.workers {
+            let (rate, last) = (w == c.workers, &mut s);
+            measure_nsfleet(last, count, w, baseline, rate)?;
+        }
+        if r % 2 == 0 {
+            raw_both(&mut s, &fleet, count)?;
+        }
+        if peers && shell_count > 0 {
+            let (rate, lat) = per_op(shell_count, |_| {
+                run_quiet(Command::new("unshare").args(["-n", "bash", "-c", "exit"]))
+            })?;
+            s.shell_rate.push(rate);
+            s.shell_lat = lat;
+            let (rate, lat) = ip_netns_add(shell_count)?;
+            s.ip_rate.push(rate);
+            s.ip_lat = lat;
+        }
     }
-    report(&a, &runs, a.workers, shell);
+    let mut res = Results::new(
+        "create",
+        machine(),
+        serde_json::json!({"count": count, "shell_count": shell_count, "runs": c.repetitions(), "workers": c.workers, "quick": c.quick}),
+    );
+    metrics(&mut res, &s, c.workers);
+    charts(&mut res, &s);
+    emit(&res, c, &format!("{count} bare nodes (lo up)"))
+}
 
+fn metrics(res: &mut Results, s: &Samples, workers: usize) {
+    use Better::*;
+    let best = &s.nsfleet_rate[workers - 1];
+    for (w, v) in s.nsfleet_rate.iter().enumerate() {
+        res.metric(
+            &format!("nsfleet_{}_workers_nodes_per_s", w + 1),
+            metric("nodes/s", Higher, v.clone()),
+        );
+    }
+    res.metric(
+        "raw_nodes_per_s",
+        metric("nodes/s", Neither, s.raw_rate.clone()),
+    )
+    .metric(
+        "raw_lo_nodes_per_s",
+        metric("nodes/s", Neither, s.raw_lo_rate.clone()),
+    )
+    .metric(
+        "nsfleet_vs_raw",
+        metric("x", Higher, ratios(best, &s.raw_rate)).with_target(">= 0.8"),
+    )
+    .metric(
+        "nsfleet_vs_raw_lo_up",
+        metric("x", Higher, ratios(best, &s.raw_lo_rate)),
+    )
+    .metric(
+        "nsfleet_down_s",
+        metric("s", Lower, s.nsfleet_down_s.clone()),
+    )
+    .metric(
+        "raw_lo_down_s",
+        metric("s", Neither, s.raw_lo_down_s.clone()),
+    )
+    .metric(
+        "nsfleet_teardown_vs_raw_lo",
+        metric("x", Higher, ratios(&s.raw_lo_down_s, &s.nsfleet_down_s))
+            .with_target(">= 0.9 (same kernel objects)"),
+    )
+    .metric(
+        "supervisor_rss_per_node_bytes",
+        metric("bytes", Lower, s.rss_per_node.clone()).with_target("<= 2048"),
+    )
+    .metric(
+        "kernel_per_node_bytes",
+        metric("bytes", Lower, s.kernel_per_node.clone()),
+    );
+    if !s.shell_rate.is_empty() {
+        res.metric(
+            "shell_ops_per_s",
+            metric("ops/s", Neither, s.shell_rate.clone()),
+        )
+        .metric(
+            "ip_netns_add_per_s",
+            metric("ops/s", Neither, s.ip_rate.clone()),
+        )
+        .metric(
+            "nsfleet_vs_shell",
+            metric("x", Higher, ratios(best, &s.shell_rate)).with_target(">= 5"),
+        )
+        .metric(
+            "nsfleet_vs_ip_netns_add",
+            metric("x", Higher, ratios(best, &s.ip_rate)),
+        );
+    }
+    for (name, lat) in [
+        ("nsfleet", &s.nsfleet_lat),
+        ("raw", &s.raw_lat),
+        ("shell", &s.shell_lat),
+        ("ip_netns_add", &s.ip_lat),
+    ] {
+        let better = if name == "nsfleet" { Lower } else { Neither };
+        if let (Some(p50), Some(p99)) = (pct(lat, 50), pct(lat, 99)) {
+            res.metric(
+                &format!("{name}_latency_p50_us"),
+                metric("us", better, vec![p50]),
+            )
+            .metric(
+                &format!("{name}_latency_p99_us"),
+                metric("us", better, vec![p99]),
+            );
+        }
+    }
+}
+
+fn charts(res: &mut Results, s: &Samples) {
+    let med = |v: &[f64]| nsfleet_results::Metric::new("", Better::Neither, v.to_vec()).median;
+    let by_workers = s
+        .nsfleet_rate
+        .iter()
+        .enumerate()
+        .map(|(w, v)| ((w + 1) as f64, med(v)));
+    res.charts.push(Chart {
+        id: "create-workers".into(),
+        title: "Bare nodes: creation rate against workers".into(),
+        x: Axis::linear("workers"),
+        y: Axis::linear("nodes/s"),
+        series: vec![Series {
+            name: "nsfleet".into(),
+            points: by_workers.collect(),
+        }],
+    });
+    let cdf = |name: &str, lat: &[f64]| Series {
+        name: name.into(),
+        points: cdf_points(lat),
+    };
+    res.charts.push(Chart {
+        id: "create-latency".into(),
+        title: "Bare nodes: one creation's latency (cumulative)".into(),
+        x: Axis::log("microseconds"),
+        y: Axis::linear("percent of operations"),
+        series: vec![
+            cdf("nsfleet (one node on its worker)", &s.nsfleet_lat),
+            cdf("raw unshare loop", &s.raw_lat),
+            cdf("unshare -n bash -c exit", &s.shell_lat),
+            cdf("ip netns add", &s.ip_lat),
+        ],
+    });
+}
+
+/// The `p`th percentile (nearest rank) of `v`, which need not be sorted.
+fn pct(v: &[f64], p: usize) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (!s.is_empty()).then(|| s[(p * (s.len() - 1) + 50) / 100])
+}
+
+/// A cumulative distribution as (value, percent at or below) at 101 points.
+pub(super) fn cdf_points(v: &[f64]) -> Vec<(f64, f64)> {
+    (0..=100)
+        .filter_map(|p| Some((pct(v, p)?, p as f64)))
+        .collect()
+}
+
+fn raw_both(s: &mut Samples, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
+    let (up, down, lat) = measure_raw(fleet, count, false)?;
+    s.raw_rate.push(count as f64 / up);
+    s.raw_down_s.push(down);
+    s.raw_lat = lat;
+    let (up, down, _) = measure_raw(fleet, count, true)?;
+    s.raw_lo_rate.push(count as f64 / up);
+    s.raw_lo_down_s.push(down);
     Ok(())
 }
 
-/// nsfleet as a user runs it: `nsfleet up` of a bare fleet (a real supervisor), then
-/// `nsfleet down`, each timed from the outside. Returns (up, down to full reclamation,
-/// supervisor RSS per node beyond a one-node fleet's, kernel memory per node).
+/// nsfleet as a user runs it: `nsfleet up` of a bare fleet (a real supervisor) with
+/// `workers`, then `nsfleet down`, each timed from the outside. With `full`, also records
+/// teardown, memory and latency.
 fn measure_nsfleet(
+    s: &mut Samples,
     count: u64,
     workers: usize,
     baseline_rss: f64,
-) -> anyhow::Result<(f64, f64, f64, f64)> {
+    full: bool,
+) -> anyhow::Result<()> {
     let t = Instant::now();
     let mut up = Cli::new()?.up(count, workers)?;
     let up_s = t.elapsed().as_secs_f64();
-    let rss = (up.rss - baseline_rss) / (count.max(2) - 1) as f64;
     let t = Instant::now();
     up.cli.down()?;
-    Ok((
-        up_s,
-        t.elapsed().as_secs_f64(),
-        rss,
-        up.kernel_bytes / count as f64,
-    ))
+    s.nsfleet_rate[workers - 1].push(count as f64 / up_s);
+    if full {
+        s.nsfleet_down_s.push(t.elapsed().as_secs_f64());
+        s.rss_per_node
+            .push((up.rss - baseline_rss) / (count.max(2) - 1) as f64);
+        s.kernel_per_node.push(up.kernel_bytes / count as f64);
+        s.nsfleet_lat = up.create_latency_us;
+    }
+    Ok(())
 }
 
 /// The supervisor's resident memory with a one-node fleet: what per-node figures are
@@ -121,12 +277,15 @@ fn baseline_rss(workers: usize) -> anyhow::Result<f64> {
 
 /// The kernel's own pace: one thread, unshare and keep the descriptor; with `lo_up`, also
 /// bring loopback up (one netlink request), so that the namespaces hold the same kernel
-/// objects as nsfleet's bare nodes and cost the same to destroy.
-fn measure_raw(fleet: &Fleet, count: u64, lo_up: bool) -> anyhow::Result<(f64, f64)> {
+/// objects as nsfleet's bare nodes and cost the same to destroy. Returns (up seconds,
+/// teardown to full reclamation, per-operation microseconds).
+fn measure_raw(fleet: &Fleet, count: u64, lo_up: bool) -> anyhow::Result<(f64, f64, Vec<f64>)> {
     let home = sys::current_netns()?;
     let mut fds = Vec::with_capacity(count as usize);
+    let mut lat = Vec::with_capacity(count as usize);
     let t = Instant::now();
     for _ in 0..count {
+        let op = Instant::now();
         sys::unshare_net()?;
         fds.push(sys::current_netns()?);
         if lo_up {
@@ -135,135 +294,51 @@ fn measure_raw(fleet: &Fleet, count: u64, lo_up: bool) -> anyhow::Result<(f64, f
             rtnl::set_link(&mut b, s.next_seq(), 1, true, None);
             s.execute_all(&b)?;
         }
+        lat.push(op.elapsed().as_secs_f64() * 1e6);
     }
     sys::setns_net(home.as_fd())?;
     let up = t.elapsed();
     let t = Instant::now();
     drop(fds);
     fleet.reclaim_barrier()?;
-    Ok((up.as_secs_f64(), t.elapsed().as_secs_f64()))
+    Ok((up.as_secs_f64(), t.elapsed().as_secs_f64(), lat))
 }
 
-/// Seed 000's loop, verbatim.
-fn shell_loop(n: u64) -> anyhow::Result<f64> {
+/// Runs `op` `n` times; returns (operations per second, each one's microseconds).
+fn per_op(
+    n: u64,
+    mut op: impl FnMut(u64) -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, Vec<f64>)> {
+    let mut lat = Vec::with_capacity(n as usize);
     let t = Instant::now();
-    let status = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "for i in $(seq {n}); do unshare -n bash -c exit; done"
-        ))
-        .status()?;
-    if !status.success() {
-        bail!("the shell loop failed: {status}");
+    for i in 0..n {
+        let o = Instant::now();
+        op(i)?;
+        lat.push(o.elapsed().as_secs_f64() * 1e6);
     }
-    Ok(t.elapsed().as_secs_f64())
+    Ok((n as f64 / t.elapsed().as_secs_f64(), lat))
 }
 
-fn report(a: &CreateArgs, runs: &[Run], workers: usize, shell: bool) {
-    let n = a.count as f64;
-    let med = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
-    let nsfleet_rate = med(&|r| n / r.nsfleet_up_s);
-    let raw_rate = med(&|r| n / r.raw_up_s);
-    let shell_rate = shell.then(|| med(&|r| a.shell_count as f64 / r.shell_s.unwrap_or(f64::NAN)));
-    let (ns_down, raw_down, ns_up) = (
-        med(&|r| r.nsfleet_down_s),
-        med(&|r| r.raw_down_s),
-        med(&|r| r.nsfleet_up_s),
-    );
-    let (raw_lo_rate, raw_lo_down) = (med(&|r| n / r.raw_lo_up_s), med(&|r| r.raw_lo_down_s));
-    let rss = med(&|r| r.rss_per_node_bytes);
-    let kernel = med(&|r| r.kernel_per_node_bytes);
-    let ratios = serde_json::json!({
-        "nsfleet_vs_raw_create": nsfleet_rate / raw_rate,
-        "nsfleet_vs_shell_create": shell_rate.map(|s| nsfleet_rate / s),
-                "nsfleet_down_vs_raw_teardown": ns_down / raw_down,
-        "nsfleet_vs_raw_lo_create": nsfleet_rate / raw_lo_rate,
-        "nsfleet_down_vs_raw_lo_teardown": ns_down / raw_lo_down,
-        "nsfleet_down_vs_up": ns_down / ns_up,
-    });
-    if a.json {
-        let v = serde_json::json!({
-            "bench": "create", "count": a.count, "runs": a.runs, "workers": workers,
-            "shell_count": a.shell_count, "machine": machine(),
-            "median": {
-                "nsfleet_nodes_per_s": nsfleet_rate, "raw_nodes_per_s": raw_rate, "shell_nodes_per_s": shell_rate,
-                                "nsfleet_up_s": ns_up, "nsfleet_down_s": ns_down, "raw_down_s": raw_down,
-                "raw_lo_nodes_per_s": raw_lo_rate, "raw_lo_down_s": raw_lo_down,
-                "supervisor_rss_per_node_bytes": rss, "kernel_per_node_bytes": kernel,
-            },
-            "ratios": ratios, "samples": runs,
-        });
-        println!("{v}");
-        return;
+fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
+    let st = cmd.stdout(std::process::Stdio::null()).status()?;
+    if !st.success() {
+        bail!("{cmd:?} failed: {st}");
     }
-    let m = machine();
-    println!(
-        "bench create: {} bare nodes, median of {} runs; kernel {}, {} CPUs",
-        a.count,
-        a.runs,
-        m["kernel"].as_str().unwrap_or("?"),
-        m["cpus"]
-    );
-    println!(
-        "  {:<34} {:>10} {:>10} {:>14}",
-        "", "nodes/s", "up (s)", "down+reclaim (s)"
-    );
-    println!(
-        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
-        format!("nsfleet up/down ({workers} workers)"),
-        nsfleet_rate,
-        ns_up,
-        ns_down
-    );
-    println!(
-        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
-        "raw unshare loop (1 thread, keep fd)",
-        raw_rate,
-        n / raw_rate,
-        raw_down
-    );
-    println!(
-        "  {:<34} {:>10.0} {:>10.2} {:>14.2}",
-        "raw loop + lo up (same kernel work)",
-        raw_lo_rate,
-        n / raw_lo_rate,
-        raw_lo_down
-    );
-    match shell_rate {
-        Some(s) => println!(
-            "  {:<34} {:>10.0}",
-            format!("unshare -n bash -c exit (x{})", a.shell_count),
-            s
-        ),
-        None => println!("  shell loop skipped (--shell-count 0, or unshare/bash missing)"),
-    }
-    println!("  ratios:");
-    println!(
-        "    create, nsfleet / raw loop        {:>6.2}x  (target >= 0.8)",
-        nsfleet_rate / raw_rate
-    );
-    if let Some(s) = shell_rate {
-        println!(
-            "    create, nsfleet / shell loop      {:>6.2}x  (target >= 5)",
-            nsfleet_rate / s
-        );
-    }
-    println!(
-        "    create, nsfleet / raw + lo up     {:>6.2}x",
-        nsfleet_rate / raw_lo_rate
-    );
-    println!(
-        "    teardown, nsfleet / raw           {:>6.2}x  (target <= 1.1)",
-        ns_down / raw_down
-    );
-    println!(
-        "    teardown, nsfleet / raw + lo up   {:>6.2}x  (same kernel objects; target <= 1.1)",
-        ns_down / raw_lo_down
-    );
+    Ok(())
+}
 
-    println!(
-        "    nsfleet down / nsfleet up         {:>6.2}x  (target < 1)",
-        ns_down / ns_up
-    );
-    println!("  supervisor RSS per node {:.0} B beyond a 1-node fleet (target <= 2048); kernel memory per node ~{:.0} KB", rss, kernel / 1e3);
+/// `ip netns add` per namespace (a named, bind-mounted namespace each), timed per call;
+/// then exactly those names are deleted, untimed.
+fn ip_netns_add(n: u64) -> anyhow::Result<(f64, Vec<f64>)> {
+    let name = |i: u64| format!("nsfbench{}-{i}", std::process::id());
+    let made = per_op(n, |i| {
+        run_quiet(Command::new("ip").args(["netns", "add", &name(i)]))
+    });
+    for i in 0..n {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &name(i)])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    made
 }

@@ -7,7 +7,7 @@
 //! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
 //!   installed), against nsfleet's `linear` generator of the same shape.
 
-use super::{machine, median, note, which, Cli};
+use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
 use crate::topology::{bridge_index, IpNet, PORTS_PER_BRIDGE};
@@ -15,6 +15,7 @@ use anyhow::{bail, Context};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
+use nsfleet_results::{Axis, Better, Chart, Results, Series};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Instant;
@@ -24,9 +25,7 @@ pub struct RoutersArgs {
     pub steps: Vec<u64>,
     pub script_count: u64,
     pub mininet_count: u64,
-    pub runs: usize,
-    pub workers: usize,
-    pub json: bool,
+    pub common: Common,
 }
 
 #[derive(Default, Clone, serde::Serialize)]
@@ -36,6 +35,7 @@ struct Step {
     nsfleet_down_s: Vec<f64>,
     user_cpu_share: Vec<f64>,
     kernel_per_router_bytes: Vec<f64>,
+    rss_per_router_bytes: Vec<f64>,
     raw_up_s: Vec<f64>,
     raw_down_s: Vec<f64>,
 }
@@ -57,55 +57,146 @@ print(up, time.time() - t)
 "#;
 
 pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
-    if !sys::is_root() {
-        bail!("bench routers creates network namespaces: run it as root");
-    }
-    if a.steps.is_empty() || a.steps.contains(&0) || a.runs == 0 {
+    need_root("routers")?;
+    let c = &a.common;
+    let steps: Vec<u64> = a.steps.iter().map(|&n| c.size(n, 100)).collect();
+    let (script_count, mininet_count) = (c.size(a.script_count, 20), c.size(a.mininet_count, 10));
+    if steps.is_empty() || steps.contains(&0) || c.runs == 0 {
         bail!("--count/--steps and --runs must be at least 1");
     }
-    let most = *a.steps.iter().max().unwrap_or(&1);
+    let most = *steps.iter().max().unwrap_or(&1);
     sys::raise_nofile(2 * most + 4096).context("raising RLIMIT_NOFILE")?;
     let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
-    let mut steps: Vec<Step> = Vec::new();
-    for &count in &a.steps {
+    let mut measured: Vec<Step> = Vec::new();
+    for &count in &steps {
         let mut s = Step {
             count,
             ..Step::default()
         };
-        for r in 0..a.runs {
-            note(
-                a.json,
-                &format!("{count} routers, run {}/{}", r + 1, a.runs),
-            );
+        for r in 0..c.repetitions() {
+            note(&format!(
+                "{count} routers, run {}/{}",
+                r + 1,
+                c.repetitions()
+            ));
             let nsfleet_first = r % 2 == 0;
             if !nsfleet_first {
                 push_raw(&mut s, &fleet, count)?;
             }
-            let b = fake_routers(count, a.workers)?;
+            let b = fake_routers(count, c.workers)?;
             s.nsfleet_up_s.push(b.up_s);
             s.nsfleet_down_s.push(b.down_s);
             s.user_cpu_share.push(b.user_share);
             s.kernel_per_router_bytes
                 .push(b.kernel_bytes / count as f64);
+            s.rss_per_router_bytes.push(b.rss / count as f64);
             if nsfleet_first {
                 push_raw(&mut s, &fleet, count)?;
             }
         }
-        steps.push(s);
+        measured.push(s);
     }
-    let script = (a.script_count > 0).then(|| {
-        note(
-            a.json,
-            &format!("seed 003's ip script, {} routers", a.script_count),
-        );
-        let ns = fake_routers(a.script_count, a.workers);
-        ip_script(a.script_count).and_then(|ip| Ok((ns?, ip)))
+    let script = (script_count > 0).then(|| {
+        note(&format!("seed 003's ip script, {script_count} routers"));
+        let ns = fake_routers(script_count, c.workers);
+        ip_script(script_count).and_then(|ip| Ok((ns?, ip)))
     });
     let script = script.transpose()?;
-    let mininet = (a.mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(&a, &fleet));
+    let mininet =
+        (mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(mininet_count, c, &fleet));
     let mininet = mininet.transpose()?;
-    report(&a, &steps, script, mininet);
-    Ok(())
+    let mut res = Results::new(
+        "routers",
+        machine(),
+        serde_json::json!({"steps": steps, "script_count": script_count, "mininet_count": mininet_count,
+            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick}),
+    );
+    step_metrics(&mut res, &measured);
+    if let Some((ns, (up, down))) = script {
+        let n = script_count as f64;
+        use Better::*;
+        res.metric(
+            "ip_script_routers_per_s",
+            metric("routers/s", Neither, vec![n / up]),
+        )
+        .metric("ip_script_teardown_s", metric("s", Neither, vec![down]))
+        .metric(
+            "nsfleet_vs_ip_script",
+            metric("x", Higher, vec![up / ns.up_s]).with_target(">= 25 at 1,000"),
+        );
+    }
+    if let Some(m) = mininet {
+        mininet_metrics(&mut res, &m);
+    }
+    let title = format!("fake routers at {steps:?}; the ip script at {script_count}; Mininet LinearTopo({mininet_count})");
+    emit(&res, c, &title)
+}
+
+fn step_metrics(res: &mut Results, steps: &[Step]) {
+    use Better::*;
+    let rate = |n: u64, v: &[f64]| v.iter().map(|s| n as f64 / s).collect::<Vec<_>>();
+    let (mut ns_curve, mut raw_curve) = (Vec::new(), Vec::new());
+    for s in steps {
+        let n = s.count;
+        let (ns, raw) = (rate(n, &s.nsfleet_up_s), rate(n, &s.raw_up_s));
+        let m = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
+        res.metric(
+            &format!("nsfleet_routers_per_s_at_{n}"),
+            m("routers/s", Higher, &ns),
+        )
+        .metric(
+            &format!("raw_routers_per_s_at_{n}"),
+            m("routers/s", Neither, &raw),
+        )
+        .metric(
+            &format!("nsfleet_vs_raw_at_{n}"),
+            metric("x", Higher, ratios(&ns, &raw)).with_target(">= 0.8"),
+        )
+        .metric(
+            &format!("nsfleet_down_to_reclaimed_s_at_{n}"),
+            m("s", Lower, &s.nsfleet_down_s),
+        )
+        .metric(
+            &format!("raw_down_to_reclaimed_s_at_{n}"),
+            m("s", Neither, &s.raw_down_s),
+        )
+        .metric(
+            &format!("user_cpu_share_at_{n}"),
+            metric(
+                "%",
+                Lower,
+                s.user_cpu_share.iter().map(|v| v * 100.0).collect(),
+            )
+            .with_target("< 15"),
+        )
+        .metric(
+            &format!("kernel_per_router_bytes_at_{n}"),
+            m("bytes", Lower, &s.kernel_per_router_bytes),
+        )
+        .metric(
+            &format!("supervisor_rss_per_router_bytes_at_{n}"),
+            m("bytes", Lower, &s.rss_per_router_bytes),
+        );
+        let med = |v: &[f64]| nsfleet_results::Metric::new("", Neither, v.to_vec()).median;
+        ns_curve.push((n as f64, med(&ns)));
+        raw_curve.push((n as f64, med(&raw)));
+    }
+    res.charts.push(Chart {
+        id: "routers-rate".into(),
+        title: "Fake routers: creation rate against the number built".into(),
+        x: Axis::linear("routers"),
+        y: Axis::linear("routers/s"),
+        series: vec![
+            Series {
+                name: "nsfleet".into(),
+                points: ns_curve,
+            },
+            Series {
+                name: "raw loop, same kernel work".into(),
+                points: raw_curve,
+            },
+        ],
+    });
 }
 
 fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
@@ -123,6 +214,8 @@ struct Built {
     drop_s: f64,
     user_share: f64,
     kernel_bytes: f64,
+    /// The supervisor's resident memory once up.
+    rss: f64,
 }
 
 fn nsfleet_up_down(body: &str, workers: usize) -> anyhow::Result<Built> {
@@ -138,6 +231,7 @@ fn nsfleet_up_down(body: &str, workers: usize) -> anyhow::Result<Built> {
         drop_s: down["teardown_ms"].as_f64().unwrap_or(f64::NAN) / 1e3,
         user_share: user / (user + system).max(1e-9),
         kernel_bytes: up.kernel_bytes,
+        rss: up.rss,
     })
 }
 
@@ -259,21 +353,21 @@ struct MininetRuns {
     links_floor_s: Vec<f64>,
 }
 
-fn mininet_vs_linear(a: &RoutersArgs, fleet: &Fleet) -> anyhow::Result<MininetRuns> {
-    let k = a.mininet_count;
+fn mininet_vs_linear(k: u64, c: &Common, fleet: &Fleet) -> anyhow::Result<MininetRuns> {
     let body = format!(
         "[[generate]]\nkind = \"linear\"\ncount = {k}\nname = \"h{{i}}\"\nswitch = \"s{{i}}\"\npool = \"10.0.0.0/8\"\n"
     );
     let mut m = MininetRuns::default();
-    for r in 0..a.runs {
-        note(
-            a.json,
-            &format!("Mininet LinearTopo({k}), run {}/{}", r + 1, a.runs),
-        );
+    for r in 0..c.repetitions() {
+        note(&format!(
+            "Mininet LinearTopo({k}), run {}/{}",
+            r + 1,
+            c.repetitions()
+        ));
         let (up, down) = mininet(k)?;
         m.mininet_up_s.push(up);
         m.mininet_down_s.push(down);
-        let ns = nsfleet_up_down(&body, a.workers)?;
+        let ns = nsfleet_up_down(&body, c.workers)?;
         m.nsfleet_up_s.push(ns.up_s);
         m.nsfleet_drop_s.push(ns.drop_s);
         m.nsfleet_down_s.push(ns.down_s);
@@ -281,6 +375,40 @@ fn mininet_vs_linear(a: &RoutersArgs, fleet: &Fleet) -> anyhow::Result<MininetRu
         fleet.reclaim_barrier()?;
     }
     Ok(m)
+}
+
+fn mininet_metrics(res: &mut Results, m: &MininetRuns) {
+    use Better::*;
+    let m2 = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
+    res.metric("mininet_start_s", m2("s", Neither, &m.mininet_up_s))
+        .metric("mininet_stop_s", m2("s", Neither, &m.mininet_down_s))
+        .metric("nsfleet_linear_start_s", m2("s", Lower, &m.nsfleet_up_s))
+        .metric("nsfleet_linear_stop_s", m2("s", Lower, &m.nsfleet_drop_s))
+        .metric(
+            "nsfleet_linear_stop_to_reclaimed_s",
+            m2("s", Lower, &m.nsfleet_down_s),
+        )
+        .metric(
+            "linear_links_kernel_floor_s",
+            m2("s", Neither, &m.links_floor_s),
+        )
+        .metric(
+            "nsfleet_vs_mininet_start",
+            metric("x", Higher, ratios(&m.mininet_up_s, &m.nsfleet_up_s)).with_target(">= 50"),
+        )
+        .metric(
+            "nsfleet_vs_mininet_stop",
+            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_drop_s)).with_target(">= 50"),
+        )
+        .metric(
+            "nsfleet_to_reclaimed_vs_mininet_stop",
+            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_down_s)),
+        )
+        .metric(
+            "kernel_floor_vs_mininet_start",
+            metric("x", Neither, ratios(&m.mininet_up_s, &m.links_floor_s))
+                .with_target("the best any tool could reach here"),
+        );
 }
 
 /// Mininet's (start, stop) seconds for LinearTopo(k).
@@ -329,133 +457,4 @@ fn links_floor(pairs: u64) -> anyhow::Result<f64> {
     })
     .join()
     .map_err(|_| anyhow::anyhow!("links floor thread panicked"))?
-}
-
-type ScriptResult = (Built, (f64, f64));
-
-fn report(
-    a: &RoutersArgs,
-    steps: &[Step],
-    script: Option<ScriptResult>,
-    mininet: Option<MininetRuns>,
-) {
-    let med = |v: &[f64]| median(v.to_vec());
-    let rows: Vec<serde_json::Value> = steps
-        .iter()
-        .map(|s| {
-            let n = s.count as f64;
-            serde_json::json!({
-                "count": s.count,
-                "nsfleet_routers_per_s": n / med(&s.nsfleet_up_s),
-                "raw_routers_per_s": n / med(&s.raw_up_s),
-                "nsfleet_vs_raw": med(&s.raw_up_s) / med(&s.nsfleet_up_s),
-                "nsfleet_down_s": med(&s.nsfleet_down_s),
-                "raw_down_s": med(&s.raw_down_s),
-                "user_cpu_share": med(&s.user_cpu_share),
-                "kernel_per_router_bytes": med(&s.kernel_per_router_bytes),
-                "samples": s,
-            })
-        })
-        .collect();
-    let script_v = script.as_ref().map(|(ns, (up, down))| {
-        let n = a.script_count as f64;
-        serde_json::json!({
-            "count": a.script_count, "nsfleet_routers_per_s": n / ns.up_s, "ip_script_routers_per_s": n / up,
-            "speedup": up / ns.up_s, "nsfleet_down_s": ns.down_s, "ip_script_down_s": down,
-        })
-    });
-    let mininet_v = mininet.map(|m| {
-        let (mu, md) = (med(&m.mininet_up_s), med(&m.mininet_down_s));
-        let (up, drop, down) = (
-            med(&m.nsfleet_up_s),
-            med(&m.nsfleet_drop_s),
-            med(&m.nsfleet_down_s),
-        );
-        let floor = med(&m.links_floor_s);
-        serde_json::json!({
-            "k": a.mininet_count, "mininet_up_s": mu, "mininet_down_s": md, "nsfleet_up_s": up,
-            "nsfleet_down_s": down, "nsfleet_drop_s": drop, "start_speedup": mu / up,
-            "stop_speedup": md / drop, "stop_to_reclaimed_speedup": md / down,
-            "links_floor_s": floor, "best_possible_start_speedup": mu / floor, "samples": m,
-        })
-    });
-    if a.json {
-        let v = serde_json::json!({
-            "bench": "routers", "runs": a.runs, "workers": a.workers, "machine": machine(),
-            "steps": rows, "ip_script": script_v, "mininet": mininet_v,
-        });
-        println!("{v}");
-        return;
-    }
-    let m = machine();
-    println!(
-        "bench routers: fake routers (lo up, eth0 on a shared switch, an address, forwarding); median of {} runs; kernel {}, {} CPUs",
-        a.runs,
-        m["kernel"].as_str().unwrap_or("?"),
-        m["cpus"]
-    );
-    println!(
-        "  {:>8} {:>12} {:>12} {:>8} {:>10} {:>10} {:>9} {:>12}",
-        "routers",
-        "nsfleet/s",
-        "raw loop/s",
-        "ratio",
-        "down (s)",
-        "raw down",
-        "user CPU",
-        "kernel/router"
-    );
-    for r in &rows {
-        println!(
-            "  {:>8} {:>12.0} {:>12.0} {:>7.2}x {:>10.2} {:>10.2} {:>8.1}% {:>10.0} KB",
-            r["count"],
-            r["nsfleet_routers_per_s"].as_f64().unwrap_or(0.0),
-            r["raw_routers_per_s"].as_f64().unwrap_or(0.0),
-            r["nsfleet_vs_raw"].as_f64().unwrap_or(0.0),
-            r["nsfleet_down_s"].as_f64().unwrap_or(0.0),
-            r["raw_down_s"].as_f64().unwrap_or(0.0),
-            100.0 * r["user_cpu_share"].as_f64().unwrap_or(0.0),
-            r["kernel_per_router_bytes"].as_f64().unwrap_or(0.0) / 1e3,
-        );
-    }
-    println!("  (ratio: nsfleet's rate over the raw loop's at the same count, target >= 0.8; user CPU: the supervisor's user share of its CPU time, target < 15%)");
-    match script_v {
-        Some(v) => println!(
-            "  {} routers: nsfleet {:.0}/s, seed 003's ip script {:.1}/s: {:.1}x (target >= 25); teardown {:.2} s vs {:.1} s",
-            v["count"],
-            v["nsfleet_routers_per_s"].as_f64().unwrap_or(0.0),
-            v["ip_script_routers_per_s"].as_f64().unwrap_or(0.0),
-            v["speedup"].as_f64().unwrap_or(0.0),
-            v["nsfleet_down_s"].as_f64().unwrap_or(0.0),
-            v["ip_script_down_s"].as_f64().unwrap_or(0.0),
-        ),
-        None => println!("  ip script skipped (--script-count 0)"),
-    }
-    match mininet_v {
-        Some(v) => {
-            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
-            println!(
-                "  Mininet LinearTopo({}): start {:.2} s vs nsfleet {:.3} s: {:.0}x (target >= 50)",
-                v["k"],
-                f("mininet_up_s"),
-                f("nsfleet_up_s"),
-                f("start_speedup")
-            );
-            println!(
-                "    the kernel's floor for its {} veth pairs alone (one namespace, nothing else): {:.3} s, so no tool can beat {:.0}x here",
-                2 * a.mininet_count - 1,
-                f("links_floor_s"),
-                f("best_possible_start_speedup")
-            );
-            println!(
-                "    stop {:.2} s vs nsfleet down {:.3} s: {:.0}x (target >= 50); to full kernel reclamation, which Mininet never waits for, {:.3} s: {:.1}x",
-                f("mininet_down_s"),
-                f("nsfleet_drop_s"),
-                f("stop_speedup"),
-                f("nsfleet_down_s"),
-                f("stop_to_reclaimed_speedup")
-            );
-        }
-        None => println!("  Mininet skipped (--mininet-count 0, or not installed: apt-get install mininet bridge-utils)"),
-    }
 }

@@ -1,0 +1,209 @@
+//! Baseline against candidate, metric by metric: the verdict `git bisect run` needs.
+
+use crate::schema::{Better, Results};
+use std::fmt::Write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Better,
+    Worse,
+    /// Within the threshold.
+    Same,
+    /// A figure kept for the record (`Better::Neither`), or not finite on one side.
+    Unjudged,
+    /// In the baseline, not in the candidate.
+    Missing,
+}
+
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub metric: String,
+    pub unit: String,
+    pub base: f64,
+    pub cand: Option<f64>,
+    /// Candidate over baseline, minus one (+0.25: 25% higher).
+    pub change: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub scenario: String,
+    pub threshold: f64,
+    pub rows: Vec<Row>,
+}
+
+/// Compares medians. A judged metric regresses when it moved the wrong way by more than
+/// `threshold` (0.10 for 10%). Fails when the two files are not the same scenario.
+pub fn compare(base: &Results, cand: &Results, threshold: f64) -> anyhow::Result<Comparison> {
+    if base.scenario != cand.scenario {
+        anyhow::bail!(
+            "the baseline is a `{}` result, the candidate a `{}` one",
+            base.scenario,
+            cand.scenario
+        );
+    }
+    let rows = (base.metrics.iter())
+        .map(|(name, b)| {
+            let c = cand.metrics.get(name).map(|m| m.median);
+            let change = c.map_or(f64::NAN, |c| c / b.median - 1.0);
+            let verdict = match c {
+                None => Verdict::Missing,
+                Some(_) if b.better == Better::Neither || !change.is_finite() => Verdict::Unjudged,
+                Some(_) => judge(b.better, change, threshold),
+            };
+            Row {
+                metric: name.clone(),
+                unit: b.unit.clone(),
+                base: b.median,
+                cand: c,
+                change,
+                verdict,
+            }
+        })
+        .collect();
+    Ok(Comparison {
+        scenario: base.scenario.clone(),
+        threshold,
+        rows,
+    })
+}
+
+fn judge(better: Better, change: f64, threshold: f64) -> Verdict {
+    let gain = if better == Better::Higher {
+        change
+    } else {
+        -change
+    };
+    if gain < -threshold {
+        Verdict::Worse
+    } else if gain > threshold {
+        Verdict::Better
+    } else {
+        Verdict::Same
+    }
+}
+
+impl Comparison {
+    pub fn regressed(&self) -> bool {
+        self.rows.iter().any(|r| r.verdict == Verdict::Worse)
+    }
+
+    /// Whether the candidate measured anything this comparison can judge: a run that
+    /// failed half-way leaves metrics missing or not finite.
+    pub fn measured(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| matches!(r.verdict, Verdict::Better | Verdict::Worse | Verdict::Same))
+    }
+
+    /// A table for a terminal.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{}: candidate against baseline, medians (threshold {:.0}%)\n",
+            self.scenario,
+            self.threshold * 100.0
+        );
+        let w = self
+            .rows
+            .iter()
+            .map(|r| r.metric.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let _ = writeln!(
+            out,
+            "  {:<w$} {:>12} {:>12} {:>9}  verdict",
+            "metric", "baseline", "candidate", "change"
+        );
+        for r in &self.rows {
+            let cand = r.cand.map_or("-".to_string(), num);
+            let change = if r.change.is_finite() {
+                format!("{:+.1}%", r.change * 100.0)
+            } else {
+                "-".to_string()
+            };
+            let verdict = match r.verdict {
+                Verdict::Better => "better",
+                Verdict::Worse => "REGRESSION",
+                Verdict::Same => "same",
+                Verdict::Unjudged => "",
+                Verdict::Missing => "missing in candidate",
+            };
+            let _ = writeln!(
+                out,
+                "  {:<w$} {:>12} {:>12} {:>9}  {} {}",
+                r.metric,
+                num(r.base),
+                cand,
+                change,
+                verdict,
+                if r.verdict == Verdict::Unjudged {
+                    ""
+                } else {
+                    &r.unit
+                }
+            );
+        }
+        out
+    }
+}
+
+/// A figure with three significant digits or so, whatever its size.
+pub(crate) fn num(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() {
+        "-".to_string()
+    } else if a >= 1e4 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.001 || a == 0.0 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Machine, Metric};
+
+    fn results(rate: f64, latency: f64) -> Results {
+        let mut r = Results::new("create", Machine::default(), serde_json::json!({}));
+        r.metric("rate", Metric::new("nodes/s", Better::Higher, vec![rate]));
+        r.metric("latency", Metric::new("us", Better::Lower, vec![latency]));
+        r.metric("count", Metric::new("nodes", Better::Neither, vec![7.0]));
+        r
+    }
+
+    #[test]
+    fn a_drop_beyond_the_threshold_is_a_regression_and_within_it_is_not() {
+        let base = results(100.0, 10.0);
+        let c = compare(&base, &results(95.0, 10.5), 0.10).unwrap();
+        assert!(!c.regressed() && c.measured());
+        let c = compare(&base, &results(80.0, 10.0), 0.10).unwrap();
+        assert!(c.regressed());
+        let c = compare(&base, &results(100.0, 12.0), 0.10).unwrap();
+        assert!(c.regressed(), "latency up 20% is worse");
+        let c = compare(&base, &results(150.0, 5.0), 0.10).unwrap();
+        assert!(!c.regressed());
+        assert!(c.rows.iter().any(|r| r.verdict == Verdict::Better));
+    }
+
+    #[test]
+    fn nothing_finite_in_the_candidate_means_not_measured() {
+        let c = compare(&results(100.0, 10.0), &results(f64::NAN, f64::NAN), 0.1).unwrap();
+        assert!(!c.measured() && !c.regressed());
+    }
+
+    #[test]
+    fn different_scenarios_do_not_compare() {
+        let mut other = results(1.0, 1.0);
+        other.scenario = "churn".into();
+        assert!(compare(&results(1.0, 1.0), &other, 0.1).is_err());
+    }
+}
