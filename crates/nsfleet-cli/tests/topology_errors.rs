@@ -42,6 +42,8 @@ const CASES: &[(&str, &str, usize, &str)] = &[
     ("tree-no-depth", "[fleet]\nname = \"x\"\n[[generate]]\nkind = \"tree\"\nfanout = 2\n", 3, "needs `depth`"),
     ("host-link-group", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a{i}\"\ncount = 2\nhost_link = { iface = \"m\", host_iface = \"nsf-m\" }\n", 6, "belongs to one node"),
     ("switch-node-clash", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[switch]]\nname = \"a\"\n", 6, "already used by the node or switch"),
+    ("overlapping-pools", "[fleet]\nname = \"x\"\n[[switch]]\nname = \"s1\"\npool = \"10.0.0.0/16\"\n[[switch]]\nname = \"s2\"\npool = \"10.0.3.0/24\"\n[[node]]\nname = \"a\"\n", 8, "overlaps pool 10.0.0.0/16 (line 5)"),
+    ("link-pool-overlap", "[fleet]\nname = \"x\"\n[[generate]]\nkind = \"star\"\ncount = 3\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\npool = \"10.0.9.0/30\"\n", 13, "overlaps pool 10.0.0.0/16 (line 3)"),
     ("empty-command", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ncommands = [\"  \"]\n", 5, "non-empty shell command"),
 ];
 

@@ -215,6 +215,7 @@ impl Generator {
     }
 
     pub fn wire(&self, plan: &mut Plan) -> Result<(), String> {
+        plan.declare_pool(self.pool, self.line)?;
         match self.shape {
             Shape::Star | Shape::FakeRouters => {
                 plan.set_pool(&self.switch, self.pool)?;

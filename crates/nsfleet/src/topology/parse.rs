@@ -361,7 +361,8 @@ fn wire(
         let s = sw.get_ref();
         for pool in s.pool.iter().chain(&s.pool6) {
             let net = value(cx, pool, str::parse::<IpNet>)?;
-            plan.set_pool(s.name.get_ref(), net)
+            (plan.declare_pool(net, cx.line(pool.span())))
+                .and_then(|()| plan.set_pool(s.name.get_ref(), net))
                 .map_err(|m| cx.err(pool.span(), m))?;
         }
     }
@@ -401,6 +402,7 @@ fn link(cx: &Ctx<'_>, l: &Spanned<LinkSection>, plan: &mut Plan) -> Result<(), T
                 format!("pool {net} has fewer than two host addresses"),
             ));
         }
+        (plan.declare_pool(net, cx.line(pool.span()))).map_err(|m| cx.err(pool.span(), m))?;
         for (i, e) in [&mut a, &mut b].into_iter().enumerate() {
             if e.addrs.is_empty() && !plan.is_switch(&e.node) {
                 e.addrs.push(net.host(i as u64));

@@ -48,6 +48,8 @@ pub(crate) struct Plan {
     pools: HashMap<u32, Vec<(IpNet, u64)>>,
     /// Every address given out so far, and the line that gave it.
     used: HashMap<IpAddr, u32>,
+    /// Every pool of the file (switches', links', generators'), and its line.
+    declared: Vec<(IpNet, u32)>,
 }
 
 impl Plan {
@@ -59,6 +61,7 @@ impl Plan {
             wiring: Vec::new(),
             pools: HashMap::new(),
             used: HashMap::new(),
+            declared: Vec::new(),
         };
         for (i, (name, switch)) in nodes.enumerate() {
             plan.index.insert(name, i as u32);
@@ -95,6 +98,19 @@ impl Plan {
             ));
         }
         pools.push((pool.network(), 0));
+        Ok(())
+    }
+
+    /// Records an address pool of the file. Pools must not overlap: they would hand out
+    /// the same addresses, found only later, at whichever link ran into the other's.
+    pub fn declare_pool(&mut self, pool: IpNet, line: u32) -> Result<(), String> {
+        let pool = pool.network();
+        if let Some((other, at)) = self.declared.iter().find(|(p, _)| p.overlaps(&pool)) {
+            return Err(format!(
+                "pool {pool} overlaps pool {other} (line {at}): they would give out the same addresses"
+            ));
+        }
+        self.declared.push((pool, line));
         Ok(())
     }
 
