@@ -1,0 +1,70 @@
+//! Hostile input to a running fleet: its control socket is private, and malformed,
+//! truncated, oversized and nonsensical requests each get an error without crashing or
+//! wedging the supervisor.
+
+mod harness;
+
+use harness::*;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// Sends `bytes`, closes the sending side, and returns whatever the supervisor answers.
+fn ask(sock: &std::path::Path, bytes: &[u8]) -> String {
+    let mut c = UnixStream::connect(sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    // The supervisor may stop reading (and close) before an oversized request is all sent.
+    let _ = c.write_all(bytes);
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let mut reply = String::new();
+    let _ = c.read_to_string(&mut reply);
+    reply
+}
+
+#[test]
+fn the_control_socket_is_private_and_survives_bad_requests() {
+    let env = Env::new("ctlsock");
+    let _f = env.up("[fleet]\nname = \"cs\"\n[[node]]\nname = \"a\"\n");
+    let sock = env.run_dir.join("cs/control.sock");
+    let meta = std::fs::metadata(&sock).unwrap();
+    assert_eq!(
+        meta.permissions().mode() & 0o777,
+        0o600,
+        "the socket is for root only"
+    );
+    assert_eq!(meta.uid(), 0);
+
+    let oversized = vec![b'x'; nsfleet::control::MAX_REQUEST + 4096];
+    let cases: [(&str, &[u8], &str); 6] = [
+        ("garbage", b"hello there\n", "malformed request"),
+        ("truncated", b"{\"op\": \"sta", "malformed request"),
+        ("empty", b"\n", "malformed request"),
+        (
+            "unknown op",
+            b"{\"op\": \"format_disk\"}\n",
+            "malformed request",
+        ),
+        (
+            "wrong type",
+            b"{\"op\": \"netns\", \"node\": 7}\n",
+            "malformed request",
+        ),
+        ("oversized", &oversized, "longer than"),
+    ];
+    for (what, bytes, expect) in cases {
+        let reply = ask(&sock, bytes);
+        assert!(
+            reply.contains("\"error\"") && reply.contains(expect),
+            "{what}: {reply}"
+        );
+    }
+    // A node that does not exist, and a connection that says nothing at all.
+    let reply = ask(&sock, b"{\"op\": \"netns\", \"node\": \"../../etc\"}\n");
+    assert!(reply.contains("has no node"), "{reply}");
+    drop(UnixStream::connect(&sock).unwrap());
+    // Still answering, and the fleet is intact.
+    let status = env.ok(&["status", "cs", "--json"]);
+    assert!(status.contains("\"a\""), "{status}");
+    env.ok(&["exec", "cs", "a", "--", "true"]);
+}
