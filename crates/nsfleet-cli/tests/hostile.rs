@@ -68,3 +68,27 @@ fn the_control_socket_is_private_and_survives_bad_requests() {
     assert!(status.contains("\"a\""), "{status}");
     env.ok(&["exec", "cs", "a", "--", "true"]);
 }
+
+#[test]
+fn a_fleet_the_machine_cannot_hold_is_refused_before_anything_is_created() {
+    let env = Env::new("preflight");
+    let file = env.file(
+        "huge.toml",
+        "[fleet]\nname = \"huge\"\n[[node]]\nname = \"n{i}\"\ncount = 200000\n",
+    );
+    let out = env.run(&["up", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("was not started (nothing was created)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("max_net_namespaces") || err.contains("GiB"),
+        "{err}"
+    );
+    assert!(
+        !env.run_dir.join("huge").exists(),
+        "the name was not even claimed"
+    );
+}

@@ -163,6 +163,29 @@ fn child_setup() -> io::Result<()> {
     Ok(())
 }
 
+/// RLIMIT_NOFILE in force: (soft, hard).
+pub fn nofile_limits() -> (u64, u64) {
+    // SAFETY: rlimit is plain data; getrlimit writes into it.
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return (0, 0);
+        }
+        (rl.rlim_cur, rl.rlim_max)
+    }
+}
+
+/// Whether this process has capability `cap` in its effective set (/proc/self/status).
+pub fn has_capability(cap: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1u64 << cap) != 0)
+}
+
 /// Raises RLIMIT_NOFILE so that at least `want` descriptors can be open; the hard limit
 /// too when we may (root). Returns the soft limit in force.
 pub fn raise_nofile(want: u64) -> io::Result<u64> {

@@ -36,6 +36,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     if !sys::is_root() {
         bail!("up creates network and PID namespaces: run it as root");
     }
+    preflight(&topo)?;
     let rd = RunDir::new(&a.run_dir);
 
     // From the claim until the supervisor is recorded, a Ctrl-C would leave a folder that
@@ -46,6 +47,26 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     launch(&rd, &mut record, &topo, &a, validate, held).inspect_err(|_| {
         let _ = rd.remove(&topo.name, true);
     })
+}
+
+/// What the machine would refuse half-way is refused now, with what to change; notes go
+/// to stderr.
+fn preflight(topo: &Topology) -> anyhow::Result<()> {
+    let mut refusals = Vec::new();
+    for f in crate::preflight::check(topo) {
+        match f {
+            crate::preflight::Finding::Refuse(m) => refusals.push(m),
+            crate::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
+        }
+    }
+    if !refusals.is_empty() {
+        bail!(
+            "fleet {:?} was not started (nothing was created):\n  {}",
+            topo.name,
+            refusals.join("\n  ")
+        );
+    }
+    Ok(())
 }
 
 fn launch(
