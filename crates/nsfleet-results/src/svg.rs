@@ -19,6 +19,8 @@ const PALETTE: [&str; 8] = [
 struct Scale {
     lo: f64,
     hi: f64,
+    /// Between linear ticks; `lo` and `hi` are multiples of it.
+    step: f64,
     log: bool,
     /// Pixel range, in the direction values grow.
     from: f64,
@@ -36,6 +38,7 @@ impl Scale {
         if v.is_empty() {
             (lo, hi) = (0.0, 1.0);
         }
+        let mut step = 1.0;
         if axis.log {
             (lo, hi) = (
                 lo.log10().floor(),
@@ -49,12 +52,13 @@ impl Scale {
             if hi <= lo {
                 hi = lo + 1.0;
             }
-            let step = nice_step(hi - lo);
+            step = nice_step(hi - lo);
             (lo, hi) = ((lo / step).floor() * step, (hi / step).ceil() * step);
         }
         Scale {
             lo,
             hi,
+            step,
             log: axis.log,
             from,
             to,
@@ -76,9 +80,8 @@ impl Scale {
                 .map(|k| 10f64.powi(k))
                 .collect();
         }
-        let step = nice_step(self.hi - self.lo);
-        let n = ((self.hi - self.lo) / step).round() as i32;
-        (0..=n).map(|i| self.lo + i as f64 * step).collect()
+        let n = ((self.hi - self.lo) / self.step).round() as i32;
+        (0..=n).map(|i| self.lo + i as f64 * self.step).collect()
     }
 }
 
@@ -226,6 +229,8 @@ mod tests {
     fn ticks_are_round_and_cover_the_data() {
         let s = Scale::new([3.0, 4870.0].into_iter(), &Axis::linear("x"), 0.0, 100.0);
         assert_eq!(s.ticks(), vec![0.0, 1000.0, 2000.0, 3000.0, 4000.0, 5000.0]);
+        let n = Scale::new([-130.0, 960.0].into_iter(), &Axis::linear("x"), 0.0, 100.0);
+        assert_eq!(n.ticks(), vec![-500.0, 0.0, 500.0, 1000.0]);
         let l = Scale::new([0.02, 37.0].into_iter(), &Axis::log("y"), 0.0, 100.0);
         assert_eq!(l.ticks(), vec![0.01, 0.1, 1.0, 10.0, 100.0]);
     }
