@@ -9,6 +9,7 @@
 pub mod cmd;
 pub mod control;
 pub mod core;
+pub mod fault;
 pub mod preflight;
 pub mod rundir;
 pub mod subsys;

@@ -122,6 +122,7 @@ impl<'a> InitCtx<'a> {
                 owner.resize(batch.seqs().len(), chunk.len());
                 chunk.push(item);
             }
+            crate::fault::point("sending a netlink batch")?;
             let results = sock.execute(&batch).context("netlink socket")?;
             if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| r.is_err()) {
                 anyhow::bail!("{}: {e}", describe(&chunk[*i]));

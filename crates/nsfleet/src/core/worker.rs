@@ -28,6 +28,7 @@ impl Worker {
     /// that will hold it.
     pub fn enter_new(&mut self) -> io::Result<OwnedFd> {
         self.leave();
+        crate::fault::point("creating a namespace")?;
         sys::unshare_net()?;
         self.away = true;
         sys::current_netns()
@@ -35,6 +36,7 @@ impl Worker {
 
     pub fn enter(&mut self, ns: BorrowedFd<'_>) -> io::Result<()> {
         self.leave();
+        crate::fault::point("entering a namespace")?;
         self.away = true;
         sys::setns_net(ns)
     }
@@ -65,6 +67,7 @@ impl Worker {
     /// namespaces and ~2 ms at 4,000. Hence one lookup per node visit, and `openat`
     /// below it.
     pub fn write_sysctl(&mut self, path: &str, value: &str) -> io::Result<()> {
+        crate::fault::point("writing a sysctl")?;
         if self.sysctl_dir.is_none() {
             self.sysctl_dir = Some(sys::open_dir(c"/proc/sys/net")?);
         }

@@ -46,6 +46,7 @@ impl HostLinks {
     }
 
     fn journal(&self, ifname: &str) -> std::io::Result<()> {
+        crate::fault::point("journalling a host link")?;
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -58,6 +59,7 @@ impl HostLinks {
     /// before the mark leaves an end that `clean` will not recognise, and so not delete:
     /// the safe side.
     fn configure_host_end(&self, name: &str, addrs: &[IpNet]) -> anyhow::Result<()> {
+        crate::fault::point("configuring a host link's host end")?;
         let mut sock = self.host.lock();
         let index = lookup(&mut sock, name)?
             .ok_or_else(|| anyhow!("host interface {name} vanished"))?

@@ -227,5 +227,6 @@ fn spawn_in_namespace_of(req: &Request) -> io::Result<libc::pid_t> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    crate::fault::point("starting a process")?;
     sys::spawn_node_process(&mut cmd)
 }

@@ -1,0 +1,172 @@
+//! Fault injection (the `fault-injection` feature, on in `scripts/test`): every kernel
+//! operation of bringing up a small fleet that uses every subsystem (nodes, a switch,
+//! links, addresses, routes, an impairment, sysctls, a process, a host link) is made to
+//! fail, then made to kill the supervisor, one at a time. After each, `up` has failed,
+//! `nsfleet clean` has run, and the host is exactly as before: namespaces, host links,
+//! nsfs mounts, processes, and files under the run directory. Past the last operation
+//! the fleet comes up whole.
+#![cfg(feature = "fault-injection")]
+
+mod harness;
+
+use harness::*;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+fn topology(host_if: &str) -> String {
+    format!(
+        r#"[fleet]
+name = "fw"
+[[switch]]
+name = "sw"
+pool = "10.61.0.0/24"
+[[node]]
+name = "a"
+router = true
+sysctls = {{ "net.ipv4.tcp_syncookies" = 0 }}
+commands = ["exec sleep 600"]
+routes = ["10.62.0.0/24 via 10.61.0.2"]
+host_link = {{ iface = "mgmt", host_iface = "{host_if}", addrs = ["192.168.61.2/30"], host_addrs = ["192.168.61.1/30"] }}
+[[node]]
+name = "b"
+[[link]]
+a = "a:eth0"
+b = "sw"
+[[link]]
+a = "b:eth0"
+b = "sw"
+[[link]]
+a = {{ at = "a:eth1", addrs = ["10.63.0.1/30"], impair = {{ rate = "10mbit" }} }}
+b = {{ at = "b:eth1", addrs = ["10.63.0.2/30"] }}
+"#
+    )
+}
+
+/// What a leaky run could leave on the host.
+#[derive(Debug, PartialEq, Eq)]
+struct Host {
+    netns: BTreeSet<String>,
+    links: BTreeSet<String>,
+    mounts: BTreeSet<String>,
+    supervisors: usize,
+    run_files: Vec<String>,
+}
+
+fn host(env: &Env) -> Host {
+    let mut netns = BTreeSet::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let p = p.path();
+        if let Ok(l) = std::fs::read_link(p.join("ns/net")) {
+            netns.insert(l.display().to_string());
+        }
+        for f in std::fs::read_dir(p.join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(l) = std::fs::read_link(f.path()) {
+                let l = l.display().to_string();
+                if l.starts_with("net:") {
+                    netns.insert(l);
+                }
+            }
+        }
+    }
+    let out = |cmd: &str, args: &[&str]| {
+        String::from_utf8_lossy(&Command::new(cmd).args(args).output().unwrap().stdout).into_owned()
+    };
+    let links = out("ip", &["-o", "link", "show"])
+        .lines()
+        .filter_map(|l| Some(l.split(": ").nth(1)?.split('@').next()?.to_string()))
+        .collect();
+    let mounts = out("findmnt", &["-rn", "-t", "nsfs", "-o", "TARGET"])
+        .lines()
+        .map(String::from)
+        .collect();
+    let supervisors = out("ps", &["-eo", "args"])
+        .lines()
+        .filter(|l| l.contains("__supervise") && l.contains(env.run_dir.to_str().unwrap()))
+        .count();
+    let mut run_files: Vec<String> = walk(&env.run_dir);
+    run_files.sort();
+    Host {
+        netns,
+        links,
+        mounts,
+        supervisors,
+        run_files,
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(e.path().display().to_string());
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
+/// The host settles a moment after a failed `up`: the kernel drops a dead supervisor's
+/// namespaces and the host end of its link asynchronously.
+fn settled(env: &Env, before: &Host) -> Host {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let now = host(env);
+        if &now == before || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
+    let env = Env::new("faults");
+    let host_if = format!("nsffw{}", std::process::id() % 1_000_000);
+    let file = env.file("fw.toml", &topology(&host_if));
+    let file = file.to_str().unwrap();
+    let before = host(&env);
+    let mut walked = 0;
+    for n in 1.. {
+        assert!(n < 500, "the fault walk never reached the end");
+        let mut reached = false;
+        for action in ["fail", "kill"] {
+            let out = env
+                .cmd(&["up", file])
+                .env("NSFLEET_FAULT", format!("{n}:{action}"))
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() {
+                // Operation n is past the last one: the fleet is whole.
+                let _fleet = Fleet {
+                    env: &env,
+                    name: "fw".into(),
+                };
+                let s = env.status("fw");
+                assert_eq!(s["nodes"].as_array().unwrap().len(), 3, "{s}");
+                continue;
+            }
+            reached = true;
+            if action == "fail" {
+                assert!(err.contains("injected fault"), "{n}:{action}: {err}");
+            }
+            env.run(&["clean", "fw"]);
+            let now = settled(&env, &before);
+            assert_eq!(now, before, "after fault {n}:{action}: {err}");
+        }
+        if !reached {
+            break;
+        }
+        walked = n;
+    }
+    assert!(
+        walked >= 10,
+        "only {walked} fault points: the walk is not covering up"
+    );
+    eprintln!("fault points walked: {walked} (each failed, then killed)");
+}

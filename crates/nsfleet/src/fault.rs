@@ -1,0 +1,69 @@
+//! Fault injection, for tests only: built with the `fault-injection` feature,
+//! `NSFLEET_FAULT=N:fail` makes the N-th kernel operation of this process fail, and
+//! `NSFLEET_FAULT=N:kill` kills the process right there (SIGKILL: no unwinding, no
+//! cleanup). `NSFLEET_FAULT=count` fails nothing and logs each operation's number to
+//! stderr. Without the feature, [`point`] is an empty inline function.
+//!
+//! Points mark the operations of creating a fleet: a namespace created or entered, a
+//! netlink batch sent, a sysctl written, a process started, a host-link journal line.
+
+#[cfg(feature = "fault-injection")]
+mod armed {
+    use std::io;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    enum Plan {
+        Count,
+        Fail(u64),
+        Kill(u64),
+    }
+
+    fn plan() -> Option<&'static Plan> {
+        static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
+        PLAN.get_or_init(|| {
+            let v = std::env::var("NSFLEET_FAULT").ok()?;
+            if v == "count" {
+                return Some(Plan::Count);
+            }
+            let (n, what) = v.split_once(':')?;
+            let n: u64 = n.parse().ok()?;
+            match what {
+                "fail" => Some(Plan::Fail(n)),
+                "kill" => Some(Plan::Kill(n)),
+                _ => None,
+            }
+        })
+        .as_ref()
+    }
+
+    pub fn point(what: &str) -> io::Result<()> {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let Some(plan) = plan() else { return Ok(()) };
+        let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+        match *plan {
+            Plan::Count => eprintln!("nsfleet: fault point {n}: {what}"),
+            Plan::Fail(at) if at == n => {
+                return Err(io::Error::other(format!(
+                    "injected fault at kernel operation {n} ({what})"
+                )));
+            }
+            Plan::Kill(at) if at == n => {
+                // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+pub use armed::point;
+
+/// A kernel operation is about to happen; with the feature, possibly an injected fault.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn point(_what: &str) -> std::io::Result<()> {
+    Ok(())
+}
