@@ -92,3 +92,74 @@ fn a_fleet_the_machine_cannot_hold_is_refused_before_anything_is_created() {
         "the name was not even claimed"
     );
 }
+
+/// A host-side thing made by the test that looks like nsfleet's, removed by the test.
+struct LookAlikes {
+    netns: String,
+    link: String,
+    sleeper: std::process::Child,
+}
+
+impl Drop for LookAlikes {
+    fn drop(&mut self) {
+        let _ = self.sleeper.kill();
+        let _ = self.sleeper.wait();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
+    }
+}
+
+#[test]
+fn down_and_clean_never_touch_look_alikes_of_what_nsfleet_makes() {
+    let env = Env::new("lookalike");
+    let tag = std::process::id() % 100_000;
+    let ip = |args: &[&str]| {
+        assert!(std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap()
+            .success())
+    };
+    let mut look = LookAlikes {
+        netns: format!("nsfla{tag}-a"),
+        link: format!("nsfla{tag}"),
+        sleeper: std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    };
+    ip(&["netns", "add", &look.netns]);
+    ip(&[
+        "link",
+        "add",
+        "name",
+        &look.link,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("{}p", look.link),
+    ]);
+    // A fleet whose names and processes look just like them.
+    let f = env.up(&format!(
+        "[fleet]\nname = \"nsfla{tag}\"\n[[node]]\nname = \"a\"\ncommands = [\"exec sleep 600\"]\n"
+    ));
+    drop(f);
+    env.ok(&["clean", "--all"]);
+    let netns = String::from_utf8_lossy(
+        &std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    assert!(netns.contains(&look.netns), "{netns}");
+    ip(&["link", "show", &look.link]);
+    let running = look.sleeper.try_wait().unwrap().is_none();
+    assert!(running, "the look-alike process survives");
+}
