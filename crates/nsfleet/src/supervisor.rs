@@ -73,6 +73,9 @@ pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     );
     supervise(args).inspect_err(|e| {
         eprintln!("nsfleet supervisor: {e:#}");
+        // The log goes with the folder below: tell `up` directly, if it still listens.
+        let message = format!("{e:#}");
+        let _ = control::write_line(&mut std::io::stdout(), &UpEvent::Failed { message });
 
         // Whatever failed, the folder is ours and nobody else may be left to remove it
         // (the `up` that launched us may be gone).

@@ -83,6 +83,8 @@ impl Fleet {
     /// calling thread's namespace is the workers' home.
     pub fn new(opts: FleetOptions) -> anyhow::Result<Self> {
         let home = Arc::new(sys::current_netns().context("opening our own network namespace")?);
+        crate::fault::point("creating the fleet's hub namespace")
+            .context("creating the fleet's hub namespace")?;
         let hub = Arc::new(
             std::thread::spawn(|| sys::unshare_net().and_then(|_| sys::current_netns()))
                 .join()
