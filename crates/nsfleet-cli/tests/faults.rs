@@ -129,44 +129,49 @@ fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
     let file = env.file("fw.toml", &topology(&host_if));
     let file = file.to_str().unwrap();
     let before = host(&env);
+    let up = |n: u64, action: &str| {
+        let out = (env.cmd(&["up", file]))
+            .env("NSFLEET_FAULT", format!("{n}:{action}"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), err)
+    };
     let mut walked = 0;
     for n in 1.. {
         assert!(n < 500, "the fault walk never reached the end");
-        let mut reached = false;
         for action in ["fail", "kill"] {
-            let out = env
-                .cmd(&["up", file])
-                .env("NSFLEET_FAULT", format!("{n}:{action}"))
-                .stdin(std::process::Stdio::null())
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            if out.status.success() {
+            let (ok, err) = up(n, action);
+            if ok {
                 // Operation n is past the last one: the fleet is whole.
+                assert_eq!(
+                    action, "fail",
+                    "{n}:kill: the supervisor survived its death"
+                );
                 let _fleet = Fleet {
                     env: &env,
                     name: "fw".into(),
                 };
                 let s = env.status("fw");
                 assert_eq!(s["nodes"].as_array().unwrap().len(), 3, "{s}");
-                continue;
+                assert!(
+                    walked >= 10,
+                    "only {walked} fault points: the walk is not covering up"
+                );
+                eprintln!("fault points walked: {walked} (each failed, then killed)");
+                return;
             }
-            reached = true;
-            if action == "fail" {
-                assert!(err.contains("injected fault"), "{n}:{action}: {err}");
-            }
+            let expect = if action == "fail" {
+                "injected fault"
+            } else {
+                "supervisor died"
+            };
+            assert!(err.contains(expect), "{n}:{action}: {err}");
             env.run(&["clean", "fw"]);
             let now = settled(&env, &before);
             assert_eq!(now, before, "after fault {n}:{action}: {err}");
         }
-        if !reached {
-            break;
-        }
         walked = n;
     }
-    assert!(
-        walked >= 10,
-        "only {walked} fault points: the walk is not covering up"
-    );
-    eprintln!("fault points walked: {walked} (each failed, then killed)");
 }

@@ -1,6 +1,6 @@
 //! Fault injection, for tests only: built with the `fault-injection` feature,
 //! `NSFLEET_FAULT=N:fail` makes the N-th kernel operation of this process fail, and
-//! `NSFLEET_FAULT=N:kill` kills the process right there (SIGKILL: no unwinding, no
+//! `NSFLEET_FAULT=N:kill` ends the process right there (_exit: no unwinding, no
 //! cleanup). `NSFLEET_FAULT=count` fails nothing and logs each operation's number to
 //! stderr. Without the feature, [`point`] is an empty inline function.
 //!
@@ -49,8 +49,12 @@ mod armed {
                 )));
             }
             Plan::Kill(at) if at == n => {
-                // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                // Not kill(getpid(), SIGKILL): the supervisor is PID 1 of its namespace,
+                // and the kernel ignores that from inside. _exit ends the process as a
+                // kill would: no unwinding, no destructors, no flushing.
+                eprintln!("nsfleet: fault point {n} ({what}): dying here");
+                // SAFETY: _exit(2) has no preconditions; nothing runs after it.
+                unsafe { libc::_exit(137) };
             }
             _ => {}
         }
