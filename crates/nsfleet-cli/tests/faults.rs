@@ -144,15 +144,16 @@ fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
         for action in ["fail", "kill"] {
             let (ok, err) = up(n, action);
             if ok {
-                // Operation n is past the last one: the fleet is whole.
-                assert_eq!(
-                    action, "fail",
-                    "{n}:kill: the supervisor survived its death"
-                );
+                // Operation n is past the last one: the fleet is whole. The guard first,
+                // so that a failed assertion still takes the fleet down.
                 let _fleet = Fleet {
                     env: &env,
                     name: "fw".into(),
                 };
+                assert_eq!(
+                    action, "fail",
+                    "{n}:kill: the supervisor survived its death"
+                );
                 let s = env.status("fw");
                 assert_eq!(s["nodes"].as_array().unwrap().len(), 3, "{s}");
                 assert!(
