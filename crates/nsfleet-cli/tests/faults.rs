@@ -4,7 +4,8 @@
 //! fail, then made to kill the supervisor, one at a time. After each, `up` has failed,
 //! `nsfleet clean` has run, and the host is exactly as before: namespaces, host links,
 //! nsfs mounts, processes, and files under the run directory. Past the last operation
-//! the fleet comes up whole.
+//! the fleet comes up whole. And the kernel's own exhaustion errors half-way (ENOSPC,
+//! ENOMEM, EMFILE, ENOBUFS) are explained and rolled back.
 #![cfg(feature = "fault-injection")]
 
 mod harness;
@@ -41,6 +42,9 @@ b = {{ at = "b:eth1", addrs = ["10.63.0.2/30"] }}
 "#
     )
 }
+
+/// The tests here compare the whole host before and after: they must not overlap.
+static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// What a leaky run could leave on the host.
 #[derive(Debug, PartialEq, Eq)]
@@ -124,6 +128,7 @@ fn settled(env: &Env, before: &Host) -> Host {
 
 #[test]
 fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
+    let _alone = HOST.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("faults");
     let host_if = format!("nsffw{}", std::process::id() % 1_000_000);
     let file = env.file("fw.toml", &topology(&host_if));
@@ -174,5 +179,79 @@ fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
             assert_eq!(now, before, "after fault {n}:{action}: {err}");
         }
         walked = n;
+    }
+}
+
+/// The numbers of the fault points of one `up` that do `what`, from `NSFLEET_FAULT=count`.
+fn points(env: &Env, file: &str, what: &str) -> Vec<u64> {
+    // One worker: with two, the operations of parallel nodes interleave differently from
+    // run to run, and a number would not name the same operation twice.
+    let out = (env.cmd(&["up", file, "--workers", "1"]))
+        .env("NSFLEET_FAULT", "count")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let _fleet = Fleet {
+        env,
+        name: "fw".into(),
+    };
+    assert!(out.status.success());
+    // The supervisor's stderr is its log; `up` keeps it under the run directory.
+    let log = std::fs::read_to_string(env.run_dir.join("fw/supervisor.log")).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.ends_with(what))
+        .filter_map(|l| {
+            l.strip_prefix("nsfleet: fault point ")?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[test]
+fn exhaustion_half_way_is_explained_and_rolled_back() {
+    let _alone = HOST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("exhaust");
+    let host_if = format!("nsfex{}", std::process::id() % 1_000_000);
+    let file = env.file("fw.toml", &topology(&host_if));
+    let file = file.to_str().unwrap();
+    let namespaces = points(&env, file, "creating a namespace");
+    let batches = points(&env, file, "sending a netlink batch");
+    assert!(
+        namespaces.len() >= 3 && batches.len() >= 3,
+        "{namespaces:?} {batches:?}"
+    );
+    let before = host(&env);
+    // Half-way: the second node's namespace, and a batch in the middle of the wiring.
+    let cases = [
+        (
+            namespaces[1],
+            "ENOSPC",
+            "user.max_net_namespaces is reached",
+        ),
+        (namespaces[1], "ENOMEM", "out of memory"),
+        (namespaces[1], "EMFILE", "out of file descriptors"),
+        (
+            batches[batches.len() / 2],
+            "ENOMEM",
+            "Cannot allocate memory",
+        ),
+        (batches[batches.len() / 2], "ENOBUFS", "No buffer space"),
+    ];
+    for (n, errno, expect) in cases {
+        let out = (env.cmd(&["up", file, "--workers", "1"]))
+            .env("NSFLEET_FAULT", format!("{n}:fail:{errno}"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{n}:{errno}");
+        assert!(
+            err.contains(expect) && err.contains("rolled back"),
+            "{n}:{errno}: {err}"
+        );
+        assert_eq!(settled(&env, &before), before, "after {n}:{errno}: {err}");
     }
 }

@@ -1,5 +1,6 @@
 //! Fault injection, for tests only: built with the `fault-injection` feature,
-//! `NSFLEET_FAULT=N:fail` makes the N-th kernel operation of this process fail, and
+//! `NSFLEET_FAULT=N:fail` makes the N-th kernel operation of this process fail
+//! (`N:fail:ENOSPC`, `ENOMEM`, `EMFILE`, `ENOBUFS`: with the kernel's errno), and
 //! `NSFLEET_FAULT=N:kill` ends the process right there (_exit: no unwinding, no
 //! cleanup). `NSFLEET_FAULT=count` fails nothing and logs each operation's number to
 //! stderr. Without the feature, [`point`] is an empty inline function.
@@ -15,7 +16,8 @@ mod armed {
 
     enum Plan {
         Count,
-        Fail(u64),
+        /// The operation number, and the errno to fail with (none: an injected-fault error).
+        Fail(u64, Option<i32>),
         Kill(u64),
     }
 
@@ -26,15 +28,26 @@ mod armed {
             if v == "count" {
                 return Some(Plan::Count);
             }
-            let (n, what) = v.split_once(':')?;
-            let n: u64 = n.parse().ok()?;
-            match what {
-                "fail" => Some(Plan::Fail(n)),
-                "kill" => Some(Plan::Kill(n)),
+            let mut parts = v.split(':');
+            let n: u64 = parts.next()?.parse().ok()?;
+            match (parts.next()?, parts.next()) {
+                ("fail", None) => Some(Plan::Fail(n, None)),
+                ("fail", Some(errno)) => Some(Plan::Fail(n, Some(errno_named(errno)?))),
+                ("kill", None) => Some(Plan::Kill(n)),
                 _ => None,
             }
         })
         .as_ref()
+    }
+
+    fn errno_named(name: &str) -> Option<i32> {
+        Some(match name {
+            "ENOSPC" => libc::ENOSPC,
+            "ENOMEM" => libc::ENOMEM,
+            "EMFILE" => libc::EMFILE,
+            "ENOBUFS" => libc::ENOBUFS,
+            _ => return None,
+        })
     }
 
     pub fn point(what: &str) -> io::Result<()> {
@@ -43,10 +56,14 @@ mod armed {
         let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
         match *plan {
             Plan::Count => eprintln!("nsfleet: fault point {n}: {what}"),
-            Plan::Fail(at) if at == n => {
+            Plan::Fail(at, None) if at == n => {
                 return Err(io::Error::other(format!(
                     "injected fault at kernel operation {n} ({what})"
                 )));
+            }
+            // The kernel's own error, as exhaustion gives it.
+            Plan::Fail(at, Some(errno)) if at == n => {
+                return Err(io::Error::from_raw_os_error(errno))
             }
             Plan::Kill(at) if at == n => {
                 // Not kill(getpid(), SIGKILL): the supervisor is PID 1 of its namespace,

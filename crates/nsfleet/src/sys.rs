@@ -163,6 +163,18 @@ fn child_setup() -> io::Result<()> {
     Ok(())
 }
 
+/// Why the kernel refused a new network namespace, in the words of the limit that did it.
+pub fn explain_new_namespace(e: io::Error) -> anyhow::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::ENOSPC) => "user.max_net_namespaces is reached: the kernel refuses more network namespaces for this user (sysctl user.max_net_namespaces)",
+        Some(libc::ENOMEM) => "the kernel is out of memory for another namespace",
+        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors (RLIMIT_NOFILE, or fs.file-max machine-wide)",
+        Some(libc::EPERM) => "not permitted: creating network namespaces needs root (CAP_SYS_ADMIN)",
+        _ => return e.into(),
+    };
+    anyhow::Error::new(e).context(why)
+}
+
 /// RLIMIT_NOFILE in force: (soft, hard).
 pub fn nofile_limits() -> (u64, u64) {
     // SAFETY: rlimit is plain data; getrlimit writes into it.

@@ -388,6 +388,7 @@ fn create_node(
     let fail = |e: anyhow::Error| (None, e);
     let fd = w
         .enter_new()
+        .map_err(sys::explain_new_namespace)
         .with_context(|| format!("node {}: creating its network namespace", spec.name))
         .map_err(fail)?;
     let node = Arc::new(Node::new(spec, fd).map_err(|e| fail(e.into()))?);
