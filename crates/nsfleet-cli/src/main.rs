@@ -234,7 +234,8 @@ enum Bench {
     },
     /// Compares two result files of one scenario, metric by metric (medians). Exit 0: no
     /// regression beyond the threshold; 1: a regression; 125: the candidate could not be
-    /// measured; 128: the baseline is unusable. Made for `git bisect run`.
+    /// measured; 128: the baseline is unusable, or the runs differ in scenario or size.
+    /// Made for `git bisect run`.
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,

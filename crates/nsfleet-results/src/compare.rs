@@ -43,6 +43,23 @@ pub fn compare(base: &Results, cand: &Results, threshold: f64) -> anyhow::Result
             cand.scenario
         );
     }
+    // Figures of different sizes differ for that reason alone (the kernel's rate falls
+    // as namespaces accumulate); only the number of repetitions may differ.
+    let sized = |r: &Results| {
+        let mut p = r.params.clone();
+        if let Some(o) = p.as_object_mut() {
+            o.remove("runs");
+        }
+        p
+    };
+    if sized(base) != sized(cand) {
+        anyhow::bail!(
+            "the two runs were asked different things, so their figures do not compare: \
+             baseline {}, candidate {}",
+            sized(base),
+            sized(cand)
+        );
+    }
     let rows = (base.metrics.iter())
         .map(|(name, b)| {
             let c = cand.metrics.get(name).map(|m| m.median);
@@ -198,6 +215,17 @@ mod tests {
     fn nothing_finite_in_the_candidate_means_not_measured() {
         let c = compare(&results(100.0, 10.0), &results(f64::NAN, f64::NAN), 0.1).unwrap();
         assert!(!c.measured() && !c.regressed());
+    }
+
+    #[test]
+    fn runs_of_different_sizes_do_not_compare_but_repetitions_may_differ() {
+        let mut small = results(1.0, 1.0);
+        small.params = serde_json::json!({"count": 200, "runs": 1});
+        let mut big = results(1.0, 1.0);
+        big.params = serde_json::json!({"count": 2000, "runs": 3});
+        assert!(compare(&big, &small, 0.1).is_err());
+        big.params = serde_json::json!({"count": 200, "runs": 3});
+        assert!(compare(&big, &small, 0.1).is_ok());
     }
 
     #[test]

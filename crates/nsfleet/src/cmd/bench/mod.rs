@@ -128,7 +128,8 @@ impl Default for Defaults {
 /// `nsfleet bench compare`: the exit code `git bisect run` acts on. 0: no metric
 /// regressed beyond `threshold`; 1: one did; 125: the candidate could not be measured
 /// (missing, unreadable, or nothing finite in it: skip this commit); 128: the baseline is
-/// unusable (aborts a bisect rather than misjudging every commit).
+/// unusable, or the two runs were of different scenarios or sizes (aborts a bisect
+/// rather than misjudging every commit).
 pub fn compare(base: &std::path::Path, cand: &std::path::Path, threshold: f64, json: bool) -> i32 {
     let base = match Results::load(base) {
         Ok(b) => b,
