@@ -12,4 +12,6 @@ mod svg;
 
 pub use compare::{compare, Comparison, Row, Verdict};
 pub use html::{markdown_table, report};
-pub use schema::{Axis, Better, Chart, Machine, Metric, Results, Series, FORMAT};
+pub use schema::{
+    median, percentiles, Axis, Better, Chart, Machine, Metric, Results, Series, FORMAT,
+};

@@ -62,19 +62,41 @@ pub struct Metric {
     pub target: Option<String>,
 }
 
+/// The finite values of `v`, sorted.
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+/// The median of the finite values of `v` (NaN for none).
+pub fn median(v: &[f64]) -> f64 {
+    let s = sorted(v);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// Percentiles 0, 1, ... 100 of the finite values of `v` (nearest rank); empty for none.
+pub fn percentiles(v: &[f64]) -> Vec<f64> {
+    let s = sorted(v);
+    if s.is_empty() {
+        return Vec::new();
+    }
+    (0..=100)
+        .map(|p| s[(p * (s.len() - 1) + 50) / 100])
+        .collect()
+}
+
 impl Metric {
     pub fn new(unit: &str, better: Better, samples: Vec<f64>) -> Self {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
-        sorted.sort_by(f64::total_cmp);
-        let median = match sorted.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => sorted[n / 2],
-            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-        };
+        let sorted = sorted(&samples);
         Metric {
             unit: unit.to_string(),
             better,
-            median,
+            median: median(&sorted),
             min: sorted.first().copied().unwrap_or(f64::NAN),
             max: sorted.last().copied().unwrap_or(f64::NAN),
             samples,

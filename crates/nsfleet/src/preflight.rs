@@ -13,7 +13,8 @@ const NODE_BYTES: u64 = 200 << 10;
 const IFACE_BYTES: u64 = 64 << 10;
 /// Namespaces of nsfleet's own besides the nodes: the hub and reclamation fences.
 const OWN_NAMESPACES: u64 = 3;
-/// Descriptors the supervisor needs besides one per node (`supervisor::run` asks for it).
+/// Descriptors a process of nsfleet keeps for itself besides one per node and process:
+/// sockets, pipes, logs, the reclamation watch.
 pub const SPARE_DESCRIPTORS: u64 = 4096;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -31,12 +32,9 @@ pub fn check(topo: &Topology) -> Vec<Finding> {
     let addrs: u64 = (topo.wiring.iter().flat_map(|w| &w.ifaces))
         .map(|i| i.addrs.iter().filter(|a| a.addr.is_ipv4()).count() as u64)
         .sum();
-    let processes: u64 = (topo.groups.iter())
-        .map(|g| g.names.len() * g.config.commands.len() as u64)
-        .sum();
     let mut out = Vec::new();
     namespaces(nodes, &mut out);
-    descriptors(nodes + processes, &mut out);
+    descriptors(descriptors_needed(topo), &mut out);
     memory(nodes, ifaces, &mut out);
     neighbours(addrs, &mut out);
     out.sort_by_key(|f| matches!(f, Finding::Note(_)));
@@ -71,9 +69,16 @@ fn namespaces(nodes: u64, out: &mut Vec<Finding>) {
     }
 }
 
-/// The supervisor holds a descriptor per node (the namespace) and per process (its pidfd).
+/// The descriptors the supervisor of `topo` needs: one per node (its namespace), one per
+/// process (its pidfd), and the spare ones.
+pub fn descriptors_needed(topo: &Topology) -> u64 {
+    let processes: u64 = (topo.groups.iter())
+        .map(|g| g.names.len() * g.config.commands.len() as u64)
+        .sum();
+    topo.node_count() + processes + SPARE_DESCRIPTORS
+}
+
 fn descriptors(need: u64, out: &mut Vec<Finding>) {
-    let need = need + SPARE_DESCRIPTORS;
     let (soft, hard) = crate::sys::nofile_limits();
     if need > hard && !crate::sys::has_capability(CAP_SYS_RESOURCE) {
         out.push(Finding::Refuse(format!(

@@ -89,7 +89,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let topo: Topology =
         serde_json::from_str(&input).context("reading the topology from `nsfleet up`")?;
     let run_dir = RunDir::new(&args.run_dir);
-    sys::raise_nofile(topo.node_count() + crate::preflight::SPARE_DESCRIPTORS)
+    sys::raise_nofile(crate::preflight::descriptors_needed(&topo))
         .context("raising RLIMIT_NOFILE")?;
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;

@@ -163,6 +163,17 @@ fn child_setup() -> io::Result<()> {
     Ok(())
 }
 
+/// A /proc/meminfo field in bytes (0 if unreadable), `key` with its colon ("Slab:").
+pub fn meminfo(key: &str) -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let v = m.lines().find_map(|l| l.strip_prefix(key))?;
+            v.split_whitespace().next()?.parse::<i64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Why the kernel refused a new network namespace, in the words of the limit that did it.
 pub fn explain_new_namespace(e: io::Error) -> anyhow::Error {
     let why = match e.raw_os_error() {

@@ -216,9 +216,9 @@ impl Fleet {
         let (mut placed, result) = self.run_phase(Phase::Create, items, create, progress);
         // Workers finish out of order; the table keeps the file's order.
         placed.sort_unstable_by_key(|(i, _, _)| *i);
-        let mut us: Vec<f64> = placed.iter().map(|(_, _, us)| *us).collect();
+        let us: Vec<f64> = placed.iter().map(|(_, _, us)| *us).collect();
         created.extend(placed.into_iter().map(|(_, n, _)| n));
-        result.map(|()| percentiles(&mut us))
+        result.map(|()| nsfleet_results::percentiles(&us))
     }
 
     /// Runs the `init` of every subsystem of `phase` on each node that one of them wants.
@@ -418,26 +418,7 @@ impl Drop for Fleet {
     }
 }
 
-/// Percentiles 0, 1, ... 100 of `v` (nearest rank); empty for no values.
-fn percentiles(v: &mut [f64]) -> Vec<f64> {
-    v.sort_unstable_by(f64::total_cmp);
-    if v.is_empty() {
-        return Vec::new();
-    }
-    (0..=100)
-        .map(|p| v[(p * (v.len() - 1) + 50) / 100])
-        .collect()
-}
-
 /// MemAvailable in bytes (0 if unreadable).
 pub fn mem_available() -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<i64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    sys::meminfo("MemAvailable:")
 }

@@ -15,7 +15,6 @@ use std::any::Any;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::Arc;
 
 /// When a subsystem's `init` runs during `up`. Every node goes through the phases in this
 /// order, and a phase starts only once the previous one is done on every node: a link
@@ -64,13 +63,9 @@ impl<'a> InitCtx<'a> {
         self.node.config()
     }
 
-    /// Another node of the fleet (from the Wire phase on, every node of the run).
-    pub fn peer(&self, name: &str) -> Option<&Arc<Node>> {
-        self.nodes.get(name)
-    }
-
-    /// The fleet's nodes as of the start of the phase, for use while `self` is borrowed
-    /// (inside [`send_each`](Self::send_each)).
+    /// The fleet's nodes as of the start of the phase (from the Wire phase on, every node
+    /// of the run); a reference that outlives `self`'s borrow, for use inside
+    /// [`send_each`](Self::send_each).
     pub fn peers(&self) -> &'a NodeTable {
         self.nodes
     }

@@ -42,7 +42,8 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
     if cycles == 0 || a.batch == 0 || a.bound == 0 || c.runs == 0 {
         bail!("--cycles, --batch, --bound and --runs must be at least 1");
     }
-    sys::raise_nofile(a.bound as u64 + a.batch + 4096).context("raising RLIMIT_NOFILE")?;
+    sys::raise_nofile(a.bound as u64 + a.batch + crate::preflight::SPARE_DESCRIPTORS)
+        .context("raising RLIMIT_NOFILE")?;
     let (mut bounded, mut unbounded) = (Vec::new(), Vec::new());
     for r in 0..c.repetitions() {
         let modes = [(true, a.bound), (false, usize::MAX)];
@@ -150,7 +151,7 @@ fn run(cycles: u64, batch: u64, bound: usize, workers: usize) -> anyhow::Result<
         ..FleetOptions::default()
     })?;
     fleet.register(Loopback)?;
-    let (base, slab0) = (mem_available(), super::meminfo("Slab:"));
+    let (base, slab0) = (mem_available(), crate::sys::meminfo("Slab:"));
     let sampler = MemSampler::start(base);
     let t = Instant::now();
     let mut done = 0;

@@ -5,13 +5,13 @@
 //! nsfleet's nodes), seed 000's `unshare -n bash -c exit` and an `ip netns add` loop.
 //! Rates, per-operation latency distributions, and teardown to full reclamation.
 
-use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
+use super::{
+    cdf_points, emit, machine, metric, need_root, note, ratios, raw_namespaces, which, Cli, Common,
+};
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
 use anyhow::{bail, Context};
-use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use nsfleet_results::{Axis, Better, Chart, Results, Series};
-use std::os::fd::AsFd;
 use std::process::Command;
 use std::time::Instant;
 
@@ -49,7 +49,8 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
     if count == 0 || c.runs == 0 || c.workers == 0 {
         bail!("--count, --runs and --workers must be at least 1");
     }
-    sys::raise_nofile(count + 4096).context("raising RLIMIT_NOFILE")?;
+    sys::raise_nofile(count + crate::preflight::SPARE_DESCRIPTORS)
+        .context("raising RLIMIT_NOFILE")?;
     // Only for its reclamation barrier, which times the raw loops' teardown.
     let fleet = Fleet::new(FleetOptions::default())?;
     let baseline = baseline_rss(c.workers)?;
@@ -167,7 +168,8 @@ fn metrics(res: &mut Results, s: &Samples, workers: usize) {
         ("ip_netns_add", &s.ip_lat),
     ] {
         let better = if name == "nsfleet" { Lower } else { Neither };
-        if let (Some(p50), Some(p99)) = (pct(lat, 50), pct(lat, 99)) {
+        let p = nsfleet_results::percentiles(lat);
+        if let (Some(&p50), Some(&p99)) = (p.get(50), p.get(99)) {
             res.metric(
                 &format!("{name}_latency_p50_us"),
                 metric("us", better, vec![p50]),
@@ -181,12 +183,11 @@ fn metrics(res: &mut Results, s: &Samples, workers: usize) {
 }
 
 fn charts(res: &mut Results, s: &Samples) {
-    let med = |v: &[f64]| nsfleet_results::Metric::new("", Better::Neither, v.to_vec()).median;
     let by_workers = s
         .nsfleet_rate
         .iter()
         .enumerate()
-        .map(|(w, v)| ((w + 1) as f64, med(v)));
+        .map(|(w, v)| ((w + 1) as f64, nsfleet_results::median(v)));
     res.charts.push(Chart {
         id: "create-workers".into(),
         title: "Bare nodes: creation rate against workers".into(),
@@ -213,20 +214,6 @@ fn charts(res: &mut Results, s: &Samples) {
             cdf("ip netns add", &s.ip_lat),
         ],
     });
-}
-
-/// The `p`th percentile (nearest rank) of `v`, which need not be sorted.
-fn pct(v: &[f64], p: usize) -> Option<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (!s.is_empty()).then(|| s[(p * (s.len() - 1) + 50) / 100])
-}
-
-/// A cumulative distribution as (value, percent at or below) at 101 points.
-pub(super) fn cdf_points(v: &[f64]) -> Vec<(f64, f64)> {
-    (0..=100)
-        .filter_map(|p| Some((pct(v, p)?, p as f64)))
-        .collect()
 }
 
 fn raw_both(s: &mut Samples, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
@@ -275,28 +262,11 @@ fn baseline_rss(workers: usize) -> anyhow::Result<f64> {
     Ok(rss)
 }
 
-/// The kernel's own pace: one thread, unshare and keep the descriptor; with `lo_up`, also
-/// bring loopback up (one netlink request), so that the namespaces hold the same kernel
-/// objects as nsfleet's bare nodes and cost the same to destroy. Returns (up seconds,
-/// teardown to full reclamation, per-operation microseconds).
+/// The raw loop (`raw_namespaces`): (up seconds, teardown to full reclamation,
+/// per-operation microseconds).
 fn measure_raw(fleet: &Fleet, count: u64, lo_up: bool) -> anyhow::Result<(f64, f64, Vec<f64>)> {
-    let home = sys::current_netns()?;
-    let mut fds = Vec::with_capacity(count as usize);
-    let mut lat = Vec::with_capacity(count as usize);
     let t = Instant::now();
-    for _ in 0..count {
-        let op = Instant::now();
-        sys::unshare_net()?;
-        fds.push(sys::current_netns()?);
-        if lo_up {
-            let mut s = NlSocket::open()?;
-            let mut b = Batch::new();
-            rtnl::set_link(&mut b, s.next_seq(), 1, true, None);
-            s.execute_all(&b)?;
-        }
-        lat.push(op.elapsed().as_secs_f64() * 1e6);
-    }
-    sys::setns_net(home.as_fd())?;
+    let (fds, lat) = raw_namespaces(count, lo_up)?;
     let up = t.elapsed();
     let t = Instant::now();
     drop(fds);

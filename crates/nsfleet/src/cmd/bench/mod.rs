@@ -17,6 +17,7 @@ pub use teardown::{teardown, TeardownArgs};
 use anyhow::{bail, Context};
 use nsfleet_results::{Machine, Metric, Results};
 use std::io::IsTerminal;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -357,8 +358,8 @@ impl MemSampler {
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 out.push((
                     t.elapsed().as_secs_f64(),
-                    meminfo("MemAvailable:"),
-                    meminfo("Slab:"),
+                    crate::sys::meminfo("MemAvailable:"),
+                    crate::sys::meminfo("Slab:"),
                 ));
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -383,15 +384,34 @@ impl MemSampler {
     }
 }
 
-/// A /proc/meminfo field in bytes (0 if unreadable), `key` with its colon.
-pub(super) fn meminfo(key: &str) -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let v = m.lines().find_map(|l| l.strip_prefix(key))?;
-            v.split_whitespace().next()?.parse::<i64>().ok()
-        })
-        .map_or(0, |kb| kb * 1024)
+/// The kernel's own pace, the raw loop of several scenarios: `count` namespaces made on
+/// this thread with unshare, each descriptor kept, with loopback brought up when `lo_up`
+/// (one netlink request: then they hold the same kernel objects as nsfleet's bare nodes).
+/// The thread returns to its namespace. Returns them and each one's microseconds.
+pub(super) fn raw_namespaces(count: u64, lo_up: bool) -> anyhow::Result<(Vec<OwnedFd>, Vec<f64>)> {
+    let home = crate::sys::current_netns()?;
+    let mut fds = Vec::with_capacity(count as usize);
+    let mut lat = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let op = std::time::Instant::now();
+        crate::sys::unshare_net()?;
+        fds.push(crate::sys::current_netns()?);
+        if lo_up {
+            let mut s = nsfleet_netlink::NlSocket::open()?;
+            let mut b = nsfleet_netlink::Batch::new();
+            nsfleet_netlink::rtnl::set_link(&mut b, s.next_seq(), 1, true, None);
+            s.execute_all(&b)?;
+        }
+        lat.push(op.elapsed().as_secs_f64() * 1e6);
+    }
+    crate::sys::setns_net(std::os::fd::AsFd::as_fd(&home))?;
+    Ok((fds, lat))
+}
+
+/// A cumulative distribution of `v` as (value, percent at or below) at 101 points.
+pub(super) fn cdf_points(v: &[f64]) -> Vec<(f64, f64)> {
+    let p = nsfleet_results::percentiles(v);
+    p.into_iter().zip(0..).map(|(x, i)| (x, i as f64)).collect()
 }
 
 /// Progress, on stderr (stdout carries the results).
@@ -422,16 +442,11 @@ pub(super) fn which(cmd: &str) -> bool {
 
 /// What a result depends on besides the code: kernel, its config, CPUs, memory.
 pub(super) fn machine() -> Machine {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let mem_kb: u64 = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     Machine {
-        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        kernel: release.trim().to_string(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        mem_total_bytes: mem_kb * 1024,
+        mem_total_bytes: crate::sys::meminfo("MemTotal:").max(0) as u64,
         config: kernel_config(),
     }
 }

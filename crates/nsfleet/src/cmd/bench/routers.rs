@@ -65,7 +65,8 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         bail!("--count/--steps and --runs must be at least 1");
     }
     let most = *steps.iter().max().unwrap_or(&1);
-    sys::raise_nofile(2 * most + 4096).context("raising RLIMIT_NOFILE")?;
+    sys::raise_nofile(2 * most + crate::preflight::SPARE_DESCRIPTORS)
+        .context("raising RLIMIT_NOFILE")?;
     let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
     let mut measured: Vec<Step> = Vec::new();
     for &count in &steps {
@@ -177,9 +178,8 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
             &format!("supervisor_rss_per_router_bytes_at_{n}"),
             m("bytes", Lower, &s.rss_per_router_bytes),
         );
-        let med = |v: &[f64]| nsfleet_results::Metric::new("", Neither, v.to_vec()).median;
-        ns_curve.push((n as f64, med(&ns)));
-        raw_curve.push((n as f64, med(&raw)));
+        ns_curve.push((n as f64, nsfleet_results::median(&ns)));
+        raw_curve.push((n as f64, nsfleet_results::median(&raw)));
     }
     res.charts.push(Chart {
         id: "routers-rate".into(),

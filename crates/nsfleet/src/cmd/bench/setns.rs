@@ -3,8 +3,7 @@
 //! process per move (`nsenter --net=... true`, as `ip netns exec` does). Seed 003's kernel
 //! waited an RCU grace period in every switch; a kernel that does not costs microseconds.
 
-use super::create::cdf_points;
-use super::{emit, machine, metric, need_root, note, which, Common};
+use super::{cdf_points, emit, machine, metric, need_root, note, raw_namespaces, which, Common};
 use crate::sys;
 use anyhow::{bail, Context};
 use nsfleet_results::{Axis, Better, Chart, Results, Series};
@@ -33,8 +32,9 @@ pub fn setns(a: SetnsArgs) -> anyhow::Result<()> {
     if calls == 0 || alive == 0 || c.runs == 0 {
         bail!("--calls, --alive and --runs must be at least 1");
     }
-    sys::raise_nofile(alive + 4096).context("raising RLIMIT_NOFILE")?;
-    let fds = make(alive)?;
+    sys::raise_nofile(alive + crate::preflight::SPARE_DESCRIPTORS)
+        .context("raising RLIMIT_NOFILE")?;
+    let (fds, _) = raw_namespaces(alive, false)?;
     let (mut per_call, mut p99, mut proc_us, mut lat) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..c.repetitions() {
@@ -44,10 +44,8 @@ pub fn setns(a: SetnsArgs) -> anyhow::Result<()> {
             c.repetitions()
         ));
         lat = moves(&fds, calls)?;
-        let mut sorted = lat.clone();
-        sorted.sort_by(f64::total_cmp);
         per_call.push(lat.iter().sum::<f64>() / lat.len() as f64);
-        p99.push(sorted[(sorted.len() - 1) * 99 / 100]);
+        p99.push(nsfleet_results::percentiles(&lat)[99]);
         if procs > 0 && which("nsenter") {
             proc_us.push(by_process(&fds, procs)? / 1e3);
         }
@@ -87,19 +85,6 @@ pub fn setns(a: SetnsArgs) -> anyhow::Result<()> {
         c,
         &format!("moving a thread between {alive} namespaces"),
     )
-}
-
-fn make(n: u64) -> anyhow::Result<Vec<OwnedFd>> {
-    std::thread::spawn(move || -> anyhow::Result<Vec<OwnedFd>> {
-        (0..n)
-            .map(|_| {
-                sys::unshare_net()?;
-                Ok(sys::current_netns()?)
-            })
-            .collect()
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("namespace thread panicked"))?
 }
 
 /// Each call's nanoseconds, visiting the namespaces in turn on a thread of its own.

@@ -5,13 +5,13 @@
 //! the raw all-at-once drop (the kernel's own batching with nothing around it), the memory
 //! each gives back, and MemAvailable over the teardown.
 
-use super::{emit, machine, metric, need_root, note, ratios, Cli, Common, MemSampler};
+use super::{
+    emit, machine, metric, need_root, note, ratios, raw_namespaces, Cli, Common, MemSampler,
+};
 use crate::core::{mem_available, Fleet, FleetOptions};
 use crate::sys;
 use anyhow::{bail, Context};
-use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use nsfleet_results::{Axis, Better, Chart, Results, Series};
-use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 pub struct TeardownArgs {
@@ -37,7 +37,8 @@ pub fn teardown(a: TeardownArgs) -> anyhow::Result<()> {
     if count == 0 || c.runs == 0 {
         bail!("--count and --runs must be at least 1");
     }
-    sys::raise_nofile(count + 4096).context("raising RLIMIT_NOFILE")?;
+    sys::raise_nofile(count + crate::preflight::SPARE_DESCRIPTORS)
+        .context("raising RLIMIT_NOFILE")?;
     let fleet = Fleet::new(FleetOptions::default())?;
     let mut s = Samples::default();
     for r in 0..c.repetitions() {
@@ -140,7 +141,7 @@ type Teardown = (f64, f64, Vec<(f64, f64)>);
 /// waited for (`one_by_one`), or all at once and waited for once. Returns (seconds,
 /// MB given back, the curve of it).
 fn raw(fleet: &Fleet, count: u64, one_by_one: bool) -> anyhow::Result<Teardown> {
-    let fds = make(count)?;
+    let (fds, _) = raw_namespaces(count, true)?;
     let before = mem_available();
     let sampler = MemSampler::start(before);
     let t = Instant::now();
@@ -159,19 +160,4 @@ fn raw(fleet: &Fleet, count: u64, one_by_one: bool) -> anyhow::Result<Teardown> 
         (mem_available() - before) as f64 / 1e6,
         sampler.stop(),
     ))
-}
-
-fn make(count: u64) -> anyhow::Result<Vec<OwnedFd>> {
-    let home = sys::current_netns()?;
-    let mut fds = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        sys::unshare_net()?;
-        fds.push(sys::current_netns()?);
-        let mut s = NlSocket::open()?;
-        let mut b = Batch::new();
-        rtnl::set_link(&mut b, s.next_seq(), 1, true, None);
-        s.execute_all(&b)?;
-    }
-    sys::setns_net(home.as_fd())?;
-    Ok(fds)
 }
