@@ -170,6 +170,7 @@ enum Bench {
     /// Seed 001: N namespaces torn down by nsfleet's batched reaper vs one at a time, each
     /// waited for until the kernel has reclaimed it; memory given back over time.
     Teardown {
+        /// Namespaces (loopback up) each contender tears down.
         #[arg(long, default_value_t = d().teardown_count)]
         count: u64,
         #[command(flatten)]
@@ -178,6 +179,7 @@ enum Bench {
     /// Seed 002: M create/destroy cycles with and without the reaper's bound on namespaces
     /// awaiting reclamation; MemAvailable and Slab through the run, peak drop, throughput.
     Churn {
+        /// Namespaces created and destroyed, in each of the two runs.
         #[arg(long, default_value_t = d().churn_cycles)]
         cycles: u64,
         /// Namespaces per create call.
@@ -213,6 +215,7 @@ enum Bench {
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
+        /// setns calls per repetition.
         #[arg(long, default_value_t = d().setns_calls)]
         calls: u64,
         /// Namespaces alive, visited in turn.
@@ -237,7 +240,9 @@ enum Bench {
     /// measured; 128: the baseline is unusable, or the runs differ in scenario or size.
     /// Made for `git bisect run`.
     Compare {
+        /// The result file of the known-good run (`nsfleet bench SCENARIO -o FILE`).
         baseline: PathBuf,
+        /// The result file of the run under test, of the same scenario and sizes.
         candidate: PathBuf,
         /// Largest change in the wrong direction that is not a regression: "10%" or "0.1".
         #[arg(long, default_value = "10%", value_parser = parse_fraction)]
@@ -268,6 +273,7 @@ struct BenchRuns {
     /// Repetitions; medians and ranges are reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Worker threads of nsfleet's fleets (default: one per CPU).
     #[arg(long, default_value_t = default_workers())]
     workers: usize,
     /// Print the result file (JSON) on stdout instead of the summary.
