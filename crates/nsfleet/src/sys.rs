@@ -165,13 +165,17 @@ fn child_setup() -> io::Result<()> {
 
 /// A /proc/meminfo field in bytes (0 if unreadable), `key` with its colon ("Slab:").
 pub fn meminfo(key: &str) -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let v = m.lines().find_map(|l| l.strip_prefix(key))?;
-            v.split_whitespace().next()?.parse::<i64>().ok()
-        })
-        .map_or(0, |kb| kb * 1024)
+    meminfo_fields(&[key])[0]
+}
+
+/// Several /proc/meminfo fields from one read, in the order of `keys`.
+pub fn meminfo_fields<const N: usize>(keys: &[&str; N]) -> [i64; N] {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    keys.map(|key| {
+        (text.lines().find_map(|l| l.strip_prefix(key)))
+            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    })
 }
 
 /// Why the kernel refused a new network namespace, in the words of the limit that did it.

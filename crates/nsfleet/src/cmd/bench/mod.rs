@@ -356,11 +356,8 @@ impl MemSampler {
             let t = std::time::Instant::now();
             let mut out = Vec::new();
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                out.push((
-                    t.elapsed().as_secs_f64(),
-                    crate::sys::meminfo("MemAvailable:"),
-                    crate::sys::meminfo("Slab:"),
-                ));
+                let [available, slab] = crate::sys::meminfo_fields(&["MemAvailable:", "Slab:"]);
+                out.push((t.elapsed().as_secs_f64(), available, slab));
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             out

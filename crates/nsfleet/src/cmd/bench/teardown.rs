@@ -69,33 +69,34 @@ pub fn teardown(a: TeardownArgs) -> anyhow::Result<()> {
         serde_json::json!({"count": count, "runs": c.repetitions(), "workers": c.workers, "quick": c.quick}),
     );
     use Better::*;
+    let figures: [(&str, &str, Better, &Vec<f64>); 5] = [
+        ("nsfleet_down_to_reclaimed_s", "s", Lower, &s.nsfleet_s),
+        ("one_at_a_time_s", "s", Neither, &s.one_by_one_s),
+        ("raw_all_at_once_s", "s", Neither, &s.raw_batch_s),
+        (
+            "nsfleet_memory_returned_mb",
+            "MB",
+            Neither,
+            &s.nsfleet_returned,
+        ),
+        (
+            "one_at_a_time_memory_returned_mb",
+            "MB",
+            Neither,
+            &s.one_by_one_returned,
+        ),
+    ];
+    for (name, unit, better, v) in figures {
+        res.metric(name, metric(unit, better, v.clone()));
+    }
+    let vs_one = ratios(&s.one_by_one_s, &s.nsfleet_s);
     res.metric(
-        "nsfleet_down_to_reclaimed_s",
-        metric("s", Lower, s.nsfleet_s.clone()),
-    )
-    .metric(
-        "one_at_a_time_s",
-        metric("s", Neither, s.one_by_one_s.clone()),
-    )
-    .metric(
-        "raw_all_at_once_s",
-        metric("s", Neither, s.raw_batch_s.clone()),
-    )
-    .metric(
         "nsfleet_vs_one_at_a_time",
-        metric("x", Higher, ratios(&s.one_by_one_s, &s.nsfleet_s)).with_target(">= 5 at 4,000"),
+        metric("x", Higher, vs_one).with_target(">= 5 at 4,000"),
     )
     .metric(
         "nsfleet_vs_raw_all_at_once",
         metric("x", Higher, ratios(&s.raw_batch_s, &s.nsfleet_s)),
-    )
-    .metric(
-        "nsfleet_memory_returned_mb",
-        metric("MB", Neither, s.nsfleet_returned.clone()),
-    )
-    .metric(
-        "one_at_a_time_memory_returned_mb",
-        metric("MB", Neither, s.one_by_one_returned.clone()),
     );
     res.charts.push(Chart {
         id: "teardown-memory".into(),
