@@ -38,6 +38,18 @@ pub enum Request {
         iface: String,
         impair: Option<Impair>,
     },
+    /// Traffic generator commands (pktgen's, see nsfleet_traffic::params), applied in order
+    /// once all are checked; the reply reports every thread and device. No commands: only
+    /// the report.
+    Gen {
+        commands: Vec<nsfleet_traffic::Command>,
+        /// Generator threads wanted (one per CPU by default).
+        #[serde(default)]
+        threads: Option<usize>,
+        /// Count arrivals with a sink on each receiver too.
+        #[serde(default)]
+        sink: bool,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -56,6 +68,7 @@ pub enum Reply {
         iface: String,
         impair: Option<Impair>,
     },
+    Gen(crate::traffic::GenReport),
     Dropped {
         nodes: usize,
         teardown_ms: f64,

@@ -16,3 +16,4 @@ pub mod subsys;
 pub mod supervisor;
 pub mod sys;
 pub mod topology;
+pub mod traffic;

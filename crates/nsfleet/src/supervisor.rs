@@ -17,8 +17,10 @@ use crate::subsys::process::Procs;
 use crate::subsys::{register_defaults, Defaults};
 use crate::sys;
 use crate::topology::{Impair, Topology};
+use crate::traffic::Traffic;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
+use nsfleet_traffic::Command;
 use parking_lot::Mutex;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::ControlFlow;
@@ -59,6 +61,9 @@ struct Supervisor {
     state: Mutex<&'static str>,
     kernel_bytes: Mutex<i64>,
     shutdown: Sender<Shutdown>,
+    /// The traffic generator; its lock serialises generator control, as pktgen's
+    /// pktgen_thread_lock does.
+    traffic: Mutex<Traffic>,
 }
 
 /// Runs the supervisor; the topology arrives as JSON on stdin, events go to stdout.
@@ -108,6 +113,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         state: Mutex::new("starting"),
         kernel_bytes: Mutex::new(0),
         shutdown,
+        traffic: Mutex::new(Traffic::default()),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
@@ -149,6 +155,8 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
 fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     *sup.state.lock() = "stopping";
     let started = Instant::now();
+    // The generator's threads and sinks hold namespaces: they go first.
+    sup.traffic.lock().shutdown(&sup.fleet);
     let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
     let ticket = sup.fleet.destroy_all();
     let dropped = ticket.wait_dropped();
@@ -303,6 +311,11 @@ impl Supervisor {
                 iface,
                 impair,
             }) => reply(&self.impair(node, iface, impair)),
+            Ok(Request::Gen {
+                commands,
+                threads,
+                sink,
+            }) => reply(&self.gen(&commands, threads, sink)),
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
                 let _ = self.shutdown.send(Shutdown {
@@ -351,6 +364,20 @@ impl Supervisor {
                 iface,
                 impair,
             },
+            Err(e) => Reply::Error {
+                message: format!("{e:#}"),
+            },
+        }
+    }
+
+    fn gen(&self, commands: &[Command], threads: Option<usize>, sink: bool) -> Reply {
+        if *self.state.lock() != "up" {
+            return Reply::Error {
+                message: format!("fleet {:?} is not up", self.name),
+            };
+        }
+        match (self.traffic.lock()).apply(&self.fleet, commands, threads, sink) {
+            Ok(r) => Reply::Gen(r),
             Err(e) => Reply::Error {
                 message: format!("{e:#}"),
             },

@@ -263,6 +263,28 @@ pub fn wait_signal(signals: &[libc::c_int]) -> io::Result<libc::c_int> {
     Ok(sig)
 }
 
+/// Waits up to `timeout` for one of `signals` (which must be blocked); takes it if it came.
+pub fn take_signal(signals: &[libc::c_int], timeout: Duration) -> io::Result<Option<libc::c_int>> {
+    let set = sigset(signals);
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid sigset and timespec; no siginfo is asked for.
+    let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    match r {
+        r if r > 0 => Ok(Some(r)),
+        _ => match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::EAGAIN)
+                || e.raw_os_error() == Some(libc::EINTR) =>
+            {
+                Ok(None)
+            }
+            e => Err(e),
+        },
+    }
+}
+
 /// The command to start as the first process of a new PID namespace.
 pub struct InitCommand {
     path: CString,
@@ -709,4 +731,44 @@ pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::R
             return Err(e);
         }
     }
+}
+
+/// Turns GRO on or off on an interface of the calling thread's namespace (the legacy
+/// ETHTOOL_SGRO ioctl, one call with no family to resolve). On a veth, GRO on makes the
+/// device run NAPI, which is what lets its peer hand it XDP frames.
+pub fn set_gro(ifname: &str, on: bool) -> io::Result<()> {
+    const ETHTOOL_SGRO: u32 = 0x2c;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let mut value = EthtoolValue {
+        cmd: ETHTOOL_SGRO,
+        data: on as u32,
+    };
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if ifname.len() >= req.ifr_name.len() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: a datagram socket made here and closed on return.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: SIOCETHTOOL reads ifr_name and the ethtool_value ifr_data points to, both
+    // live for the call.
+    let r = unsafe { libc::ioctl(sock, libc::SIOCETHTOOL, &mut req) };
+    let err = io::Error::last_os_error();
+    // SAFETY: closing the socket made above, once.
+    unsafe { libc::close(sock) };
+    if r < 0 {
+        return Err(err);
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod clean;
 pub mod down;
 pub mod exec;
+pub mod gen;
 pub mod impair;
 pub mod report;
 pub mod status;

@@ -15,7 +15,7 @@ mod values;
 pub(crate) use parse::sysctl_path;
 pub use parse::{parse, parse_file, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
 pub use plan::{bridge_index, join_indices, PORTS_PER_BRIDGE};
-pub use values::{Impair, IpNet};
+pub use values::{duration_ns, Impair, IpNet};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

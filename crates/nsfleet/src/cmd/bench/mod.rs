@@ -7,12 +7,14 @@ mod create;
 mod routers;
 mod setns;
 mod teardown;
+mod traffic;
 
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
 pub use teardown::{teardown, TeardownArgs};
+pub use traffic::{traffic, TrafficArgs};
 
 use anyhow::{bail, Context};
 use nsfleet_results::{Machine, Metric, Results};
@@ -88,6 +90,11 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         alive: defaults.setns_alive,
         process_calls: defaults.process_calls,
         common: with("setns"),
+    })?;
+    traffic(TrafficArgs {
+        seconds: defaults.traffic_seconds,
+        loop_packets: defaults.loop_packets,
+        common: with("traffic"),
     })
 }
 
@@ -105,6 +112,8 @@ pub struct Defaults {
     pub setns_calls: u64,
     pub setns_alive: u64,
     pub process_calls: u64,
+    pub traffic_seconds: f64,
+    pub loop_packets: u64,
 }
 
 impl Default for Defaults {
@@ -122,6 +131,8 @@ impl Default for Defaults {
             setns_calls: 1_000_000,
             setns_alive: 1000,
             process_calls: 200,
+            traffic_seconds: 3.0,
+            loop_packets: 50_000_000,
         }
     }
 }
@@ -280,11 +291,22 @@ impl Cli {
         })
     }
 
+    /// `nsfleet ARGS` against this bench's run folder, to be run by the caller.
+    pub(super) fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args).env("NSFLEET_RUN_DIR", &self.run_dir);
+        cmd
+    }
+
+    /// A file in this bench's run folder (removed with it); returns its path.
+    pub(super) fn file(&self, name: &str, text: &str) -> anyhow::Result<String> {
+        let path = self.run_dir.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path.to_string_lossy().into_owned())
+    }
+
     fn run(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(&self.exe)
-            .args(args)
-            .env("NSFLEET_RUN_DIR", &self.run_dir)
-            .output()?;
+        let out = self.command(args).output()?;
         if !out.status.success() {
             bail!(
                 "nsfleet {}: {}",
