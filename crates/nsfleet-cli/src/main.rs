@@ -155,6 +155,9 @@ enum Command {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// Internal: a namespace holder of a supervisor (its socket on stdin).
+    #[command(name = "__hold", hide = true)]
+    Hold,
 }
 
 #[derive(Args)]
@@ -491,6 +494,7 @@ fn main() {
             output,
             readme,
         }),
+        Command::Hold => nsfleet::core::holder::serve().map_err(Into::into),
         Command::Supervise { name, engine } => {
             match nsfleet::supervisor::run(nsfleet::supervisor::SupervisorArgs {
                 run_dir,

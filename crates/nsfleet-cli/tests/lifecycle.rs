@@ -378,3 +378,89 @@ fn ctrl_c_of_up_at_any_moment_leaves_nothing() {
         );
     }
 }
+
+/// The holder processes of a supervisor (children running `nsfleet __hold`).
+fn holders_of(sup: i32) -> Vec<i32> {
+    let procs = std::fs::read_dir("/proc").unwrap().flatten();
+    procs
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            let cmdline = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            status.contains(&format!("\nPPid:\t{sup}\n")) && cmdline.contains("__hold")
+        })
+        .collect()
+}
+
+#[test]
+fn holder_processes_keep_namespaces_work_and_die_with_the_supervisor() {
+    let env = Env::new("holders");
+    let file = env.file(
+        "hd.toml",
+        "[fleet]\nname = \"hd\"\n[[generate]]\nkind = \"line\"\ncount = 12\npool = \"10.9.0.0/24\"\nroutes = true\n",
+    );
+    let up = || {
+        let out = env
+            .cmd(&["up", file.to_str().unwrap()])
+            .env("NSFLEET_HOLDER_CAP", "5")
+            .output()
+            .unwrap();
+        // Taken down (or cleaned up after) even if the test fails.
+        let guard = Fleet {
+            env: &env,
+            name: "hd".into(),
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("holder processes keep"), "{err}");
+        guard
+    };
+    let fleet = up();
+    let sup = fleet.pid();
+    let holders = holders_of(sup);
+    assert_eq!(holders.len(), 3, "12 nodes, at most 5 per holder");
+    let held: Vec<_> = holders.iter().flat_map(|h| netns_held_by(*h)).collect();
+    assert_eq!(held.len(), 12, "every node's namespace is in a holder");
+    assert!(netns_held_by(sup).len() < 12, "and not in the supervisor");
+    // Workers reach held namespaces: the line is wired and routed end to end.
+    let far = env.ok(&[
+        "exec", "hd", "r12", "--", "ip", "-4", "-br", "addr", "show", "eth0",
+    ]);
+    let addr = far
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    env.ok(&[
+        "exec", "hd", "r1", "--", "ping", "-c", "1", "-W", "2", &addr,
+    ]);
+    let down = env.ok(&["down", "hd"]);
+    std::mem::forget(fleet);
+    assert!(down.contains("reclaimed 12 of 12"), "{down}");
+    assert_eq!(still_alive(&held), 0);
+    for h in &holders {
+        wait_gone(*h);
+    }
+
+    // However the supervisor dies, its holders and their namespaces go with it.
+    let fleet = up();
+    let sup = fleet.pid();
+    let holders = holders_of(sup);
+    let held: Vec<_> = holders.iter().flat_map(|h| netns_held_by(*h)).collect();
+    assert_eq!(held.len(), 12);
+    unsafe { libc::kill(sup, libc::SIGKILL) };
+    wait_gone(sup);
+    for h in &holders {
+        wait_gone(*h);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        still_alive(&held),
+        0,
+        "every namespace died with the supervisor"
+    );
+    env.ok(&["clean", "hd"]);
+}

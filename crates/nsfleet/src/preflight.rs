@@ -4,6 +4,7 @@
 //! changes them. What is nsfleet's own (its supervisor's RLIMIT_NOFILE) it raises, and
 //! says so. Reads /proc only.
 
+use crate::core::Holding;
 use crate::topology::Topology;
 
 /// Kernel memory a node costs beyond its interfaces, and an interface (one veth end, with
@@ -34,7 +35,7 @@ pub fn check(topo: &Topology) -> Vec<Finding> {
         .sum();
     let mut out = Vec::new();
     namespaces(nodes, &mut out);
-    descriptors(descriptors_needed(topo), &mut out);
+    descriptors(topo, &mut out);
     memory(nodes, ifaces, &mut out);
     neighbours(addrs, &mut out);
     out.sort_by_key(|f| matches!(f, Finding::Note(_)));
@@ -78,8 +79,40 @@ pub fn descriptors_needed(topo: &Topology) -> u64 {
     topo.node_count() + processes + SPARE_DESCRIPTORS
 }
 
-fn descriptors(need: u64, out: &mut Vec<Finding>) {
+/// Who should hold the nodes' namespaces: the supervisor, when it may hold a descriptor per
+/// node and per process; holder processes otherwise, or when `NSFLEET_HOLDER_CAP=N` asks
+/// for holders of at most N descriptors each.
+pub fn holding(topo: &Topology) -> Holding {
+    let forced = std::env::var("NSFLEET_HOLDER_CAP").ok();
+    if let Some(n) = forced.and_then(|v| v.parse().ok()) {
+        return Holding::Holders {
+            per_holder: Some(n),
+        };
+    }
+    let (_, hard) = crate::sys::nofile_limits();
+    if descriptors_needed(topo) > hard && !crate::sys::has_capability(CAP_SYS_RESOURCE) {
+        Holding::Holders { per_holder: None }
+    } else {
+        Holding::Own
+    }
+}
+
+fn descriptors(topo: &Topology, out: &mut Vec<Finding>) {
     let (soft, hard) = crate::sys::nofile_limits();
+    let mut need = descriptors_needed(topo);
+    if let Holding::Holders { per_holder } = holding(topo) {
+        need -= topo.node_count();
+        let why = match per_holder {
+            Some(n) => format!("NSFLEET_HOLDER_CAP={n}: holder processes keep the nodes' namespaces, at most {n} each"),
+            None => format!(
+                "RLIMIT_NOFILE's hard limit is {hard} and may not be raised here: holder \
+                 processes keep the {} nodes' namespaces, up to {} each",
+                topo.node_count(),
+                hard.saturating_sub(64).max(1)
+            ),
+        };
+        out.push(Finding::Note(why));
+    }
     if need > hard && !crate::sys::has_capability(CAP_SYS_RESOURCE) {
         out.push(Finding::Refuse(format!(
             "the supervisor holds a descriptor per node and per process, {need} in all, and \

@@ -99,6 +99,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
     let fleet = Fleet::new(FleetOptions {
+        holding: crate::preflight::holding(&topo),
         workers: args.workers,
         max_unreclaimed: args.max_unreclaimed,
         log_dir,

@@ -62,6 +62,18 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// A descriptor of our own for descriptor `fd` of the process `pidfd` refers to.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and flags; the result is
+    // a fresh descriptor.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
 /// Sends `sig` to a whole process group.
 pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill(2) takes plain integers; a negative pid addresses the group.

@@ -5,6 +5,7 @@
 //! every node the call created, through the reaper, and returns once the kernel has
 //! reclaimed them. The fleet never decides policy (names, files, sockets): callers do.
 
+use super::holder::Holders;
 use super::node::{Node, NodeTable};
 use super::reaper::{Reaper, Ticket};
 use super::reclaim::ReclaimWatch;
@@ -35,6 +36,19 @@ pub struct FleetOptions {
     pub max_unreclaimed: usize,
     /// Where subsystems put per-node files (process logs).
     pub log_dir: PathBuf,
+    /// Who holds the nodes' namespace descriptors.
+    pub holding: Holding,
+}
+
+/// Who holds the nodes' namespace descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Holding {
+    /// The fleet's own process: one descriptor per node.
+    #[default]
+    Own,
+    /// Holder processes ([`super::holder`]) of at most `per_holder` each (`None`: as many
+    /// as a process may hold), for fleets beyond the process's own descriptor limit.
+    Holders { per_holder: Option<usize> },
 }
 
 impl Default for FleetOptions {
@@ -43,6 +57,7 @@ impl Default for FleetOptions {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_unreclaimed: 4096,
             log_dir: std::env::temp_dir(),
+            holding: Holding::Own,
         }
     }
 }
@@ -76,6 +91,7 @@ pub struct Fleet {
     /// The fleet's own namespace: where reclamation is watched (later, its switches).
     /// `None` once the fleet is shut down.
     hub: Mutex<Option<Arc<OwnedFd>>>,
+    holders: Option<Arc<Holders>>,
 }
 
 impl Fleet {
@@ -98,6 +114,12 @@ impl Fleet {
             Reaper::start(registry.clone(), watch.clone(), opts.max_unreclaimed)
                 .context("starting the reaper")?,
         );
+        let holders = match opts.holding {
+            Holding::Own => None,
+            Holding::Holders { per_holder } => {
+                Some(Arc::new(Holders::new(per_holder, home.clone())))
+            }
+        };
         let workers = Workers::start(opts.workers, home).context("starting workers")?;
         Ok(Fleet {
             log_dir: opts.log_dir,
@@ -108,12 +130,18 @@ impl Fleet {
             workers,
             watch,
             hub: Mutex::new(Some(hub)),
+            holders,
         })
     }
 
     /// The live nodes, without taking a lock.
     pub fn nodes(&self) -> Arc<NodeTable> {
         self.nodes.load_full()
+    }
+
+    /// Holder processes keeping the nodes' namespaces (0 when the fleet keeps its own).
+    pub fn holders(&self) -> usize {
+        self.holders.as_ref().map_or(0, |h| h.count())
     }
 
     pub fn workers(&self) -> usize {
@@ -203,10 +231,11 @@ impl Fleet {
         progress: Progress<'_>,
     ) -> anyhow::Result<Vec<f64>> {
         let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
+        let holders = self.holders.clone();
         let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
             reaper.admit();
             let t = Instant::now();
-            let (node, r) = match create_node(w, spec, &ops, &log_dir) {
+            let (node, r) = match create_node(w, spec, &ops, &log_dir, holders.as_deref()) {
                 Ok(node) => (Some(node), Ok(())),
                 Err((node, e)) => (node, Err(e)),
             };
@@ -384,6 +413,7 @@ fn create_node(
     spec: NodeSpec,
     ops: &[Registered],
     log_dir: &std::path::Path,
+    holders: Option<&Holders>,
 ) -> NodeResult {
     let fail = |e: anyhow::Error| (None, e);
     let fd = w
@@ -391,7 +421,10 @@ fn create_node(
         .map_err(sys::explain_new_namespace)
         .with_context(|| format!("node {}: creating its network namespace", spec.name))
         .map_err(fail)?;
-    let node = Arc::new(Node::new(spec, fd).map_err(|e| fail(e.into()))?);
+    let node = Node::new(spec, fd, holders)
+        .context("handing the namespace to a holder process")
+        .map_err(fail)?;
+    let node = Arc::new(node);
     // Nothing else of the run exists yet: Create-phase subsystems see no other node.
     let nobody = NodeTable::default();
     for r in ops.iter().filter(|r| r.ops.wants(&node)) {

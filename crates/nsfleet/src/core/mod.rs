@@ -7,6 +7,7 @@
 //! process.
 
 mod fleet;
+pub mod holder;
 mod node;
 mod reaper;
 mod reclaim;
@@ -14,7 +15,7 @@ mod registry;
 mod subsystem;
 mod worker;
 
-pub use fleet::{mem_available, CreateReport, Fleet, FleetOptions, Progress};
+pub use fleet::{mem_available, CreateReport, Fleet, FleetOptions, Holding, Progress};
 pub use node::{Node, NodeTable};
 pub use reaper::{Held, Ticket, TicketState};
 pub use subsystem::{InitCtx, Phase, Requests, Subsystem};

@@ -4,6 +4,7 @@
 //! at teardown and the kernel's reference count does the rest. The table is published as
 //! an immutable snapshot: readers (status, exec, later the traffic engine) never lock.
 
+use super::holder::{HeldNs, Holders};
 use super::subsystem::AnyState;
 use super::SubsysId;
 use crate::sys;
@@ -13,6 +14,13 @@ use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
+/// How the fleet holds a node's namespace: by a descriptor of its own, or in a holder
+/// process when it may not hold that many descriptors itself.
+pub(crate) enum Netns {
+    Own(OwnedFd),
+    Held(HeldNs),
+}
+
 pub struct Node {
     name: Box<str>,
     config: Arc<NodeConfig>,
@@ -21,17 +29,26 @@ pub struct Node {
     /// A weak reference that outlives the descriptor: tells whether anyone else still
     /// holds the namespace after teardown (`None` on kernels without nsfs handles).
     handle: Option<sys::NsHandle>,
-    netns: Mutex<Option<OwnedFd>>,
+    netns: Mutex<Option<Netns>>,
     /// Per-subsystem state, allocated and freed by the core (net_generic's array).
     states: Mutex<Vec<(SubsysId, AnyState)>>,
 }
 
 impl Node {
-    pub(crate) fn new(spec: NodeSpec, netns: OwnedFd) -> std::io::Result<Self> {
+    /// A node whose namespace is `netns`; with `holders`, one of them keeps it.
+    pub(crate) fn new(
+        spec: NodeSpec,
+        netns: OwnedFd,
+        holders: Option<&Holders>,
+    ) -> std::io::Result<Self> {
         let handle = sys::ns_handle(netns.as_fd()).ok();
         let inode = match handle.as_ref().and_then(|h| h.inode()) {
             Some(i) => i,
             None => sys::inode_of(netns.as_fd())?,
+        };
+        let netns = match holders {
+            Some(h) => Netns::Held(h.hold(netns)?),
+            None => Netns::Own(netns),
         };
         Ok(Node {
             name: spec.name.into_boxed_str(),
@@ -65,21 +82,31 @@ impl Node {
     /// Runs `f` with the node's namespace descriptor, or returns `None` once the node is
     /// being torn down.
     pub fn with_netns<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
-        self.netns.lock().as_ref().map(|fd| f(fd.as_fd()))
+        match self.netns.lock().as_ref()? {
+            Netns::Own(fd) => Some(f(fd.as_fd())),
+            Netns::Held(h) => h.get().ok().map(|fd| f(fd.as_fd())),
+        }
     }
 
     /// A second descriptor for the namespace (for `exec`): it keeps the namespace alive
     /// for as long as whoever holds it.
     pub fn dup_netns(&self) -> Option<OwnedFd> {
-        self.with_netns(|fd| fd.try_clone_to_owned().ok()).flatten()
+        match self.netns.lock().as_ref()? {
+            Netns::Own(fd) => fd.try_clone().ok(),
+            Netns::Held(h) => h.get().ok(),
+        }
     }
 
     pub(crate) fn handle(&self) -> Option<&sys::NsHandle> {
         self.handle.as_ref()
     }
 
+    /// Lets go of the namespace; returns once nothing of the fleet holds it.
     pub(crate) fn close_netns(&self) {
-        self.netns.lock().take();
+        if let Some(Netns::Held(h)) = self.netns.lock().take() {
+            // A holder that cannot answer is gone, and its descriptors with it.
+            let _ = h.release();
+        }
     }
 
     pub(crate) fn put_state(&self, id: SubsysId, state: AnyState) {
