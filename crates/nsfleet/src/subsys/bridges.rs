@@ -5,6 +5,7 @@
 
 use crate::core::{InitCtx, Node, Phase, Requests, Subsystem};
 use crate::topology::{bridge_index, join_indices};
+use anyhow::Context;
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 
 pub struct Bridges;
@@ -71,6 +72,20 @@ impl Subsystem for Bridges {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        // A switch without IPv6 addresses has no use for IPv6, and pays for it per port:
+        // each port coming up adds its ff00::/8 route to the switch's one IPv6 table and
+        // walks the whole table (addrconf_add_mroute, rt6_sync_up), under the RTNL lock.
+        // That is quadratic in ports: perf at 50,000 routers showed the link watch doing
+        // nothing else for minutes. Off before the first port exists.
+        if super::kernel_has_ipv6() && !super::link_local(cx.node) {
+            for key in [
+                "net.ipv6.conf.all.disable_ipv6",
+                "net.ipv6.conf.default.disable_ipv6",
+            ] {
+                cx.write_sysctl(key, "1")
+                    .with_context(|| format!("setting {key} = 1"))?;
+            }
+        }
         let n = cx.node.wiring().bridges.max(1);
         let steps = (0..n).map(Step::Bridge).chain((0..n - 1).map(Step::Join));
         cx.send_each(steps, build, |step| match *step {
