@@ -69,11 +69,11 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
     let limit = sys::raise_nofile(2 * most + spare).context("raising RLIMIT_NOFILE")?;
     // The raw loop holds every router's namespace in this one process; nsfleet does not
     // need to (holder processes), so beyond this process's limit only nsfleet is measured.
-    let raw_fits = |count: u64| 2 * count + spare <= limit;
+    let raw_fits = |count: u64| count + spare <= limit;
     if !raw_fits(most) {
         note(&format!(
             "the raw loop holds a descriptor per router in one process, and this one may hold {limit}: it is skipped above {} routers",
-            limit.saturating_sub(spare) / 2
+            limit.saturating_sub(spare)
         ));
     }
     let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
@@ -252,11 +252,18 @@ fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
 /// The same kernel work as nsfleet's fake routers, on one thread with nothing around it:
 /// a switch namespace with its bridges; per router a namespace, a veth from the switch
 /// with its peer placed in the router, then lo and eth0 up, the address and forwarding.
-/// Like nsfleet, no IPv6 link-local address on the port, the bridge or eth0.
+/// Like nsfleet, no IPv6 link-local address on the port, the bridge or eth0, and no IPv6
+/// at all in the switch's namespace.
 fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
     let (up, fds) = std::thread::spawn(move || -> anyhow::Result<_> {
         sys::unshare_net()?;
         let switch = sys::current_netns()?;
+        for conf in ["all", "default"] {
+            let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+            if std::path::Path::new(&path).exists() {
+                std::fs::write(&path, "1")?;
+            }
+        }
         let mut sw = NlSocket::open()?;
         let bridges = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
         let mut b = Batch::new();
