@@ -551,7 +551,7 @@ struct GenCli {
     /// Frames per call to the kernel (ring) or per batch (XDP), 1 to 256.
     #[arg(long)]
     burst: Option<String>,
-    /// Bit rate per device: 100mbit, 1gbit.
+    /// Rate per device, in bits (100mbit, 1gbit) or packets (1Mpps) per second.
     #[arg(long, conflicts_with = "ratep")]
     rate: Option<String>,
     /// Packet rate per device: 250000, 1Mpps.

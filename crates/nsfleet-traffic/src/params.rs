@@ -247,7 +247,11 @@ impl Param {
                 n @ 1..=MAX_BURST => Param::Burst(n),
                 _ => return Err(bad(&format!("1 to {MAX_BURST}"))),
             },
-            "rate" => Param::Rate(bits_per_second(v).ok_or_else(|| bad("a bit rate, like 100mbit or 1gbit"))?),
+            // A packet rate given to `rate` (1Mpps) means what it says.
+            "rate" if v.to_ascii_lowercase().ends_with("pps") => Param::Ratep(
+                packets_per_second(v).ok_or_else(|| bad("packets per second, like 1Mpps"))?,
+            ),
+            "rate" => Param::Rate(bits_per_second(v).ok_or_else(|| bad("a bit rate, like 100mbit or 1gbit, or a packet rate, like 1Mpps"))?),
             "ratep" => Param::Ratep(packets_per_second(v).ok_or_else(|| bad("packets per second, like 250000 or 1Mpps"))?),
             "dst" => Param::Dst(ip()?),
             "dst_min" => Param::DstMin(ip()?),
@@ -442,6 +446,11 @@ mod tests {
         assert_eq!(bits_per_second("300"), Some(300_000_000));
         assert_eq!(packets_per_second("1Mpps"), Some(1_000_000));
         assert_eq!(packets_per_second("0"), None);
+        assert_eq!(Param::parse("rate", "1Mpps"), Ok(Param::Ratep(1_000_000)));
+        assert_eq!(
+            Param::parse("rate", "1gbit"),
+            Ok(Param::Rate(1_000_000_000))
+        );
         assert_eq!(mac("02:00:0a:00:00:ff"), Some([2, 0, 10, 0, 0, 255]));
         assert_eq!(mac("02:00:0a:00:00"), None);
     }
