@@ -3,6 +3,7 @@
 //! switch's namespace (`brj0a` in br0 to `brj0b` in br1, ...): one broadcast domain for
 //! the user. No loop, so no STP. Created with the namespace, so that ports find them.
 
+use super::Ipv6;
 use crate::core::{InitCtx, Node, Phase, Requests, Subsystem};
 use crate::topology::{bridge_index, join_indices};
 use anyhow::Context;
@@ -19,7 +20,7 @@ enum Step {
 
 /// A bridge and its joins carry frames, never addresses: none of them gets an IPv6
 /// link-local address (which the bridge would otherwise announce on every port).
-fn build(out: &mut Requests<'_>, step: &Step) -> anyhow::Result<()> {
+fn build(out: &mut Requests<'_>, step: &Step, ipv6: Ipv6) -> anyhow::Result<()> {
     match *step {
         Step::Bridge(k) => {
             let spec = LinkSpec {
@@ -30,7 +31,7 @@ fn build(out: &mut Requests<'_>, step: &Step) -> anyhow::Result<()> {
             out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
             // Up only after: a new link counts as ready until the kernel's link watch
             // first looks at it, so one created up gets its link-local address at once.
-            super::no_link_local(out, spec.index)?;
+            super::link_local_policy(out, spec.index, true, ipv6)?;
             out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None))
         }
         Step::Join(k) => {
@@ -48,8 +49,8 @@ fn build(out: &mut Requests<'_>, step: &Step) -> anyhow::Result<()> {
                 ..Default::default()
             };
             out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
-            super::no_link_local(out, a)?;
-            super::no_link_local(out, z)?;
+            super::link_local_policy(out, a, true, ipv6)?;
+            super::link_local_policy(out, z, true, ipv6)?;
             // The far end can come up and be enslaved only once the pair exists.
             out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))))
         }
@@ -77,7 +78,8 @@ impl Subsystem for Bridges {
         // walks the whole table (addrconf_add_mroute, rt6_sync_up), under the RTNL lock.
         // That is quadratic in ports: perf at 50,000 routers showed the link watch doing
         // nothing else for minutes. Off before the first port exists.
-        if super::kernel_has_ipv6() && !super::link_local(cx.node) {
+        let ipv6 = super::ipv6(cx.node);
+        if ipv6 == Ipv6::Off && super::kernel_has_ipv6() {
             for key in [
                 "net.ipv6.conf.all.disable_ipv6",
                 "net.ipv6.conf.default.disable_ipv6",
@@ -88,6 +90,7 @@ impl Subsystem for Bridges {
         }
         let n = cx.node.wiring().bridges.max(1);
         let steps = (0..n).map(Step::Bridge).chain((0..n - 1).map(Step::Join));
+        let build = |out: &mut Requests<'_>, step: &Step| build(out, step, ipv6);
         cx.send_each(steps, build, |step| match *step {
             Step::Bridge(k) => format!("bridge br{k}"),
             Step::Join(k) => format!("joining br{k} to br{}", k + 1),

@@ -128,7 +128,7 @@ impl Subsystem for HostLinks {
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
         let home = cx.home().try_clone_to_owned()?;
-        let link_local = super::link_local(node);
+        let ipv6 = super::ipv6(node);
         for iface in node
             .wiring()
             .ifaces
@@ -159,7 +159,7 @@ impl Subsystem for HostLinks {
                         rtnl::new_veth(b, seq, &local, &far)
                     })?;
                     // Before the host end comes up. The host end keeps the host's policy.
-                    super::link_local_policy(out, i, link_local)
+                    super::link_local_policy(out, i.index, i.bridge.is_some(), ipv6)
                 },
                 |i| {
                     format!(

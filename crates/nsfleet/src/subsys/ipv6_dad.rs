@@ -31,7 +31,7 @@ impl Subsystem for Ipv6Dad {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        super::link_local(node)
+        super::ipv6(node) == super::Ipv6::Used
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {

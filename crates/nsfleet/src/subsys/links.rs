@@ -36,7 +36,7 @@ impl Subsystem for Links {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
-        let (nodes, link_local) = (cx.peers(), super::link_local(node));
+        let (nodes, ipv6) = (cx.peers(), super::ipv6(node));
         let ifaces = node.wiring().ifaces.iter();
         let pairs = ifaces.filter_map(|i| Some((i, peer_node(i)?)));
         cx.send_each(
@@ -69,7 +69,7 @@ impl Subsystem for Links {
                 };
                 out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
                 // Before the far end comes up and gives this end carrier.
-                super::link_local_policy(out, iface, link_local)
+                super::link_local_policy(out, iface.index, iface.bridge.is_some(), ipv6)
             },
             |(iface, _)| {
                 let peer = iface.peer.as_ref().expect("filtered above");

@@ -16,7 +16,6 @@ pub mod routes;
 pub mod sysctl;
 
 use crate::core::{Fleet, Node, Requests, SubsysId};
-use crate::topology::Iface;
 use nsfleet_netlink::rtnl;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -61,34 +60,47 @@ pub(crate) fn kernel_has_ipv6() -> bool {
     *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/ipv6").exists())
 }
 
-/// Whether a node's interfaces get IPv6 link-local addresses: only where it uses IPv6
-/// (`topology::uses_ipv6`). Elsewhere each new link would send duplicate-address probes,
-/// multicast reports and router solicitations, which a switch floods to every port, and
-/// would keep the kernel's address-configuration work, which takes the RTNL lock, busy
-/// through creation and teardown.
-pub(crate) fn link_local(node: &Node) -> bool {
-    kernel_has_ipv6() && crate::topology::uses_ipv6(node.config(), node.wiring())
+/// How a node stands with IPv6, which decides what its links need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ipv6 {
+    /// No IPv6 in the node: the kernel has none, or the node is a switch that uses none
+    /// (`bridges` turns it off before its first bridge). Its links need nothing.
+    Off,
+    /// IPv6 on, unused: no link-local addresses. Each would send duplicate-address probes,
+    /// multicast reports and router solicitations, which a switch floods to every port,
+    /// and keep the kernel's address-configuration work (under the RTNL lock) busy
+    /// through creation and teardown.
+    Quiet,
+    /// The node uses IPv6 (`topology::uses_ipv6`): link-local addresses, except on links
+    /// that carry frames only.
+    Used,
 }
 
-/// Appends a request that keeps link `index` from getting an IPv6 link-local address;
-/// it must go before the link is up with carrier.
-pub(crate) fn no_link_local(out: &mut Requests<'_>, index: i32) -> anyhow::Result<()> {
-    if kernel_has_ipv6() {
-        out.add(|b, seq| rtnl::no_link_local(b, seq, index))?;
+pub(crate) fn ipv6(node: &Node) -> Ipv6 {
+    if !kernel_has_ipv6() {
+        Ipv6::Off
+    } else if crate::topology::uses_ipv6(node.config(), node.wiring()) {
+        Ipv6::Used
+    } else if node.config().switch {
+        Ipv6::Off
+    } else {
+        Ipv6::Quiet
     }
-    Ok(())
 }
 
-/// [`no_link_local`] for an interface of a node, unless it should have one: its node uses
-/// IPv6 (`node_link_local`, [`link_local`] of the node) and it is not a bridge port (a
-/// port carries frames, not addresses).
+/// Appends, where the node's [`Ipv6`] calls for it, a request that keeps link `index`
+/// from getting an IPv6 link-local address; `frames_only` for bridges, their joins and
+/// their ports, which carry frames, never addresses. It must go before the link is up
+/// with carrier.
 pub(crate) fn link_local_policy(
     out: &mut Requests<'_>,
-    iface: &Iface,
-    node_link_local: bool,
+    index: i32,
+    frames_only: bool,
+    ipv6: Ipv6,
 ) -> anyhow::Result<()> {
-    if !node_link_local || iface.bridge.is_some() {
-        no_link_local(out, iface.index)?;
+    match ipv6 {
+        Ipv6::Quiet => out.add(|b, seq| rtnl::no_link_local(b, seq, index)),
+        Ipv6::Used if frames_only => out.add(|b, seq| rtnl::no_link_local(b, seq, index)),
+        Ipv6::Off | Ipv6::Used => Ok(()),
     }
-    Ok(())
 }

@@ -31,11 +31,11 @@ impl Subsystem for PeerEnds {
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
         let ends = node.wiring().ifaces.iter().filter(|i| created_elsewhere(i));
-        let link_local = super::link_local(node);
+        let ipv6 = super::ipv6(node);
         cx.send_each(
             ends,
             |out, i| {
-                super::link_local_policy(out, i, link_local)?;
+                super::link_local_policy(out, i.index, i.bridge.is_some(), ipv6)?;
                 out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, i.bridge.map(bridge_index)))
             },
             |i| format!("{}:{} up (topology line {})", node.name(), i.name, i.line),

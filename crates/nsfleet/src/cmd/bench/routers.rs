@@ -252,8 +252,8 @@ fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
 /// The same kernel work as nsfleet's fake routers, on one thread with nothing around it:
 /// a switch namespace with its bridges; per router a namespace, a veth from the switch
 /// with its peer placed in the router, then lo and eth0 up, the address and forwarding.
-/// Like nsfleet, no IPv6 link-local address on the port, the bridge or eth0, and no IPv6
-/// at all in the switch's namespace.
+/// Like nsfleet, no IPv6 at all in the switch's namespace (so nothing to ask of its
+/// bridges and ports), and no IPv6 link-local address on eth0.
 fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
     let (up, fds) = std::thread::spawn(move || -> anyhow::Result<_> {
         sys::unshare_net()?;
@@ -274,7 +274,6 @@ fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
                 ..Default::default()
             };
             rtnl::new_bridge(&mut b, sw.next_seq(), &spec);
-            rtnl::no_link_local(&mut b, sw.next_seq(), spec.index);
             rtnl::set_link(&mut b, sw.next_seq(), spec.index, true, None);
         }
         sw.execute_all(&b)?;
@@ -299,7 +298,6 @@ fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
                 ..Default::default()
             };
             rtnl::new_veth(&mut b, sw.next_seq(), &port, &eth0);
-            rtnl::no_link_local(&mut b, sw.next_seq(), port.index);
             sw.execute_all(&b)?;
             let mut r = NlSocket::open()?;
             b.clear();
