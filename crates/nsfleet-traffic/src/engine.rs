@@ -30,7 +30,8 @@ pub struct Target {
     pub ifname: String,
 }
 
-const RUN: u32 = 1;
+/// Devices were started: open the idle ones.
+const START: u32 = 1;
 const STOP: u32 = 2;
 const EXIT: u32 = 4;
 
@@ -231,7 +232,7 @@ impl Engine {
         .collect()
     }
 
-    pub fn has_device(&self, label: &str) -> bool {
+    fn has_device(&self, label: &str) -> bool {
         self.find(label).is_some()
     }
 
@@ -314,7 +315,7 @@ impl Engine {
             d.set_state(State::Idle);
         }
         for t in &self.threads {
-            t.flags.fetch_or(RUN, Release);
+            t.flags.fetch_or(START, Release);
             t.wake();
         }
         Ok(())
@@ -523,18 +524,20 @@ impl Worker {
             self.reload_list();
             if flags & STOP != 0 {
                 self.finish_all(State::Stopped);
-                self.me.flags.fetch_and(!(STOP | RUN), Release);
+                self.me.flags.fetch_and(!STOP, Release);
                 continue;
             }
-            if flags & RUN != 0 {
+            if flags & START != 0 {
+                // Cleared before the devices are read: a start racing this one is seen
+                // at the next pass, and finds nothing left idle or opens what it started.
+                self.me.flags.fetch_and(!START, AcqRel);
                 self.open_new();
-                if self.sending.is_empty() {
-                    self.me.flags.fetch_and(!RUN, Release);
-                    continue;
-                }
-                self.burst();
-            } else {
+            }
+            // Whether the thread runs is whether it has devices sending: no flag to keep.
+            if self.sending.is_empty() {
                 std::thread::park_timeout(Duration::from_millis(100));
+            } else {
+                self.burst();
             }
         }
     }
@@ -558,7 +561,7 @@ impl Worker {
         self.me.list.seen.store(generation, Release);
     }
 
-    /// Opens every listed device that is idle: it starts sending now.
+    /// Opens every listed device that is idle (started): it sends from now on.
     fn open_new(&mut self) {
         for dev in self.list.clone().iter() {
             if dev.state() != State::Idle {

@@ -20,6 +20,7 @@ pub struct Ring {
     map: *mut u8,
     map_len: usize,
     slot_size: usize,
+    slots: u32,
     len: usize,
     head: u32,
 }
@@ -58,22 +59,18 @@ impl Ring {
             map,
             map_len,
             slot_size,
+            slots: req.tp_frame_nr,
             len: template.len(),
             head: 0,
         };
-        for i in 0..req.tp_frame_nr {
+        for i in 0..ring.slots {
             ring.data(i).copy_from_slice(template);
         }
-        ring.head = 0;
         Ok(ring)
     }
 
-    fn slots(&self) -> u32 {
-        (self.map_len / self.slot_size) as u32
-    }
-
     fn header(&mut self, i: u32) -> *mut libc::tpacket2_hdr {
-        // SAFETY: i < slots(), so the header lies inside the mapping.
+        // SAFETY: i < slots, so the header lies inside the mapping.
         unsafe { self.map.add(i as usize * self.slot_size).cast() }
     }
 
@@ -133,7 +130,7 @@ impl Transmit for Ring {
             }
             next(self.data(i));
             self.set_ready(i);
-            self.head = if i + 1 == self.slots() { 0 } else { i + 1 };
+            self.head = if i + 1 == self.slots { 0 } else { i + 1 };
             sent.frames += 1;
         }
         match self.flush() {

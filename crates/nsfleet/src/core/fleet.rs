@@ -139,11 +139,6 @@ impl Fleet {
         self.nodes.load_full()
     }
 
-    /// Holder processes keeping the nodes' namespaces (0 when the fleet keeps its own).
-    pub fn holders(&self) -> usize {
-        self.holders.as_ref().map_or(0, |h| h.count())
-    }
-
     pub fn workers(&self) -> usize {
         self.workers.len()
     }

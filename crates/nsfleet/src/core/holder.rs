@@ -17,6 +17,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Descriptors a holder keeps below its own limit, for itself.
@@ -40,7 +41,9 @@ pub struct HeldNs {
 struct Holder {
     conn: Mutex<UnixStream>,
     pidfd: OwnedFd,
-    held: Mutex<usize>,
+    /// Descriptors it holds or is about to: counted under the list's lock, so that no
+    /// holder is given more than the cap.
+    held: AtomicUsize,
 }
 
 impl Holders {
@@ -59,29 +62,28 @@ impl Holders {
     pub fn hold(&self, fd: OwnedFd) -> io::Result<HeldNs> {
         let holder = {
             let mut list = self.list.lock();
-            let roomy = list.iter().find(|h| *h.held.lock() < self.cap).cloned();
-            match roomy {
+            let roomy = list
+                .iter()
+                .find(|h| h.held.load(Relaxed) < self.cap)
+                .cloned();
+            let h = match roomy {
                 Some(h) => h,
                 None => {
                     let h = Arc::new(Holder::start_at_home(self.home.clone())?);
                     list.push(h.clone());
                     h
                 }
-            }
+            };
+            h.held.fetch_add(1, Relaxed);
+            h
         };
-        *holder.held.lock() += 1;
         match holder.hold(fd) {
             Ok(slot) => Ok(HeldNs { holder, slot }),
             Err(e) => {
-                *holder.held.lock() -= 1;
+                holder.held.fetch_sub(1, Relaxed);
                 Err(e)
             }
         }
-    }
-
-    /// Holder processes running now.
-    pub fn count(&self) -> usize {
-        self.list.lock().len()
     }
 }
 
@@ -94,7 +96,7 @@ impl HeldNs {
     /// Has the holder let go of the namespace; returns once it has.
     pub fn release(self) -> io::Result<()> {
         let r = self.holder.ask(b'c', self.slot, None).map(drop);
-        *self.holder.held.lock() -= 1;
+        self.holder.held.fetch_sub(1, Relaxed);
         r
     }
 }
@@ -123,7 +125,7 @@ impl Holder {
         Ok(Holder {
             conn: Mutex::new(ours),
             pidfd,
-            held: Mutex::new(0),
+            held: AtomicUsize::new(0),
         })
     }
 
