@@ -118,8 +118,9 @@ enum Command {
     ///
     /// The destination's node, when the address belongs to the fleet, gives the frames'
     /// MAC and counts what arrives. `--method auto` uses XDP live frames when every frame is
-    /// the same and the destination is the link's other end (its GRO is turned on for
-    /// that, and off again by the next `gen`), and the AF_PACKET TX ring otherwise.
+    /// the same, the device is not paced and the destination is the link's other end (its
+    /// GRO is turned on for that, and off again by the next `gen`), and the AF_PACKET TX
+    /// ring otherwise; the report says which, and why.
     #[command(verbatim_doc_comment)]
     Gen(Box<GenCli>),
     /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
@@ -406,6 +407,11 @@ fn default_workers() -> usize {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Supervise { .. } | Command::Hold) {
+        // `nsfleet status | head` ends quietly, as Unix tools do. Not in the supervisor
+        // or a holder, which must outlive any reader that goes away.
+        nsfleet::sys::die_on_sigpipe();
+    }
     let run_dir = cli.run_dir;
     let result = match cli.command {
         Command::Up {

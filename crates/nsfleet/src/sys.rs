@@ -74,6 +74,13 @@ pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
+/// Restores SIGPIPE's default action (the Rust runtime ignores it, which turns a closed
+/// pipe into a panic on the next print).
+pub fn die_on_sigpipe() {
+    // SAFETY: installs the default disposition for one signal; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// Sends `sig` to a whole process group.
 pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill(2) takes plain integers; a negative pid addresses the group.
