@@ -141,9 +141,13 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
     }
 }
 
-/// An interface's MAC address, in the calling thread's namespace.
-pub fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
-    let sock = packet_socket(0)?;
+/// One interface ioctl in the calling thread's namespace: `req`'s name is set to `name`,
+/// `fill` may set the rest, and the kernel's answer comes back in it.
+pub fn interface_ioctl(
+    name: &str,
+    request: libc::c_ulong,
+    fill: impl FnOnce(&mut libc::ifreq),
+) -> io::Result<libc::ifreq> {
     // SAFETY: ifreq is plain data; all zeroes is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     if name.len() >= req.ifr_name.len() {
@@ -152,8 +156,19 @@ pub fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
-    // SAFETY: SIOCGIFHWADDR reads ifr_name and writes ifr_hwaddr of the live `req`.
-    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) })?;
+    fill(&mut req);
+    // Any socket of the namespace reaches the device ioctls; a packet socket needs no
+    // protocol of its own.
+    let sock = packet_socket(0)?;
+    // SAFETY: the request reads ifr_name and whatever `fill` set (the caller keeps any
+    // buffer it points to alive across this call) and writes only inside `req`.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut req) })?;
+    Ok(req)
+}
+
+/// An interface's MAC address, in the calling thread's namespace.
+pub fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
+    let req = interface_ioctl(name, libc::SIOCGIFHWADDR, |_| {})?;
     // SAFETY: the kernel filled the hwaddr member of the union.
     let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
     let mut mac = [0u8; 6];

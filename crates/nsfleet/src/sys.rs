@@ -766,28 +766,8 @@ pub fn set_gro(ifname: &str, on: bool) -> io::Result<()> {
         cmd: ETHTOOL_SGRO,
         data: on as u32,
     };
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if ifname.len() >= req.ifr_name.len() {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *d = s as libc::c_char;
-    }
-    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-    // SAFETY: a datagram socket made here and closed on return.
-    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if sock < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: SIOCETHTOOL reads ifr_name and the ethtool_value ifr_data points to, both
-    // live for the call.
-    let r = unsafe { libc::ioctl(sock, libc::SIOCETHTOOL, &mut req) };
-    let err = io::Error::last_os_error();
-    // SAFETY: closing the socket made above, once.
-    unsafe { libc::close(sock) };
-    if r < 0 {
-        return Err(err);
-    }
+    nsfleet_traffic::sys::interface_ioctl(ifname, libc::SIOCETHTOOL, |req| {
+        req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    })?;
     Ok(())
 }
