@@ -4,6 +4,7 @@
 
 mod churn;
 mod create;
+mod raw;
 mod routers;
 mod setns;
 mod teardown;

@@ -5,18 +5,14 @@
 //!   each count: its own rate falls as namespaces accumulate);
 //! - seed 003's shell script, one `ip` command per step;
 //! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
-//!   installed), against nsfleet's `linear` generator of the same shape.
+//!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
+//!   building that topology (what the kernel work alone allows against Mininet).
 
-use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
+use super::{emit, machine, metric, need_root, note, ratios, raw, which, Cli, Common};
 use crate::core::{Fleet, FleetOptions};
 use crate::sys;
-use crate::topology::{bridge_index, IpNet, PORTS_PER_BRIDGE};
 use anyhow::{bail, Context};
-use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_netlink::socket::MAX_BATCH;
-use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_results::{Axis, Better, Chart, Results, Series};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Instant;
 
@@ -209,7 +205,7 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
 }
 
 fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
-    let (up, down) = raw_routers(fleet, count)?;
+    let (up, down) = raw::routers(fleet, count)?;
     s.raw_up_s.push(up);
     s.raw_down_s.push(down);
     Ok(())
@@ -249,77 +245,6 @@ fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
     nsfleet_up_down(&body, workers)
 }
 
-/// The same kernel work as nsfleet's fake routers, on one thread with nothing around it:
-/// a switch namespace with its bridges; per router a namespace, a veth from the switch
-/// with its peer placed in the router, then lo and eth0 up, the address and forwarding.
-/// Like nsfleet, no IPv6 at all in the switch's namespace (so nothing to ask of its
-/// bridges and ports), and no IPv6 link-local address on eth0.
-fn raw_routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
-    let (up, fds) = std::thread::spawn(move || -> anyhow::Result<_> {
-        sys::unshare_net()?;
-        let switch = sys::current_netns()?;
-        for conf in ["all", "default"] {
-            let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
-            if std::path::Path::new(&path).exists() {
-                std::fs::write(&path, "1")?;
-            }
-        }
-        let mut sw = NlSocket::open()?;
-        let bridges = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
-        let mut b = Batch::new();
-        for k in 0..bridges {
-            let spec = LinkSpec {
-                name: &format!("br{k}"),
-                index: bridge_index(k),
-                ..Default::default()
-            };
-            rtnl::new_bridge(&mut b, sw.next_seq(), &spec);
-            rtnl::set_link(&mut b, sw.next_seq(), spec.index, true, None);
-        }
-        sw.execute_all(&b)?;
-        let pool: IpNet = "10.0.0.0/16".parse().expect("a valid pool");
-        let mut fds = vec![switch];
-        let t = Instant::now();
-        for i in 0..count {
-            sys::unshare_net()?;
-            let fd = sys::current_netns()?;
-            let mut b = Batch::new();
-            let port = LinkSpec {
-                name: &format!("p{}", i + 1),
-                index: 1000 + 2 * i as i32,
-                up: true,
-                master: Some(bridge_index((i as usize / PORTS_PER_BRIDGE) as u16)),
-                ..Default::default()
-            };
-            let eth0 = LinkSpec {
-                name: "eth0",
-                index: 1001,
-                netns_fd: Some(fd.as_raw_fd()),
-                ..Default::default()
-            };
-            rtnl::new_veth(&mut b, sw.next_seq(), &port, &eth0);
-            sw.execute_all(&b)?;
-            let mut r = NlSocket::open()?;
-            b.clear();
-            rtnl::set_link(&mut b, r.next_seq(), 1, true, None);
-            rtnl::no_link_local(&mut b, r.next_seq(), 1001);
-            rtnl::set_link(&mut b, r.next_seq(), 1001, true, None);
-            let a = pool.host(i);
-            rtnl::new_addr(&mut b, r.next_seq(), 1001, a.addr, a.prefix);
-            rtnl::set_forwarding(&mut b, r.next_seq(), 1001, true);
-            r.execute_all(&b)?;
-            fds.push(fd);
-        }
-        Ok((t.elapsed().as_secs_f64(), fds))
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("raw loop thread panicked"))??;
-    let t = Instant::now();
-    drop(fds);
-    fleet.reclaim_barrier()?;
-    Ok((up, t.elapsed().as_secs_f64()))
-}
-
 /// Seed 003's script: one `ip` (or `sysctl`) process per step. Returns (up, down) seconds.
 fn ip_script(count: u64) -> anyhow::Result<(f64, f64)> {
     let p = format!("nsfb{}", std::process::id());
@@ -354,7 +279,8 @@ done"#
 }
 
 /// Mininet's LinearTopo(k) against nsfleet's `linear` of the same shape, run after run,
-/// with the kernel's floor for its links measured in each run.
+/// with the raw loop building the same topology and the kernel's floor for its links
+/// alone measured in each run. Each starts on a machine that has reclaimed the last.
 #[derive(Default, serde::Serialize)]
 struct MininetRuns {
     mininet_up_s: Vec<f64>,
@@ -364,6 +290,8 @@ struct MininetRuns {
     nsfleet_drop_s: Vec<f64>,
     /// `down` until the kernel has reclaimed everything.
     nsfleet_down_s: Vec<f64>,
+    /// The raw loop's start: the kernel work of the whole topology, on one thread.
+    raw_up_s: Vec<f64>,
     links_floor_s: Vec<f64>,
 }
 
@@ -381,12 +309,19 @@ fn mininet_vs_linear(k: u64, c: &Common, fleet: &Fleet) -> anyhow::Result<Minine
         let (up, down) = mininet(k)?;
         m.mininet_up_s.push(up);
         m.mininet_down_s.push(down);
+        fleet.reclaim_barrier()?;
+        let raw_first = r % 2 == 1;
+        if raw_first {
+            m.raw_up_s.push(raw::linear(fleet, k)?.0);
+        }
         let ns = nsfleet_up_down(&body, c.workers)?;
         m.nsfleet_up_s.push(ns.up_s);
         m.nsfleet_drop_s.push(ns.drop_s);
         m.nsfleet_down_s.push(ns.down_s);
-        m.links_floor_s.push(links_floor(2 * k - 1)?);
-        fleet.reclaim_barrier()?;
+        if !raw_first {
+            m.raw_up_s.push(raw::linear(fleet, k)?.0);
+        }
+        m.links_floor_s.push(raw::links_floor(fleet, 2 * k - 1)?);
     }
     Ok(m)
 }
@@ -402,6 +337,7 @@ fn mininet_metrics(res: &mut Results, m: &MininetRuns) {
             "nsfleet_linear_stop_to_reclaimed_s",
             m2("s", Lower, &m.nsfleet_down_s),
         )
+        .metric("raw_linear_start_s", m2("s", Neither, &m.raw_up_s))
         .metric(
             "linear_links_kernel_floor_s",
             m2("s", Neither, &m.links_floor_s),
@@ -419,9 +355,18 @@ fn mininet_metrics(res: &mut Results, m: &MininetRuns) {
             metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_down_s)),
         )
         .metric(
+            "nsfleet_vs_raw_linear_start",
+            metric("x", Higher, ratios(&m.raw_up_s, &m.nsfleet_up_s)),
+        )
+        .metric(
+            "raw_linear_vs_mininet_start",
+            metric("x", Neither, ratios(&m.mininet_up_s, &m.raw_up_s))
+                .with_target("the kernel work alone, on one thread"),
+        )
+        .metric(
             "kernel_floor_vs_mininet_start",
             metric("x", Neither, ratios(&m.mininet_up_s, &m.links_floor_s))
-                .with_target("the best any tool could reach here"),
+                .with_target("the links alone: no tool can pass this"),
         );
 }
 
@@ -442,33 +387,4 @@ fn mininet(k: u64) -> anyhow::Result<(f64, f64)> {
         );
     }
     Ok((nums[0], nums[1]))
-}
-
-/// The kernel's floor for a topology's links: `pairs` veth pairs created in one scratch
-/// namespace, a full batch per `sendmsg`, and nothing else (no namespaces, bridges,
-/// addresses). No tool builds those links faster on this machine, so Mininet's start
-/// over this is the best ratio any tool could reach.
-fn links_floor(pairs: u64) -> anyhow::Result<f64> {
-    std::thread::spawn(move || -> anyhow::Result<f64> {
-        sys::unshare_net()?;
-        let mut sock = NlSocket::open()?;
-        let mut b = Batch::new();
-        let t = Instant::now();
-        for i in 0..pairs {
-            let (a, z) = (format!("a{i}"), format!("z{i}"));
-            let end = |name| LinkSpec {
-                name,
-                ..Default::default()
-            };
-            rtnl::new_veth(&mut b, sock.next_seq(), &end(&a), &end(&z));
-            if b.seqs().len() == MAX_BATCH {
-                sock.execute_all(&b)?;
-                b.clear();
-            }
-        }
-        sock.execute_all(&b)?;
-        Ok(t.elapsed().as_secs_f64())
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("links floor thread panicked"))?
 }
