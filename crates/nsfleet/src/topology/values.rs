@@ -205,7 +205,7 @@ impl std::fmt::Display for Impair {
             }
         }
         if self.rate_bps > 0 {
-            parts.push(format!("rate {}kbit", self.rate_bps / 1000));
+            parts.push(format!("rate {}", rate_text(self.rate_bps)));
         }
         if parts.is_empty() {
             parts.push("none".into());
@@ -275,6 +275,20 @@ pub fn rate_bps(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A rate in bits per second in the largest of tc's bit units that gives a whole number,
+/// as it was most likely written: `100mbit`, `1500kbit`.
+fn rate_text(bps: u64) -> String {
+    let units = [
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ];
+    let (scale, unit) = (units.into_iter())
+        .find(|(scale, _)| bps % scale == 0)
+        .unwrap_or((1, "bit"));
+    format!("{}{unit}", bps / scale)
+}
+
 /// A unicast MAC address, `02:00:00:00:00:01`.
 pub fn mac(s: &str) -> Result<[u8; 6], String> {
     let bad = || format!("expected a unicast MAC address like \"02:00:00:00:00:01\", got {s:?}");
@@ -319,6 +333,9 @@ mod tests {
         assert_eq!(duration_ns("20ms"), Ok(20_000_000));
         assert_eq!(percent("0.5%"), Ok(0.5));
         assert_eq!(rate_bps("100mbit"), Ok(100_000_000));
+        for written in ["100mbit", "1500kbit", "2gbit", "12345bit"] {
+            assert_eq!(rate_text(rate_bps(written).unwrap()), written);
+        }
         assert!(mac("03:00:00:00:00:01").is_err());
         assert!(duration_ns("20").is_err());
     }
