@@ -284,7 +284,7 @@ fn rate_text(bps: u64) -> String {
         (1_000, "kbit"),
     ];
     let (scale, unit) = (units.into_iter())
-        .find(|(scale, _)| bps % scale == 0)
+        .find(|(scale, _)| bps.is_multiple_of(*scale))
         .unwrap_or((1, "bit"));
     format!("{}{unit}", bps / scale)
 }
