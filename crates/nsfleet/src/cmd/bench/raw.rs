@@ -12,7 +12,7 @@ use crate::topology::{bridge_index, IpNet, PORTS_PER_BRIDGE};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Instant;
 
 /// Runs `setup`, then `build` on what it made, under the clock, on a thread of its own.
@@ -49,12 +49,12 @@ impl Ns {
     /// link exists, as nsfleet does in a switch that uses none.
     fn new(ipv6: bool) -> anyhow::Result<Ns> {
         sys::unshare_net()?;
-        if !ipv6 {
+        if !ipv6 && crate::subsys::kernel_has_ipv6() {
+            // One lookup under /proc/sys, then openat, as `Worker::write_sysctl` does: a
+            // path lookup there costs more the more namespaces the machine has.
+            let dir = sys::open_dir(c"/proc/sys/net")?;
             for conf in ["all", "default"] {
-                let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
-                if std::path::Path::new(&path).exists() {
-                    std::fs::write(&path, "1")?;
-                }
+                sys::write_at(dir.as_fd(), &format!("ipv6/conf/{conf}/disable_ipv6"), b"1")?;
             }
         }
         Ok(Ns {
