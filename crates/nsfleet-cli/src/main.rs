@@ -213,7 +213,8 @@ enum Bench {
     },
     /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
     /// nsfleet vs a raw in-process loop doing the same kernel work at each count, vs seed
-    /// 003's one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear`.
+    /// 003's one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear` (with
+    /// a raw loop building the same topology: what the kernel work alone allows).
     Routers {
         /// Routers to build (nsfleet and the raw loop).
         #[arg(long, default_value_t = d().routers_count)]
@@ -227,6 +228,7 @@ enum Bench {
         #[arg(long, default_value_t = d().script_count)]
         script_count: u64,
         /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
+        /// nsfleet's `linear` of k and the raw loop are built in the same run.
         #[arg(long, default_value_t = d().mininet_count)]
         mininet_count: u64,
         #[command(flatten)]
