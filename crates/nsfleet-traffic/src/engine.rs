@@ -580,7 +580,8 @@ impl Worker {
     fn enter(&mut self, ns: &Arc<OwnedFd>) -> Result<(), String> {
         let there = Arc::as_ptr(ns) as usize;
         if self.here != there {
-            sys::setns_net(ns.as_fd()).map_err(|e| format!("entering the namespace: {e}"))?;
+            nsfleet_sys::setns_net(ns.as_fd())
+                .map_err(|e| format!("entering the namespace: {e}"))?;
             self.here = there;
         }
         Ok(())
@@ -590,7 +591,7 @@ impl Worker {
         let p = dev.params.lock().clone();
         let ifname = &dev.target.ifname;
         self.enter(&dev.target.netns)?;
-        let src_mac = sys::hwaddr(ifname).map_err(|e| format!("{ifname}: {e}"))?;
+        let src_mac = nsfleet_sys::hwaddr(ifname).map_err(|e| format!("{ifname}: {e}"))?;
         let dst_mac = p.dst_mac.ok_or("no dst_mac: set it (the receiver's MAC)")?;
         let frames = Frames::new(&p, src_mac, dst_mac);
         let (tx, method, why) = self.transmitter(&p, ifname, &frames)?;

@@ -27,7 +27,7 @@ const FILTER: [(u16, u8, u8, u32); 8] = [
 impl Sink {
     /// A sink on `ifname` in the calling thread's namespace.
     pub fn open(ifname: &str) -> io::Result<Sink> {
-        let index = sys::ifindex(ifname)?;
+        let index = nsfleet_sys::ifindex(ifname)?;
         // Protocol 0 until bound: nothing arrives before the filter is in place.
         let fd = sys::packet_socket(0)?;
         let filter: Vec<libc::sock_filter> = FILTER

@@ -1,9 +1,8 @@
 //! The syscalls the traffic engine makes, each wrapped once with the reason it is sound.
 
-use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -126,61 +125,6 @@ pub fn send_empty(fd: RawFd) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// An interface's index in the calling thread's namespace.
-pub fn ifindex(name: &str) -> io::Result<u32> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid C string for the duration of the call.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no interface {name:?} in this namespace"),
-        )),
-        i => Ok(i),
-    }
-}
-
-/// One interface ioctl in the calling thread's namespace: `req`'s name is set to `name`,
-/// `fill` may set the rest, and the kernel's answer comes back in it.
-pub fn interface_ioctl(
-    name: &str,
-    request: libc::c_ulong,
-    fill: impl FnOnce(&mut libc::ifreq),
-) -> io::Result<libc::ifreq> {
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if name.len() >= req.ifr_name.len() {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    fill(&mut req);
-    // Any socket of the namespace reaches the device ioctls; a packet socket needs no
-    // protocol of its own.
-    let sock = packet_socket(0)?;
-    // SAFETY: the request reads ifr_name and whatever `fill` set (the caller keeps any
-    // buffer it points to alive across this call) and writes only inside `req`.
-    check(unsafe { libc::ioctl(sock.as_raw_fd(), request, &mut req) })?;
-    Ok(req)
-}
-
-/// An interface's MAC address, in the calling thread's namespace.
-pub fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
-    let req = interface_ioctl(name, libc::SIOCGIFHWADDR, |_| {})?;
-    // SAFETY: the kernel filled the hwaddr member of the union.
-    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
-    let mut mac = [0u8; 6];
-    for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
-        *d = *s as u8;
-    }
-    Ok(mac)
-}
-
-pub fn setns_net(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: plain syscall on a descriptor we borrow; it moves only the calling thread.
-    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
 
 /// Pins the calling thread to one CPU.

@@ -70,8 +70,7 @@ mod armed {
                 // and the kernel ignores that from inside. _exit ends the process as a
                 // kill would: no unwinding, no destructors, no flushing.
                 eprintln!("nsfleet: fault point {n} ({what}): dying here");
-                // SAFETY: _exit(2) has no preconditions; nothing runs after it.
-                unsafe { libc::_exit(137) };
+                crate::sys::exit_now(137);
             }
             _ => {}
         }

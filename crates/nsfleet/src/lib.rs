@@ -14,6 +14,6 @@ pub mod preflight;
 pub mod rundir;
 pub mod subsys;
 pub mod supervisor;
-pub mod sys;
+pub use nsfleet_sys as sys;
 pub mod topology;
 pub mod traffic;

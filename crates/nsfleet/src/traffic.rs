@@ -223,7 +223,7 @@ impl Traffic {
         if p.dst_mac.is_none() {
             let i = riface.clone();
             let mac = fleet.on_node(&rnode, move |_| {
-                nsfleet_traffic::sys::hwaddr(&i).map_err(anyhow::Error::from)
+                crate::sys::hwaddr(&i).map_err(anyhow::Error::from)
             })?;
             set(Param::DstMac(mac))?;
         }

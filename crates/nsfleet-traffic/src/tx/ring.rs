@@ -51,7 +51,7 @@ impl Ring {
         // A malformed frame is skipped and reported, rather than stalling the ring.
         sys::setsockopt(&fd, libc::PACKET_LOSS, &1i32)?;
         sys::setsockopt(&fd, libc::PACKET_TX_RING, &req)?;
-        sys::bind_packet(&fd, sys::ifindex(ifname)?, 0)?;
+        sys::bind_packet(&fd, nsfleet_sys::ifindex(ifname)?, 0)?;
         let map_len = (req.tp_block_size * req.tp_block_nr) as usize;
         let map = sys::mmap_shared(&fd, map_len)?;
         let mut ring = Ring {

@@ -46,7 +46,7 @@ impl Xdp {
         Ok(Xdp {
             prog,
             frame: template.to_vec(),
-            ifindex: sys::ifindex(ifname)?,
+            ifindex: nsfleet_sys::ifindex(ifname)?,
             batch: burst.clamp(1, MAX_BATCH),
             per_call: MIN_CALL * 16,
         })

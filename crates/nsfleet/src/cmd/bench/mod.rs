@@ -505,8 +505,7 @@ pub(super) fn cpu_of(pid: i64) -> (f64, f64) {
         .unwrap_or("")
         .split_whitespace()
         .collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = crate::sys::clock_ticks_per_second() as f64;
     let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / hz;
     (field(11), field(12))
 }

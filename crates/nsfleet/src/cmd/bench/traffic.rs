@@ -223,9 +223,8 @@ fn trafgen(cli: &Cli, secs: f64) -> anyhow::Result<f64> {
     let (a, t) = (rx()?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(secs));
     let (b, dt) = (rx()?, t.elapsed().as_secs_f64());
-    // SAFETY: signalling the process group of our own child (exec'd into trafgen), which
-    // we have not reaped yet, so its id cannot have been reused.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    // Our own child (exec'd into trafgen), not reaped yet: its id cannot have been reused.
+    let _ = crate::sys::kill_group(child.id() as libc::pid_t, libc::SIGINT);
     child.wait()?;
     if b <= a {
         bail!("trafgen delivered nothing (is netsniff-ng's trafgen working here?)");

@@ -1,0 +1,74 @@
+//! Descriptors passed over Unix sockets (SCM_RIGHTS), one at a time.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// A control buffer with room for one descriptor (SCM_RIGHTS).
+fn one_fd_cmsg_buf() -> Vec<u8> {
+    // SAFETY: CMSG_SPACE is pure arithmetic.
+    vec![0u8; unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize]
+}
+
+/// A msghdr over one buffer and a control buffer. The pointers it holds are valid as long
+/// as `iov` and `cbuf` are: callers pass it to one syscall while both are alive.
+fn msghdr_with(iov: &mut libc::iovec, cbuf: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = cbuf.len();
+    msg
+}
+
+/// Sends `payload` and one descriptor over a Unix stream socket (SCM_RIGHTS).
+pub fn send_with_fd(sock: BorrowedFd<'_>, payload: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    let mut cbuf = one_fd_cmsg_buf();
+    let msg = msghdr_with(&mut iov, &mut cbuf);
+    // SAFETY: msg points at iov and cbuf, both alive for the call; the CMSG_* macros stay
+    // inside cbuf, which one_fd_cmsg_buf sized with CMSG_SPACE for one descriptor.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd.as_raw_fd());
+        let rc = libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL);
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Receives up to `buf.len()` bytes and at most one descriptor passed with them.
+pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut cbuf = one_fd_cmsg_buf();
+    let mut msg = msghdr_with(&mut iov, &mut cbuf);
+    // SAFETY: as in send_with_fd; the received descriptor (if any) is new in our table
+    // (MSG_CMSG_CLOEXEC) and owned from here on.
+    unsafe {
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut fd = None;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if !cmsg.is_null()
+            && (*cmsg).cmsg_level == libc::SOL_SOCKET
+            && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+        {
+            let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+            fd = Some(OwnedFd::from_raw_fd(raw));
+        }
+        Ok((n as usize, fd))
+    }
+}

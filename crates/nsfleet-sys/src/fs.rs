@@ -1,0 +1,85 @@
+//! Files below a directory descriptor, the mount namespace of `exec`, descriptor tables.
+
+use crate::check;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Like `ip netns exec`: a private mount namespace with /sys remounted, so that
+/// /sys/class/net shows the interfaces of the network namespace we just entered.
+pub fn remount_sys_for_netns() -> io::Result<()> {
+    // SAFETY: unshare/mount/umount2 with NUL-terminated static strings.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ))?;
+        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
+        check(libc::mount(
+            c"sysfs".as_ptr(),
+            c"/sys".as_ptr(),
+            c"sysfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Opens a directory (for `*at` calls below it).
+pub fn open_dir(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: path is NUL-terminated; the descriptor is checked and then owned.
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Writes `data` to the file `path` below `dir` (which must exist), in one write.
+pub fn write_at(dir: BorrowedFd<'_>, path: &str, data: &[u8]) -> io::Result<()> {
+    let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: c is NUL-terminated and dir is a valid directory descriptor.
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: fresh descriptor owned from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: data is a valid buffer of the length passed.
+    let n = unsafe {
+        libc::write(
+            fd.as_raw_fd(),
+            data.as_ptr() as *const libc::c_void,
+            data.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Gives the calling thread a file-descriptor table of its own (a copy), then closes in
+/// that copy every descriptor from `keep_below` up. The rest of the process keeps its table.
+pub fn private_fd_table(keep_below: u32) -> io::Result<()> {
+    // SAFETY: unshare(2) and close_range(2) take plain integers; after CLONE_FILES they act
+    // on this thread's own copy of the table only, which nothing else in the process sees.
+    unsafe {
+        check(libc::unshare(libc::CLONE_FILES))?;
+        if libc::syscall(libc::SYS_close_range, keep_below, u32::MAX, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

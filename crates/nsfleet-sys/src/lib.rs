@@ -1,0 +1,38 @@
+//! nsfleet-sys: the syscall boundary of nsfleet. Every `unsafe` of the engine lives in
+//! this crate, one module per domain, each wrapper doing one syscall (or one fixed
+//! sequence) and returning `io::Result`.
+//!
+//! It never decides anything: when to switch namespace, whom to signal, what to hold is
+//! the callers' policy. It knows no fleet, node, topology or netlink message.
+
+pub mod fdpass;
+pub mod fs;
+pub mod iface;
+pub mod limits;
+pub mod meminfo;
+pub mod ns;
+pub mod poll;
+pub mod process;
+pub mod signals;
+
+// The wrappers by name, for callers that use a few of several domains.
+pub use fdpass::*;
+pub use fs::*;
+pub use iface::*;
+pub use limits::*;
+pub use meminfo::*;
+pub use ns::*;
+pub use poll::*;
+pub use process::*;
+pub use signals::*;
+
+use std::io;
+
+/// A libc return code as a `Result`: negative means `errno` says why.
+pub(crate) fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}

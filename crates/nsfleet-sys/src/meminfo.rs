@@ -1,0 +1,16 @@
+//! /proc/meminfo, the kernel's own account of the memory a fleet costs.
+
+/// A /proc/meminfo field in bytes (0 if unreadable), `key` with its colon ("Slab:").
+pub fn meminfo(key: &str) -> i64 {
+    meminfo_fields(&[key])[0]
+}
+
+/// Several /proc/meminfo fields from one read, in the order of `keys`.
+pub fn meminfo_fields<const N: usize>(keys: &[&str; N]) -> [i64; N] {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    keys.map(|key| {
+        (text.lines().find_map(|l| l.strip_prefix(key)))
+            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    })
+}

@@ -1,0 +1,301 @@
+//! Processes: pidfds, spawning node processes and PID-namespace inits, reaping, signals
+//! to groups, identities that survive pid reuse.
+
+use crate::check;
+use crate::poll::pollfds_in;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// A pidfd for a child we have not reaped yet.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open(2) takes a pid and flags; the result is a fresh descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// A descriptor of our own for descriptor `fd` of the process `pidfd` refers to.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and flags; the result is
+    // a fresh descriptor.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// Sends `sig` to a whole process group.
+pub fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill(2) takes plain integers; a negative pid addresses the group.
+    check(unsafe { libc::kill(-pgid, sig) }).map(drop)
+}
+
+/// Waits until each pidfd is readable (its process exited) or `timeout` passes; returns
+/// how many exited.
+pub fn poll_exited(pidfds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<usize> {
+    let mut pfds = pollfds_in(pidfds);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut exited = 0;
+    while exited < pfds.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: pfds is a valid array of the length passed; poll ignores negative fds.
+        let rc = unsafe {
+            libc::poll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                left.as_millis() as i32,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if rc == 0 {
+            break;
+        }
+        // An exited pidfd stays readable: stop polling it so poll() sleeps until the next.
+        for p in pfds.iter_mut().filter(|p| p.revents != 0) {
+            p.fd = -1;
+            p.revents = 0;
+            exited += 1;
+        }
+    }
+    Ok(exited)
+}
+
+/// Reaps one child by pidfd if it has exited; ECHILD (already reaped elsewhere) is fine.
+pub fn reap_pidfd(pidfd: BorrowedFd<'_>) {
+    // SAFETY: siginfo_t is plain data; waitid(2) with P_PIDFD and WNOHANG never blocks.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+    }
+}
+
+/// Reaps every exited child without blocking (the duty of a PID namespace's init).
+pub fn reap_any() {
+    let _no_spawn_in_flight = SPAWNING.write();
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) with WNOHANG and a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+    }
+}
+
+/// Runs in a freshly forked child before exec: only async-signal-safe syscalls here.
+/// Puts the child into its own process group, arranges SIGKILL when the spawning thread
+/// dies, and clears the signal mask the supervisor keeps blocked for its signal thread.
+/// The child's network namespace is the spawning thread's (fork copies the calling
+/// task's namespaces), so a worker inside a node spawns into that node.
+fn child_setup() -> io::Result<()> {
+    // SAFETY: each call is a plain syscall on integers or on a local sigset; all are
+    // async-signal-safe, as required between fork and exec.
+    unsafe {
+        check(libc::setpgid(0, 0))?;
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+    }
+    Ok(())
+}
+
+/// The command to start as the first process of a new PID namespace.
+pub struct InitCommand {
+    path: CString,
+    argv: Vec<CString>,
+    stdin: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+}
+
+impl InitCommand {
+    pub fn new(
+        path: &str,
+        args: &[String],
+        stdin: RawFd,
+        stdout: RawFd,
+        stderr: RawFd,
+    ) -> io::Result<Self> {
+        let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+        Ok(InitCommand {
+            path: c(path)?,
+            argv: args.iter().map(|a| c(a)).collect::<io::Result<_>>()?,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Starts the command as PID 1 of a new PID namespace, in a new session. When it dies,
+    /// the kernel kills every other process of that namespace: the whole fleet's process
+    /// tree, daemons that double-forked included. Returns its pid as seen from here.
+    pub fn spawn(&self) -> io::Result<libc::pid_t> {
+        let mut argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        #[repr(C)]
+        #[derive(Default)]
+        struct CloneArgs {
+            flags: u64,
+            pidfd: u64,
+            child_tid: u64,
+            parent_tid: u64,
+            exit_signal: u64,
+            stack: u64,
+            stack_size: u64,
+            tls: u64,
+        }
+        let args = CloneArgs {
+            flags: libc::CLONE_NEWPID as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            ..Default::default()
+        };
+        // SAFETY: clone3 without CLONE_VM behaves like fork: the child gets a copy of
+        // our memory and runs on its copy of this stack. Between clone and exec the
+        // child only calls async-signal-safe syscalls (dup2, setsid, execv, _exit) on
+        // data prepared before the clone, so it is sound even if the parent had threads.
+        unsafe {
+            let pid = libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            );
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid == 0 {
+                if libc::dup2(self.stdin, 0) < 0
+                    || libc::dup2(self.stdout, 1) < 0
+                    || libc::dup2(self.stderr, 2) < 0
+                    || libc::setsid() < 0
+                {
+                    libc::_exit(126);
+                }
+                libc::execv(self.path.as_ptr(), argv.as_ptr());
+                libc::_exit(127);
+            }
+            Ok(pid as libc::pid_t)
+        }
+    }
+}
+
+/// Our pid as the host sees it. Inside a new PID namespace getpid() says 1, but /proc is
+/// the host's, and its `self` link names us in the host's numbering.
+pub fn host_pid() -> libc::pid_t {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str().and_then(|s| s.parse().ok()))
+        // SAFETY: getpid(2) cannot fail.
+        .unwrap_or_else(|| unsafe { libc::getpid() })
+}
+
+/// A process's start time in clock ticks since boot (with the pid, an identity that
+/// survives pid reuse), or `None` if it no longer runs (gone, or a zombie).
+pub fn running_since(pid: libc::pid_t) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may itself contain spaces: state, then the
+    // start time 19 fields later.
+    let mut fields = s.rsplit(')').next()?.split_whitespace();
+    let state = fields.next()?;
+    if state.starts_with(['Z', 'X']) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+/// Replaces this process with `argv` (searched in PATH). Returns only on failure.
+pub fn exec(argv: &[String]) -> io::Error {
+    let c: Result<Vec<CString>, _> = argv.iter().map(|a| CString::new(a.as_str())).collect();
+    let Ok(c) = c else {
+        return io::ErrorKind::InvalidInput.into();
+    };
+    let mut ptrs: Vec<*const libc::c_char> = c.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: argv is a NULL-terminated array of NUL-terminated strings that outlive the call.
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Held shared from fork until the child's pidfd exists, and exclusively by [`reap_any`]:
+/// otherwise a child that exits at once could be reaped by a PID-1 orphan sweep before we
+/// hold a pidfd for it, and its pid could be recycled under us.
+static SPAWNING: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+
+/// Spawns `cmd` as a node process ([`child_setup`] runs between fork and exec) and
+/// returns its pid. The caller holds [`spawn_guard`] until it has opened a pidfd for it.
+pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<libc::pid_t> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only makes async-signal-safe syscalls (see child_setup), as
+    // required of code running in a forked child of a multi-threaded process.
+    unsafe { cmd.pre_exec(child_setup) };
+    Ok(cmd.spawn()?.id() as libc::pid_t)
+}
+
+/// Held from before a spawn until the child's pidfd is open (see `SPAWNING`).
+pub fn spawn_guard() -> parking_lot::RwLockReadGuard<'static, ()> {
+    SPAWNING.read()
+}
+
+/// The pid of a pidfd's process as the host sees it (from /proc, which is the host's).
+pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Points stdout at /dev/null, so whoever reads our old stdout sees end-of-file.
+pub fn redirect_stdout_to_null() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    // SAFETY: dup2(2) on two valid descriptors; fd 1 is replaced atomically.
+    check(unsafe { libc::dup2(null.as_raw_fd(), 1) }).map(drop)
+}
+
+/// Waits for a child and returns its wait status.
+pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid(2) with a valid out-pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc >= 0 {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Ends the process at once, as a kill would: no unwinding, no destructors, no flushing.
+pub fn exit_now(code: libc::c_int) -> ! {
+    // SAFETY: _exit(2) has no preconditions; nothing runs after it.
+    unsafe { libc::_exit(code) }
+}
+
+/// Clock ticks per second, the unit of /proc/PID/stat's times.
+pub fn clock_ticks_per_second() -> i64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
+}

@@ -1,0 +1,84 @@
+//! Signals blocked for a dedicated signal thread, and waiting for them.
+
+use std::io;
+use std::time::Duration;
+
+/// Restores SIGPIPE's default action (the Rust runtime ignores it, which turns a closed
+/// pipe into a panic on the next print).
+pub fn die_on_sigpipe() {
+    // SAFETY: installs the default disposition for one signal; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// A signal set holding exactly `signals`.
+fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset only write into it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        set
+    }
+}
+
+/// Waits for one of `signals` (which must be blocked) and returns it.
+pub fn wait_signal(signals: &[libc::c_int]) -> io::Result<libc::c_int> {
+    let set = sigset(signals);
+    let mut sig = 0;
+    // SAFETY: a valid sigset and an out-integer for sigwait(3).
+    let rc = unsafe { libc::sigwait(&set, &mut sig) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(sig)
+}
+
+/// Waits up to `timeout` for one of `signals` (which must be blocked); takes it if it came.
+pub fn take_signal(signals: &[libc::c_int], timeout: Duration) -> io::Result<Option<libc::c_int>> {
+    let set = sigset(signals);
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid sigset and timespec; no siginfo is asked for.
+    let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    match r {
+        r if r > 0 => Ok(Some(r)),
+        _ => match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::EAGAIN)
+                || e.raw_os_error() == Some(libc::EINTR) =>
+            {
+                Ok(None)
+            }
+            e => Err(e),
+        },
+    }
+}
+
+/// Signals blocked for as long as the guard lives; the previous mask comes back on drop,
+/// and with it any of these signals that arrived meanwhile.
+pub struct SignalsHeld(libc::sigset_t);
+
+impl SignalsHeld {
+    /// Blocks `signals` in the calling thread and in every thread it creates meanwhile.
+    pub fn new(signals: &[libc::c_int]) -> io::Result<Self> {
+        let set = sigset(signals);
+        // SAFETY: sigset_t is plain data; pthread_sigmask writes the previous mask into it.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid sigsets for the call.
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(SignalsHeld(old))
+    }
+}
+
+impl Drop for SignalsHeld {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
