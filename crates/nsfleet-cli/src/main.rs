@@ -280,7 +280,7 @@ enum Bench {
         /// The result file of the run under test, of the same scenario and sizes.
         candidate: PathBuf,
         /// Largest change in the wrong direction that is not a regression: "10%" or "0.1".
-        #[arg(long, default_value = "10%", value_parser = parse_fraction)]
+        #[arg(long, default_value = "10%", value_parser = nsfleet_values::fraction)]
         threshold: f64,
         #[arg(long)]
         json: bool,
@@ -289,17 +289,6 @@ enum Bench {
 
 fn d() -> cmd::bench::Defaults {
     cmd::bench::Defaults::default()
-}
-
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let (num, scale) = match s.strip_suffix('%') {
-        Some(p) => (p, 100.0),
-        None => (s, 1.0),
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v / scale),
-        _ => Err(format!("{s:?} is not a fraction like 10% or 0.1")),
-    }
 }
 
 /// What every benchmark takes.
@@ -632,8 +621,7 @@ impl GenCli {
         let duration = match self.duration {
             None => None,
             Some(d) => Some(std::time::Duration::from_nanos(
-                nsfleet::topology::duration_ns(&d)
-                    .map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+                nsfleet_values::duration_ns(&d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
             )),
         };
         cmd::gen::gen(cmd::gen::GenArgs {

@@ -428,7 +428,7 @@ fn end(
         addrs.push(value(cx, a, str::parse::<IpNet>)?);
     }
     let mac = match &sec.mac {
-        Some(m) => Some(value(cx, m, values::mac)?),
+        Some(m) => Some(value(cx, m, values::unicast_mac)?),
         None => None,
     };
     let mtu = match sec.mtu.as_ref().or(link.mtu.as_ref()) {

@@ -1,0 +1,352 @@
+//! nsfleet-values: the small values nsfleet reads from people, one parser per kind, shared
+//! by the topology file, the traffic engine's commands and the command line:
+//! addresses with prefixes (`10.0.0.1/24`), durations (`20ms`), percentages (`1%`), bit
+//! rates (`100mbit`), packet rates (`1Mpps`), counts (`10M`) and MAC addresses.
+//!
+//! Each parser returns what was expected on failure, in words a user can act on. This
+//! crate is pure: no I/O, no kernel, no knowledge of where a value was written.
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::str::FromStr;
+
+/// An address with its prefix length: `10.0.0.1/24`, `fd00::1/64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IpNet {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNet {
+    fn width(addr: IpAddr) -> u8 {
+        if addr.is_ipv4() {
+            32
+        } else {
+            128
+        }
+    }
+
+    fn bits(&self) -> u128 {
+        match self.addr {
+            IpAddr::V4(a) => u32::from(a) as u128,
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    fn from_bits(v4: bool, bits: u128, prefix: u8) -> IpNet {
+        let addr = if v4 {
+            IpAddr::V4((bits as u32).into())
+        } else {
+            IpAddr::V6(bits.into())
+        };
+        IpNet { addr, prefix }
+    }
+
+    fn host_bits(&self) -> u32 {
+        (Self::width(self.addr) - self.prefix) as u32
+    }
+
+    /// The network itself: host bits cleared.
+    pub fn network(&self) -> IpNet {
+        let h = self.host_bits();
+        let mask = if h >= 128 { 0 } else { !0u128 << h };
+        Self::from_bits(self.addr.is_ipv4(), self.bits() & mask, self.prefix)
+    }
+
+    pub fn contains(&self, other: &IpNet) -> bool {
+        self.addr.is_ipv4() == other.addr.is_ipv4()
+            && other.prefix >= self.prefix
+            && IpNet {
+                addr: other.addr,
+                prefix: self.prefix,
+            }
+            .network()
+                == self.network()
+    }
+
+    pub fn overlaps(&self, other: &IpNet) -> bool {
+        self.contains(other) || other.contains(self)
+    }
+
+    /// How many host addresses the network has (network and broadcast excluded in IPv4
+    /// networks larger than a /31), capped at `u64::MAX`.
+    pub fn capacity(&self) -> u64 {
+        let h = self.host_bits();
+        let all = if h >= 64 { u64::MAX } else { 1u64 << h };
+        if self.addr.is_ipv4() && h >= 2 {
+            all - 2
+        } else if !self.addr.is_ipv4() && h >= 1 {
+            all - 1
+        } else {
+            all
+        }
+    }
+
+    /// The `n`-th host address (from 0) with this network's prefix.
+    pub fn host(&self, n: u64) -> IpNet {
+        let skip = if self.addr.is_ipv4() && self.host_bits() < 2 {
+            0
+        } else {
+            1
+        };
+        let bits = self.network().bits() + n as u128 + skip;
+        Self::from_bits(self.addr.is_ipv4(), bits, self.prefix)
+    }
+
+    /// The `n`-th subnet of length `prefix` inside this network.
+    pub fn subnet(&self, prefix: u8, n: u64) -> IpNet {
+        let size = Self::width(self.addr) - prefix;
+        let bits = self.network().bits() + ((n as u128) << size);
+        Self::from_bits(self.addr.is_ipv4(), bits, prefix)
+    }
+
+    /// How many subnets of length `prefix` fit, capped at `u64::MAX`.
+    pub fn subnets(&self, prefix: u8) -> u64 {
+        if prefix < self.prefix {
+            return 0;
+        }
+        let d = (prefix - self.prefix) as u32;
+        if d >= 64 {
+            u64::MAX
+        } else {
+            1 << d
+        }
+    }
+}
+
+impl std::fmt::Display for IpNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl FromStr for IpNet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("expected an address with a prefix length, like \"10.0.0.1/24\" or \"fd00::1/64\", got {s:?}")
+        };
+        let (a, p) = s.split_once('/').ok_or_else(bad)?;
+        let addr: IpAddr = a.parse().map_err(|_| bad())?;
+        let prefix: u8 = p.parse().map_err(|_| bad())?;
+        if prefix > Self::width(addr) {
+            return Err(bad());
+        }
+        Ok(IpNet { addr, prefix })
+    }
+}
+
+impl Serialize for IpNet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for IpNet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+fn split_unit(s: &str) -> (&str, &str) {
+    let i = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    (&s[..i], s[i..].trim())
+}
+
+/// `20ms`, `1.5s`, `250us`, `100ns`.
+pub fn duration_ns(s: &str) -> Result<u64, String> {
+    let (num, unit) = split_unit(s.trim());
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => f64::NAN,
+    };
+    match num.parse::<f64>() {
+        Ok(v) if scale.is_finite() && v * scale <= 3600e9 => Ok((v * scale) as u64),
+        _ => Err(format!(
+            "expected a duration like \"20ms\", \"1.5s\" or \"250us\" (at most an hour), got {s:?}"
+        )),
+    }
+}
+
+/// `1%`, `0.5%`.
+pub fn percent(s: &str) -> Result<f64, String> {
+    let (num, unit) = split_unit(s.trim());
+    match num.parse::<f64>() {
+        Ok(v) if unit == "%" && (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a percentage from 0% to 100%, like \"1%\", got {s:?}"
+        )),
+    }
+}
+
+/// A bit rate in tc's units: `bit`, `kbit`, `mbit`, `gbit` (bits per second), `bps`,
+/// `kbps`, `mbps`, `gbps` (bytes per second). A bare number is refused, as tc refuses it.
+pub fn rate_bps(s: &str) -> Result<u64, String> {
+    rate_bps_bare(s, None)
+}
+
+/// [`rate_bps`], where a bare number means `bare` bits per second (pktgen's `rate 300`
+/// is 300 Mbit/s: `Some(1e6)`).
+pub fn rate_bps_bare(s: &str, bare: Option<f64>) -> Result<u64, String> {
+    let (num, unit) = split_unit(s.trim());
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" => bare.unwrap_or(f64::NAN),
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "bps" => 8.0,
+        "kbps" => 8e3,
+        "mbps" => 8e6,
+        "gbps" => 8e9,
+        _ => f64::NAN,
+    };
+    match num.parse::<f64>() {
+        Ok(v) if scale.is_finite() && v * scale >= 8.0 && v * scale <= 1e13 => {
+            Ok((v * scale) as u64)
+        }
+        _ => Err(format!(
+            "expected a rate like \"100mbit\", \"1gbit\" or \"10mbps\" (bytes), got {s:?}"
+        )),
+    }
+}
+
+/// A rate in bits per second in the largest of tc's bit units that gives a whole number,
+/// as it was most likely written: `100mbit`, `1500kbit`.
+pub fn rate_text(bps: u64) -> String {
+    let units = [
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ];
+    let (scale, unit) = (units.into_iter())
+        .find(|(scale, _)| bps.is_multiple_of(*scale))
+        .unwrap_or((1, "bit"));
+    format!("{}{unit}", bps / scale)
+}
+
+/// A MAC address, six hex pairs: `02:00:00:00:00:01`.
+pub fn mac(s: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("expected a MAC address like \"02:00:00:00:00:01\", got {s:?}");
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (slot, p) in m.iter_mut().zip(&parts) {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *slot = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(m)
+}
+
+/// A MAC address an interface may have: [`mac`], neither multicast nor all zeroes.
+pub fn unicast_mac(s: &str) -> Result<[u8; 6], String> {
+    match mac(s) {
+        Ok(m) if m[0] & 1 == 0 && m != [0; 6] => Ok(m),
+        _ => Err(format!(
+            "expected a unicast MAC address like \"02:00:00:00:00:01\", got {s:?}"
+        )),
+    }
+}
+
+/// `02:00:0a:00:00:ff`: the form [`mac`] reads.
+pub fn format_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `1000`, `10k`, `10M`, `2G`: powers of ten, as packet counts are spoken.
+pub fn count(s: &str) -> Result<u64, String> {
+    let bad = || format!("expected a number, like 1000 or 10M, got {s:?}");
+    let (num, unit) = split_unit(s.trim());
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        _ => return Err(bad()),
+    };
+    match num.parse::<f64>() {
+        Ok(n) if n >= 0.0 && n * mult <= u64::MAX as f64 => Ok((n * mult).round() as u64),
+        _ => Err(bad()),
+    }
+}
+
+/// A packet rate: a [`count`] per second, `pps` optional: `250000`, `250k`, `1Mpps`.
+pub fn packet_rate(s: &str) -> Result<u64, String> {
+    let l = s.trim().to_ascii_lowercase();
+    match count(l.strip_suffix("pps").unwrap_or(&l)) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "expected packets per second, like 250000 or 1Mpps, got {s:?}"
+        )),
+    }
+}
+
+/// A fraction as a percentage or a plain number: `10%` or `0.1`.
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.trim().strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v / scale),
+        _ => Err(format!(
+            "expected a fraction like \"10%\" or \"0.1\", got {s:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_hand_out_hosts_and_subnets() {
+        let p: IpNet = "10.0.0.0/16".parse().unwrap();
+        assert_eq!(p.host(0).to_string(), "10.0.0.1/16");
+        assert_eq!(p.host(255).to_string(), "10.0.1.0/16");
+        assert_eq!(p.capacity(), 65534);
+        let s = p.subnet(30, 2);
+        assert_eq!(s.to_string(), "10.0.0.8/30");
+        assert_eq!(s.host(1).to_string(), "10.0.0.10/30");
+        assert!(p.overlaps(&"10.0.3.0/24".parse().unwrap()));
+        assert!(!p.overlaps(&"10.1.0.0/24".parse().unwrap()));
+        let v6: IpNet = "fd00::/64".parse().unwrap();
+        assert_eq!(v6.host(0).to_string(), "fd00::1/64");
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(duration_ns("20ms"), Ok(20_000_000));
+        assert_eq!(percent("0.5%"), Ok(0.5));
+        assert_eq!(rate_bps("100mbit"), Ok(100_000_000));
+        for written in ["100mbit", "1500kbit", "2gbit", "12345bit"] {
+            assert_eq!(rate_text(rate_bps(written).unwrap()), written);
+        }
+        assert!(unicast_mac("03:00:00:00:00:01").is_err());
+        assert_eq!(mac("02:00:0a:00:00:ff"), Ok([2, 0, 10, 0, 0, 255]));
+        assert!(mac("02:00:0a:00:00").is_err());
+        assert_eq!(count("10M"), Ok(10_000_000));
+        assert_eq!(count("1.5k"), Ok(1500));
+        assert!(count("7x").is_err());
+        assert_eq!(rate_bps_bare("300", Some(1e6)), Ok(300_000_000));
+        assert!(rate_bps("300").is_err());
+        assert_eq!(packet_rate("1Mpps"), Ok(1_000_000));
+        assert!(packet_rate("0").is_err());
+        assert_eq!(fraction("10%"), Ok(0.1));
+        assert!(duration_ns("20").is_err());
+    }
+}
