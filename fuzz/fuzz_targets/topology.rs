@@ -4,12 +4,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use nsfleet_topology::KernelCaps;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match nsfleet::topology::parse("fuzz.toml", text) {
+    match nsfleet_topology::parse("fuzz.toml", text, &KernelCaps::assumed()) {
         Ok(topo) => {
             // What validated is self-consistent: one wiring per node, or none at all.
             let n = topo.node_count() as usize;

@@ -195,7 +195,11 @@ fn points(env: &Env, file: &str, what: &str) -> Vec<u64> {
         env,
         name: "fw".into(),
     };
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The supervisor's stderr is its log; `up` keeps it under the run directory.
     let log = std::fs::read_to_string(env.run_dir.join("fw/supervisor.log")).unwrap_or_default();
     log.lines()

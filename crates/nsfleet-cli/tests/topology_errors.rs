@@ -74,7 +74,11 @@ fn the_built_in_default_and_every_example_validate() {
     let files = std::fs::read_dir(root).unwrap().flatten();
     for e in files.filter(|e| e.path().extension().is_some_and(|x| x == "toml")) {
         let text = std::fs::read_to_string(e.path()).unwrap();
-        nsfleet::topology::parse(&e.path().display().to_string(), &text).unwrap();
+        nsfleet::topology::read(&e.path().display().to_string(), &text)
+            .and_then(nsfleet::subsys::probe::validate)
+            .unwrap();
     }
-    nsfleet::topology::parse("default", nsfleet::topology::DEFAULT_FLEET).unwrap();
+    nsfleet::topology::read("default", nsfleet::topology::DEFAULT_FLEET)
+        .and_then(nsfleet::subsys::probe::validate)
+        .unwrap();
 }

@@ -259,7 +259,7 @@ pool = "10.9.0.0/16"
 #[test]
 fn impairments_from_the_file_and_on_a_live_fleet() {
     let env = Env::new("impair");
-    let has_netem = nsfleet::subsys::impair::kernel_has_netem();
+    let has_netem = nsfleet::subsys::probe::has_netem();
     let delay = if has_netem {
         r#"delay = "20ms""#
     } else {

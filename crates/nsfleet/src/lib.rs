@@ -15,5 +15,5 @@ pub mod rundir;
 pub mod subsys;
 pub mod supervisor;
 pub use nsfleet_sys as sys;
-pub mod topology;
+pub use nsfleet_topology as topology;
 pub mod traffic;

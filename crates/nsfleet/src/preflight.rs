@@ -183,12 +183,14 @@ fn neighbours(addrs: u64, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::KernelCaps;
 
     #[test]
     fn an_absurd_fleet_is_refused_before_anything_exists() {
         let topo = crate::topology::parse(
             "t.toml",
             "[fleet]\nname = \"big\"\n[[node]]\nname = \"n{i}\"\ncount = 200000\n",
+            &KernelCaps::assumed(),
         )
         .unwrap();
         let found = check(&topo);
@@ -201,9 +203,12 @@ mod tests {
 
     #[test]
     fn a_small_fleet_meets_nothing() {
-        let topo =
-            crate::topology::parse("t.toml", "[fleet]\nname = \"s\"\n[[node]]\nname = \"a\"\n")
-                .unwrap();
+        let topo = crate::topology::parse(
+            "t.toml",
+            "[fleet]\nname = \"s\"\n[[node]]\nname = \"a\"\n",
+            &KernelCaps::assumed(),
+        )
+        .unwrap();
         assert!(check(&topo).iter().all(|f| matches!(f, Finding::Note(_))));
     }
 }

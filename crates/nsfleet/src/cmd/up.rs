@@ -24,10 +24,11 @@ pub struct UpArgs {
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut topo = match &a.file {
-        Some(f) => topology::parse_file(f)?,
-        None => topology::parse(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
+    let draft = match &a.file {
+        Some(f) => topology::read_file(f)?,
+        None => topology::read(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
     };
+    let mut topo = crate::subsys::probe::validate(draft)?;
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n.clone();

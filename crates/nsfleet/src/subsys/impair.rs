@@ -6,11 +6,10 @@
 //! bucket (tbf); any other impairment is refused before anything is created.
 
 use crate::core::{InitCtx, Node, Phase, Subsystem};
-use crate::topology::Impair;
+use crate::topology::{netem_refusal, Impair};
 use anyhow::anyhow;
 use nsfleet_netlink::rtnl::{self, Netem};
-use nsfleet_netlink::{Batch, NlSocket};
-use std::sync::OnceLock;
+use nsfleet_netlink::Batch;
 
 pub struct Impairments;
 
@@ -31,40 +30,10 @@ fn netem(i: &Impair) -> Netem {
 
 fn request(b: &mut Batch, seq: u32, index: i32, imp: Option<&Impair>) {
     match imp {
-        Some(i) if !kernel_has_netem() => rtnl::set_tbf(b, seq, index, i.rate_bps / 8),
+        Some(i) if !super::probe::has_netem() => rtnl::set_tbf(b, seq, index, i.rate_bps / 8),
         Some(i) => rtnl::set_netem(b, seq, index, &netem(i)),
         None => rtnl::del_root_qdisc(b, seq, index),
     }
-}
-
-/// Whether the running kernel has netem, found out once by trying it on `lo` of a
-/// scratch namespace that dies with its thread.
-pub fn kernel_has_netem() -> bool {
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        std::thread::spawn(|| -> Option<bool> {
-            crate::sys::unshare_net().ok()?;
-            let mut sock = NlSocket::open().ok()?;
-            let mut b = Batch::new();
-            rtnl::set_netem(&mut b, sock.next_seq(), 1, &Netem::default());
-            Some(sock.execute_all(&b).is_ok())
-        })
-        .join()
-        .ok()
-        .flatten()
-        .unwrap_or(false)
-    })
-}
-
-/// Why this kernel cannot apply `imp`, if it cannot.
-pub fn unsupported(imp: &Impair) -> Option<String> {
-    let rate_only = Impair {
-        rate_bps: imp.rate_bps,
-        ..Impair::default()
-    };
-    (*imp != rate_only && !kernel_has_netem()).then(|| {
-        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem".to_string()
-    })
 }
 
 impl Impairments {
@@ -89,7 +58,8 @@ impl Impairments {
                 have.join(", ")
             )
         })?;
-        if let Some(why) = imp.as_ref().and_then(unsupported) {
+        let netem = super::probe::has_netem();
+        if let Some(why) = imp.as_ref().and_then(|i| netem_refusal(i, netem)) {
             anyhow::bail!("{why}");
         }
         let was = state.iter().position(|(n, _)| n == iface);

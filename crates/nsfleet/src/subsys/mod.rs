@@ -11,6 +11,7 @@ pub mod ipv6_dad;
 pub mod links;
 pub mod loopback;
 pub mod peer_ends;
+pub mod probe;
 pub mod process;
 pub mod routes;
 pub mod sysctl;

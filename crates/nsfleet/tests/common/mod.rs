@@ -32,7 +32,9 @@ impl TestFleet {
 }
 
 pub fn topo(text: &str) -> Topology {
-    topology::parse("test.toml", text).expect("valid test topology")
+    topology::read("test.toml", text)
+        .and_then(nsfleet::subsys::probe::validate)
+        .expect("valid test topology")
 }
 
 /// Runs a command inside a node's namespace through nsenter: an observer independent of

@@ -44,6 +44,15 @@ impl Impair {
     pub fn is_empty(&self) -> bool {
         *self == Impair::default()
     }
+
+    /// Whether anything but `rate` is asked for: what only netem can do.
+    pub fn needs_netem(&self) -> bool {
+        let rate_only = Impair {
+            rate_bps: self.rate_bps,
+            ..Impair::default()
+        };
+        *self != rate_only
+    }
 }
 
 impl std::fmt::Display for Impair {

@@ -7,8 +7,8 @@ use super::generate::{Generator, Shape};
 use super::plan::{EndDecl, Plan};
 use super::values;
 use super::{
-    check_name, Impair, IpNet, Names, NodeConfig, NodeGroup, Topology, MAX_FLEET_NAME,
-    MAX_NODE_NAME,
+    check_name, names_an_interface, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup,
+    Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
 };
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use toml::Spanned;
 
 /// The fleet `nsfleet up` builds when given no file.
-pub const DEFAULT_FLEET: &str = include_str!("../../../../examples/default.toml");
+pub const DEFAULT_FLEET: &str = include_str!("../../../examples/default.toml");
 pub const DEFAULT_FLEET_FILE: &str = "<built-in default fleet>";
 
 /// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
@@ -209,6 +209,8 @@ struct GenSection {
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
+    /// Where the file first asks for an impairment only netem can apply.
+    netem_at: std::cell::RefCell<Option<TopologyError>>,
 }
 
 impl Ctx<'_> {
@@ -229,7 +231,8 @@ impl Ctx<'_> {
     }
 }
 
-pub fn parse_file(path: &Path) -> Result<Topology, TopologyError> {
+/// [`read`] of a file.
+pub fn read_file(path: &Path) -> Result<Draft, TopologyError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
         file: file.clone(),
@@ -237,12 +240,65 @@ pub fn parse_file(path: &Path) -> Result<Topology, TopologyError> {
         column: 0,
         message: format!("cannot read the topology file: {e}"),
     })?;
-    parse(&file, &text)
+    read(&file, &text)
 }
 
-/// Parses and validates `text`; `file` names it in errors.
-pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
-    let cx = Ctx { file, text };
+/// Parses and validates `text` against what `kernel` offers; `file` names it in errors.
+pub fn parse(file: &str, text: &str, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
+    read(file, text)?.check(kernel)
+}
+
+/// A topology that is valid as far as the file alone can say, and what it asks of the
+/// kernel: the engine answers [`Draft::asks`] with a probe and hands the answer to
+/// [`Draft::check`]. So the kernel is probed for exactly what a file uses.
+#[derive(Debug)]
+pub struct Draft {
+    topo: Topology,
+    /// Each sysctl the nodes set, as a path below /proc/sys, with where it is written.
+    sysctls: Vec<(String, TopologyError)>,
+    netem_at: Option<TopologyError>,
+}
+
+impl Draft {
+    pub fn asks(&self) -> Asks {
+        Asks {
+            sysctls: self.sysctls.iter().map(|(p, _)| p.clone()).collect(),
+            netem: self.netem_at.is_some(),
+        }
+    }
+
+    /// The topology, if the kernel offers what it asks for; otherwise where it asks.
+    pub fn check(self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
+        if let Some(at) = self.netem_at {
+            if let Some(why) = netem_refusal_text(kernel) {
+                return Err(TopologyError { message: why, ..at });
+            }
+        }
+        if let Some(writable) = &kernel.netns_sysctls {
+            for (path, at) in self.sysctls {
+                if writable.contains(&path) {
+                    continue;
+                }
+                let hint = if kernel.host_sysctls.contains(&path) {
+                    "it exists on the host but is not per network namespace"
+                } else {
+                    "no such sysctl on this kernel"
+                };
+                let message = format!("sysctl {:?}: {hint}", path.replace('/', "."));
+                return Err(TopologyError { message, ..at });
+            }
+        }
+        Ok(self.topo)
+    }
+}
+
+/// Reads and validates what `text` alone decides; `file` names it in errors.
+pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
+    let cx = Ctx {
+        file,
+        text,
+        netem_at: Default::default(),
+    };
     let doc: File = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim_end().to_string();
         cx.err(e.span().unwrap_or(0..0), msg)
@@ -295,8 +351,20 @@ pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
         groups: groups.list,
         wiring: plan.finish(),
     };
-    check_sysctls_writable(&cx, &doc)?;
-    Ok(topo)
+    Ok(Draft {
+        topo,
+        sysctls: sysctls_asked(&cx, &doc),
+        netem_at: cx.netem_at.into_inner(),
+    })
+}
+
+/// The message of a netem refusal on `kernel`, if it refuses.
+fn netem_refusal_text(kernel: &KernelCaps) -> Option<String> {
+    let delay = Impair {
+        delay_ns: 1,
+        ..Impair::default()
+    };
+    kernel.refuses(&delay)
 }
 
 /// Node groups as they are declared, with every name checked to be unique.
@@ -741,8 +809,10 @@ fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, TopologyErro
             "an empty impairment: expected delay, jitter, loss, duplicate, corrupt or rate",
         ));
     }
-    if let Some(why) = crate::subsys::impair::unsupported(&imp) {
-        return Err(cx.err(map.span(), why));
+    if imp.needs_netem() {
+        cx.netem_at
+            .borrow_mut()
+            .get_or_insert_with(|| cx.err(map.span(), ""));
     }
     Ok(imp)
 }
@@ -774,7 +844,7 @@ fn sysctl(cx: &Ctx<'_>, key: &str, value: &Spanned<toml::Value>) -> Result<Strin
 
 /// `net.ipv4.conf.all.forwarding` -> `net/ipv4/conf/all/forwarding`. A key written with
 /// slashes is already a path (sysctl(8)'s way to name `eth0.100`).
-pub(crate) fn sysctl_path(key: &str) -> String {
+pub fn sysctl_path(key: &str) -> String {
     if key.contains('/') {
         key.to_string()
     } else {
@@ -782,60 +852,21 @@ pub(crate) fn sysctl_path(key: &str) -> String {
     }
 }
 
-/// Per-interface keys name interfaces that exist only once the fleet is wired.
-fn names_an_interface(path: &str) -> bool {
-    let parts: Vec<&str> = path.split('/').collect();
-    matches!(parts.as_slice(), ["net", "ipv4" | "ipv6", "conf" | "neigh", dev, ..] if !matches!(*dev, "all" | "default"))
-}
-
-/// Checks that every sysctl key is writable in a fresh network namespace, which is what a
-/// node starts as. Host-only keys (`net.core.rmem_max`) are absent or read-only there and
-/// are refused now rather than half-way through `up`. The probe namespace lives on a
-/// scratch thread and dies with it; where we may not create one (not root), the check is
-/// left to `up`.
-fn check_sysctls_writable(cx: &Ctx<'_>, doc: &File) -> Result<(), TopologyError> {
-    let mut keys: Vec<(String, Range<usize>)> = Vec::new();
+/// Every distinct per-namespace sysctl the nodes set, with where: a node starts as a fresh
+/// network namespace, and host-only keys (`net.core.rmem_max`) are absent or read-only
+/// there. Keys of interfaces the fleet makes are not the kernel's to answer.
+fn sysctls_asked(cx: &Ctx<'_>, doc: &File) -> Vec<(String, TopologyError)> {
     let sections = doc
         .defaults
         .iter()
         .map(|d| &d.get_ref().sysctls)
         .chain(doc.node.iter().map(|n| &n.get_ref().sysctls));
-    for map in sections {
-        for (k, v) in map {
-            let path = sysctl_path(k);
-            if !names_an_interface(&path) && !keys.iter().any(|(p, _)| *p == path) {
-                keys.push((path, v.span()));
-            }
+    let mut asked: Vec<(String, TopologyError)> = Vec::new();
+    for (k, v) in sections.flatten() {
+        let path = sysctl_path(k);
+        if !names_an_interface(&path) && !asked.iter().any(|(p, _)| *p == path) {
+            asked.push((path, cx.err(v.span(), "")));
         }
     }
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let paths: Vec<String> = keys.iter().map(|(p, _)| p.clone()).collect();
-    let writable_in_node = std::thread::spawn(move || -> Option<Vec<bool>> {
-        crate::sys::unshare_net().ok()?;
-        Some(paths.iter().map(|p| writable(p)).collect())
-    })
-    .join()
-    .ok()
-    .flatten();
-    for (ok, (path, span)) in writable_in_node.unwrap_or_default().into_iter().zip(keys) {
-        if !ok {
-            let key = path.replace('/', ".");
-            let hint = if writable(&path) {
-                "it exists on the host but is not per network namespace"
-            } else {
-                "no such sysctl on this kernel"
-            };
-            return Err(cx.err(span, format!("sysctl {key:?}: {hint}")));
-        }
-    }
-    Ok(())
-}
-
-/// Whether this thread's view of `/proc/sys/<path>` can be written.
-fn writable(path: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(Path::new("/proc/sys").join(path))
-        .is_ok_and(|m| m.permissions().mode() & 0o200 != 0)
+    asked
 }

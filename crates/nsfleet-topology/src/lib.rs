@@ -1,19 +1,22 @@
 //! What a fleet is made of, as validated data: the engine's input.
 //!
 //! A [`Topology`] is only ever built by [`parse`] (which validates everything) or
-//! deserialized from the supervisor's own hand-off of one. It never touches the kernel.
+//! deserialized from the supervisor's own hand-off of one. It never touches the kernel:
+//! what the kernel offers comes in as a [`KernelCaps`] value, probed by the engine.
 //!
 //! Nodes come in groups sharing one [`NodeConfig`]; what differs per node (its interfaces,
 //! addresses and routes) is its [`NodeWiring`], laid out by `plan` with every interface
 //! index chosen in advance, so that no subsystem ever has to look a link up.
 
 mod generate;
+mod kernel;
 mod parse;
 mod plan;
 mod values;
 
-pub(crate) use parse::sysctl_path;
-pub use parse::{parse, parse_file, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
+pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps};
+pub use parse::sysctl_path;
+pub use parse::{parse, read, read_file, Draft, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
 pub use plan::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use values::{duration_ns, Impair, IpNet};
 

@@ -1,0 +1,61 @@
+//! What the running kernel offers that a topology's validity depends on, as a value.
+//!
+//! The topology never looks at the kernel. A file read by [`read`](crate::read) says what
+//! it asks of the kernel ([`Asks`]); the engine probes for exactly that, once per run
+//! (`nsfleet::subsys::probe::kernel_for`), and [`Draft::check`](crate::Draft::check)
+//! refuses, with its line, a file that needs what the kernel lacks, before anything exists.
+
+use std::collections::BTreeSet;
+
+/// What a topology asks of the kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// Per-namespace sysctls the nodes set, as paths below /proc/sys (`net/ipv4/ip_forward`).
+    pub sysctls: Vec<String>,
+    /// Impairments only netem can apply (delay, jitter, loss, duplicate, corrupt).
+    pub netem: bool,
+}
+
+/// The kernel's answer to [`Asks`]: it need say nothing of what was not asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelCaps {
+    /// tc's netem qdisc exists: impairments beyond `rate` can be applied.
+    pub netem: bool,
+    /// Of the sysctls asked, those a fresh network namespace can write (paths below
+    /// /proc/sys). `None` when they could not be probed (not root): `up` finds out.
+    pub netns_sysctls: Option<BTreeSet<String>>,
+    /// Of the sysctls asked, those the host can write: what makes an unwritable key
+    /// "host only" rather than "no such sysctl".
+    pub host_sysctls: BTreeSet<String>,
+}
+
+impl KernelCaps {
+    /// Nothing known and everything assumed: for checking a file's own consistency only
+    /// (the fuzz target, tests of the parser). `up` never uses it.
+    pub fn assumed() -> Self {
+        KernelCaps {
+            netem: true,
+            netns_sysctls: None,
+            host_sysctls: BTreeSet::new(),
+        }
+    }
+
+    /// Why this kernel cannot apply `imp`, if it cannot.
+    pub fn refuses(&self, imp: &crate::Impair) -> Option<String> {
+        netem_refusal(imp, self.netem)
+    }
+}
+
+/// Why a kernel with or without netem cannot apply `imp`, if it cannot.
+pub fn netem_refusal(imp: &crate::Impair, netem: bool) -> Option<String> {
+    (imp.needs_netem() && !netem).then(|| {
+        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem".to_string()
+    })
+}
+
+/// Whether a sysctl path names one interface's key (`net/ipv4/conf/eth0/...`): those
+/// exist only once the fleet is wired, so they are not the kernel's to answer.
+pub fn names_an_interface(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    matches!(parts.as_slice(), ["net", "ipv4" | "ipv6", "conf" | "neigh", dev, ..] if !matches!(*dev, "all" | "default"))
+}
