@@ -13,6 +13,7 @@ pub mod meminfo;
 pub mod ns;
 pub mod poll;
 pub mod process;
+pub mod procfs;
 pub mod signals;
 
 // The wrappers by name, for callers that use a few of several domains.
@@ -24,6 +25,7 @@ pub use meminfo::*;
 pub use ns::*;
 pub use poll::*;
 pub use process::*;
+pub use procfs::*;
 pub use signals::*;
 
 use std::io;

@@ -58,11 +58,13 @@ struct Supervisor {
     run_dir: RunDir,
     fleet: Fleet,
     defaults: Defaults,
+    /// Protects the fleet's state as `status` shows it ("starting", "up", ...). A leaf.
     state: Mutex<&'static str>,
+    /// Protects the kernel memory the creation cost, set once it is done. A leaf.
     kernel_bytes: Mutex<i64>,
     shutdown: Sender<Shutdown>,
-    /// The traffic generator; its lock serialises generator control, as pktgen's
-    /// pktgen_thread_lock does.
+    /// Protects the traffic generator and serialises its control, as pktgen's
+    /// pktgen_thread_lock does. The outermost lock of the process (order: `core`).
     traffic: Mutex<Traffic>,
 }
 

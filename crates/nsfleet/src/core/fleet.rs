@@ -10,7 +10,7 @@ use super::node::{Node, NodeTable};
 use super::reaper::{Reaper, Ticket};
 use super::reclaim::ReclaimWatch;
 use super::registry::{init_on, Registered, Registry};
-use super::subsystem::{InitCtx, Phase, Subsystem};
+use super::subsystem::{enter_node, InitCtx, Phase, Subsystem};
 use super::worker::{Worker, Workers};
 use super::SubsysId;
 use crate::sys;
@@ -83,13 +83,14 @@ pub struct Fleet {
     log_dir: PathBuf,
     registry: Arc<Registry>,
     nodes: ArcSwap<NodeTable>,
-    /// Serialises writers of `nodes`; readers never take it.
+    /// Serialises writers of `nodes` (publish, unpublish), each a read-copy-update of
+    /// the whole table; readers never take it. Taken with nothing but `Registry::list`.
     table: Mutex<()>,
     reaper: Arc<Reaper>,
     workers: Workers,
     watch: Arc<ReclaimWatch>,
-    /// The fleet's own namespace: where reclamation is watched (later, its switches).
-    /// `None` once the fleet is shut down.
+    /// Protects the fleet's own namespace: where reclamation is watched (later, its
+    /// switches). `None` once the fleet is shut down. A leaf lock.
     hub: Mutex<Option<Arc<OwnedFd>>>,
     holders: Option<Arc<Holders>>,
 }
@@ -326,7 +327,7 @@ impl Fleet {
         let (log_dir, f) = (self.log_dir.clone(), Mutex::new(Some(f)));
         let work = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
             let f = f.lock().take().expect("a single item");
-            w.enter_node(&node)?;
+            enter_node(w, &node)?;
             let mut cx = InitCtx {
                 node: &node,
                 log_dir: &log_dir,

@@ -29,6 +29,8 @@ pub struct Holders {
     cap: usize,
     /// Where holders are started: a holder in a node's namespace would keep it alive.
     home: Arc<OwnedFd>,
+    /// Protects the list of holders and the choice of one with room (`Holder::held` is
+    /// counted under it). Released before talking to the chosen holder.
     list: Mutex<Vec<Arc<Holder>>>,
 }
 
@@ -39,6 +41,8 @@ pub struct HeldNs {
 }
 
 struct Holder {
+    /// Protects the request/answer exchange on the holder's socket: one at a time. The
+    /// innermost lock of the core.
     conn: Mutex<UnixStream>,
     pidfd: OwnedFd,
     /// Descriptors it holds or is about to: counted under the list's lock, so that no

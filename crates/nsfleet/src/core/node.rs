@@ -5,7 +5,6 @@
 //! an immutable snapshot: readers (status, exec, later the traffic engine) never lock.
 
 use super::holder::{HeldNs, Holders};
-use super::subsystem::AnyState;
 use super::SubsysId;
 use crate::sys;
 use crate::topology::{NodeConfig, NodeSpec, NodeWiring};
@@ -13,6 +12,9 @@ use crate::topology::{NodeConfig, NodeSpec, NodeWiring};
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+
+/// One subsystem's state of one node, typed by the subsystem (see `subsystem::Ops`).
+pub(crate) type AnyState = Box<dyn std::any::Any + Send>;
 
 /// How the fleet holds a node's namespace: by a descriptor of its own, or in a holder
 /// process when it may not hold that many descriptors itself.
@@ -29,8 +31,12 @@ pub struct Node {
     /// A weak reference that outlives the descriptor: tells whether anyone else still
     /// holds the namespace after teardown (`None` on kernels without nsfs handles).
     handle: Option<sys::NsHandle>,
+    /// Protects the node's one hold on its namespace: `Some` while the node is live,
+    /// taken (and the namespace let go) once at teardown. Held only to read or take it;
+    /// may be held while `Holder::conn` is taken.
     netns: Mutex<Option<Netns>>,
-    /// Per-subsystem state, allocated and freed by the core (net_generic's array).
+    /// Protects the per-subsystem states (net_generic's array): put by `init`, taken by
+    /// the reaper, changed by `modify` on a live fleet. Never held while another node's is.
     states: Mutex<Vec<(SubsysId, AnyState)>>,
 }
 

@@ -11,10 +11,9 @@
 //! the bound, so create/destroy churn cannot outrun the kernel's reclamation. A whole
 //! fleet going down is one batch, as the kernel itself would take it.
 
-use super::node::Node;
+use super::node::{AnyState, Node};
 use super::reclaim::ReclaimWatch;
 use super::registry::Registry;
-use super::subsystem::AnyState;
 use crate::sys;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -39,6 +38,8 @@ pub struct Held {
 /// What a caller of `destroy` waits on.
 #[derive(Default)]
 pub struct Ticket {
+    /// Protects what the waiter reads; the reaper updates it and notifies `changed`.
+    /// A leaf lock.
     state: Mutex<TicketState>,
     changed: Condvar,
 }
@@ -110,6 +111,9 @@ struct Doomed {
 
 /// Nodes on death row or torn down but not yet reclaimed, and the bound on them.
 struct Backlog {
+    /// Protects the count of doomed-and-unreclaimed nodes; `shrunk` is notified when it
+    /// falls. A leaf lock: `admit` waits on it inside a creation (under the registry's
+    /// shared lock), which is why the reaper takes that lock recursively.
     count: Mutex<usize>,
     shrunk: Condvar,
     bound: usize,
@@ -307,7 +311,7 @@ fn held_by_whom(open: Vec<(&Node, Option<OwnedFd>)>) -> HashMap<u64, Held> {
     if open.is_empty() {
         return HashMap::new();
     }
-    let holders = holders_of(open.iter().map(|(n, _)| n.inode()).collect());
+    let holders = sys::netns_holders(&open.iter().map(|(n, _)| n.inode()).collect());
     let mut held = HashMap::new();
     for (n, fd) in &open {
         let who = holders.get(&n.inode()).cloned();
@@ -328,85 +332,4 @@ fn held_by_whom(open: Vec<(&Node, Option<OwnedFd>)>) -> HashMap<u64, Held> {
         }
     }
     held
-}
-
-/// Who keeps these namespaces alive: tasks inside them, open descriptors, bind mounts.
-/// Only called when the kernel has gone quiet, so a full /proc walk is affordable.
-fn holders_of(inodes: Vec<u64>) -> HashMap<u64, Vec<String>> {
-    let want: std::collections::HashSet<u64> = inodes.into_iter().collect();
-    let mut found: HashMap<u64, Vec<String>> = HashMap::new();
-    let ino_of = |link: &std::path::Path| -> Option<u64> {
-        let t = std::fs::read_link(link).ok()?;
-        t.to_str()?
-            .strip_prefix("net:[")?
-            .strip_suffix(']')?
-            .parse()
-            .ok()
-    };
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    // Not us: the caller holds what it asks about open, so that the inodes stay its own.
-    let me = sys::host_pid() as u32;
-    for p in procs.flatten() {
-        let Some(pid) = p
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-            .filter(|p| *p != me)
-        else {
-            continue;
-        };
-
-        let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-        let who = format!("pid {pid} ({})", comm.trim());
-        let mut links: Vec<std::path::PathBuf> = Vec::new();
-        if let Ok(tasks) = std::fs::read_dir(p.path().join("task")) {
-            links.extend(tasks.flatten().map(|t| t.path().join("ns/net")));
-        }
-        if let Ok(fds) = std::fs::read_dir(p.path().join("fd")) {
-            links.extend(fds.flatten().map(|f| f.path()));
-        }
-        for l in links {
-            if let Some(ino) = ino_of(&l).filter(|i| want.contains(i)) {
-                let v = found.entry(ino).or_default();
-                if !v.contains(&who) {
-                    v.push(who.clone());
-                }
-            }
-        }
-    }
-    for (pid, mounts) in mount_tables() {
-        for line in mounts.lines().filter(|l| l.contains(" nsfs ")) {
-            let ino = line
-                .split_once("net:[")
-                .and_then(|(_, r)| r.split(']').next()?.parse::<u64>().ok());
-            if let Some(ino) = ino.filter(|i| want.contains(i)) {
-                let target = line.split(' ').nth(4).unwrap_or("?");
-                let what = format!("bind mount {target} (mount namespace of pid {pid})");
-                found.entry(ino).or_default().push(what);
-            }
-        }
-    }
-    found
-}
-
-/// The mount table of every mount namespace on the machine, read through one process in it.
-fn mount_tables() -> Vec<(u32, String)> {
-    let mut seen = std::collections::HashSet::new();
-    let mut tables = Vec::new();
-    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(mnt) = std::fs::read_link(p.path().join("ns/mnt")) else {
-            continue;
-        };
-        if seen.insert(mnt) {
-            if let Ok(t) = std::fs::read_to_string(p.path().join("mountinfo")) {
-                tables.push((pid, t));
-            }
-        }
-    }
-    tables
 }

@@ -27,15 +27,17 @@ use std::time::Duration;
 
 pub struct ReclaimWatch {
     next_id: AtomicI32,
-    /// Fence ids dropped and not yet announced.
+    /// Protects the fence ids dropped and not yet announced; `announced` is notified when
+    /// the listener removes one. A leaf lock, like every lock of the watch.
     awaited: Mutex<HashSet<i32>>,
     announced: Condvar,
-    /// A socket in the hub for assigning fence ids; fences are taken one at a time.
+    /// Protects the socket in the hub that assigns fence ids: one assignment at a time.
     /// `None` once the watch is shut down.
     hub: Mutex<Option<NlSocket>>,
     home: OwnedFd,
-    /// Written to at shutdown: wakes the listener, which also polls this pipe.
+    /// Protects the pipe whose closing wakes the listener at shutdown.
     wake: Mutex<Option<std::io::PipeWriter>>,
+    /// Protects the listener thread's handle, joined once at shutdown.
     listener: Mutex<Option<JoinHandle<()>>>,
 }
 

@@ -5,8 +5,8 @@
 //! subsystem's `init` on every live node (undoing the nodes already done if one fails),
 //! unregistering runs its `exit` and `exit_batch` on every live node.
 
-use super::node::{Node, NodeTable};
-use super::subsystem::{AnyState, InitCtx, Ops};
+use super::node::{AnyState, Node, NodeTable};
+use super::subsystem::{enter_node, InitCtx, Ops};
 use super::worker::{Worker, Workers};
 use super::SubsysId;
 use anyhow::{anyhow, Context};
@@ -24,6 +24,10 @@ pub(crate) struct Registered {
 
 #[derive(Default)]
 pub struct Registry {
+    /// Protects the set of subsystems and their order (pernet_ops_rwsem). Shared for a
+    /// whole creation run and a whole reaper batch, so that the subsystems that ran `init`
+    /// on a node are the ones that run `exit` on it; exclusive for (un)registration, which
+    /// runs `init`/`exit` on every live node under it. Lock order: see `core`.
     list: RwLock<Vec<Registered>>,
     next: AtomicU32,
 }
@@ -108,7 +112,7 @@ pub(crate) fn init_on(
     nodes: &NodeTable,
     log_dir: &std::path::Path,
 ) -> anyhow::Result<AnyState> {
-    w.enter_node(node)?;
+    enter_node(w, node)?;
     let mut cx = InitCtx {
         node,
         log_dir,

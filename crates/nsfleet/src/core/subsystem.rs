@@ -5,13 +5,12 @@
 //! per-node state is allocated by the core before `init` and freed by the core after
 //! `exit_batch`, like `.id`/`.size` in the kernel. A subsystem knows nothing of the others.
 
-use super::node::{Node, NodeTable};
+use super::node::{AnyState, Node, NodeTable};
 use super::worker::Worker;
 use crate::topology::NodeConfig;
 use anyhow::Context;
 use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
-use std::any::Any;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -138,6 +137,13 @@ impl<'a> InitCtx<'a> {
     }
 }
 
+/// Moves a worker into a live node's namespace: where `init` runs.
+pub(crate) fn enter_node(w: &mut Worker, node: &Node) -> anyhow::Result<()> {
+    node.with_netns(|fd| w.enter(fd))
+        .ok_or_else(|| anyhow::anyhow!("node {} is being torn down", node.name()))?
+        .map_err(|e| anyhow::anyhow!("node {}: entering its namespace: {e}", node.name()))
+}
+
 /// Where [`InitCtx::send_each`]'s `build` puts an item's requests, in order.
 pub struct Requests<'a> {
     batch: &'a mut Batch,
@@ -191,8 +197,6 @@ pub trait Subsystem: Send + Sync + 'static {
     /// expensive per call and cheap per node (waiting for processes, one netlink burst).
     fn exit_batch(&self, _batch: &mut [(&Node, &mut Self::State)]) {}
 }
-
-pub(crate) type AnyState = Box<dyn Any + Send>;
 
 /// The object-safe face of [`Subsystem`] the registry stores; it owns the downcasts so
 /// that subsystems see their own state type.

@@ -6,7 +6,6 @@
 //! namespace). After every job a worker goes home, so that it
 //! never keeps a node's namespace alive. Never run this on an async runtime's threads.
 
-use super::node::Node;
 use crate::sys;
 use crossbeam_channel::{Receiver, Sender};
 use nsfleet_netlink::NlSocket;
@@ -43,13 +42,6 @@ impl Worker {
 
     pub fn home(&self) -> BorrowedFd<'_> {
         self.home.as_fd()
-    }
-
-    /// Enters a live node's namespace.
-    pub fn enter_node(&mut self, node: &Node) -> anyhow::Result<()> {
-        node.with_netns(|fd| self.enter(fd))
-            .ok_or_else(|| anyhow::anyhow!("node {} is being torn down", node.name()))?
-            .map_err(|e| anyhow::anyhow!("node {}: entering its namespace: {e}", node.name()))
     }
 
     /// A netlink socket in the namespace this thread is in now.

@@ -1,0 +1,85 @@
+//! Who holds a namespace: a walk of /proc (tasks, descriptors, every mount table).
+
+use std::collections::{HashMap, HashSet};
+
+/// Who keeps the network namespaces of these inodes alive, as "pid 1234 (bash)" or "bind
+/// mount ...": tasks inside them, open descriptors, bind mounts. Never this process: it
+/// holds what it asks about open, so that the inodes stay its own. A full /proc walk:
+/// for when the kernel has gone quiet.
+pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
+    let mut found: HashMap<u64, Vec<String>> = HashMap::new();
+    let ino_of = |link: &std::path::Path| -> Option<u64> {
+        let t = std::fs::read_link(link).ok()?;
+        t.to_str()?
+            .strip_prefix("net:[")?
+            .strip_suffix(']')?
+            .parse()
+            .ok()
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    // Not us: the caller holds what it asks about open, so that the inodes stay its own.
+    let me = crate::host_pid() as u32;
+    for p in procs.flatten() {
+        let Some(pid) = p
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+            .filter(|p| *p != me)
+        else {
+            continue;
+        };
+
+        let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+        let who = format!("pid {pid} ({})", comm.trim());
+        let mut links: Vec<std::path::PathBuf> = Vec::new();
+        if let Ok(tasks) = std::fs::read_dir(p.path().join("task")) {
+            links.extend(tasks.flatten().map(|t| t.path().join("ns/net")));
+        }
+        if let Ok(fds) = std::fs::read_dir(p.path().join("fd")) {
+            links.extend(fds.flatten().map(|f| f.path()));
+        }
+        for l in links {
+            if let Some(ino) = ino_of(&l).filter(|i| want.contains(i)) {
+                let v = found.entry(ino).or_default();
+                if !v.contains(&who) {
+                    v.push(who.clone());
+                }
+            }
+        }
+    }
+    for (pid, mounts) in mount_tables() {
+        for line in mounts.lines().filter(|l| l.contains(" nsfs ")) {
+            let ino = line
+                .split_once("net:[")
+                .and_then(|(_, r)| r.split(']').next()?.parse::<u64>().ok());
+            if let Some(ino) = ino.filter(|i| want.contains(i)) {
+                let target = line.split(' ').nth(4).unwrap_or("?");
+                let what = format!("bind mount {target} (mount namespace of pid {pid})");
+                found.entry(ino).or_default().push(what);
+            }
+        }
+    }
+    found
+}
+
+/// The mount table of every mount namespace on the machine, read through one process in it.
+fn mount_tables() -> Vec<(u32, String)> {
+    let mut seen = HashSet::new();
+    let mut tables = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(mnt) = std::fs::read_link(p.path().join("ns/mnt")) else {
+            continue;
+        };
+        if seen.insert(mnt) {
+            if let Ok(t) = std::fs::read_to_string(p.path().join("mountinfo")) {
+                tables.push((pid, t));
+            }
+        }
+    }
+    tables
+}
