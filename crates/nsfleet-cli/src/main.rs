@@ -2,7 +2,7 @@
 //! behaviour lives there.
 
 use clap::{Args, Parser, Subcommand};
-use nsfleet::cmd;
+use nsfleet_client as cmd;
 use std::path::PathBuf;
 
 const ABOUT: &str = "Fleets of Linux network namespaces at kernel speed.
@@ -287,8 +287,8 @@ enum Bench {
     },
 }
 
-fn d() -> cmd::bench::Defaults {
-    cmd::bench::Defaults::default()
+fn d() -> nsfleet_bench::Defaults {
+    nsfleet_bench::Defaults::default()
 }
 
 /// What every benchmark takes.
@@ -312,8 +312,8 @@ struct BenchRuns {
 }
 
 impl BenchRuns {
-    fn common(self) -> cmd::bench::Common {
-        cmd::bench::Common {
+    fn common(self) -> nsfleet_bench::Common {
+        nsfleet_bench::Common {
             runs: self.runs,
             workers: self.workers,
             json: self.json,
@@ -324,7 +324,7 @@ impl BenchRuns {
 }
 
 fn bench(b: Bench) -> anyhow::Result<()> {
-    use cmd::bench::*;
+    use nsfleet_bench::*;
     match b {
         Bench::Create {
             count,

@@ -1,19 +1,20 @@
-//! nsfleet: fleets of Linux network namespaces on the kernel's own lifecycle design.
+//! nsfleet: fleets of Linux network namespaces on the kernel's own lifecycle design, as
+//! one library for programs that embed the engine (the `nsfleet` command is one).
 //!
-//! - [`core`]: the lifecycle primitives (subsystems, registry, workers, reaper).
+//! Each part is a crate of its own; this one only gathers them:
+//! - [`core`]: the lifecycle primitives (subsystems, registry, workers, reaper, reclaim).
 //! - [`subsys`]: one subsystem per file, each knowing nothing of the others.
-//! - [`topology`]: the topology file, validated before anything exists.
+//! - [`supervisor`]: the process that owns a fleet, with its [`control`] protocol,
+//!   [`rundir`], [`preflight`] checks and [`traffic`] generator.
+//! - [`topology`]: the topology file, validated before anything exists; pure.
+//! - [`sys`]: the syscall boundary, where every `unsafe` lives.
 //!
-//! This crate never parses command lines; the `nsfleet` binary does, and calls it.
+//! It never parses command lines, prints, or draws progress: callers do (nsfleet-client).
 
-pub mod cmd;
-pub mod control;
-pub mod core;
-pub mod fault;
-pub mod preflight;
-pub mod rundir;
-pub mod subsys;
-pub mod supervisor;
+pub use nsfleet_core as core;
+pub use nsfleet_core::fault;
+pub use nsfleet_subsys as subsys;
+pub use nsfleet_supervisor as supervisor;
+pub use nsfleet_supervisor::{control, preflight, rundir, traffic};
 pub use nsfleet_sys as sys;
 pub use nsfleet_topology as topology;
-pub mod traffic;

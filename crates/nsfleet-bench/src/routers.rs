@@ -1,0 +1,390 @@
+//! `nsfleet bench routers`: seed 003's fleet of fake routers (lo up, an `eth0` veth to one
+//! shared switch, an address, forwarding on), built by nsfleet and, in the same run:
+//!
+//! - a raw in-process loop doing the same kernel work on one thread (the kernel's pace at
+//!   each count: its own rate falls as namespaces accumulate);
+//! - seed 003's shell script, one `ip` command per step;
+//! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
+//!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
+//!   building that topology (what the kernel work alone allows against Mininet).
+
+use super::{emit, machine, metric, need_root, note, ratios, raw, which, Cli, Common};
+use anyhow::{bail, Context};
+use nsfleet::core::{Fleet, FleetOptions};
+use nsfleet::sys;
+use nsfleet_results::{Axis, Better, Chart, Results, Series};
+use std::process::Command;
+use std::time::Instant;
+
+pub struct RoutersArgs {
+    /// Router counts to measure nsfleet and the raw loop at.
+    pub steps: Vec<u64>,
+    pub script_count: u64,
+    pub mininet_count: u64,
+    pub common: Common,
+}
+
+#[derive(Default, Clone, serde::Serialize)]
+struct Step {
+    count: u64,
+    nsfleet_up_s: Vec<f64>,
+    nsfleet_down_s: Vec<f64>,
+    user_cpu_share: Vec<f64>,
+    kernel_per_router_bytes: Vec<f64>,
+    rss_per_router_bytes: Vec<f64>,
+    raw_up_s: Vec<f64>,
+    raw_down_s: Vec<f64>,
+}
+
+const MININET: &str = r#"
+import sys, time
+from mininet.net import Mininet
+from mininet.topo import LinearTopo
+from mininet.nodelib import LinuxBridge
+from mininet.log import setLogLevel
+setLogLevel("error")
+t = time.time()
+net = Mininet(topo=LinearTopo(k=int(sys.argv[1])), switch=LinuxBridge, controller=None)
+net.start()
+up = time.time() - t
+t = time.time()
+net.stop()
+print(up, time.time() - t)
+"#;
+
+pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
+    need_root("routers")?;
+    let c = &a.common;
+    let steps: Vec<u64> = a.steps.iter().map(|&n| c.size(n, 100)).collect();
+    let (script_count, mininet_count) = (c.size(a.script_count, 20), c.size(a.mininet_count, 10));
+    if steps.is_empty() || steps.contains(&0) || c.runs == 0 {
+        bail!("--count/--steps and --runs must be at least 1");
+    }
+    let most = *steps.iter().max().unwrap_or(&1);
+    let spare = nsfleet::preflight::SPARE_DESCRIPTORS;
+    let limit = sys::raise_nofile(2 * most + spare).context("raising RLIMIT_NOFILE")?;
+    // The raw loop holds every router's namespace in this one process; nsfleet does not
+    // need to (holder processes), so beyond this process's limit only nsfleet is measured.
+    let raw_fits = |count: u64| count + spare <= limit;
+    if !raw_fits(most) {
+        note(&format!(
+            "the raw loop holds a descriptor per router in one process, and this one may hold {limit}: it is skipped above {} routers",
+            limit.saturating_sub(spare)
+        ));
+    }
+    let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
+    let mut measured: Vec<Step> = Vec::new();
+    for &count in &steps {
+        let mut s = Step {
+            count,
+            ..Step::default()
+        };
+        for r in 0..c.repetitions() {
+            note(&format!(
+                "{count} routers, run {}/{}",
+                r + 1,
+                c.repetitions()
+            ));
+            let nsfleet_first = r % 2 == 0;
+            if !nsfleet_first && raw_fits(count) {
+                push_raw(&mut s, &fleet, count)?;
+            }
+            let b = fake_routers(count, c.workers)?;
+            s.nsfleet_up_s.push(b.up_s);
+            s.nsfleet_down_s.push(b.down_s);
+            s.user_cpu_share.push(b.user_share);
+            s.kernel_per_router_bytes
+                .push(b.kernel_bytes / count as f64);
+            s.rss_per_router_bytes.push(b.rss / count as f64);
+            if nsfleet_first && raw_fits(count) {
+                push_raw(&mut s, &fleet, count)?;
+            }
+        }
+        measured.push(s);
+    }
+    let script = (script_count > 0).then(|| {
+        note(&format!("seed 003's ip script, {script_count} routers"));
+        let ns = fake_routers(script_count, c.workers);
+        ip_script(script_count).and_then(|ip| Ok((ns?, ip)))
+    });
+    let script = script.transpose()?;
+    let mininet =
+        (mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(mininet_count, c, &fleet));
+    let mininet = mininet.transpose()?;
+    let mut res = Results::new(
+        "routers",
+        machine(),
+        serde_json::json!({"steps": steps, "script_count": script_count, "mininet_count": mininet_count,
+            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick}),
+    );
+    step_metrics(&mut res, &measured);
+    if let Some((ns, (up, down))) = script {
+        let n = script_count as f64;
+        use Better::*;
+        res.metric(
+            "ip_script_routers_per_s",
+            metric("routers/s", Neither, vec![n / up]),
+        )
+        .metric("ip_script_teardown_s", metric("s", Neither, vec![down]))
+        .metric(
+            "nsfleet_vs_ip_script",
+            metric("x", Higher, vec![up / ns.up_s]).with_target(">= 25 at 1,000"),
+        );
+    }
+    if let Some(m) = mininet {
+        mininet_metrics(&mut res, &m);
+    }
+    let title = format!("fake routers at {steps:?}; the ip script at {script_count}; Mininet LinearTopo({mininet_count})");
+    emit(&res, c, &title)
+}
+
+fn step_metrics(res: &mut Results, steps: &[Step]) {
+    use Better::*;
+    let rate = |n: u64, v: &[f64]| v.iter().map(|s| n as f64 / s).collect::<Vec<_>>();
+    let (mut ns_curve, mut raw_curve) = (Vec::new(), Vec::new());
+    for s in steps {
+        let n = s.count;
+        let (ns, raw) = (rate(n, &s.nsfleet_up_s), rate(n, &s.raw_up_s));
+        let m = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
+        res.metric(
+            &format!("nsfleet_routers_per_s_at_{n}"),
+            m("routers/s", Higher, &ns),
+        )
+        .metric(
+            &format!("raw_routers_per_s_at_{n}"),
+            m("routers/s", Neither, &raw),
+        )
+        .metric(
+            &format!("nsfleet_vs_raw_at_{n}"),
+            metric("x", Higher, ratios(&ns, &raw)).with_target(">= 0.8"),
+        )
+        .metric(
+            &format!("nsfleet_down_to_reclaimed_s_at_{n}"),
+            m("s", Lower, &s.nsfleet_down_s),
+        )
+        .metric(
+            &format!("raw_down_to_reclaimed_s_at_{n}"),
+            m("s", Neither, &s.raw_down_s),
+        )
+        .metric(
+            &format!("user_cpu_share_at_{n}"),
+            metric(
+                "%",
+                Lower,
+                s.user_cpu_share.iter().map(|v| v * 100.0).collect(),
+            )
+            .with_target("< 15"),
+        )
+        .metric(
+            &format!("kernel_per_router_bytes_at_{n}"),
+            m("bytes", Lower, &s.kernel_per_router_bytes),
+        )
+        .metric(
+            &format!("supervisor_rss_per_router_bytes_at_{n}"),
+            m("bytes", Lower, &s.rss_per_router_bytes),
+        );
+        ns_curve.push((n as f64, nsfleet_results::median(&ns)));
+        raw_curve.push((n as f64, nsfleet_results::median(&raw)));
+    }
+    res.charts.push(Chart {
+        id: "routers-rate".into(),
+        title: "Fake routers: creation rate against the number built".into(),
+        x: Axis::linear("routers"),
+        y: Axis::linear("routers/s"),
+        series: vec![
+            Series {
+                name: "nsfleet".into(),
+                points: ns_curve,
+            },
+            Series {
+                name: "raw loop, same kernel work".into(),
+                points: raw_curve,
+            },
+        ],
+    });
+}
+
+fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
+    let (up, down) = raw::routers(fleet, count)?;
+    s.raw_up_s.push(up);
+    s.raw_down_s.push(down);
+    Ok(())
+}
+
+struct Built {
+    up_s: f64,
+    /// `down` until the kernel has reclaimed everything.
+    down_s: f64,
+    /// `down` until the fleet has let go of everything (what Mininet's stop measures).
+    drop_s: f64,
+    user_share: f64,
+    kernel_bytes: f64,
+    /// The supervisor's resident memory once up.
+    rss: f64,
+}
+
+fn nsfleet_up_down(body: &str, workers: usize) -> anyhow::Result<Built> {
+    let t = Instant::now();
+    let mut up = Cli::new()?.up_with(body, workers)?;
+    let up_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let down = up.cli.down()?;
+    let (user, system) = up.cpu;
+    Ok(Built {
+        up_s,
+        down_s: t.elapsed().as_secs_f64(),
+        drop_s: down["teardown_ms"].as_f64().unwrap_or(f64::NAN) / 1e3,
+        user_share: user / (user + system).max(1e-9),
+        kernel_bytes: up.kernel_bytes,
+        rss: up.rss,
+    })
+}
+
+fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
+    let body = format!("[[generate]]\nkind = \"fake-routers\"\ncount = {count}\n");
+    nsfleet_up_down(&body, workers)
+}
+
+/// Seed 003's script: one `ip` (or `sysctl`) process per step. Returns (up, down) seconds.
+fn ip_script(count: u64) -> anyhow::Result<(f64, f64)> {
+    let p = format!("nsfb{}", std::process::id());
+    let up = format!(
+        r#"set -e
+ip netns add {p}-sw
+ip -n {p}-sw link add br0 type bridge
+ip -n {p}-sw link set br0 up
+for i in $(seq {count}); do
+  ip netns add {p}-r$i
+  ip -n {p}-sw link add p$i type veth peer name eth0 netns {p}-r$i
+  ip -n {p}-sw link set p$i master br0
+  ip -n {p}-sw link set p$i up
+  ip -n {p}-r$i link set lo up
+  ip -n {p}-r$i link set eth0 up
+  ip -n {p}-r$i addr add 10.0.$((i / 256)).$((i % 256))/16 dev eth0
+  ip netns exec {p}-r$i sysctl -qw net.ipv4.ip_forward=1
+done"#
+    );
+    let down = format!("for i in $(seq {count}); do ip netns del {p}-r$i 2>/dev/null || true; done; ip netns del {p}-sw 2>/dev/null || true");
+    let t = Instant::now();
+    let ok = Command::new("bash").arg("-c").arg(&up).status()?.success();
+    let up_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    // Exactly the names this script made, even after a failure half-way.
+    Command::new("bash").arg("-c").arg(&down).status()?;
+    let down_s = t.elapsed().as_secs_f64();
+    if !ok {
+        bail!("the ip script failed (see above)");
+    }
+    Ok((up_s, down_s))
+}
+
+/// Mininet's LinearTopo(k) against nsfleet's `linear` of the same shape, run after run,
+/// with the raw loop building the same topology and the kernel's floor for its links
+/// alone measured in each run. Each starts on a machine that has reclaimed the last.
+#[derive(Default, serde::Serialize)]
+struct MininetRuns {
+    mininet_up_s: Vec<f64>,
+    mininet_down_s: Vec<f64>,
+    nsfleet_up_s: Vec<f64>,
+    /// `down` until nsfleet has let go of everything (what Mininet's stop measures).
+    nsfleet_drop_s: Vec<f64>,
+    /// `down` until the kernel has reclaimed everything.
+    nsfleet_down_s: Vec<f64>,
+    /// The raw loop's start: the kernel work of the whole topology, on one thread.
+    raw_up_s: Vec<f64>,
+    links_floor_s: Vec<f64>,
+}
+
+fn mininet_vs_linear(k: u64, c: &Common, fleet: &Fleet) -> anyhow::Result<MininetRuns> {
+    let body = format!(
+        "[[generate]]\nkind = \"linear\"\ncount = {k}\nname = \"h{{i}}\"\nswitch = \"s{{i}}\"\npool = \"10.0.0.0/8\"\n"
+    );
+    let mut m = MininetRuns::default();
+    for r in 0..c.repetitions() {
+        note(&format!(
+            "Mininet LinearTopo({k}), run {}/{}",
+            r + 1,
+            c.repetitions()
+        ));
+        let (up, down) = mininet(k)?;
+        m.mininet_up_s.push(up);
+        m.mininet_down_s.push(down);
+        fleet.reclaim_barrier()?;
+        let raw_first = r % 2 == 1;
+        if raw_first {
+            m.raw_up_s.push(raw::linear(fleet, k)?.0);
+        }
+        let ns = nsfleet_up_down(&body, c.workers)?;
+        m.nsfleet_up_s.push(ns.up_s);
+        m.nsfleet_drop_s.push(ns.drop_s);
+        m.nsfleet_down_s.push(ns.down_s);
+        if !raw_first {
+            m.raw_up_s.push(raw::linear(fleet, k)?.0);
+        }
+        m.links_floor_s.push(raw::links_floor(fleet, 2 * k - 1)?);
+    }
+    Ok(m)
+}
+
+fn mininet_metrics(res: &mut Results, m: &MininetRuns) {
+    use Better::*;
+    let m2 = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
+    res.metric("mininet_start_s", m2("s", Neither, &m.mininet_up_s))
+        .metric("mininet_stop_s", m2("s", Neither, &m.mininet_down_s))
+        .metric("nsfleet_linear_start_s", m2("s", Lower, &m.nsfleet_up_s))
+        .metric("nsfleet_linear_stop_s", m2("s", Lower, &m.nsfleet_drop_s))
+        .metric(
+            "nsfleet_linear_stop_to_reclaimed_s",
+            m2("s", Lower, &m.nsfleet_down_s),
+        )
+        .metric("raw_linear_start_s", m2("s", Neither, &m.raw_up_s))
+        .metric(
+            "linear_links_kernel_floor_s",
+            m2("s", Neither, &m.links_floor_s),
+        )
+        .metric(
+            "nsfleet_vs_mininet_start",
+            metric("x", Higher, ratios(&m.mininet_up_s, &m.nsfleet_up_s)).with_target(">= 50"),
+        )
+        .metric(
+            "nsfleet_vs_mininet_stop",
+            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_drop_s)).with_target(">= 50"),
+        )
+        .metric(
+            "nsfleet_to_reclaimed_vs_mininet_stop",
+            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_down_s)),
+        )
+        .metric(
+            "nsfleet_vs_raw_linear_start",
+            metric("x", Higher, ratios(&m.raw_up_s, &m.nsfleet_up_s)),
+        )
+        .metric(
+            "raw_linear_vs_mininet_start",
+            metric("x", Neither, ratios(&m.mininet_up_s, &m.raw_up_s))
+                .with_target("the kernel work alone, on one thread"),
+        )
+        .metric(
+            "kernel_floor_vs_mininet_start",
+            metric("x", Neither, ratios(&m.mininet_up_s, &m.links_floor_s))
+                .with_target("the links alone: no tool can pass this"),
+        );
+}
+
+/// Mininet's (start, stop) seconds for LinearTopo(k).
+fn mininet(k: u64) -> anyhow::Result<(f64, f64)> {
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", MININET, &k.to_string()])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let nums: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    if !out.status.success() || nums.len() != 2 {
+        bail!(
+            "Mininet failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok((nums[0], nums[1]))
+}

@@ -1,0 +1,52 @@
+//! `nsfleet clean`: remove what a crashed fleet left behind. A fleet's namespaces and
+//! processes die with its supervisor; what can remain is its run folder (record, stale
+//! socket, logs) and, if a node was held alive, a journalled host link. Only folders with
+//! an nsfleet record whose owner is gone are touched, and only host interfaces that carry
+//! the fleet's token: never anything matched by name alone.
+
+use anyhow::bail;
+use nsfleet::rundir::RunDir;
+use std::path::PathBuf;
+
+pub struct CleanArgs {
+    pub name: Option<String>,
+    pub all: bool,
+    pub run_dir: PathBuf,
+}
+
+pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
+    let rd = RunDir::new(&a.run_dir);
+    let names = match (&a.name, a.all) {
+        (Some(_), true) => bail!("give a fleet name or --all, not both"),
+        (None, false) => bail!("which fleet? give its name, or --all for every dead fleet"),
+        (Some(n), false) => match rd.record(n) {
+            None => bail!("no nsfleet fleet named {n:?} under {}", rd.root().display()),
+            Some(r) if r.owner_alive() => {
+                bail!("fleet {n:?} is running; `nsfleet down {n}` ends it")
+            }
+            Some(_) => vec![n.clone()],
+        },
+        (None, true) => rd.fleets(),
+    };
+    let mut removed = 0;
+    for n in names {
+        let Some(r) = rd.record(&n) else { continue };
+        if r.owner_alive() {
+            continue;
+        }
+        for ifname in nsfleet::subsys::hostlink::clean_journal(&rd.host_journal(&n))? {
+            println!("removed host interface {ifname} (journalled by fleet {n:?})");
+        }
+        rd.remove(&n, false)?;
+        removed += 1;
+        let pid = r.supervisor.map_or(r.creator.pid, |s| s.pid);
+        println!(
+            "removed {} (fleet {n:?}, supervisor pid {pid} gone)",
+            rd.fleet_dir(&n).display()
+        );
+    }
+    if removed == 0 && a.all {
+        println!("nothing to clean under {}", rd.root().display());
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `nsfleet impair`: change one interface's impairment on a live fleet.
+
+use super::connect;
+use anyhow::{anyhow, bail};
+use nsfleet::control::{Reply, Request};
+use nsfleet::rundir::RunDir;
+use nsfleet::topology::Impair;
+use std::path::PathBuf;
+
+pub struct ImpairArgs {
+    pub name: String,
+    /// `node:iface`
+    pub target: String,
+    /// (parameter, value) as given: ("delay", "20ms").
+    pub set: Vec<(&'static str, String)>,
+    pub clear: bool,
+    pub json: bool,
+    pub run_dir: PathBuf,
+}
+
+pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
+    let (node, iface) = a
+        .target
+        .split_once(':')
+        .ok_or_else(|| anyhow!("expected NODE:IFACE, like r1:eth0, got {:?}", a.target))?;
+    let impair = match (a.clear, a.set.is_empty()) {
+        (true, false) => bail!("--clear removes the impairment: give it alone"),
+        (false, true) => bail!("nothing to change: give --delay, --jitter, --loss, --duplicate, --corrupt, --rate, or --clear"),
+        (true, true) => None,
+        (false, false) => {
+            let mut imp = Impair::default();
+            for (k, v) in &a.set {
+                imp.set(k, v).map_err(|e| anyhow!("--{k}: {e}"))?;
+            }
+            Some(imp)
+        }
+    };
+    let rd = RunDir::new(&a.run_dir);
+    let mut client = connect(&rd, &a.name)?;
+    let req = Request::Impair {
+        node: node.into(),
+        iface: iface.into(),
+        impair,
+    };
+    match client.call(&req)? {
+        Reply::Impaired { impair, .. } if a.json => {
+            println!(
+                "{}",
+                serde_json::json!({ "fleet": a.name, "node": node, "iface": iface, "impair": impair })
+            );
+        }
+        Reply::Impaired {
+            impair: Some(i), ..
+        } => println!("{}:{iface}: {i}", node),
+        Reply::Impaired { impair: None, .. } => println!("{}:{iface}: no impairment", node),
+        Reply::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply from the supervisor: {other:?}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! What each `nsfleet` command does, on the client side: the binary parses arguments into
+//! these argument structs and calls these functions. Printing for people and for machines
+//! (`--json`) and progress bars happen here; the engine itself never prints.
+//!
+//! A client reaches a fleet only through its supervisor's control socket and its run
+//! directory: it never holds a namespace or changes a node itself.
+
+pub mod clean;
+pub mod down;
+pub mod exec;
+pub mod gen;
+pub mod impair;
+pub mod report;
+pub mod status;
+pub mod up;
+
+use anyhow::bail;
+use nsfleet::control::Client;
+use nsfleet::rundir::RunDir;
+
+/// Connects to a fleet's supervisor, or explains why there is none.
+pub(crate) fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
+    match Client::connect(&rd.socket(name)) {
+        Ok(c) => Ok(c),
+        Err(e) => match rd.record(name) {
+            None => bail!("no fleet named {name:?} under {} (`nsfleet status` lists them)", rd.root().display()),
+            Some(r) if r.supervisor.is_none() && r.owner_alive() => {
+                bail!("fleet {name:?} is still starting (pid {})", r.creator.pid)
+            }
+            Some(r) if !r.owner_alive() => bail!(
+                "fleet {name:?} is not running: its supervisor (pid {}) is gone, and its namespaces and processes went with it; `nsfleet clean {name}` removes its run folder",
+                r.supervisor.map_or(r.creator.pid, |s| s.pid)
+            ),
+            Some(_) => bail!("cannot reach fleet {name:?}'s supervisor: {e}"),
+        },
+    }
+}
+
+pub(crate) fn human_bytes(b: i64) -> String {
+    let b = b.max(0) as f64;
+    match b {
+        b if b >= 1e9 => format!("{:.1} GB", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} MB", b / 1e6),
+        b if b >= 1e3 => format!("{:.0} KB", b / 1e3),
+        b => format!("{b:.0} B"),
+    }
+}

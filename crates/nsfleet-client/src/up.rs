@@ -1,0 +1,225 @@
+//! `nsfleet up`: validate, claim the name, launch the supervisor, show its progress, and
+//! return once the fleet is ready (leaving the supervisor running).
+
+use super::human_bytes;
+use anyhow::{anyhow, bail, Context};
+use nsfleet::control::UpEvent;
+use nsfleet::core::CreateReport;
+use nsfleet::rundir::{FleetRecord, ProcId, RunDir};
+use nsfleet::sys;
+use nsfleet::topology::{self, check_name, Topology, MAX_FLEET_NAME};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub struct UpArgs {
+    pub file: Option<PathBuf>,
+    pub name: Option<String>,
+    pub workers: usize,
+    pub max_unreclaimed: usize,
+    pub run_dir: PathBuf,
+    pub json: bool,
+}
+
+pub fn up(a: UpArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let draft = match &a.file {
+        Some(f) => topology::read_file(f)?,
+        None => topology::read(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
+    };
+    let mut topo = nsfleet::subsys::probe::validate(draft)?;
+    if let Some(n) = &a.name {
+        check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
+        topo.name = n.clone();
+    }
+    let validate = started.elapsed();
+    if !sys::is_root() {
+        bail!("up creates network and PID namespaces: run it as root");
+    }
+    preflight(&topo)?;
+    let rd = RunDir::new(&a.run_dir);
+
+    // From the claim until the supervisor is recorded, a Ctrl-C would leave a folder that
+    // nobody owns: hold it until the supervisor exists to clean up after us.
+    let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
+    let mut record = rd.claim(&topo.name)?;
+    // From here on a failure must give the name back.
+    launch(&rd, &mut record, &topo, &a, validate, held).inspect_err(|_| {
+        let _ = rd.remove(&topo.name, true);
+    })
+}
+
+/// What the machine would refuse half-way is refused now, with what to change; notes go
+/// to stderr.
+fn preflight(topo: &Topology) -> anyhow::Result<()> {
+    let mut refusals = Vec::new();
+    for f in nsfleet::preflight::check(topo) {
+        match f {
+            nsfleet::preflight::Finding::Refuse(m) => refusals.push(m),
+            nsfleet::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
+        }
+    }
+    if !refusals.is_empty() {
+        bail!(
+            "fleet {:?} was not started (nothing was created):\n  {}",
+            topo.name,
+            refusals.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn launch(
+    rd: &RunDir,
+    record: &mut FleetRecord,
+    topo: &Topology,
+    a: &UpArgs,
+    validate: Duration,
+    held: sys::SignalsHeld,
+) -> anyhow::Result<()> {
+    let (in_r, mut in_w) = std::io::pipe()?;
+    let (out_r, out_w) = std::io::pipe()?;
+    let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
+    let args: Vec<String> = [
+        "nsfleet",
+        "__supervise",
+        "--run-dir",
+        &rd.root().display().to_string(),
+        "--name",
+        &topo.name,
+        "--workers",
+        &a.workers.to_string(),
+        "--max-unreclaimed",
+        &a.max_unreclaimed.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let init = sys::InitCommand::new(
+        "/proc/self/exe",
+        &args,
+        in_r.as_raw_fd(),
+        out_w.as_raw_fd(),
+        log.as_raw_fd(),
+    )?;
+    let pid = init.spawn().context("starting the supervisor")?;
+    drop((in_r, out_w, log));
+    record.supervisor = ProcId::of(pid);
+    rd.write_record(record)?;
+    // One write: serde_json writes piecemeal, a syscall per piece on an unbuffered pipe.
+    in_w.write_all(&serde_json::to_vec(topo)?)?;
+    drop(in_w);
+    // The supervisor has the fleet now; a Ctrl-C from here on cancels it cleanly.
+    drop(held);
+
+    let bar = Progress::new(topo.node_count());
+    for line in BufReader::new(out_r).lines() {
+        let line = line?;
+        match serde_json::from_str::<UpEvent>(&line) {
+            Ok(UpEvent::Progress { phase, done, total }) => bar.set(&phase, done, total),
+            Ok(UpEvent::Ready { report, pid }) => {
+                bar.finish();
+                print_ready(topo, &report, validate, pid, a.json);
+                return Ok(());
+            }
+            Ok(UpEvent::Failed { message }) => {
+                bar.finish();
+                let _ = sys::wait_child(pid);
+                bail!("{message}");
+            }
+            Err(_) => {}
+        }
+    }
+    bar.finish();
+    let status = sys::wait_child(pid).unwrap_or(-1);
+    let log = std::fs::read_to_string(rd.supervisor_log(&topo.name)).unwrap_or_default();
+    let last = log.lines().last().unwrap_or("no log output");
+    bail!("the supervisor died while starting (wait status {status}): {last}")
+}
+
+fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, json: bool) {
+    let build: Duration = r.phases.iter().map(|(_, d)| *d).sum();
+    let rate = r.nodes as f64 / build.as_secs_f64().max(1e-9);
+    if json {
+        let v = serde_json::json!({
+            "name": topo.name, "pid": pid, "nodes": r.nodes, "nodes_per_sec": rate,
+            "validate_ms": validate.as_secs_f64() * 1e3,
+            "phases_ms": r.phases.iter().map(|(p, d)| (p.name(), d.as_secs_f64() * 1e3)).collect::<std::collections::BTreeMap<_, _>>(),
+            "kernel_mem_bytes": r.kernel_bytes,
+            "create_latency_us": r.create_latency_us,
+        });
+        println!("{v}");
+        return;
+    }
+    let name = &topo.name;
+    let took = if build.as_secs() >= 1 {
+        format!("{:.2} s", build.as_secs_f64())
+    } else {
+        format!("{:.1} ms", build.as_secs_f64() * 1e3)
+    };
+    println!(
+        "fleet {name:?} is up: {} nodes in {took} ({rate:.0} nodes/s)",
+        r.nodes
+    );
+
+    println!(
+        "  {:<10} {:>9.1} ms",
+        "validate",
+        validate.as_secs_f64() * 1e3
+    );
+    for (phase, d) in &r.phases {
+        let label = phase.name();
+        println!("  {label:<10} {:>9.1} ms", d.as_secs_f64() * 1e3);
+    }
+    if let (Some(p50), Some(p99)) = (r.create_latency_us.get(50), r.create_latency_us.get(99)) {
+        println!(
+            "  one node's creation on its worker: median {:.2} ms, 99th percentile {:.2} ms",
+            p50 / 1e3,
+            p99 / 1e3
+        );
+    }
+    println!(
+        "  kernel memory ~{} ({} per node); supervisor pid {pid}",
+        human_bytes(r.kernel_bytes),
+        human_bytes(r.kernel_bytes / r.nodes.max(1) as i64)
+    );
+    let first = topo.nodes().next().map(|n| n.name).unwrap_or_default();
+    println!("  next: nsfleet status {name} | nsfleet exec {name} {first} -- ip addr | nsfleet down {name}");
+}
+
+/// A progress bar on a terminal; nothing when stderr is piped.
+struct Progress(indicatif::ProgressBar);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix:>9} [{bar:30}] {pos}/{len} nodes {rate}",
+            )
+            .expect("valid template")
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0}/s", s.per_sec());
+                },
+            )
+            .progress_chars("=> "),
+        );
+        Progress(bar)
+    }
+
+    fn set(&self, phase: &str, done: usize, total: usize) {
+        self.0.set_prefix(phase.to_string());
+        self.0.set_length(total as u64);
+        self.0.set_position(done as u64);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}

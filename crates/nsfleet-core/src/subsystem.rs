@@ -1,0 +1,243 @@
+//! The contract between the core and a subsystem: the kernel's `pernet_operations`.
+//!
+//! A subsystem brings one aspect of a node up in `init` and takes it down in `exit` (per
+//! node) and `exit_batch` (once per reaper batch, where the expensive work belongs). Its
+//! per-node state is allocated by the core before `init` and freed by the core after
+//! `exit_batch`, like `.id`/`.size` in the kernel. A subsystem knows nothing of the others.
+
+use super::node::{AnyState, Node, NodeTable};
+use super::worker::Worker;
+use anyhow::Context;
+use nsfleet_netlink::socket::MAX_BATCH;
+use nsfleet_netlink::{Batch, NlSocket};
+use nsfleet_topology::NodeConfig;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// When a subsystem's `init` runs during `up`. Every node goes through the phases in this
+/// order, and a phase starts only once the previous one is done on every node: a link
+/// needs both its ends, a daemon needs its links.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Right after the namespace is created, on the thread that created it.
+    Create,
+    /// Once every node of the run exists: links between nodes.
+    Wire,
+    /// Once every link exists: addresses, routes, settings of links.
+    Configure,
+    /// Once every node is configured: processes.
+    Start,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::Create, Phase::Wire, Phase::Configure, Phase::Start];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Create => "create",
+            Phase::Wire => "wire",
+            Phase::Configure => "configure",
+            Phase::Start => "start",
+        }
+    }
+}
+
+/// What `init` may use: the node, the fleet's files, and a netlink socket inside the node.
+/// `init` always runs on a worker thread that is inside the node's network namespace, so
+/// `/proc/sys/net` and any socket it opens are the node's.
+pub struct InitCtx<'a> {
+    pub node: &'a Node,
+    pub log_dir: &'a Path,
+    pub(crate) worker: &'a mut Worker,
+    /// The fleet's nodes as of the start of the phase.
+    pub(crate) nodes: &'a NodeTable,
+}
+
+impl<'a> InitCtx<'a> {
+    pub fn config(&self) -> &NodeConfig {
+        self.node.config()
+    }
+
+    /// The fleet's nodes as of the start of the phase (from the Wire phase on, every node
+    /// of the run); a reference that outlives `self`'s borrow, for use inside
+    /// [`send_each`](Self::send_each).
+    pub fn peers(&self) -> &'a NodeTable {
+        self.nodes
+    }
+
+    /// The namespace the fleet's owner runs in: the host's.
+    pub fn home(&self) -> BorrowedFd<'_> {
+        self.worker.home()
+    }
+
+    /// A route netlink socket in the node's namespace, opened on first use and closed when
+    /// the worker leaves the node (an open socket would keep the namespace alive).
+    pub fn rtnl(&mut self) -> io::Result<&mut NlSocket> {
+        self.worker.rtnl()
+    }
+
+    /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
+    /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
+    /// number. The first error, of `build` or of the kernel, is returned as
+    /// `describe(item): error (extended ACK)`, so it names the topology element at fault.
+    /// Requests after a failed one in the same batch still run; the caller's rollback (the
+    /// node's teardown) removes them.
+    pub fn send_each<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut build: impl FnMut(&mut Requests<'_>, &T) -> anyhow::Result<()>,
+        describe: impl Fn(&T) -> String,
+    ) -> anyhow::Result<()> {
+        let mut items = items.into_iter().peekable();
+        let mut batch = Batch::new();
+        // For each message of the batch, the item of `chunk` that made it.
+        let mut owner: Vec<usize> = Vec::new();
+        while items.peek().is_some() {
+            let sock = self.rtnl().context("opening a netlink socket")?;
+            let (mut chunk, mut held) = (Vec::new(), Vec::new());
+            batch.clear();
+            owner.clear();
+            while batch.seqs().len() + Requests::MOST <= MAX_BATCH {
+                let Some(item) = items.next() else { break };
+                let mut out = Requests {
+                    batch: &mut batch,
+                    sock: &mut *sock,
+                    held: &mut held,
+                };
+                if let Err(e) = build(&mut out, &item) {
+                    anyhow::bail!("{}: {e:#}", describe(&item));
+                }
+                let made = batch.seqs().len() - owner.len();
+                debug_assert!(made <= Requests::MOST, "an item made {made} requests");
+                owner.resize(batch.seqs().len(), chunk.len());
+                chunk.push(item);
+            }
+            crate::fault::point("sending a netlink batch")?;
+            let results = sock.execute(&batch).context("netlink socket")?;
+            if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| r.is_err()) {
+                anyhow::bail!("{}: {e}", describe(&chunk[*i]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one of the node's sysctls; `key` as in the topology (`net.ipv4.ip_forward`).
+    /// Costly the first time in a node (see `Worker::write_sysctl`): a subsystem touches
+    /// sysctls only for nodes that need them.
+    pub fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
+        let path = nsfleet_topology::sysctl_path(key);
+        let below_net = path
+            .strip_prefix("net/")
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        self.worker.write_sysctl(below_net, value)
+    }
+}
+
+/// Moves a worker into a live node's namespace: where `init` runs.
+pub(crate) fn enter_node(w: &mut Worker, node: &Node) -> anyhow::Result<()> {
+    node.with_netns(|fd| w.enter(fd))
+        .ok_or_else(|| anyhow::anyhow!("node {} is being torn down", node.name()))?
+        .map_err(|e| anyhow::anyhow!("node {}: entering its namespace: {e}", node.name()))
+}
+
+/// Where [`InitCtx::send_each`]'s `build` puts an item's requests, in order.
+pub struct Requests<'a> {
+    batch: &'a mut Batch,
+    sock: &'a mut NlSocket,
+    held: &'a mut Vec<OwnedFd>,
+}
+
+impl Requests<'_> {
+    /// Most requests one item may make.
+    pub const MOST: usize = 4;
+
+    /// Appends one request: `build` gets the batch and the request's sequence number.
+    /// Always `Ok`: the `Result` lets `build` closures end with it.
+    pub fn add(&mut self, build: impl FnOnce(&mut Batch, u32)) -> anyhow::Result<()> {
+        build(self.batch, self.sock.next_seq());
+        Ok(())
+    }
+
+    /// Keeps `fd` open until the kernel has read the batch (a descriptor a request names,
+    /// such as IFLA_NET_NS_FD), and returns its number. Only a batch's worth is open at once.
+    pub fn hold(&mut self, fd: OwnedFd) -> RawFd {
+        let raw = fd.as_raw_fd();
+        self.held.push(fd);
+        raw
+    }
+}
+
+pub trait Subsystem: Send + Sync + 'static {
+    /// Per-node state; the core creates it with `Default` before `init`.
+    type State: Default + Send + 'static;
+
+    fn name(&self) -> &'static str;
+
+    fn phase(&self) -> Phase;
+
+    /// Whether `init` has work on this node. The core does not enter a node for a phase
+    /// in which no subsystem wants it, and a subsystem that does not want a node gets no
+    /// state, no `exit` and no `exit_batch` for it.
+    fn wants(&self, _node: &Node) -> bool {
+        true
+    }
+
+    /// Brings this subsystem up on one node. On error, `init` must leave nothing behind of
+    /// its own; the core undoes the subsystems that ran before it.
+    fn init(&self, cx: &mut InitCtx<'_>, state: &mut Self::State) -> anyhow::Result<()>;
+
+    /// Per node, on the reaper thread (outside the node's namespace): start taking down.
+    fn exit(&self, _node: &Node, _state: &mut Self::State) {}
+
+    /// Once per batch of dying nodes, after every `exit`: the place for work that is
+    /// expensive per call and cheap per node (waiting for processes, one netlink burst).
+    fn exit_batch(&self, _batch: &mut [(&Node, &mut Self::State)]) {}
+}
+
+/// The object-safe face of [`Subsystem`] the registry stores; it owns the downcasts so
+/// that subsystems see their own state type.
+pub(crate) trait Ops: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn phase(&self) -> Phase;
+    fn wants(&self, node: &Node) -> bool;
+    fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState>;
+    fn exit(&self, node: &Node, state: &mut AnyState);
+    fn exit_batch(&self, batch: &mut [(&Node, AnyState)]);
+}
+
+impl<S: Subsystem> Ops for S {
+    fn name(&self) -> &'static str {
+        Subsystem::name(self)
+    }
+    fn phase(&self) -> Phase {
+        Subsystem::phase(self)
+    }
+    fn wants(&self, node: &Node) -> bool {
+        Subsystem::wants(self, node)
+    }
+    fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState> {
+        let mut state = Box::<S::State>::default();
+        Subsystem::init(self, cx, &mut state)?;
+        Ok(state)
+    }
+    fn exit(&self, node: &Node, state: &mut AnyState) {
+        Subsystem::exit(self, node, downcast::<S>(state))
+    }
+    fn exit_batch(&self, batch: &mut [(&Node, AnyState)]) {
+        let mut typed: Vec<(&Node, &mut S::State)> = batch
+            .iter_mut()
+            .map(|(n, s)| (*n, downcast::<S>(s)))
+            .collect();
+        Subsystem::exit_batch(self, &mut typed)
+    }
+}
+
+fn downcast<S: Subsystem>(state: &mut AnyState) -> &mut S::State {
+    state
+        .downcast_mut::<S::State>()
+        .expect("the core hands each subsystem the state it allocated for it")
+}

@@ -1,0 +1,180 @@
+//! Host links: a veth from a node to the host's namespace (for management). The host's end
+//! is the one thing of a fleet that lives outside it, so it is journalled before it is
+//! created and carries a token (its interface alias) that `nsfleet clean` checks before it
+//! deletes anything: a look-alike interface of the same name is never touched.
+//!
+//! Normally nothing is left to clean: deleting either end of a veth deletes the pair, and
+//! the node's end dies with the node. The journal covers a node held alive by someone else.
+
+use anyhow::{anyhow, Context};
+use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_netlink::rtnl::{self, LinkSpec};
+use nsfleet_netlink::{Batch, NlSocket};
+use nsfleet_topology::{Iface, IpNet, PeerNs};
+use parking_lot::Mutex;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub struct HostLinks {
+    journal: PathBuf,
+    /// Marks this fleet's host interfaces (as their alias).
+    token: String,
+    /// A socket in the host's namespace, opened where the fleet's owner runs.
+    host: Mutex<NlSocket>,
+}
+
+fn host_addrs(i: &Iface) -> Option<&[IpNet]> {
+    match &i.peer.as_ref()?.ns {
+        PeerNs::Host { addrs } => Some(addrs),
+        PeerNs::Node(_) => None,
+    }
+}
+
+impl HostLinks {
+    /// Must be called from a thread in the host's namespace.
+    pub fn new(journal: PathBuf, fleet: &str) -> std::io::Result<Self> {
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Ok(HostLinks {
+            journal,
+            token: format!("nsfleet:{fleet}:{random:016x}"),
+            host: Mutex::new(NlSocket::open()?),
+        })
+    }
+
+    fn journal(&self, ifname: &str) -> std::io::Result<()> {
+        nsfleet_core::fault::point("journalling a host link")?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.journal)?;
+        writeln!(f, "{ifname} {}", self.token)?;
+        f.sync_all()
+    }
+
+    /// Marks the host's end as ours, brings it up and gives it its addresses. A crash
+    /// before the mark leaves an end that `clean` will not recognise, and so not delete:
+    /// the safe side.
+    fn configure_host_end(&self, name: &str, addrs: &[IpNet]) -> anyhow::Result<()> {
+        nsfleet_core::fault::point("configuring a host link's host end")?;
+        let mut sock = self.host.lock();
+        let index = lookup(&mut sock, name)?
+            .ok_or_else(|| anyhow!("host interface {name} vanished"))?
+            .index;
+        let mut b = Batch::new();
+        let token = Some(self.token.as_str());
+        rtnl::set_link_alias(&mut b, sock.next_seq(), index, true, None, token);
+        for a in addrs {
+            rtnl::new_addr(&mut b, sock.next_seq(), index, a.addr, a.prefix);
+        }
+        sock.execute_all(&b)
+            .with_context(|| format!("addresses on host interface {name}"))
+    }
+}
+
+fn lookup(sock: &mut NlSocket, name: &str) -> anyhow::Result<Option<rtnl::LinkInfo>> {
+    let mut b = Batch::new();
+    rtnl::get_link_by_name(&mut b, sock.next_seq(), name);
+    let mut found = None;
+    match sock.dump(&b, |m| found = found.take().or_else(|| rtnl::parse_link(m))) {
+        Ok(()) => Ok(found),
+        Err(e) if e.errno == libc::ENODEV => Ok(None),
+        Err(e) => Err(anyhow!("looking up {name}: {e}")),
+    }
+}
+
+/// Deletes the host interfaces a fleet's journal lists, each only if it still carries the
+/// fleet's token. Returns the names removed. Runs in the host's namespace.
+pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
+    let Ok(text) = std::fs::read_to_string(journal) else {
+        return Ok(Vec::new());
+    };
+    let mut sock = NlSocket::open()?;
+    let mut removed = Vec::new();
+    for line in text.lines() {
+        let Some((name, token)) = line.split_once(' ') else {
+            continue;
+        };
+        let ours = lookup(&mut sock, name)?.is_some_and(|l| l.alias.as_deref() == Some(token));
+        if ours {
+            let mut b = Batch::new();
+            rtnl::del_link_by_name(&mut b, sock.next_seq(), name);
+            sock.execute_all(&b)
+                .with_context(|| format!("deleting host interface {name}"))?;
+            removed.push(name.to_string());
+        }
+    }
+    Ok(removed)
+}
+
+impl Subsystem for HostLinks {
+    type State = ();
+
+    fn name(&self) -> &'static str {
+        "host-links"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Wire
+    }
+
+    fn wants(&self, node: &Node) -> bool {
+        node.wiring().ifaces.iter().any(|i| host_addrs(i).is_some())
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        let node = cx.node;
+        let home = cx.home().try_clone_to_owned()?;
+        let ipv6 = super::ipv6(node);
+        for iface in node
+            .wiring()
+            .ifaces
+            .iter()
+            .filter(|i| host_addrs(i).is_some())
+        {
+            let peer = iface.peer.as_ref().expect("filtered above");
+            self.journal(&peer.name)
+                .context("writing the host-link journal")?;
+            cx.send_each(
+                [iface],
+                |out, i| {
+                    out.add(|b, seq| {
+                        let local = LinkSpec {
+                            name: &i.name,
+                            index: i.index,
+                            up: true,
+                            mtu: i.mtu,
+                            ..Default::default()
+                        };
+                        let far = LinkSpec {
+                            name: &peer.name,
+                            up: true,
+                            mtu: peer.mtu,
+                            netns_fd: Some(home.as_raw_fd()),
+                            ..Default::default()
+                        };
+                        rtnl::new_veth(b, seq, &local, &far)
+                    })?;
+                    // Before the host end comes up. The host end keeps the host's policy.
+                    super::link_local_policy(out, i.index, i.bridge.is_some(), ipv6)
+                },
+                |i| {
+                    format!(
+                        "host link {}:{} <-> host:{} (topology line {})",
+                        node.name(),
+                        i.name,
+                        peer.name,
+                        i.line
+                    )
+                },
+            )?;
+            self.configure_host_end(&peer.name, host_addrs(iface).unwrap_or_default())?;
+        }
+        Ok(())
+    }
+
+    // No exit: the host's end goes with the node's (a veth pair dies together).
+}

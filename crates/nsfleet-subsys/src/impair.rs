@@ -1,0 +1,122 @@
+//! Link impairments: netem as the root qdisc of an interface, from the topology
+//! (`impair = { delay = "20ms", loss = "1%" }` on a link end) and on a live fleet
+//! (`nsfleet impair`). The state is what each interface has now, for `status`.
+//!
+//! Kernels built without netem (CONFIG_NET_SCH_NETEM off) still get `rate`, from a token
+//! bucket (tbf); any other impairment is refused before anything is created.
+
+use anyhow::anyhow;
+use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_netlink::rtnl::{self, Netem};
+use nsfleet_netlink::Batch;
+use nsfleet_topology::{netem_refusal, Impair};
+
+pub struct Impairments;
+
+/// Interfaces of a node with an impairment, as (name, impairment).
+pub type Impaired = Vec<(String, Impair)>;
+
+fn netem(i: &Impair) -> Netem {
+    let prob = |pct: f64| (pct / 100.0 * u32::MAX as f64).round() as u32;
+    Netem {
+        delay_ns: i.delay_ns,
+        jitter_ns: i.jitter_ns,
+        loss: prob(i.loss),
+        duplicate: prob(i.duplicate),
+        corrupt: prob(i.corrupt),
+        rate: i.rate_bps / 8,
+    }
+}
+
+fn request(b: &mut Batch, seq: u32, index: i32, imp: Option<&Impair>) {
+    match imp {
+        Some(i) if !super::probe::has_netem() => rtnl::set_tbf(b, seq, index, i.rate_bps / 8),
+        Some(i) => rtnl::set_netem(b, seq, index, &netem(i)),
+        None => rtnl::del_root_qdisc(b, seq, index),
+    }
+}
+
+impl Impairments {
+    /// Sets (or with `None`, clears) the impairment of one interface of a live node.
+    pub fn change(
+        cx: &mut InitCtx<'_>,
+        state: &mut Impaired,
+        iface: &str,
+        imp: Option<Impair>,
+    ) -> anyhow::Result<()> {
+        let node = cx.node;
+        let i = node.wiring().iface(iface).ok_or_else(|| {
+            let have: Vec<&str> = node
+                .wiring()
+                .ifaces
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect();
+            anyhow!(
+                "{} has no interface {iface:?} (it has: {})",
+                node.name(),
+                have.join(", ")
+            )
+        })?;
+        let netem = super::probe::has_netem();
+        if let Some(why) = imp.as_ref().and_then(|i| netem_refusal(i, netem)) {
+            anyhow::bail!("{why}");
+        }
+        let was = state.iter().position(|(n, _)| n == iface);
+        if imp.is_none() && was.is_none() {
+            return Ok(()); // nothing to clear
+        }
+        cx.send_each(
+            [i.index],
+            |out, index| out.add(|b, seq| request(b, seq, *index, imp.as_ref())),
+            |_| format!("impairment of {}:{iface}", node.name()),
+        )?;
+        match (was, imp) {
+            (Some(k), Some(new)) => state[k].1 = new,
+            (Some(k), None) => {
+                state.remove(k);
+            }
+            (None, Some(new)) => state.push((iface.to_string(), new)),
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
+impl Subsystem for Impairments {
+    type State = Impaired;
+
+    fn name(&self) -> &'static str {
+        "impairments"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Configure
+    }
+
+    /// Every node with interfaces, so that `nsfleet impair` finds a state to change.
+    fn wants(&self, node: &Node) -> bool {
+        !node.wiring().ifaces.is_empty()
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, state: &mut Impaired) -> anyhow::Result<()> {
+        let node = cx.node;
+        let impaired = (node.wiring().ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
+        cx.send_each(
+            impaired.clone(),
+            |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, Some(imp))),
+            |(i, imp)| {
+                format!(
+                    "impairment {imp} of {}:{} (topology line {})",
+                    node.name(),
+                    i.name,
+                    i.line
+                )
+            },
+        )?;
+        state.extend(impaired.map(|(i, imp)| (i.name.clone(), imp)));
+        Ok(())
+    }
+
+    // No exit: qdiscs go with their interfaces.
+}

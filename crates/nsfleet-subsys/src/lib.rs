@@ -1,0 +1,99 @@
+//! The subsystems: each file implements [`Subsystem`](nsfleet_core::Subsystem) for one
+//! aspect of a node and knows nothing of the others. Adding one is adding a file and a
+//! line in [`register_defaults`].
+
+pub mod addresses;
+pub mod bridges;
+pub mod forwarding;
+pub mod hostlink;
+pub mod impair;
+pub mod ipv6_dad;
+pub mod links;
+pub mod loopback;
+pub mod peer_ends;
+pub mod probe;
+pub mod process;
+pub mod routes;
+pub mod sysctl;
+
+use nsfleet_core::{Fleet, Node, Requests, SubsysId};
+use nsfleet_netlink::rtnl;
+use std::path::PathBuf;
+
+/// Handles of the default subsystems that callers query for reports or live changes.
+pub struct Defaults {
+    pub process: SubsysId,
+    pub impair: SubsysId,
+}
+
+/// Registers the default subsystems in their order of `init` within each phase (`exit`
+/// runs in reverse). `host_journal` is where host links are journalled for `clean`.
+pub fn register_defaults(
+    fleet: &Fleet,
+    fleet_name: &str,
+    host_journal: PathBuf,
+) -> anyhow::Result<Defaults> {
+    probe::has_ipv6(); // looked up here, in the host, rather than inside a node
+                       // Create
+    fleet.register(ipv6_dad::Ipv6Dad)?;
+    fleet.register(loopback::Loopback)?;
+    fleet.register(bridges::Bridges)?;
+    // Wire
+    fleet.register(links::Links)?;
+    fleet.register(hostlink::HostLinks::new(host_journal, fleet_name)?)?;
+    // Configure
+    fleet.register(peer_ends::PeerEnds)?;
+    fleet.register(sysctl::Sysctls)?;
+    fleet.register(addresses::Addresses)?;
+    fleet.register(forwarding::Forwarding)?;
+    fleet.register(routes::Routes)?;
+    let impair = fleet.register(impair::Impairments)?;
+    // Start
+    let process = fleet.register(process::Processes::default())?;
+    Ok(Defaults { process, impair })
+}
+
+/// How a node stands with IPv6, which decides what its links need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ipv6 {
+    /// No IPv6 in the node: the kernel has none, or the node is a switch that uses none
+    /// (`bridges` turns it off before its first bridge). Its links need nothing.
+    Off,
+    /// IPv6 on, unused: no link-local addresses. Each would send duplicate-address probes,
+    /// multicast reports and router solicitations, which a switch floods to every port,
+    /// and keep the kernel's address-configuration work (under the RTNL lock) busy
+    /// through creation and teardown.
+    Quiet,
+    /// The node uses IPv6 (`topology::uses_ipv6`): link-local addresses, except on links
+    /// that carry frames only.
+    Used,
+}
+
+pub(crate) fn ipv6(node: &Node) -> Ipv6 {
+    if !probe::has_ipv6() {
+        Ipv6::Off
+    } else if nsfleet_topology::uses_ipv6(node.config(), node.wiring()) {
+        Ipv6::Used
+    } else if node.config().switch {
+        Ipv6::Off
+    } else {
+        Ipv6::Quiet
+    }
+}
+
+/// Appends, where the node's [`Ipv6`] calls for it, a request that keeps link `index`
+/// from getting an IPv6 link-local address; `frames_only` for bridges, their joins and
+/// their ports, which carry frames, never addresses. It must go before the link is up
+/// with carrier.
+pub(crate) fn link_local_policy(
+    out: &mut Requests<'_>,
+    index: i32,
+    frames_only: bool,
+    ipv6: Ipv6,
+) -> anyhow::Result<()> {
+    match ipv6 {
+        Ipv6::Quiet => out.add(|b, seq| rtnl::no_link_local(b, seq, index)),
+        Ipv6::Used if frames_only => out.add(|b, seq| rtnl::no_link_local(b, seq, index)),
+        Ipv6::Off | Ipv6::Used => Ok(()),
+    }
+}

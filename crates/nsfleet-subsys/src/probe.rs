@@ -1,0 +1,75 @@
+//! What the running kernel offers, found out for exactly what a topology asks
+//! ([`Asks`]): the value the topology is checked against ([`KernelCaps`]), and the netem
+//! answer the impairment subsystem acts on. Probes run in a scratch namespace on a thread
+//! of its own, which dies with the thread: nothing of the host is touched.
+
+use nsfleet_netlink::rtnl::{self, Netem};
+use nsfleet_netlink::{Batch, NlSocket};
+use nsfleet_sys as sys;
+use nsfleet_topology::{Asks, Draft, KernelCaps, Topology, TopologyError};
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::OnceLock;
+
+/// A draft topology checked against this kernel: the probe answers what it asks.
+pub fn validate(draft: Draft) -> Result<Topology, TopologyError> {
+    let kernel = kernel_for(&draft.asks());
+    draft.check(&kernel)
+}
+
+/// The kernel's answer to `asks`: nothing is probed that was not asked, and one scratch
+/// namespace answers all of it. Without root (no scratch namespace), the sysctls are left
+/// unknown and netem assumed absent.
+pub fn kernel_for(asks: &Asks) -> KernelCaps {
+    let sysctls = asks.sysctls.clone();
+    let netns_sysctls = if sysctls.is_empty() {
+        Some(BTreeSet::new())
+    } else {
+        in_scratch_namespace(move || writable(&sysctls))
+    };
+    KernelCaps {
+        netem: asks.netem && has_netem(),
+        netns_sysctls,
+        host_sysctls: writable(&asks.sysctls),
+    }
+}
+
+/// Whether the kernel has IPv6 (was not booted with ipv6.disable=1). Looked up once: a
+/// /proc/sys lookup costs more the more namespaces there are.
+pub fn has_ipv6() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/ipv6").exists())
+}
+
+/// Whether the running kernel has netem, found out once by trying it on `lo` of a
+/// scratch namespace.
+pub fn has_netem() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| in_scratch_namespace(netem_works).unwrap_or(false))
+}
+
+fn netem_works() -> bool {
+    let Ok(mut sock) = NlSocket::open() else {
+        return false;
+    };
+    let mut b = Batch::new();
+    rtnl::set_netem(&mut b, sock.next_seq(), 1, &Netem::default());
+    sock.execute_all(&b).is_ok()
+}
+
+/// Runs `f` on a thread inside a new network namespace, which dies with the thread.
+fn in_scratch_namespace<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    std::thread::spawn(move || sys::unshare_net().ok().map(|()| f()))
+        .join()
+        .ok()
+        .flatten()
+}
+
+/// Those of `paths` (below /proc/sys) that the calling thread's namespace can write.
+fn writable(paths: &[String]) -> BTreeSet<String> {
+    let can_write = |p: &String| {
+        std::fs::metadata(std::path::Path::new("/proc/sys").join(p))
+            .is_ok_and(|m| m.permissions().mode() & 0o200 != 0)
+    };
+    paths.iter().filter(|p| can_write(p)).cloned().collect()
+}

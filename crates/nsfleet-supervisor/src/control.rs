@@ -1,0 +1,203 @@
+//! The supervisor's control protocol: one JSON object per line over a Unix stream socket
+//! (mode 0600, in the fleet's run folder). A request is one line; replies are lines; the
+//! reply to `netns` carries the node's namespace descriptor (SCM_RIGHTS).
+//!
+//! Also the `up` hand-off: the events a starting supervisor writes to the `up` that
+//! launched it.
+
+use anyhow::{anyhow, bail, Context};
+use nsfleet_core::{CreateReport, Held};
+use nsfleet_subsys::process::ProcInfo;
+use nsfleet_sys as sys;
+use nsfleet_topology::Impair;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Longest request line the supervisor reads; anything longer is refused.
+pub const MAX_REQUEST: usize = 64 << 10;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    /// Tear the fleet down; with `wait`, reply again once the kernel has reclaimed it.
+    Down {
+        wait: bool,
+    },
+    /// The node's network namespace, as a descriptor.
+    Netns {
+        node: String,
+    },
+    /// Set (or with `None`, clear) the impairment of one interface of a node.
+    Impair {
+        node: String,
+        iface: String,
+        impair: Option<Impair>,
+    },
+    /// Traffic generator commands (pktgen's, see nsfleet_traffic::params), applied in order
+    /// once all are checked; the reply reports every thread and device. No commands: only
+    /// the report.
+    Gen {
+        commands: Vec<nsfleet_traffic::Command>,
+        /// Generator threads wanted (one per CPU by default).
+        #[serde(default)]
+        threads: Option<usize>,
+        /// Count arrivals with a sink on each receiver too.
+        #[serde(default)]
+        sink: bool,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    Status(FleetStatus),
+    Error {
+        message: String,
+    },
+    Netns {
+        node: String,
+        inode: u64,
+    },
+    Impaired {
+        node: String,
+        iface: String,
+        impair: Option<Impair>,
+    },
+    Gen(crate::traffic::GenReport),
+    Dropped {
+        nodes: usize,
+        teardown_ms: f64,
+    },
+    Reclaimed {
+        nodes: usize,
+        reclaimed: usize,
+        held: Vec<Held>,
+        total_ms: f64,
+        /// Why reclamation could not be confirmed, if it could not.
+        #[serde(default)]
+        unconfirmed: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FleetStatus {
+    pub name: String,
+    /// starting, up, stopping, or dead (the supervisor is gone).
+    pub state: String,
+    /// The supervisor's pid, as the host sees it.
+    pub pid: i32,
+    pub node_count: usize,
+    pub processes_running: usize,
+    /// MemAvailable drop measured while the fleet was created.
+    pub kernel_mem_bytes: i64,
+    pub awaiting_reclaim: usize,
+    pub workers: usize,
+    pub subsystems: Vec<String>,
+    pub run_dir: String,
+    pub nodes: Vec<NodeStatus>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub name: String,
+    pub netns_inode: u64,
+    pub processes: Vec<ProcInfo>,
+    /// Interfaces as "name address..." (a switch's ports are not listed).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Interfaces with an impairment now, as (interface, impairment).
+    #[serde(default)]
+    pub impairments: Vec<(String, Impair)>,
+}
+
+/// What a starting supervisor tells the `up` that launched it, one JSON line each.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum UpEvent {
+    Progress {
+        phase: String,
+        done: usize,
+        total: usize,
+    },
+    Ready {
+        report: CreateReport,
+        pid: i32,
+    },
+    Failed {
+        message: String,
+    },
+}
+
+pub fn write_line(mut w: impl Write, value: &impl Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    w.write_all(&line)
+}
+
+/// A connection to a fleet's supervisor.
+pub struct Client {
+    sock: UnixStream,
+    buf: Vec<u8>,
+    fd: Option<OwnedFd>,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> std::io::Result<Self> {
+        let sock = UnixStream::connect(socket)?;
+        Ok(Client {
+            sock,
+            buf: Vec::new(),
+            fd: None,
+        })
+    }
+
+    pub fn send(&mut self, req: &Request) -> anyhow::Result<()> {
+        write_line(&self.sock, req).context("sending to the supervisor")
+    }
+
+    pub fn set_timeout(&self, t: Option<Duration>) {
+        let _ = self.sock.set_read_timeout(t);
+    }
+
+    /// The next reply, or `None` when the supervisor closed the connection.
+    pub fn next_reply(&mut self) -> anyhow::Result<Option<Reply>> {
+        loop {
+            if let Some(end) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=end).collect();
+                return serde_json::from_slice(&line)
+                    .map(Some)
+                    .map_err(|e| anyhow!("malformed reply from the supervisor: {e}"));
+            }
+            let mut chunk = [0u8; 8192];
+            let (n, fd) = sys::recv_with_fd(self.sock.as_fd(), &mut chunk)
+                .context("reading from the supervisor")?;
+            if fd.is_some() {
+                self.fd = fd;
+            }
+            if n == 0 {
+                return Ok(None);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Sends one request and returns its first reply; an `Error` reply becomes an error.
+    pub fn call(&mut self, req: &Request) -> anyhow::Result<Reply> {
+        self.send(req)?;
+        match self.next_reply()? {
+            Some(Reply::Error { message }) => bail!("{message}"),
+            Some(r) => Ok(r),
+            None => bail!("the supervisor closed the connection without replying"),
+        }
+    }
+
+    /// The descriptor that came with the last reply, if any.
+    pub fn take_fd(&mut self) -> Option<OwnedFd> {
+        self.fd.take()
+    }
+}

@@ -1,0 +1,453 @@
+//! The supervisor: the one process that owns a fleet.
+//!
+//! `nsfleet up` starts it as PID 1 of a new PID namespace. It holds every node's namespace
+//! by an open descriptor only (no bind mounts), so when it dies, however it dies, the
+//! kernel drops every namespace and, because it is the PID namespace's init, kills every
+//! process of the fleet. Nothing of the fleet can outlive it but its run folder, which
+//! `nsfleet clean` removes.
+//!
+//! It serves the control socket ([`crate::control`]), and ends on `down`, on SIGTERM,
+//! SIGINT or SIGHUP, or when the `up` that launched it goes away before the fleet is ready.
+//!
+//! This crate never parses arguments and never prints for people: its output is the
+//! control protocol's JSON and its log.
+
+pub mod control;
+pub mod preflight;
+pub mod rundir;
+pub mod traffic;
+
+use crate::control::{FleetStatus, NodeStatus, Reply, Request, UpEvent, MAX_REQUEST};
+use crate::rundir::RunDir;
+use crate::traffic::Traffic;
+use anyhow::Context;
+use crossbeam_channel::{Receiver, Sender};
+use nsfleet_core::{Fleet, FleetOptions, Node, Phase};
+use nsfleet_subsys::impair::{Impaired, Impairments};
+use nsfleet_subsys::process::Procs;
+use nsfleet_subsys::{register_defaults, Defaults};
+use nsfleet_sys as sys;
+use nsfleet_topology::{Impair, Topology};
+use nsfleet_traffic::Command;
+use parking_lot::Mutex;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::ops::ControlFlow;
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct SupervisorArgs {
+    pub run_dir: PathBuf,
+    pub name: String,
+    pub workers: usize,
+    pub max_unreclaimed: usize,
+}
+
+const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
+
+/// A request to end the fleet: from a `down`, answered on its own connection, or from a
+/// signal, answered to nobody.
+struct Shutdown {
+    asker: Option<Asker>,
+}
+
+struct Asker {
+    conn: UnixStream,
+    /// Whether it waits for reclamation, or only for the namespaces to be dropped.
+    wait: bool,
+}
+
+struct Supervisor {
+    name: String,
+    run_dir: RunDir,
+    fleet: Fleet,
+    defaults: Defaults,
+    /// Protects the fleet's state as `status` shows it ("starting", "up", ...). A leaf.
+    state: Mutex<&'static str>,
+    /// Protects the kernel memory the creation cost, set once it is done. A leaf.
+    kernel_bytes: Mutex<i64>,
+    shutdown: Sender<Shutdown>,
+    /// Protects the traffic generator and serialises its control, as pktgen's
+    /// pktgen_thread_lock does. The outermost lock of the process (order: `core`).
+    traffic: Mutex<Traffic>,
+}
+
+/// Runs the supervisor; the topology arrives as JSON on stdin, events go to stdout.
+pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
+    // Blocked before any thread exists, so that every thread inherits the mask and only
+    // the signal thread ever receives them.
+    let _signals = sys::SignalsHeld::new(&SIGNALS)?;
+    let (run_dir, name) = (RunDir::new(&args.run_dir), args.name.clone());
+    eprintln!(
+        "nsfleet supervisor: pid {} for fleet {name:?}",
+        sys::host_pid()
+    );
+    supervise(args).inspect_err(|e| {
+        eprintln!("nsfleet supervisor: {e:#}");
+        // The log goes with the folder below: tell `up` directly, if it still listens.
+        let message = format!("{e:#}");
+        let _ = control::write_line(&mut std::io::stdout(), &UpEvent::Failed { message });
+
+        // Whatever failed, the folder is ours and nobody else may be left to remove it
+        // (the `up` that launched us may be gone).
+        let _ = run_dir.remove(&name, true);
+    })
+}
+
+fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let topo: Topology =
+        serde_json::from_str(&input).context("reading the topology from `nsfleet up`")?;
+    let run_dir = RunDir::new(&args.run_dir);
+    sys::raise_nofile(crate::preflight::descriptors_needed(&topo))
+        .context("raising RLIMIT_NOFILE")?;
+    let log_dir = run_dir.log_dir(&args.name);
+    std::fs::create_dir_all(&log_dir)?;
+    let fleet = Fleet::new(FleetOptions {
+        holding: crate::preflight::holding(&topo),
+        workers: args.workers,
+        max_unreclaimed: args.max_unreclaimed,
+        log_dir,
+    })?;
+    let defaults = register_defaults(&fleet, &args.name, run_dir.host_journal(&args.name))?;
+    let (shutdown, shutdown_rx) = crossbeam_channel::unbounded();
+    let sup = Arc::new(Supervisor {
+        name: args.name.clone(),
+        run_dir,
+        fleet,
+        defaults,
+        state: Mutex::new("starting"),
+        kernel_bytes: Mutex::new(0),
+        shutdown,
+        traffic: Mutex::new(Traffic::default()),
+    });
+    serve(sup.clone())?;
+    signals(sup.shutdown.clone());
+    let mut events = Events::stdout();
+    let result = sup.fleet.create(&topo, &mut |phase, done, total| {
+        events.progress(phase, done, total)
+    });
+    match result {
+        Err(e) => {
+            // Rolled back already; the folder goes too, even if `up` is no longer there
+            // to remove it.
+            sup.fleet.shutdown();
+            let _ = sup.run_dir.remove(&sup.name, true);
+            events.send(&UpEvent::Failed {
+                message: format!("{e:#}"),
+            });
+            return Ok(1);
+        }
+
+        Ok(report) => {
+            *sup.kernel_bytes.lock() = report.kernel_bytes;
+            *sup.state.lock() = "up";
+            let pid = sys::host_pid();
+            events.send(&UpEvent::Ready { report, pid });
+            events.close();
+        }
+    }
+    let first = if events.broken {
+        // The `up` that launched us is gone before seeing the fleet ready: nobody will
+        // ever know this fleet exists, so it must not stay.
+        Shutdown { asker: None }
+    } else {
+        shutdown_rx.recv().expect("the supervisor holds a sender")
+    };
+    teardown(&sup, first, &shutdown_rx);
+    Ok(0)
+}
+
+fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
+    *sup.state.lock() = "stopping";
+    let started = Instant::now();
+    // The generator's threads and sinks hold namespaces: they go first.
+    sup.traffic.lock().shutdown(&sup.fleet);
+    let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
+    let ticket = sup.fleet.destroy_all();
+    let dropped = ticket.wait_dropped();
+    let dropped = Reply::Dropped {
+        nodes: dropped.total,
+        teardown_ms: ms(dropped.dropped_at),
+    };
+    // Every asker hears "dropped", even one that came late; only those who wait stay.
+    let mut waiting = Vec::new();
+    let mut answer_dropped = |askers: &mut dyn Iterator<Item = Asker>| {
+        for a in askers {
+            if control::write_line(&a.conn, &dropped).is_ok() && a.wait {
+                waiting.push(a);
+            }
+        }
+    };
+    answer_dropped(
+        &mut first
+            .asker
+            .into_iter()
+            .chain(more.try_iter().filter_map(|s| s.asker)),
+    );
+    let settled = ticket.wait_settled();
+    // The hub is a namespace of the fleet too: let it go before saying "reclaimed".
+    sup.fleet.shutdown();
+    answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
+    if let Err(e) = sup.run_dir.remove(&sup.name, true) {
+        eprintln!("nsfleet supervisor: {e:#}");
+    }
+    let reclaimed = Reply::Reclaimed {
+        nodes: settled.total,
+        reclaimed: settled.reclaimed,
+        held: settled.held,
+        total_ms: ms(settled.settled_at),
+        unconfirmed: settled.unconfirmed,
+    };
+    // Written here, before we exit: the kernel delivers it even after the process ends.
+    for a in &waiting {
+        let _ = control::write_line(&a.conn, &reclaimed);
+    }
+}
+
+/// Writes [`UpEvent`]s to the `up` that launched us, at most ten progress lines a second.
+struct Events {
+    out: Option<std::io::Stdout>,
+    last: Instant,
+    broken: bool,
+}
+
+impl Events {
+    fn stdout() -> Self {
+        Events {
+            out: Some(std::io::stdout()),
+            last: Instant::now(),
+            broken: false,
+        }
+    }
+
+    /// Reports progress; `Break` once the `up` that launched us is gone (Ctrl-C): nobody
+    /// will ever know this fleet exists, so its creation is cancelled and rolled back.
+    fn progress(&mut self, phase: Phase, done: usize, total: usize) -> ControlFlow<()> {
+        if done == total || self.last.elapsed() >= Duration::from_millis(100) {
+            self.last = Instant::now();
+            let phase = phase.name().to_string();
+            self.send(&UpEvent::Progress { phase, done, total });
+        }
+        if self.broken {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    fn send(&mut self, e: &UpEvent) {
+        if let Some(out) = &self.out {
+            let mut lock = out.lock();
+            if control::write_line(&mut lock, e)
+                .and_then(|_| lock.flush())
+                .is_err()
+            {
+                self.broken = true;
+            }
+        }
+    }
+
+    /// Stops writing and lets `up` see end-of-file.
+    fn close(&mut self) {
+        self.out = None;
+        let _ = sys::redirect_stdout_to_null();
+    }
+}
+
+fn signals(shutdown: Sender<Shutdown>) {
+    std::thread::Builder::new()
+        .name("nsfleet-signals".into())
+        .spawn(move || loop {
+            match sys::wait_signal(&SIGNALS) {
+                // As PID 1 of our namespace we inherit every orphan: reap them.
+                Ok(libc::SIGCHLD) => sys::reap_any(),
+                Ok(_) => {
+                    let _ = shutdown.send(Shutdown { asker: None });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        })
+        .expect("spawning the signal thread");
+}
+
+fn serve(sup: Arc<Supervisor>) -> anyhow::Result<()> {
+    let path = sup.run_dir.socket(&sup.name);
+    let _ = std::fs::remove_file(&path);
+    let listener =
+        UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    std::thread::Builder::new()
+        .name("nsfleet-control".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let sup = sup.clone();
+                let _ = std::thread::Builder::new()
+                    .name("nsfleet-conn".into())
+                    .spawn(move || sup.handle(conn));
+            }
+        })?;
+    Ok(())
+}
+
+impl Supervisor {
+    fn handle(&self, conn: UnixStream) {
+        // A client that says nothing, or too much, gets dropped; it never wedges anything
+        // but its own connection thread.
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut line = Vec::new();
+        let read = BufReader::new(&conn)
+            .take(MAX_REQUEST as u64 + 1)
+            .read_until(b'\n', &mut line);
+        let req = match read {
+            Ok(_) if line.len() > MAX_REQUEST => {
+                Err(format!("request longer than {MAX_REQUEST} bytes"))
+            }
+            Ok(_) => serde_json::from_slice::<Request>(&line)
+                .map_err(|e| format!("malformed request: {e}")),
+            Err(e) => Err(format!("reading the request: {e}")),
+        };
+        let reply = |r: &Reply| control::write_line(&conn, r);
+        let _ = match req {
+            Err(message) => reply(&Reply::Error { message }),
+            Ok(Request::Status) => reply(&Reply::Status(self.status())),
+            Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
+            Ok(Request::Impair {
+                node,
+                iface,
+                impair,
+            }) => reply(&self.impair(node, iface, impair)),
+            Ok(Request::Gen {
+                commands,
+                threads,
+                sink,
+            }) => reply(&self.gen(&commands, threads, sink)),
+            // The main thread answers on this connection as the teardown goes.
+            Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
+                let _ = self.shutdown.send(Shutdown {
+                    asker: Some(Asker { conn, wait }),
+                });
+            }),
+        };
+    }
+
+    fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
+        let nodes = self.fleet.nodes();
+        let found = nodes.get(node).map(|n| (n.inode(), n.dup_netns()));
+        match found {
+            Some((inode, Some(fd))) => {
+                let mut line = serde_json::to_vec(&Reply::Netns {
+                    node: node.into(),
+                    inode,
+                })?;
+                line.push(b'\n');
+                sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())
+            }
+            _ => control::write_line(
+                conn,
+                &Reply::Error {
+                    message: format!(
+                        "fleet {:?} has no node {node:?} (or it is being torn down)",
+                        self.name
+                    ),
+                },
+            ),
+        }
+    }
+
+    fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> Reply {
+        let id = self.defaults.impair;
+        let (n, i) = (node.clone(), iface.clone());
+        let r = self.fleet.on_node(&node, move |cx| {
+            let mut state: Impaired = cx.node.modify(id, std::mem::take).unwrap_or_default();
+            let r = Impairments::change(cx, &mut state, &i, impair);
+            cx.node.modify(id, |s: &mut Impaired| *s = state);
+            r
+        });
+        match r {
+            Ok(()) => Reply::Impaired {
+                node: n,
+                iface,
+                impair,
+            },
+            Err(e) => Reply::Error {
+                message: format!("{e:#}"),
+            },
+        }
+    }
+
+    fn gen(&self, commands: &[Command], threads: Option<usize>, sink: bool) -> Reply {
+        if *self.state.lock() != "up" {
+            return Reply::Error {
+                message: format!("fleet {:?} is not up", self.name),
+            };
+        }
+        match (self.traffic.lock()).apply(&self.fleet, commands, threads, sink) {
+            Ok(r) => Reply::Gen(r),
+            Err(e) => Reply::Error {
+                message: format!("{e:#}"),
+            },
+        }
+    }
+
+    fn status(&self) -> FleetStatus {
+        let nodes = self.fleet.nodes();
+        let nodes: Vec<NodeStatus> = nodes
+            .iter()
+            .map(|n| NodeStatus {
+                name: n.name().to_string(),
+                netns_inode: n.inode(),
+                processes: n
+                    .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
+                    .unwrap_or_default(),
+                interfaces: describe_ifaces(n),
+                impairments: n
+                    .inspect::<Impaired, _>(self.defaults.impair, Clone::clone)
+                    .unwrap_or_default(),
+            })
+            .collect();
+        FleetStatus {
+            name: self.name.clone(),
+            state: self.state.lock().to_string(),
+            pid: sys::host_pid(),
+            node_count: nodes.len(),
+            processes_running: nodes
+                .iter()
+                .flat_map(|n| &n.processes)
+                .filter(|p| p.running)
+                .count(),
+            kernel_mem_bytes: *self.kernel_bytes.lock(),
+            awaiting_reclaim: self.fleet.awaiting_reclaim(),
+            workers: self.fleet.workers(),
+            subsystems: self
+                .fleet
+                .subsystems()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            run_dir: self.run_dir.fleet_dir(&self.name).display().to_string(),
+            nodes,
+        }
+    }
+}
+
+/// A node's interfaces for `status`; a switch's ports are many and say little.
+fn describe_ifaces(n: &Node) -> Vec<String> {
+    if n.config().switch {
+        let w = n.wiring();
+        return vec![format!("{} bridges, {} ports", w.bridges, w.ifaces.len())];
+    }
+    (n.wiring().ifaces.iter())
+        .map(|i| {
+            let addrs: Vec<String> = i.addrs.iter().map(|a| a.to_string()).collect();
+            format!("{} {}", i.name, addrs.join(" "))
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! Before the first namespace is created: what a topology needs against what this machine
+//! allows. A host-wide limit in the way is a refusal that names the setting and the
+//! command to lift it: host-wide settings are the administrator's, and nsfleet never
+//! changes them. What is nsfleet's own (its supervisor's RLIMIT_NOFILE) it raises, and
+//! says so. Reads /proc only.
+
+use nsfleet_core::Holding;
+use nsfleet_topology::Topology;
+
+/// Kernel memory a node costs beyond its interfaces, and an interface (one veth end, with
+/// its sysfs and sysctl entries): rounded up from `nsfleet bench` on 6.18 (bare nodes
+/// ~160 KB, fake routers ~150-300 KB).
+const NODE_BYTES: u64 = 200 << 10;
+const IFACE_BYTES: u64 = 64 << 10;
+/// Namespaces of nsfleet's own besides the nodes: the hub and reclamation fences.
+const OWN_NAMESPACES: u64 = 3;
+/// Descriptors a process of nsfleet keeps for itself besides one per node and process:
+/// sockets, pipes, logs, the reclamation watch.
+pub const SPARE_DESCRIPTORS: u64 = 4096;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// Creating this fleet would fail half-way, or take the machine down with it.
+    Refuse(String),
+    /// Worth knowing; nothing is in the way.
+    Note(String),
+}
+
+/// Everything `topo` would run into on this machine, refusals first.
+pub fn check(topo: &Topology) -> Vec<Finding> {
+    let nodes = topo.node_count();
+    let ifaces: u64 = topo.wiring.iter().map(|w| w.ifaces.len() as u64).sum();
+    let addrs: u64 = (topo.wiring.iter().flat_map(|w| &w.ifaces))
+        .map(|i| i.addrs.iter().filter(|a| a.addr.is_ipv4()).count() as u64)
+        .sum();
+    let mut out = Vec::new();
+    namespaces(nodes, &mut out);
+    descriptors(topo, &mut out);
+    memory(nodes, ifaces, &mut out);
+    neighbours(addrs, &mut out);
+    out.sort_by_key(|f| matches!(f, Finding::Note(_)));
+    out
+}
+
+fn read_u64(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn namespaces(nodes: u64, out: &mut Vec<Finding>) {
+    let Some(max) = read_u64("/proc/sys/user/max_net_namespaces") else {
+        return;
+    };
+    let need = nodes + OWN_NAMESPACES;
+    if need > max {
+        out.push(Finding::Refuse(format!(
+            "this fleet needs {need} network namespaces and user.max_net_namespaces is {max} \
+             (every namespace of this user counts): raise it with \
+             `sysctl -w user.max_net_namespaces={}`",
+            need * 2
+        )));
+    } else if need > max / 10 * 9 {
+        out.push(Finding::Note(format!(
+            "this fleet takes {need} of the {max} network namespaces user.max_net_namespaces allows"
+        )));
+    }
+}
+
+/// The descriptors the supervisor of `topo` needs: one per node (its namespace), one per
+/// process (its pidfd), and the spare ones.
+pub fn descriptors_needed(topo: &Topology) -> u64 {
+    let processes: u64 = (topo.groups.iter())
+        .map(|g| g.names.len() * g.config.commands.len() as u64)
+        .sum();
+    topo.node_count() + processes + SPARE_DESCRIPTORS
+}
+
+/// Who should hold the nodes' namespaces: the supervisor, when it may hold a descriptor per
+/// node and per process; holder processes otherwise, or when `NSFLEET_HOLDER_CAP=N` asks
+/// for holders of at most N descriptors each.
+pub fn holding(topo: &Topology) -> Holding {
+    let forced = std::env::var("NSFLEET_HOLDER_CAP").ok();
+    if let Some(n) = forced.and_then(|v| v.parse().ok()) {
+        return Holding::Holders {
+            per_holder: Some(n),
+        };
+    }
+    let (_, hard) = nsfleet_sys::nofile_limits();
+    if descriptors_needed(topo) > hard && !nsfleet_sys::has_capability(CAP_SYS_RESOURCE) {
+        Holding::Holders { per_holder: None }
+    } else {
+        Holding::Own
+    }
+}
+
+fn descriptors(topo: &Topology, out: &mut Vec<Finding>) {
+    let (soft, hard) = nsfleet_sys::nofile_limits();
+    let mut need = descriptors_needed(topo);
+    if let Holding::Holders { per_holder } = holding(topo) {
+        need -= topo.node_count();
+        let why = match per_holder {
+            Some(n) => format!("NSFLEET_HOLDER_CAP={n}: holder processes keep the nodes' namespaces, at most {n} each"),
+            None => format!(
+                "RLIMIT_NOFILE's hard limit is {hard} and may not be raised here: holder \
+                 processes keep the {} nodes' namespaces, up to {} each",
+                topo.node_count(),
+                hard.saturating_sub(64).max(1)
+            ),
+        };
+        out.push(Finding::Note(why));
+    }
+    if need > hard && !nsfleet_sys::has_capability(CAP_SYS_RESOURCE) {
+        out.push(Finding::Refuse(format!(
+            "the supervisor holds a descriptor per node and per process, {need} in all, and \
+             RLIMIT_NOFILE's hard limit is {hard}, which this process may not raise (it lacks \
+             CAP_SYS_RESOURCE): raise the hard limit where nsfleet is started (`ulimit -Hn \
+             {need}` as root, LimitNOFILE= for a service), or make the fleet at most {} nodes",
+            hard.saturating_sub(SPARE_DESCRIPTORS)
+        )));
+        return;
+    }
+    if let Some(nr_open) = read_u64("/proc/sys/fs/nr_open") {
+        if need > nr_open {
+            out.push(Finding::Refuse(format!(
+                "the supervisor holds a descriptor per node and per process, {need} in all; \
+                 fs.nr_open caps any process at {nr_open}: raise it with `sysctl -w fs.nr_open={}`",
+                need * 2
+            )));
+            return;
+        }
+    }
+    if need > soft {
+        out.push(Finding::Note(format!(
+            "the supervisor raises its RLIMIT_NOFILE from {soft} to {need} (a descriptor per node and per process)"
+        )));
+    }
+}
+
+const CAP_SYS_RESOURCE: u32 = 24;
+
+fn memory(nodes: u64, ifaces: u64, out: &mut Vec<Finding>) {
+    let need = nodes * NODE_BYTES + ifaces * IFACE_BYTES;
+    let available = nsfleet_core::mem_available().max(0) as u64;
+    if available == 0 {
+        return;
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    if need > available / 10 * 9 {
+        out.push(Finding::Refuse(format!(
+            "this fleet would take about {:.1} GiB of kernel memory ({nodes} namespaces, {ifaces} \
+             interfaces) and {:.1} GiB are available: make it smaller, or free memory",
+            gib(need),
+            gib(available)
+        )));
+    } else if need > available / 2 {
+        out.push(Finding::Note(format!(
+            "this fleet will take about {:.1} GiB of the {:.1} GiB of memory available",
+            gib(need),
+            gib(available)
+        )));
+    }
+}
+
+/// The neighbour (ARP) table is one for the whole machine, whatever the namespace: past
+/// gc_thresh3 entries the kernel refuses new ones ("neighbour table overflow").
+fn neighbours(addrs: u64, out: &mut Vec<Finding>) {
+    let Some(thresh3) = read_u64("/proc/sys/net/ipv4/neigh/default/gc_thresh3") else {
+        return;
+    };
+    if addrs > thresh3 {
+        out.push(Finding::Note(format!(
+            "{addrs} IPv4 addresses, and the machine-wide neighbour table holds at most \
+             net.ipv4.neigh.default.gc_thresh3 = {thresh3} entries: if nodes will talk to many \
+             peers, raise it (and gc_thresh1/2) with sysctl"
+        )));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nsfleet_topology::KernelCaps;
+
+    #[test]
+    fn an_absurd_fleet_is_refused_before_anything_exists() {
+        let topo = nsfleet_topology::parse(
+            "t.toml",
+            "[fleet]\nname = \"big\"\n[[node]]\nname = \"n{i}\"\ncount = 200000\n",
+            &KernelCaps::assumed(),
+        )
+        .unwrap();
+        let found = check(&topo);
+        assert!(
+            found.iter().any(|f| matches!(f, Finding::Refuse(m) if m.contains("max_net_namespaces") || m.contains("memory"))),
+            "{found:?}"
+        );
+        assert!(matches!(found[0], Finding::Refuse(_)), "refusals first");
+    }
+
+    #[test]
+    fn a_small_fleet_meets_nothing() {
+        let topo = nsfleet_topology::parse(
+            "t.toml",
+            "[fleet]\nname = \"s\"\n[[node]]\nname = \"a\"\n",
+            &KernelCaps::assumed(),
+        )
+        .unwrap();
+        assert!(check(&topo).iter().all(|f| matches!(f, Finding::Note(_))));
+    }
+}
