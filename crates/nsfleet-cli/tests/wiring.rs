@@ -1,6 +1,7 @@
 //! Wired fleets on the real kernel, observed with iproute2 and ping through `nsfleet exec`:
 //! every generator, routing across a line of routers, a star over two bridges,
-//! impairments, rollback of a failure half-way, and host links after a crash.
+//! impairments, rollback of a failure half-way, host links after a crash, and a VXLAN
+//! tunnel over a veth underlay.
 
 mod harness;
 
@@ -158,6 +159,51 @@ fn a_line_of_10_routers_routes_end_to_end() {
     assert!(out.contains("ttl=56"), "{out}");
     let routes = env.ok(&["exec", "line", "r5", "--", "ip", "route"]);
     assert!(routes.contains("10.2.0.32/30 via 10.2.0.18"), "{routes}");
+}
+
+#[test]
+fn a_vxlan_tunnel_carries_pings_over_its_underlay() {
+    let env = Env::new("vxlan");
+    let _f = env.up(&example("vxlan.toml"));
+    let dev = env.ok(&[
+        "exec", "vxlan", "a", "--", "ip", "-d", "link", "show", "vx0",
+    ]);
+    assert!(
+        dev.contains("vxlan id 70 remote 10.70.0.2 dev eth0"),
+        "{dev}"
+    );
+    assert!(
+        dev.contains("dstport 4789") && dev.contains("mtu 1450"),
+        "{dev}"
+    );
+    let out = ping(&env, "vxlan", "a", "192.168.70.2");
+    assert!(out.contains("1 received"), "{out}");
+    // The reply came back through the tunnel: b's end received and a's end did too.
+    for node in ["a", "b"] {
+        let rx = env.ok(&[
+            "exec",
+            "vxlan",
+            node,
+            "--",
+            "cat",
+            "/sys/class/net/vx0/statistics/rx_packets",
+        ]);
+        assert!(rx.trim().parse::<u64>().unwrap() > 0, "{node}: {rx}");
+    }
+    // An underlay the node does not have is refused with the table's line, before anything.
+    let bad = example("vxlan.toml").replacen("dev = \"eth0\"", "dev = \"eth9\"", 1);
+    let file = env.file(
+        "bad-vxlan.toml",
+        &bad.replace("name = \"vxlan\"", "name = \"vxbad\""),
+    );
+    let out = env.run(&["up", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("bad-vxlan.toml:18:")
+            && err.contains("a has no interface \"eth9\" to carry the tunnel"),
+        "{err}"
+    );
 }
 
 /// `ip -br -6 addr` of one interface of a node.

@@ -34,7 +34,7 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
         if r.owner_alive() {
             continue;
         }
-        for ifname in nsfleet::subsys::hostlink::clean_journal(&rd.host_journal(&n))? {
+        for ifname in nsfleet::subsys::link::host::clean_journal(&rd.host_journal(&n))? {
             println!("removed host interface {ifname} (journalled by fleet {n:?})");
         }
         rd.remove(&n, false)?;

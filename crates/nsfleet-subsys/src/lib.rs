@@ -3,19 +3,17 @@
 //! line in [`register_defaults`].
 
 pub mod addresses;
-pub mod bridges;
 pub mod forwarding;
-pub mod hostlink;
 pub mod impair;
 pub mod ipv6_dad;
-pub mod links;
+pub mod link;
 pub mod loopback;
-pub mod peer_ends;
 pub mod probe;
 pub mod process;
 pub mod routes;
 pub mod sysctl;
 
+use link::Wired;
 use nsfleet_core::{Fleet, Node, Requests, SubsysId};
 use nsfleet_netlink::rtnl;
 use std::path::PathBuf;
@@ -37,12 +35,13 @@ pub fn register_defaults(
                        // Create
     fleet.register(ipv6_dad::Ipv6Dad)?;
     fleet.register(loopback::Loopback)?;
-    fleet.register(bridges::Bridges)?;
+    fleet.register(link::bridge::Bridges)?;
     // Wire
-    fleet.register(links::Links)?;
-    fleet.register(hostlink::HostLinks::new(host_journal, fleet_name)?)?;
-    // Configure
-    fleet.register(peer_ends::PeerEnds)?;
+    fleet.register(Wired(link::veth::Veths))?;
+    fleet.register(Wired(link::host::HostLinks::new(host_journal, fleet_name)?))?;
+    // Configure: links that need every veth, before the addresses they carry
+    fleet.register(Wired(link::veth::FarEnds))?;
+    fleet.register(Wired(link::vxlan::Vxlans))?;
     fleet.register(sysctl::Sysctls)?;
     fleet.register(addresses::Addresses)?;
     fleet.register(forwarding::Forwarding)?;
@@ -55,7 +54,7 @@ pub fn register_defaults(
 
 /// How a node stands with IPv6, which decides what its links need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ipv6 {
+pub enum Ipv6 {
     /// No IPv6 in the node: the kernel has none, or the node is a switch that uses none
     /// (`bridges` turns it off before its first bridge). Its links need nothing.
     Off,

@@ -10,14 +10,16 @@
 
 mod generate;
 mod kernel;
+pub mod link;
 mod parse;
 mod plan;
 mod values;
 
 pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps};
+pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
+pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
 pub use parse::{parse, read, read_file, Draft, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
-pub use plan::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use values::{duration_ns, Impair, IpNet};
 
 use serde::{Deserialize, Serialize};
@@ -74,7 +76,7 @@ pub struct NodeWiring {
     pub routes: Vec<RouteSpec>,
 }
 
-/// One interface of a node: one end of a veth pair.
+/// One interface of a node, made by one kind of link ([`Link`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Iface {
     pub name: String,
@@ -83,31 +85,11 @@ pub struct Iface {
     pub mac: Option<[u8; 6]>,
     pub addrs: Vec<IpNet>,
     pub impair: Option<Impair>,
-    /// On a switch: the bridge this port belongs to.
+    /// On a switch: the bridge this interface is a port of.
     pub bridge: Option<u16>,
-    /// Set on the end whose node creates the pair: the other end.
-    pub peer: Option<Peer>,
+    pub link: Link,
     /// Where the topology file declared it (for kernel errors).
     pub line: u32,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Peer {
-    pub ns: PeerNs,
-    pub name: String,
-    /// 0 on the host, where nsfleet does not own the index space.
-    pub index: i32,
-    pub mtu: Option<u32>,
-    pub mac: Option<[u8; 6]>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub enum PeerNs {
-    Node(String),
-    /// The host's namespace (a management link); `addrs` go on the host's end.
-    Host {
-        addrs: Vec<IpNet>,
-    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

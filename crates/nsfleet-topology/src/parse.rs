@@ -4,8 +4,8 @@
 //! `Topology`. Errors name file:line:column and what was expected there.
 
 use super::generate::{Generator, Shape};
-use super::plan::{EndDecl, Plan};
-use super::values;
+use super::link::{host, veth, vxlan};
+use super::plan::Plan;
 use super::{
     check_name, names_an_interface, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup,
     Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
@@ -62,7 +62,9 @@ struct File {
     #[serde(default)]
     switch: Vec<Spanned<SwitchSection>>,
     #[serde(default)]
-    link: Vec<Spanned<LinkSection>>,
+    link: Vec<Spanned<veth::LinkSection>>,
+    #[serde(default)]
+    vxlan: Vec<Spanned<vxlan::VxlanSection>>,
     #[serde(default)]
     generate: Vec<Spanned<GenSection>>,
 }
@@ -74,7 +76,7 @@ struct FleetSection {
 }
 
 type Sysctls = IndexMap<String, Spanned<toml::Value>>;
-type ImpairMap = IndexMap<String, Spanned<String>>;
+pub(crate) type ImpairMap = IndexMap<String, Spanned<String>>;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -99,7 +101,7 @@ struct NodeSection {
     router: Option<bool>,
     #[serde(default)]
     routes: Vec<Spanned<String>>,
-    host_link: Option<Spanned<HostLinkSection>>,
+    host_link: Option<Spanned<host::HostLinkSection>>,
 }
 
 #[derive(Deserialize)]
@@ -108,78 +110,6 @@ struct SwitchSection {
     name: Spanned<String>,
     pool: Option<Spanned<String>>,
     pool6: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LinkSection {
-    a: Spanned<EndSection>,
-    b: Spanned<EndSection>,
-    /// A subnet whose first two addresses go to the ends that have none.
-    pool: Option<Spanned<String>>,
-    mtu: Option<Spanned<i64>>,
-    impair: Option<Spanned<ImpairMap>>,
-}
-
-/// A link end: `"node:iface"` (or `"switch"`), or a table with `at` and the end's settings.
-#[derive(Default)]
-struct EndSection {
-    at: String,
-    addrs: Vec<Spanned<String>>,
-    mac: Option<Spanned<String>>,
-    mtu: Option<Spanned<i64>>,
-    impair: Option<Spanned<ImpairMap>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EndTable {
-    at: String,
-    #[serde(default)]
-    addrs: Vec<Spanned<String>>,
-    mac: Option<Spanned<String>>,
-    mtu: Option<Spanned<i64>>,
-    impair: Option<Spanned<ImpairMap>>,
-}
-
-impl<'de> Deserialize<'de> for EndSection {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = EndSection;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("\"node:iface\", or a table like { at = \"node:iface\", addrs = [\"10.0.0.1/24\"] }")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<EndSection, E> {
-                Ok(EndSection {
-                    at: s.to_string(),
-                    ..EndSection::default()
-                })
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<EndSection, A::Error> {
-                let t = EndTable::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
-                Ok(EndSection {
-                    at: t.at,
-                    addrs: t.addrs,
-                    mac: t.mac,
-                    mtu: t.mtu,
-                    impair: t.impair,
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HostLinkSection {
-    iface: Spanned<String>,
-    host_iface: Spanned<String>,
-    #[serde(default)]
-    addrs: Vec<Spanned<String>>,
-    #[serde(default)]
-    host_addrs: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -206,7 +136,7 @@ struct GenSection {
     commands: Vec<Spanned<String>>,
 }
 
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
     /// Where the file first asks for an impairment only netem can apply.
@@ -214,11 +144,11 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn line(&self, span: Range<usize>) -> u32 {
+    pub(crate) fn line(&self, span: Range<usize>) -> u32 {
         self.err(span, "").line as u32
     }
 
-    fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
+    pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
         let upto = &self.text[..span.start.min(self.text.len())];
         let line = upto.matches('\n').count() + 1;
         let column = upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1;
@@ -439,13 +369,18 @@ fn wire(
             .map_err(|m| cx.err(sec.get_ref().kind.span(), m))?;
     }
     for l in &doc.link {
-        link(cx, l, plan)?;
+        veth::parse(cx, l, plan)?;
+    }
+    for (node, group) in doc.node.iter().zip(groups) {
+        if let Some(h) = &node.get_ref().host_link {
+            host::parse(cx, h, &group.names, plan)?;
+        }
+    }
+    for v in &doc.vxlan {
+        vxlan::parse(cx, v, plan)?;
     }
     for (node, group) in doc.node.iter().zip(groups) {
         let n = node.get_ref();
-        if let Some(h) = &n.host_link {
-            host_link(cx, h, &group.names, plan)?;
-        }
         for r in &n.routes {
             let (dst, via, dev) = value(cx, r, parse_route)?;
             for name in group.names.iter() {
@@ -455,96 +390,6 @@ fn wire(
         }
     }
     Ok(())
-}
-
-fn link(cx: &Ctx<'_>, l: &Spanned<LinkSection>, plan: &mut Plan) -> Result<(), TopologyError> {
-    let sec = l.get_ref();
-    let line = cx.line(l.span());
-    let mut a = end(cx, &sec.a, sec)?;
-    let mut b = end(cx, &sec.b, sec)?;
-    if let Some(pool) = &sec.pool {
-        let net = value(cx, pool, str::parse::<IpNet>)?;
-        if net.capacity() < 2 {
-            return Err(cx.err(
-                pool.span(),
-                format!("pool {net} has fewer than two host addresses"),
-            ));
-        }
-        (plan.declare_pool(net, cx.line(pool.span()))).map_err(|m| cx.err(pool.span(), m))?;
-        for (i, e) in [&mut a, &mut b].into_iter().enumerate() {
-            if e.addrs.is_empty() && !plan.is_switch(&e.node) {
-                e.addrs.push(net.host(i as u64));
-            }
-        }
-    }
-    plan.add_link(a, b, line).map_err(|m| cx.err(l.span(), m))
-}
-
-/// One end of a `[[link]]`; the link's own `mtu` and `impair` apply to ends that set none.
-fn end(
-    cx: &Ctx<'_>,
-    e: &Spanned<EndSection>,
-    link: &LinkSection,
-) -> Result<EndDecl, TopologyError> {
-    let sec = e.get_ref();
-    let (node, iface) = match sec.at.split_once(':') {
-        Some((n, i)) => (n.to_string(), Some(i.to_string())),
-        None => (sec.at.clone(), None),
-    };
-    let mut addrs = Vec::new();
-    for a in &sec.addrs {
-        addrs.push(value(cx, a, str::parse::<IpNet>)?);
-    }
-    let mac = match &sec.mac {
-        Some(m) => Some(value(cx, m, values::unicast_mac)?),
-        None => None,
-    };
-    let mtu = match sec.mtu.as_ref().or(link.mtu.as_ref()) {
-        Some(m) => Some(mtu(cx, m)?),
-        None => None,
-    };
-    let impair = match sec.impair.as_ref().or(link.impair.as_ref()) {
-        Some(i) => Some(impair(cx, i)?),
-        None => None,
-    };
-    Ok(EndDecl {
-        node,
-        iface,
-        addrs,
-        mtu,
-        mac,
-        impair,
-    })
-}
-
-fn host_link(
-    cx: &Ctx<'_>,
-    h: &Spanned<HostLinkSection>,
-    names: &Names,
-    plan: &mut Plan,
-) -> Result<(), TopologyError> {
-    let sec = h.get_ref();
-    let Names::One(node) = names else {
-        return Err(cx.err(
-            h.span(),
-            "a host link belongs to one node: host interface names must be unique on the host",
-        ));
-    };
-    let parse_all = |list: &[Spanned<String>]| -> Result<Vec<IpNet>, TopologyError> {
-        list.iter()
-            .map(|a| value(cx, a, str::parse::<IpNet>))
-            .collect()
-    };
-    let end = EndDecl {
-        node: node.clone(),
-        iface: Some(sec.iface.get_ref().clone()),
-        addrs: parse_all(&sec.addrs)?,
-        ..EndDecl::default()
-    };
-    let host_addrs = parse_all(&sec.host_addrs)?;
-    let host_name = sec.host_iface.get_ref().clone();
-    plan.add_host_link(end, host_name, host_addrs, cx.line(h.span()))
-        .map_err(|m| cx.err(h.span(), m))
 }
 
 /// `DST [via GATEWAY] [dev IFACE]`, where DST is a prefix or `default`.
@@ -780,7 +625,7 @@ fn config(
 }
 
 /// Parses a string value with `f`, placing its error at the value.
-fn value<T>(
+pub(crate) fn value<T>(
     cx: &Ctx<'_>,
     v: &Spanned<String>,
     f: impl Fn(&str) -> Result<T, String>,
@@ -788,7 +633,7 @@ fn value<T>(
     f(v.get_ref()).map_err(|m| cx.err(v.span(), m))
 }
 
-fn mtu(cx: &Ctx<'_>, m: &Spanned<i64>) -> Result<u32, TopologyError> {
+pub(crate) fn mtu(cx: &Ctx<'_>, m: &Spanned<i64>) -> Result<u32, TopologyError> {
     match *m.get_ref() {
         v @ 68..=65535 => Ok(v as u32),
         v => Err(cx.err(
@@ -798,7 +643,7 @@ fn mtu(cx: &Ctx<'_>, m: &Spanned<i64>) -> Result<u32, TopologyError> {
     }
 }
 
-fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, TopologyError> {
+pub(crate) fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, TopologyError> {
     let mut imp = Impair::default();
     for (k, v) in map.get_ref() {
         imp.set(k, v.get_ref()).map_err(|m| cx.err(v.span(), m))?;

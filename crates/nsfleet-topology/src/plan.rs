@@ -1,33 +1,19 @@
-//! Lays the fleet's links out onto its nodes: which end creates each veth pair, every
-//! interface's name and index, switch ports spread over bridges, addresses from pools,
-//! routes resolved to interface indexes. Pure bookkeeping; errors are plain sentences that
-//! the parser places at a file position.
+//! Lays the fleet's links out onto its nodes: every interface's name and index, switch
+//! ports spread over bridges, addresses from pools, routes resolved to interface indexes.
+//! The bookkeeping every kind of link shares; each kind's own rules (which end makes a
+//! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
+//! sentences that the parser places at a file position.
 
-use super::{Iface, Impair, IpNet, NodeWiring, Peer, PeerNs, RouteSpec};
+use crate::link::{bridge, Link};
+use crate::{Iface, Impair, IpNet, NodeWiring, RouteSpec};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 /// A node's interfaces take indexes from here up, in declaration order: even for ends the
-/// node creates, odd for ends created from the other side. Indexes are per namespace, and
-/// a new namespace has only `lo` (1) and perhaps a few fallback tunnels.
+/// node makes, odd for ends made from the other side. Indexes are per namespace, and a new
+/// namespace has only `lo` (1) and perhaps a few fallback tunnels.
 const IFACE_BASE: i32 = 1000;
-const BRIDGE_BASE: i32 = 1 << 24;
-const JOIN_BASE: i32 = (1 << 24) + (1 << 16);
-
-/// The kernel caps a bridge at 1,024 ports (BR_MAX_PORTS); a switch's bridges take this
-/// many ports each and keep two for the veths that chain them.
-pub const PORTS_PER_BRIDGE: usize = 1000;
-
-/// The interface index of bridge `k` (`br{k}`) of a switch node.
-pub fn bridge_index(k: u16) -> i32 {
-    BRIDGE_BASE + k as i32
-}
-
-/// The indexes of the veth pair joining bridge `k` to bridge `k + 1`.
-pub fn join_indices(k: u16) -> (i32, i32) {
-    (JOIN_BASE + 2 * k as i32, JOIN_BASE + 2 * k as i32 + 1)
-}
 
 /// One end of a link as declared: a node, maybe an interface name, and its settings.
 #[derive(Clone, Debug, Default)]
@@ -71,11 +57,21 @@ impl Plan {
         plan
     }
 
-    fn find(&self, node: &str) -> Result<u32, String> {
+    pub(crate) fn find(&self, node: &str) -> Result<u32, String> {
         self.index
             .get(node)
             .copied()
             .ok_or_else(|| format!("there is no node or switch named {node:?}"))
+    }
+
+    /// The index of node number `i`'s interface `name`, if it has one yet.
+    pub(crate) fn iface_index(&self, i: u32, name: &str) -> Option<i32> {
+        self.wiring[i as usize].iface(name).map(|f| f.index)
+    }
+
+    /// Whether node number `i` is a switch.
+    pub(crate) fn is_switch_at(&self, i: u32) -> bool {
+        self.switch[i as usize]
     }
 
     pub fn is_switch(&self, node: &str) -> bool {
@@ -127,7 +123,7 @@ impl Plan {
         Ok(())
     }
 
-    fn take_from_pools(&mut self, switch: u32, line: u32) -> Result<Vec<IpNet>, String> {
+    pub(crate) fn take_from_pools(&mut self, switch: u32, line: u32) -> Result<Vec<IpNet>, String> {
         let Some(pools) = self.pools.get_mut(&switch) else {
             return Ok(Vec::new());
         };
@@ -146,67 +142,12 @@ impl Plan {
         Ok(out)
     }
 
-    /// A veth pair between two nodes. A switch end creates the pair (only the creating
-    /// end can be enslaved at creation); between two switches, the second end is
-    /// enslaved once both exist.
-    pub fn add_link(&mut self, a: EndDecl, b: EndDecl, line: u32) -> Result<(), String> {
-        let (mut ai, mut bi) = (self.find(&a.node)?, self.find(&b.node)?);
-        if ai == bi {
-            return Err(format!("both ends of the link are on {:?}", a.node));
-        }
-        let (mut a, mut b) = (a, b);
-        if self.switch[bi as usize] && !self.switch[ai as usize] {
-            std::mem::swap(&mut a, &mut b);
-            std::mem::swap(&mut ai, &mut bi);
-        }
-        for (me, other) in [(&mut a, bi), (&mut b, ai)] {
-            if me.addrs.is_empty() && self.switch[other as usize] {
-                me.addrs = self.take_from_pools(other, line)?;
-            } else {
-                self.claim(&me.addrs, line)?;
-            }
-        }
-        let b_iface = self.push_iface(bi, &b, None, line)?;
-        let peer = Peer {
-            ns: PeerNs::Node(b.node.clone()),
-            name: b_iface.0,
-            index: b_iface.1,
-            mtu: b.mtu,
-            mac: b.mac,
-        };
-        self.push_iface(ai, &a, Some(peer), line)?;
-        Ok(())
-    }
-
-    /// A veth pair from a node to the host's namespace.
-    pub fn add_host_link(
-        &mut self,
-        end: EndDecl,
-        host_name: String,
-        host_addrs: Vec<IpNet>,
-        line: u32,
-    ) -> Result<(), String> {
-        let i = self.find(&end.node)?;
-        super::check_ifname(&host_name)?;
-        self.claim(&end.addrs, line)?;
-        self.claim(&host_addrs, line)?;
-        let peer = Peer {
-            ns: PeerNs::Host { addrs: host_addrs },
-            name: host_name,
-            index: 0,
-            mtu: end.mtu,
-            mac: None,
-        };
-        self.push_iface(i, &end, Some(peer), line)?;
-        Ok(())
-    }
-
-    /// Adds an interface to node `i`; returns its name and index.
-    fn push_iface(
+    /// Adds an interface made by `link` to node `i`; returns its name and index.
+    pub(crate) fn push_iface(
         &mut self,
         i: u32,
         d: &EndDecl,
-        peer: Option<Peer>,
+        link: Link,
         line: u32,
     ) -> Result<(String, i32), String> {
         let switch = self.switch[i as usize];
@@ -214,7 +155,7 @@ impl Plan {
         let pos = w.ifaces.len();
         let name = match &d.iface {
             Some(n) => n.clone(),
-            None if switch => format!("p{}", pos + 1),
+            None if switch => bridge::port_name(pos),
             None => {
                 return Err(format!(
                     "the end on {:?} needs an interface name, as \"{}:eth0\"",
@@ -223,10 +164,8 @@ impl Plan {
             }
         };
         super::check_ifname(&name)?;
-        if switch && name.starts_with("br") {
-            return Err(format!(
-                "interface name {name:?}: names starting with \"br\" are the switch's bridges"
-            ));
+        if switch {
+            bridge::check_port_name(&name)?;
         }
         if w.iface(&name).is_some() {
             return Err(format!(
@@ -237,7 +176,8 @@ impl Plan {
         // The two ends of a pair never share an index: the kernel treats a carrier change
         // on a veth whose peer has its own index as not urgent and delays it up to a
         // second (linkwatch_urgent_event), holding bridge ports "disabled" meanwhile.
-        let index = IFACE_BASE + 2 * pos as i32 + peer.is_none() as i32;
+        let made_elsewhere = link == Link::VethPeer;
+        let index = IFACE_BASE + 2 * pos as i32 + made_elsewhere as i32;
         w.ifaces.push(Iface {
             name: name.clone(),
             index,
@@ -245,8 +185,8 @@ impl Plan {
             mac: d.mac,
             addrs: d.addrs.clone(),
             impair: d.impair,
-            bridge: switch.then_some((pos / PORTS_PER_BRIDGE) as u16),
-            peer,
+            bridge: switch.then_some(bridge::bridge_of_port(pos)),
+            link,
             line,
         });
         Ok((name, index))
@@ -301,7 +241,7 @@ impl Plan {
             .enumerate()
             .map(|(i, mut w)| {
                 if switch[i] {
-                    w.bridges = w.ifaces.len().div_ceil(PORTS_PER_BRIDGE).max(1) as u16;
+                    w.bridges = bridge::bridges_for(w.ifaces.len());
                 }
                 if w == NodeWiring::default() {
                     unwired.clone()

@@ -238,3 +238,30 @@ fn a_failing_create_rolls_back_every_node_it_made() {
     );
     assert_eq!(t.fleet.awaiting_reclaim(), 0);
 }
+
+#[test]
+fn each_link_kind_unwires_its_interfaces_from_a_live_node() {
+    use nsfleet::subsys::link::{veth::Veths, vxlan::Vxlans, LinkKind};
+    let t = fleet(2);
+    register_defaults(&t.fleet, "unwire", t.journal()).unwrap();
+    let topo = topo(include_str!("../../../examples/vxlan.toml"));
+    let go = &mut |_, _, _| std::ops::ControlFlow::Continue(());
+    t.fleet.create(&topo, go).unwrap();
+    let nodes = t.fleet.nodes();
+    let (a, b) = (nodes.get("a").unwrap(), nodes.get("b").unwrap());
+    let links = |n| in_node(n, &["ip", "-o", "link", "show"]);
+    assert!(links(a).contains(" vx0: ") && links(b).contains(" eth0@"));
+    // Each kind removes what it made: the tunnel from a, then the veth pair from a's side,
+    // which takes b's end with it.
+    let unwire = |kind: &'static dyn LinkKind, iface: &'static str| {
+        t.fleet.on_node("a", move |cx| {
+            let i = cx.node.wiring().iface(iface).unwrap().clone();
+            cx.send_each([i], |out, i| kind.unwire(out, i), |i| i.name.clone())
+        })
+    };
+    unwire(&Vxlans, "vx0").unwrap();
+    assert!(!links(a).contains(" vx0: "), "{}", links(a));
+    unwire(&Veths, "eth0").unwrap();
+    assert!(!links(a).contains(" eth0@"), "{}", links(a));
+    assert!(!links(b).contains(" eth0@"), "{}", links(b));
+}

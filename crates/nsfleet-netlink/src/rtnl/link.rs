@@ -1,4 +1,5 @@
-//! Links (RTM_*LINK): veth pairs, bridges, masters, flags and per-device IPv4 settings.
+//! Links (RTM_*LINK): veth pairs, bridges, VXLAN devices, masters, flags and per-device
+//! IPv4 settings.
 
 use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_EXCL};
 
@@ -18,6 +19,13 @@ const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
 const IFLA_BR_MCAST_SNOOPING: u16 = 23;
+const IFLA_VXLAN_ID: u16 = 1;
+const IFLA_VXLAN_GROUP: u16 = 2;
+const IFLA_VXLAN_LINK: u16 = 3;
+const IFLA_VXLAN_LOCAL: u16 = 4;
+const IFLA_VXLAN_PORT: u16 = 15;
+const IFLA_VXLAN_GROUP6: u16 = 16;
+const IFLA_VXLAN_LOCAL6: u16 = 17;
 const IFLA_INET_CONF: u16 = 1;
 const IFLA_INET6_ADDR_GEN_MODE: u16 = 8;
 const IN6_ADDR_GEN_MODE_NONE: u8 = 1;
@@ -113,6 +121,46 @@ pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
     b.nest_end(data).nest_end(info).end();
 }
 
+/// A VXLAN device's own settings: its network identifier, where its frames go, and from
+/// which address and underlay device.
+#[derive(Clone, Copy, Debug)]
+pub struct Vxlan {
+    pub vni: u32,
+    /// The far end's address (unicast): IFLA_VXLAN_GROUP or GROUP6 carries it too.
+    pub remote: std::net::IpAddr,
+    pub local: Option<std::net::IpAddr>,
+    /// The UDP port, host order (IANA's is 4789).
+    pub port: u16,
+    /// The underlay interface's index.
+    pub underlay: Option<i32>,
+}
+
+/// A VXLAN device.
+pub fn new_vxlan(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, vx: &Vxlan) {
+    let ip = |b: &mut Batch, v4: u16, v6: u16, a: std::net::IpAddr| {
+        match a {
+            std::net::IpAddr::V4(a) => b.attr(v4, &a.octets()),
+            std::net::IpAddr::V6(a) => b.attr(v6, &a.octets()),
+        };
+    };
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(spec));
+    spec_attrs(b, spec);
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "vxlan");
+    let data = b.nest_begin(IFLA_INFO_DATA);
+    b.attr_u32(IFLA_VXLAN_ID, vx.vni);
+    ip(b, IFLA_VXLAN_GROUP, IFLA_VXLAN_GROUP6, vx.remote);
+    if let Some(local) = vx.local {
+        ip(b, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LOCAL6, local);
+    }
+    if let Some(dev) = vx.underlay {
+        b.attr_i32(IFLA_VXLAN_LINK, dev);
+    }
+    b.attr(IFLA_VXLAN_PORT, &vx.port.to_be_bytes());
+    b.nest_end(data).nest_end(info).end();
+}
+
 /// Brings the link with `index` up (or down) without touching its other flags, and
 /// enslaves it to `master` if given.
 pub fn set_link(b: &mut Batch, seq: u32, index: i32, up: bool, master: Option<i32>) {
@@ -162,6 +210,12 @@ pub fn no_link_local(b: &mut Batch, seq: u32, index: i32) {
     let inet6 = b.nest_begin(libc::AF_INET6 as u16);
     b.attr(IFLA_INET6_ADDR_GEN_MODE, &[IN6_ADDR_GEN_MODE_NONE]);
     b.nest_end(inet6).nest_end(spec).end();
+}
+
+pub fn del_link(b: &mut Batch, seq: u32, index: i32) {
+    b.begin(RTM_DELLINK, 0, seq)
+        .header(&ifinfomsg(index, 0, 0))
+        .end();
 }
 
 pub fn del_link_by_name(b: &mut Batch, seq: u32, name: &str) {
@@ -244,5 +298,40 @@ mod tests {
         );
         let names: Vec<_> = msg::attrs(&peer_bytes[16..]).map(|(t, _)| t).collect();
         assert_eq!(names, vec![IFLA_IFNAME, IFLA_NET_NS_FD]);
+    }
+
+    #[test]
+    fn vxlan_data_has_the_id_the_remote_and_the_port_in_network_order() {
+        let mut b = Batch::new();
+        let spec = LinkSpec {
+            name: "vx0",
+            index: 1002,
+            ..Default::default()
+        };
+        let vx = Vxlan {
+            vni: 42,
+            remote: "10.0.0.2".parse().unwrap(),
+            local: None,
+            port: 4789,
+            underlay: Some(1000),
+        };
+        new_vxlan(&mut b, 1, &spec, &vx);
+        let m = msg::messages(b.bytes()).next().unwrap();
+        let (_, linkinfo) = msg::attrs(&m.payload[16..])
+            .find(|(t, _)| *t == IFLA_LINKINFO)
+            .unwrap();
+        let (_, data) = msg::attrs(linkinfo)
+            .find(|(t, _)| *t == IFLA_INFO_DATA)
+            .unwrap();
+        let got: Vec<(u16, Vec<u8>)> = msg::attrs(data).map(|(t, v)| (t, v.to_vec())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (IFLA_VXLAN_ID, 42u32.to_ne_bytes().to_vec()),
+                (IFLA_VXLAN_GROUP, vec![10, 0, 0, 2]),
+                (IFLA_VXLAN_LINK, 1000i32.to_ne_bytes().to_vec()),
+                (IFLA_VXLAN_PORT, vec![0x12, 0xb5]),
+            ]
+        );
     }
 }

@@ -6,15 +6,16 @@
 //! Normally nothing is left to clean: deleting either end of a veth deletes the pair, and
 //! the node's end dies with the node. The journal covers a node held alive by someone else.
 
+use super::{At, LinkKind};
 use anyhow::{anyhow, Context};
-use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::{Batch, NlSocket};
-use nsfleet_topology::{Iface, IpNet, PeerNs};
+use nsfleet_topology::{HostEnd, Iface, IpNet, Link};
 use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 pub struct HostLinks {
@@ -23,12 +24,14 @@ pub struct HostLinks {
     token: String,
     /// A socket in the host's namespace, opened where the fleet's owner runs.
     host: Mutex<NlSocket>,
+    /// The host's namespace, where the far ends go.
+    home: OwnedFd,
 }
 
-fn host_addrs(i: &Iface) -> Option<&[IpNet]> {
-    match &i.peer.as_ref()?.ns {
-        PeerNs::Host { addrs } => Some(addrs),
-        PeerNs::Node(_) => None,
+fn host_end(i: &Iface) -> Option<&HostEnd> {
+    match &i.link {
+        Link::Host(h) => Some(h),
+        _ => None,
     }
 }
 
@@ -42,6 +45,7 @@ impl HostLinks {
             journal,
             token: format!("nsfleet:{fleet}:{random:016x}"),
             host: Mutex::new(NlSocket::open()?),
+            home: nsfleet_sys::current_netns()?,
         })
     }
 
@@ -110,9 +114,7 @@ pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
     Ok(removed)
 }
 
-impl Subsystem for HostLinks {
-    type State = ();
-
+impl LinkKind for HostLinks {
     fn name(&self) -> &'static str {
         "host-links"
     }
@@ -121,60 +123,50 @@ impl Subsystem for HostLinks {
         Phase::Wire
     }
 
-    fn wants(&self, node: &Node) -> bool {
-        node.wiring().ifaces.iter().any(|i| host_addrs(i).is_some())
+    fn makes(&self, iface: &Iface) -> bool {
+        host_end(iface).is_some()
     }
 
-    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
-        let node = cx.node;
-        let home = cx.home().try_clone_to_owned()?;
-        let ipv6 = super::ipv6(node);
-        for iface in node
-            .wiring()
-            .ifaces
-            .iter()
-            .filter(|i| host_addrs(i).is_some())
-        {
-            let peer = iface.peer.as_ref().expect("filtered above");
-            self.journal(&peer.name)
-                .context("writing the host-link journal")?;
-            cx.send_each(
-                [iface],
-                |out, i| {
-                    out.add(|b, seq| {
-                        let local = LinkSpec {
-                            name: &i.name,
-                            index: i.index,
-                            up: true,
-                            mtu: i.mtu,
-                            ..Default::default()
-                        };
-                        let far = LinkSpec {
-                            name: &peer.name,
-                            up: true,
-                            mtu: peer.mtu,
-                            netns_fd: Some(home.as_raw_fd()),
-                            ..Default::default()
-                        };
-                        rtnl::new_veth(b, seq, &local, &far)
-                    })?;
-                    // Before the host end comes up. The host end keeps the host's policy.
-                    super::link_local_policy(out, i.index, i.bridge.is_some(), ipv6)
-                },
-                |i| {
-                    format!(
-                        "host link {}:{} <-> host:{} (topology line {})",
-                        node.name(),
-                        i.name,
-                        peer.name,
-                        i.line
-                    )
-                },
-            )?;
-            self.configure_host_end(&peer.name, host_addrs(iface).unwrap_or_default())?;
-        }
-        Ok(())
+    fn prepare(&self, _: &Node, iface: &Iface) -> anyhow::Result<()> {
+        let host = host_end(iface).expect("made by this kind");
+        self.journal(&host.name)
+            .context("writing the host-link journal")
     }
 
-    // No exit: the host's end goes with the node's (a veth pair dies together).
+    fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {
+        let host = host_end(i).expect("made by this kind");
+        let local = LinkSpec {
+            name: &i.name,
+            index: i.index,
+            up: true,
+            mtu: i.mtu,
+            ..Default::default()
+        };
+        let far = LinkSpec {
+            name: &host.name,
+            up: true,
+            mtu: host.mtu,
+            netns_fd: Some(self.home.as_raw_fd()),
+            ..Default::default()
+        };
+        out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
+        // Before the host end comes up. The host end keeps the host's policy.
+        crate::link_local_policy(out, i.index, i.bridge.is_some(), at.ipv6)
+    }
+
+    fn finish(&self, _: &Node, iface: &Iface) -> anyhow::Result<()> {
+        let host = host_end(iface).expect("made by this kind");
+        self.configure_host_end(&host.name, &host.addrs)
+    }
+
+    fn describe(&self, node: &Node, i: &Iface) -> String {
+        let host = host_end(i).expect("made by this kind");
+        format!(
+            "host link {}:{} <-> host:{} (topology line {})",
+            node.name(),
+            i.name,
+            host.name,
+            i.line
+        )
+    }
 }

@@ -2,14 +2,20 @@
 //! ports gets several bridges (`br0`, `br1`, ...), chained by veth pairs inside the
 //! switch's namespace (`brj0a` in br0 to `brj0b` in br1, ...): one broadcast domain for
 //! the user. No loop, so no STP. Created with the namespace, so that ports find them.
+//! Ports are the other kinds' ends, enslaved through [`master`] as they are made.
 
-use super::Ipv6;
+use crate::Ipv6;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Requests, Subsystem};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{bridge_index, join_indices};
+use nsfleet_topology::{bridge_index, join_indices, Iface};
 
 pub struct Bridges;
+
+/// The bridge a switch's interface is enslaved to: a port, whatever kind of link made it.
+pub fn master(iface: &Iface) -> Option<i32> {
+    iface.bridge.map(bridge_index)
+}
 
 /// One element of the switch's setup, in the order the kernel must see them.
 enum Step {
@@ -31,7 +37,7 @@ fn build(out: &mut Requests<'_>, step: &Step, ipv6: Ipv6) -> anyhow::Result<()> 
             out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
             // Up only after: a new link counts as ready until the kernel's link watch
             // first looks at it, so one created up gets its link-local address at once.
-            super::link_local_policy(out, spec.index, true, ipv6)?;
+            crate::link_local_policy(out, spec.index, true, ipv6)?;
             out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None))
         }
         Step::Join(k) => {
@@ -49,8 +55,8 @@ fn build(out: &mut Requests<'_>, step: &Step, ipv6: Ipv6) -> anyhow::Result<()> 
                 ..Default::default()
             };
             out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
-            super::link_local_policy(out, a, true, ipv6)?;
-            super::link_local_policy(out, z, true, ipv6)?;
+            crate::link_local_policy(out, a, true, ipv6)?;
+            crate::link_local_policy(out, z, true, ipv6)?;
             // The far end can come up and be enslaved only once the pair exists.
             out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))))
         }
@@ -78,7 +84,7 @@ impl Subsystem for Bridges {
         // walks the whole table (addrconf_add_mroute, rt6_sync_up), under the RTNL lock.
         // That is quadratic in ports: perf at 50,000 routers showed the link watch doing
         // nothing else for minutes. Off before the first port exists.
-        let ipv6 = super::ipv6(cx.node);
+        let ipv6 = crate::ipv6(cx.node);
         if ipv6 == Ipv6::Off && crate::probe::has_ipv6() {
             for key in [
                 "net.ipv6.conf.all.disable_ipv6",

@@ -1,0 +1,109 @@
+//! Making links in the kernel, one file per kind of link behind one interface
+//! ([`LinkKind`]): [`veth`] (pairs between nodes, and their far ends), [`host`] (pairs to
+//! the host's namespace), [`bridge`] (a switch's bridges, which other kinds' ends are
+//! ports of) and [`vxlan`] (tunnel endpoints). The same names in nsfleet-topology's
+//! `link/` hold each kind's syntax and plan; here is how each is wired and unwired.
+//!
+//! A kind is a subsystem through [`Wired`]: the adapter enters the node, lets the kind
+//! prepare, sends each interface's requests in full batches (one `sendmsg` per batch),
+//! and lets the kind finish. A kind knows nothing of the others.
+
+pub mod bridge;
+pub mod host;
+pub mod veth;
+pub mod vxlan;
+
+use crate::Ipv6;
+use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Requests, Subsystem};
+use nsfleet_netlink::rtnl;
+use nsfleet_topology::Iface;
+
+/// Where a link is being made: the node, the fleet's nodes (for the far ends' namespaces),
+/// and the node's IPv6 policy, which decides the new links' link-local addresses.
+pub struct At<'a> {
+    pub node: &'a Node,
+    pub peers: &'a NodeTable,
+    pub ipv6: Ipv6,
+}
+
+/// One kind of link, as the kernel sees it.
+pub trait LinkKind: Send + Sync + 'static {
+    /// The subsystem's name.
+    fn name(&self) -> &'static str;
+
+    /// When its interfaces are made: once the nodes exist (Wire), or once every veth
+    /// exists (Configure: an underlay is needed, or the interface was made from elsewhere).
+    fn phase(&self) -> Phase;
+
+    /// Whether this kind makes `iface` from the interface's own node.
+    fn makes(&self, iface: &Iface) -> bool;
+
+    /// Before any request for `iface` (host links journal the host's end here).
+    fn prepare(&self, _node: &Node, _iface: &Iface) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Appends the requests, at most [`Requests::MOST`], that make `iface` in `at.node`.
+    fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, iface: &Iface) -> anyhow::Result<()>;
+
+    /// Once every interface of this kind on the node exists (host links set up the host's
+    /// end here).
+    fn finish(&self, _node: &Node, _iface: &Iface) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Appends the request that removes `iface` from a live node (a changed fleet). Not
+    /// needed at teardown: every device dies with its namespace, in cleanup_net's batch.
+    /// Deleting either end of a pair deletes both.
+    fn unwire(&self, out: &mut Requests<'_>, iface: &Iface) -> anyhow::Result<()> {
+        out.add(|b, seq| rtnl::del_link(b, seq, iface.index))
+    }
+
+    /// The interface as an error names it, with its topology line.
+    fn describe(&self, node: &Node, iface: &Iface) -> String;
+}
+
+/// A link kind as a subsystem.
+pub struct Wired<K>(pub K);
+
+impl<K: LinkKind> Subsystem for Wired<K> {
+    type State = ();
+
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn phase(&self) -> Phase {
+        self.0.phase()
+    }
+
+    fn wants(&self, node: &Node) -> bool {
+        node.wiring().ifaces.iter().any(|i| self.0.makes(i))
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        let node = cx.node;
+        let ifaces: Vec<&Iface> = (node.wiring().ifaces.iter())
+            .filter(|i| self.0.makes(i))
+            .collect();
+        for i in &ifaces {
+            self.0.prepare(node, i)?;
+        }
+        let at = At {
+            node,
+            peers: cx.peers(),
+            ipv6: crate::ipv6(node),
+        };
+        cx.send_each(
+            ifaces.iter().copied(),
+            |out, i| self.0.wire(out, &at, i),
+            |i| self.0.describe(node, i),
+        )?;
+        for i in &ifaces {
+            self.0.finish(node, i)?;
+        }
+        Ok(())
+    }
+
+    // No exit: a node's devices go with its namespace, in cleanup_net's own batch.
+}

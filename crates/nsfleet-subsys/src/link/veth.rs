@@ -1,0 +1,115 @@
+//! Veth pairs between nodes. Each pair is one request, sent from the node that makes it
+//! (a switch, for its ports): the local end is named, numbered, enslaved to its bridge and
+//! up; the far end is placed straight into its node's namespace (IFLA_NET_NS_FD) with its
+//! own name, index and up flag. No create-then-move-then-rename, and a switch's ports go
+//! out a full batch per `sendmsg`.
+//!
+//! The kernel cannot bring a veth's far end up in the request that creates it (the end
+//! cannot open before the pair is joined), nor enslave it there: so once every link
+//! exists, each node brings its far ends up itself ([`FarEnds`]), and a switch enslaves
+//! them to their bridge, one request per end.
+
+use super::{bridge, At, LinkKind};
+use anyhow::{anyhow, Context};
+use nsfleet_core::{Node, Phase, Requests};
+use nsfleet_netlink::rtnl::{self, LinkSpec};
+use nsfleet_topology::{Iface, Link, Peer};
+use std::sync::Arc;
+
+/// The ends a node makes.
+pub struct Veths;
+
+/// The ends made from the other side.
+pub struct FarEnds;
+
+fn peer(iface: &Iface) -> Option<&Peer> {
+    match &iface.link {
+        Link::Veth(p) => Some(p),
+        _ => None,
+    }
+}
+
+impl LinkKind for Veths {
+    fn name(&self) -> &'static str {
+        "links"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Wire
+    }
+
+    fn makes(&self, iface: &Iface) -> bool {
+        peer(iface).is_some()
+    }
+
+    fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, iface: &Iface) -> anyhow::Result<()> {
+        let peer = peer(iface).expect("made by this kind");
+        // A descriptor of the peer's namespace, open only while its batch is.
+        let dup = |p: &Arc<Node>| p.with_netns(|fd| fd.try_clone_to_owned());
+        let fd = (at.peers.get(&peer.node).and_then(dup))
+            .ok_or_else(|| anyhow!("{} is gone", peer.node))?
+            .with_context(|| format!("a descriptor of {}'s namespace", peer.node))?;
+        let fd = out.hold(fd);
+        let local = LinkSpec {
+            name: &iface.name,
+            index: iface.index,
+            up: true,
+            mtu: iface.mtu,
+            mac: iface.mac,
+            master: bridge::master(iface),
+            ..Default::default()
+        };
+        let far = LinkSpec {
+            name: &peer.name,
+            index: peer.index,
+            up: true,
+            mtu: peer.mtu,
+            mac: peer.mac,
+            netns_fd: Some(fd),
+            ..Default::default()
+        };
+        out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
+        // Before the far end comes up and gives this end carrier.
+        crate::link_local_policy(out, iface.index, iface.bridge.is_some(), at.ipv6)
+    }
+
+    fn describe(&self, node: &Node, iface: &Iface) -> String {
+        let peer = peer(iface).expect("made by this kind");
+        format!(
+            "link {}:{} <-> {}:{} (topology line {})",
+            node.name(),
+            iface.name,
+            peer.node,
+            peer.name,
+            iface.line
+        )
+    }
+}
+
+impl LinkKind for FarEnds {
+    fn name(&self) -> &'static str {
+        "peer-ends"
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::Configure
+    }
+
+    fn makes(&self, iface: &Iface) -> bool {
+        iface.link == Link::VethPeer
+    }
+
+    fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {
+        crate::link_local_policy(out, i.index, i.bridge.is_some(), at.ipv6)?;
+        out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, bridge::master(i)))
+    }
+
+    /// Nothing: the pair is removed from the side that made it.
+    fn unwire(&self, _: &mut Requests<'_>, _: &Iface) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn describe(&self, node: &Node, i: &Iface) -> String {
+        format!("{}:{} up (topology line {})", node.name(), i.name, i.line)
+    }
+}

@@ -1,0 +1,73 @@
+//! The kinds of link a fleet is wired with, one file each: [`veth`] (a pair between two
+//! nodes), [`host`] (a pair from a node to the host's namespace), [`bridge`] (a switch's
+//! bridges and the ports on them) and [`vxlan`] (a tunnel endpoint to a far address,
+//! for fleets that span hosts).
+//!
+//! Each file owns its kind's part of the topology: the file's syntax (parse) and the
+//! interfaces it puts on nodes (plan, through [`Plan`](crate::plan::Plan)'s bookkeeping
+//! of names, indexes and addresses). Each kind's other half, making the interfaces in the
+//! kernel (wire), is the file of the same name in nsfleet-subsys's `link/`: this crate
+//! never touches the kernel. A new kind is a variant of [`Link`] and a file here and there.
+
+pub mod bridge;
+pub mod host;
+pub mod veth;
+pub mod vxlan;
+
+use crate::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// What makes an interface of a node, by kind of link.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub enum Link {
+    /// One end of a veth pair to another node, made from this node's side.
+    Veth(Peer),
+    /// The other end of a veth pair, made from its peer's side; this node brings it up.
+    #[default]
+    VethPeer,
+    /// A veth pair to the host's namespace (management), made from this node's side.
+    Host(HostEnd),
+    /// A VXLAN device: an overlay link to a far tunnel endpoint.
+    Vxlan(VxlanEnd),
+}
+
+/// The far end of a veth pair between nodes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Peer {
+    pub node: String,
+    pub name: String,
+    pub index: i32,
+    pub mtu: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+}
+
+/// The host's end of a host link: its name and addresses there. Its index is the host's
+/// to choose: nsfleet does not own the host's index space.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HostEnd {
+    pub name: String,
+    pub addrs: Vec<IpNet>,
+    pub mtu: Option<u32>,
+}
+
+/// A VXLAN tunnel endpoint: its network identifier, the far endpoint, and the underlay.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VxlanEnd {
+    pub vni: u32,
+    pub remote: IpAddr,
+    pub local: Option<IpAddr>,
+    pub port: u16,
+    /// The index of the node's interface the tunnel's packets leave by.
+    pub underlay: Option<i32>,
+}
+
+impl Link {
+    /// The node at the far end, for links between nodes.
+    pub fn peer_node(&self) -> Option<&str> {
+        match self {
+            Link::Veth(p) => Some(&p.node),
+            _ => None,
+        }
+    }
+}

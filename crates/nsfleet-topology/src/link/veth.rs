@@ -1,0 +1,170 @@
+//! Veth pairs between nodes: `[[link]]` tables (and the generators' links). One end is
+//! made from its node's side with the other end placed straight into the peer's namespace;
+//! the end on a switch is made from the switch, so that it can be enslaved at creation.
+
+use crate::link::{Link, Peer};
+use crate::parse::{impair, mtu, value, Ctx, ImpairMap};
+use crate::plan::{EndDecl, Plan};
+use crate::{values, IpNet, TopologyError};
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LinkSection {
+    a: Spanned<EndSection>,
+    b: Spanned<EndSection>,
+    /// A subnet whose first two addresses go to the ends that have none.
+    pool: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+/// A link end: `"node:iface"` (or `"switch"`), or a table with `at` and the end's settings.
+#[derive(Default)]
+pub(crate) struct EndSection {
+    at: String,
+    addrs: Vec<Spanned<String>>,
+    mac: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndTable {
+    at: String,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    mac: Option<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+    impair: Option<Spanned<ImpairMap>>,
+}
+
+impl<'de> Deserialize<'de> for EndSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = EndSection;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"node:iface\", or a table like { at = \"node:iface\", addrs = [\"10.0.0.1/24\"] }")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<EndSection, E> {
+                Ok(EndSection {
+                    at: s.to_string(),
+                    ..EndSection::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<EndSection, A::Error> {
+                let t = EndTable::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(EndSection {
+                    at: t.at,
+                    addrs: t.addrs,
+                    mac: t.mac,
+                    mtu: t.mtu,
+                    impair: t.impair,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A `[[link]]`: a veth pair between two nodes (or a node and a switch).
+pub(crate) fn parse(
+    cx: &Ctx<'_>,
+    l: &Spanned<LinkSection>,
+    plan: &mut Plan,
+) -> Result<(), TopologyError> {
+    let sec = l.get_ref();
+    let line = cx.line(l.span());
+    let mut a = end(cx, &sec.a, sec)?;
+    let mut b = end(cx, &sec.b, sec)?;
+    if let Some(pool) = &sec.pool {
+        let net = value(cx, pool, str::parse::<IpNet>)?;
+        if net.capacity() < 2 {
+            return Err(cx.err(
+                pool.span(),
+                format!("pool {net} has fewer than two host addresses"),
+            ));
+        }
+        (plan.declare_pool(net, cx.line(pool.span()))).map_err(|m| cx.err(pool.span(), m))?;
+        for (i, e) in [&mut a, &mut b].into_iter().enumerate() {
+            if e.addrs.is_empty() && !plan.is_switch(&e.node) {
+                e.addrs.push(net.host(i as u64));
+            }
+        }
+    }
+    plan.add_link(a, b, line).map_err(|m| cx.err(l.span(), m))
+}
+
+/// One end of a `[[link]]`; the link's own `mtu` and `impair` apply to ends that set none.
+fn end(
+    cx: &Ctx<'_>,
+    e: &Spanned<EndSection>,
+    link: &LinkSection,
+) -> Result<EndDecl, TopologyError> {
+    let sec = e.get_ref();
+    let (node, iface) = match sec.at.split_once(':') {
+        Some((n, i)) => (n.to_string(), Some(i.to_string())),
+        None => (sec.at.clone(), None),
+    };
+    let mut addrs = Vec::new();
+    for a in &sec.addrs {
+        addrs.push(value(cx, a, str::parse::<IpNet>)?);
+    }
+    let mac = match &sec.mac {
+        Some(m) => Some(value(cx, m, values::unicast_mac)?),
+        None => None,
+    };
+    let mtu = match sec.mtu.as_ref().or(link.mtu.as_ref()) {
+        Some(m) => Some(mtu(cx, m)?),
+        None => None,
+    };
+    let impair = match sec.impair.as_ref().or(link.impair.as_ref()) {
+        Some(i) => Some(impair(cx, i)?),
+        None => None,
+    };
+    Ok(EndDecl {
+        node,
+        iface,
+        addrs,
+        mtu,
+        mac,
+        impair,
+    })
+}
+
+impl Plan {
+    /// A veth pair between two nodes. A switch end creates the pair (only the creating
+    /// end can be enslaved at creation); between two switches, the second end is
+    /// enslaved once both exist.
+    pub fn add_link(&mut self, a: EndDecl, b: EndDecl, line: u32) -> Result<(), String> {
+        let (mut ai, mut bi) = (self.find(&a.node)?, self.find(&b.node)?);
+        if ai == bi {
+            return Err(format!("both ends of the link are on {:?}", a.node));
+        }
+        let (mut a, mut b) = (a, b);
+        if self.is_switch_at(bi) && !self.is_switch_at(ai) {
+            std::mem::swap(&mut a, &mut b);
+            std::mem::swap(&mut ai, &mut bi);
+        }
+        for (me, other) in [(&mut a, bi), (&mut b, ai)] {
+            if me.addrs.is_empty() && self.is_switch_at(other) {
+                me.addrs = self.take_from_pools(other, line)?;
+            } else {
+                self.claim(&me.addrs, line)?;
+            }
+        }
+        let b_iface = self.push_iface(bi, &b, Link::VethPeer, line)?;
+        let peer = Peer {
+            node: b.node.clone(),
+            name: b_iface.0,
+            index: b_iface.1,
+            mtu: b.mtu,
+            mac: b.mac,
+        };
+        self.push_iface(ai, &a, Link::Veth(peer), line)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,128 @@
+//! VXLAN tunnel endpoints: `[[vxlan]]` tables. A VXLAN device carries a node's (or a
+//! switch's) frames over UDP to a far endpoint, which may be another node of the fleet or
+//! a machine elsewhere: the link that fleets spanning hosts are joined by.
+//!
+//! ```toml
+//! [[vxlan]]
+//! at = "r1:vx0"            # node and device name
+//! vni = 42                 # the VXLAN network identifier
+//! remote = "10.0.0.2"      # the far endpoint
+//! dev = "eth0"             # the underlay interface (optional)
+//! local = "10.0.0.1"       # the source address (optional)
+//! port = 4789              # the UDP port (optional; IANA's by default)
+//! addrs = ["192.168.0.1/24"]
+//! mtu = 1450
+//! ```
+
+use crate::link::{Link, VxlanEnd};
+use crate::parse::{mtu, value, Ctx};
+use crate::plan::{EndDecl, Plan};
+use crate::{IpNet, TopologyError};
+use serde::Deserialize;
+use std::net::IpAddr;
+use toml::Spanned;
+
+/// IANA's port for VXLAN.
+pub const DEFAULT_PORT: u16 = 4789;
+/// VNIs are 24 bits.
+const MAX_VNI: i64 = (1 << 24) - 1;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VxlanSection {
+    at: Spanned<String>,
+    vni: Spanned<i64>,
+    remote: Spanned<String>,
+    local: Option<Spanned<String>>,
+    port: Option<Spanned<i64>>,
+    dev: Option<Spanned<String>>,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    mtu: Option<Spanned<i64>>,
+}
+
+/// A `[[vxlan]]`: a VXLAN device on one node. Read after every other link, so that its
+/// underlay `dev` may be any interface of the node.
+pub(crate) fn parse(
+    cx: &Ctx<'_>,
+    v: &Spanned<VxlanSection>,
+    plan: &mut Plan,
+) -> Result<(), TopologyError> {
+    let sec = v.get_ref();
+    let Some((node, iface)) = sec.at.get_ref().split_once(':') else {
+        return Err(cx.err(
+            sec.at.span(),
+            format!(
+                "expected \"node:iface\", like \"r1:vx0\", got {:?}",
+                sec.at.get_ref()
+            ),
+        ));
+    };
+    let vni = match *sec.vni.get_ref() {
+        n @ 1..=MAX_VNI => n as u32,
+        n => return Err(cx.err(sec.vni.span(), format!("vni {n}: expected 1 to {MAX_VNI}"))),
+    };
+    let ip = |s: &Spanned<String>| {
+        value(cx, s, |t: &str| {
+            t.parse::<IpAddr>()
+                .map_err(|_| format!("expected an IP address, like \"10.0.0.2\", got {t:?}"))
+        })
+    };
+    let remote = ip(&sec.remote)?;
+    let local = sec.local.as_ref().map(ip).transpose()?;
+    if let (Some(l), Some(at)) = (local, &sec.local) {
+        if l.is_ipv4() != remote.is_ipv4() {
+            return Err(cx.err(at.span(), "local and remote are not of the same IP version"));
+        }
+    }
+    let port = match sec.port.as_ref() {
+        None => DEFAULT_PORT,
+        Some(p) => match *p.get_ref() {
+            n @ 1..=65535 => n as u16,
+            n => return Err(cx.err(p.span(), format!("port {n}: expected 1 to 65535"))),
+        },
+    };
+    let mut addrs = Vec::new();
+    for a in &sec.addrs {
+        addrs.push(value(cx, a, str::parse::<IpNet>)?);
+    }
+    let end = EndDecl {
+        node: node.to_string(),
+        iface: Some(iface.to_string()),
+        addrs,
+        mtu: sec.mtu.as_ref().map(|m| mtu(cx, m)).transpose()?,
+        ..EndDecl::default()
+    };
+    let vx = VxlanEnd {
+        vni,
+        remote,
+        local,
+        port,
+        underlay: None,
+    };
+    let dev = sec.dev.as_ref().map(|d| d.get_ref().as_str());
+    plan.add_vxlan(end, vx, dev, cx.line(v.span()))
+        .map_err(|m| cx.err(v.span(), m))
+}
+
+impl Plan {
+    /// A VXLAN device on `end.node`, its packets leaving by the node's interface `dev`.
+    pub fn add_vxlan(
+        &mut self,
+        end: EndDecl,
+        mut vx: VxlanEnd,
+        dev: Option<&str>,
+        line: u32,
+    ) -> Result<(), String> {
+        let i = self.find(&end.node)?;
+        if let Some(d) = dev {
+            let index = self.iface_index(i, d).ok_or_else(|| {
+                format!("{} has no interface {d:?} to carry the tunnel", end.node)
+            })?;
+            vx.underlay = Some(index);
+        }
+        self.claim(&end.addrs, line)?;
+        self.push_iface(i, &end, Link::Vxlan(vx), line)?;
+        Ok(())
+    }
+}
