@@ -267,6 +267,19 @@ pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
 mod tests {
     use super::*;
 
+    /// The IFLA_INFO_DATA of the batch's first message, as (type, bytes) attributes.
+    fn info_data(b: &Batch) -> Vec<(u16, Vec<u8>)> {
+        let m = msg::messages(b.bytes()).next().unwrap();
+        let find = |buf, ty| {
+            msg::attrs(buf)
+                .find(|(t, _)| *t == ty)
+                .map(|(_, v)| v)
+                .unwrap()
+        };
+        let data = find(find(&m.payload[16..], IFLA_LINKINFO), IFLA_INFO_DATA);
+        msg::attrs(data).map(|(t, v)| (t, v.to_vec())).collect()
+    }
+
     #[test]
     fn veth_peer_is_an_ifinfomsg_then_attributes_inside_info_data() {
         let mut b = Batch::new();
@@ -283,15 +296,9 @@ mod tests {
             ..local
         };
         new_veth(&mut b, 1, &local, &peer);
-        let m = msg::messages(b.bytes()).next().unwrap();
-        let (_, linkinfo) = msg::attrs(&m.payload[16..])
-            .find(|(t, _)| *t == IFLA_LINKINFO)
-            .unwrap();
-        let (_, data) = msg::attrs(linkinfo)
-            .find(|(t, _)| *t == IFLA_INFO_DATA)
-            .unwrap();
-        let (ty, peer_bytes) = msg::attrs(data).next().unwrap();
-        assert_eq!(ty, VETH_INFO_PEER);
+        let data = info_data(&b);
+        let (ty, peer_bytes) = &data[0];
+        assert_eq!(*ty, VETH_INFO_PEER);
         assert_eq!(
             i32::from_ne_bytes(peer_bytes[4..8].try_into().unwrap()),
             1001
@@ -316,16 +323,9 @@ mod tests {
             underlay: Some(1000),
         };
         new_vxlan(&mut b, 1, &spec, &vx);
-        let m = msg::messages(b.bytes()).next().unwrap();
-        let (_, linkinfo) = msg::attrs(&m.payload[16..])
-            .find(|(t, _)| *t == IFLA_LINKINFO)
-            .unwrap();
-        let (_, data) = msg::attrs(linkinfo)
-            .find(|(t, _)| *t == IFLA_INFO_DATA)
-            .unwrap();
-        let got: Vec<(u16, Vec<u8>)> = msg::attrs(data).map(|(t, v)| (t, v.to_vec())).collect();
+        let data = info_data(&b);
         assert_eq!(
-            got,
+            data,
             vec![
                 (IFLA_VXLAN_ID, 42u32.to_ne_bytes().to_vec()),
                 (IFLA_VXLAN_GROUP, vec![10, 0, 0, 2]),
