@@ -61,13 +61,3 @@ pub struct VxlanEnd {
     /// The index of the node's interface the tunnel's packets leave by.
     pub underlay: Option<i32>,
 }
-
-impl Link {
-    /// The node at the far end, for links between nodes.
-    pub fn peer_node(&self) -> Option<&str> {
-        match self {
-            Link::Veth(p) => Some(&p.node),
-            _ => None,
-        }
-    }
-}
