@@ -39,18 +39,14 @@ impl KernelCaps {
             host_sysctls: BTreeSet::new(),
         }
     }
-
-    /// Why this kernel cannot apply `imp`, if it cannot.
-    pub fn refuses(&self, imp: &crate::Impair) -> Option<String> {
-        netem_refusal(imp, self.netem)
-    }
 }
+
+/// Why a kernel without netem refuses an impairment.
+pub const NO_NETEM: &str = "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem";
 
 /// Why a kernel with or without netem cannot apply `imp`, if it cannot.
 pub fn netem_refusal(imp: &crate::Impair, netem: bool) -> Option<String> {
-    (imp.needs_netem() && !netem).then(|| {
-        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem".to_string()
-    })
+    (imp.needs_netem() && !netem).then(|| NO_NETEM.to_string())
 }
 
 /// Whether a sysctl path names one interface's key (`net/ipv4/conf/eth0/...`): those

@@ -15,7 +15,7 @@ mod parse;
 mod plan;
 mod values;
 
-pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps};
+pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;

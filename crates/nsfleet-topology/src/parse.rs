@@ -8,7 +8,7 @@ use super::link::{host, veth, vxlan};
 use super::plan::Plan;
 use super::{
     check_name, names_an_interface, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup,
-    Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
+    Topology, MAX_FLEET_NAME, MAX_NODE_NAME, NO_NETEM,
 };
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -199,10 +199,9 @@ impl Draft {
 
     /// The topology, if the kernel offers what it asks for; otherwise where it asks.
     pub fn check(self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
-        if let Some(at) = self.netem_at {
-            if let Some(why) = netem_refusal_text(kernel) {
-                return Err(TopologyError { message: why, ..at });
-            }
+        if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
+            let message = NO_NETEM.to_string();
+            return Err(TopologyError { message, ..at });
         }
         if let Some(writable) = &kernel.netns_sysctls {
             for (path, at) in self.sysctls {
@@ -286,15 +285,6 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         sysctls: sysctls_asked(&cx, &doc),
         netem_at: cx.netem_at.into_inner(),
     })
-}
-
-/// The message of a netem refusal on `kernel`, if it refuses.
-fn netem_refusal_text(kernel: &KernelCaps) -> Option<String> {
-    let delay = Impair {
-        delay_ns: 1,
-        ..Impair::default()
-    };
-    kernel.refuses(&delay)
 }
 
 /// Node groups as they are declared, with every name checked to be unique.
