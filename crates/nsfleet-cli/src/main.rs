@@ -11,7 +11,7 @@ A fleet is a set of nodes (network namespaces) described by a TOML topology file
 one supervisor process: nothing of the fleet outlives it. Run as root.";
 
 const AFTER: &str = "Examples:
-  nsfleet up                         # the built-in default fleet (100 hosts)
+  nsfleet up                         # the built-in default fleet (100 fake routers)
   nsfleet up examples/hosts.toml     # a fleet from a topology file
   nsfleet status                     # every fleet; `--json` for machines
   nsfleet exec default h1 -- ip addr # a command inside node h1

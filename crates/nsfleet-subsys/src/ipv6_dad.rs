@@ -3,7 +3,7 @@
 //! readiness per interface. Set on `all` and `default` before any interface exists, so
 //! that every interface created later inherits it.
 //!
-//! Only for nodes that use IPv6 (`super::link_local`): the others' interfaces get no
+//! Only for nodes that use IPv6 (`crate::ipv6`): the others' interfaces get no
 //! link-local address, so nothing in them runs DAD; and writing a sysctl costs a lookup
 //! that grows with the number of namespaces on the machine (see `Worker::write_sysctl`).
 //! The addresses nsfleet adds itself skip DAD anyway (IFA_F_NODAD).

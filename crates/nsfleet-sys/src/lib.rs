@@ -1,6 +1,9 @@
-//! nsfleet-sys: the syscall boundary of nsfleet. Every `unsafe` of the engine lives in
-//! this crate, one module per domain, each wrapper doing one syscall (or one fixed
-//! sequence) and returning `io::Result`.
+//! nsfleet-sys: the syscall boundary of nsfleet. Every `unsafe` of the engine (core,
+//! subsystems, supervisor), the client and the bench lab lives in this crate, one module
+//! per domain, each wrapper doing one syscall (or one fixed sequence) and returning
+//! `io::Result`. The netlink socket and the traffic engine's packet rings keep their own
+//! boundaries in their crates (`nsfleet-netlink`'s socket.rs, `nsfleet-traffic`'s sys.rs
+//! and tx/ring.rs): those crates are usable without the engine.
 //!
 //! It never decides anything: when to switch namespace, whom to signal, what to hold is
 //! the callers' policy. It knows no fleet, node, topology or netlink message.

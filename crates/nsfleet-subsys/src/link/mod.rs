@@ -1,8 +1,10 @@
 //! Making links in the kernel, one file per kind of link behind one interface
 //! ([`LinkKind`]): [`veth`] (pairs between nodes, and their far ends), [`host`] (pairs to
-//! the host's namespace), [`bridge`] (a switch's bridges, which other kinds' ends are
-//! ports of) and [`vxlan`] (tunnel endpoints). The same names in nsfleet-topology's
-//! `link/` hold each kind's syntax and plan; here is how each is wired and unwired.
+//! the host's namespace) and [`vxlan`] (tunnel endpoints); and [`bridge`], a switch's
+//! bridges, which the other kinds' ends on a switch are ports of (a subsystem of its own,
+//! not a `LinkKind`: it makes a switch's bridges once, not one device per interface). The
+//! same names in nsfleet-topology's `link/` hold each kind's syntax and plan; here is how
+//! each is wired and unwired.
 //!
 //! A kind is a subsystem through [`Wired`]: the adapter enters the node, lets the kind
 //! prepare, sends each interface's requests in full batches (one `sendmsg` per batch),
