@@ -148,17 +148,6 @@ enum Command {
         #[arg(long)]
         readme: Option<PathBuf>,
     },
-    /// Internal: the supervisor process `nsfleet up` starts.
-    #[command(name = "__supervise", hide = true)]
-    Supervise {
-        #[arg(long)]
-        name: String,
-        #[command(flatten)]
-        engine: EngineArgs,
-    },
-    /// Internal: a namespace holder of a supervisor (its socket on stdin).
-    #[command(name = "__hold", hide = true)]
-    Hold,
 }
 
 #[derive(Args)]
@@ -398,11 +387,10 @@ fn default_workers() -> usize {
 
 fn main() {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Supervise { .. } | Command::Hold) {
-        // `nsfleet status | head` ends quietly, as Unix tools do. Not in the supervisor
-        // or a holder, which must outlive any reader that goes away.
-        nsfleet::sys::die_on_sigpipe();
-    }
+    // `nsfleet status | head` ends quietly, as Unix tools do. The supervisor that `up`
+    // forks ignores SIGPIPE again, for itself and its holders: they must outlive any reader
+    // that goes away.
+    nsfleet::sys::die_on_sigpipe();
     let run_dir = cli.run_dir;
     let result = match cli.command {
         Command::Up {
@@ -491,18 +479,6 @@ fn main() {
             output,
             readme,
         }),
-        Command::Hold => nsfleet::core::holder::serve().map_err(Into::into),
-        Command::Supervise { name, engine } => {
-            match nsfleet::supervisor::run(nsfleet::supervisor::SupervisorArgs {
-                run_dir,
-                name,
-                workers: engine.workers,
-                max_unreclaimed: engine.max_unreclaimed,
-            }) {
-                Ok(code) => std::process::exit(code),
-                Err(e) => Err(e),
-            }
-        }
     };
     if let Err(e) = result {
         eprintln!("nsfleet: {e:#}");

@@ -87,9 +87,17 @@ fn host(env: &Env) -> Host {
         .lines()
         .map(String::from)
         .collect();
-    let supervisors = out("ps", &["-eo", "args"])
-        .lines()
-        .filter(|l| l.contains("__supervise") && l.contains(env.run_dir.to_str().unwrap()))
+    // Supervisors of this test's run directory: named `nsfleet-sup` (forked, not exec'd,
+    // their command line is the `up`'s), their stderr a log under the run directory.
+    let supervisors = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| {
+            let p = p.path();
+            let name = nsfleet::supervisor::SUPERVISOR_NAME.to_str().unwrap();
+            std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim_end() == name)
+                && std::fs::read_link(p.join("fd/2")).is_ok_and(|log| log.starts_with(&env.run_dir))
+        })
         .count();
     let mut run_files: Vec<String> = walk(&env.run_dir);
     run_files.sort();

@@ -328,8 +328,8 @@ fn down_no_wait_returns_before_reclamation_and_the_supervisor_finishes_alone() {
 
 /// Waits until the fleet's folder is gone, or is left behind by owners that are all dead
 /// (a leak, which the caller's assertion then reports). The supervisor is found by the pid
-/// in the record: until it has exec'd, a freshly cloned supervisor still shows the command
-/// line of the `up` that cloned it. A folder without a record is being created or removed.
+/// in the record: forked without exec, it always shows the command line of the `up` that
+/// forked it. A folder without a record is being created or removed.
 fn wait_folder_settled(env: &Env, name: &str) {
     let dir = env.run_dir.join(name);
     for _ in 0..400 {
@@ -379,15 +379,18 @@ fn ctrl_c_of_up_at_any_moment_leaves_nothing() {
     }
 }
 
-/// The holder processes of a supervisor (children running `nsfleet __hold`).
+/// The holder processes of a supervisor: its live children named `nsfleet-hold` (forked,
+/// not exec'd, so their command line is the supervisor's).
 fn holders_of(sup: i32) -> Vec<i32> {
     let procs = std::fs::read_dir("/proc").unwrap().flatten();
     procs
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|p| {
             let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
-            let cmdline = std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default();
-            status.contains(&format!("\nPPid:\t{sup}\n")) && cmdline.contains("__hold")
+            let name = nsfleet::core::holder::HOLDER_NAME.to_str().unwrap();
+            status.contains(&format!("\nPPid:\t{sup}\n"))
+                && status.starts_with(&format!("Name:\t{name}\n"))
+                && !status.contains("\nState:\tZ")
         })
         .collect()
 }

@@ -9,7 +9,6 @@ use nsfleet::rundir::{FleetRecord, ProcId, RunDir};
 use nsfleet::sys;
 use nsfleet::topology::{self, check_name, Topology, MAX_FLEET_NAME};
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -78,43 +77,27 @@ fn launch(
     validate: Duration,
     held: sys::SignalsHeld,
 ) -> anyhow::Result<()> {
-    let (in_r, mut in_w) = std::io::pipe()?;
-    let (out_r, out_w) = std::io::pipe()?;
     let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
-    let args: Vec<String> = [
-        "nsfleet",
-        "__supervise",
-        "--run-dir",
-        &rd.root().display().to_string(),
-        "--name",
-        &topo.name,
-        "--workers",
-        &a.workers.to_string(),
-        "--max-unreclaimed",
-        &a.max_unreclaimed.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let init = sys::InitCommand::new(
-        "/proc/self/exe",
-        &args,
-        in_r.as_raw_fd(),
-        out_w.as_raw_fd(),
-        log.as_raw_fd(),
-    )?;
-    let pid = init.spawn().context("starting the supervisor")?;
-    drop((in_r, out_w, log));
+    let args = nsfleet::supervisor::SupervisorArgs {
+        run_dir: rd.root().to_path_buf(),
+        name: topo.name.clone(),
+        workers: a.workers,
+        max_unreclaimed: a.max_unreclaimed,
+        holding: None,
+    };
+    let sup = nsfleet::supervisor::launch(args, log.into()).context("starting the supervisor")?;
+    let pid = sup.pid;
     record.supervisor = ProcId::of(pid);
     rd.write_record(record)?;
     // One write: serde_json writes piecemeal, a syscall per piece on an unbuffered pipe.
-    in_w.write_all(&serde_json::to_vec(topo)?)?;
-    drop(in_w);
+    let mut topology = sup.topology;
+    topology.write_all(&serde_json::to_vec(topo)?)?;
+    drop(topology);
     // The supervisor has the fleet now; a Ctrl-C from here on cancels it cleanly.
     drop(held);
 
     let bar = Progress::new(topo.node_count());
-    for line in BufReader::new(out_r).lines() {
+    for line in BufReader::new(sup.events).lines() {
         let line = line?;
         match serde_json::from_str::<UpEvent>(&line) {
             Ok(UpEvent::Progress { phase, done, total }) => bar.set(&phase, done, total),

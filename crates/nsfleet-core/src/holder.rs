@@ -8,17 +8,22 @@
 //! kernel's reference count stays the garbage collector. A worker reaches a held namespace
 //! through `pidfd_getfd`, a descriptor of its own for as long as it needs one.
 //!
-//! It never decides which nodes are held: the fleet does.
+//! A holder is forked from the supervisor (not exec'd: the engine may be embedded in a
+//! program that is not `nsfleet`) and named `nsfleet-hold`, which is how `ps` and the
+//! tests tell it. It never decides which nodes are held: the fleet does.
 
 use nsfleet_sys as sys;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::ffi::CStr;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
+
+/// The name of a holder process (`comm`), as `ps -e` and `pgrep -x` show it: its command
+/// line is its supervisor's.
+pub const HOLDER_NAME: &CStr = c"nsfleet-hold";
 
 /// Descriptors a holder keeps below its own limit, for itself.
 const HOLDER_SPARE: u64 = 64;
@@ -120,12 +125,22 @@ impl Holder {
 
     fn start() -> io::Result<Holder> {
         let (ours, theirs) = UnixStream::pair()?;
-        let child = Command::new(std::env::current_exe()?)
-            .arg("__hold")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .spawn()?;
-        let pidfd = sys::pidfd_open(child.id() as libc::pid_t)?;
+        let how = sys::HelperStart {
+            name: HOLDER_NAME,
+            // Its socket at 0, as stdin was when holders were exec'd; nothing else.
+            fds: &[theirs.as_fd()],
+            new_session: false,
+            unblock_signals: true,
+        };
+        // Until the pidfd exists: a holder that exits at once must not be reaped by PID 1's
+        // orphan sweep and its pid reused under us.
+        let guard = sys::spawn_guard();
+        let pid = sys::fork_helper(&how, |kept| match kept.get(0) {
+            Some(sock) => serve(sock),
+            None => 1,
+        })?;
+        let pidfd = sys::pidfd_open(pid)?;
+        drop(guard);
         Ok(Holder {
             conn: Mutex::new(ours),
             pidfd,
@@ -156,38 +171,52 @@ impl Holder {
     }
 }
 
-/// The holder process (`nsfleet __hold`): serves its socket, on stdin, until it closes.
+/// The holder process: serves its socket until it closes, and returns its exit code.
 /// No death signal: the thread that started it is gone at once. It ends on end-of-file,
 /// which the kernel gives it when the supervisor's end closes however the supervisor dies,
 /// and as a process of the supervisor's PID namespace it is killed with it anyway.
-pub fn serve() -> io::Result<()> {
+///
+/// It runs in a child forked from the supervisor's threads, so it is async-signal-safe:
+/// syscalls only, on stack buffers, no allocation, no lock, no std I/O. Nor a map of what
+/// it keeps: the kernel's descriptor table is the map, a slot is the number the received
+/// descriptor got, and closing a slot closes that number.
+fn serve(sock: BorrowedFd<'_>) -> i32 {
     let (_, hard) = sys::nofile_limits();
-    sys::raise_nofile(hard)?;
-    let sock = std::io::stdin();
-    let mut out = UnixStream::from(sock.as_fd().try_clone_to_owned()?);
-    let mut kept: HashMap<RawFd, OwnedFd> = HashMap::new();
+    if sys::raise_nofile(hard).is_err() {
+        return 1;
+    }
     loop {
         let mut msg = [0u8; 5];
-        let (n, fd) = sys::recv_with_fd(sock.as_fd(), &mut msg)?;
-        if n == 0 {
-            return Ok(());
-        }
-        if n < msg.len() {
-            out.read_exact(&mut msg[n..])?;
+        let mut got = 0;
+        let mut fd = None;
+        while got < msg.len() {
+            match sys::recv_with_fd(sock, &mut msg[got..]) {
+                Ok((0, _)) if got == 0 => return 0,
+                Ok((0, _)) => return 1,
+                Ok((n, received)) => {
+                    got += n;
+                    // A descriptor comes with a request's first byte; one with a later
+                    // byte breaks the protocol and is closed (dropped) here.
+                    if fd.is_none() {
+                        fd = received;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return 1,
+            }
         }
         let arg = RawFd::from_le_bytes([msg[1], msg[2], msg[3], msg[4]]);
         let answer = match (msg[0], fd) {
-            (b'h', Some(fd)) => {
-                let slot = fd.as_raw_fd();
-                kept.insert(slot, fd);
-                slot
-            }
-            (b'c', None) => match kept.remove(&arg) {
-                Some(_) => 0,
-                None => -libc::EBADF,
+            // Kept: the descriptor's number is its slot, and nothing closes it but a 'c'.
+            (b'h', Some(fd)) => fd.into_raw_fd(),
+            (b'c', None) => match sys::close_held(sock, arg) {
+                Ok(()) => 0,
+                Err(e) => -e.raw_os_error().unwrap_or(libc::EBADF),
             },
             _ => -libc::EINVAL,
         };
-        out.write_all(&answer.to_le_bytes())?;
+        if sys::send_all(sock, &answer.to_le_bytes()).is_err() {
+            return 1;
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! The supervisor: the one process that owns a fleet.
 //!
-//! `nsfleet up` starts it as PID 1 of a new PID namespace. It holds every node's namespace
-//! by an open descriptor only (no bind mounts), so when it dies, however it dies, the
-//! kernel drops every namespace and, because it is the PID namespace's init, kills every
-//! process of the fleet. Nothing of the fleet can outlive it but its run folder, which
+//! [`launch`] starts it, forked from the caller (`nsfleet up`, or any program that embeds
+//! the engine) and never exec'd, as PID 1 of a new PID namespace, named `nsfleet-sup`. It
+//! holds every node's namespace by an open descriptor only (no bind mounts), so when it
+//! dies, however it dies, the kernel drops every namespace and, because it is the PID
+//! namespace's init, kills every process of the fleet. Nothing of the fleet can outlive it but its run folder, which
 //! `nsfleet clean` removes.
 //!
 //! It serves the control socket ([`crate::control`]), and ends on `down`, on SIGTERM,
@@ -22,7 +23,7 @@ use crate::rundir::RunDir;
 use crate::traffic::Traffic;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
-use nsfleet_core::{Fleet, FleetOptions, Node, Phase};
+use nsfleet_core::{Fleet, FleetOptions, Holding, Node, Phase};
 use nsfleet_subsys::impair::{Impaired, Impairments};
 use nsfleet_subsys::process::Procs;
 use nsfleet_subsys::{register_defaults, Defaults};
@@ -30,10 +31,11 @@ use nsfleet_sys as sys;
 use nsfleet_topology::{Impair, Topology};
 use nsfleet_traffic::Command;
 use parking_lot::Mutex;
+use std::ffi::CStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::ControlFlow;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -45,6 +47,73 @@ pub struct SupervisorArgs {
     pub name: String,
     pub workers: usize,
     pub max_unreclaimed: usize,
+    /// Who holds the nodes' namespaces; `None`: as [`preflight::holding`] decides from
+    /// this machine's limits and `NSFLEET_HOLDER_CAP`.
+    pub holding: Option<Holding>,
+}
+
+/// A supervisor [`launch`] started: its pid and its two pipes.
+pub struct Launched {
+    /// Its pid as the caller sees it. It is the caller's child: reap it (waitpid) once it
+    /// is gone, or leave that to the caller's own exit.
+    pub pid: libc::pid_t,
+    /// Its stdin: write the topology as JSON (one write), then close it.
+    pub topology: std::io::PipeWriter,
+    /// Its stdout: [`UpEvent`]s, one JSON line each, until end-of-file (once the fleet is
+    /// ready or has failed).
+    pub events: std::io::PipeReader,
+}
+
+/// The name of a supervisor process (`comm`), as `ps -e` and `pgrep -x` show it: its
+/// command line is that of the program that launched it.
+pub const SUPERVISOR_NAME: &CStr = c"nsfleet-sup";
+
+/// Starts a fleet's supervisor: a child of the caller, forked, not exec'd (so any program
+/// that embeds the engine can run it, not only the `nsfleet` binary), PID 1 of a new PID
+/// namespace in a session of its own, named [`SUPERVISOR_NAME`], its stderr `log`. It then
+/// waits for the topology on [`Launched::topology`], builds the fleet, reports on
+/// [`Launched::events`] and serves the control socket under `args.run_dir` until it is
+/// told to end (see the module). Nothing of the fleet outlives it. The fleet's folder under
+/// `args.run_dir` is the caller's to claim first ([`RunDir::claim`]), as `nsfleet up` does:
+/// the supervisor removes it as it ends only if it holds nsfleet's record.
+///
+/// What an embedder must know, since the child is a copy of the caller (see
+/// [`sys::fork_helper`]):
+/// - It is glibc's fork: the child may allocate; it runs the supervisor on the forking
+///   thread alone and never returns into the caller's stack.
+/// - The child touches none of the caller's data or locks, with these exceptions, which
+///   only matter if another thread holds them at the instant of the fork: std's
+///   `Stdout`/`Stderr`/`Stdin` (the supervisor writes its events and log and reads the
+///   topology through the descriptors, never through those; only a panic message goes
+///   through std's stderr), std's environment lock (`NSFLEET_*` variables are read: do
+///   not `set_var` concurrently), and parking_lot's global table of parked threads.
+/// - It keeps only its three standard descriptors; every other one is closed in it. It
+///   keeps the caller's signal mask and ignored signals (as exec would; SIGPIPE is set to
+///   ignored, which it needs), not the caller's handlers.
+/// - The caller's memory is shared copy-on-write: the child keeps alive what the caller
+///   changes afterwards, and files or sockets the caller has mapped; a caller with big
+///   or such mappings should launch early, or mark them MADV_DONTFORK.
+pub fn launch(args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
+    let (stdin_r, topology) = std::io::pipe()?;
+    let (events, stdout_w) = std::io::pipe()?;
+    let how = sys::HelperStart {
+        name: SUPERVISOR_NAME,
+        fds: &[stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()],
+        new_session: true,
+        unblock_signals: false,
+    };
+    let pid = sys::fork_pid_ns_init(&how, move |_| {
+        // A reader of our events or of a control reply that goes away must cost an EPIPE,
+        // not the fleet.
+        sys::ignore_sigpipe();
+        // Its error is logged and told to the caller already.
+        run(args).unwrap_or(1)
+    })?;
+    Ok(Launched {
+        pid,
+        topology,
+        events,
+    })
 }
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
@@ -76,21 +145,21 @@ struct Supervisor {
     traffic: Mutex<Traffic>,
 }
 
-/// Runs the supervisor; the topology arrives as JSON on stdin, events go to stdout.
-pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
+/// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
+/// stdin, events go to stdout, the log to stderr, each through its descriptor.
+fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     // Blocked before any thread exists, so that every thread inherits the mask and only
     // the signal thread ever receives them.
     let _signals = sys::SignalsHeld::new(&SIGNALS)?;
     let (run_dir, name) = (RunDir::new(&args.run_dir), args.name.clone());
-    eprintln!(
-        "nsfleet supervisor: pid {} for fleet {name:?}",
-        sys::host_pid()
-    );
+    log(format_args!("pid {} for fleet {name:?}", sys::host_pid()));
     supervise(args).inspect_err(|e| {
-        eprintln!("nsfleet supervisor: {e:#}");
+        log(format_args!("{e:#}"));
         // The log goes with the folder below: tell `up` directly, if it still listens.
         let message = format!("{e:#}");
-        let _ = control::write_line(&mut std::io::stdout(), &UpEvent::Failed { message });
+        if let Ok(out) = sys::dup_stdio(1) {
+            let _ = control::write_line(out, &UpEvent::Failed { message });
+        }
 
         // Whatever failed, the folder is ours and nobody else may be left to remove it
         // (the `up` that launched us may be gone).
@@ -98,9 +167,17 @@ pub fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     })
 }
 
+/// A line of the log (stderr), in one write, through the descriptor: std's `Stderr` lock
+/// may be held forever in a forked process (see [`launch`]).
+fn log(line: std::fmt::Arguments) {
+    if let Ok(mut err) = sys::dup_stdio(2) {
+        let _ = err.write_all(format!("nsfleet supervisor: {line}\n").as_bytes());
+    }
+}
+
 fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let mut input = String::new();
-    std::io::stdin().read_to_string(&mut input)?;
+    sys::dup_stdio(0)?.read_to_string(&mut input)?;
     let topo: Topology =
         serde_json::from_str(&input).context("reading the topology from `nsfleet up`")?;
     let run_dir = RunDir::new(&args.run_dir);
@@ -109,7 +186,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
     let fleet = Fleet::new(FleetOptions {
-        holding: crate::preflight::holding(&topo),
+        holding: (args.holding).unwrap_or_else(|| crate::preflight::holding(&topo)),
         workers: args.workers,
         max_unreclaimed: args.max_unreclaimed,
         log_dir,
@@ -128,7 +205,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
-    let mut events = Events::stdout();
+    let mut events = Events::stdout()?;
     let result = sup.fleet.create(&topo, &mut |phase, done, total| {
         events.progress(phase, done, total)
     });
@@ -195,7 +272,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     sup.fleet.shutdown();
     answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
-        eprintln!("nsfleet supervisor: {e:#}");
+        log(format_args!("{e:#}"));
     }
     let reclaimed = Reply::Reclaimed {
         nodes: settled.total,
@@ -210,20 +287,22 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     }
 }
 
-/// Writes [`UpEvent`]s to the `up` that launched us, at most ten progress lines a second.
+/// Writes [`UpEvent`]s to the `up` that launched us, at most ten progress lines a second,
+/// each in one write through a descriptor of our own for stdout (not std's `Stdout`, see
+/// [`launch`]).
 struct Events {
-    out: Option<std::io::Stdout>,
+    out: Option<std::fs::File>,
     last: Instant,
     broken: bool,
 }
 
 impl Events {
-    fn stdout() -> Self {
-        Events {
-            out: Some(std::io::stdout()),
+    fn stdout() -> std::io::Result<Self> {
+        Ok(Events {
+            out: Some(sys::dup_stdio(1)?),
             last: Instant::now(),
             broken: false,
-        }
+        })
     }
 
     /// Reports progress; `Break` once the `up` that launched us is gone (Ctrl-C): nobody
@@ -243,17 +322,14 @@ impl Events {
 
     fn send(&mut self, e: &UpEvent) {
         if let Some(out) = &self.out {
-            let mut lock = out.lock();
-            if control::write_line(&mut lock, e)
-                .and_then(|_| lock.flush())
-                .is_err()
-            {
+            if control::write_line(out, e).is_err() {
                 self.broken = true;
             }
         }
     }
 
-    /// Stops writing and lets `up` see end-of-file.
+    /// Stops writing and lets `up` see end-of-file: our copy of stdout closes, and stdout
+    /// itself goes to /dev/null.
     fn close(&mut self) {
         self.out = None;
         let _ = sys::redirect_stdout_to_null();

@@ -1,23 +1,36 @@
 //! Descriptors passed over Unix sockets (SCM_RIGHTS), one at a time.
+//!
+//! Nothing here allocates and each call is one syscall, so a holder (a forked child that
+//! may only make async-signal-safe calls, see [`crate::helper`]) uses these too.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// A control buffer with room for one descriptor (SCM_RIGHTS).
-fn one_fd_cmsg_buf() -> Vec<u8> {
-    // SAFETY: CMSG_SPACE is pure arithmetic.
-    vec![0u8; unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize]
+/// Room for the control message of one descriptor: CMSG_SPACE(sizeof(int)).
+// SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+const ONE_FD_SPACE: usize =
+    unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+
+/// A control buffer for one descriptor, on the stack and aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 32]);
+const _: () = assert!(ONE_FD_SPACE <= 32);
+
+impl CmsgBuf {
+    fn new() -> Self {
+        CmsgBuf([0; 32])
+    }
 }
 
 /// A msghdr over one buffer and a control buffer. The pointers it holds are valid as long
 /// as `iov` and `cbuf` are: callers pass it to one syscall while both are alive.
-fn msghdr_with(iov: &mut libc::iovec, cbuf: &mut [u8]) -> libc::msghdr {
+fn msghdr_with(iov: &mut libc::iovec, cbuf: &mut CmsgBuf) -> libc::msghdr {
     // SAFETY: msghdr is plain data; all-zero is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = cbuf.len();
+    msg.msg_control = cbuf.0.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = ONE_FD_SPACE;
     msg
 }
 
@@ -27,10 +40,10 @@ pub fn send_with_fd(sock: BorrowedFd<'_>, payload: &[u8], fd: BorrowedFd<'_>) ->
         iov_base: payload.as_ptr() as *mut libc::c_void,
         iov_len: payload.len(),
     };
-    let mut cbuf = one_fd_cmsg_buf();
+    let mut cbuf = CmsgBuf::new();
     let msg = msghdr_with(&mut iov, &mut cbuf);
     // SAFETY: msg points at iov and cbuf, both alive for the call; the CMSG_* macros stay
-    // inside cbuf, which one_fd_cmsg_buf sized with CMSG_SPACE for one descriptor.
+    // inside cbuf, which holds CMSG_SPACE for one descriptor and is aligned for cmsghdr.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -51,7 +64,7 @@ pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, 
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    let mut cbuf = one_fd_cmsg_buf();
+    let mut cbuf = CmsgBuf::new();
     let mut msg = msghdr_with(&mut iov, &mut cbuf);
     // SAFETY: as in send_with_fd; the received descriptor (if any) is new in our table
     // (MSG_CMSG_CLOEXEC) and owned from here on.
@@ -71,4 +84,28 @@ pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, 
         }
         Ok((n as usize, fd))
     }
+}
+
+/// Sends all of `bytes` on a socket, without SIGPIPE if the peer is gone (EPIPE instead).
+pub fn send_all(sock: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: send(2) reads bytes.len() bytes from a live slice.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                bytes.as_ptr() as *const libc::c_void,
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
 }

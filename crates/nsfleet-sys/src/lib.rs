@@ -10,6 +10,7 @@
 
 pub mod fdpass;
 pub mod fs;
+pub mod helper;
 pub mod iface;
 pub mod limits;
 pub mod meminfo;
@@ -22,6 +23,7 @@ pub mod signals;
 // The wrappers by name, for callers that use a few of several domains.
 pub use fdpass::*;
 pub use fs::*;
+pub use helper::*;
 pub use iface::*;
 pub use limits::*;
 pub use meminfo::*;

@@ -1,5 +1,5 @@
-//! Processes: pidfds, spawning node processes and PID-namespace inits, reaping, signals
-//! to groups, identities that survive pid reuse.
+//! Processes: pidfds, spawning node processes, reaping, signals to groups, identities that
+//! survive pid reuse, standard streams. Helpers forked without exec are in [`crate::helper`].
 
 use crate::check;
 use crate::poll::pollfds_in;
@@ -121,85 +121,6 @@ fn child_setup() -> io::Result<()> {
     Ok(())
 }
 
-/// The command to start as the first process of a new PID namespace.
-pub struct InitCommand {
-    path: CString,
-    argv: Vec<CString>,
-    stdin: RawFd,
-    stdout: RawFd,
-    stderr: RawFd,
-}
-
-impl InitCommand {
-    pub fn new(
-        path: &str,
-        args: &[String],
-        stdin: RawFd,
-        stdout: RawFd,
-        stderr: RawFd,
-    ) -> io::Result<Self> {
-        let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
-        Ok(InitCommand {
-            path: c(path)?,
-            argv: args.iter().map(|a| c(a)).collect::<io::Result<_>>()?,
-            stdin,
-            stdout,
-            stderr,
-        })
-    }
-
-    /// Starts the command as PID 1 of a new PID namespace, in a new session. When it dies,
-    /// the kernel kills every other process of that namespace: the whole fleet's process
-    /// tree, daemons that double-forked included. Returns its pid as seen from here.
-    pub fn spawn(&self) -> io::Result<libc::pid_t> {
-        let mut argv: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        #[repr(C)]
-        #[derive(Default)]
-        struct CloneArgs {
-            flags: u64,
-            pidfd: u64,
-            child_tid: u64,
-            parent_tid: u64,
-            exit_signal: u64,
-            stack: u64,
-            stack_size: u64,
-            tls: u64,
-        }
-        let args = CloneArgs {
-            flags: libc::CLONE_NEWPID as u64,
-            exit_signal: libc::SIGCHLD as u64,
-            ..Default::default()
-        };
-        // SAFETY: clone3 without CLONE_VM behaves like fork: the child gets a copy of
-        // our memory and runs on its copy of this stack. Between clone and exec the
-        // child only calls async-signal-safe syscalls (dup2, setsid, execv, _exit) on
-        // data prepared before the clone, so it is sound even if the parent had threads.
-        unsafe {
-            let pid = libc::syscall(
-                libc::SYS_clone3,
-                &args as *const CloneArgs,
-                std::mem::size_of::<CloneArgs>(),
-            );
-            if pid < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if pid == 0 {
-                if libc::dup2(self.stdin, 0) < 0
-                    || libc::dup2(self.stdout, 1) < 0
-                    || libc::dup2(self.stderr, 2) < 0
-                    || libc::setsid() < 0
-                {
-                    libc::_exit(126);
-                }
-                libc::execv(self.path.as_ptr(), argv.as_ptr());
-                libc::_exit(127);
-            }
-            Ok(pid as libc::pid_t)
-        }
-    }
-}
-
 /// Our pid as the host sees it. Inside a new PID namespace getpid() says 1, but /proc is
 /// the host's, and its `self` link names us in the host's numbering.
 pub fn host_pid() -> libc::pid_t {
@@ -270,6 +191,21 @@ pub fn redirect_stdout_to_null() -> io::Result<()> {
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     // SAFETY: dup2(2) on two valid descriptors; fd 1 is replaced atomically.
     check(unsafe { libc::dup2(null.as_raw_fd(), 1) }).map(drop)
+}
+
+/// A descriptor of our own for standard stream `n` (0, 1 or 2), as a `File`. Reading or
+/// writing through it takes none of std's `Stdin`/`Stdout`/`Stderr` locks and none of
+/// their buffers, which a forked helper may have inherited held or half full (see
+/// [`crate::helper::fork_helper`]).
+pub fn dup_stdio(n: RawFd) -> io::Result<std::fs::File> {
+    if !(0..=2).contains(&n) {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    // SAFETY: fcntl(2) duplicating 0, 1 or 2, which std too treats as always borrowable
+    // (its `Stdin::as_fd`); the result is a fresh descriptor owned by nobody else.
+    let fd = check(unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: as above, fresh and ours.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Waits for a child and returns its wait status.

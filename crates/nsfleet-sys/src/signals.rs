@@ -10,6 +10,14 @@ pub fn die_on_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Ignores SIGPIPE: a write to a pipe or socket whose reader is gone fails with EPIPE
+/// instead of ending the process (what the Rust runtime sets up in a program's `main`; a
+/// forked helper inherits whatever its caller has, `die_on_sigpipe` included).
+pub fn ignore_sigpipe() {
+    // SAFETY: sets one signal's disposition to SIG_IGN; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// A signal set holding exactly `signals`.
 fn sigset(signals: &[libc::c_int]) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset/sigaddset only write into it.
