@@ -102,7 +102,10 @@ pub fn launch(args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
         new_session: true,
         unblock_signals: false,
     };
+    let cmdline = format!("nsfleet-sup {}", args.name);
     let pid = sys::fork_pid_ns_init(&how, move |_| {
+        // `ps` shows what we are, not the command that forked us.
+        let _ = sys::set_cmdline(&cmdline);
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
         // not the fleet.
         sys::ignore_sigpipe();

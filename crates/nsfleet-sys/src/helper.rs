@@ -207,3 +207,40 @@ pub fn close_held(sock: BorrowedFd<'_>, slot: RawFd) -> io::Result<()> {
     // owns it is the caller's part (see above): in a holder nothing does.
     check(unsafe { libc::close(slot) }).map(drop)
 }
+
+/// Gives this process the command line `line`, as `ps` and /proc/PID/cmdline show it: a
+/// forked helper would otherwise show its parent's (`nsfleet up lab.toml`, long after that
+/// `up` returned). The kernel shows the bytes of the process's argument area, so they are
+/// rewritten in place (through /proc/self/mem), cut to the whole words that fit; the area
+/// itself cannot move without CAP_SYS_RESOURCE. If not even the first word fits, the
+/// command line stays as it was. `std::env::args` reads the same bytes: call this
+/// only where nothing reads the arguments any more.
+pub fn set_cmdline(line: &str) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields 48 and 49 of proc(5): arg_start and arg_end, counted after the command name,
+    // which may hold spaces but ends at the last ')'.
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| -> Option<u64> { after.split_whitespace().nth(n - 3)?.parse().ok() };
+    let (Some(start), Some(end)) = (field(48), field(49)) else {
+        return Err(io::Error::other("no argument area in /proc/self/stat"));
+    };
+    let room = end.saturating_sub(start) as usize;
+    let mut fits = line;
+    while fits.len() >= room {
+        match fits.rsplit_once(' ') {
+            Some((head, _)) => fits = head,
+            None => return Ok(()),
+        }
+    }
+    // The text, then NULs to the end: the last byte NUL tells the kernel the area is
+    // one plain argument list.
+    let mut area = vec![0u8; room];
+    let text = fits.as_bytes();
+    area[..text.len()].copy_from_slice(text);
+    let mut mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")?;
+    mem.seek(SeekFrom::Start(start))?;
+    mem.write_all(&area)
+}
