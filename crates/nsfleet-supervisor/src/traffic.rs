@@ -10,7 +10,6 @@
 
 use anyhow::{anyhow, bail, Context};
 use nsfleet_core::{Fleet, Node};
-use nsfleet_topology::Link;
 use nsfleet_traffic::sink::Sink;
 use nsfleet_traffic::{Command, DeviceParams, Engine, Method, Param, Results, Target};
 use serde::{Deserialize, Serialize};
@@ -366,7 +365,7 @@ fn owner_of(fleet: &Fleet, addr: Ipv4Addr) -> Option<(String, String)> {
 fn is_peer(fleet: &Fleet, (a, ai): (&Node, &str), (b, bi): (&str, &str)) -> bool {
     let ends = |n: &Node, i: &str, other: &str, oi: &str| {
         (n.wiring().ifaces.iter()).any(|x| {
-            x.name == i && matches!(&x.link, Link::Veth(p) if p.name == oi && p.node == other)
+            x.name == i && (x.link.as_veth()).is_some_and(|p| p.name == oi && p.node == other)
         })
     };
     let nodes = fleet.nodes();

@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::{Batch, NlSocket};
-use nsfleet_topology::{HostEnd, Iface, IpNet, Link};
+use nsfleet_topology::{Iface, IpNet};
 use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
@@ -26,13 +26,6 @@ pub struct HostLinks {
     host: Mutex<NlSocket>,
     /// The host's namespace, where the far ends go.
     home: OwnedFd,
-}
-
-fn host_end(i: &Iface) -> Option<&HostEnd> {
-    match &i.link {
-        Link::Host(h) => Some(h),
-        _ => None,
-    }
 }
 
 impl HostLinks {
@@ -124,17 +117,17 @@ impl LinkKind for HostLinks {
     }
 
     fn makes(&self, iface: &Iface) -> bool {
-        host_end(iface).is_some()
+        iface.link.as_host().is_some()
     }
 
     fn prepare(&self, _: &Node, iface: &Iface) -> anyhow::Result<()> {
-        let host = host_end(iface).expect("made by this kind");
+        let host = iface.link.as_host().expect("made by this kind");
         self.journal(&host.name)
             .context("writing the host-link journal")
     }
 
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {
-        let host = host_end(i).expect("made by this kind");
+        let host = i.link.as_host().expect("made by this kind");
         let local = LinkSpec {
             name: &i.name,
             index: i.index,
@@ -155,12 +148,12 @@ impl LinkKind for HostLinks {
     }
 
     fn finish(&self, _: &Node, iface: &Iface) -> anyhow::Result<()> {
-        let host = host_end(iface).expect("made by this kind");
+        let host = iface.link.as_host().expect("made by this kind");
         self.configure_host_end(&host.name, &host.addrs)
     }
 
     fn describe(&self, node: &Node, i: &Iface) -> String {
-        let host = host_end(i).expect("made by this kind");
+        let host = i.link.as_host().expect("made by this kind");
         format!(
             "host link {}:{} <-> host:{} (topology line {})",
             node.name(),

@@ -13,7 +13,7 @@ use super::{bridge, At, LinkKind};
 use anyhow::{anyhow, Context};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{Iface, Link, Peer};
+use nsfleet_topology::{Iface, Link};
 use std::sync::Arc;
 
 /// The ends a node makes.
@@ -21,13 +21,6 @@ pub struct Veths;
 
 /// The ends made from the other side.
 pub struct FarEnds;
-
-fn peer(iface: &Iface) -> Option<&Peer> {
-    match &iface.link {
-        Link::Veth(p) => Some(p),
-        _ => None,
-    }
-}
 
 impl LinkKind for Veths {
     fn name(&self) -> &'static str {
@@ -39,11 +32,11 @@ impl LinkKind for Veths {
     }
 
     fn makes(&self, iface: &Iface) -> bool {
-        peer(iface).is_some()
+        iface.link.as_veth().is_some()
     }
 
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, iface: &Iface) -> anyhow::Result<()> {
-        let peer = peer(iface).expect("made by this kind");
+        let peer = iface.link.as_veth().expect("made by this kind");
         // A descriptor of the peer's namespace, open only while its batch is.
         let dup = |p: &Arc<Node>| p.with_netns(|fd| fd.try_clone_to_owned());
         let fd = (at.peers.get(&peer.node).and_then(dup))
@@ -74,7 +67,7 @@ impl LinkKind for Veths {
     }
 
     fn describe(&self, node: &Node, iface: &Iface) -> String {
-        let peer = peer(iface).expect("made by this kind");
+        let peer = iface.link.as_veth().expect("made by this kind");
         format!(
             "link {}:{} <-> {}:{} (topology line {})",
             node.name(),

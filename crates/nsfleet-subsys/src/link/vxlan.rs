@@ -7,16 +7,9 @@
 use super::{bridge, At, LinkKind};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{Iface, Link, VxlanEnd};
+use nsfleet_topology::Iface;
 
 pub struct Vxlans;
-
-fn end(iface: &Iface) -> Option<&VxlanEnd> {
-    match &iface.link {
-        Link::Vxlan(v) => Some(v),
-        _ => None,
-    }
-}
 
 impl LinkKind for Vxlans {
     fn name(&self) -> &'static str {
@@ -28,11 +21,11 @@ impl LinkKind for Vxlans {
     }
 
     fn makes(&self, iface: &Iface) -> bool {
-        end(iface).is_some()
+        iface.link.as_vxlan().is_some()
     }
 
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {
-        let v = end(i).expect("made by this kind");
+        let v = i.link.as_vxlan().expect("made by this kind");
         let spec = LinkSpec {
             name: &i.name,
             index: i.index,
@@ -54,7 +47,7 @@ impl LinkKind for Vxlans {
     }
 
     fn describe(&self, node: &Node, i: &Iface) -> String {
-        let v = end(i).expect("made by this kind");
+        let v = i.link.as_vxlan().expect("made by this kind");
         format!(
             "vxlan {}:{} (vni {}, remote {}; topology line {})",
             node.name(),

@@ -61,3 +61,29 @@ pub struct VxlanEnd {
     /// The index of the node's interface the tunnel's packets leave by.
     pub underlay: Option<i32>,
 }
+
+impl Link {
+    /// The far end, if this end makes a veth pair to another node.
+    pub fn as_veth(&self) -> Option<&Peer> {
+        match self {
+            Link::Veth(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The host's end, if this is a host link.
+    pub fn as_host(&self) -> Option<&HostEnd> {
+        match self {
+            Link::Host(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The tunnel's settings, if this is a VXLAN device.
+    pub fn as_vxlan(&self) -> Option<&VxlanEnd> {
+        match self {
+            Link::Vxlan(v) => Some(v),
+            _ => None,
+        }
+    }
+}
