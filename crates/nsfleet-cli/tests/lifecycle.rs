@@ -135,8 +135,14 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
     let sup = fleet.pid();
     let namespaces = netns_held_by(sup);
     assert_eq!(namespaces.len(), 21);
-    // The daemonised sleeps escaped their process group and their parent; find them too.
+    // The daemonised sleeps escaped their process group and their parent; find them too,
+    // by the nodes' network namespaces they are in.
     std::thread::sleep(std::time::Duration::from_millis(200));
+    let inodes: Vec<u64> = namespaces.iter().filter_map(|h| h.inode()).collect();
+    let in_fleet = |p: i32| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{p}/ns/net")).is_ok_and(|m| inodes.contains(&m.ino()))
+    };
     let escaped: Vec<i32> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -144,8 +150,7 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
         .filter(|p| {
             std::fs::read_to_string(format!("/proc/{p}/cmdline"))
                 .is_ok_and(|c| c.starts_with("sleep\u{0}100"))
-                && std::fs::read_link(format!("/proc/{p}/ns/pid")).ok()
-                    == std::fs::read_link(format!("/proc/{sup}/ns/pid")).ok()
+                && in_fleet(*p)
         })
         .collect();
     assert!(escaped.len() >= 40, "daemons found: {}", escaped.len());

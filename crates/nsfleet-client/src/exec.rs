@@ -1,7 +1,10 @@
-//! `nsfleet exec`: run a command inside a node, as `ip netns exec` does: this process
-//! enters the node's network namespace (a descriptor the supervisor passes us), gets a
-//! private mount namespace with /sys remounted for it, and becomes the command. Standard
-//! input, output, error and the exit status are the command's own.
+//! `nsfleet exec`: run a command inside a node. In a node with a world (one that runs
+//! processes), this process enters all of the world's namespaces (network, mount, UTS and
+//! PID, through a pidfd of its init the supervisor passes us) and forks the command, as
+//! `nsenter --fork` does, to be in the PID namespace; it waits and exits with the
+//! command's status. In any other node it does what `ip netns exec` does: enters the
+//! network namespace, gets a private mount namespace with /sys remounted for it, and
+//! becomes the command. Standard input, output and error are the command's own.
 
 use super::connect;
 use anyhow::{anyhow, bail, Context};
@@ -29,7 +32,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     }
     let rd = RunDir::new(&a.run_dir);
     let mut c = connect(&rd, &a.name)?;
-    let Reply::Netns { .. } = c.call(&Request::Netns {
+    let Reply::Netns { world, .. } = c.call(&Request::Netns {
         node: a.node.clone(),
     })?
     else {
@@ -39,6 +42,36 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         .take_fd()
         .ok_or_else(|| anyhow!("the supervisor sent no namespace descriptor"))?;
     drop(c);
+    if world {
+        let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+        sys::setns_pidfd(ns.as_fd(), all).context("entering the node's namespaces")?;
+        drop(ns);
+        let child = std::process::Command::new(&a.command[0])
+            .args(&a.command[1..])
+            .env("NSFLEET_FLEET", &a.name)
+            .env("NSFLEET_NODE", &a.node)
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("nsfleet: exec {}: {e}", a.command[0]);
+                std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                });
+            }
+        };
+        // The terminal's Ctrl-C is the command's to take; we only report how it ended.
+        sys::ignore_interrupts();
+        let status = child.wait().context("waiting for the command")?;
+        use std::os::unix::process::ExitStatusExt;
+        std::process::exit(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        );
+    }
     sys::setns_net(ns.as_fd()).context("entering the node's network namespace")?;
     drop(ns);
     // Best effort, as for `ip netns exec` in a container without mount privileges: the

@@ -25,6 +25,8 @@ pub(crate) enum Netns {
 
 pub struct Node {
     name: Box<str>,
+    /// The number its name template gave it (`{i}`); 1 for a written node.
+    number: u64,
     config: Arc<NodeConfig>,
     wiring: Arc<NodeWiring>,
     inode: u64,
@@ -58,6 +60,7 @@ impl Node {
         };
         Ok(Node {
             name: spec.name.into_boxed_str(),
+            number: spec.number,
             config: spec.config,
             wiring: spec.wiring,
             inode,
@@ -69,6 +72,11 @@ impl Node {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The number its name template gave it (`{i}`), 1 for a written node.
+    pub fn number(&self) -> u64 {
+        self.number
     }
 
     pub fn config(&self) -> &NodeConfig {

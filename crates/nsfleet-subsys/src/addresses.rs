@@ -7,6 +7,9 @@ use nsfleet_topology::{Iface, IpNet};
 
 pub struct Addresses;
 
+/// `lo` is the first interface of every network namespace.
+const LOOPBACK_INDEX: i32 = 1;
+
 impl Subsystem for Addresses {
     type State = ();
 
@@ -19,11 +22,17 @@ impl Subsystem for Addresses {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        node.wiring().ifaces.iter().any(|i| !i.addrs.is_empty())
+        let w = node.wiring();
+        !w.loopback.is_empty() || w.ifaces.iter().any(|i| !i.addrs.is_empty())
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
+        cx.send_each(
+            &node.wiring().loopback,
+            |out, a| out.add(|b, seq| rtnl::new_addr(b, seq, LOOPBACK_INDEX, a.addr, a.prefix)),
+            |a| format!("address {a} on {}:lo", node.name()),
+        )?;
         let addrs =
             (node.wiring().ifaces.iter()).flat_map(|i| i.addrs.iter().map(move |a| (i, *a)));
         cx.send_each(

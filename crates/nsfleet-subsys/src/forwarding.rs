@@ -2,7 +2,8 @@
 //! `forwarding` is on, so it is set per interface over netlink (IFLA_AF_SPEC) and never
 //! through /proc/sys, whose lookup cost grows with the number of namespaces (see
 //! `Worker::write_sysctl`). IPv6 has no per-device netlink switch: routers with IPv6
-//! addresses pay for the one sysctl.
+//! addresses pay for the one sysctl, and so do routers that run software for
+//! `net.ipv4.ip_forward`, which daemons read.
 
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
@@ -33,10 +34,15 @@ impl Subsystem for Forwarding {
             |out, i| out.add(|b, seq| rtnl::set_forwarding(b, seq, i.index, true)),
             |i| format!("forwarding on {}:{}", node.name(), i.name),
         )?;
-        if ifaces
-            .iter()
-            .any(|i| i.addrs.iter().any(|a| a.addr.is_ipv6()))
-        {
+        // Routing daemons read the switch itself (zebra, BIRD's users): nodes that run
+        // software pay for the one sysctl, fleets of plain routers keep to netlink.
+        if node.config().has_world() {
+            cx.write_sysctl("net.ipv4.ip_forward", "1")
+                .context("IPv4 forwarding")?;
+        }
+        let lo = node.wiring().loopback.iter();
+        let mut addrs = ifaces.iter().flat_map(|i| &i.addrs).chain(lo);
+        if addrs.any(|a| a.addr.is_ipv6()) {
             cx.write_sysctl("net.ipv6.conf.all.forwarding", "1")
                 .context("IPv6 forwarding")?;
         }

@@ -12,6 +12,7 @@ pub mod probe;
 pub mod process;
 pub mod routes;
 pub mod sysctl;
+pub mod world;
 
 use link::Wired;
 use nsfleet_core::{Fleet, Node, Requests, SubsysId};
@@ -48,7 +49,7 @@ pub fn register_defaults(
     fleet.register(routes::Routes)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
-    let process = fleet.register(process::Processes::default())?;
+    let process = fleet.register(process::Processes::new(fleet_name))?;
     Ok(Defaults { process, impair })
 }
 

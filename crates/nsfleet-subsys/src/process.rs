@@ -1,14 +1,18 @@
-//! Processes per node: the topology's `commands`, started inside the node once the fleet
-//! is configured, each through `/bin/sh -c` in a process group of its own, stdout and
-//! stderr appended to `<log dir>/<node>.log`.
+//! Processes per node: the topology's `commands`, started inside the node's world (see
+//! `world`) once the fleet is configured, each through `/bin/sh -c` in a process group of
+//! its own, with NSFLEET_FLEET, NSFLEET_NODE and NSFLEET_INDEX set, their placeholders
+//! filled, stdout and stderr appended to `<log dir>/<node>.log`.
 //!
-//! At teardown `exit` sends SIGTERM to every group of the node; `exit_batch` then waits
-//! for the whole batch at once on pidfds, SIGKILLs what is left after the grace period,
-//! and reaps. Processes also die with the fleet's owner: PR_SET_PDEATHSIG here, and the
-//! supervisor's PID namespace for anything that escapes its group.
+//! At teardown `exit` sends SIGTERM to every group of the node and to its world's init;
+//! `exit_batch` then waits for the whole batch at once on pidfds, SIGKILLs what is left
+//! after the grace period, and reaps; then the same for the inits, whose exit takes every
+//! other process of their nodes (daemons that left their group) with them. Processes also
+//! die with the fleet's owner: PR_SET_PDEATHSIG here, and the supervisor's PID namespace.
 
+use crate::world::{self, World};
 use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 use nsfleet_sys as sys;
+use nsfleet_topology::template::{self, Vars};
 
 use anyhow::Context;
 use crossbeam_channel::Sender;
@@ -23,14 +27,19 @@ use std::time::Duration;
 pub struct Processes {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
+    fleet: String,
     spawner: OnceLock<Spawner>,
+    /// The fleet's /etc/hosts, written on the first node's start.
+    hosts: OnceLock<Option<PathBuf>>,
 }
 
-impl Default for Processes {
-    fn default() -> Self {
+impl Processes {
+    pub fn new(fleet: &str) -> Self {
         Processes {
             grace: Duration::from_secs(3),
+            fleet: fleet.to_string(),
             spawner: OnceLock::new(),
+            hosts: OnceLock::new(),
         }
     }
 }
@@ -42,9 +51,10 @@ struct Proc {
     command: String,
 }
 
-/// A node's processes (this subsystem's per-node state).
+/// A node's processes and their world (this subsystem's per-node state).
 #[derive(Default)]
 pub struct Procs {
+    world: Option<World>,
     list: Vec<Proc>,
 }
 
@@ -57,6 +67,11 @@ pub struct ProcInfo {
 }
 
 impl Procs {
+    /// A pidfd of the node's init, to enter its world by (`exec`).
+    pub fn world_pidfd(&self) -> Option<OwnedFd> {
+        self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
+    }
+
     pub fn describe(&self) -> Vec<ProcInfo> {
         self.list
             .iter()
@@ -91,12 +106,34 @@ impl Subsystem for Processes {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        let config = node.config();
-        !config.commands.is_empty()
+        node.config().has_world()
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, procs: &mut Procs) -> anyhow::Result<()> {
-        let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
+        let node = cx.node;
+        let log = cx.log_dir.join(format!("{}.log", node.name()));
+        let hosts = self.hosts.get_or_init(|| {
+            let path = cx.log_dir.join("hosts");
+            world::write_hosts(&path, cx.peers().iter().map(|n| &**n))
+                .ok()
+                .map(|_| path)
+        });
+        let log_file = OpenOptions::new().create(true).append(true).open(&log)?;
+        let w = world::start(node, &self.fleet, &log_file, hosts.as_deref())
+            .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
+        let enter = w.pid;
+        procs.world = Some(w);
+        let vars = Vars {
+            name: node.name(),
+            number: node.number(),
+            fleet: &self.fleet,
+            wiring: node.wiring(),
+        };
+        let env = [
+            ("NSFLEET_FLEET", self.fleet.clone()),
+            ("NSFLEET_NODE", node.name().to_string()),
+            ("NSFLEET_INDEX", node.number().to_string()),
+        ];
         let spawner = match self.spawner.get() {
             Some(s) => s,
             None => {
@@ -104,13 +141,14 @@ impl Subsystem for Processes {
                 self.spawner.get_or_init(|| s)
             }
         };
-        for command in &cx.config().commands {
-            match spawner.spawn(command, &log) {
+        for command in &node.config().commands {
+            let command = template::expand(command, &vars);
+            match spawner.spawn(&command, &log, enter, &env) {
                 Ok(p) => procs.list.push(p),
                 Err(e) => {
                     // Leave nothing behind of our own: the core only undoes earlier subsystems.
-                    self.exit(cx.node, procs);
-                    self.exit_batch(&mut [(cx.node, procs)]);
+                    self.exit(node, procs);
+                    self.exit_batch(&mut [(node, procs)]);
                     return Err(anyhow::Error::from(e)
                         .context(format!("starting {command:?} (log {})", log.display())));
                 }
@@ -121,6 +159,9 @@ impl Subsystem for Processes {
 
     fn exit(&self, _node: &Node, procs: &mut Procs) {
         procs.signal_all(libc::SIGTERM);
+        if let Some(w) = &procs.world {
+            w.stop();
+        }
     }
 
     fn exit_batch(&self, batch: &mut [(&Node, &mut Procs)]) {
@@ -130,6 +171,20 @@ impl Subsystem for Processes {
         if sys::poll_exited(&fds, self.grace).unwrap_or(0) < fds.len() {
             for (_, procs) in batch.iter() {
                 procs.signal_all(libc::SIGKILL);
+            }
+            let _ = sys::poll_exited(&fds, Duration::from_secs(5));
+        }
+        // Reaped before the inits are waited for: an init waits until no other process
+        // of its namespace is left, zombies included.
+        for fd in fds {
+            sys::reap_pidfd(fd);
+        }
+        let worlds: Vec<&World> = batch.iter().filter_map(|(_, p)| p.world.as_ref()).collect();
+        let fds: Vec<_> = worlds.iter().map(|w| w.pidfd.as_fd()).collect();
+        let grace = world::GRACE + Duration::from_secs(1);
+        if sys::poll_exited(&fds, grace).unwrap_or(0) < fds.len() {
+            for w in &worlds {
+                let _ = sys::kill_pidfd(w.pidfd.as_fd(), libc::SIGKILL);
             }
             let _ = sys::poll_exited(&fds, Duration::from_secs(5));
         }
@@ -149,8 +204,11 @@ struct Spawner {
 }
 
 struct Request {
-    /// The namespace of the thread asking, which is inside the node.
-    netns: PathBuf,
+    /// The node's init, whose namespaces the command's are (its PID namespace by setns
+    /// for children). A pid, not a descriptor: this thread has a descriptor table of its
+    /// own. The init is our unreaped child, so its pid is not reused under us.
+    world: libc::pid_t,
+    env: Vec<(&'static str, String)>,
     command: String,
     log: PathBuf,
     reply: Sender<io::Result<libc::pid_t>>,
@@ -165,15 +223,16 @@ impl Spawner {
             .spawn(move || {
                 // Home is the process's own namespace (the main thread's): this thread may be
                 // started by a worker that is inside a node, and would inherit that node.
-                let home = sys::private_fd_table(3).and_then(|_| sys::open_process_netns());
-
+                let home = sys::private_fd_table(3)
+                    .and_then(|_| sys::unshare_fs())
+                    .and_then(|_| Home::open());
                 match home {
                     Ok(home) => {
                         let _ = ready.send(Ok(()));
                         for req in rx.iter() {
-                            let r = spawn_in_namespace_of(&req);
+                            let r = spawn_in_world(&req);
                             // Never stay in a node: this thread would keep it alive.
-                            sys::setns_net(home.as_fd()).expect("spawner cannot return home");
+                            home.go().expect("spawner cannot return home");
                             let _ = req.reply.send(r);
                         }
                     }
@@ -188,15 +247,22 @@ impl Spawner {
         Ok(Spawner { tx })
     }
 
-    /// Starts `/bin/sh -c command` in the calling thread's network namespace, output
-    /// appended to `log`.
-    fn spawn(&self, command: &str, log: &Path) -> io::Result<Proc> {
+    /// Starts `/bin/sh -c command` in the world of the init `world`, output appended to
+    /// `log`.
+    fn spawn(
+        &self,
+        command: &str,
+        log: &Path,
+        world: libc::pid_t,
+        env: &[(&'static str, String)],
+    ) -> io::Result<Proc> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         // Held until we have the pidfd: the PID-1 orphan sweep must not reap it first.
         let _guard = sys::spawn_guard();
         self.tx
             .send(Request {
-                netns: sys::thread_netns_path()?,
+                world,
+                env: env.to_vec(),
                 command: command.to_string(),
                 log: log.to_path_buf(),
                 reply,
@@ -213,17 +279,45 @@ impl Spawner {
     }
 }
 
-fn spawn_in_namespace_of(req: &Request) -> io::Result<libc::pid_t> {
-    let ns = std::fs::File::open(&req.netns)?;
-    sys::setns_net(ns.as_fd())?;
-    drop(ns);
+/// The spawner thread's own namespaces, to come back to after each spawn.
+struct Home {
+    net: OwnedFd,
+    mnt: OwnedFd,
+    uts: OwnedFd,
+    pid: OwnedFd,
+}
+
+impl Home {
+    fn open() -> io::Result<Home> {
+        Ok(Home {
+            net: sys::open_process_netns()?,
+            mnt: sys::open_thread_ns("mnt")?,
+            uts: sys::open_thread_ns("uts")?,
+            pid: sys::open_thread_ns("pid")?,
+        })
+    }
+
+    fn go(&self) -> io::Result<()> {
+        sys::setns_net(self.net.as_fd())?;
+        sys::setns(self.mnt.as_fd(), libc::CLONE_NEWNS)?;
+        sys::setns(self.uts.as_fd(), libc::CLONE_NEWUTS)?;
+        sys::setns(self.pid.as_fd(), libc::CLONE_NEWPID)
+    }
+}
+
+fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
+    // Opened before entering: the node has a /run of its own, where the host's run folder
+    // is not.
     let log = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&req.log)?;
+    let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+    sys::setns_pidfd(sys::pidfd_open(req.world)?.as_fd(), all)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(&req.command)
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

@@ -59,9 +59,13 @@ pub enum Reply {
     Error {
         message: String,
     },
+    /// The descriptor is the node's network namespace, or with `world`, a pidfd of the
+    /// node's init, whose namespaces (network, mount, UTS, PID) are the node's.
     Netns {
         node: String,
         inode: u64,
+        #[serde(default)]
+        world: bool,
     },
     Impaired {
         node: String,

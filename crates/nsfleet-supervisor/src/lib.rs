@@ -417,12 +417,17 @@ impl Supervisor {
 
     fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
         let nodes = self.fleet.nodes();
-        let found = nodes.get(node).map(|n| (n.inode(), n.dup_netns()));
+        let world = |n: &Node| n.inspect::<Procs, _>(self.defaults.process, Procs::world_pidfd);
+        let found = nodes.get(node).map(|n| match world(n).flatten() {
+            Some(pidfd) => (n.inode(), Some(pidfd), true),
+            None => (n.inode(), n.dup_netns(), false),
+        });
         match found {
-            Some((inode, Some(fd))) => {
+            Some((inode, Some(fd), world)) => {
                 let mut line = serde_json::to_vec(&Reply::Netns {
                     node: node.into(),
                     inode,
+                    world,
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())

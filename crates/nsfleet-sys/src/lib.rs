@@ -19,6 +19,7 @@ pub mod poll;
 pub mod process;
 pub mod procfs;
 pub mod signals;
+pub mod world;
 
 // The wrappers by name, for callers that use a few of several domains.
 pub use fdpass::*;
@@ -32,6 +33,7 @@ pub use poll::*;
 pub use process::*;
 pub use procfs::*;
 pub use signals::*;
+pub use world::*;
 
 use std::io;
 

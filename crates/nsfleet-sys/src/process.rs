@@ -235,3 +235,21 @@ pub fn clock_ticks_per_second() -> i64 {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
+
+/// Sends `sig` to the process behind a pidfd (never to a recycled pid).
+pub fn kill_pidfd(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal(2) with a borrowed descriptor, a signal number and no info.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

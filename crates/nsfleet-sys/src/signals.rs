@@ -90,3 +90,13 @@ impl Drop for SignalsHeld {
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
     }
 }
+
+/// Ignores SIGINT and SIGQUIT in this process (a parent waiting for a child that shares its
+/// terminal: the keys are the child's to act on).
+pub fn ignore_interrupts() {
+    // SAFETY: sets two signals' disposition to SIG_IGN; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}

@@ -8,13 +8,17 @@
 //! addresses and routes) is its [`NodeWiring`], laid out by `plan` with every interface
 //! index chosen in advance, so that no subsystem ever has to look a link up.
 
+mod config;
 mod generate;
 mod kernel;
 pub mod link;
 mod parse;
 mod plan;
+pub mod software;
+pub mod template;
 mod values;
 
+pub use config::{read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
@@ -65,6 +69,52 @@ pub struct NodeConfig {
     pub router: bool,
     /// The node is a switch: its namespace holds bridges, and its interfaces are ports.
     pub switch: bool,
+    /// What the node runs: `linux` (its `commands`), `frr` or `bird` (see [`software`]).
+    pub kind: String,
+    /// Its host name (a template); the node's name when `None`.
+    pub hostname: Option<String>,
+    /// Directories the node has to itself, mounted over the host's in its own mount
+    /// namespace, in order (a parent before what is inside it).
+    pub dirs: Vec<PrivateDir>,
+    /// Files placed in its private directories before its processes start.
+    pub files: Vec<PrivateFile>,
+    /// Start a command again when it fails (exits non-zero or by a signal), with backoff.
+    pub restart_on_failure: bool,
+}
+
+/// A directory of a node's own: an empty tmpfs, or a copy of the host's directory.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PrivateDir {
+    pub path: String,
+    pub from_host: bool,
+    /// Owner (uid, gid) and mode; the host directory's when it has one.
+    pub owner: Option<(u32, u32)>,
+    pub mode: Option<u32>,
+}
+
+/// A file of a node's own; `path` and its content are templates.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PrivateFile {
+    pub path: String,
+    pub source: FileSource,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum FileSource {
+    Inline(String),
+    /// An absolute path on the host, itself a template (`/lab/frr/{name}.conf`).
+    Path(String),
+}
+
+impl NodeConfig {
+    /// Whether the node gets a world of its own (PID, mount and UTS namespaces): it runs
+    /// processes, or has a name, directories or files of its own.
+    pub fn has_world(&self) -> bool {
+        !self.commands.is_empty()
+            || self.hostname.is_some()
+            || !self.dirs.is_empty()
+            || !self.files.is_empty()
+    }
 }
 
 /// What one node has of the fleet's wiring. Interface indexes are fixed in advance.
@@ -74,6 +124,8 @@ pub struct NodeWiring {
     pub bridges: u16,
     pub ifaces: Vec<Iface>,
     pub routes: Vec<RouteSpec>,
+    /// Addresses on the node's `lo`.
+    pub loopback: Vec<IpNet>,
 }
 
 /// One interface of a node, made by one kind of link ([`Link`]).
@@ -114,7 +166,10 @@ impl std::fmt::Display for RouteSpec {
 /// Whether a node uses IPv6: it has IPv6 addresses, or runs processes (which may speak
 /// IPv6 over link-local addresses, as routing daemons do).
 pub fn uses_ipv6(config: &NodeConfig, wiring: &NodeWiring) -> bool {
-    let has_v6 = || (wiring.ifaces.iter()).any(|i| i.addrs.iter().any(|a| a.addr.is_ipv6()));
+    let has_v6 = || {
+        let lo = wiring.loopback.iter();
+        (wiring.ifaces.iter().flat_map(|i| &i.addrs).chain(lo)).any(|a| a.addr.is_ipv6())
+    };
     !config.commands.is_empty() || has_v6()
 }
 
@@ -137,15 +192,20 @@ impl Names {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
+        self.numbered().map(|(name, _)| name)
+    }
+
+    /// Each name with its number (`{i}`); a written node is number 1.
+    pub fn numbered(&self) -> impl Iterator<Item = (String, u64)> + '_ {
         let (template, start, count) = match self {
-            Names::One(n) => (n.as_str(), 0, 1),
+            Names::One(n) => (n.as_str(), 1, 1),
             Names::Generated {
                 template,
                 start,
                 count,
             } => (template.as_str(), *start, *count),
         };
-        (start..start + count).map(move |i| template.replace("{i}", &i.to_string()))
+        (start..start + count).map(move |i| (template.replace("{i}", &i.to_string()), i))
     }
 }
 
@@ -159,10 +219,15 @@ impl Topology {
         let unwired = Arc::new(NodeWiring::default());
         self.groups
             .iter()
-            .flat_map(|g| g.names.iter().map(move |n| (n, g.config.clone())))
+            .flat_map(|g| {
+                g.names
+                    .numbered()
+                    .map(move |(n, k)| (n, k, g.config.clone()))
+            })
             .enumerate()
-            .map(move |(i, (name, config))| NodeSpec {
+            .map(move |(i, (name, number, config))| NodeSpec {
                 name,
+                number,
                 config,
                 wiring: self.wiring.get(i).unwrap_or(&unwired).clone(),
             })
@@ -188,6 +253,8 @@ impl Topology {
 /// One node to create.
 pub struct NodeSpec {
     pub name: String,
+    /// The number its name template gave it (`{i}`); 1 for a written node.
+    pub number: u64,
     pub config: Arc<NodeConfig>,
     pub wiring: Arc<NodeWiring>,
 }

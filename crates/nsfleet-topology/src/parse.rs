@@ -3,6 +3,7 @@
 //! Every check happens here, before the first namespace exists: the engine trusts a
 //! `Topology`. Errors name file:line:column and what was expected there.
 
+use super::config;
 use super::generate::{Generator, Shape};
 use super::link::{host, veth, vxlan};
 use super::plan::Plan;
@@ -25,7 +26,6 @@ pub const DEFAULT_FLEET_FILE: &str = "<built-in default fleet>";
 
 /// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
 const MAX_COUNT: u64 = 200_000;
-const MAX_COMMAND_LEN: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopologyError {
@@ -56,7 +56,7 @@ impl std::error::Error for TopologyError {}
 struct File {
     fleet: Spanned<FleetSection>,
     #[serde(default)]
-    defaults: Option<Spanned<ConfigSection>>,
+    defaults: Option<Spanned<NodeKeys>>,
     #[serde(default)]
     node: Vec<Spanned<NodeSection>>,
     #[serde(default)]
@@ -78,14 +78,29 @@ struct FleetSection {
 type Sysctls = IndexMap<String, Spanned<toml::Value>>;
 pub(crate) type ImpairMap = IndexMap<String, Spanned<String>>;
 
-#[derive(Deserialize, Default)]
+/// The keys that say what a node is and runs: `[defaults]`, a `[[generate]]` group's
+/// `node` table, and (beside its name, links and routes) every `[[node]]`.
+#[derive(Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
-struct ConfigSection {
+pub(crate) struct NodeKeys {
     #[serde(default)]
-    sysctls: Sysctls,
+    pub(crate) sysctls: Sysctls,
     #[serde(default)]
-    commands: Vec<Spanned<String>>,
-    router: Option<bool>,
+    pub(crate) commands: Vec<Spanned<String>>,
+    pub(crate) router: Option<bool>,
+    pub(crate) kind: Option<Spanned<String>>,
+    pub(crate) hostname: Option<Spanned<String>>,
+    pub(crate) config: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) daemons: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) dirs: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) dirs_from_host: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) files: IndexMap<String, Spanned<toml::Value>>,
+    pub(crate) restart: Option<Spanned<String>>,
+    pub(crate) loopback: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -95,13 +110,46 @@ struct NodeSection {
     count: Option<Spanned<i64>>,
     start: Option<Spanned<i64>>,
     #[serde(default)]
+    routes: Vec<Spanned<String>>,
+    host_link: Option<Spanned<host::HostLinkSection>>,
+    // The node keys, as in `NodeKeys` (serde's `flatten` loses toml's spans).
+    #[serde(default)]
     sysctls: Sysctls,
     #[serde(default)]
     commands: Vec<Spanned<String>>,
     router: Option<bool>,
+    kind: Option<Spanned<String>>,
+    hostname: Option<Spanned<String>>,
+    config: Option<Spanned<String>>,
     #[serde(default)]
-    routes: Vec<Spanned<String>>,
-    host_link: Option<Spanned<host::HostLinkSection>>,
+    daemons: Vec<Spanned<String>>,
+    #[serde(default)]
+    dirs: Vec<Spanned<String>>,
+    #[serde(default)]
+    dirs_from_host: Vec<Spanned<String>>,
+    #[serde(default)]
+    files: IndexMap<String, Spanned<toml::Value>>,
+    restart: Option<Spanned<String>>,
+    loopback: Option<Spanned<toml::Value>>,
+}
+
+impl NodeSection {
+    fn keys(&self) -> NodeKeys {
+        NodeKeys {
+            sysctls: self.sysctls.clone(),
+            commands: self.commands.clone(),
+            router: self.router,
+            kind: self.kind.clone(),
+            hostname: self.hostname.clone(),
+            config: self.config.clone(),
+            daemons: self.daemons.clone(),
+            dirs: self.dirs.clone(),
+            dirs_from_host: self.dirs_from_host.clone(),
+            files: self.files.clone(),
+            restart: self.restart.clone(),
+            loopback: self.loopback.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -134,10 +182,12 @@ struct GenSection {
     sysctls: Sysctls,
     #[serde(default)]
     commands: Vec<Spanned<String>>,
+    /// The node keys for every node of the group.
+    node: Option<Spanned<NodeKeys>>,
 }
 
 pub(crate) struct Ctx<'a> {
-    file: &'a str,
+    pub(crate) file: &'a str,
     text: &'a str,
     /// Where the file first asks for an impairment only netem can apply.
     netem_at: std::cell::RefCell<Option<TopologyError>>,
@@ -240,7 +290,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
             "a fleet needs at least one [[node]] or [[generate]] table, e.g. [[node]] name = \"h{i}\" count = 4",
         ));
     }
-    let empty = ConfigSection::default();
+    let empty = NodeKeys::default();
     let defaults = doc.defaults.as_ref().map_or(&empty, |d| d.get_ref());
     let generators = doc
         .generate
@@ -251,8 +301,8 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     for node in &doc.node {
         let n = node.get_ref();
         let names = node_names(&cx, n)?;
-        let config = config(&cx, defaults, &n.sysctls, &n.commands, n.router)?;
-        groups.add(&cx, names, config, &n.name)?;
+        let built = config::build(&cx, &[defaults, &n.keys()], None)?;
+        groups.add(&cx, names, built, &n.name)?;
     }
     for sw in &doc.switch {
         let n = &sw.get_ref().name;
@@ -267,18 +317,27 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         let router = sec
             .router
             .or(Some(!matches!(g.shape, Shape::Star | Shape::Linear)));
-        let config = config(&cx, defaults, &sec.sysctls, &sec.commands, router)?;
-        groups.add(&cx, g.node_names(), config, &sec.kind)?;
+        let own = NodeKeys {
+            sysctls: sec.sysctls.clone(),
+            commands: sec.commands.clone(),
+            ..NodeKeys::default()
+        };
+        let table = sec.node.as_ref().map_or(&empty, |t| t.get_ref());
+        let built = config::build(&cx, &[defaults, &own, table], router)?;
+        groups.add(&cx, g.node_names(), built, &sec.kind)?;
     }
     let mut plan = Plan::new(groups.list.iter().flat_map(|g| {
         let switch = g.config.switch;
         g.names.iter().map(move |n| (n, switch))
     }));
-    wire(&cx, &doc, &generators, &groups.list, &mut plan)?;
+    wire(&cx, &doc, &generators, &groups, &mut plan)?;
+    let wiring = plan.finish();
+    let name = name.get_ref();
+    config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
     let topo = Topology {
-        name: name.get_ref().clone(),
+        name: name.clone(),
         groups: groups.list,
-        wiring: plan.finish(),
+        wiring,
     };
     Ok(Draft {
         topo,
@@ -291,6 +350,9 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
 #[derive(Default)]
 struct Groups {
     list: Vec<NodeGroup>,
+    /// Per group: its templates, and its loopback pools with where they are written.
+    templates: Vec<config::Templates>,
+    loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
     seen: HashMap<String, usize>,
     total: u64,
 }
@@ -300,7 +362,7 @@ impl Groups {
         &mut self,
         cx: &Ctx<'_>,
         names: Names,
-        config: NodeConfig,
+        built: config::Built,
         at: &Spanned<String>,
     ) -> Result<(), TopologyError> {
         self.total += names.len();
@@ -324,16 +386,23 @@ impl Groups {
         }
         self.list.push(NodeGroup {
             names,
-            config: Arc::new(config),
+            config: Arc::new(built.config),
         });
+        self.templates.push(built.templates);
+        self.loopbacks.push(built.loopback);
         Ok(())
     }
 }
 
-fn switch_config() -> NodeConfig {
-    NodeConfig {
-        switch: true,
-        ..NodeConfig::default()
+fn switch_config() -> config::Built {
+    config::Built {
+        config: NodeConfig {
+            switch: true,
+            kind: "switch".into(),
+            ..NodeConfig::default()
+        },
+        templates: Default::default(),
+        loopback: None,
     }
 }
 
@@ -342,9 +411,43 @@ fn wire(
     cx: &Ctx<'_>,
     doc: &File,
     generators: &[Generator],
-    groups: &[NodeGroup],
+    groups: &Groups,
     plan: &mut Plan,
 ) -> Result<(), TopologyError> {
+    for (group, pools) in groups.list.iter().zip(&groups.loopbacks) {
+        let Some((pools, at)) = pools else { continue };
+        for pool in pools {
+            let line = at.line as u32;
+            plan.declare_pool(*pool, line)
+                .map_err(|message| TopologyError {
+                    message,
+                    ..at.clone()
+                })?;
+            if pool.capacity() < group.names.len() {
+                let message = format!(
+                    "loopback pool {pool} has {} addresses; the group has {} nodes",
+                    pool.capacity(),
+                    group.names.len()
+                );
+                return Err(TopologyError {
+                    message,
+                    ..at.clone()
+                });
+            }
+            for (k, name) in group.names.iter().enumerate() {
+                let host = IpNet {
+                    addr: pool.host(k as u64).addr,
+                    prefix: if pool.addr.is_ipv4() { 32 } else { 128 },
+                };
+                plan.add_loopback(&name, host, line)
+                    .map_err(|message| TopologyError {
+                        message,
+                        ..at.clone()
+                    })?;
+            }
+        }
+    }
+    let groups = &groups.list;
     for sw in &doc.switch {
         let s = sw.get_ref();
         for pool in s.pool.iter().chain(&s.pool6) {
@@ -580,40 +683,6 @@ fn node_names(cx: &Ctx<'_>, n: &NodeSection) -> Result<Names, TopologyError> {
     })
 }
 
-/// A group's configuration: the defaults, then its own settings.
-fn config(
-    cx: &Ctx<'_>,
-    defaults: &ConfigSection,
-    sysctls: &Sysctls,
-    commands: &[Spanned<String>],
-    router: Option<bool>,
-) -> Result<NodeConfig, TopologyError> {
-    let mut config = NodeConfig {
-        router: router.or(defaults.router).unwrap_or(false),
-        ..NodeConfig::default()
-    };
-    for (key, value) in defaults.sysctls.iter().chain(sysctls) {
-        let v = sysctl(cx, key, value)?;
-        match config.sysctls.iter_mut().find(|(k, _)| k == key) {
-            Some(slot) => slot.1 = v,
-            None => config.sysctls.push((key.clone(), v)),
-        }
-    }
-    for cmd in defaults.commands.iter().chain(commands) {
-        let c = cmd.get_ref();
-        if c.trim().is_empty() || c.len() > MAX_COMMAND_LEN || c.contains('\0') {
-            return Err(cx.err(
-                cmd.span(),
-                format!(
-                    "expected a non-empty shell command line of at most {MAX_COMMAND_LEN} bytes"
-                ),
-            ));
-        }
-        config.commands.push(c.clone());
-    }
-    Ok(config)
-}
-
 /// Parses a string value with `f`, placing its error at the value.
 pub(crate) fn value<T>(
     cx: &Ctx<'_>,
@@ -652,7 +721,11 @@ pub(crate) fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, T
     Ok(imp)
 }
 
-fn sysctl(cx: &Ctx<'_>, key: &str, value: &Spanned<toml::Value>) -> Result<String, TopologyError> {
+pub(crate) fn sysctl(
+    cx: &Ctx<'_>,
+    key: &str,
+    value: &Spanned<toml::Value>,
+) -> Result<String, TopologyError> {
     let ok_key = key.starts_with("net.")
         && key.len() < 256
         && key

@@ -230,6 +230,14 @@ impl Plan {
         Ok(())
     }
 
+    /// An address on node `node`'s `lo`.
+    pub fn add_loopback(&mut self, node: &str, addr: IpNet, line: u32) -> Result<(), String> {
+        let i = self.find(node)?;
+        self.claim(&[addr], line)?;
+        self.wiring[i as usize].loopback.push(addr);
+        Ok(())
+    }
+
     pub fn finish(self) -> Vec<Arc<NodeWiring>> {
         if self.wiring.iter().all(|w| *w == NodeWiring::default()) {
             return Vec::new();

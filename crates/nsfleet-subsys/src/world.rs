@@ -1,0 +1,247 @@
+//! A node's world: what a node that runs software has besides its network namespace, as
+//! a container would. Its own PID namespace, whose init (`nsfleet-node`) holds the others
+//! and takes every process of the node with it when it goes (daemons that double-fork
+//! included); its own UTS namespace (host name = node name); its own mount namespace with
+//! a private /run, /proc and /sys of its own, its private directories and files, and the
+//! fleet's /etc/hosts.
+//!
+//! Everything is made inside the new mount namespace, after it is made private: the
+//! host's /etc, /run and /var are never written, and nothing mounted survives the node.
+//! Used by the `processes` subsystem, which starts the node's commands in the world.
+
+use anyhow::{anyhow, Context};
+use nsfleet_core::Node;
+use nsfleet_sys as sys;
+use nsfleet_topology::template::{self, Vars};
+use nsfleet_topology::{FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// The name of a node's init (`comm`), as `ps -e` shows it.
+pub const INIT_NAME: &std::ffi::CStr = c"nsfleet-node";
+
+/// A node's world, alive as long as its init runs.
+pub struct World {
+    /// The init's pid as the supervisor sees it.
+    pub pid: i32,
+    /// The init's pidfd: what `setns` enters the world by, and how its end is seen.
+    pub pidfd: OwnedFd,
+}
+
+/// What the init sets up, computed before the fork.
+struct Layout {
+    hostname: String,
+    dirs: Vec<PrivateDir>,
+    files: Vec<(String, String)>,
+    hosts: Option<String>,
+}
+
+/// How long a world's init waits for the node's processes after SIGTERM before it exits
+/// (and the kernel kills the rest).
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// Builds the world of `node`, whose network namespace the calling thread is in. `log` is
+/// where its init's own output goes; `hosts` the fleet's hosts file.
+pub fn start(node: &Node, fleet: &str, log: &File, hosts: Option<&Path>) -> anyhow::Result<World> {
+    let layout = layout(node, fleet, hosts)?;
+    let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
+    let null = File::open("/dev/null")?;
+    let how = sys::HelperStart {
+        name: INIT_NAME,
+        fds: &[null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()],
+        new_session: true,
+        unblock_signals: true,
+    };
+    let _guard = sys::spawn_guard();
+    let pid = sys::fork_pid_ns_init(&how, |kept| {
+        let report = setup(&layout).map_err(|e| format!("{e:#}"));
+        let line = match &report {
+            Ok(()) => "ok\n".to_string(),
+            Err(m) => format!("{}\n", m.replace('\n', " ")),
+        };
+        if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
+            let _ = File::from(fd).write_all(line.as_bytes());
+        }
+        if report.is_err() {
+            return 1;
+        }
+        sys::run_node_init(GRACE)
+    })
+    .context("forking the node's init")?;
+    let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
+    drop(_guard);
+    drop(theirs);
+    let world = World { pid, pidfd };
+    ours.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut line = String::new();
+    let _ = BufReader::new(&ours).read_line(&mut line);
+    if line == "ok\n" {
+        return Ok(world);
+    }
+    world.kill();
+    let why = if line.is_empty() {
+        "it exited without a word".to_string()
+    } else {
+        line.trim_end().to_string()
+    };
+    Err(anyhow!("setting up the node's world: {why}"))
+}
+
+impl World {
+    /// Asks the init to end the node's processes and exit (see `sys::run_node_init`).
+    pub fn stop(&self) {
+        let _ = sys::kill_pidfd(self.pidfd.as_fd(), libc::SIGTERM);
+    }
+
+    /// Ends it at once, and reaps it.
+    pub fn kill(&self) {
+        let _ = sys::kill_pidfd(self.pidfd.as_fd(), libc::SIGKILL);
+        let _ = sys::poll_exited(&[self.pidfd.as_fd()], Duration::from_secs(5));
+        sys::reap_pidfd(self.pidfd.as_fd());
+    }
+}
+
+fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layout> {
+    let config = node.config();
+    let vars = Vars {
+        name: node.name(),
+        number: node.number(),
+        fleet,
+        wiring: node.wiring(),
+    };
+    let mut files = Vec::new();
+    for f in &config.files {
+        let text = match &f.source {
+            FileSource::Inline(t) => t.clone(),
+            FileSource::Path(p) => nsfleet_topology::read_source(&template::expand(p, &vars))
+                .map_err(|m| anyhow!(m))?,
+        };
+        files.push((
+            template::expand(&f.path, &vars),
+            template::expand(&text, &vars),
+        ));
+    }
+    let hostname = config
+        .hostname
+        .as_deref()
+        .map_or(node.name().to_string(), |h| template::expand(h, &vars));
+    Ok(Layout {
+        hostname,
+        dirs: config.dirs.clone(),
+        files,
+        hosts: hosts
+            .filter(|_| Path::new(HOSTS).is_file())
+            .map(|p| p.display().to_string()),
+    })
+}
+
+/// Runs in the init, before anything else is started in the node.
+fn setup(l: &Layout) -> anyhow::Result<()> {
+    sys::unshare_mount_and_uts().context("new mount and UTS namespaces")?;
+    sys::set_hostname(&l.hostname).context("setting the host name")?;
+    // Opened before /run is replaced: the fleet's run folder, where it is, is the host's.
+    let hosts = l
+        .hosts
+        .as_ref()
+        .map(File::open)
+        .transpose()
+        .context("the fleet's hosts file")?;
+    // The host's named network namespaces would be copied into every node's mount
+    // namespace (and pinned there) otherwise.
+    sys::detach("/run/netns")?;
+    sys::detach(PRIVATE_RUN)?;
+    sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").context("a private /run")?;
+    sys::mount_fs("proc", "/proc", "").context("/proc for the node's PID namespace")?;
+    sys::detach("/sys")?;
+    sys::mount_fs("sysfs", "/sys", "").context("/sys for the node's network namespace")?;
+    for d in &l.dirs {
+        private_dir(d).with_context(|| format!("private directory {}", d.path))?;
+    }
+    for (path, text) in &l.files {
+        if let Some(parent) = Path::new(path).parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {path}"))?;
+    }
+    if let Some(h) = &hosts {
+        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(h));
+        sys::bind_read_only(&from, HOSTS).context("the fleet's /etc/hosts")?;
+    }
+    Ok(())
+}
+
+fn private_dir(d: &PrivateDir) -> anyhow::Result<()> {
+    // Opened before the tmpfs hides it: the copy reads the host's directory through it.
+    let host = if d.from_host {
+        Some(File::open(&d.path)?)
+    } else {
+        None
+    };
+    if !Path::new(&d.path).exists() {
+        // Inside /run or another private directory: made there, not on the host.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&d.path)?;
+    }
+    let (uid, gid) = d.owner.unwrap_or((0, 0));
+    let mode = d.mode.unwrap_or(0o755);
+    sys::mount_fs(
+        "tmpfs",
+        &d.path,
+        &format!("mode={mode:o},uid={uid},gid={gid}"),
+    )?;
+    if let Some(host) = host {
+        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&host));
+        copy_tree(Path::new(&from), Path::new(&d.path))?;
+    }
+    Ok(())
+}
+
+/// Copies a directory's contents (files, folders, symbolic links, with owners and modes).
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let meta = std::fs::symlink_metadata(&src)?;
+        let t = meta.file_type();
+        if t.is_dir() {
+            std::fs::create_dir(&dst)?;
+            copy_tree(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        } else if t.is_file() {
+            std::fs::copy(&src, &dst)?;
+        } else if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            continue; // sockets, fifos, devices: a copy would not be one
+        }
+        sys::lchown(&dst, meta.uid(), meta.gid())?;
+    }
+    Ok(())
+}
+
+/// The fleet's /etc/hosts: every node's name beside each of its addresses (loopback
+/// first), written once per fleet into `path`.
+pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> std::io::Result<()> {
+    let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+    for n in nodes {
+        let w = n.wiring();
+        let addrs = w
+            .loopback
+            .iter()
+            .chain(w.ifaces.iter().flat_map(|i| &i.addrs));
+        for a in addrs {
+            out.push_str(&format!("{}\t{}\n", a.addr, n.name()));
+        }
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, out)?;
+    std::fs::rename(tmp, path)
+}

@@ -1,0 +1,170 @@
+//! A node's world: the mount, UTS and PID namespaces of a node that runs processes, the
+//! mounts made in it, entering it, and the loop of its init (PID 1 of its PID namespace).
+//!
+//! Mounts here are only ever made in a mount namespace the caller has just unshared and
+//! made private: nothing propagates to the host, and everything goes when the namespace's
+//! last process does.
+
+use crate::check;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::ErrorKind::InvalidInput.into())
+}
+
+/// Moves the calling process (single-threaded: a forked child) into new mount and UTS
+/// namespaces, with every mount made private so that nothing it mounts reaches the host.
+pub fn unshare_mount_and_uts() -> io::Result<()> {
+    // SAFETY: unshare(2) and mount(2) with static NUL-terminated strings and null data.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS))?;
+        check(libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+    }
+    Ok(())
+}
+
+pub fn set_hostname(name: &str) -> io::Result<()> {
+    // SAFETY: sethostname(2) reads exactly `len` bytes from the pointer.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+/// Detaches whatever is mounted at `path` and below (MNT_DETACH); nothing mounted there is
+/// not an error.
+pub fn detach(path: &str) -> io::Result<()> {
+    let p = cstr(path)?;
+    // SAFETY: umount2(2) on a NUL-terminated path.
+    match check(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) }) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Mounts a filesystem of type `fstype` (`tmpfs`, `proc`, `sysfs`) at `path`.
+pub fn mount_fs(fstype: &str, path: &str, options: &str) -> io::Result<()> {
+    let (t, p, o) = (cstr(fstype)?, cstr(path)?, cstr(options)?);
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let data = if options.is_empty() {
+        std::ptr::null()
+    } else {
+        o.as_ptr().cast()
+    };
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    check(unsafe { libc::mount(t.as_ptr(), p.as_ptr(), t.as_ptr(), flags, data) }).map(drop)
+}
+
+/// Binds `source` over `target`, read-only.
+pub fn bind_read_only(source: &str, target: &str) -> io::Result<()> {
+    let (s, t) = (cstr(source)?, cstr(target)?);
+    // SAFETY: mount(2) with NUL-terminated strings; the second call remounts the bind.
+    unsafe {
+        check(libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        ))?;
+        let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        check(libc::mount(
+            std::ptr::null(),
+            t.as_ptr(),
+            std::ptr::null(),
+            ro,
+            std::ptr::null(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Sets a path's owner without following a symbolic link.
+pub fn lchown(path: &std::path::Path, uid: u32, gid: u32) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+}
+
+/// Moves the calling thread into the namespaces `flags` names of the process behind
+/// `pidfd` (setns(2) with a pidfd, all at once). For CLONE_NEWNS the thread must not share
+/// its filesystem information ([`unshare_fs`]); CLONE_NEWPID applies to its children.
+pub fn setns_pidfd(pidfd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns(2) on a descriptor borrowed for the call.
+    check(unsafe { libc::setns(pidfd.as_raw_fd(), flags) }).map(drop)
+}
+
+/// Moves the calling thread into the namespace behind `fd`, of type `flag`.
+pub fn setns(fd: BorrowedFd<'_>, flag: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns(2) on a descriptor borrowed for the call.
+    check(unsafe { libc::setns(fd.as_raw_fd(), flag) }).map(drop)
+}
+
+/// Gives the calling thread its own root and working directory, which it must have to
+/// change mount namespace in a process with other threads.
+pub fn unshare_fs() -> io::Result<()> {
+    // SAFETY: unshare(2) with one flag; it affects only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
+}
+
+/// The calling thread's namespace of one type (`mnt`, `uts`, `pid`, `net`).
+pub fn open_thread_ns(kind: &str) -> io::Result<OwnedFd> {
+    let p = cstr(&format!("/proc/thread-self/ns/{kind}"))?;
+    // SAFETY: open(2) of a NUL-terminated path; the descriptor is checked and then owned.
+    let fd = check(unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+extern "C" fn note_signal(_: libc::c_int) {}
+
+/// The loop of a node's init, PID 1 of the node's PID namespace: reaps what is orphaned to
+/// it (daemons that double-fork end up here) and, on SIGTERM, sends SIGTERM to every
+/// process of the namespace, waits up to `grace` for them, and exits. Its exit makes the
+/// kernel kill whatever is left: nothing of the node outlives it. Never returns.
+pub fn run_node_init(grace: Duration) -> ! {
+    let signals = [libc::SIGTERM, libc::SIGCHLD, libc::SIGINT];
+    // SAFETY: sigaction/sigprocmask/sigtimedwait/waitpid/kill on stack values and
+    // integers. A PID namespace's init gets only signals it has a handler for, so each
+    // gets one (that does nothing) and stays blocked: they are taken by sigtimedwait.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = note_signal as *const () as usize;
+            libc::sigaction(s, &act, std::ptr::null_mut());
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let reap = || while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {};
+        let tick = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000_000,
+        };
+        let forever = libc::timespec {
+            tv_sec: 3600,
+            tv_nsec: 0,
+        };
+        loop {
+            let sig = libc::sigtimedwait(&set, std::ptr::null_mut(), &forever);
+            reap();
+            if sig == libc::SIGTERM || sig == libc::SIGINT {
+                break;
+            }
+        }
+        libc::kill(-1, libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        // kill(-1, 0) from an init reaches every other process of its namespace: ESRCH
+        // once none is left.
+        while libc::kill(-1, 0) == 0 && Instant::now() < deadline {
+            libc::sigtimedwait(&set, std::ptr::null_mut(), &tick);
+            reap();
+        }
+        libc::_exit(0)
+    }
+}

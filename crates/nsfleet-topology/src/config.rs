@@ -1,0 +1,462 @@
+//! A node group's [`NodeConfig`] from the layers of node keys that apply to it
+//! (`[defaults]`, a generator's own keys, its `node` table or a `[[node]]`), later layers
+//! over earlier ones; and the checks of what those keys name on the host: private
+//! directories, file sources, templates. Per-node checks (an address a template names) wait
+//! for the wiring: [`Templates`] keeps what they need.
+
+use crate::parse::{sysctl, Ctx, NodeKeys, TopologyError};
+use crate::software;
+use crate::template::{self, Placeholder, Vars};
+use crate::{FileSource, IpNet, NodeConfig, NodeWiring, PrivateDir, PrivateFile};
+use std::collections::HashMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use toml::Spanned;
+
+const MAX_COMMAND_LEN: usize = 4096;
+const MAX_DIRS: usize = 64;
+const MAX_FILES: usize = 256;
+/// Largest file a node may be given (a configuration, not a disk image).
+const MAX_FILE: u64 = 1 << 20;
+
+/// Where nothing may be mounted: the kernel's own filesystems, and `/` itself.
+const FORBIDDEN: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// Every node with a world has its own empty /run, as a container has: its daemons' run
+/// folders are made there, and the host's /run is never written.
+pub const PRIVATE_RUN: &str = "/run";
+
+/// The fleet's /etc/hosts, which nsfleet writes.
+pub const HOSTS: &str = "/etc/hosts";
+
+/// A group's templates, checked per node once the wiring is known.
+#[derive(Default)]
+pub(crate) struct Templates {
+    /// The placeholders of a template, and where it is written.
+    uses: Vec<(Vec<Placeholder>, TopologyError)>,
+    /// Files whose source path is a template: checked for each node.
+    sources: Vec<(String, TopologyError)>,
+}
+
+/// What a group's layers give besides its configuration.
+pub(crate) struct Built {
+    pub config: NodeConfig,
+    pub templates: Templates,
+    /// The `loopback` pool, and where it is written.
+    pub loopback: Option<(Vec<IpNet>, TopologyError)>,
+}
+
+/// The configuration `layers` (lowest first) give a group; `router` is the group's
+/// default for `router` when no layer sets it.
+pub(crate) fn build(
+    cx: &Ctx<'_>,
+    layers: &[&NodeKeys],
+    router: Option<bool>,
+) -> Result<Built, TopologyError> {
+    let last =
+        |f: fn(&NodeKeys) -> Option<&Spanned<String>>| layers.iter().rev().find_map(|l| f(l));
+    let mut config = NodeConfig {
+        router: layers
+            .iter()
+            .rev()
+            .find_map(|l| l.router)
+            .or(router)
+            .unwrap_or(false),
+        kind: "linux".into(),
+        ..NodeConfig::default()
+    };
+    let mut templates = Templates::default();
+    for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
+        let v = sysctl(cx, key, value)?;
+        match config.sysctls.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = v,
+            None => config.sysctls.push((key.to_string(), v)),
+        }
+    }
+    if let Some(kind) = last(|l| l.kind.as_ref()) {
+        config.kind = kind.get_ref().clone();
+        let cfg = last(|l| l.config.as_ref());
+        let daemons_at = layers.iter().rev().find(|l| !l.daemons.is_empty());
+        let daemons: Vec<String> = daemons_at.map_or(Vec::new(), |l| {
+            l.daemons.iter().map(|d| d.get_ref().clone()).collect()
+        });
+        let config_path = cfg.map(|c| absolute(cx, c.get_ref()));
+        let parts = software::parts(kind.get_ref(), config_path.as_deref(), &daemons).map_err(
+            |(key, m)| {
+                let at = match key {
+                    "config" => cfg.map(|c| c.span()),
+                    "daemons" => daemons_at.and_then(|l| l.daemons.first()).map(|d| d.span()),
+                    _ => None,
+                };
+                cx.err(at.unwrap_or(kind.span()), m)
+            },
+        )?;
+        if config.kind != "linux" {
+            config.router = layers.iter().rev().find_map(|l| l.router).unwrap_or(true);
+        }
+        let at = cfg.map_or(kind.span(), |c| c.span());
+        for f in parts.files {
+            if let FileSource::Path(p) = &f.source {
+                check_source(cx, p, &at)?;
+                templates.sources.push((p.clone(), cx.err(at.clone(), "")));
+            }
+            config.files.push(f);
+        }
+        config.dirs = parts.dirs;
+        config.commands = parts.commands;
+    } else if let Some(c) = last(|l| l.config.as_ref()) {
+        return Err(cx.err(
+            c.span(),
+            "`config` is for kind = \"frr\" or \"bird\": set `kind` too",
+        ));
+    }
+    for cmd in layers.iter().flat_map(|l| &l.commands) {
+        let c = cmd.get_ref();
+        if c.trim().is_empty() || c.len() > MAX_COMMAND_LEN || c.contains('\0') {
+            return Err(cx.err(
+                cmd.span(),
+                format!(
+                    "expected a non-empty shell command line of at most {MAX_COMMAND_LEN} bytes"
+                ),
+            ));
+        }
+        templates.add(cx, c, cmd)?;
+        config.commands.push(c.clone());
+    }
+    if let Some(h) = last(|l| l.hostname.as_ref()) {
+        templates.add(cx, h.get_ref(), h)?;
+        config.hostname = Some(h.get_ref().clone());
+    }
+    if let Some(r) = last(|l| l.restart.as_ref()) {
+        config.restart_on_failure = match r.get_ref().as_str() {
+            "no" => false,
+            "on-failure" => true,
+            other => {
+                return Err(cx.err(
+                    r.span(),
+                    format!("restart = {other:?}: expected \"no\" or \"on-failure\""),
+                ))
+            }
+        };
+    }
+    dirs(cx, layers, &mut config)?;
+    files(cx, layers, &mut config, &mut templates)?;
+    let loopback = match layers.iter().rev().find_map(|l| l.loopback.as_ref()) {
+        Some(v) => Some((loopback(cx, v)?, cx.err(v.span(), ""))),
+        None => None,
+    };
+    Ok(Built {
+        config,
+        templates,
+        loopback,
+    })
+}
+
+impl Templates {
+    fn add(
+        &mut self,
+        cx: &Ctx<'_>,
+        text: &str,
+        at: &Spanned<impl Sized>,
+    ) -> Result<(), TopologyError> {
+        let used = template::check(text).map_err(|(off, m)| {
+            // The offset is in the value; the span starts at its opening quote.
+            let mut e = cx.err(at.span(), m);
+            e.column += off + 1;
+            e
+        })?;
+        if used.iter().any(|p| matches!(p, Placeholder::Addr { .. })) {
+            self.uses.push((used, cx.err(at.span(), "")));
+        }
+        Ok(())
+    }
+
+    /// Checks that every template of the group can be filled for the node `vars` names,
+    /// and that its template files exist and are sound.
+    pub fn check_node(&self, vars: &Vars<'_>, read: &mut SourceCache) -> Result<(), TopologyError> {
+        for (used, at) in &self.uses {
+            if let Some(m) = template::missing(used, vars) {
+                return Err(TopologyError {
+                    message: m,
+                    ..at.clone()
+                });
+            }
+        }
+        for (path, at) in &self.sources {
+            let path = template::expand(path, vars);
+            let used = read.check(&path, at)?;
+            if let Some(m) = template::missing(used, vars) {
+                let message = format!("{m} (in {path})");
+                return Err(TopologyError {
+                    message,
+                    ..at.clone()
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Template files read once each, with their placeholders.
+#[derive(Default)]
+pub(crate) struct SourceCache {
+    seen: HashMap<String, Vec<Placeholder>>,
+}
+
+impl SourceCache {
+    fn check(&mut self, path: &str, at: &TopologyError) -> Result<&[Placeholder], TopologyError> {
+        if !self.seen.contains_key(path) {
+            let text = read_source(path).map_err(|m| TopologyError {
+                message: m,
+                ..at.clone()
+            })?;
+            let used = template::check(&text).map_err(|(off, m)| place(path, &text, off, m))?;
+            self.seen.insert(path.to_string(), used);
+        }
+        Ok(&self.seen[path])
+    }
+}
+
+/// The text of a file source; also what the engine reads when a node starts.
+pub fn read_source(path: &str) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("file source {path}: {e}"))?;
+    if !meta.is_file() || meta.len() > MAX_FILE {
+        return Err(format!(
+            "file source {path}: expected a regular file of at most {MAX_FILE} bytes"
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("file source {path}: {e}"))
+}
+
+/// An error at byte `off` of file `path`.
+fn place(path: &str, text: &str, off: usize, message: String) -> TopologyError {
+    let upto = &text[..off.min(text.len())];
+    TopologyError {
+        file: path.to_string(),
+        line: upto.matches('\n').count() + 1,
+        column: upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1,
+        message,
+    }
+}
+
+/// A path of the file, relative to the topology file's folder, made absolute.
+fn absolute(cx: &Ctx<'_>, path: &str) -> String {
+    if path.starts_with('/') {
+        return path.to_string();
+    }
+    let base = Path::new(cx.file)
+        .parent()
+        .filter(|p| p.is_dir())
+        .unwrap_or(Path::new(""));
+    let joined = base.join(path);
+    std::path::absolute(&joined)
+        .unwrap_or(joined)
+        .display()
+        .to_string()
+}
+
+/// A source path without placeholders must exist; one with them is checked per node.
+fn check_source(
+    cx: &Ctx<'_>,
+    path: &str,
+    at: &std::ops::Range<usize>,
+) -> Result<(), TopologyError> {
+    if template::check(path).is_ok_and(|u| u.is_empty()) {
+        read_source(path).map_err(|m| cx.err(at.clone(), m))?;
+    }
+    Ok(())
+}
+
+fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(), TopologyError> {
+    let declared = layers.iter().flat_map(|l| {
+        (l.dirs.iter().map(|d| (d, false))).chain(l.dirs_from_host.iter().map(|d| (d, true)))
+    });
+    for (d, from_host) in declared {
+        let path = d.get_ref();
+        check_dir_path(path).map_err(|m| cx.err(d.span(), m))?;
+        config.dirs.retain(|x| x.path != *path);
+        let host = std::fs::metadata(path).ok().filter(|m| m.is_dir());
+        if from_host && host.is_none() {
+            return Err(cx.err(
+                d.span(),
+                format!("dirs_from_host: the host has no directory {path} to copy"),
+            ));
+        }
+        config.dirs.push(PrivateDir {
+            path: path.clone(),
+            from_host,
+            owner: host.as_ref().map(|m| (m.uid(), m.gid())),
+            mode: host.as_ref().map(|m| m.permissions().mode() & 0o7777),
+        });
+        if config.dirs.len() > MAX_DIRS {
+            return Err(cx.err(
+                d.span(),
+                format!("a node has at most {MAX_DIRS} private directories"),
+            ));
+        }
+    }
+    // Parents first: a directory inside another is made in the other's tmpfs.
+    config.dirs.sort_by_key(|d| d.path.matches('/').count());
+    for (i, d) in config.dirs.iter().enumerate() {
+        let inside = |p: &str| d.path.starts_with(&format!("{p}/"));
+        let made_inside = inside(PRIVATE_RUN) || config.dirs[..i].iter().any(|o| inside(&o.path));
+        if !made_inside && !Path::new(&d.path).is_dir() {
+            let at = declared_at(layers, &d.path);
+            let m = format!("private directory {}: the host has no such directory to mount over (one inside another private directory, or in /run, is made there)", d.path);
+            return Err(cx.err(at.unwrap_or(0..0), m));
+        }
+    }
+    Ok(())
+}
+
+fn declared_at(layers: &[&NodeKeys], path: &str) -> Option<std::ops::Range<usize>> {
+    let all = layers
+        .iter()
+        .rev()
+        .flat_map(|l| l.dirs.iter().chain(&l.dirs_from_host));
+    all.filter(|d| d.get_ref() == path).map(|d| d.span()).next()
+}
+
+/// A private directory's path: absolute, plain, and not where the kernel's filesystems are.
+fn check_dir_path(path: &str) -> Result<(), String> {
+    let plain = path.starts_with('/')
+        && path.len() > 1
+        && !path.ends_with('/')
+        && !path
+            .split('/')
+            .skip(1)
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        && !path.contains(['\0', '\n', '{', '}']);
+    if !plain {
+        return Err(format!("private directory {path:?}: expected an absolute path without `.`, `..`, `//`, braces or a trailing `/`, other than `/`"));
+    }
+    if let Some(f) = FORBIDDEN
+        .iter()
+        .find(|f| path == **f || path.starts_with(&format!("{f}/")))
+    {
+        return Err(format!(
+            "private directory {path}: {f} is the kernel's; nsfleet mounts nothing there"
+        ));
+    }
+    if path == PRIVATE_RUN {
+        return Err(
+            "private directory /run: every node that runs processes has its own /run already"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+fn files(
+    cx: &Ctx<'_>,
+    layers: &[&NodeKeys],
+    config: &mut NodeConfig,
+    templates: &mut Templates,
+) -> Result<(), TopologyError> {
+    for (path, v) in layers.iter().flat_map(|l| &l.files) {
+        let source = match v.get_ref() {
+            toml::Value::String(s) => FileSource::Path(absolute(cx, s)),
+            toml::Value::Table(t) if t.len() == 1 && t.get("content").is_some_and(|c| c.is_str()) => {
+                FileSource::Inline(t["content"].as_str().unwrap_or_default().to_string())
+            }
+            _ => {
+                return Err(cx.err(v.span(), format!("files.{path:?}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}")))
+            }
+        };
+        check_file_path(path, &config.dirs).map_err(|m| cx.err(v.span(), m))?;
+        templates.add(cx, path, v)?;
+        match &source {
+            FileSource::Inline(text) => templates.add(cx, text, v)?,
+            FileSource::Path(p) => {
+                templates.add(cx, p, v)?;
+                check_source(cx, p, &v.span())?;
+                templates.sources.push((p.clone(), cx.err(v.span(), "")));
+            }
+        }
+        config.files.retain(|f| f.path != *path);
+        config.files.push(PrivateFile {
+            path: path.clone(),
+            source,
+        });
+        if config.files.len() > MAX_FILES {
+            return Err(cx.err(v.span(), format!("a node has at most {MAX_FILES} files")));
+        }
+    }
+    Ok(())
+}
+
+fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
+    if path == HOSTS {
+        return Err(format!(
+            "{HOSTS} is the fleet's: nsfleet writes every node's name and addresses there"
+        ));
+    }
+    let plain = path.starts_with('/')
+        && !path.ends_with('/')
+        && !path
+            .split('/')
+            .skip(1)
+            .any(|c| c.is_empty() || c == "." || c == "..");
+    if !plain {
+        return Err(format!(
+            "file {path:?}: expected an absolute path without `.`, `..` or `//`"
+        ));
+    }
+    let inside = |d: &str| path.starts_with(&format!("{d}/"));
+    if !inside(PRIVATE_RUN) && !dirs.iter().any(|d| inside(&d.path)) {
+        return Err(format!("file {path}: it must be inside one of the node's private `dirs` (or /run), so that the host's files are never written"));
+    }
+    Ok(())
+}
+
+/// `loopback = "10.255.0.0/16"` or a list of such pools (one per IP version): each node of
+/// the group gets the next address of each, as a /32 or /128.
+fn loopback(cx: &Ctx<'_>, v: &Spanned<toml::Value>) -> Result<Vec<IpNet>, TopologyError> {
+    let bad = || {
+        cx.err(v.span(), "loopback: expected an address pool like \"10.255.0.0/16\" (or one IPv4 and one IPv6 pool in a list)")
+    };
+    let items: Vec<&str> = match v.get_ref() {
+        toml::Value::String(s) => vec![s.as_str()],
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().ok_or_else(bad))
+            .collect::<Result<_, _>>()?,
+        _ => return Err(bad()),
+    };
+    let pools: Vec<IpNet> = items
+        .iter()
+        .map(|s| s.parse::<IpNet>().map(|n| n.network()).map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let v4 = pools.iter().filter(|p| p.addr.is_ipv4()).count();
+    if pools.is_empty() || v4 > 1 || pools.len() - v4 > 1 {
+        return Err(bad());
+    }
+    Ok(pools)
+}
+
+/// Checks every node's templates once the wiring is laid out.
+pub(crate) fn check_nodes<'a>(
+    fleet: &str,
+    groups: impl Iterator<Item = (&'a crate::NodeGroup, &'a Templates)>,
+    wiring: &[std::sync::Arc<NodeWiring>],
+) -> Result<(), TopologyError> {
+    let unwired = NodeWiring::default();
+    let mut cache = SourceCache::default();
+    let mut k = 0;
+    for (group, t) in groups {
+        let quiet = t.uses.is_empty() && t.sources.is_empty();
+        for (name, number) in group.names.numbered() {
+            if !quiet {
+                let vars = Vars {
+                    name: &name,
+                    number,
+                    fleet,
+                    wiring: wiring.get(k).map_or(&unwired, |w| w),
+                };
+                t.check_node(&vars, &mut cache)?;
+            }
+            k += 1;
+        }
+    }
+    Ok(())
+}
