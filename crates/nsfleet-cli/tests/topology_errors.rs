@@ -45,6 +45,28 @@ const CASES: &[(&str, &str, usize, &str)] = &[
     ("overlapping-pools", "[fleet]\nname = \"x\"\n[[switch]]\nname = \"s1\"\npool = \"10.0.0.0/16\"\n[[switch]]\nname = \"s2\"\npool = \"10.0.3.0/24\"\n[[node]]\nname = \"a\"\n", 8, "overlaps pool 10.0.0.0/16 (line 5)"),
     ("link-pool-overlap", "[fleet]\nname = \"x\"\n[[generate]]\nkind = \"star\"\ncount = 3\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\npool = \"10.0.9.0/30\"\n", 13, "overlaps pool 10.0.0.0/16 (line 3)"),
     ("empty-command", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ncommands = [\"  \"]\n", 5, "non-empty shell command"),
+    ("unknown-placeholder", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ncommands = [\"echo {nmae}\"]\n", 5, "unknown placeholder {nmae}"),
+    ("placeholder-no-address", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a{i}\"\ncount = 2\ncommands = [\"ping {addr.eth9}\"]\n", 6, "node a1 has no IPv4 address on \"eth9\""),
+    ("generated-placeholder", "[fleet]\nname = \"x\"\n[[generate]]\nkind = \"line\"\ncount = 2\nnode = { hostname = \"{name}-{colour}\" }\n", 6, "unknown placeholder {colour}"),
+    ("file-source-missing", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/etc/frr\"]\nfiles = { \"/etc/frr/a.conf\" = \"nope/{name}.conf\" }\n", 6, "nope/a.conf: No such file"),
+    ("file-outside-dirs", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nfiles = { \"/etc/foo.conf\" = { content = \"x\" } }\n", 5, "must be inside one of the node's private `dirs`"),
+    ("file-bad-source", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nfiles = { \"/run/x\" = 3 }\n", 5, "expected a source path"),
+    ("hosts-file", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/etc\"]\nfiles = { \"/etc/hosts\" = { content = \"x\" } }\n", 6, "/etc/hosts is the fleet's"),
+    ("dir-relative", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"etc/frr\"]\n", 5, "expected an absolute path"),
+    ("dir-root", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/\"]\n", 5, "other than `/`"),
+    ("dir-proc", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/proc\"]\n", 5, "/proc is the kernel's"),
+    ("dir-sys", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/sys/kernel\"]\n", 5, "/sys is the kernel's"),
+    ("dir-dev", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs_from_host = [\"/dev\"]\n", 5, "/dev is the kernel's"),
+    ("dir-dotdot", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/etc/../proc\"]\n", 5, "without `.`, `..`"),
+    ("dir-missing", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs = [\"/no/such/dir\"]\n", 5, "the host has no such directory"),
+    ("copy-missing", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs_from_host = [\"/no/such/dir\"]\n", 5, "no directory /no/such/dir to copy"),
+    ("unknown-kind", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"junos\"\n", 5, "unknown kind \"junos\""),
+    ("frr-no-config", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"frr\"\n", 5, "needs `config`"),
+    ("frr-bad-daemon", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"frr\"\nconfig = \"/dev/null\"\ndaemons = [\"ospfv9d\"]\n", 7, "unknown FRR daemon"),
+    ("config-without-kind", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nconfig = \"a.conf\"\n", 5, "set `kind` too"),
+    ("bad-restart", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ncommands = [\"true\"]\nrestart = \"always\"\n", 6, "expected \"no\" or \"on-failure\""),
+    ("bad-loopback", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nloopback = \"lo0\"\n", 5, "expected an address pool"),
+    ("small-loopback", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a{i}\"\ncount = 3\nloopback = \"10.9.0.0/31\"\n", 6, "has 2 addresses; the group has 3 nodes"),
 ];
 
 #[test]
@@ -66,6 +88,50 @@ fn every_bad_file_gets_its_line_and_creates_nothing() {
     }
     let missing = env.run(&["up", "/no/such/file.toml"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read the topology file"));
+}
+
+#[test]
+fn a_template_file_with_a_bad_placeholder_is_named_with_its_own_line() {
+    let env = Env::new("badtemplate");
+    env.file(
+        "r.conf",
+        "hostname {name}\nrouter-id {addr.lo}\nbad {colour}\n",
+    );
+    let f = env.file(
+        "t.toml",
+        "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nloopback = \"10.9.0.1/32\"\ndirs = [\"/etc/frr\"]\nfiles = { \"/etc/frr/r.conf\" = \"r.conf\" }\n",
+    );
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let at = format!(
+        "{}:3:5: unknown placeholder {{colour}}",
+        env.files.join("r.conf").display()
+    );
+    assert!(err.contains(&at), "expected {at} in {err}");
+    assert!(env.fleet_dirs().is_empty());
+}
+
+#[test]
+fn a_kind_whose_software_is_missing_says_what_to_install() {
+    let env = Env::new("nosoftware");
+    env.file("b.conf", "router id 1.1.1.1;\n");
+    let f = env.file(
+        "b.toml",
+        "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"bird\"\nconfig = \"b.conf\"\n",
+    );
+    let out = env
+        .cmd(&["up", f.to_str().unwrap()])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(":5:") && err.contains("apt-get install bird2"),
+        "{err}"
+    );
+    assert!(env.fleet_dirs().is_empty());
 }
 
 #[test]
