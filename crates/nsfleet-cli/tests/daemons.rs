@@ -239,3 +239,28 @@ fn a_bird_line_converges_and_leaves_nothing() {
     assert_eq!(neighbors.matches("Full").count(), 2, "{neighbors}");
     down_to_nothing(&env, fleet, &mounts);
 }
+
+#[test]
+fn a_failed_command_restarts_with_backoff_and_status_shows_how_each_ended() {
+    let env = Env::new("restart");
+    let fleet = env.up(
+        "[fleet]\nname = \"rs\"\n[[node]]\nname = \"n1\"\nrestart = \"on-failure\"\ncommands = [\"echo run >> /run/count; exit 3\", \"exit 0\", \"setsid sh -c 'sleep 1005' & exec sleep 1006\"]\n",
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    let s = env.status("rs");
+    let procs = s["nodes"][0]["processes"].as_array().unwrap().clone();
+    // Failed at once, then again after 1 s and 2 s: started 3 times by now.
+    assert_eq!(procs[0]["exit"]["code"], 3, "{procs:?}");
+    assert_eq!(procs[0]["restarts"], 2, "{procs:?}");
+    assert_eq!(procs[1]["exit"]["code"], 0, "{procs:?}");
+    assert_eq!(
+        procs[1]["restarts"], 0,
+        "exit 0 is not a failure: {procs:?}"
+    );
+    assert_eq!(procs[2]["running"], true, "{procs:?}");
+    let runs = env.ok(&["exec", "rs", "n1", "--", "cat", "/run/count"]);
+    assert_eq!(runs.lines().count(), 3, "{runs}");
+    let text = env.ok(&["status", "rs"]);
+    assert!(text.contains("exited 3, restarted 2x"), "{text}");
+    down_to_nothing(&env, fleet, &host_mounts());
+}

@@ -116,18 +116,7 @@ fn print_one(f: &FleetStatus) {
     println!("  run folder: {} (node logs in logs/)", f.run_dir);
     const SHOWN: usize = 20;
     for n in f.nodes.iter().take(SHOWN) {
-        let procs: Vec<String> = n
-            .processes
-            .iter()
-            .map(|p| {
-                format!(
-                    "{} [{}{}]",
-                    p.command,
-                    p.pid,
-                    if p.running { "" } else { ", exited" }
-                )
-            })
-            .collect();
+        let procs: Vec<String> = n.processes.iter().map(describe_process).collect();
         println!(
             "  {:<16} net:[{}] {}",
             n.name,
@@ -147,4 +136,23 @@ fn print_one(f: &FleetStatus) {
             f.nodes.len() - SHOWN
         );
     }
+}
+
+/// `zebra -d ... [4242, daemon]`, `sleep 9 [4243, exited 1, restarted 2x]`.
+fn describe_process(p: &nsfleet::subsys::process::ProcInfo) -> String {
+    use nsfleet::sys::Exit;
+    let mut state = vec![p.pid.to_string()];
+    if p.daemon {
+        state.push("daemon".into());
+    }
+    match p.exit {
+        Some(Exit::Code(c)) => state.push(format!("exited {c}")),
+        Some(Exit::Signal(s)) => state.push(format!("killed by signal {s}")),
+        None if !p.running => state.push("exited".into()),
+        None => {}
+    }
+    if p.restarts > 0 {
+        state.push(format!("restarted {}x", p.restarts));
+    }
+    format!("{} [{}]", p.command, state.join(", "))
 }

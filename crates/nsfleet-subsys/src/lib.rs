@@ -11,6 +11,7 @@ pub mod loopback;
 pub mod probe;
 pub mod process;
 pub mod routes;
+mod spawner;
 pub mod sysctl;
 pub mod world;
 

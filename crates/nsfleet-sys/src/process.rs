@@ -87,17 +87,107 @@ pub fn reap_pidfd(pidfd: BorrowedFd<'_>) {
     }
 }
 
-/// Reaps every exited child without blocking (the duty of a PID namespace's init).
+/// Reaps every exited child without blocking (the duty of a PID namespace's init), except
+/// those [`watch_child`] named: their exit status is their watcher's to collect. The
+/// kernel answers "which child exited" with the first it finds, so the sweep stops at a
+/// watched one; its watcher reaps it soon, and the next SIGCHLD sweeps on.
 pub fn reap_any() {
     let _no_spawn_in_flight = SPAWNING.write();
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid(2) with WNOHANG and a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
+        // SAFETY: siginfo_t is plain data; waitid(2) with WNOHANG|WNOWAIT only looks.
+        let pid = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_ALL, 0, &mut info, flags) < 0 {
+                return;
+            }
+            info.si_pid()
+        };
+        if pid <= 0 || WATCHED.lock().contains(&pid) {
             return;
         }
+        // SAFETY: waitpid(2) of that one child, not blocking.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
     }
+}
+
+/// Children whose exit status their spawner collects ([`try_wait_pidfd`]), not
+/// [`reap_any`]. Named while [`spawn_guard`] is held, before the child can be swept.
+static WATCHED: parking_lot::Mutex<Vec<libc::pid_t>> = parking_lot::Mutex::new(Vec::new());
+
+/// Keeps [`reap_any`] off child `pid` until [`unwatch_child`].
+pub fn watch_child(pid: libc::pid_t) {
+    WATCHED.lock().push(pid);
+}
+
+pub fn unwatch_child(pid: libc::pid_t) {
+    WATCHED.lock().retain(|p| *p != pid);
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn failed(self) -> bool {
+        self != Exit::Code(0)
+    }
+}
+
+/// Reaps the child behind `pidfd` if it has exited and says how it ended; `None` while it
+/// runs (or if someone else reaped it).
+pub fn try_wait_pidfd(pidfd: BorrowedFd<'_>) -> Option<Exit> {
+    // SAFETY: siginfo_t is plain data; waitid(2) with P_PIDFD and WNOHANG never blocks.
+    let info = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG,
+        );
+        if rc < 0 || info.si_pid() == 0 {
+            return None;
+        }
+        info
+    };
+    // SAFETY: waitid filled a SIGCHLD siginfo, whose si_status is valid.
+    let status = unsafe { info.si_status() };
+    Some(match info.si_code {
+        libc::CLD_EXITED => Exit::Code(status),
+        _ => Exit::Signal(status),
+    })
+}
+
+/// The children of process `pid` (host pids), from /proc.
+pub fn children_of(pid: i64) -> Vec<i64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A process's command line as `ps` shows it (arguments joined by spaces).
+pub fn cmdline_of(pid: i64) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// Runs in a freshly forked child before exec: only async-signal-safe syscalls here.

@@ -1,0 +1,145 @@
+//! The spawner: the one thread that starts node processes, inside their nodes' worlds.
+
+use crossbeam_channel::Sender;
+use nsfleet_sys as sys;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Spawns node processes from a thread with a file-descriptor table of its own. A fork
+/// copies the parent's descriptor table and exec then closes the copies, so spawning from
+/// the supervisor, which holds one descriptor per node, cost O(nodes) per process
+/// (measured: 1.5 ms each at 500 nodes, 2.5 ms at 2,000). This thread's table holds
+/// stdio and its home namespace only.
+#[derive(Clone)]
+pub(crate) struct Spawner {
+    tx: Sender<Request>,
+}
+
+struct Request {
+    /// The node's init, whose namespaces the command's are (its PID namespace by setns
+    /// for children). A pid, not a descriptor: this thread has a descriptor table of its
+    /// own. The init is our unreaped child, so its pid is not reused under us.
+    world: libc::pid_t,
+    env: Vec<(&'static str, String)>,
+    command: String,
+    log: PathBuf,
+    reply: Sender<io::Result<libc::pid_t>>,
+}
+
+impl Spawner {
+    pub(crate) fn start() -> io::Result<Self> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Request>();
+        let (ready, started) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("nsfleet-spawner".into())
+            .spawn(move || {
+                // Home is the process's own namespace (the main thread's): this thread may be
+                // started by a worker that is inside a node, and would inherit that node.
+                let home = sys::private_fd_table(3)
+                    .and_then(|_| sys::unshare_fs())
+                    .and_then(|_| Home::open());
+                match home {
+                    Ok(home) => {
+                        let _ = ready.send(Ok(()));
+                        for req in rx.iter() {
+                            let r = spawn_in_world(&req);
+                            // Never stay in a node: this thread would keep it alive.
+                            home.go().expect("spawner cannot return home");
+                            let _ = req.reply.send(r);
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                    }
+                }
+            })?;
+        started
+            .recv()
+            .map_err(|_| io::Error::other("the spawner thread died"))??;
+        Ok(Spawner { tx })
+    }
+
+    /// Starts `/bin/sh -c command` in the world of the init `world`, output appended to
+    /// `log`.
+    pub(crate) fn spawn(
+        &self,
+        command: &str,
+        log: &Path,
+        world: libc::pid_t,
+        env: &[(&'static str, String)],
+    ) -> io::Result<(libc::pid_t, OwnedFd)> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        // Held until the child is watched: the PID-1 orphan sweep must not reap it, its
+        // exit status is ours.
+        let _guard = sys::spawn_guard();
+        self.tx
+            .send(Request {
+                world,
+                env: env.to_vec(),
+                command: command.to_string(),
+                log: log.to_path_buf(),
+                reply,
+            })
+            .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+        let pid = answer
+            .recv()
+            .map_err(|_| io::Error::other("the spawner thread is gone"))??;
+        sys::watch_child(pid);
+        match sys::pidfd_open(pid) {
+            Ok(fd) => Ok((pid, fd)),
+            Err(e) => {
+                sys::unwatch_child(pid);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The spawner thread's own namespaces, to come back to after each spawn.
+struct Home {
+    net: OwnedFd,
+    mnt: OwnedFd,
+    uts: OwnedFd,
+    pid: OwnedFd,
+}
+
+impl Home {
+    fn open() -> io::Result<Home> {
+        Ok(Home {
+            net: sys::open_process_netns()?,
+            mnt: sys::open_thread_ns("mnt")?,
+            uts: sys::open_thread_ns("uts")?,
+            pid: sys::open_thread_ns("pid")?,
+        })
+    }
+
+    fn go(&self) -> io::Result<()> {
+        sys::setns_net(self.net.as_fd())?;
+        sys::setns(self.mnt.as_fd(), libc::CLONE_NEWNS)?;
+        sys::setns(self.uts.as_fd(), libc::CLONE_NEWUTS)?;
+        sys::setns(self.pid.as_fd(), libc::CLONE_NEWPID)
+    }
+}
+
+fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
+    // Opened before entering: the node has a /run of its own, where the host's run folder
+    // is not.
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&req.log)?;
+    let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+    sys::setns_pidfd(sys::pidfd_open(req.world)?.as_fd(), all)?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&req.command)
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    nsfleet_core::fault::point("starting a process")?;
+    sys::spawn_node_process(&mut cmd)
+}
