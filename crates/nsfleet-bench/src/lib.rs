@@ -8,6 +8,7 @@
 
 mod churn;
 mod create;
+mod daemons;
 mod raw;
 mod routers;
 mod setns;
@@ -16,6 +17,7 @@ mod traffic;
 
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
+pub use daemons::{daemons, DaemonsArgs};
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
 pub use teardown::{teardown, TeardownArgs};
@@ -100,6 +102,11 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         seconds: defaults.traffic_seconds,
         loop_packets: defaults.loop_packets,
         common: with("traffic"),
+    })?;
+    daemons(DaemonsArgs {
+        count: defaults.daemons_count,
+        timeout: defaults.daemons_timeout,
+        common: with("daemons"),
     })
 }
 
@@ -118,6 +125,8 @@ pub struct Defaults {
     pub setns_alive: u64,
     pub process_calls: u64,
     pub traffic_seconds: f64,
+    pub daemons_count: u64,
+    pub daemons_timeout: std::time::Duration,
     pub loop_packets: u64,
 }
 
@@ -137,6 +146,8 @@ impl Default for Defaults {
             setns_alive: 1000,
             process_calls: 200,
             traffic_seconds: 3.0,
+            daemons_count: 1000,
+            daemons_timeout: std::time::Duration::from_secs(600),
             loop_packets: 50_000_000,
         }
     }
@@ -349,6 +360,12 @@ impl Cli {
             create_latency_us: serde_json::from_value(v["create_latency_us"].clone())
                 .unwrap_or_default(),
         })
+    }
+
+    /// `nsfleet status bench --json`: the fleet's entry.
+    pub(crate) fn status(&self) -> anyhow::Result<serde_json::Value> {
+        let v = self.run(&["status", "bench", "--json"])?;
+        Ok(v["fleets"][0].clone())
     }
 
     /// `nsfleet down`, to full reclamation; returns its JSON report.

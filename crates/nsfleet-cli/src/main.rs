@@ -223,6 +223,19 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Routers that run real software: N BIRD OSPF routers in a grid from one template,
+    /// from `up` to full convergence (every router has a route to every loopback), memory
+    /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
+    Daemons {
+        /// Routers (a grid as close to square as the count allows).
+        #[arg(long, default_value_t = d().daemons_count)]
+        count: u64,
+        /// Give up if OSPF has not converged after this many seconds.
+        #[arg(long, default_value_t = d().daemons_timeout.as_secs())]
+        timeout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
@@ -349,6 +362,15 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             steps: if steps.is_empty() { vec![count] } else { steps },
             script_count,
             mininet_count,
+            common: common.common(),
+        }),
+        Bench::Daemons {
+            count,
+            timeout,
+            common,
+        } => daemons(DaemonsArgs {
+            count,
+            timeout: std::time::Duration::from_secs(timeout),
             common: common.common(),
         }),
         Bench::Setns {

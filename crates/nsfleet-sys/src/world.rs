@@ -122,12 +122,66 @@ pub fn open_thread_ns(kind: &str) -> io::Result<OwnedFd> {
 
 extern "C" fn note_signal(_: libc::c_int) {}
 
+/// Most mappings an init unmaps: a fixed array on the stack, as the heap goes with them.
+const MAX_UNMAPPED: usize = 4096;
+
+/// Unmaps the anonymous memory a forked init inherited from its fleet's supervisor (the
+/// heap, the other threads' stacks) except the stack it runs on. Forked from a supervisor
+/// that has grown with its fleet, each init otherwise keeps copy-on-write pages that the
+/// supervisor changes later, a private copy each (measured: 2.3 MB per node at 100 BIRD
+/// routers, 1.0 MB for 1), and lengthens the kernel's reverse-map walks of every shared
+/// page. Only for [`run_node_init`], which from here on makes syscalls on its stack and
+/// never touches the heap again.
+fn let_go_of_inherited_memory() -> io::Result<()> {
+    let marker = std::hint::black_box(0u8);
+    let here = &marker as *const u8 as usize;
+    let mut ranges = [(0usize, 0usize); MAX_UNMAPPED];
+    let mut n = 0;
+    {
+        let maps = std::fs::read_to_string("/proc/self/maps")?;
+        // Where the previous mapping ends, if it is a file's: an anonymous mapping right
+        // after one is that program's or library's .bss (libc's own globals among them).
+        let mut file_end = None;
+        for line in maps.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let Some((a, b)) = f.first().and_then(|r| r.split_once('-')) else {
+                continue;
+            };
+            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            else {
+                continue;
+            };
+            let after_file = file_end == Some(a);
+            file_end = f.get(5).filter(|p| p.starts_with('/')).map(|_| b);
+            // Anonymous or the heap, private: what fork copied. Named mappings (the
+            // program, libraries, [stack], [vdso]) stay, and so does .bss.
+            let anon = f.len() == 5 || f.get(5) == Some(&"[heap]");
+            if !anon || after_file || !f.get(1).is_some_and(|p| p.ends_with('p')) {
+                continue;
+            }
+            if (a..b).contains(&here) || n == MAX_UNMAPPED {
+                continue; // the stack we run on (with its thread's TLS)
+            }
+            ranges[n] = (a, b);
+            n += 1;
+        }
+    } // `maps` and `f` are freed here, before their heap goes.
+    for &(a, b) in &ranges[..n] {
+        // SAFETY: munmap(2) of whole mappings of this process other than the running
+        // stack. Nothing that lives in them is used after this: the caller only makes
+        // syscalls on stack values until it exits, and takes no lock and allocates nothing.
+        unsafe { libc::munmap(a as *mut libc::c_void, b - a) };
+    }
+    Ok(())
+}
+
 /// The loop of a node's init, PID 1 of the node's PID namespace: reaps what is orphaned to
 /// it (daemons that double-fork end up here) and, on SIGTERM, sends SIGTERM to every
 /// process of the namespace, waits up to `grace` for them, and exits. Its exit makes the
 /// kernel kill whatever is left: nothing of the node outlives it. Never returns.
 pub fn run_node_init(grace: Duration) -> ! {
     let signals = [libc::SIGTERM, libc::SIGCHLD, libc::SIGINT];
+    let _ = let_go_of_inherited_memory();
     // SAFETY: sigaction/sigprocmask/sigtimedwait/waitpid/kill on stack values and
     // integers. A PID namespace's init gets only signals it has a handler for, so each
     // gets one (that does nothing) and stays blocked: they are taken by sigtimedwait.
