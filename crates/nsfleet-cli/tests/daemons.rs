@@ -120,6 +120,10 @@ commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run
         "w2 2 wo host-w2\n"
     );
     assert_eq!(exec("w1", "hostname"), "host-w1\n");
+    assert_eq!(
+        exec("w2", "echo $NSFLEET_FLEET $NSFLEET_NODE $NSFLEET_INDEX"),
+        "wo w2 2\n"
+    );
     assert_eq!(exec("w1", "cat /mnt/who"), "w1 1 wo");
     assert_eq!(
         exec("w2", "cat /run/app/conf"),

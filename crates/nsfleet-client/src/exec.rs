@@ -32,7 +32,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     }
     let rd = RunDir::new(&a.run_dir);
     let mut c = connect(&rd, &a.name)?;
-    let Reply::Netns { world, .. } = c.call(&Request::Netns {
+    let Reply::Netns { world, number, .. } = c.call(&Request::Netns {
         node: a.node.clone(),
     })?
     else {
@@ -50,6 +50,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
             .args(&a.command[1..])
             .env("NSFLEET_FLEET", &a.name)
             .env("NSFLEET_NODE", &a.node)
+            .env("NSFLEET_INDEX", number.to_string())
             .spawn();
         let mut child = match child {
             Ok(c) => c,

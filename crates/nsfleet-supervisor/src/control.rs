@@ -66,6 +66,9 @@ pub enum Reply {
         inode: u64,
         #[serde(default)]
         world: bool,
+        /// The node's number (`{i}`), for NSFLEET_INDEX.
+        #[serde(default)]
+        number: u64,
     },
     Impaired {
         node: String,

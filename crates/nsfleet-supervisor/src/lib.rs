@@ -419,15 +419,16 @@ impl Supervisor {
         let nodes = self.fleet.nodes();
         let world = |n: &Node| n.inspect::<Procs, _>(self.defaults.process, Procs::world_pidfd);
         let found = nodes.get(node).map(|n| match world(n).flatten() {
-            Some(pidfd) => (n.inode(), Some(pidfd), true),
-            None => (n.inode(), n.dup_netns(), false),
+            Some(pidfd) => (n, Some(pidfd), true),
+            None => (n, n.dup_netns(), false),
         });
         match found {
-            Some((inode, Some(fd), world)) => {
+            Some((n, Some(fd), world)) => {
                 let mut line = serde_json::to_vec(&Reply::Netns {
                     node: node.into(),
-                    inode,
+                    inode: n.inode(),
                     world,
+                    number: n.number(),
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())

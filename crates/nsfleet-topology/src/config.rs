@@ -18,6 +18,8 @@ const MAX_DIRS: usize = 64;
 const MAX_FILES: usize = 256;
 /// Largest file a node may be given (a configuration, not a disk image).
 const MAX_FILE: u64 = 1 << 20;
+/// The kernel's limit on a host name (`__NEW_UTS_LEN`).
+const MAX_HOSTNAME: usize = 64;
 
 /// Where nothing may be mounted: the kernel's own filesystems, and `/` itself.
 const FORBIDDEN: &[&str] = &["/proc", "/sys", "/dev"];
@@ -36,6 +38,8 @@ pub(crate) struct Templates {
     uses: Vec<(Vec<Placeholder>, TopologyError)>,
     /// Files whose source path is a template: checked for each node.
     sources: Vec<(String, TopologyError)>,
+    /// The host name template, checked for each node once filled.
+    hostname: Option<(String, TopologyError)>,
 }
 
 /// What a group's layers give besides its configuration.
@@ -125,6 +129,7 @@ pub(crate) fn build(
     }
     if let Some(h) = last(|l| l.hostname.as_ref()) {
         templates.add(cx, h.get_ref(), h)?;
+        templates.hostname = Some((h.get_ref().clone(), cx.err(h.span(), "")));
         config.hostname = Some(h.get_ref().clone());
     }
     if let Some(r) = last(|l| l.restart.as_ref()) {
@@ -174,6 +179,17 @@ impl Templates {
     /// Checks that every template of the group can be filled for the node `vars` names,
     /// and that its template files exist and are sound.
     pub fn check_node(&self, vars: &Vars<'_>, read: &mut SourceCache) -> Result<(), TopologyError> {
+        if let Some((h, at)) = &self.hostname {
+            let name = template::expand(h, vars);
+            let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_';
+            if name.is_empty() || name.len() > MAX_HOSTNAME || !name.chars().all(ok) {
+                let message = format!("hostname {name:?} (node {}): expected 1 to {MAX_HOSTNAME} letters, digits, '-', '.' or '_'", vars.name);
+                return Err(TopologyError {
+                    message,
+                    ..at.clone()
+                });
+            }
+        }
         for (used, at) in &self.uses {
             if let Some(m) = template::missing(used, vars) {
                 return Err(TopologyError {
@@ -444,7 +460,7 @@ pub(crate) fn check_nodes<'a>(
     let mut cache = SourceCache::default();
     let mut k = 0;
     for (group, t) in groups {
-        let quiet = t.uses.is_empty() && t.sources.is_empty();
+        let quiet = t.uses.is_empty() && t.sources.is_empty() && t.hostname.is_none();
         for (name, number) in group.names.numbered() {
             if !quiet {
                 let vars = Vars {

@@ -764,11 +764,16 @@ pub fn sysctl_path(key: &str) -> String {
 /// network namespace, and host-only keys (`net.core.rmem_max`) are absent or read-only
 /// there. Keys of interfaces the fleet makes are not the kernel's to answer.
 fn sysctls_asked(cx: &Ctx<'_>, doc: &File) -> Vec<(String, TopologyError)> {
+    let generated = doc.generate.iter().flat_map(|g| {
+        let g = g.get_ref();
+        std::iter::once(&g.sysctls).chain(g.node.iter().map(|t| &t.get_ref().sysctls))
+    });
     let sections = doc
         .defaults
         .iter()
         .map(|d| &d.get_ref().sysctls)
-        .chain(doc.node.iter().map(|n| &n.get_ref().sysctls));
+        .chain(doc.node.iter().map(|n| &n.get_ref().sysctls))
+        .chain(generated);
     let mut asked: Vec<(String, TopologyError)> = Vec::new();
     for (k, v) in sections.flatten() {
         let path = sysctl_path(k);
