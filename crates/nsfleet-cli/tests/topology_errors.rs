@@ -62,6 +62,7 @@ const CASES: &[(&str, &str, usize, &str)] = &[
     ("copy-missing", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs_from_host = [\"/no/such/dir\"]\n", 5, "no directory /no/such/dir to copy"),
     ("bad-hostname", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nhostname = \"my host {name}\"\n", 5, "hostname \"my host a\" (node a): expected 1 to 64"),
     ("generated-sysctl", "[fleet]\nname = \"x\"\n[[generate]]\nkind = \"line\"\ncount = 2\nnode = { sysctls = { \"net.core.rmem_max\" = 1 } }\n", 6, "not per network namespace"),
+    ("copy-too-big", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\ndirs_from_host = [\"/usr\"]\n", 5, "every node gets a copy of it in memory"),
     ("unknown-kind", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"junos\"\n", 5, "unknown kind \"junos\""),
     ("frr-no-config", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"frr\"\n", 5, "needs `config`"),
     ("frr-bad-daemon", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nkind = \"frr\"\nconfig = \"/dev/null\"\ndaemons = [\"ospfv9d\"]\n", 7, "unknown FRR daemon"),

@@ -15,7 +15,7 @@ use nsfleet_sys as sys;
 use nsfleet_topology::template::{self, Vars};
 use nsfleet_topology::{FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
@@ -40,6 +40,9 @@ struct Layout {
     files: Vec<(String, String)>,
     hosts: Option<String>,
 }
+
+/// How long a world's init may take to set it up.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a world's init waits for the node's processes after SIGTERM before it exits
 /// (and the kernel kills the rest).
@@ -77,17 +80,19 @@ pub fn start(node: &Node, fleet: &str, log: &File, hosts: Option<&Path>) -> anyh
     drop(_guard);
     drop(theirs);
     let world = World { pid, pidfd };
-    ours.set_read_timeout(Some(Duration::from_secs(30)))?;
+    ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
     let mut line = String::new();
-    let _ = BufReader::new(&ours).read_line(&mut line);
+    let read = BufReader::new(&ours).read_line(&mut line);
     if line == "ok\n" {
         return Ok(world);
     }
     world.kill();
-    let why = if line.is_empty() {
-        "it exited without a word".to_string()
-    } else {
-        line.trim_end().to_string()
+    let why = match read {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            format!("its init was not done after {SETUP_TIMEOUT:?}, and was killed")
+        }
+        _ if line.is_empty() => "its init died without a word (see the node's log)".to_string(),
+        _ => line.trim_end().to_string(),
     };
     Err(anyhow!("setting up the node's world: {why}"))
 }

@@ -18,6 +18,8 @@ const MAX_DIRS: usize = 64;
 const MAX_FILES: usize = 256;
 /// Largest file a node may be given (a configuration, not a disk image).
 const MAX_FILE: u64 = 1 << 20;
+/// Most a `dirs_from_host` folder may hold: each node gets a copy in memory (tmpfs).
+const MAX_COPIED: u64 = 64 << 20;
 /// The kernel's limit on a host name (`__NEW_UTS_LEN`).
 const MAX_HOSTNAME: usize = 64;
 
@@ -298,6 +300,10 @@ fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(
                 format!("dirs_from_host: the host has no directory {path} to copy"),
             ));
         }
+        if from_host && !fits_in_a_copy(Path::new(path), &mut 0) {
+            let m = format!("dirs_from_host: {path} holds more than {} MB (each file counted as at least a 4 KB page), and every node gets a copy of it in memory: give a smaller folder", MAX_COPIED >> 20);
+            return Err(cx.err(d.span(), m));
+        }
         config.dirs.push(PrivateDir {
             path: path.clone(),
             from_host,
@@ -323,6 +329,25 @@ fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether a folder stays within what a per-node copy may hold; `used` counts the bytes
+/// seen so far, each entry as at least a page, as tmpfs stores it. Stops early.
+fn fits_in_a_copy(dir: &Path, used: &mut u64) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return true; // unreadable: the copy says why, in the node's log
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        *used += meta.len().max(4096);
+        if *used > MAX_COPIED {
+            return false;
+        }
+        if meta.is_dir() && !fits_in_a_copy(&e.path(), used) {
+            return false;
+        }
+    }
+    true
 }
 
 fn declared_at(layers: &[&NodeKeys], path: &str) -> Option<std::ops::Range<usize>> {
