@@ -194,7 +194,8 @@ fn wait_converged(
 }
 
 /// Routes in the main table of `pid`'s network namespace to distinct /32s of 10.255/16.
-/// Runs on a thread that is moved into that namespace; the thread ends after its round.
+/// Runs on the checker's one thread, which it moves into that namespace (the thread ends
+/// with the wait, before the fleet goes down).
 fn loopback_routes(pid: i64) -> Option<u64> {
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/net")).ok()?;
     sys::setns_net(ns.as_fd()).ok()?;

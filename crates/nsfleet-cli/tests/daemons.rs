@@ -268,3 +268,32 @@ fn a_failed_command_restarts_with_backoff_and_status_shows_how_each_ended() {
     assert!(text.contains("exited 3, restarted 2x"), "{text}");
     down_to_nothing(&env, fleet, &host_mounts());
 }
+
+#[test]
+fn a_file_is_never_written_through_a_link_copied_from_the_host() {
+    let env = Env::new("links");
+    let victim_dir = env.files.join("victim");
+    std::fs::create_dir_all(&victim_dir).unwrap();
+    std::fs::write(victim_dir.join("file"), "the host's").unwrap();
+    let copied = env.files.join("copied");
+    std::fs::create_dir_all(&copied).unwrap();
+    std::os::unix::fs::symlink(victim_dir.join("file"), copied.join("link")).unwrap();
+    std::os::unix::fs::symlink(&victim_dir, copied.join("dirlink")).unwrap();
+    let c = copied.display();
+    for target in [format!("{c}/link"), format!("{c}/dirlink/new")] {
+        let f = env.file(
+            "l.toml",
+            &format!("[fleet]\nname = \"ln\"\n[[node]]\nname = \"a\"\ndirs_from_host = [\"{c}\"]\nfiles = {{ \"{target}\" = {{ content = \"the node's\" }} }}\n"),
+        );
+        let out = env.run(&["up", f.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{target}: {err}");
+        assert!(err.contains("rolled back"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(victim_dir.join("file")).unwrap(),
+        "the host's"
+    );
+    assert!(!victim_dir.join("new").exists());
+    assert!(env.fleet_dirs().is_empty(), "rolled back: {:?}", env.fleet_dirs());
+}

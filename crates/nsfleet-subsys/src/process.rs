@@ -54,8 +54,8 @@ impl Processes {
 struct Proc {
     command: String,
     log: PathBuf,
-    /// The node's init, whose world the command runs in.
-    world: libc::pid_t,
+    /// The node's init (pid, start time), whose world the command runs in.
+    world: (libc::pid_t, u64),
     env: Vec<(&'static str, String)>,
     restart: bool,
     /// Protects the command's current run; taken by the watcher, `status` and teardown,
@@ -148,8 +148,11 @@ impl Procs {
     fn signal_all(&self, sig: libc::c_int) {
         for p in &self.list {
             let run = p.run.lock();
-            // ESRCH: the group is already gone.
-            let _ = sys::kill_group(run.pid, sig);
+            // A run whose status is collected is reaped: its pid may be another's by now.
+            if run.exit.is_none() {
+                // ESRCH: the group is already gone.
+                let _ = sys::kill_group(run.pid, sig);
+            }
         }
     }
 }
@@ -178,12 +181,21 @@ impl Subsystem for Processes {
                 .ok()
                 .map(|_| path)
         });
+        let commands = &node.config().commands;
+        // Before the world: a failure here must not leave an init behind.
+        let helpers = if commands.is_empty() {
+            None
+        } else {
+            Some(self.helpers()?)
+        };
         let log_file = OpenOptions::new().create(true).append(true).open(&log)?;
         let w = world::start(node, &self.fleet, &log_file, hosts.as_deref())
             .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
-        let world_pid = w.pid;
+        let world_id = (w.pid, w.start_time);
         procs.world = Some(w);
-        let (spawner, watcher) = self.helpers()?;
+        let Some((spawner, watcher)) = helpers else {
+            return Ok(());
+        };
         let vars = Vars {
             name: node.name(),
             number: node.number(),
@@ -195,14 +207,14 @@ impl Subsystem for Processes {
             ("NSFLEET_NODE", node.name().to_string()),
             ("NSFLEET_INDEX", node.number().to_string()),
         ];
-        for command in &node.config().commands {
+        for command in commands {
             let command = template::expand(command, &vars);
-            match spawner.spawn(&command, &log, world_pid, &env) {
+            match spawner.spawn(&command, &log, world_id, &env) {
                 Ok((pid, pidfd)) => {
                     let p = Arc::new(Proc {
                         command,
                         log: log.clone(),
-                        world: world_pid,
+                        world: world_id,
                         env: env.clone(),
                         restart: node.config().restart_on_failure,
                         run: Mutex::new(Run {
@@ -241,10 +253,9 @@ impl Subsystem for Processes {
     }
 
     fn exit_batch(&self, batch: &mut [(&Node, &mut Procs)]) {
-        let runs: Vec<_> = batch
-            .iter()
-            .flat_map(|(_, p)| &p.list)
+        let mut runs: Vec<_> = (batch.iter().flat_map(|(_, p)| &p.list))
             .map(|p| p.run.lock())
+            .filter(|r| r.exit.is_none())
             .collect();
         let fds: Vec<_> = runs.iter().map(|r| r.pidfd.as_fd()).collect();
         // `exit` has sent SIGTERM to every group: one wait for the whole batch.
@@ -254,10 +265,11 @@ impl Subsystem for Processes {
             }
             let _ = sys::poll_exited(&fds, Duration::from_secs(5));
         }
+        drop(fds);
         // Reaped before the inits are waited for: an init waits until no other process
         // of its namespace is left, zombies included.
-        for r in &runs {
-            sys::reap_pidfd(r.pidfd.as_fd());
+        for r in runs.iter_mut() {
+            r.exit = Some(sys::try_wait_pidfd(r.pidfd.as_fd()).unwrap_or(Exit::Unknown));
             sys::unwatch_child(r.pid);
         }
         drop(runs);
@@ -404,9 +416,11 @@ fn watch_round(live: &[Arc<Proc>], woken: &UnixStream, spawner: &Spawner) -> boo
 /// Records how a command ended, and when it starts again if it failed and may.
 fn ended(p: &Proc) {
     let mut run = p.run.lock();
-    let Some(exit) = sys::try_wait_pidfd(run.pidfd.as_fd()) else {
+    if run.exit.is_some() {
         return;
-    };
+    }
+    // Its pidfd is readable, so it has ended; no status means it was reaped elsewhere.
+    let exit = sys::try_wait_pidfd(run.pidfd.as_fd()).unwrap_or(Exit::Unknown);
     sys::unwatch_child(run.pid);
     run.exit = Some(exit);
     if p.restart && exit.failed() && !run.stopping {

@@ -20,9 +20,10 @@ pub(crate) struct Spawner {
 
 struct Request {
     /// The node's init, whose namespaces the command's are (its PID namespace by setns
-    /// for children). A pid, not a descriptor: this thread has a descriptor table of its
-    /// own. The init is our unreaped child, so its pid is not reused under us.
-    world: libc::pid_t,
+    /// for children), as its pid and start time: a pid, not a descriptor, as this thread
+    /// has a descriptor table of its own; with the start time, as the pid of an init that
+    /// has died may have been given to another process (see `open_world`).
+    world: (libc::pid_t, u64),
     env: Vec<(&'static str, String)>,
     command: String,
     log: PathBuf,
@@ -38,9 +39,12 @@ impl Spawner {
             .spawn(move || {
                 // Home is the process's own namespace (the main thread's): this thread may be
                 // started by a worker that is inside a node, and would inherit that node.
+                // Home at once: this thread may be started by a worker inside a node, whose
+                // namespace it would keep alive until its first spawn.
                 let home = sys::private_fd_table(3)
                     .and_then(|_| sys::unshare_fs())
-                    .and_then(|_| Home::open());
+                    .and_then(|_| Home::open())
+                    .and_then(|h| h.go().map(|()| h));
                 match home {
                     Ok(home) => {
                         let _ = ready.send(Ok(()));
@@ -68,7 +72,7 @@ impl Spawner {
         &self,
         command: &str,
         log: &Path,
-        world: libc::pid_t,
+        world: (libc::pid_t, u64),
         env: &[(&'static str, String)],
     ) -> io::Result<(libc::pid_t, OwnedFd)> {
         let (reply, answer) = crossbeam_channel::bounded(1);
@@ -96,6 +100,17 @@ impl Spawner {
             }
         }
     }
+}
+
+/// A pidfd of the init `(pid, start time)`, if that is still who has the pid: the pidfd
+/// pins the process, and its start time tells it from a later one with the same pid.
+fn open_world((pid, start_time): (libc::pid_t, u64)) -> io::Result<OwnedFd> {
+    let fd = sys::pidfd_open(pid)?;
+    let host_pid = sys::host_pid_of(fd.as_fd()).unwrap_or(-1);
+    if sys::running_since(host_pid as i32) != Some(start_time) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(fd)
 }
 
 /// The spawner thread's own namespaces, to come back to after each spawn.
@@ -132,7 +147,7 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .append(true)
         .open(&req.log)?;
     let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
-    sys::setns_pidfd(sys::pidfd_open(req.world)?.as_fd(), all)?;
+    sys::setns_pidfd(open_world(req.world)?.as_fd(), all)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(&req.command)

@@ -29,6 +29,8 @@ pub const INIT_NAME: &std::ffi::CStr = c"nsfleet-node";
 pub struct World {
     /// The init's pid as the supervisor sees it.
     pub pid: i32,
+    /// When it started (with the pid, an identity that a recycled pid does not have).
+    pub start_time: u64,
     /// The init's pidfd: what `setns` enters the world by, and how its end is seen.
     pub pidfd: OwnedFd,
 }
@@ -62,24 +64,28 @@ pub fn start(node: &Node, fleet: &str, log: &File, hosts: Option<&Path>) -> anyh
     };
     let _guard = sys::spawn_guard();
     let pid = sys::fork_pid_ns_init(&how, |kept| {
-        let report = setup(&layout).map_err(|e| format!("{e:#}"));
-        let line = match &report {
-            Ok(()) => "ok\n".to_string(),
-            Err(m) => format!("{}\n", m.replace('\n', " ")),
+        let say = |line: &str| {
+            if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
+                let _ = File::from(fd).write_all(line.as_bytes());
+            }
         };
-        if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
-            let _ = File::from(fd).write_all(line.as_bytes());
-        }
-        if report.is_err() {
+        if let Err(m) = setup(&layout) {
+            say(&format!("{}\n", m.replace('\n', " ")));
             return 1;
         }
-        sys::run_node_init(GRACE)
+        sys::run_node_init(GRACE, || say("ok\n"))
     })
     .context("forking the node's init")?;
     let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
+    let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
+    let start_time = sys::running_since(host_pid as i32).unwrap_or(0);
     drop(_guard);
     drop(theirs);
-    let world = World { pid, pidfd };
+    let world = World {
+        pid,
+        start_time,
+        pidfd,
+    };
     ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
     let mut line = String::new();
     let read = BufReader::new(&ours).read_line(&mut line);
@@ -145,54 +151,66 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layo
     })
 }
 
-/// Runs in the init, before anything else is started in the node.
-fn setup(l: &Layout) -> anyhow::Result<()> {
-    sys::unshare_mount_and_uts().context("new mount and UTS namespaces")?;
-    sys::set_hostname(&l.hostname).context("setting the host name")?;
-    // Opened before /run is replaced: the fleet's run folder, where it is, is the host's.
-    let hosts = l
-        .hosts
-        .as_ref()
-        .map(File::open)
-        .transpose()
-        .context("the fleet's hosts file")?;
+/// Runs in the init, before anything else is started in the node. Errors are plain
+/// strings: this is a forked child, where nothing may take a lock another thread of the
+/// supervisor held at the fork (as capturing a backtrace would).
+fn setup(l: &Layout) -> Result<(), String> {
+    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+        move |e| format!("{what}: {e}")
+    }
+    sys::unshare_mount_and_uts().map_err(at("new mount and UTS namespaces"))?;
+    sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
+    // Opened before anything is mounted over them: the fleet's run folder and the host's
+    // folders to copy are the host's.
+    let hosts =
+        (l.hosts.as_ref().map(File::open).transpose()).map_err(at("the fleet's hosts file"))?;
+    let mut sources = Vec::new();
+    for d in l.dirs.iter().filter(|d| d.from_host) {
+        sources.push(File::open(&d.path).map_err(at(&format!("opening the host's {}", d.path)))?);
+    }
     // The host's named network namespaces would be copied into every node's mount
     // namespace (and pinned there) otherwise.
-    sys::detach("/run/netns")?;
-    sys::detach(PRIVATE_RUN)?;
-    sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").context("a private /run")?;
-    sys::mount_fs("proc", "/proc", "").context("/proc for the node's PID namespace")?;
-    sys::detach("/sys")?;
-    sys::mount_fs("sysfs", "/sys", "").context("/sys for the node's network namespace")?;
-    for d in &l.dirs {
-        private_dir(d).with_context(|| format!("private directory {}", d.path))?;
+    sys::detach("/run/netns").map_err(at("/run/netns"))?;
+    sys::detach(PRIVATE_RUN).map_err(at("/run"))?;
+    sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
+    sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
+    sys::detach("/sys").map_err(at("/sys"))?;
+    sys::mount_fs("sysfs", "/sys", "").map_err(at("/sys for the node's network namespace"))?;
+    let mut sources = sources.into_iter();
+    for (i, d) in l.dirs.iter().enumerate() {
+        let source = if d.from_host { sources.next() } else { None };
+        private_dir(d, &l.dirs[..i], source)
+            .map_err(|e| format!("private directory {}: {e}", d.path))?;
     }
     for (path, text) in &l.files {
-        if let Some(parent) = Path::new(path).parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, text).with_context(|| format!("writing {path}"))?;
+        write_private(path, text, &l.dirs).map_err(|e| format!("writing {path}: {e}"))?;
     }
     if let Some(h) = &hosts {
         let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(h));
-        sys::bind_read_only(&from, HOSTS).context("the fleet's /etc/hosts")?;
+        sys::bind_read_only(&from, HOSTS).map_err(at("the fleet's /etc/hosts"))?;
     }
     Ok(())
 }
 
-fn private_dir(d: &PrivateDir) -> anyhow::Result<()> {
-    // Opened before the tmpfs hides it: the copy reads the host's directory through it.
-    let host = if d.from_host {
-        Some(File::open(&d.path)?)
-    } else {
-        None
-    };
+/// The private folder (or /run) that holds `path`, the innermost one.
+fn holder_of<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str> {
+    let inside = |d: &str| path.starts_with(&format!("{d}/"));
+    (dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
+        .filter(|d| inside(d))
+        .max_by_key(|d| d.len())
+}
+
+/// Mounts one private folder; `outer` are those mounted before it, `source` the host's
+/// folder to copy (opened before anything was mounted).
+fn private_dir(d: &PrivateDir, outer: &[PrivateDir], source: Option<File>) -> std::io::Result<()> {
     if !Path::new(&d.path).exists() {
-        // Inside /run or another private directory: made there, not on the host.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&d.path)?;
+        // Made only inside /run or another private folder, never on the host.
+        let Some(holder) = holder_of(&d.path, outer) else {
+            return Err(std::io::Error::other(
+                "the host no longer has it to mount over",
+            ));
+        };
+        make_dirs_below(holder, &d.path)?;
     }
     let (uid, gid) = d.owner.unwrap_or((0, 0));
     let mode = d.mode.unwrap_or(0o755);
@@ -201,15 +219,65 @@ fn private_dir(d: &PrivateDir) -> anyhow::Result<()> {
         &d.path,
         &format!("mode={mode:o},uid={uid},gid={gid}"),
     )?;
-    if let Some(host) = host {
-        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&host));
+    if let Some(source) = source {
+        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&source));
         copy_tree(Path::new(&from), Path::new(&d.path))?;
     }
     Ok(())
 }
 
+/// Creates the folders from `base` (exclusive) down to `path`, refusing to pass through a
+/// symbolic link or onto another filesystem: `base` is a private tmpfs, and a link copied
+/// from the host (`/etc/ssl/certs/x.pem -> /usr/share/...`) must not lead a write there.
+fn make_dirs_below(base: &str, path: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(base)?.dev();
+    let mut at = std::path::PathBuf::from(base);
+    for part in Path::new(path)
+        .strip_prefix(base)
+        .map_err(std::io::Error::other)?
+        .components()
+    {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() && !m.file_type().is_symlink() && m.dev() == dev => {}
+            Ok(_) => {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a folder of the node's own (a link or a mount)",
+                    at.display()
+                )))
+            }
+            Err(_) => std::fs::DirBuilder::new().mode(0o755).create(&at)?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes a file of the node's own: inside its private folder (or /run), through no
+/// symbolic link, and not onto the host.
+fn write_private(path: &str, text: &str, dirs: &[PrivateDir]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let holder =
+        holder_of(path, dirs).ok_or_else(|| std::io::Error::other("not in a private folder"))?;
+    let parent = Path::new(path)
+        .parent()
+        .and_then(Path::to_str)
+        .unwrap_or(holder);
+    if parent != holder {
+        make_dirs_below(holder, parent)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
 /// Copies a directory's contents (files, folders, symbolic links, with owners and modes).
-fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -90,7 +90,8 @@ pub fn reap_pidfd(pidfd: BorrowedFd<'_>) {
 /// Reaps every exited child without blocking (the duty of a PID namespace's init), except
 /// those [`watch_child`] named: their exit status is their watcher's to collect. The
 /// kernel answers "which child exited" with the first it finds, so the sweep stops at a
-/// watched one; its watcher reaps it soon, and the next SIGCHLD sweeps on.
+/// watched one; its watcher reaps it soon, and the sweep after the next SIGCHLD goes on
+/// (the orphans behind it wait until then).
 pub fn reap_any() {
     let _no_spawn_in_flight = SPAWNING.write();
     loop {
@@ -130,6 +131,8 @@ pub fn unwatch_child(pid: libc::pid_t) {
 pub enum Exit {
     Code(i32),
     Signal(i32),
+    /// It ended, but its status was collected elsewhere.
+    Unknown,
 }
 
 impl Exit {
@@ -269,8 +272,10 @@ pub fn spawn_guard() -> parking_lot::RwLockReadGuard<'static, ()> {
 }
 
 /// The pid of a pidfd's process as the host sees it (from /proc, which is the host's).
+/// Read through `thread-self`: a thread with a descriptor table of its own (the spawner)
+/// asks about its own descriptor.
 pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    let info = std::fs::read_to_string(format!("/proc/thread-self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("Pid:"))
         .and_then(|v| v.trim().parse().ok())

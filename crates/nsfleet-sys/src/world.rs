@@ -131,7 +131,7 @@ const MAX_UNMAPPED: usize = 4096;
 /// supervisor changes later, a private copy each (measured: 2.3 MB per node at 100 BIRD
 /// routers, 1.0 MB for 1), and lengthens the kernel's reverse-map walks of every shared
 /// page. Only for [`run_node_init`], which from here on makes syscalls on its stack and
-/// never touches the heap again.
+/// never touches the heap again (a panic from here on would fault: nothing here panics).
 fn let_go_of_inherited_memory() -> io::Result<()> {
     let marker = std::hint::black_box(0u8);
     let here = &marker as *const u8 as usize;
@@ -179,13 +179,16 @@ fn let_go_of_inherited_memory() -> io::Result<()> {
 /// it (daemons that double-fork end up here) and, on SIGTERM, sends SIGTERM to every
 /// process of the namespace, waits up to `grace` for them, and exits. Its exit makes the
 /// kernel kill whatever is left: nothing of the node outlives it. Never returns.
-pub fn run_node_init(grace: Duration) -> ! {
+///
+/// `ready` runs once the init's signals are set up and before it lets go of its inherited
+/// memory (the last moment it may allocate): a stop asked for from then on is queued, not
+/// lost (a PID namespace's init without a handler drops even SIGTERM from its ancestors).
+pub fn run_node_init(grace: Duration, ready: impl FnOnce()) -> ! {
     let signals = [libc::SIGTERM, libc::SIGCHLD, libc::SIGINT];
-    let _ = let_go_of_inherited_memory();
-    // SAFETY: sigaction/sigprocmask/sigtimedwait/waitpid/kill on stack values and
-    // integers. A PID namespace's init gets only signals it has a handler for, so each
-    // gets one (that does nothing) and stays blocked: they are taken by sigtimedwait.
-    unsafe {
+    // SAFETY: sigaction/sigprocmask on stack values. Each signal gets a handler (that does
+    // nothing) so that the kernel delivers it to an init, and stays blocked: they are taken
+    // by sigtimedwait below.
+    let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in signals {
@@ -195,6 +198,12 @@ pub fn run_node_init(grace: Duration) -> ! {
             libc::sigaddset(&mut set, s);
         }
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    ready();
+    let _ = let_go_of_inherited_memory();
+    // SAFETY: sigtimedwait/waitpid/kill on stack values and integers.
+    unsafe {
         let reap = || while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {};
         let tick = libc::timespec {
             tv_sec: 0,

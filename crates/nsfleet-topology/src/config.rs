@@ -26,6 +26,12 @@ const MAX_HOSTNAME: usize = 64;
 /// Where nothing may be mounted: the kernel's own filesystems, and `/` itself.
 const FORBIDDEN: &[&str] = &["/proc", "/sys", "/dev"];
 
+/// Folders whose private (empty) version would hide the system the node's programs run
+/// from (`/bin/sh`, libraries, `/etc/passwd`): folders inside them are fine.
+const SYSTEM: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/var",
+];
+
 /// Every node with a world has its own empty /run, as a container has: its daemons' run
 /// folders are made there, and the host's /run is never written.
 pub const PRIVATE_RUN: &str = "/run";
@@ -292,6 +298,10 @@ fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(
     for (d, from_host) in declared {
         let path = d.get_ref();
         check_dir_path(path).map_err(|m| cx.err(d.span(), m))?;
+        if !from_host && SYSTEM.contains(&path.as_str()) {
+            let m = format!("private directory {path}: an empty {path} of the node's own would hide the system its programs run from; give a folder inside it (\"{path}/myapp\"), or copy it with dirs_from_host");
+            return Err(cx.err(d.span(), m));
+        }
         config.dirs.retain(|x| x.path != *path);
         let host = std::fs::metadata(path).ok().filter(|m| m.is_dir());
         if from_host && host.is_none() {
@@ -441,6 +451,11 @@ fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
     if !plain {
         return Err(format!(
             "file {path:?}: expected an absolute path without `.`, `..` or `//`"
+        ));
+    }
+    if dirs.iter().any(|d| d.path == path) {
+        return Err(format!(
+            "file {path}: it is one of the node's private directories"
         ));
     }
     let inside = |d: &str| path.starts_with(&format!("{d}/"));
