@@ -295,5 +295,9 @@ fn a_file_is_never_written_through_a_link_copied_from_the_host() {
         "the host's"
     );
     assert!(!victim_dir.join("new").exists());
-    assert!(env.fleet_dirs().is_empty(), "rolled back: {:?}", env.fleet_dirs());
+    assert!(
+        env.fleet_dirs().is_empty(),
+        "rolled back: {:?}",
+        env.fleet_dirs()
+    );
 }

@@ -275,7 +275,8 @@ pub fn spawn_guard() -> parking_lot::RwLockReadGuard<'static, ()> {
 /// Read through `thread-self`: a thread with a descriptor table of its own (the spawner)
 /// asks about its own descriptor.
 pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
-    let info = std::fs::read_to_string(format!("/proc/thread-self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    let info =
+        std::fs::read_to_string(format!("/proc/thread-self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("Pid:"))
         .and_then(|v| v.trim().parse().ok())
