@@ -35,6 +35,13 @@ enum Command {
     /// Validates the whole file first (errors name file:line:column, and nothing is
     /// created), then creates the nodes in parallel, configures them, starts their
     /// processes, and prints the time of each phase and the node rate.
+    ///
+    /// A node that runs software gets a world of its own, as a container would: host name,
+    /// PID namespace, private /run, /proc, /sys, folders and files, and the fleet's
+    /// /etc/hosts. Node keys: kind ("linux", "frr", "bird"), config, daemons, commands,
+    /// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes.
+    /// Templates {name} {i} {fleet} {addr.IF} {addr6.IF} are filled per node. Examples:
+    /// examples/frr-ospf-ring.toml, examples/bird-grid.toml; the README has every key.
     Up {
         /// Topology file (TOML, see examples/); without it, the built-in default fleet.
         file: Option<PathBuf>,
@@ -66,6 +73,10 @@ enum Command {
         json: bool,
     },
     /// Run a command inside a node, like `ip netns exec`: stdio and exit status pass through.
+    ///
+    /// In a node that runs software, the command runs in the node's whole world (its PID,
+    /// mount and UTS namespaces too), so `vtysh`, `birdc`, `ps` and `hostname` see the
+    /// node, with NSFLEET_FLEET, NSFLEET_NODE and NSFLEET_INDEX set.
     Exec {
         /// The fleet: its [fleet] name, or the --name it was brought up with.
         name: String,
