@@ -477,8 +477,7 @@ pub(crate) fn rss_of(pid: i64) -> f64 {
 }
 
 pub(crate) fn which(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+    nsfleet::topology::software::which(cmd).is_some()
 }
 
 /// What a result depends on besides the code: kernel, its config, CPUs, memory.

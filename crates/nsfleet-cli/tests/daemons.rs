@@ -12,6 +12,13 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
+/// Copies `examples/PATH` to the same path beside the test's topology files.
+fn copy_example(env: &Env, path: &str) {
+    let to = env.files.join(path);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(examples().join(path), to).unwrap();
+}
+
 /// The nodes' network namespace inodes, as `status` reports them.
 fn netns_inodes(env: &Env, fleet: &str) -> Vec<u64> {
     let s = env.status(fleet);
@@ -159,12 +166,7 @@ commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run
 fn a_generated_frr_ring_converges_and_leaves_nothing() {
     let env = Env::new("frr");
     let text = std::fs::read_to_string(examples().join("frr-ospf-ring.toml")).unwrap();
-    std::fs::create_dir_all(env.files.join("frr")).unwrap();
-    std::fs::copy(
-        examples().join("frr/ospf.conf"),
-        env.files.join("frr/ospf.conf"),
-    )
-    .unwrap();
+    copy_example(&env, "frr/ospf.conf");
     let mounts = host_mounts();
     let fleet = env.up(&text.replace("name = \"ospf\"", "name = \"ospf-t\""));
     let routers: Vec<String> = (1..=8).map(|i| format!("r{i}")).collect();
@@ -217,12 +219,7 @@ fn a_generated_frr_ring_converges_and_leaves_nothing() {
 #[test]
 fn a_bird_line_converges_and_leaves_nothing() {
     let env = Env::new("bird");
-    std::fs::create_dir_all(env.files.join("bird")).unwrap();
-    std::fs::copy(
-        examples().join("bird/ospf.conf"),
-        env.files.join("bird/ospf.conf"),
-    )
-    .unwrap();
+    copy_example(&env, "bird/ospf.conf");
     let mounts = host_mounts();
     let fleet = env.up(
         "[fleet]\nname = \"bl\"\n[[generate]]\nkind = \"line\"\ncount = 5\npool = \"10.0.0.0/24\"\nnode = { kind = \"bird\", config = \"bird/ospf.conf\", loopback = \"10.255.0.0/24\" }\n",

@@ -44,7 +44,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     drop(c);
     if world {
         let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
-        sys::setns_pidfd(ns.as_fd(), all).context("entering the node's namespaces")?;
+        sys::setns(ns.as_fd(), all).context("entering the node's namespaces")?;
         drop(ns);
         let child = std::process::Command::new(&a.command[0])
             .args(&a.command[1..])
@@ -54,14 +54,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
             .spawn();
         let mut child = match child {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("nsfleet: exec {}: {e}", a.command[0]);
-                std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
-                    127
-                } else {
-                    126
-                });
-            }
+            Err(e) => cannot_run(&a.command[0], e),
         };
         // The terminal's Ctrl-C is the command's to take; we only report how it ended.
         sys::ignore_interrupts();
@@ -78,12 +71,16 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     // Best effort, as for `ip netns exec` in a container without mount privileges: the
     // network namespace is what matters, /sys/class/net is a convenience.
     let _ = sys::remount_sys_for_netns();
-    let e = sys::exec(&a.command);
-    let code = if e.kind() == std::io::ErrorKind::NotFound {
+    cannot_run(&a.command[0], sys::exec(&a.command))
+}
+
+/// Says why `program` could not be run and exits as a shell would: 127 when it is not
+/// found, 126 otherwise.
+fn cannot_run(program: &str, e: std::io::Error) -> ! {
+    eprintln!("nsfleet: exec {program}: {e}");
+    std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
         127
     } else {
         126
-    };
-    eprintln!("nsfleet: exec {}: {e}", a.command[0]);
-    std::process::exit(code)
+    })
 }

@@ -149,7 +149,6 @@ fn describe_process(p: &nsfleet::subsys::process::ProcInfo) -> String {
         Some(Exit::Code(c)) => state.push(format!("exited {c}")),
         Some(Exit::Signal(s)) => state.push(format!("killed by signal {s}")),
         Some(Exit::Unknown) => state.push("exited".into()),
-        None if !p.running => state.push("exited".into()),
         None => {}
     }
     if p.restarts > 0 {

@@ -3,7 +3,7 @@
 
 use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 use nsfleet_netlink::rtnl;
-use nsfleet_topology::{Iface, IpNet};
+use nsfleet_topology::IpNet;
 
 pub struct Addresses;
 
@@ -28,25 +28,23 @@ impl Subsystem for Addresses {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let node = cx.node;
+        let w = node.wiring();
+        // (interface index, its name, the address, the topology line), `lo` first: one
+        // netlink burst for all of them.
+        let on_lo = w.loopback.iter().map(|a| (LOOPBACK_INDEX, "lo", *a, None));
+        let on_ifaces = (w.ifaces.iter()).flat_map(|i| {
+            i.addrs
+                .iter()
+                .map(move |a| (i.index, &*i.name, *a, Some(i.line)))
+        });
         cx.send_each(
-            &node.wiring().loopback,
-            |out, a| out.add(|b, seq| rtnl::new_addr(b, seq, LOOPBACK_INDEX, a.addr, a.prefix)),
-            |a| format!("address {a} on {}:lo", node.name()),
-        )?;
-        let addrs =
-            (node.wiring().ifaces.iter()).flat_map(|i| i.addrs.iter().map(move |a| (i, *a)));
-        cx.send_each(
-            addrs,
-            |out, (i, a): &(&Iface, IpNet)| {
-                out.add(|b, seq| rtnl::new_addr(b, seq, i.index, a.addr, a.prefix))
+            on_lo.chain(on_ifaces),
+            |out, &(index, _, a, _): &(i32, &str, IpNet, Option<u32>)| {
+                out.add(|b, seq| rtnl::new_addr(b, seq, index, a.addr, a.prefix))
             },
-            |(i, a)| {
-                format!(
-                    "address {a} on {}:{} (topology line {})",
-                    node.name(),
-                    i.name,
-                    i.line
-                )
+            |(_, name, a, line)| {
+                let at = line.map_or(String::new(), |l| format!(" (topology line {l})"));
+                format!("address {a} on {}:{name}{at}", node.name())
             },
         )
     }

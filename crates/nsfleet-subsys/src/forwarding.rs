@@ -40,9 +40,7 @@ impl Subsystem for Forwarding {
             cx.write_sysctl("net.ipv4.ip_forward", "1")
                 .context("IPv4 forwarding")?;
         }
-        let lo = node.wiring().loopback.iter();
-        let mut addrs = ifaces.iter().flat_map(|i| &i.addrs).chain(lo);
-        if addrs.any(|a| a.addr.is_ipv6()) {
+        if node.wiring().addrs().any(|a| a.addr.is_ipv6()) {
             cx.write_sysctl("net.ipv6.conf.all.forwarding", "1")
                 .context("IPv6 forwarding")?;
         }

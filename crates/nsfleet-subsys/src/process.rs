@@ -19,10 +19,10 @@ use crate::world::{self, World};
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 use nsfleet_sys::{self as sys, Exit};
-use nsfleet_topology::template::{self, Vars};
+use nsfleet_topology::template;
 use parking_lot::Mutex;
 use std::fs::OpenOptions;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
@@ -68,7 +68,8 @@ struct Run {
     pid: libc::pid_t,
     /// As the host sees it (what `status` shows).
     host_pid: i64,
-    pidfd: OwnedFd,
+    /// Shared with the watcher's poll: no descriptor is duplicated per round.
+    pidfd: Arc<OwnedFd>,
     exit: Option<Exit>,
     restarts: u32,
     /// When a failed command starts again.
@@ -196,12 +197,7 @@ impl Subsystem for Processes {
         let Some((spawner, watcher)) = helpers else {
             return Ok(());
         };
-        let vars = Vars {
-            name: node.name(),
-            number: node.number(),
-            fleet: &self.fleet,
-            wiring: node.wiring(),
-        };
+        let vars = world::vars(node, &self.fleet);
         let env = vec![
             ("NSFLEET_FLEET", self.fleet.clone()),
             ("NSFLEET_NODE", node.name().to_string()),
@@ -220,7 +216,7 @@ impl Subsystem for Processes {
                         run: Mutex::new(Run {
                             pid,
                             host_pid: sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64),
-                            pidfd,
+                            pidfd: Arc::new(pidfd),
                             exit: None,
                             restarts: 0,
                             again_at: None,
@@ -257,14 +253,11 @@ impl Subsystem for Processes {
             .map(|p| p.run.lock())
             .filter(|r| r.exit.is_none())
             .collect();
-        let fds: Vec<_> = runs.iter().map(|r| r.pidfd.as_fd()).collect();
         // `exit` has sent SIGTERM to every group: one wait for the whole batch.
-        if sys::poll_exited(&fds, self.grace).unwrap_or(0) < fds.len() {
-            for r in &runs {
-                let _ = sys::kill_group(r.pid, libc::SIGKILL);
-            }
-            let _ = sys::poll_exited(&fds, Duration::from_secs(5));
-        }
+        let fds: Vec<_> = runs.iter().map(|r| r.pidfd.as_fd()).collect();
+        wait_or_kill(&fds, self.grace, |i| {
+            let _ = sys::kill_group(runs[i].pid, libc::SIGKILL);
+        });
         drop(fds);
         // Reaped before the inits are waited for: an init waits until no other process
         // of its namespace is left, zombies included.
@@ -273,18 +266,24 @@ impl Subsystem for Processes {
             sys::unwatch_child(r.pid);
         }
         drop(runs);
+        // Then the inits, whose exit takes the rest of their nodes (daemons) along.
         let worlds: Vec<&World> = batch.iter().filter_map(|(_, p)| p.world.as_ref()).collect();
         let fds: Vec<_> = worlds.iter().map(|w| w.pidfd.as_fd()).collect();
-        let grace = world::GRACE + Duration::from_secs(1);
-        if sys::poll_exited(&fds, grace).unwrap_or(0) < fds.len() {
-            for w in &worlds {
-                let _ = sys::kill_pidfd(w.pidfd.as_fd(), libc::SIGKILL);
-            }
-            let _ = sys::poll_exited(&fds, Duration::from_secs(5));
-        }
+        wait_or_kill(&fds, world::GRACE + Duration::from_secs(1), |i| {
+            let _ = sys::kill_pidfd(fds[i], libc::SIGKILL);
+        });
         for fd in fds {
             sys::reap_pidfd(fd);
         }
+    }
+}
+
+/// Waits up to `grace` for every process behind `pidfds` to end; then `kill`s (by their
+/// position) what is left, and waits for that a little longer.
+fn wait_or_kill(pidfds: &[BorrowedFd<'_>], grace: Duration, mut kill: impl FnMut(usize)) {
+    if sys::poll_exited(pidfds, grace).unwrap_or(0) < pidfds.len() {
+        (0..pidfds.len()).for_each(&mut kill);
+        let _ = sys::poll_exited(pidfds, Duration::from_secs(5));
     }
 }
 
@@ -374,15 +373,13 @@ impl Watcher {
 fn watch_round(live: &[Arc<Proc>], woken: &UnixStream, spawner: &Spawner) -> bool {
     let now = Instant::now();
     let mut timeout = Duration::from_secs(60);
-    let mut fds: Vec<OwnedFd> = Vec::new();
+    let mut fds: Vec<Arc<OwnedFd>> = Vec::new();
     let mut owners: Vec<&Arc<Proc>> = Vec::new();
     for p in live {
         let run = p.run.lock();
         if run.exit.is_none() {
-            if let Ok(fd) = run.pidfd.try_clone() {
-                fds.push(fd);
-                owners.push(p);
-            }
+            fds.push(run.pidfd.clone());
+            owners.push(p);
         } else if let Some(at) = run.again_at {
             timeout = timeout.min(at.saturating_duration_since(now));
         }
@@ -439,7 +436,7 @@ fn start_again(p: &Proc, spawner: &Spawner) {
         Ok((pid, pidfd)) if !run.stopping => {
             run.pid = pid;
             run.host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
-            run.pidfd = pidfd;
+            run.pidfd = Arc::new(pidfd);
             run.exit = None;
             run.restarts += 1;
         }

@@ -37,10 +37,8 @@ impl Spawner {
         std::thread::Builder::new()
             .name("nsfleet-spawner".into())
             .spawn(move || {
-                // Home is the process's own namespace (the main thread's): this thread may be
-                // started by a worker that is inside a node, and would inherit that node.
-                // Home at once: this thread may be started by a worker inside a node, whose
-                // namespace it would keep alive until its first spawn.
+                // Home (the process's own namespaces) at once: this thread may be started
+                // by a worker inside a node, whose namespace it would keep alive.
                 let home = sys::private_fd_table(3)
                     .and_then(|_| sys::unshare_fs())
                     .and_then(|_| Home::open())
@@ -106,36 +104,27 @@ impl Spawner {
 /// pins the process, and its start time tells it from a later one with the same pid.
 fn open_world((pid, start_time): (libc::pid_t, u64)) -> io::Result<OwnedFd> {
     let fd = sys::pidfd_open(pid)?;
-    let host_pid = sys::host_pid_of(fd.as_fd()).unwrap_or(-1);
-    if sys::running_since(host_pid as i32) != Some(start_time) {
+    if sys::started_at(fd.as_fd()) != Some(start_time) {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(fd)
 }
 
-/// The spawner thread's own namespaces, to come back to after each spawn.
-struct Home {
-    net: OwnedFd,
-    mnt: OwnedFd,
-    uts: OwnedFd,
-    pid: OwnedFd,
-}
+/// The namespaces a node process is started in, and those the spawner comes back to.
+const WORLD: libc::c_int =
+    libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+
+/// The spawner thread's home: a pidfd of its own process, whose main thread has the
+/// process's namespaces, to come back to after each spawn in one `setns`.
+struct Home(OwnedFd);
 
 impl Home {
     fn open() -> io::Result<Home> {
-        Ok(Home {
-            net: sys::open_process_netns()?,
-            mnt: sys::open_thread_ns("mnt")?,
-            uts: sys::open_thread_ns("uts")?,
-            pid: sys::open_thread_ns("pid")?,
-        })
+        Ok(Home(sys::pidfd_open(std::process::id() as libc::pid_t)?))
     }
 
     fn go(&self) -> io::Result<()> {
-        sys::setns_net(self.net.as_fd())?;
-        sys::setns(self.mnt.as_fd(), libc::CLONE_NEWNS)?;
-        sys::setns(self.uts.as_fd(), libc::CLONE_NEWUTS)?;
-        sys::setns(self.pid.as_fd(), libc::CLONE_NEWPID)
+        sys::setns(self.0.as_fd(), WORLD)
     }
 }
 
@@ -146,8 +135,7 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .create(true)
         .append(true)
         .open(&req.log)?;
-    let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
-    sys::setns_pidfd(open_world(req.world)?.as_fd(), all)?;
+    sys::setns(open_world(req.world)?.as_fd(), WORLD)?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(&req.command)

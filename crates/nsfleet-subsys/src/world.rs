@@ -13,7 +13,7 @@ use anyhow::{anyhow, Context};
 use nsfleet_core::Node;
 use nsfleet_sys as sys;
 use nsfleet_topology::template::{self, Vars};
-use nsfleet_topology::{FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
+use nsfleet_topology::{private_holder, FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -77,8 +77,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, hosts: Option<&Path>) -> anyh
     })
     .context("forking the node's init")?;
     let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
-    let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
-    let start_time = sys::running_since(host_pid as i32).unwrap_or(0);
+    let start_time = sys::started_at(pidfd.as_fd()).unwrap_or(0);
     drop(_guard);
     drop(theirs);
     let world = World {
@@ -117,14 +116,19 @@ impl World {
     }
 }
 
-fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layout> {
-    let config = node.config();
-    let vars = Vars {
+/// What a node's templates are filled with.
+pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str) -> Vars<'a> {
+    Vars {
         name: node.name(),
         number: node.number(),
         fleet,
         wiring: node.wiring(),
-    };
+    }
+}
+
+fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layout> {
+    let config = node.config();
+    let vars = vars(node, fleet);
     let mut files = Vec::new();
     for f in &config.files {
         let text = match &f.source {
@@ -158,7 +162,8 @@ fn setup(l: &Layout) -> Result<(), String> {
     fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
         move |e| format!("{what}: {e}")
     }
-    sys::unshare_mount_and_uts().map_err(at("new mount and UTS namespaces"))?;
+    (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
+        .map_err(at("new mount and UTS namespaces"))?;
     sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
     // Opened before anything is mounted over them: the fleet's run folder and the host's
     // folders to copy are the host's.
@@ -174,8 +179,7 @@ fn setup(l: &Layout) -> Result<(), String> {
     sys::detach(PRIVATE_RUN).map_err(at("/run"))?;
     sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
     sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
-    sys::detach("/sys").map_err(at("/sys"))?;
-    sys::mount_fs("sysfs", "/sys", "").map_err(at("/sys for the node's network namespace"))?;
+    sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
     let mut sources = sources.into_iter();
     for (i, d) in l.dirs.iter().enumerate() {
         let source = if d.from_host { sources.next() } else { None };
@@ -186,18 +190,14 @@ fn setup(l: &Layout) -> Result<(), String> {
         write_private(path, text, &l.dirs).map_err(|e| format!("writing {path}: {e}"))?;
     }
     if let Some(h) = &hosts {
-        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(h));
-        sys::bind_read_only(&from, HOSTS).map_err(at("the fleet's /etc/hosts"))?;
+        sys::bind_read_only(&through(h), HOSTS).map_err(at("the fleet's /etc/hosts"))?;
     }
     Ok(())
 }
 
-/// The private folder (or /run) that holds `path`, the innermost one.
-fn holder_of<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str> {
-    let inside = |d: &str| path.starts_with(&format!("{d}/"));
-    (dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
-        .filter(|d| inside(d))
-        .max_by_key(|d| d.len())
+/// A path to what `file` was opened on, even once something is mounted over it.
+fn through(file: &File) -> String {
+    format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file))
 }
 
 /// Mounts one private folder; `outer` are those mounted before it, `source` the host's
@@ -205,7 +205,7 @@ fn holder_of<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str> {
 fn private_dir(d: &PrivateDir, outer: &[PrivateDir], source: Option<File>) -> std::io::Result<()> {
     if !Path::new(&d.path).exists() {
         // Made only inside /run or another private folder, never on the host.
-        let Some(holder) = holder_of(&d.path, outer) else {
+        let Some(holder) = private_holder(&d.path, outer) else {
             return Err(std::io::Error::other(
                 "the host no longer has it to mount over",
             ));
@@ -220,8 +220,7 @@ fn private_dir(d: &PrivateDir, outer: &[PrivateDir], source: Option<File>) -> st
         &format!("mode={mode:o},uid={uid},gid={gid}"),
     )?;
     if let Some(source) = source {
-        let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&source));
-        copy_tree(Path::new(&from), Path::new(&d.path))?;
+        copy_tree(Path::new(&through(&source)), Path::new(&d.path))?;
     }
     Ok(())
 }
@@ -257,8 +256,8 @@ fn make_dirs_below(base: &str, path: &str) -> std::io::Result<()> {
 /// symbolic link, and not onto the host.
 fn write_private(path: &str, text: &str, dirs: &[PrivateDir]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let holder =
-        holder_of(path, dirs).ok_or_else(|| std::io::Error::other("not in a private folder"))?;
+    let holder = private_holder(path, dirs)
+        .ok_or_else(|| std::io::Error::other("not in a private folder"))?;
     let parent = Path::new(path)
         .parent()
         .and_then(Path::to_str)
@@ -295,7 +294,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         } else {
             continue; // sockets, fifos, devices: a copy would not be one
         }
-        sys::lchown(&dst, meta.uid(), meta.gid())?;
+        std::os::unix::fs::lchown(&dst, Some(meta.uid()), Some(meta.gid()))?;
     }
     Ok(())
 }
@@ -305,12 +304,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> std::io::Result<()> {
     let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for n in nodes {
-        let w = n.wiring();
-        let addrs = w
-            .loopback
-            .iter()
-            .chain(w.ifaces.iter().flat_map(|i| &i.addrs));
-        for a in addrs {
+        for a in n.wiring().addrs() {
             out.push_str(&format!("{}\t{}\n", a.addr, n.name()));
         }
     }

@@ -8,26 +8,34 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 /// Like `ip netns exec`: a private mount namespace with /sys remounted, so that
 /// /sys/class/net shows the interfaces of the network namespace we just entered.
 pub fn remount_sys_for_netns() -> io::Result<()> {
-    // SAFETY: unshare/mount/umount2 with NUL-terminated static strings.
+    unshare_mounts(0, libc::MS_SLAVE)?;
+    remount_sys()
+}
+
+/// Moves the calling process (single-threaded) into a new mount namespace, and into new
+/// namespaces of the types `also` names (`CLONE_NEWUTS`), with every mount given
+/// `propagation`: `MS_SLAVE` (the host's new mounts still appear, ours never reach it) or
+/// `MS_PRIVATE` (nothing crosses either way).
+pub fn unshare_mounts(also: libc::c_int, propagation: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: unshare(2) with flags and mount(2) with static NUL-terminated strings.
     unsafe {
-        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::unshare(libc::CLONE_NEWNS | also))?;
         check(libc::mount(
             c"none".as_ptr(),
             c"/".as_ptr(),
             std::ptr::null(),
-            libc::MS_REC | libc::MS_SLAVE,
-            std::ptr::null(),
-        ))?;
-        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
-        check(libc::mount(
-            c"sysfs".as_ptr(),
-            c"/sys".as_ptr(),
-            c"sysfs".as_ptr(),
-            0,
+            libc::MS_REC | propagation,
             std::ptr::null(),
         ))?;
     }
     Ok(())
+}
+
+/// /sys mounted afresh, for the network namespace the caller is in now (sysfs shows the
+/// interfaces of the namespace that mounts it).
+pub fn remount_sys() -> io::Result<()> {
+    crate::world::detach("/sys")?;
+    crate::world::mount_fs("sysfs", "/sys", "")
 }
 
 /// Opens a directory (for `*at` calls below it).

@@ -12,8 +12,7 @@ pub fn unshare_net() -> io::Result<()> {
 
 /// Moves the calling thread into the network namespace behind `fd`.
 pub fn setns_net(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: setns(2) on a descriptor we borrow for the call; affects only this thread.
-    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+    crate::world::setns(fd, libc::CLONE_NEWNET)
 }
 
 /// A descriptor for the calling thread's current network namespace. It holds a reference

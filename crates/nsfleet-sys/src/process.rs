@@ -282,6 +282,12 @@ pub fn host_pid_of(pidfd: BorrowedFd<'_>) -> Option<i64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// When the process behind a pidfd started (see [`running_since`]): with its pid, an
+/// identity that a process given the same pid later does not have.
+pub fn started_at(pidfd: BorrowedFd<'_>) -> Option<u64> {
+    running_since(host_pid_of(pidfd)? as libc::pid_t)
+}
+
 /// Points stdout at /dev/null, so whoever reads our old stdout sees end-of-file.
 pub fn redirect_stdout_to_null() -> io::Result<()> {
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;

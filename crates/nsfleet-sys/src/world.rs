@@ -8,28 +8,11 @@
 use crate::check;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::ErrorKind::InvalidInput.into())
-}
-
-/// Moves the calling process (single-threaded: a forked child) into new mount and UTS
-/// namespaces, with every mount made private so that nothing it mounts reaches the host.
-pub fn unshare_mount_and_uts() -> io::Result<()> {
-    // SAFETY: unshare(2) and mount(2) with static NUL-terminated strings and null data.
-    unsafe {
-        check(libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS))?;
-        check(libc::mount(
-            c"none".as_ptr(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ))?;
-    }
-    Ok(())
 }
 
 pub fn set_hostname(name: &str) -> io::Result<()> {
@@ -85,23 +68,13 @@ pub fn bind_read_only(source: &str, target: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets a path's owner without following a symbolic link.
-pub fn lchown(path: &std::path::Path, uid: u32, gid: u32) -> io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-}
-
-/// Moves the calling thread into the namespaces `flags` names of the process behind
-/// `pidfd` (setns(2) with a pidfd, all at once). For CLONE_NEWNS the thread must not share
-/// its filesystem information ([`unshare_fs`]); CLONE_NEWPID applies to its children.
-pub fn setns_pidfd(pidfd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+/// Moves the calling thread into the namespace behind `fd`, of type `flags`; or, with a
+/// pidfd, into those of its process that `flags` names, all at once. For CLONE_NEWNS the
+/// thread must not share its filesystem information ([`unshare_fs`]); CLONE_NEWPID
+/// applies to its children.
+pub fn setns(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
     // SAFETY: setns(2) on a descriptor borrowed for the call.
-    check(unsafe { libc::setns(pidfd.as_raw_fd(), flags) }).map(drop)
-}
-
-/// Moves the calling thread into the namespace behind `fd`, of type `flag`.
-pub fn setns(fd: BorrowedFd<'_>, flag: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns(2) on a descriptor borrowed for the call.
-    check(unsafe { libc::setns(fd.as_raw_fd(), flag) }).map(drop)
+    check(unsafe { libc::setns(fd.as_raw_fd(), flags) }).map(drop)
 }
 
 /// Gives the calling thread its own root and working directory, which it must have to
@@ -109,15 +82,6 @@ pub fn setns(fd: BorrowedFd<'_>, flag: libc::c_int) -> io::Result<()> {
 pub fn unshare_fs() -> io::Result<()> {
     // SAFETY: unshare(2) with one flag; it affects only the calling thread.
     check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
-}
-
-/// The calling thread's namespace of one type (`mnt`, `uts`, `pid`, `net`).
-pub fn open_thread_ns(kind: &str) -> io::Result<OwnedFd> {
-    let p = cstr(&format!("/proc/thread-self/ns/{kind}"))?;
-    // SAFETY: open(2) of a NUL-terminated path; the descriptor is checked and then owned.
-    let fd = check(unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
-    // SAFETY: fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 extern "C" fn note_signal(_: libc::c_int) {}

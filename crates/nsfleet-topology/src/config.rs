@@ -9,6 +9,7 @@ use crate::software;
 use crate::template::{self, Placeholder, Vars};
 use crate::{FileSource, IpNet, NodeConfig, NodeWiring, PrivateDir, PrivateFile};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use toml::Spanned;
@@ -46,8 +47,8 @@ pub(crate) struct Templates {
     uses: Vec<(Vec<Placeholder>, TopologyError)>,
     /// Files whose source path is a template: checked for each node.
     sources: Vec<(String, TopologyError)>,
-    /// The host name template, checked for each node once filled.
-    hostname: Option<(String, TopologyError)>,
+    /// Where the host name template is written: checked for each node once filled.
+    hostname_at: Option<TopologyError>,
 }
 
 /// What a group's layers give besides its configuration.
@@ -56,6 +57,10 @@ pub(crate) struct Built {
     pub templates: Templates,
     /// The `loopback` pool, and where it is written.
     pub loopback: Option<(Vec<IpNet>, TopologyError)>,
+    /// The per-namespace sysctls it sets for the kernel to be asked about (paths below
+    /// /proc/sys, with where): keys of interfaces the fleet makes are not the kernel's to
+    /// answer.
+    pub asked: Vec<(String, TopologyError)>,
 }
 
 /// The configuration `layers` (lowest first) give a group; `router` is the group's
@@ -67,26 +72,25 @@ pub(crate) fn build(
 ) -> Result<Built, TopologyError> {
     let last =
         |f: fn(&NodeKeys) -> Option<&Spanned<String>>| layers.iter().rev().find_map(|l| f(l));
+    let own_router = layers.iter().rev().find_map(|l| l.router);
     let mut config = NodeConfig {
-        router: layers
-            .iter()
-            .rev()
-            .find_map(|l| l.router)
-            .or(router)
-            .unwrap_or(false),
-        kind: "linux".into(),
+        router: own_router.or(router).unwrap_or(false),
         ..NodeConfig::default()
     };
     let mut templates = Templates::default();
+    let mut asked = Vec::new();
     for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
         let v = sysctl(cx, key, value)?;
+        let path = crate::sysctl_path(key);
+        if !crate::names_an_interface(&path) {
+            asked.push((path, cx.err(value.span(), "")));
+        }
         match config.sysctls.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = v,
             None => config.sysctls.push((key.to_string(), v)),
         }
     }
     if let Some(kind) = last(|l| l.kind.as_ref()) {
-        config.kind = kind.get_ref().clone();
         let cfg = last(|l| l.config.as_ref());
         let daemons_at = layers.iter().rev().find(|l| !l.daemons.is_empty());
         let daemons: Vec<String> = daemons_at.map_or(Vec::new(), |l| {
@@ -103,19 +107,15 @@ pub(crate) fn build(
                 cx.err(at.unwrap_or(kind.span()), m)
             },
         )?;
-        if config.kind != "linux" {
-            config.router = layers.iter().rev().find_map(|l| l.router).unwrap_or(true);
-        }
-        let at = cfg.map_or(kind.span(), |c| c.span());
-        for f in parts.files {
-            if let FileSource::Path(p) = &f.source {
-                check_source(cx, p, &at)?;
-                templates.sources.push((p.clone(), cx.err(at.clone(), "")));
-            }
-            config.files.push(f);
+        if kind.get_ref() != "linux" {
+            config.router = own_router.unwrap_or(true);
         }
         config.dirs = parts.dirs;
         config.commands = parts.commands;
+        let at = cfg.map_or(kind.span(), |c| c.span());
+        for f in parts.files {
+            add_file(cx, &mut config, &mut templates, f, at.clone())?;
+        }
     } else if let Some(c) = last(|l| l.config.as_ref()) {
         return Err(cx.err(
             c.span(),
@@ -132,12 +132,12 @@ pub(crate) fn build(
                 ),
             ));
         }
-        templates.add(cx, c, cmd)?;
+        templates.add(cx, c, cmd.span())?;
         config.commands.push(c.clone());
     }
     if let Some(h) = last(|l| l.hostname.as_ref()) {
-        templates.add(cx, h.get_ref(), h)?;
-        templates.hostname = Some((h.get_ref().clone(), cx.err(h.span(), "")));
+        templates.add(cx, h.get_ref(), h.span())?;
+        templates.hostname_at = Some(cx.err(h.span(), ""));
         config.hostname = Some(h.get_ref().clone());
     }
     if let Some(r) = last(|l| l.restart.as_ref()) {
@@ -162,62 +162,56 @@ pub(crate) fn build(
         config,
         templates,
         loopback,
+        asked,
     })
 }
 
 impl Templates {
-    fn add(
-        &mut self,
-        cx: &Ctx<'_>,
-        text: &str,
-        at: &Spanned<impl Sized>,
-    ) -> Result<(), TopologyError> {
+    fn add(&mut self, cx: &Ctx<'_>, text: &str, span: Range<usize>) -> Result<(), TopologyError> {
         let used = template::check(text).map_err(|(off, m)| {
             // The offset is in the value; the span starts at its opening quote.
-            let mut e = cx.err(at.span(), m);
+            let mut e = cx.err(span.clone(), m);
             e.column += off + 1;
             e
         })?;
         if used.iter().any(|p| matches!(p, Placeholder::Addr { .. })) {
-            self.uses.push((used, cx.err(at.span(), "")));
+            self.uses.push((used, cx.err(span, "")));
         }
         Ok(())
     }
 
-    /// Checks that every template of the group can be filled for the node `vars` names,
-    /// and that its template files exist and are sound.
-    pub fn check_node(&self, vars: &Vars<'_>, read: &mut SourceCache) -> Result<(), TopologyError> {
-        if let Some((h, at)) = &self.hostname {
+    /// Checks that every template of the group `config` can be filled for the node `vars`
+    /// names, and that its template files exist and are sound.
+    fn check_node(
+        &self,
+        config: &NodeConfig,
+        vars: &Vars<'_>,
+        read: &mut SourceCache,
+    ) -> Result<(), TopologyError> {
+        if let (Some(at), Some(h)) = (&self.hostname_at, &config.hostname) {
             let name = template::expand(h, vars);
             let ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_';
             if name.is_empty() || name.len() > MAX_HOSTNAME || !name.chars().all(ok) {
-                let message = format!("hostname {name:?} (node {}): expected 1 to {MAX_HOSTNAME} letters, digits, '-', '.' or '_'", vars.name);
-                return Err(TopologyError {
-                    message,
-                    ..at.clone()
-                });
+                return Err(at.with(format!("hostname {name:?} (node {}): expected 1 to {MAX_HOSTNAME} letters, digits, '-', '.' or '_'", vars.name)));
             }
         }
         for (used, at) in &self.uses {
             if let Some(m) = template::missing(used, vars) {
-                return Err(TopologyError {
-                    message: m,
-                    ..at.clone()
-                });
+                return Err(at.with(m));
             }
         }
         for (path, at) in &self.sources {
             let path = template::expand(path, vars);
             let used = read.check(&path, at)?;
             if let Some(m) = template::missing(used, vars) {
-                let message = format!("{m} (in {path})");
-                return Err(TopologyError {
-                    message,
-                    ..at.clone()
-                });
+                return Err(at.with(format!("{m} (in {path})")));
             }
         }
         Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.uses.is_empty() && self.sources.is_empty() && self.hostname_at.is_none()
     }
 }
 
@@ -230,10 +224,7 @@ pub(crate) struct SourceCache {
 impl SourceCache {
     fn check(&mut self, path: &str, at: &TopologyError) -> Result<&[Placeholder], TopologyError> {
         if !self.seen.contains_key(path) {
-            let text = read_source(path).map_err(|m| TopologyError {
-                message: m,
-                ..at.clone()
-            })?;
+            let text = read_source(path).map_err(|m| at.with(m))?;
             let used = template::check(&text).map_err(|(off, m)| place(path, &text, off, m))?;
             self.seen.insert(path.to_string(), used);
         }
@@ -280,13 +271,9 @@ fn absolute(cx: &Ctx<'_>, path: &str) -> String {
 }
 
 /// A source path without placeholders must exist; one with them is checked per node.
-fn check_source(
-    cx: &Ctx<'_>,
-    path: &str,
-    at: &std::ops::Range<usize>,
-) -> Result<(), TopologyError> {
+fn check_source(cx: &Ctx<'_>, path: &str, at: Range<usize>) -> Result<(), TopologyError> {
     if template::check(path).is_ok_and(|u| u.is_empty()) {
-        read_source(path).map_err(|m| cx.err(at.clone(), m))?;
+        read_source(path).map_err(|m| cx.err(at, m))?;
     }
     Ok(())
 }
@@ -330,8 +317,7 @@ fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(
     // Parents first: a directory inside another is made in the other's tmpfs.
     config.dirs.sort_by_key(|d| d.path.matches('/').count());
     for (i, d) in config.dirs.iter().enumerate() {
-        let inside = |p: &str| d.path.starts_with(&format!("{p}/"));
-        let made_inside = inside(PRIVATE_RUN) || config.dirs[..i].iter().any(|o| inside(&o.path));
+        let made_inside = private_holder(&d.path, &config.dirs[..i]).is_some();
         if !made_inside && !Path::new(&d.path).is_dir() {
             let at = declared_at(layers, &d.path);
             let m = format!("private directory {}: the host has no such directory to mount over (one inside another private directory, or in /run, is made there)", d.path);
@@ -360,7 +346,7 @@ fn fits_in_a_copy(dir: &Path, used: &mut u64) -> bool {
     true
 }
 
-fn declared_at(layers: &[&NodeKeys], path: &str) -> Option<std::ops::Range<usize>> {
+fn declared_at(layers: &[&NodeKeys], path: &str) -> Option<Range<usize>> {
     let all = layers
         .iter()
         .rev()
@@ -370,15 +356,7 @@ fn declared_at(layers: &[&NodeKeys], path: &str) -> Option<std::ops::Range<usize
 
 /// A private directory's path: absolute, plain, and not where the kernel's filesystems are.
 fn check_dir_path(path: &str) -> Result<(), String> {
-    let plain = path.starts_with('/')
-        && path.len() > 1
-        && !path.ends_with('/')
-        && !path
-            .split('/')
-            .skip(1)
-            .any(|c| c.is_empty() || c == "." || c == "..")
-        && !path.contains(['\0', '\n', '{', '}']);
-    if !plain {
+    if !plain_absolute(path) || path.contains(['{', '}']) {
         return Err(format!("private directory {path:?}: expected an absolute path without `.`, `..`, `//`, braces or a trailing `/`, other than `/`"));
     }
     if let Some(f) = FORBIDDEN
@@ -414,24 +392,38 @@ fn files(
                 return Err(cx.err(v.span(), format!("files.{path:?}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}")))
             }
         };
-        check_file_path(path, &config.dirs).map_err(|m| cx.err(v.span(), m))?;
-        templates.add(cx, path, v)?;
-        match &source {
-            FileSource::Inline(text) => templates.add(cx, text, v)?,
-            FileSource::Path(p) => {
-                templates.add(cx, p, v)?;
-                check_source(cx, p, &v.span())?;
-                templates.sources.push((p.clone(), cx.err(v.span(), "")));
-            }
-        }
-        config.files.retain(|f| f.path != *path);
-        config.files.push(PrivateFile {
+        let file = PrivateFile {
             path: path.clone(),
             source,
-        });
-        if config.files.len() > MAX_FILES {
-            return Err(cx.err(v.span(), format!("a node has at most {MAX_FILES} files")));
+        };
+        add_file(cx, config, templates, file, v.span())?;
+    }
+    Ok(())
+}
+
+/// Adds a file to the node (a later one replaces one at the same path), after checking
+/// its path, its templates and its source; `at` is where it is declared.
+fn add_file(
+    cx: &Ctx<'_>,
+    config: &mut NodeConfig,
+    templates: &mut Templates,
+    file: PrivateFile,
+    at: Range<usize>,
+) -> Result<(), TopologyError> {
+    check_file_path(&file.path, &config.dirs).map_err(|m| cx.err(at.clone(), m))?;
+    templates.add(cx, &file.path, at.clone())?;
+    match &file.source {
+        FileSource::Inline(text) => templates.add(cx, text, at.clone())?,
+        FileSource::Path(p) => {
+            templates.add(cx, p, at.clone())?;
+            check_source(cx, p, at.clone())?;
+            templates.sources.push((p.clone(), cx.err(at.clone(), "")));
         }
+    }
+    config.files.retain(|f| f.path != file.path);
+    config.files.push(file);
+    if config.files.len() > MAX_FILES {
+        return Err(cx.err(at, format!("a node has at most {MAX_FILES} files")));
     }
     Ok(())
 }
@@ -442,13 +434,7 @@ fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
             "{HOSTS} is the fleet's: nsfleet writes every node's name and addresses there"
         ));
     }
-    let plain = path.starts_with('/')
-        && !path.ends_with('/')
-        && !path
-            .split('/')
-            .skip(1)
-            .any(|c| c.is_empty() || c == "." || c == "..");
-    if !plain {
+    if !plain_absolute(path) {
         return Err(format!(
             "file {path:?}: expected an absolute path without `.`, `..` or `//`"
         ));
@@ -458,11 +444,27 @@ fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
             "file {path}: it is one of the node's private directories"
         ));
     }
-    let inside = |d: &str| path.starts_with(&format!("{d}/"));
-    if !inside(PRIVATE_RUN) && !dirs.iter().any(|d| inside(&d.path)) {
+    if private_holder(path, dirs).is_none() {
         return Err(format!("file {path}: it must be inside one of the node's private `dirs` (or /run), so that the host's files are never written"));
     }
     Ok(())
+}
+
+/// An absolute path other than `/`, without empty, `.` or `..` components (so without a
+/// trailing `/`) or line breaks.
+fn plain_absolute(path: &str) -> bool {
+    path.starts_with('/')
+        && !(path.split('/').skip(1)).any(|c| c.is_empty() || c == "." || c == "..")
+        && !path.contains(['\0', '\n'])
+}
+
+/// The innermost of the node's private folders (or its own /run) that holds `path`, if
+/// any: where a file or a folder of the node's own is made, never on the host.
+pub fn private_holder<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str> {
+    let inside = |d: &str| path.starts_with(&format!("{d}/"));
+    (dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
+        .filter(|d| inside(d))
+        .max_by_key(|d| d.len())
 }
 
 /// `loopback = "10.255.0.0/16"` or a list of such pools (one per IP version): each node of
@@ -500,16 +502,15 @@ pub(crate) fn check_nodes<'a>(
     let mut cache = SourceCache::default();
     let mut k = 0;
     for (group, t) in groups {
-        let quiet = t.uses.is_empty() && t.sources.is_empty() && t.hostname.is_none();
         for (name, number) in group.names.numbered() {
-            if !quiet {
+            if !t.is_empty() {
                 let vars = Vars {
                     name: &name,
                     number,
                     fleet,
                     wiring: wiring.get(k).map_or(&unwired, |w| w),
                 };
-                t.check_node(&vars, &mut cache)?;
+                t.check_node(&group.config, &vars, &mut cache)?;
             }
             k += 1;
         }

@@ -18,7 +18,7 @@ pub mod software;
 pub mod template;
 mod values;
 
-pub use config::{read_source, HOSTS, PRIVATE_RUN};
+pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
@@ -69,8 +69,6 @@ pub struct NodeConfig {
     pub router: bool,
     /// The node is a switch: its namespace holds bridges, and its interfaces are ports.
     pub switch: bool,
-    /// What the node runs: `linux` (its `commands`), `frr` or `bird` (see [`software`]).
-    pub kind: String,
     /// Its host name (a template); the node's name when `None`.
     pub hostname: Option<String>,
     /// Directories the node has to itself, mounted over the host's in its own mount
@@ -166,16 +164,17 @@ impl std::fmt::Display for RouteSpec {
 /// Whether a node uses IPv6: it has IPv6 addresses, or runs processes (which may speak
 /// IPv6 over link-local addresses, as routing daemons do).
 pub fn uses_ipv6(config: &NodeConfig, wiring: &NodeWiring) -> bool {
-    let has_v6 = || {
-        let lo = wiring.loopback.iter();
-        (wiring.ifaces.iter().flat_map(|i| &i.addrs).chain(lo)).any(|a| a.addr.is_ipv6())
-    };
-    !config.commands.is_empty() || has_v6()
+    !config.commands.is_empty() || wiring.addrs().any(|a| a.addr.is_ipv6())
 }
 
 impl NodeWiring {
     pub fn iface(&self, name: &str) -> Option<&Iface> {
         self.ifaces.iter().find(|i| i.name == name)
+    }
+
+    /// Every address of the node: its loopback's, then its interfaces'.
+    pub fn addrs(&self) -> impl Iterator<Item = &IpNet> {
+        (self.loopback.iter()).chain(self.ifaces.iter().flat_map(|i| &i.addrs))
     }
 }
 

@@ -8,8 +8,8 @@ use super::generate::{Generator, Shape};
 use super::link::{host, veth, vxlan};
 use super::plan::Plan;
 use super::{
-    check_name, names_an_interface, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup,
-    Topology, MAX_FLEET_NAME, MAX_NODE_NAME, NO_NETEM,
+    check_name, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology,
+    MAX_FLEET_NAME, MAX_NODE_NAME, NO_NETEM,
 };
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -50,6 +50,16 @@ impl std::fmt::Display for TopologyError {
 }
 
 impl std::error::Error for TopologyError {}
+
+impl TopologyError {
+    /// Another message at the same place.
+    pub(crate) fn with(&self, message: impl Into<String>) -> TopologyError {
+        TopologyError {
+            message: message.into(),
+            ..self.clone()
+        }
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -250,8 +260,7 @@ impl Draft {
     /// The topology, if the kernel offers what it asks for; otherwise where it asks.
     pub fn check(self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
-            let message = NO_NETEM.to_string();
-            return Err(TopologyError { message, ..at });
+            return Err(at.with(NO_NETEM));
         }
         if let Some(writable) = &kernel.netns_sysctls {
             for (path, at) in self.sysctls {
@@ -263,8 +272,7 @@ impl Draft {
                 } else {
                     "no such sysctl on this kernel"
                 };
-                let message = format!("sysctl {:?}: {hint}", path.replace('/', "."));
-                return Err(TopologyError { message, ..at });
+                return Err(at.with(format!("sysctl {:?}: {hint}", path.replace('/', "."))));
             }
         }
         Ok(self.topo)
@@ -341,7 +349,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     };
     Ok(Draft {
         topo,
-        sysctls: sysctls_asked(&cx, &doc),
+        sysctls: groups.asked,
         netem_at: cx.netem_at.into_inner(),
     })
 }
@@ -353,6 +361,8 @@ struct Groups {
     /// Per group: its templates, and its loopback pools with where they are written.
     templates: Vec<config::Templates>,
     loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
+    /// Every distinct per-namespace sysctl the groups set, with where (see `Draft`).
+    asked: Vec<(String, TopologyError)>,
     seen: HashMap<String, usize>,
     total: u64,
 }
@@ -390,6 +400,11 @@ impl Groups {
         });
         self.templates.push(built.templates);
         self.loopbacks.push(built.loopback);
+        for (path, at) in built.asked {
+            if !self.asked.iter().any(|(p, _)| *p == path) {
+                self.asked.push((path, at));
+            }
+        }
         Ok(())
     }
 }
@@ -398,11 +413,11 @@ fn switch_config() -> config::Built {
     config::Built {
         config: NodeConfig {
             switch: true,
-            kind: "switch".into(),
             ..NodeConfig::default()
         },
         templates: Default::default(),
         loopback: None,
+        asked: Vec::new(),
     }
 }
 
@@ -416,34 +431,24 @@ fn wire(
 ) -> Result<(), TopologyError> {
     for (group, pools) in groups.list.iter().zip(&groups.loopbacks) {
         let Some((pools, at)) = pools else { continue };
+        let line = at.line as u32;
         for pool in pools {
-            let line = at.line as u32;
-            plan.declare_pool(*pool, line)
-                .map_err(|message| TopologyError {
-                    message,
-                    ..at.clone()
-                })?;
+            plan.declare_pool(*pool, line).map_err(|m| at.with(m))?;
             if pool.capacity() < group.names.len() {
-                let message = format!(
+                return Err(at.with(format!(
                     "loopback pool {pool} has {} addresses; the group has {} nodes",
                     pool.capacity(),
                     group.names.len()
-                );
-                return Err(TopologyError {
-                    message,
-                    ..at.clone()
-                });
+                )));
             }
             for (k, name) in group.names.iter().enumerate() {
-                let host = IpNet {
-                    addr: pool.host(k as u64).addr,
-                    prefix: if pool.addr.is_ipv4() { 32 } else { 128 },
+                let host = pool.host(k as u64).addr;
+                let single = IpNet {
+                    addr: host,
+                    prefix: if host.is_ipv4() { 32 } else { 128 },
                 };
-                plan.add_loopback(&name, host, line)
-                    .map_err(|message| TopologyError {
-                        message,
-                        ..at.clone()
-                    })?;
+                plan.add_loopback(&name, single, line)
+                    .map_err(|m| at.with(m))?;
             }
         }
     }
@@ -758,28 +763,4 @@ pub fn sysctl_path(key: &str) -> String {
     } else {
         key.replace('.', "/")
     }
-}
-
-/// Every distinct per-namespace sysctl the nodes set, with where: a node starts as a fresh
-/// network namespace, and host-only keys (`net.core.rmem_max`) are absent or read-only
-/// there. Keys of interfaces the fleet makes are not the kernel's to answer.
-fn sysctls_asked(cx: &Ctx<'_>, doc: &File) -> Vec<(String, TopologyError)> {
-    let generated = doc.generate.iter().flat_map(|g| {
-        let g = g.get_ref();
-        std::iter::once(&g.sysctls).chain(g.node.iter().map(|t| &t.get_ref().sysctls))
-    });
-    let sections = doc
-        .defaults
-        .iter()
-        .map(|d| &d.get_ref().sysctls)
-        .chain(doc.node.iter().map(|n| &n.get_ref().sysctls))
-        .chain(generated);
-    let mut asked: Vec<(String, TopologyError)> = Vec::new();
-    for (k, v) in sections.flatten() {
-        let path = sysctl_path(k);
-        if !names_an_interface(&path) && !asked.iter().any(|(p, _)| *p == path) {
-            asked.push((path, cx.err(v.span(), "")));
-        }
-    }
-    asked
 }

@@ -195,15 +195,19 @@ mod tests {
         }
     }
 
+    fn vars<'a>(name: &'a str, number: u64, wiring: &'a NodeWiring) -> Vars<'a> {
+        Vars {
+            name,
+            number,
+            fleet: "lab",
+            wiring,
+        }
+    }
+
     #[test]
     fn fills_every_placeholder_and_leaves_other_braces() {
         let w = wiring();
-        let v = Vars {
-            name: "r7",
-            number: 7,
-            fleet: "lab",
-            wiring: &w,
-        };
+        let v = vars("r7", 7, &w);
         let t = "hostname {name} #{i} in {fleet}: {addr.eth0} {addr6.eth0} id {addr.lo}\nprotocol ospf { area 0 {\n}; } ${HOME} {{name}}";
         assert!(check(t).is_ok());
         assert_eq!(
@@ -224,12 +228,7 @@ mod tests {
     #[test]
     fn says_which_address_a_node_lacks() {
         let w = wiring();
-        let v = Vars {
-            name: "r1",
-            number: 1,
-            fleet: "lab",
-            wiring: &w,
-        };
+        let v = vars("r1", 1, &w);
         let used = check("{addr6.lo} {addr.eth0}").unwrap();
         let m = missing(&used, &v).unwrap();
         assert!(m.contains("no IPv6 address on \"lo\""), "{m}");
