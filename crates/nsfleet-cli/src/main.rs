@@ -13,6 +13,7 @@ one supervisor process: nothing of the fleet outlives it. Run as root.";
 const AFTER: &str = "Examples:
   nsfleet up                         # the built-in default fleet (100 fake routers)
   nsfleet up examples/hosts.toml     # a fleet from a topology file
+  nsfleet deploy -t lab.clab.yml     # a containerlab topology, without Docker
   nsfleet status                     # every fleet; `--json` for machines
   nsfleet exec default h1 -- ip addr # a command inside node h1
   nsfleet down default               # tear down, wait for the kernel to reclaim
@@ -42,15 +43,74 @@ enum Command {
     /// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes.
     /// Templates {name} {i} {fleet} {addr.IF} {addr6.IF} are filled per node. Examples:
     /// examples/frr-ospf-ring.toml, examples/bird-grid.toml; the README has every key.
+    ///
+    /// containerlab files (*.clab.yml, *.clab.yaml, or --format clab) run as they are,
+    /// without a container engine: see `nsfleet deploy --help`.
     Up {
-        /// Topology file (TOML, see examples/); without it, the built-in default fleet.
+        /// Topology file (TOML, see examples/; or containerlab's YAML); without it, the
+        /// built-in default fleet.
         file: Option<PathBuf>,
+        /// The file's language when its name does not say: toml, or clab (containerlab).
+        /// Files ending in .yml or .yaml are read as containerlab's.
+        #[arg(long, value_parser = parse_format)]
+        format: Option<nsfleet::topology::Format>,
         /// Use this fleet name instead of the file's [fleet] name.
         #[arg(long)]
         name: Option<String>,
         #[command(flatten)]
         engine: EngineArgs,
         /// Print the result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
+    /// for `up`).
+    ///
+    /// The lab is a fleet named after the file's `name`. Kinds: linux (its cmd, then its
+    /// exec lines), frr (the host's FRR with the startup-config), linux with FRR's image
+    /// (the host's FRR with the frr.conf and daemons it binds), bridge (a switch in a
+    /// namespace of its own, not a bridge on the host), host. Vendor kinds (srl, ceos,
+    /// crpd, vr-*, ...) are refused. Every node gets eth0 on the management network
+    /// (172.20.20.0/24 and 3fff:172:20:20::/64 by default, addresses from .2 in file
+    /// order), which the host reaches through a host link holding the gateway; nodes'
+    /// names (and clab-LAB-NODE) are in the fleet's /etc/hosts, never the host's. Images
+    /// are recorded and shown, not pulled; binds are mounted in the node's world only.
+    /// Keys nsfleet does not apply are warned about with file:line; keys that would
+    /// change the lab (user, pid-mode) are refused. Example: examples/clab/frr-ospf.clab.yml
+    Deploy {
+        /// The topology file (or a folder with one); without it, the only *.clab.yml in
+        /// the current folder.
+        #[arg(short = 't', long = "topo")]
+        topo: Option<PathBuf>,
+        /// Destroy the lab first if it is deployed.
+        #[arg(short = 'c', long)]
+        reconfigure: bool,
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a containerlab lab down (containerlab's verb for `down`): returns once the
+    /// kernel has reclaimed every namespace. Nothing is left on the host.
+    Destroy {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Accepted for containerlab's sake: nsfleet writes no lab directory to clean.
+        #[arg(short = 'c', long)]
+        cleanup: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A lab's nodes as containerlab shows them: Name (clab-LAB-NODE), Kind/Image,
+    /// State, IPv4/6 Address (eth0's, on the management network).
+    Inspect {
+        #[command(flatten)]
+        lab: LabArgs,
+        /// Each cell on one line.
+        #[arg(short = 'w', long)]
+        wide: bool,
+        /// containerlab's JSON: {"LAB": [{"lab_name", "name", "kind", "image", "state",
+        /// "ipv4_address", "ipv6_address"}]}.
         #[arg(long)]
         json: bool,
     },
@@ -159,6 +219,21 @@ enum Command {
         #[arg(long)]
         readme: Option<PathBuf>,
     },
+}
+
+/// Which containerlab lab: by its file, its name, or all of them.
+#[derive(Args)]
+struct LabArgs {
+    /// The topology file (or a folder with one); without it, the only *.clab.yml in the
+    /// current folder (for inspect: or else every lab).
+    #[arg(short = 't', long = "topo")]
+    topo: Option<PathBuf>,
+    /// The lab by name instead.
+    #[arg(long, conflicts_with = "topo")]
+    name: Option<String>,
+    /// Every deployed containerlab lab.
+    #[arg(short = 'a', long, conflicts_with_all = ["topo", "name"])]
+    all: bool,
 }
 
 #[derive(Args)]
@@ -418,6 +493,24 @@ fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
+impl From<LabArgs> for cmd::clab::Lab {
+    fn from(a: LabArgs) -> Self {
+        cmd::clab::Lab {
+            topo: a.topo,
+            name: a.name,
+            all: a.all,
+        }
+    }
+}
+
+fn parse_format(s: &str) -> Result<nsfleet::topology::Format, String> {
+    match s {
+        "toml" => Ok(nsfleet::topology::Format::Toml),
+        "clab" | "containerlab" => Ok(nsfleet::topology::Format::Clab),
+        _ => Err(format!("expected toml or clab, got {s:?}")),
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     // `nsfleet status | head` ends quietly, as Unix tools do. The supervisor that `up`
@@ -428,16 +521,51 @@ fn main() {
     let result = match cli.command {
         Command::Up {
             file,
+            format,
             name,
             engine,
             json,
         } => cmd::up::up(cmd::up::UpArgs {
             file,
+            format,
             name,
             workers: engine.workers,
             max_unreclaimed: engine.max_unreclaimed,
             run_dir,
             json,
+        }),
+        Command::Deploy {
+            topo,
+            reconfigure,
+            engine,
+            json,
+        } => cmd::clab::deploy(cmd::clab::DeployArgs {
+            topo,
+            reconfigure,
+            up: cmd::up::UpArgs {
+                file: None,
+                format: None,
+                name: None,
+                workers: engine.workers,
+                max_unreclaimed: engine.max_unreclaimed,
+                run_dir,
+                json,
+            },
+        }),
+        Command::Destroy {
+            lab,
+            cleanup: _,
+            json,
+        } => cmd::clab::destroy(cmd::clab::DestroyArgs {
+            lab: lab.into(),
+            json,
+            run_dir,
+        }),
+        Command::Inspect { lab, wide, json } => cmd::clab::inspect(cmd::clab::InspectArgs {
+            lab: lab.into(),
+            json,
+            wide,
+            run_dir,
         }),
         Command::Down {
             name,

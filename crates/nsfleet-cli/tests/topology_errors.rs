@@ -79,17 +79,7 @@ fn every_bad_file_gets_its_line_and_creates_nothing() {
     let env = Env::new("badfiles");
     for (tag, text, line, expected) in CASES {
         let f = env.file(&format!("{tag}.toml"), text);
-        let out = env.run(&["up", f.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
-        let loc = format!("{}:{line}:", f.display());
-        assert!(err.contains(&loc), "{tag}: expected {loc} in {err}");
-        assert!(
-            err.contains(expected),
-            "{tag}: expected {expected:?} in {err}"
-        );
-        assert_eq!(err.trim().lines().count(), 1, "{tag}: one line: {err}");
-        assert!(env.fleet_dirs().is_empty(), "{tag}: nothing created");
+        env.refused(tag, &["up", f.to_str().unwrap()], &f, *line, expected);
     }
     let missing = env.run(&["up", "/no/such/file.toml"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read the topology file"));

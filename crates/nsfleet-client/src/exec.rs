@@ -2,7 +2,8 @@
 //! processes), this process enters all of the world's namespaces (network, mount, UTS and
 //! PID, through a pidfd of its init the supervisor passes us) and forks the command, as
 //! `nsenter --fork` does, to be in the PID namespace; it waits and exits with the
-//! command's status. In any other node it does what `ip netns exec` does: enters the
+//! command's status, with the node's environment (its `env`, as `docker exec` has the
+//! container's). In any other node it does what `ip netns exec` does: enters the
 //! network namespace, gets a private mount namespace with /sys remounted for it, and
 //! becomes the command. Standard input, output and error are the command's own.
 
@@ -32,7 +33,9 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     }
     let rd = RunDir::new(&a.run_dir);
     let mut c = connect(&rd, &a.name)?;
-    let Reply::Netns { world, number, .. } = c.call(&Request::Netns {
+    let Reply::Netns {
+        world, number, env, ..
+    } = c.call(&Request::Netns {
         node: a.node.clone(),
     })?
     else {
@@ -48,6 +51,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         drop(ns);
         let child = std::process::Command::new(&a.command[0])
             .args(&a.command[1..])
+            .envs(env)
             .env("NSFLEET_FLEET", &a.name)
             .env("NSFLEET_NODE", &a.node)
             .env("NSFLEET_INDEX", number.to_string())

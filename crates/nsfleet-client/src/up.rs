@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 pub struct UpArgs {
     pub file: Option<PathBuf>,
+    /// The file's language, when its name does not say.
+    pub format: Option<topology::Format>,
     pub name: Option<String>,
     pub workers: usize,
     pub max_unreclaimed: usize,
@@ -24,9 +26,12 @@ pub struct UpArgs {
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let draft = match &a.file {
-        Some(f) => topology::read_file(f)?,
+        Some(f) => topology::read_file(f, a.format)?,
         None => topology::read(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
     };
+    for w in draft.warnings() {
+        eprintln!("nsfleet: warning: {w}");
+    }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;

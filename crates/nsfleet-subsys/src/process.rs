@@ -56,7 +56,7 @@ struct Proc {
     log: PathBuf,
     /// The node's init (pid, start time), whose world the command runs in.
     world: (libc::pid_t, u64),
-    env: Vec<(&'static str, String)>,
+    env: Vec<(String, String)>,
     restart: bool,
     /// Protects the command's current run; taken by the watcher, `status` and teardown,
     /// never with another lock held.
@@ -198,11 +198,13 @@ impl Subsystem for Processes {
             return Ok(());
         };
         let vars = world::vars(node, &self.fleet);
-        let env = vec![
-            ("NSFLEET_FLEET", self.fleet.clone()),
-            ("NSFLEET_NODE", node.name().to_string()),
-            ("NSFLEET_INDEX", node.number().to_string()),
-        ];
+        // The node's own variables, then nsfleet's, which no node setting overrides.
+        let mut env = node.config().env.clone();
+        env.extend([
+            ("NSFLEET_FLEET".to_string(), self.fleet.clone()),
+            ("NSFLEET_NODE".to_string(), node.name().to_string()),
+            ("NSFLEET_INDEX".to_string(), node.number().to_string()),
+        ]);
         for command in commands {
             let command = template::expand(command, &vars);
             match spawner.spawn(&command, &log, world_id, &env) {

@@ -24,7 +24,7 @@ struct Request {
     /// has a descriptor table of its own; with the start time, as the pid of an init that
     /// has died may have been given to another process (see `open_world`).
     world: (libc::pid_t, u64),
-    env: Vec<(&'static str, String)>,
+    env: Vec<(String, String)>,
     command: String,
     log: PathBuf,
     reply: Sender<io::Result<libc::pid_t>>,
@@ -71,7 +71,7 @@ impl Spawner {
         command: &str,
         log: &Path,
         world: (libc::pid_t, u64),
-        env: &[(&'static str, String)],
+        env: &[(String, String)],
     ) -> io::Result<(libc::pid_t, OwnedFd)> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         // Held until the child is watched: the PID-1 orphan sweep must not reap it, its

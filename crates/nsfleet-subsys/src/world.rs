@@ -13,7 +13,7 @@ use anyhow::{anyhow, Context};
 use nsfleet_core::Node;
 use nsfleet_sys as sys;
 use nsfleet_topology::template::{self, Vars};
-use nsfleet_topology::{private_holder, FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
+use nsfleet_topology::{private_holder, Bind, FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -40,6 +40,7 @@ struct Layout {
     hostname: String,
     dirs: Vec<PrivateDir>,
     files: Vec<(String, String)>,
+    binds: Vec<Bind>,
     hosts: Option<String>,
 }
 
@@ -149,6 +150,7 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layo
         hostname,
         dirs: config.dirs.clone(),
         files,
+        binds: config.binds.clone(),
         hosts: hosts
             .filter(|_| Path::new(HOSTS).is_file())
             .map(|p| p.display().to_string()),
@@ -173,6 +175,10 @@ fn setup(l: &Layout) -> Result<(), String> {
     for d in l.dirs.iter().filter(|d| d.from_host) {
         sources.push(File::open(&d.path).map_err(at(&format!("opening the host's {}", d.path)))?);
     }
+    let mut bound = Vec::new();
+    for b in &l.binds {
+        bound.push(open_path(&b.source).map_err(at(&format!("bind source {}", b.source)))?);
+    }
     // The host's named network namespaces would be copied into every node's mount
     // namespace (and pinned there) otherwise.
     sys::detach("/run/netns").map_err(at("/run/netns"))?;
@@ -190,9 +196,50 @@ fn setup(l: &Layout) -> Result<(), String> {
         write_private(path, text, &l.dirs).map_err(|e| format!("writing {path}: {e}"))?;
     }
     if let Some(h) = &hosts {
-        sys::bind_read_only(&through(h), HOSTS).map_err(at("the fleet's /etc/hosts"))?;
+        sys::bind(&through(h), HOSTS, true).map_err(at("the fleet's /etc/hosts"))?;
+    }
+    for (b, source) in l.binds.iter().zip(&bound) {
+        bind(b, source, &l.dirs).map_err(|e| format!("bind {} to {}: {e}", b.source, b.target))?;
     }
     Ok(())
+}
+
+/// A descriptor of a path that mounts can be made from, whatever it is (file, folder,
+/// socket).
+fn open_path(path: &str) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+}
+
+/// Mounts one of the host's paths at `b.target`; a mount point that does not exist is
+/// made, only ever inside the node's own folders (validation saw to that).
+fn bind(b: &Bind, source: &File, dirs: &[PrivateDir]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !Path::new(&b.target).exists() {
+        let holder = private_holder(&b.target, dirs)
+            .ok_or_else(|| std::io::Error::other("nothing there to mount over"))?;
+        let parent = Path::new(&b.target)
+            .parent()
+            .and_then(Path::to_str)
+            .unwrap_or(holder);
+        if parent != holder {
+            make_dirs_below(holder, parent)?;
+        }
+        if source.metadata()?.is_dir() {
+            std::fs::DirBuilder::new().mode(0o755).create(&b.target)?;
+        } else {
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true)
+                .create_new(true)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW);
+            o.open(&b.target)?;
+        }
+    }
+    sys::bind(&through(source), &b.target, b.read_only)
 }
 
 /// A path to what `file` was opened on, even once something is mounted over it.
@@ -304,8 +351,10 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> std::io::Result<()> {
     let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for n in nodes {
+        let names = std::iter::once(n.name()).chain(n.config().aliases.iter().map(String::as_str));
+        let names = names.collect::<Vec<_>>().join(" ");
         for a in n.wiring().addrs() {
-            out.push_str(&format!("{}\t{}\n", a.addr, n.name()));
+            out.push_str(&format!("{}\t{names}\n", a.addr));
         }
     }
     let tmp = path.with_extension("tmp");

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use nsfleet_core::{CreateReport, Held};
 use nsfleet_subsys::process::ProcInfo;
 use nsfleet_sys as sys;
-use nsfleet_topology::Impair;
+use nsfleet_topology::{ClabNode, Impair};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -69,6 +69,9 @@ pub enum Reply {
         /// The node's number (`{i}`), for NSFLEET_INDEX.
         #[serde(default)]
         number: u64,
+        /// The node's environment variables (its `env`), which its commands have too.
+        #[serde(default)]
+        env: Vec<(String, String)>,
     },
     Impaired {
         node: String,
@@ -120,6 +123,9 @@ pub struct NodeStatus {
     /// Interfaces with an impairment now, as (interface, impairment).
     #[serde(default)]
     pub impairments: Vec<(String, Impair)>,
+    /// What a containerlab file declared the node as (`nsfleet inspect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clab: Option<ClabNode>,
 }
 
 /// What a starting supervisor tells the `up` that launched it, one JSON line each.

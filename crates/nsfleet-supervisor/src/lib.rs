@@ -429,6 +429,7 @@ impl Supervisor {
                     inode: n.inode(),
                     world,
                     number: n.number(),
+                    env: n.config().env.clone(),
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())
@@ -494,6 +495,7 @@ impl Supervisor {
                 impairments: n
                     .inspect::<Impaired, _>(self.defaults.impair, Clone::clone)
                     .unwrap_or_default(),
+                clab: n.config().clab.clone(),
             })
             .collect();
         FleetStatus {

@@ -44,26 +44,31 @@ pub fn mount_fs(fstype: &str, path: &str, options: &str) -> io::Result<()> {
     check(unsafe { libc::mount(t.as_ptr(), p.as_ptr(), t.as_ptr(), flags, data) }).map(drop)
 }
 
-/// Binds `source` over `target`, read-only.
-pub fn bind_read_only(source: &str, target: &str) -> io::Result<()> {
+/// Binds `source` over `target` (recursively, as a container engine's bind), read-only
+/// if asked.
+pub fn bind(source: &str, target: &str, read_only: bool) -> io::Result<()> {
     let (s, t) = (cstr(source)?, cstr(target)?);
-    // SAFETY: mount(2) with NUL-terminated strings; the second call remounts the bind.
+    let flags = libc::MS_BIND | libc::MS_REC;
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the calls; the second
+    // call remounts the bind.
     unsafe {
         check(libc::mount(
             s.as_ptr(),
             t.as_ptr(),
             std::ptr::null(),
-            libc::MS_BIND,
+            flags,
             std::ptr::null(),
         ))?;
-        let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-        check(libc::mount(
-            std::ptr::null(),
-            t.as_ptr(),
-            std::ptr::null(),
-            ro,
-            std::ptr::null(),
-        ))?;
+        if read_only {
+            let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+            check(libc::mount(
+                std::ptr::null(),
+                t.as_ptr(),
+                std::ptr::null(),
+                ro,
+                std::ptr::null(),
+            ))?;
+        }
     }
     Ok(())
 }

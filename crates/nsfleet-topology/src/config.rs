@@ -72,6 +72,7 @@ pub(crate) fn build(
 ) -> Result<Built, TopologyError> {
     let last =
         |f: fn(&NodeKeys) -> Option<&Spanned<String>>| layers.iter().rev().find_map(|l| f(l));
+    let cfg = layers.iter().rev().find_map(|l| l.config.as_ref());
     let own_router = layers.iter().rev().find_map(|l| l.router);
     let mut config = NodeConfig {
         router: own_router.or(router).unwrap_or(false),
@@ -91,22 +92,19 @@ pub(crate) fn build(
         }
     }
     if let Some(kind) = last(|l| l.kind.as_ref()) {
-        let cfg = last(|l| l.config.as_ref());
         let daemons_at = layers.iter().rev().find(|l| !l.daemons.is_empty());
         let daemons: Vec<String> = daemons_at.map_or(Vec::new(), |l| {
             l.daemons.iter().map(|d| d.get_ref().clone()).collect()
         });
-        let config_path = cfg.map(|c| absolute(cx, c.get_ref()));
-        let parts = software::parts(kind.get_ref(), config_path.as_deref(), &daemons).map_err(
-            |(key, m)| {
-                let at = match key {
-                    "config" => cfg.map(|c| c.span()),
-                    "daemons" => daemons_at.and_then(|l| l.daemons.first()).map(|d| d.span()),
-                    _ => None,
-                };
-                cx.err(at.unwrap_or(kind.span()), m)
-            },
-        )?;
+        let source = cfg.map(|c| file_source(cx, "config", c)).transpose()?;
+        let parts = software::parts(kind.get_ref(), source, &daemons).map_err(|(key, m)| {
+            let at = match key {
+                "config" => cfg.map(|c| c.span()),
+                "daemons" => daemons_at.and_then(|l| l.daemons.first()).map(|d| d.span()),
+                _ => None,
+            };
+            cx.err(at.unwrap_or(kind.span()), m)
+        })?;
         if kind.get_ref() != "linux" {
             config.router = own_router.unwrap_or(true);
         }
@@ -116,7 +114,7 @@ pub(crate) fn build(
         for f in parts.files {
             add_file(cx, &mut config, &mut templates, f, at.clone())?;
         }
-    } else if let Some(c) = last(|l| l.config.as_ref()) {
+    } else if let Some(c) = cfg {
         return Err(cx.err(
             c.span(),
             "`config` is for kind = \"frr\" or \"bird\": set `kind` too",
@@ -383,22 +381,32 @@ fn files(
     templates: &mut Templates,
 ) -> Result<(), TopologyError> {
     for (path, v) in layers.iter().flat_map(|l| &l.files) {
-        let source = match v.get_ref() {
-            toml::Value::String(s) => FileSource::Path(absolute(cx, s)),
-            toml::Value::Table(t) if t.len() == 1 && t.get("content").is_some_and(|c| c.is_str()) => {
-                FileSource::Inline(t["content"].as_str().unwrap_or_default().to_string())
-            }
-            _ => {
-                return Err(cx.err(v.span(), format!("files.{path:?}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}")))
-            }
-        };
         let file = PrivateFile {
             path: path.clone(),
-            source,
+            source: file_source(cx, &format!("files.{path:?}"), v)?,
         };
         add_file(cx, config, templates, file, v.span())?;
     }
     Ok(())
+}
+
+/// A file's content as a key gives it: a source path (relative to the topology file's
+/// folder), or `{ content = "..." }`.
+fn file_source(
+    cx: &Ctx<'_>,
+    key: &str,
+    v: &Spanned<toml::Value>,
+) -> Result<FileSource, TopologyError> {
+    match v.get_ref() {
+        toml::Value::String(s) => Ok(FileSource::Path(absolute(cx, s))),
+        toml::Value::Table(t) if t.len() == 1 && t.get("content").is_some_and(|c| c.is_str()) => Ok(
+            FileSource::Inline(t["content"].as_str().unwrap_or_default().to_string()),
+        ),
+        _ => Err(cx.err(
+            v.span(),
+            format!("{key}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}"),
+        )),
+    }
 }
 
 /// Adds a file to the node (a later one replaces one at the same path), after checking
@@ -448,6 +456,39 @@ fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
         return Err(format!("file {path}: it must be inside one of the node's private `dirs` (or /run), so that the host's files are never written"));
     }
     Ok(())
+}
+
+/// Checks where a bind is mounted in a node whose private folders are `dirs`: a plain
+/// absolute path, not in the kernel's filesystems, and either on the host already (to be
+/// mounted over, in the node's world only) or inside a private folder, where the mount
+/// point is made. The host never gets a new file.
+pub(crate) fn check_bind(bind: &crate::Bind, dirs: &[PrivateDir]) -> Result<(), String> {
+    let t = &bind.target;
+    if !plain_absolute(t) || t == HOSTS {
+        return Err(format!("bind target {t:?}: expected an absolute path without `.`, `..` or `//`, other than /etc/hosts"));
+    }
+    if let Some(f) = FORBIDDEN
+        .iter()
+        .find(|f| t == *f || t.starts_with(&format!("{f}/")))
+    {
+        return Err(format!(
+            "bind target {t}: {f} is the kernel's; nsfleet mounts nothing there"
+        ));
+    }
+    let source_dir = Path::new(&bind.source).is_dir();
+    if private_holder(t, dirs).is_some() || dirs.iter().any(|d| d.path == *t) {
+        return Ok(());
+    }
+    match std::fs::metadata(t) {
+        Ok(m) if m.is_dir() != source_dir => Err(format!(
+            "bind target {t}: the host has a {} there, and {} is a {}",
+            if m.is_dir() { "folder" } else { "file" },
+            bind.source,
+            if source_dir { "folder" } else { "file" }
+        )),
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!("bind target {t}: the host has nothing there to mount over, and nsfleet never creates files on the host; bind into a folder that exists, or into /tmp or /run, which are the node's own")),
+    }
 }
 
 /// An absolute path other than `/`, without empty, `.` or `..` components (so without a

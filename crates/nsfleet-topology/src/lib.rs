@@ -8,6 +8,7 @@
 //! addresses and routes) is its [`NodeWiring`], laid out by `plan` with every interface
 //! index chosen in advance, so that no subsystem ever has to look a link up.
 
+pub mod clab;
 mod config;
 mod generate;
 mod kernel;
@@ -17,13 +18,16 @@ mod plan;
 pub mod software;
 pub mod template;
 mod values;
+mod yaml;
 
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
-pub use parse::{parse, read, read_file, Draft, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE};
+pub use parse::{
+    parse, read, read_file, Draft, Format, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
+};
 pub use values::{duration_ns, Impair, IpNet};
 
 use serde::{Deserialize, Serialize};
@@ -78,6 +82,39 @@ pub struct NodeConfig {
     pub files: Vec<PrivateFile>,
     /// Start a command again when it fails (exits non-zero or by a signal), with backoff.
     pub restart_on_failure: bool,
+    /// Environment variables of its commands, besides nsfleet's own.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// The host's files and folders mounted into its world, over what is there.
+    #[serde(default)]
+    pub binds: Vec<Bind>,
+    /// Other names the fleet's /etc/hosts gives it (containerlab's container name).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// What a containerlab file declared it as: shown, not acted on.
+    #[serde(default)]
+    pub clab: Option<ClabNode>,
+}
+
+/// A host path mounted at `target` in a node's world, as a container's bind is: the
+/// node's writes reach the host's file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Bind {
+    /// An absolute path on the host.
+    pub source: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// A node as a containerlab file declares it, for `inspect`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClabNode {
+    /// Its name as containerlab would name its container (`clab-LAB-NODE`).
+    pub container: String,
+    pub kind: String,
+    /// Recorded, never pulled: the node runs the host's software.
+    pub image: Option<String>,
+    pub labels: Vec<(String, String)>,
 }
 
 /// A directory of a node's own: an empty tmpfs, or a copy of the host's directory.
@@ -112,6 +149,7 @@ impl NodeConfig {
             || self.hostname.is_some()
             || !self.dirs.is_empty()
             || !self.files.is_empty()
+            || !self.binds.is_empty()
     }
 }
 

@@ -100,7 +100,7 @@ pub(crate) struct NodeKeys {
     pub(crate) router: Option<bool>,
     pub(crate) kind: Option<Spanned<String>>,
     pub(crate) hostname: Option<Spanned<String>>,
-    pub(crate) config: Option<Spanned<String>>,
+    pub(crate) config: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(crate) daemons: Vec<Spanned<String>>,
     #[serde(default)]
@@ -130,7 +130,7 @@ struct NodeSection {
     router: Option<bool>,
     kind: Option<Spanned<String>>,
     hostname: Option<Spanned<String>>,
-    config: Option<Spanned<String>>,
+    config: Option<Spanned<toml::Value>>,
     #[serde(default)]
     daemons: Vec<Spanned<String>>,
     #[serde(default)]
@@ -203,7 +203,15 @@ pub(crate) struct Ctx<'a> {
     netem_at: std::cell::RefCell<Option<TopologyError>>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
+        Ctx {
+            file,
+            text,
+            netem_at: Default::default(),
+        }
+    }
+
     pub(crate) fn line(&self, span: Range<usize>) -> u32 {
         self.err(span, "").line as u32
     }
@@ -221,8 +229,28 @@ impl Ctx<'_> {
     }
 }
 
-/// [`read`] of a file.
-pub fn read_file(path: &Path) -> Result<Draft, TopologyError> {
+/// The languages a topology file may be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// nsfleet's own (TOML).
+    Toml,
+    /// containerlab's topology file (YAML).
+    Clab,
+}
+
+impl Format {
+    /// What a file's name says it is: `.yml` and `.yaml` (`lab.clab.yml`) are
+    /// containerlab's, anything else nsfleet's TOML.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yml" | "yaml") => Format::Clab,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// [`read`] (or [`read_clab`]) of a file, in `format` or the one its name says.
+pub fn read_file(path: &Path, format: Option<Format>) -> Result<Draft, TopologyError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
         file: file.clone(),
@@ -230,7 +258,10 @@ pub fn read_file(path: &Path) -> Result<Draft, TopologyError> {
         column: 0,
         message: format!("cannot read the topology file: {e}"),
     })?;
-    read(&file, &text)
+    match format.unwrap_or_else(|| Format::of(path)) {
+        Format::Toml => read(&file, &text),
+        Format::Clab => crate::clab::read(&file, &text),
+    }
 }
 
 /// Parses and validates `text` against what `kernel` offers; `file` names it in errors.
@@ -247,9 +278,31 @@ pub struct Draft {
     /// Each sysctl the nodes set, as a path below /proc/sys, with where it is written.
     sysctls: Vec<(String, TopologyError)>,
     netem_at: Option<TopologyError>,
+    /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
+    /// it has no use for).
+    warnings: Vec<TopologyError>,
 }
 
 impl Draft {
+    /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
+    pub(crate) fn new(
+        topo: Topology,
+        groups: Groups,
+        cx: Ctx<'_>,
+        warnings: Vec<TopologyError>,
+    ) -> Draft {
+        Draft {
+            topo,
+            sysctls: groups.asked,
+            netem_at: cx.netem_at.into_inner(),
+            warnings,
+        }
+    }
+
+    pub fn warnings(&self) -> &[TopologyError] {
+        &self.warnings
+    }
+
     pub fn asks(&self) -> Asks {
         Asks {
             sysctls: self.sysctls.iter().map(|(p, _)| p.clone()).collect(),
@@ -281,11 +334,7 @@ impl Draft {
 
 /// Reads and validates what `text` alone decides; `file` names it in errors.
 pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
-    let cx = Ctx {
-        file,
-        text,
-        netem_at: Default::default(),
-    };
+    let cx = Ctx::new(file, text);
     let doc: File = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim_end().to_string();
         cx.err(e.span().unwrap_or(0..0), msg)
@@ -344,22 +393,18 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
     let topo = Topology {
         name: name.clone(),
-        groups: groups.list,
+        groups: std::mem::take(&mut groups.list),
         wiring,
     };
-    Ok(Draft {
-        topo,
-        sysctls: groups.asked,
-        netem_at: cx.netem_at.into_inner(),
-    })
+    Ok(Draft::new(topo, groups, cx, Vec::new()))
 }
 
 /// Node groups as they are declared, with every name checked to be unique.
 #[derive(Default)]
-struct Groups {
-    list: Vec<NodeGroup>,
+pub(crate) struct Groups {
+    pub(crate) list: Vec<NodeGroup>,
     /// Per group: its templates, and its loopback pools with where they are written.
-    templates: Vec<config::Templates>,
+    pub(crate) templates: Vec<config::Templates>,
     loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
     /// Every distinct per-namespace sysctl the groups set, with where (see `Draft`).
     asked: Vec<(String, TopologyError)>,
@@ -368,7 +413,7 @@ struct Groups {
 }
 
 impl Groups {
-    fn add(
+    pub(crate) fn add(
         &mut self,
         cx: &Ctx<'_>,
         names: Names,
@@ -409,7 +454,7 @@ impl Groups {
     }
 }
 
-fn switch_config() -> config::Built {
+pub(crate) fn switch_config() -> config::Built {
     config::Built {
         config: NodeConfig {
             switch: true,

@@ -28,12 +28,12 @@ pub struct KindParts {
     pub commands: Vec<String>,
 }
 
-/// The parts of a node of `kind` whose configuration is `config` (an absolute path
-/// template), running `daemons`. Errors are sentences about the `kind`, `config` or
+/// The parts of a node of `kind` whose configuration is `config` (its text, or an
+/// absolute path template), running `daemons`. Errors are sentences about the `kind`, `config` or
 /// `daemons` key, as `(key, message)`.
 pub fn parts(
     kind: &str,
-    config: Option<&str>,
+    config: Option<FileSource>,
     daemons: &[String],
 ) -> Result<KindParts, (&'static str, String)> {
     match kind {
@@ -54,8 +54,11 @@ pub fn parts(
     }
 }
 
-fn need_config(kind: &str, config: Option<&str>) -> Result<String, (&'static str, String)> {
-    config.map(str::to_string).ok_or_else(|| {
+fn need_config(
+    kind: &str,
+    config: Option<FileSource>,
+) -> Result<FileSource, (&'static str, String)> {
+    config.ok_or_else(|| {
         (
             "kind",
             format!("kind = {kind:?} needs `config`, its configuration file (a template, e.g. \"{kind}/{{name}}.conf\")"),
@@ -67,7 +70,10 @@ fn need_config(kind: &str, config: Option<&str>) -> Result<String, (&'static str
 /// daemons, each daemonized (`-d` returns once the daemon is ready), then `vtysh -b`
 /// applies the integrated configuration. Daemons run as `frr`, with its run, log and
 /// temporary folders private to the node.
-fn frr(config: Option<&str>, daemons: &[String]) -> Result<KindParts, (&'static str, String)> {
+fn frr(
+    config: Option<FileSource>,
+    daemons: &[String],
+) -> Result<KindParts, (&'static str, String)> {
     let config = need_config("frr", config)?;
     for d in daemons {
         if !FRR_DAEMONS.contains(&d.as_str()) {
@@ -119,19 +125,22 @@ fn frr(config: Option<&str>, daemons: &[String]) -> Result<KindParts, (&'static 
             private("/var/tmp", None, 0o1777),
         ],
         files: vec![
-            file("/etc/frr/frr.conf", FileSource::Path(config)),
+            file("/etc/frr/frr.conf", config),
             file(
                 "/etc/frr/vtysh.conf",
                 FileSource::Inline("service integrated-vtysh-config\n".into()),
             ),
         ],
-        commands: vec![format!("{} && exec vtysh -b", starts.join(" && "))],
+        commands: vec![format!("{} && vtysh -b", starts.join(" && "))],
     })
 }
 
 /// BIRD in the foreground (`-f`, so that nsfleet watches it), its control socket where
 /// `birdc` looks for it (/run/bird/bird.ctl).
-fn bird(config: Option<&str>, daemons: &[String]) -> Result<KindParts, (&'static str, String)> {
+fn bird(
+    config: Option<FileSource>,
+    daemons: &[String],
+) -> Result<KindParts, (&'static str, String)> {
     let config = need_config("bird", config)?;
     if !daemons.is_empty() {
         return Err((
@@ -149,7 +158,7 @@ fn bird(config: Option<&str>, daemons: &[String]) -> Result<KindParts, (&'static
             private("/etc/bird", None, 0o755),
             private("/run/bird", None, 0o755),
         ],
-        files: vec![file("/etc/bird/bird.conf", FileSource::Path(config))],
+        files: vec![file("/etc/bird/bird.conf", config)],
         commands: vec!["exec bird -f -c /etc/bird/bird.conf".to_string()],
     })
 }

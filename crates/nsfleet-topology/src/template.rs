@@ -50,6 +50,12 @@ pub fn check(text: &str) -> Result<Vec<Placeholder>, (usize, String)> {
     Ok(out)
 }
 
+/// A template that reads back as `text` exactly: braces doubled (for text that is not
+/// nsfleet's, as a containerlab file's commands).
+pub fn literal(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
+}
+
 /// `text` with every placeholder replaced for one node. A placeholder [`check`] accepted
 /// but the node cannot fill (an interface without such an address) stays as written:
 /// validation refuses that before any node exists (see [`missing`]).

@@ -95,6 +95,22 @@ impl Env {
         guard
     }
 
+    /// Checks that `args` (naming `file`) fails with one error at `file:line` that says
+    /// `expected`, and creates nothing; `tag` names the case.
+    pub fn refused(&self, tag: &str, args: &[&str], file: &Path, line: usize, expected: &str) {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
+        let loc = format!("{}:{line}:", file.display());
+        assert!(err.contains(&loc), "{tag}: expected {loc} in {err}");
+        assert!(
+            err.contains(expected),
+            "{tag}: expected {expected:?} in {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{tag}: one line: {err}");
+        assert!(self.fleet_dirs().is_empty(), "{tag}: nothing created");
+    }
+
     pub fn status(&self, name: &str) -> Value {
         let v: Value = serde_json::from_str(&self.ok(&["status", name, "--json"])).unwrap();
         v["fleets"][0].clone()

@@ -133,6 +133,9 @@ impl LinkKind for HostLinks {
             index: i.index,
             up: true,
             mtu: i.mtu,
+            mac: i.mac,
+            // A switch's end is a port (a management network reached from the host).
+            master: super::bridge::master(i),
             ..Default::default()
         };
         let far = LinkSpec {

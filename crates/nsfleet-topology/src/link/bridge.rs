@@ -35,11 +35,12 @@ pub fn port_name(pos: usize) -> String {
     format!("p{}", pos + 1)
 }
 
-/// Whether a port may take `name`: names starting with "br" are the switch's bridges.
+/// Whether a port may take `name`: `br0`, `br1`, ... are the switch's bridges.
 pub fn check_port_name(name: &str) -> Result<(), String> {
-    if name.starts_with("br") {
+    let digits = name.strip_prefix("br").unwrap_or("");
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
-            "interface name {name:?}: names starting with \"br\" are the switch's bridges"
+            "interface name {name:?}: br0, br1, ... are the switch's bridges"
         ));
     }
     Ok(())

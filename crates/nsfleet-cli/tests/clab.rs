@@ -1,0 +1,420 @@
+//! containerlab topology files run as they are: FRR routers with hosts behind them, a
+//! linux lab with exec lines and a bridge, the extended link forms, containerlab's
+//! inheritance (defaults < kinds < groups < nodes), the management network, the familiar
+//! verbs (deploy, inspect, destroy), and bad files refused with file:line and nothing made.
+//!
+//! Every lab has a name of this test process's own and a management subnet no other
+//! test uses: labs of tests running side by side never meet on the host.
+
+mod harness;
+
+use harness::*;
+use std::time::{Duration, Instant};
+
+/// A lab name unique to this process and test.
+fn lab(tag: &str) -> String {
+    format!("t{}{tag}", std::process::id() % 100_000)
+}
+
+/// Deploys `text` as FILE.clab.yml; returns the lab's guard and the file's path.
+fn deploy<'a>(env: &'a Env, name: &str, text: &str) -> (Fleet<'a>, String) {
+    let file = env.file(&format!("{name}.clab.yml"), text);
+    let file = file.to_str().unwrap().to_string();
+    let guard = Fleet {
+        env,
+        name: name.to_string(),
+    };
+    env.ok(&["deploy", "-t", &file]);
+    (guard, file)
+}
+
+/// Runs `cmd` in a node until it succeeds, or fails the test after `within`.
+fn until_ok(env: &Env, lab: &str, node: &str, cmd: &[&str], within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut args = vec!["exec", lab, node, "--"];
+        args.extend(cmd);
+        let out = env.run(&args);
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{node}: {cmd:?} still fails after {within:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn host_has_link(name: &str) -> bool {
+    std::path::Path::new(&format!("/sys/class/net/{name}")).exists()
+}
+
+/// `destroy -t` takes the lab down to nothing: every namespace reclaimed, the host's end
+/// of the management network gone.
+fn destroy(env: &Env, guard: Fleet<'_>, file: &str, host_iface: &str) {
+    let nodes = env.status(&guard.name)["nodes"].as_array().unwrap().len();
+    let out = env.ok(&["destroy", "-t", file]);
+    std::mem::forget(guard);
+    assert!(
+        out.contains(&format!("reclaimed {nodes} of {nodes} namespaces")),
+        "{out}"
+    );
+    assert!(
+        !host_has_link(host_iface),
+        "{host_iface} is gone from the host"
+    );
+    assert!(env.fleet_dirs().is_empty());
+}
+
+const OSPF: &str = "frr defaults traditional
+interface lo
+ ip address 10.10.10.{N}/32
+interface eth1
+ ip address {A}
+ ip ospf network point-to-point
+ ip ospf hello-interval 1
+ ip ospf dead-interval 4
+interface eth2
+ ip address {B}
+ ip ospf network point-to-point
+ ip ospf hello-interval 1
+ ip ospf dead-interval 4
+router ospf
+ ospf router-id 10.10.10.{N}
+ network 10.10.10.{N}/32 area 0
+ network 192.168.0.0/16 area 0
+";
+
+#[test]
+fn frr_routers_converge_and_a_host_pings_a_host_across_them() {
+    let env = Env::new("clabfrr");
+    let name = lab("frr");
+    // r1 - r2 - r3 in a line; h1 behind r1, h3 behind r3.
+    let conf =
+        |n: &str, a: &str, b: &str| OSPF.replace("{N}", n).replace("{A}", a).replace("{B}", b);
+    env.file("r1.conf", &conf("1", "192.168.1.1/24", "192.168.11.1/24"));
+    env.file("r2.conf", &conf("2", "192.168.1.2/24", "192.168.2.1/24"));
+    env.file("r3.conf", &conf("3", "192.168.2.2/24", "192.168.13.1/24"));
+    let host = |net: &str| {
+        format!("      exec:\n        - ip addr add 192.168.{net}.2/24 dev eth1\n        - ip route add 192.168.0.0/16 via 192.168.{net}.1\n")
+    };
+    let text = format!(
+        "name: {name}
+mgmt:
+  ipv4-subnet: 172.31.71.0/24
+topology:
+  kinds:
+    frr:
+      image: quay.io/frrouting/frr:10.5.1
+  nodes:
+    r1: {{kind: frr, startup-config: r1.conf}}
+    r2: {{kind: frr, startup-config: r2.conf}}
+    r3: {{kind: frr, startup-config: r3.conf}}
+    h1:
+      kind: linux
+{}    h3:
+      kind: linux
+{}  links:
+    - endpoints: [r1:eth1, r2:eth1]
+    - endpoints: [r2:eth2, r3:eth1]
+    - endpoints: [h1:eth1, r1:eth2]
+    - endpoints: [h3:eth1, r3:eth2]
+",
+        host("11"),
+        host("13")
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let ping = ["ping", "-c1", "-W1", "192.168.13.2"];
+    until_ok(&env, &name, "h1", &ping, Duration::from_secs(60));
+    let neighbours = env.ok(&[
+        "exec",
+        &name,
+        "r2",
+        "--",
+        "vtysh",
+        "-c",
+        "show ip ospf neighbor",
+    ]);
+    assert_eq!(neighbours.matches("Full").count(), 2, "{neighbours}");
+    // The management network, as containerlab builds it: eth0 from .2 in file order,
+    // reachable from the host, names in the fleet's /etc/hosts.
+    let inspect = env.ok(&["inspect", "-t", &file]);
+    for (node, addr) in [("r1", "172.31.71.2"), ("h3", "172.31.71.6")] {
+        let row = inspect
+            .lines()
+            .find(|l| l.contains(&format!("clab-{name}-{node} ")))
+            .unwrap();
+        assert!(row.contains(addr) && row.contains("running"), "{inspect}");
+    }
+    assert!(
+        inspect.contains("quay.io/frrouting/frr:10.5.1"),
+        "{inspect}"
+    );
+    let ping_host = std::process::Command::new("ping")
+        .args(["-c1", "-W2", "172.31.71.4"])
+        .output()
+        .unwrap();
+    assert!(
+        ping_host.status.success(),
+        "the host reaches r3 on the management network"
+    );
+    let hosts = env.ok(&["exec", &name, "h1", "--", "cat", "/etc/hosts"]);
+    assert!(
+        hosts.contains(&format!("172.31.71.3\tr2 clab-{name}-r2")),
+        "{hosts}"
+    );
+    assert_eq!(
+        env.ok(&["exec", &name, "r3", "--", "hostname"]).trim(),
+        "r3"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["inspect", "-t", &file, "--json"])).unwrap();
+    assert_eq!(json[&name].as_array().unwrap().len(), 5, "{json}");
+    assert_eq!(json[&name][0]["kind"], "frr");
+    destroy(&env, guard, &file, &format!("clab-{}", &fnv_hex(&name)));
+}
+
+/// The host interface name nsfleet gives a lab's management network.
+fn fnv_hex(s: &str) -> String {
+    let h = s.bytes().fold(0x811c9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x01000193)
+    });
+    format!("{h:08x}")
+}
+
+#[test]
+fn a_linux_lab_runs_its_exec_lines_in_order_and_wires_a_bridge() {
+    let env = Env::new("clablinux");
+    let name = lab("lin");
+    env.file("motd", "hello from the host\n");
+    let text = format!(
+        "name: {name}
+prefix: \"\"
+mgmt:
+  ipv4-subnet: 172.31.72.0/24
+  bridge: {name}m
+topology:
+  nodes:
+    sw:
+      kind: bridge
+    a:
+      kind: linux
+      image: alpine:3
+      env: {{GREETING: hi}}
+      binds:
+        - motd:/tmp/motd:ro
+      exec:
+        - ip addr add 10.9.0.1/24 dev eth1
+        - false
+        - sh -c 'echo $GREETING $CLAB_INTFS > /tmp/said'
+    b:
+      kind: linux
+      exec:
+        - ip addr add 10.9.0.2/24 dev eth1
+  links:
+    - endpoints: [a:eth1, sw:a-port]
+    - endpoints: [b:eth1, sw:b-port]
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["ping", "-c1", "-W1", "10.9.0.2"],
+        Duration::from_secs(20),
+    );
+    // Lines after a failing one still run, with the node's environment; the failure is
+    // in the node's log.
+    let said = until_ok(
+        &env,
+        &name,
+        "a",
+        &["cat", "/tmp/said"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(said.trim(), "hi 1");
+    let log = std::fs::read_to_string(env.run_dir.join(&name).join("logs/a.log")).unwrap();
+    assert!(
+        log.contains("exec: false") && log.contains("exec failed with status 1"),
+        "{log}"
+    );
+    // A read-only bind: the host's file, seen in the node only.
+    assert_eq!(
+        env.ok(&["exec", &name, "a", "--", "cat", "/tmp/motd"]),
+        "hello from the host\n"
+    );
+    let write = env.run(&["exec", &name, "a", "--", "sh", "-c", "echo x > /tmp/motd"]);
+    assert!(!write.status.success(), "the bind is read-only");
+    assert!(
+        !std::path::Path::new("/tmp/motd").exists()
+            || std::fs::read_to_string("/tmp/motd").unwrap_or_default() != "hello from the host\n"
+    );
+    // prefix: "" names the containers after the nodes.
+    let inspect = env.ok(&["inspect", "--name", &name]);
+    assert!(inspect.lines().any(|l| l.starts_with("│ a ")), "{inspect}");
+    assert!(
+        !inspect.contains(" sw "),
+        "a bridge is not a container: {inspect}"
+    );
+    destroy(&env, guard, &file, &format!("{name}m"));
+}
+
+#[test]
+fn inheritance_and_extended_links_are_containerlab_s() {
+    let env = Env::new("clabext");
+    let name = lab("ext");
+    let hif = format!("{name}h");
+    let text = format!(
+        "name: {name}
+mgmt:
+  ipv4-subnet: 172.31.73.0/24
+topology:
+  defaults:
+    kind: linux
+    env: {{LEVEL: defaults, FROM_DEFAULTS: d}}
+    exec: [\"sh -c 'echo defaults >> /tmp/order'\"]
+  kinds:
+    linux:
+      image: debian:12
+      env: {{LEVEL: kind}}
+      labels: {{team: net}}
+  groups:
+    edge:
+      env: {{LEVEL: group}}
+      exec: [\"sh -c 'echo group >> /tmp/order'\"]
+  nodes:
+    x:
+      group: edge
+      mgmt-ipv4: 172.31.73.50
+      env: {{OWN: x}}
+      exec: [\"sh -c 'echo node >> /tmp/order'\"]
+    y:
+      image: alpine:3
+  links:
+    - type: veth
+      mtu: 1400
+      endpoints:
+        - {{node: x, interface: e1, mac: \"02:00:00:00:00:01\"}}
+        - {{node: y, interface: e1}}
+    - type: host
+      endpoint: {{node: y, interface: uplink}}
+      host-interface: {hif}
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let env_of = |node: &str, var: &str| {
+        env.ok(&[
+            "exec",
+            &name,
+            node,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo ${var}"),
+        ])
+        .trim()
+        .to_string()
+    };
+    assert_eq!(env_of("x", "LEVEL"), "group");
+    assert_eq!(env_of("x", "FROM_DEFAULTS"), "d");
+    assert_eq!(env_of("x", "OWN"), "x");
+    assert_eq!(env_of("y", "LEVEL"), "kind");
+    assert_eq!(env_of("x", "CLAB_LABEL_TEAM"), "net");
+    // exec lines are appended, defaults first.
+    let order = until_ok(
+        &env,
+        &name,
+        "x",
+        &[
+            "sh",
+            "-c",
+            "test $(wc -l < /tmp/order) = 3 && cat /tmp/order",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(order, "defaults\ngroup\nnode\n");
+    let link = env.ok(&[
+        "exec",
+        &name,
+        "x",
+        "--",
+        "cat",
+        "/sys/class/net/e1/mtu",
+        "/sys/class/net/e1/address",
+    ]);
+    assert_eq!(link, "1400\n02:00:00:00:00:01\n");
+    let mtu = std::fs::read_to_string(format!("/sys/class/net/{hif}/mtu")).unwrap();
+    assert_eq!(mtu.trim(), "9500", "host links get containerlab's MTU");
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["inspect", "-t", &file, "--json"])).unwrap();
+    let x = &json[&name][0];
+    assert_eq!(
+        (x["image"].as_str(), x["ipv4_address"].as_str()),
+        (Some("debian:12"), Some("172.31.73.50/24")),
+        "{json}"
+    );
+    assert_eq!(json[&name][1]["ipv4_address"], "172.31.73.2/24", "{json}");
+    destroy(&env, guard, &file, &hif);
+    assert!(!host_has_link(&hif));
+}
+
+/// (what, file text, line, message): each refused with FILE:LINE and nothing created.
+const BAD: &[(&str, &str, usize, &str)] = &[
+    ("yaml", "name: x\ntopology:\n  nodes: [a\n", 4, "YAML:"),
+    ("no-name", "topology:\n  nodes:\n    a: {kind: linux}\n", 1, "missing `name`"),
+    ("vendor", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n    srl1:\n      kind: nokia_srlinux\n", 6, "node srl1: kind nokia_srlinux runs a vendor's network OS"),
+    ("vendor-by-group", "name: x\ntopology:\n  groups:\n    spines: {kind: ceos}\n  nodes:\n    s1: {group: spines}\n", 4, "node s1: kind ceos"),
+    ("no-kind", "name: x\ntopology:\n  nodes:\n    a: {image: alpine}\n", 4, "node a has no kind"),
+    ("missing-node", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n", 6, "there is no node \"b\""),
+    ("missing-startup", "name: x\ntopology:\n  nodes:\n    r: {kind: frr, startup-config: nope.conf}\n", 4, "startup-config: file source"),
+    ("missing-bind", "name: x\ntopology:\n  nodes:\n    a:\n      kind: linux\n      binds: [nope:/tmp/x]\n", 6, "the host has no"),
+    ("bind-nowhere", "name: x\ntopology:\n  nodes:\n    a:\n      kind: linux\n      binds: [/etc/hostname:/no-such-dir/x]\n", 6, "nothing there to mount over"),
+    ("user", "name: x\ntopology:\n  nodes:\n    a: {kind: linux, user: nobody}\n", 4, "`user`: node processes run as root"),
+    ("macvlan", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, macvlan:enp0s3]\n", 6, "macvlan"),
+    ("three-ends", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, a:eth2, a:eth3]\n", 6, "expected two endpoints"),
+    ("bad-mgmt-ip", "name: x\nmgmt: {ipv4-subnet: 10.5.0.0/24}\ntopology:\n  nodes:\n    a: {kind: linux, mgmt-ipv4: 10.6.0.9}\n", 5, "expected an address in 10.5.0.0/24"),
+    ("no-group", "name: x\ntopology:\n  nodes:\n    a: {kind: linux, group: leafs}\n", 4, "no group \"leafs\""),
+    ("dup-key", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n    a: {kind: linux}\n", 5, "duplicate key \"a\""),
+];
+
+#[test]
+fn bad_containerlab_files_get_their_line_and_create_nothing() {
+    let env = Env::new("clabbad");
+    for (tag, text, line, expected) in BAD {
+        let f = env.file(&format!("{tag}.clab.yml"), text);
+        env.refused(
+            tag,
+            &["deploy", "-t", f.to_str().unwrap()],
+            &f,
+            *line,
+            expected,
+        );
+    }
+}
+
+#[test]
+fn keys_nsfleet_does_not_apply_are_warned_about_with_their_line() {
+    let env = Env::new("clabwarn");
+    let name = lab("warn");
+    // Any name, with --format clab.
+    let f = env.file(
+        "lab.yaml.txt",
+        &format!("name: {name}\nmgmt: {{ipv4-subnet: 172.31.74.0/24}}\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1GB\n      colour: blue\n"),
+    );
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    let out = env.run(&["up", "--format", "clab", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let at =
+        |line: usize, what: &str| format!("nsfleet: warning: {}:{line}:7: {what}", f.display());
+    assert!(err.contains(&at(7, "`memory` is not applied")), "{err}");
+    assert!(err.contains(&at(8, "unknown node key `colour`")), "{err}");
+    drop(guard);
+}

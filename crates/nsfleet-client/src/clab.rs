@@ -1,0 +1,308 @@
+//! containerlab's verbs: `deploy -t FILE`, `destroy -t FILE` and `inspect`, on top of
+//! `up`, `down` and `status`. The fleet is the lab: its name is the file's `name`.
+//! Without `-t`, the one `*.clab.yml` (or `*.clab.yaml`) of the current folder is used,
+//! as containerlab does.
+
+use super::status::query;
+use anyhow::{bail, Context};
+use nsfleet::control::{FleetStatus, NodeStatus};
+use nsfleet::rundir::RunDir;
+use nsfleet::topology::{self, Format};
+use std::path::{Path, PathBuf};
+
+/// The topology file: the one given, or the only `*.clab.y*ml` of the current folder
+/// (of the folder given).
+pub fn topology_file(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let dir = match given {
+        Some(p) if !p.is_dir() => return Ok(p.to_path_buf()),
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.ends_with(".clab.yml") || n.ends_with(".clab.yaml")
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => bail!(
+            "no topology file matching *.clab.yml or *.clab.yaml in {}: give one with -t FILE",
+            dir.display()
+        ),
+        _ => bail!(
+            "several topology files in {}: {}; give one with -t FILE",
+            dir.display(),
+            found
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The lab (fleet) name a containerlab file gives.
+pub fn lab_name(file: &Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(topology::clab::lab_name(
+        &file.display().to_string(),
+        &text,
+    )?)
+}
+
+pub struct DeployArgs {
+    pub topo: Option<PathBuf>,
+    pub reconfigure: bool,
+    pub up: super::up::UpArgs,
+}
+
+/// `deploy`: `up` of a containerlab file; `--reconfigure` destroys a running lab of
+/// the same name first.
+pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
+    let file = topology_file(a.topo.as_deref())?;
+    let name = lab_name(&file)?;
+    let rd = RunDir::new(&a.up.run_dir);
+    if rd.record(&name).is_some() {
+        if !a.reconfigure {
+            bail!("lab {name:?} is already deployed: `nsfleet destroy -t {}` first, or deploy with --reconfigure", file.display());
+        }
+        super::down::down(super::down::DownArgs {
+            name: name.clone(),
+            no_wait: false,
+            json: false,
+            run_dir: a.up.run_dir.clone(),
+        })?;
+    }
+    a.up.file = Some(file);
+    a.up.format = Some(Format::Clab);
+    super::up::up(a.up)
+}
+
+/// Which lab: the one a file names, one by name, or every one.
+pub struct Lab {
+    pub topo: Option<PathBuf>,
+    pub name: Option<String>,
+    pub all: bool,
+}
+
+pub struct DestroyArgs {
+    pub lab: Lab,
+    pub json: bool,
+    pub run_dir: PathBuf,
+}
+
+/// `destroy`: `down` of the lab a file names (or `--name`, or every lab with `--all`).
+pub fn destroy(a: DestroyArgs) -> anyhow::Result<()> {
+    let rd = RunDir::new(&a.run_dir);
+    let names = if a.lab.all {
+        labs(&rd).into_iter().map(|f| f.name).collect()
+    } else {
+        vec![match &a.lab.name {
+            Some(n) => n.clone(),
+            None => lab_name(&topology_file(a.lab.topo.as_deref())?)?,
+        }]
+    };
+    if names.is_empty() {
+        eprintln!("nsfleet: no labs are deployed");
+    }
+    for name in names {
+        super::down::down(super::down::DownArgs {
+            name,
+            no_wait: false,
+            json: a.json,
+            run_dir: a.run_dir.clone(),
+        })?;
+    }
+    Ok(())
+}
+
+pub struct InspectArgs {
+    pub lab: Lab,
+    pub json: bool,
+    pub wide: bool,
+    pub run_dir: PathBuf,
+}
+
+/// Every running fleet that came from a containerlab file.
+fn labs(rd: &RunDir) -> Vec<FleetStatus> {
+    (rd.fleets().iter())
+        .map(|n| query(rd, n))
+        .filter(|f| f.nodes.iter().any(|n| n.clab.is_some()))
+        .collect()
+}
+
+/// `inspect`: containerlab's table (Name, Kind/Image, State, IPv4/6 Address), or its
+/// JSON (`{"LAB": [{"lab_name", "name", "kind", "image", "state", "ipv4_address", ...}]}`).
+pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
+    let rd = RunDir::new(&a.run_dir);
+    let wanted = match (&a.lab.name, a.lab.all) {
+        (Some(n), _) => Some(n.clone()),
+        (None, true) => None,
+        (None, false) => match topology_file(a.lab.topo.as_deref()) {
+            Ok(f) => Some(lab_name(&f)?),
+            Err(_) if a.lab.topo.is_none() => None,
+            Err(e) => return Err(e),
+        },
+    };
+    let fleets: Vec<FleetStatus> = match &wanted {
+        Some(n) if rd.record(n).is_none() => bail!("lab {n:?} is not deployed"),
+        Some(n) => vec![query(&rd, n)],
+        None => labs(&rd),
+    };
+    let rows: Vec<Row> = fleets
+        .iter()
+        .flat_map(|f| f.nodes.iter().filter_map(|n| Row::of(f, n)))
+        .collect();
+    if a.json {
+        let mut out = serde_json::Map::new();
+        for f in &fleets {
+            let nodes: Vec<_> = rows
+                .iter()
+                .filter(|r| r.lab == f.name)
+                .map(Row::json)
+                .collect();
+            out.insert(f.name.clone(), nodes.into());
+        }
+        println!("{}", serde_json::Value::Object(out));
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!(
+            "no containerlab labs are deployed under {}",
+            rd.root().display()
+        );
+        return Ok(());
+    }
+    print_table(&rows, wanted.is_none(), a.wide);
+    Ok(())
+}
+
+/// One node of `inspect`.
+struct Row {
+    lab: String,
+    name: String,
+    kind: String,
+    image: String,
+    state: String,
+    ipv4: Option<String>,
+    ipv6: Option<String>,
+}
+
+impl Row {
+    fn of(f: &FleetStatus, n: &NodeStatus) -> Option<Row> {
+        let c = n.clab.as_ref()?;
+        let eth0 = n
+            .interfaces
+            .iter()
+            .find_map(|i| i.strip_prefix("eth0 "))
+            .unwrap_or("");
+        let addr = |v6: bool| {
+            eth0.split(' ')
+                .find(|a| a.contains(':') == v6 && !a.is_empty())
+                .map(str::to_string)
+        };
+        let state = if f.state == "up" {
+            "running"
+        } else {
+            f.state.as_str()
+        };
+        Some(Row {
+            lab: f.name.clone(),
+            name: c.container.clone(),
+            kind: c.kind.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            state: state.to_string(),
+            ipv4: addr(false),
+            ipv6: addr(true),
+        })
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "lab_name": self.lab,
+            "name": self.name,
+            "image": self.image,
+            "kind": self.kind,
+            "state": self.state,
+            "ipv4_address": self.ipv4.clone().unwrap_or_default(),
+            "ipv6_address": self.ipv6.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The cells of the row, each a list of lines (containerlab stacks kind over image
+    /// and IPv4 over IPv6); `wide` puts each cell on one line.
+    fn cells(&self, all: bool, wide: bool) -> Vec<Vec<String>> {
+        let bare = |a: &Option<String>| {
+            a.as_deref().map_or("N/A".to_string(), |a| {
+                a.split('/').next().unwrap_or(a).to_string()
+            })
+        };
+        let mut cells = Vec::new();
+        if all {
+            cells.push(vec![self.lab.clone()]);
+        }
+        cells.push(vec![self.name.clone()]);
+        cells.push(vec![self.kind.clone(), self.image.clone()]);
+        cells.push(vec![self.state.clone()]);
+        cells.push(vec![bare(&self.ipv4), bare(&self.ipv6)]);
+        if wide {
+            cells = cells
+                .into_iter()
+                .map(|c| vec![c.join(" ").trim().to_string()])
+                .collect();
+        }
+        cells
+    }
+}
+
+fn print_table(rows: &[Row], all: bool, wide: bool) {
+    let mut head = vec!["Lab Name", "Name", "Kind/Image", "State", "IPv4/6 Address"];
+    if !all {
+        head.remove(0);
+    }
+    let cells: Vec<Vec<Vec<String>>> = rows.iter().map(|r| r.cells(all, wide)).collect();
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| {
+            cells
+                .iter()
+                .flat_map(|r| r[c].iter().map(|l| l.chars().count()))
+                .chain([head[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let rule = |l: &str, m: &str, r: &str| {
+        let parts: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
+        format!("{l}{}{r}", parts.join(m))
+    };
+    let line = |texts: Vec<&str>| {
+        let parts: Vec<String> = texts
+            .iter()
+            .zip(&widths)
+            .map(|(t, w)| format!(" {t:<w$} "))
+            .collect();
+        format!("│{}│", parts.join("│"))
+    };
+    println!("{}", rule("╭", "┬", "╮"));
+    println!("{}", line(head.clone()));
+    for r in &cells {
+        println!("{}", rule("├", "┼", "┤"));
+        let height = r.iter().map(Vec::len).max().unwrap_or(1);
+        for k in 0..height {
+            println!(
+                "{}",
+                line(
+                    r.iter()
+                        .map(|c| c.get(k).map_or("", String::as_str))
+                        .collect()
+                )
+            );
+        }
+    }
+    println!("{}", rule("╰", "┴", "╯"));
+}

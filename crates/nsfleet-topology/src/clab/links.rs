@@ -1,0 +1,195 @@
+//! `topology.links`: the brief form (`endpoints: ["a:eth1", "b:eth1"]`, where `host:IF`
+//! and `mgmt-net:IF` are special ends) and the extended forms `type: veth`, `host` and
+//! `mgmt-net`. Every link is a veth pair, 9500 bytes of MTU unless it says otherwise, as
+//! containerlab makes them; an end on a bridge node is a port of that switch, and an end
+//! on the host (or on a `kind: host` node) is a host link.
+
+use super::mgmt::Mgmt;
+use super::node::{Kind, NodeDecl};
+use super::{keys, Lab};
+use crate::parse::TopologyError;
+use crate::plan::{EndDecl, Plan};
+use crate::values;
+use crate::yaml::Yaml;
+use std::ops::Range;
+
+/// containerlab's `DefaultLinkMTU`.
+const MTU: u32 = 9500;
+
+/// Where a link end is.
+enum End {
+    Node(EndDecl),
+    /// The host's namespace, with the interface's name there.
+    Host(String),
+    /// A port of the management network's switch, so named.
+    Mgmt(String),
+}
+
+pub(crate) fn read_all(
+    lab: &mut Lab<'_>,
+    links: Option<&Yaml>,
+    nodes: &[NodeDecl],
+    mgmt: &Mgmt,
+    plan: &mut Plan,
+) -> Result<(), TopologyError> {
+    let Some(links) = links.filter(|l| !l.is_null()) else {
+        return Ok(());
+    };
+    for link in lab.list(links, "links, each with `endpoints`")? {
+        lab.map(
+            link,
+            "a link: endpoints: [\"a:eth1\", \"b:eth1\"], or type: veth | host | mgmt-net",
+        )?;
+        lab.check_keys(link, keys::LINK, "link")?;
+        let mtu = match link.get("mtu").filter(|m| !m.is_null()) {
+            Some(m) => match m.int() {
+                Some(v @ 68..=65535) => v as u32,
+                _ => return Err(lab.err(m.span.clone(), "expected an MTU from 68 to 65535")),
+            },
+            None => MTU,
+        };
+        let (a, b) = ends(lab, link, nodes, mtu)?;
+        let line = lab.cx.line(link.span.clone());
+        let placed = |m: String| lab.err(link.span.clone(), m);
+        match (a, b) {
+            (End::Node(a), End::Node(b)) => plan.add_link(a, b, line).map_err(placed)?,
+            (End::Node(n), End::Host(h)) | (End::Host(h), End::Node(n)) => {
+                plan.add_host_link(n, h, Vec::new(), line).map_err(placed)?
+            }
+            (End::Node(n), End::Mgmt(port)) | (End::Mgmt(port), End::Node(n)) => {
+                if plan.find(&mgmt.network).is_err() {
+                    return Err(placed(
+                        "a mgmt-net end needs the management network, which no node is on".into(),
+                    ));
+                }
+                let port = EndDecl {
+                    node: mgmt.network.clone(),
+                    iface: Some(port),
+                    mtu: Some(mtu),
+                    ..EndDecl::default()
+                };
+                plan.add_link(n, port, line).map_err(placed)?
+            }
+            _ => return Err(placed("a link needs at least one end on a node".into())),
+        }
+    }
+    Ok(())
+}
+
+/// The two ends of a link, in either form.
+fn ends(
+    lab: &mut Lab<'_>,
+    link: &Yaml,
+    nodes: &[NodeDecl],
+    mtu: u32,
+) -> Result<(End, End), TopologyError> {
+    let kind = match link.get("type").filter(|t| !t.is_null()) {
+        Some(t) => Some((lab.string(t)?.trim().to_ascii_lowercase(), t.span.clone())),
+        None => None,
+    };
+    let Some((kind, at)) = kind else {
+        let list = lab.need(
+            link,
+            "endpoints",
+            "the link's two ends, as [\"a:eth1\", \"b:eth1\"]",
+        )?;
+        let ends = lab.strings(list, "two ends, as [\"a:eth1\", \"b:eth1\"]")?;
+        let [a, b] = &ends[..] else {
+            return Err(lab.err(
+                list.span.clone(),
+                format!("expected two endpoints, got {}", ends.len()),
+            ));
+        };
+        return Ok((brief(lab, a, nodes, mtu)?, brief(lab, b, nodes, mtu)?));
+    };
+    match kind.as_str() {
+        "veth" => {
+            let list = lab.need(link, "endpoints", "the two ends, each {node, interface}")?;
+            let items = lab.list(list, "two ends, each {node, interface}")?;
+            let [a, b] = items else {
+                return Err(lab.err(list.span.clone(), format!("expected two endpoints, got {}", items.len())));
+            };
+            Ok((extended(lab, a, nodes, mtu)?, extended(lab, b, nodes, mtu)?))
+        }
+        "host" | "mgmt-net" => {
+            let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
+            let node = extended(lab, e, nodes, mtu)?;
+            let h = lab.need(link, "host-interface", "the interface's name on the host's side")?;
+            let name = lab.string(h)?;
+            Ok((node, if kind == "host" { End::Host(name) } else { End::Mgmt(name) }))
+        }
+        "macvlan" => Err(lab.err(at, "link type macvlan attaches a node to one of the host's physical interfaces, which nsfleet never changes")),
+        "vxlan" | "vxlan-stitch" | "veth-stitch" | "dummy" => Err(lab.err(at, format!("link type {kind} is not taken from containerlab files yet: nsfleet's own format has [[vxlan]] links"))),
+        other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host or mgmt-net"))),
+    }
+}
+
+/// `"node:iface"`, `"host:iface"` or `"mgmt-net:iface"`.
+fn brief(
+    lab: &mut Lab<'_>,
+    (text, at): &(String, Range<usize>),
+    nodes: &[NodeDecl],
+    mtu: u32,
+) -> Result<End, TopologyError> {
+    let Some((node, iface)) = text.split_once(':') else {
+        return Err(lab.err(
+            at.clone(),
+            format!("endpoint {text:?}: expected \"node:interface\""),
+        ));
+    };
+    match node {
+        "host" => Ok(End::Host(iface.to_string())),
+        "mgmt-net" => Ok(End::Mgmt(iface.to_string())),
+        "macvlan" => Err(lab.err(at.clone(), "a macvlan end attaches a node to one of the host's physical interfaces, which nsfleet never changes")),
+        _ => node_end(lab, node, iface, None, at, nodes, mtu),
+    }
+}
+
+/// `{node, interface, mac}`.
+fn extended(
+    lab: &mut Lab<'_>,
+    e: &Yaml,
+    nodes: &[NodeDecl],
+    mtu: u32,
+) -> Result<End, TopologyError> {
+    lab.map(e, "an endpoint: {node, interface, mac}")?;
+    lab.check_keys(e, keys::ENDPOINT, "endpoint")?;
+    let node = lab.string(lab.need(e, "node", "the node's name")?)?;
+    let iface = lab.string(lab.need(e, "interface", "the interface's name on the node")?)?;
+    let mac = match e.get("mac").filter(|m| !m.is_null()) {
+        Some(m) => {
+            Some(values::unicast_mac(&lab.string(m)?).map_err(|x| lab.err(m.span.clone(), x))?)
+        }
+        None => None,
+    };
+    node_end(lab, &node, &iface, mac, &e.span, nodes, mtu)
+}
+
+fn node_end(
+    lab: &mut Lab<'_>,
+    node: &str,
+    iface: &str,
+    mac: Option<[u8; 6]>,
+    at: &Range<usize>,
+    nodes: &[NodeDecl],
+    mtu: u32,
+) -> Result<End, TopologyError> {
+    let Some(n) = nodes.iter().find(|n| n.name == node) else {
+        return Err(lab.err(
+            at.clone(),
+            format!("endpoint {node}:{iface}: there is no node {node:?} in topology.nodes"),
+        ));
+    };
+    if n.kind == Kind::Host {
+        return Ok(End::Host(iface.to_string()));
+    }
+    crate::check_ifname(iface)
+        .map_err(|m| lab.err(at.clone(), format!("endpoint {node}:{iface}: {m}")))?;
+    Ok(End::Node(EndDecl {
+        node: node.to_string(),
+        iface: Some(iface.to_string()),
+        mtu: Some(mtu),
+        mac,
+        ..EndDecl::default()
+    }))
+}

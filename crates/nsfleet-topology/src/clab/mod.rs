@@ -1,0 +1,202 @@
+//! containerlab's topology files (`lab.clab.yml`), read as they are and built as a fleet
+//! with no container engine and no images: every node runs the host's own software in a
+//! world of its own (network, PID, mount and UTS namespaces), as a container would.
+//!
+//! - [`node`]: a node's definition through containerlab's layers (defaults < kind <
+//!   group < node), its kind, and the node configuration it becomes;
+//! - [`keys`]: every key containerlab knows, and whether nsfleet takes it, warns that it
+//!   does not apply, or refuses it because ignoring it would change what the lab is;
+//! - [`mgmt`]: the management network (every node's `eth0` on one switch, reachable from
+//!   the host through a host link), with addresses as containerlab gives them;
+//! - [`links`]: `topology.links`, brief and extended.
+//!
+//! Errors and warnings name file:line:column of the YAML, as for nsfleet's own files, and
+//! everything is checked before the first namespace exists. This module never touches
+//! the kernel; it reads the host's files that the lab names (startup configurations,
+//! bind sources).
+
+mod keys;
+mod links;
+mod mgmt;
+mod node;
+
+use crate::config;
+use crate::parse::{Ctx, Draft, Groups, TopologyError};
+use crate::plan::Plan;
+use crate::yaml::{self, Yaml};
+use crate::{check_name, Names, Topology, MAX_FLEET_NAME, MAX_NODE_NAME};
+use std::ops::Range;
+
+/// Reads a containerlab topology file; `file` names it in errors.
+pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
+    let cx = Ctx::new(file, text);
+    let doc = yaml::load(text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
+    let mut lab = Lab {
+        cx: &cx,
+        warnings: Vec::new(),
+    };
+    lab.map(&doc, "a containerlab topology: name, topology, ...")?;
+    lab.check_keys(&doc, keys::TOP, "top-level")?;
+    let name = lab.need(&doc, "name", "the lab's name")?;
+    let name_str = lab.string(name)?;
+    check_name("lab name", &name_str, MAX_FLEET_NAME).map_err(|m| cx.err(name.span.clone(), m))?;
+    let prefix = match doc.get("prefix") {
+        Some(p) if p.is_null() => Some(String::new()),
+        Some(p) => Some(lab.string(p)?),
+        None => None,
+    };
+    let topology = lab.need(&doc, "topology", "the lab's nodes and links")?;
+    lab.map(topology, "nodes, links, defaults, kinds, groups")?;
+    lab.check_keys(topology, keys::TOPOLOGY, "topology")?;
+    let mgmt = mgmt::Mgmt::read(&mut lab, doc.get("mgmt"), &name_str)?;
+    let nodes = node::read_all(&mut lab, topology, &name_str, prefix.as_deref())?;
+
+    let mut groups = Groups::default();
+    for n in &nodes {
+        let built = n.build(&mut lab)?;
+        groups.add(&cx, Names::One(n.name.clone()), built, &n.spanned_name())?;
+    }
+    let managed: Vec<&node::NodeDecl> = nodes.iter().filter(|n| n.managed()).collect();
+    if !managed.is_empty() {
+        let at = lab.spanned(&mgmt.network, mgmt.at.clone());
+        check_name("management network name", &mgmt.network, MAX_NODE_NAME)
+            .map_err(|m| cx.err(mgmt.at.clone(), m))?;
+        groups.add(&cx, Names::One(mgmt.network.clone()), crate::parse::switch_config(), &at)
+            .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
+    }
+    let mut plan = Plan::new(groups.list.iter().flat_map(|g| {
+        let switch = g.config.switch;
+        g.names.iter().map(move |n| (n, switch))
+    }));
+    if !managed.is_empty() {
+        mgmt.wire(&lab, &managed, &mut plan)?;
+    }
+    links::read_all(&mut lab, topology.get("links"), &nodes, &mgmt, &mut plan)?;
+    let wiring = plan.finish();
+    node::count_interfaces(&mut groups, &wiring);
+    config::check_nodes(
+        &name_str,
+        groups.list.iter().zip(&groups.templates),
+        &wiring,
+    )?;
+    let topo = Topology {
+        name: name_str,
+        groups: std::mem::take(&mut groups.list),
+        wiring,
+    };
+    let warnings = lab.warnings;
+    Ok(Draft::new(topo, groups, cx, warnings))
+}
+
+/// The file being read, and what it has warned about so far.
+pub(crate) struct Lab<'a> {
+    cx: &'a Ctx<'a>,
+    warnings: Vec<TopologyError>,
+}
+
+impl<'a> Lab<'a> {
+    fn err(&self, at: Range<usize>, m: impl Into<String>) -> TopologyError {
+        self.cx.err(at, m)
+    }
+
+    fn warn(&mut self, at: Range<usize>, m: impl Into<String>) {
+        let w = self.cx.err(at, m);
+        if !self.warnings.contains(&w) {
+            self.warnings.push(w);
+        }
+    }
+
+    fn spanned(&self, s: &str, at: Range<usize>) -> toml::Spanned<String> {
+        toml::Spanned::new(at, s.to_string())
+    }
+
+    fn map<'y>(&self, y: &'y Yaml, what: &str) -> Result<&'y [(Yaml, Yaml)], TopologyError> {
+        y.entries()
+            .ok_or_else(|| self.err(y.span.clone(), format!("expected a mapping: {what}")))
+    }
+
+    fn list<'y>(&self, y: &'y Yaml, what: &str) -> Result<&'y [Yaml], TopologyError> {
+        y.items()
+            .ok_or_else(|| self.err(y.span.clone(), format!("expected a list: {what}")))
+    }
+
+    fn need<'y>(&self, y: &'y Yaml, key: &str, what: &str) -> Result<&'y Yaml, TopologyError> {
+        y.get(key).ok_or_else(|| {
+            let at = y.span.start..y.span.start;
+            self.err(at, format!("missing `{key}`: {what}"))
+        })
+    }
+
+    /// A scalar as text (numbers and booleans as written).
+    fn string(&self, y: &Yaml) -> Result<String, TopologyError> {
+        y.str()
+            .map(str::to_string)
+            .ok_or_else(|| self.err(y.span.clone(), "expected a string"))
+    }
+
+    /// A list of strings.
+    fn strings(&self, y: &Yaml, what: &str) -> Result<Vec<(String, Range<usize>)>, TopologyError> {
+        (self.list(y, what)?.iter())
+            .map(|i| Ok((self.string(i)?, i.span.clone())))
+            .collect()
+    }
+
+    /// A mapping of strings to scalars, as `env` and `labels` are.
+    fn string_map(
+        &self,
+        y: &Yaml,
+        what: &str,
+    ) -> Result<Vec<(String, String, Range<usize>)>, TopologyError> {
+        (self.map(y, what)?.iter())
+            .map(|(k, v)| {
+                let value = if v.is_null() {
+                    String::new()
+                } else {
+                    self.string(v)?
+                };
+                Ok((self.string(k)?, value, v.span.clone()))
+            })
+            .collect()
+    }
+
+    /// Checks a mapping's keys against what nsfleet does with each (see [`keys`]).
+    fn check_keys(
+        &mut self,
+        y: &Yaml,
+        known: &[keys::Key],
+        place: &str,
+    ) -> Result<(), TopologyError> {
+        for (k, v) in y.entries().unwrap_or_default() {
+            let name = self.string(k)?;
+            match known.iter().find(|key| key.name == name) {
+                Some(key) => match key.use_ {
+                    keys::Use::Taken => {}
+                    keys::Use::Ignored(why) => {
+                        self.warn(k.span.clone(), format!("`{name}` is not applied: {why}"))
+                    }
+                    keys::Use::Refused(why) if !v.is_null() => {
+                        return Err(self.err(k.span.clone(), format!("`{name}`: {why}")))
+                    }
+                    keys::Use::Refused(_) => {}
+                },
+                None => self.warn(
+                    k.span.clone(),
+                    format!("unknown {place} key `{name}`: ignored (containerlab would refuse it)"),
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lab's name in a containerlab file, read without validating the rest (so that a
+/// lab whose file has since changed can still be destroyed).
+pub fn lab_name(file: &str, text: &str) -> Result<String, TopologyError> {
+    let cx = Ctx::new(file, text);
+    let doc = yaml::load(text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
+    let lab = Lab {
+        cx: &cx,
+        warnings: Vec::new(),
+    };
+    lab.string(lab.need(&doc, "name", "the lab's name")?)
+}

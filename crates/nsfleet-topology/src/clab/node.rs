@@ -1,0 +1,764 @@
+//! A containerlab node: its definition through the layers containerlab documents
+//! (defaults < kind < group < node, with its merge rules per key), its kind, and the
+//! nsfleet node configuration it becomes.
+//!
+//! - `linux`: runs `entrypoint`/`cmd` and then its `exec` lines, split as containerlab
+//!   splits them (shell words, no shell). A `linux` node whose image is FRR's
+//!   (`frrouting/frr`) runs the host's FRR with the `frr.conf` and `daemons` it binds, as
+//!   the image's entrypoint would.
+//! - `frr`: the host's FRR with `startup-config` as its configuration.
+//! - `bridge` (and `ovs-bridge`): a switch, in a namespace of its own.
+//! - `host`: the host itself; its link ends are host links.
+//!
+//! Kinds that run a vendor's image are refused, naming the node and its line.
+
+use super::{keys, Lab};
+use crate::config::{self, Built};
+use crate::parse::{NodeKeys, TopologyError};
+use crate::yaml::Yaml;
+use crate::{check_name, software, template, Bind, ClabNode, MAX_NODE_NAME};
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Linux,
+    Frr,
+    Bridge,
+    Host,
+}
+
+/// Kinds that need no container image, and what they become.
+const OWN: &[(&str, Kind)] = &[
+    ("linux", Kind::Linux),
+    ("frr", Kind::Frr),
+    ("bridge", Kind::Bridge),
+    ("ovs-bridge", Kind::Bridge),
+    ("host", Kind::Host),
+];
+
+/// containerlab's kinds that run a vendor's network OS image (or a VM in one).
+const VENDOR: &[&str] = &[
+    "srl",
+    "nokia_srlinux",
+    "ceos",
+    "arista_ceos",
+    "crpd",
+    "juniper_crpd",
+    "nokia_sros",
+    "vr-sros",
+    "vr-nokia_sros",
+    "nokia_srsim",
+    "xrd",
+    "cisco_xrd",
+    "cisco_xrd_vrouter",
+    "c8000",
+    "cisco_c8000",
+    "cvx",
+    "cumulus_cvx",
+    "nvidia_cumulusvx",
+    "cjunosevolved",
+    "juniper_cjunosevolved",
+    "juniper_csrx",
+    "sonic-vs",
+    "sonic-vm",
+    "dell_sonic",
+    "plvision_sonic",
+    "keysight_ixia-c-one",
+    "rare",
+    "cisco_iol",
+    "6wind_vsr",
+    "arrcus_arcos",
+    "checkpoint_cloudguard",
+    "cisco_sdwan",
+    "f5_bigip-ve",
+    "fdio_vpp",
+    "fortinet_fortigate",
+    "generic_vm",
+    "huawei_vrp",
+    "ipinfusion_ocnos",
+    "spirent_stc",
+    "veesix_osvbng",
+    "vyosnetworks_vyos",
+    "cisco_csr1000v",
+    "cisco_n9kv",
+    "cisco_xrv",
+    "cisco_xrv9k",
+    "cisco_c8000v",
+    "cisco_cat9kv",
+    "cisco_ftdv",
+    "cisco_asav",
+    "cisco_vios",
+    "juniper_vmx",
+    "juniper_vqfx",
+    "juniper_vsrx",
+    "juniper_vjunosrouter",
+    "juniper_vjunosswitch",
+    "juniper_vjunosevolved",
+    "arista_veos",
+    "mikrotik_ros",
+    "aruba_aoscx",
+    "dell_ftosv",
+    "paloalto_panos",
+    "ciena_saos",
+    "freebsd",
+    "openbsd",
+    "openwrt",
+];
+
+/// Kinds that need something nsfleet does not have.
+const OTHER: &[(&str, &str)] = &[
+    (
+        "ext-container",
+        "it attaches to a container that already runs under a container engine",
+    ),
+    ("k8s-kind", "it runs a Kubernetes cluster in containers"),
+];
+
+/// One node as the file declares it.
+pub(crate) struct NodeDecl<'a> {
+    pub name: String,
+    /// Where its name is written.
+    pub at: Range<usize>,
+    pub kind: Kind,
+    kind_name: String,
+    kind_at: Range<usize>,
+    group: Option<String>,
+    /// Its definitions, most specific first: the node, its group, its kind, defaults.
+    layers: Vec<&'a Yaml>,
+    container: String,
+    lab: String,
+    lab_dir: String,
+}
+
+/// Every node of `topology.nodes`, in file order, with its kind resolved.
+pub(crate) fn read_all<'a>(
+    lab: &mut Lab<'_>,
+    topology: &'a Yaml,
+    lab_name: &str,
+    prefix: Option<&str>,
+) -> Result<Vec<NodeDecl<'a>>, TopologyError> {
+    let defaults = topology.get("defaults").filter(|d| !d.is_null());
+    let kinds = section(lab, topology.get("kinds"), "kinds")?;
+    let groups = section(lab, topology.get("groups"), "groups")?;
+    if let Some(d) = defaults {
+        lab.map(d, "node settings for every node")?;
+        lab.check_keys(d, keys::NODE, "node")?;
+    }
+    let nodes = lab.need(topology, "nodes", "the lab's nodes")?;
+    let entries = lab.map(nodes, "node names, each with its settings")?;
+    if entries.is_empty() {
+        return Err(lab.err(nodes.span.clone(), "a lab needs at least one node"));
+    }
+    let base = lab_base(lab.cx.file);
+    let lab_dir = format!("{base}/clab-{lab_name}");
+    let mut out = Vec::new();
+    for (k, def) in entries {
+        let name = lab.string(k)?;
+        check_name("node name", &name, MAX_NODE_NAME).map_err(|m| lab.err(k.span.clone(), m))?;
+        lab.map(def, "the node's settings")?;
+        lab.check_keys(def, keys::NODE, "node")?;
+        let scalar = |y: Option<&'a Yaml>| y.filter(|v| !v.is_null());
+        let group_of = |d: Option<&'a Yaml>| scalar(d.and_then(|d| d.get("group")));
+        let group_def = |g: Option<&'a Yaml>| g.and_then(|g| g.str()).and_then(|g| get(groups, g));
+        let kind = scalar(def.get("kind"))
+            .or_else(|| scalar(group_def(group_of(Some(def))).and_then(|g| g.get("kind"))))
+            .or_else(|| scalar(group_def(group_of(defaults)).and_then(|g| g.get("kind"))))
+            .or_else(|| scalar(defaults.and_then(|d| d.get("kind"))))
+            .ok_or_else(|| lab.err(k.span.clone(), format!("node {name} has no kind: set `kind` on it, its group or topology.defaults (linux, frr or bridge)")))?;
+        let kind_name = lab.string(kind)?;
+        let kind_def = get(kinds, &kind_name);
+        let group = group_of(Some(def))
+            .or_else(|| group_of(kind_def))
+            .or_else(|| group_of(defaults));
+        let group_name = group.map(|g| lab.string(g)).transpose()?;
+        let group_def = match (&group_name, group) {
+            (Some(g), Some(at)) => Some(get(groups, g).ok_or_else(|| {
+                lab.err(
+                    at.span.clone(),
+                    format!("node {name}: there is no group {g:?} in topology.groups"),
+                )
+            })?),
+            _ => None,
+        };
+        let layers = [Some(def), group_def, kind_def, defaults]
+            .into_iter()
+            .flatten()
+            .collect();
+        let container = match prefix {
+            None => format!("clab-{lab_name}-{name}"),
+            Some("") => name.clone(),
+            Some("__lab-name") => format!("{lab_name}-{name}"),
+            Some(p) => format!("{p}-{lab_name}-{name}"),
+        };
+        out.push(NodeDecl {
+            kind: resolve_kind(lab, &name, &kind_name, kind.span.clone())?,
+            name,
+            at: k.span.clone(),
+            kind_name,
+            kind_at: kind.span.clone(),
+            group: group_name,
+            layers,
+            container,
+            lab: lab_name.to_string(),
+            lab_dir: lab_dir.clone(),
+        });
+    }
+    Ok(out)
+}
+
+fn section<'a>(
+    lab: &mut Lab<'_>,
+    y: Option<&'a Yaml>,
+    what: &str,
+) -> Result<Option<&'a Yaml>, TopologyError> {
+    let Some(y) = y.filter(|y| !y.is_null()) else {
+        return Ok(None);
+    };
+    for (_, def) in lab.map(y, &format!("{what}, each with node settings"))? {
+        lab.map(def, "node settings")?;
+        lab.check_keys(def, keys::NODE, "node")?;
+    }
+    Ok(Some(y))
+}
+
+fn get<'a>(section: Option<&'a Yaml>, name: &str) -> Option<&'a Yaml> {
+    section.and_then(|s| s.get(name)).filter(|d| !d.is_null())
+}
+
+/// The folder relative paths are relative to: the topology file's.
+fn lab_base(file: &str) -> String {
+    let dir = Path::new(file)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    std::path::absolute(dir)
+        .unwrap_or(dir.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn resolve_kind(
+    lab: &mut Lab<'_>,
+    node: &str,
+    kind: &str,
+    at: Range<usize>,
+) -> Result<Kind, TopologyError> {
+    let lower = kind.to_ascii_lowercase();
+    if let Some((_, k)) = OWN.iter().find(|(n, _)| *n == lower) {
+        if lower == "ovs-bridge" {
+            lab.warn(
+                at,
+                format!(
+                    "node {node}: an ovs-bridge becomes a Linux bridge, in a namespace of its own"
+                ),
+            );
+        }
+        return Ok(*k);
+    }
+    let why = if VENDOR.contains(&lower.as_str()) {
+        format!("kind {kind} runs a vendor's network OS from its container image, and nsfleet runs no images, only the host's own software")
+    } else if let Some((_, why)) = OTHER.iter().find(|(n, _)| *n == lower) {
+        format!("kind {kind}: {why}, and nsfleet has no container engine")
+    } else {
+        format!("unknown kind {kind:?}")
+    };
+    Err(lab.err(at, format!("node {node}: {why}; nsfleet runs kinds linux, frr, bridge and host (and linux nodes with FRR's image run the host's FRR)")))
+}
+
+impl NodeDecl<'_> {
+    pub fn spanned_name(&self) -> Spanned<String> {
+        Spanned::new(self.at.clone(), self.name.clone())
+    }
+
+    /// Whether the node has an `eth0` on the management network.
+    pub fn managed(&self) -> bool {
+        matches!(self.kind, Kind::Linux | Kind::Frr)
+            && self.first("network-mode").and_then(|m| m.str()) != Some("none")
+    }
+
+    pub fn mgmt_addr(&self, key: &str) -> Option<&Yaml> {
+        self.first(key)
+    }
+
+    /// The first layer's value of `key` that is set.
+    fn first(&self, key: &str) -> Option<&Yaml> {
+        self.layers
+            .iter()
+            .find_map(|l| l.get(key).filter(|v| !v.is_null()))
+    }
+
+    /// A map key merged over the layers, the most specific winning.
+    fn merged_map(
+        &self,
+        lab: &Lab<'_>,
+        key: &str,
+    ) -> Result<Vec<(String, String, Range<usize>)>, TopologyError> {
+        let mut out: Vec<(String, String, Range<usize>)> = Vec::new();
+        for l in self.layers.iter().rev() {
+            let Some(m) = l.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            for (k, v, at) in lab.string_map(m, key)? {
+                out.retain(|(x, _, _)| *x != k);
+                out.push((k, v, at));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A list key concatenated over the layers (defaults first), without repeats.
+    fn merged_list(
+        &self,
+        lab: &Lab<'_>,
+        key: &str,
+    ) -> Result<Vec<(String, Range<usize>)>, TopologyError> {
+        let mut out: Vec<(String, Range<usize>)> = Vec::new();
+        for l in self.layers.iter().rev() {
+            let Some(list) = l.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            for (s, at) in lab.strings(list, key)? {
+                if !out.iter().any(|(x, _)| *x == s) {
+                    out.push((s, at));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// containerlab's magic variables, filled for this node.
+    fn magic(&self, s: &str) -> String {
+        let node_dir = format!("{}/{}", self.lab_dir, self.name);
+        s.replace("__clabNodeName__", &self.name)
+            .replace("__clabNodeDir__", &node_dir)
+            .replace("__clabDir__", &self.lab_dir)
+            .replace("__clabLabName__", &format!("clab-{}", self.lab))
+    }
+
+    /// A host path as containerlab resolves it: `~` is home, a relative path is relative
+    /// to the topology file's folder.
+    fn host_path(&self, p: &str) -> String {
+        let p = self.magic(p);
+        if let Some(rest) = p.strip_prefix("~/") {
+            return format!("{}/{rest}", std::env::var("HOME").unwrap_or_default());
+        }
+        if p.starts_with('/') {
+            return p;
+        }
+        let base = self.lab_dir.rsplit_once('/').map_or(".", |(b, _)| b);
+        format!("{base}/{}", p.trim_start_matches("./"))
+    }
+
+    /// The node configuration this node becomes (bridges and the host have none).
+    pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
+        if self.kind == Kind::Bridge || self.kind == Kind::Host {
+            return Ok(crate::parse::switch_config());
+        }
+        let cx = lab.cx;
+        let at = self.at.clone();
+        let text = |s: &str, at: &Range<usize>| Spanned::new(at.clone(), s.to_string());
+        let binds = self.binds(lab)?;
+        let mut keys = NodeKeys {
+            hostname: Some(match self.first("hostname") {
+                Some(h) => text(&template::literal(&lab.string(h)?), &h.span),
+                None => text(&self.name, &at),
+            }),
+            dirs: vec![text("/tmp", &at)],
+            ..NodeKeys::default()
+        };
+        for (path, _, at) in self.merged_map(lab, "tmpfs")? {
+            keys.dirs.push(text(&path, &at));
+        }
+        for (k, v, at) in self.merged_map(lab, "sysctls")? {
+            keys.sysctls
+                .insert(k, Spanned::new(at, toml::Value::String(v)));
+        }
+        let frr = self.frr(lab, &binds)?;
+        if let Some((config, daemons)) = &frr {
+            keys.kind = Some(text("frr", &self.kind_at));
+            keys.config = Some(config.clone());
+            keys.daemons = daemons.iter().map(|d| text(d, &config.span())).collect();
+        }
+        let exec = self.exec_script(lab)?;
+        match (&frr, self.main_command(lab)?) {
+            (None, Some(main)) => keys.commands.push(main),
+            (Some(_), Some(main)) => lab.warn(
+                main.span(),
+                format!(
+                    "node {}: `cmd` and `entrypoint` are not run: the node runs the host's FRR",
+                    self.name
+                ),
+            ),
+            _ => {}
+        }
+        if frr.is_none() {
+            if let Some(sc) = self.first("startup-config") {
+                lab.warn(sc.span.clone(), format!("node {}: `startup-config` is not applied to a linux node (bind its files, or use kind frr)", self.name));
+            }
+            keys.commands.extend(exec.clone());
+        }
+        let mut built = config::build(cx, &[&keys], None)?;
+        if let (Some(_), Some(script)) = (&frr, exec) {
+            // Once FRR has read its configuration, as the image's entrypoint has by the
+            // time containerlab runs exec lines.
+            if let Some(last) = built.config.commands.last_mut() {
+                last.push('\n');
+                last.push_str(script.get_ref());
+            }
+        }
+        let c = &mut built.config;
+        for b in &binds {
+            config::check_bind(&b.0, &c.dirs).map_err(|m| lab.err(b.1.clone(), m))?;
+        }
+        c.binds = binds.into_iter().map(|(b, _)| b).collect();
+        c.env = self.env(lab)?;
+        c.aliases = vec![self.container.clone()]
+            .into_iter()
+            .filter(|a| *a != self.name)
+            .collect();
+        let labels = self
+            .merged_map(lab, "labels")?
+            .into_iter()
+            .map(|(k, v, _)| (k, v))
+            .collect();
+        c.clab = Some(ClabNode {
+            container: self.container.clone(),
+            kind: self.kind_name.clone(),
+            image: self.first("image").map(|i| lab.string(i)).transpose()?,
+            labels,
+        });
+        Ok(built)
+    }
+
+    /// `entrypoint` and `cmd`, as the container's main process would run them.
+    fn main_command(&self, lab: &Lab<'_>) -> Result<Option<Spanned<String>>, TopologyError> {
+        let parts = ["entrypoint", "cmd"].map(|k| self.first(k));
+        let Some(at) = parts.iter().flatten().next().map(|y| y.span.clone()) else {
+            return Ok(None);
+        };
+        let mut words = Vec::new();
+        for y in parts.into_iter().flatten() {
+            let line = self.magic(&lab.string(y)?);
+            words.extend(shlex(&line).map_err(|m| lab.err(y.span.clone(), m))?);
+        }
+        let line = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+        Ok(Some(Spanned::new(
+            at,
+            template::literal(&format!("exec {line}")),
+        )))
+    }
+
+    /// The `exec` lines as one script: each run in turn, split into words as containerlab
+    /// splits them (no shell), a failure reported in the node's log without stopping the
+    /// others; the script fails if any did.
+    fn exec_script(&self, lab: &Lab<'_>) -> Result<Option<Spanned<String>>, TopologyError> {
+        let lines = self.merged_list(lab, "exec")?;
+        let Some((_, at)) = lines.first() else {
+            return Ok(None);
+        };
+        let mut script = String::from("failed=0\n");
+        for (line, at) in &lines {
+            let line = self.magic(line);
+            let words = shlex(&line).map_err(|m| lab.err(at.clone(), format!("exec: {m}")))?;
+            if words.is_empty() {
+                continue;
+            }
+            let argv = words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+            let say = quote(&format!("exec: {line}"));
+            script.push_str(&format!("echo {say}; {argv} || {{ failed=$?; echo \"exec failed with status $failed\" >&2; }}\n"));
+        }
+        script.push_str("exit $failed");
+        Ok(Some(Spanned::new(at.clone(), template::literal(&script))))
+    }
+
+    /// The node's environment: `env` merged over the layers, and containerlab's own
+    /// variables (labels as `CLAB_LABEL_*`); `CLAB_INTFS` comes with the wiring.
+    fn env(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
+        let mut env = Vec::new();
+        let mut labels = vec![
+            ("containerlab".to_string(), self.lab.clone()),
+            ("clab-node-name".into(), self.name.clone()),
+            ("clab-node-longname".into(), self.container.clone()),
+            ("clab-node-kind".into(), self.kind_name.clone()),
+            (
+                "clab-node-group".into(),
+                self.group.clone().unwrap_or_default(),
+            ),
+            (
+                "clab-node-lab-dir".into(),
+                format!("{}/{}", self.lab_dir, self.name),
+            ),
+            ("clab-topo-file".into(), lab.cx.file.to_string()),
+        ];
+        for (k, v, _) in self.merged_map(lab, "labels")? {
+            labels.retain(|(x, _)| *x != k);
+            labels.push((k, v));
+        }
+        for (k, v) in labels {
+            let key: String = k
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            env.push((format!("CLAB_LABEL_{key}"), v));
+        }
+        for (k, v, at) in self.merged_map(lab, "env")? {
+            let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok || v.contains('\0') {
+                return Err(lab.err(
+                    at,
+                    format!("env {k:?}: expected a variable name of letters, digits and '_'"),
+                ));
+            }
+            env.retain(|(x, _)| *x != k);
+            env.push((k, v));
+        }
+        Ok(env)
+    }
+
+    /// `binds` merged over the layers: one per target (the most specific wins), in
+    /// containerlab's order (sorted), each with where it is written.
+    fn binds(&self, lab: &Lab<'_>) -> Result<Vec<(Bind, Range<usize>)>, TopologyError> {
+        let mut out: Vec<(Bind, String, Range<usize>)> = Vec::new();
+        for (spec, at) in self.merged_list(lab, "binds")? {
+            let parts: Vec<&str> = spec.split(':').collect();
+            let (source, target, mode) = match parts[..] {
+                [s, t] => (s, t, "rw"),
+                [s, t, m] => (s, t, m),
+                _ => {
+                    return Err(lab.err(
+                        at,
+                        format!(
+                            "bind {spec:?}: expected HOST_PATH:NODE_PATH or HOST_PATH:NODE_PATH:ro"
+                        ),
+                    ))
+                }
+            };
+            let read_only = mode.split(',').any(|o| o == "ro");
+            let source = self.host_path(source);
+            if std::fs::symlink_metadata(&source).is_err() {
+                return Err(lab.err(at, format!("bind {spec:?}: the host has no {source} (relative paths are relative to the topology file's folder)")));
+            }
+            let bind = Bind {
+                source,
+                target: target.to_string(),
+                read_only,
+            };
+            out.retain(|(b, _, _)| b.target != bind.target);
+            out.push((bind, spec, at));
+        }
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(out.into_iter().map(|(b, _, at)| (b, at)).collect())
+    }
+
+    /// FRR's configuration and daemons, if the node runs FRR: kind frr (its
+    /// `startup-config`), or a linux node with FRR's image (the `frr.conf` it binds).
+    fn frr(
+        &self,
+        lab: &Lab<'_>,
+        binds: &[(Bind, Range<usize>)],
+    ) -> Result<Option<Frr>, TopologyError> {
+        let image = self
+            .first("image")
+            .and_then(|i| i.str())
+            .unwrap_or_default();
+        let frr_image = image.split(':').next().unwrap_or("").rsplit('/').next() == Some("frr");
+        if self.kind != Kind::Frr && !(self.kind == Kind::Linux && frr_image) {
+            return Ok(None);
+        }
+        let bound = |target: &str| binds.iter().find(|(b, _)| b.target == target);
+        let (config, text) = match (self.first("startup-config"), bound("/etc/frr/frr.conf")) {
+            (Some(sc), _) if self.kind == Kind::Frr => {
+                let s = self.magic(&lab.string(sc)?);
+                if s.contains('\n') {
+                    let inline = toml::Value::Table(toml::map::Map::from_iter([(
+                        "content".to_string(),
+                        toml::Value::String(s.clone()),
+                    )]));
+                    (Spanned::new(sc.span.clone(), inline), s)
+                } else {
+                    let path = self.host_path(&s);
+                    let text = config::read_source(&path)
+                        .map_err(|m| lab.err(sc.span.clone(), format!("startup-config: {m}")))?;
+                    (
+                        Spanned::new(sc.span.clone(), toml::Value::String(path)),
+                        text,
+                    )
+                }
+            }
+            (_, Some((b, at))) => {
+                let text = config::read_source(&b.source).map_err(|m| lab.err(at.clone(), m))?;
+                (
+                    Spanned::new(at.clone(), toml::Value::String(b.source.clone())),
+                    text,
+                )
+            }
+            _ => {
+                let empty = toml::map::Map::from_iter([(
+                    "content".to_string(),
+                    toml::Value::String(String::new()),
+                )]);
+                (
+                    Spanned::new(self.kind_at.clone(), toml::Value::Table(empty)),
+                    String::new(),
+                )
+            }
+        };
+        let daemons = match bound("/etc/frr/daemons") {
+            Some((b, at)) => {
+                let text = config::read_source(&b.source).map_err(|m| lab.err(at.clone(), m))?;
+                daemons_enabled(&text)
+            }
+            None => daemons_configured(&text),
+        };
+        Ok(Some((config, daemons)))
+    }
+}
+
+/// FRR's configuration (as the `config` key takes it) and the daemons it runs.
+type Frr = (Spanned<toml::Value>, Vec<String>);
+
+/// The daemons an FRR `daemons` file turns on (`ospfd=yes`).
+fn daemons_enabled(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().split_once('='))
+        .filter(|(d, v)| v.trim() == "yes" && software::FRR_DAEMONS.contains(d))
+        .map(|(d, _)| d.to_string())
+        .collect()
+}
+
+/// The daemons an FRR configuration needs, from what it configures.
+fn daemons_configured(conf: &str) -> Vec<String> {
+    const NEEDS: &[(&str, &str)] = &[
+        ("router bgp", "bgpd"),
+        ("router ospf6", "ospf6d"),
+        ("ipv6 ospf6", "ospf6d"),
+        ("router ospf", "ospfd"),
+        ("ip ospf", "ospfd"),
+        ("router isis", "isisd"),
+        ("ip router isis", "isisd"),
+        ("router ripng", "ripngd"),
+        ("router rip", "ripd"),
+        ("router eigrp", "eigrpd"),
+        ("router babel", "babeld"),
+        ("router openfabric", "fabricd"),
+        ("mpls ldp", "ldpd"),
+        ("bfd", "bfdd"),
+        ("pbr-map", "pbrd"),
+        ("vrrp", "vrrpd"),
+        ("router pim", "pimd"),
+        ("ip pim", "pimd"),
+        ("ip nhrp", "nhrpd"),
+        ("segment-routing", "pathd"),
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for line in conf.lines().map(str::trim) {
+        for (starts, daemon) in NEEDS {
+            let word_end =
+                line.len() == starts.len() || line.as_bytes().get(starts.len()) == Some(&b' ');
+            if line.starts_with(starts) && word_end && !out.iter().any(|d| d == daemon) {
+                out.push(daemon.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Splits a line into words as google/shlex (containerlab's exec) does: blanks separate
+/// words; single quotes keep everything; double quotes keep all but `\"` and `\\`; a
+/// backslash escapes the next character; `#` at a word's start begins a comment.
+pub(crate) fn shlex(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' | '\r' => words.extend(cur.take()),
+            '#' if cur.is_none() => break,
+            '\\' => cur.get_or_insert_default().extend(chars.next()),
+            '\'' => {
+                let w = cur.get_or_insert_default();
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err(format!("unclosed ' in {line:?}")),
+                    }
+                }
+            }
+            '"' => {
+                let w = cur.get_or_insert_default();
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => w.push(c),
+                            Some('\n') => {}
+                            Some(c) => {
+                                w.push('\\');
+                                w.push(c);
+                            }
+                            None => return Err(format!("unclosed \" in {line:?}")),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err(format!("unclosed \" in {line:?}")),
+                    }
+                }
+            }
+            c => cur.get_or_insert_default().push(c),
+        }
+    }
+    words.extend(cur);
+    Ok(words)
+}
+
+/// A word as the shell reads it back unchanged.
+fn quote(w: &str) -> String {
+    format!("'{}'", w.replace('\'', "'\\''"))
+}
+
+/// Gives every node `CLAB_INTFS`, the number of its interfaces besides `eth0`, as
+/// containerlab does (images wait for that many).
+pub(crate) fn count_interfaces(
+    groups: &mut crate::parse::Groups,
+    wiring: &[std::sync::Arc<crate::NodeWiring>],
+) {
+    for (g, w) in groups.list.iter_mut().zip(wiring) {
+        if g.config.clab.is_some() && !g.config.switch {
+            let n = w.ifaces.iter().filter(|i| i.name != "eth0").count();
+            std::sync::Arc::make_mut(&mut g.config)
+                .env
+                .push(("CLAB_INTFS".into(), n.to_string()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shlex_splits_as_containerlab() {
+        let w = shlex(r#"bash -c 'echo "a b" > /x' "c\"d" e\ f # comment"#).unwrap();
+        assert_eq!(w, ["bash", "-c", "echo \"a b\" > /x", "c\"d", "e f"]);
+        assert!(shlex("echo 'open").is_err());
+    }
+
+    #[test]
+    fn frr_daemons_from_configuration() {
+        let conf = "router ospf\n ospf router-id 1.1.1.1\ninterface eth1\n ip ospf area 0\nrouter bgp 65001\n";
+        assert_eq!(daemons_configured(conf), ["ospfd", "bgpd"]);
+        assert_eq!(
+            daemons_enabled("zebra=yes\nospfd=yes\nbgpd=no\nldpd=yes\n"),
+            ["ospfd", "ldpd"]
+        );
+    }
+}
