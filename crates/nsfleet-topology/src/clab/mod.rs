@@ -15,6 +15,7 @@
 //! the kernel; it reads the host's files that the lab names (startup configurations,
 //! bind sources).
 
+mod envsubst;
 mod keys;
 mod links;
 mod mgmt;
@@ -29,8 +30,9 @@ use std::ops::Range;
 
 /// Reads a containerlab topology file; `file` names it in errors.
 pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
-    let cx = Ctx::new(file, text);
-    let doc = yaml::load(text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
+    let text = expand_env(file, text)?;
+    let cx = Ctx::new(file, &text);
+    let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
     let mut lab = Lab {
         cx: &cx,
         warnings: Vec::new(),
@@ -86,6 +88,16 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     };
     let warnings = lab.warnings;
     Ok(Draft::new(topo, groups, cx, warnings))
+}
+
+/// The file's text with the environment's variables in it, as containerlab reads it.
+fn expand_env(file: &str, text: &str) -> Result<String, TopologyError> {
+    envsubst::expand(text, |k| std::env::var(k).ok()).map_err(|m| TopologyError {
+        file: file.to_string(),
+        line: 0,
+        column: 0,
+        message: m,
+    })
 }
 
 /// The file being read, and what it has warned about so far.
@@ -192,8 +204,9 @@ impl<'a> Lab<'a> {
 /// The lab's name in a containerlab file, read without validating the rest (so that a
 /// lab whose file has since changed can still be destroyed).
 pub fn lab_name(file: &str, text: &str) -> Result<String, TopologyError> {
-    let cx = Ctx::new(file, text);
-    let doc = yaml::load(text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
+    let text = expand_env(file, text)?;
+    let cx = Ctx::new(file, &text);
+    let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
     let lab = Lab {
         cx: &cx,
         warnings: Vec::new(),
