@@ -1,12 +1,14 @@
 //! `nsfleet bench daemons`: N routers running BIRD OSPF in a grid (examples/bird/ospf.conf,
 //! one template), from `nsfleet up` to full convergence (every router has a route to
 //! every other router's loopback), memory per router (kernel, daemon, nsfleet's init), and
-//! `down` to full reclamation. The convergence time is split into what nsfleet spends
+//! `down` to full reclamation. `nsfleet bench clab` is the same experiment as a user of
+//! containerlab would write it: FRR routers in a grid, a `.clab.yml` file and a startup
+//! configuration per router, `nsfleet deploy` to converged to `destroy`. The convergence time is split into what nsfleet spends
 //! (`up`: namespaces, links, worlds, daemons started) and what the daemons spend after
 //! (OSPF's own timers: hello 2 s, dead 120 s, SPF on a 5 s tick, and its flooding), so
 //! each can be judged against its own.
 
-use super::{emit, machine, metric, need_root, note, rss_of, which, Cli, Common};
+use super::{emit, machine, metric, need_root, note, rss_of, which, Cli, Common, UpResult};
 use anyhow::{bail, Context};
 use nsfleet::core::mem_available;
 use nsfleet::sys;
@@ -14,7 +16,115 @@ use nsfleet_results::{Better, Results};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+/// The routing suite, and the file format the grid is written in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// BIRD, from nsfleet's own format (one template for every router).
+    Bird,
+    /// FRR, from a containerlab file (one startup configuration per router).
+    FrrClab,
+}
+
+impl Suite {
+    fn scenario(self) -> &'static str {
+        match self {
+            Suite::Bird => "daemons",
+            Suite::FrrClab => "clab",
+        }
+    }
+
+    fn daemon(self) -> &'static str {
+        match self {
+            Suite::Bird => "bird",
+            Suite::FrrClab => "frr",
+        }
+    }
+
+    fn check_installed(self) -> anyhow::Result<()> {
+        match self {
+            Suite::Bird if !which("bird") => {
+                bail!("bench daemons runs BIRD, which is not installed here: apt-get install bird2")
+            }
+            Suite::FrrClab if !std::path::Path::new("/usr/lib/frr/ospfd").exists() => {
+                bail!("bench clab runs FRR, which is not installed here: apt-get install frr")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Brings the grid up; the file says how.
+    fn up(self, cli: Cli, rows: u64, cols: u64, workers: usize) -> anyhow::Result<UpResult> {
+        match self {
+            Suite::Bird => {
+                let conf = cli.file("ospf.conf", BIRD_CONF)?;
+                let body = format!(
+                    "[[generate]]\nkind = \"grid\"\nrows = {rows}\ncols = {cols}\npool = \"10.0.0.0/16\"\nnode = {{ kind = \"bird\", config = {conf:?}, loopback = \"10.255.0.0/16\" }}\n"
+                );
+                cli.up_with(&body, workers)
+            }
+            Suite::FrrClab => {
+                let lab = frr_grid_lab(&cli, rows, cols)?;
+                cli.up_file(&lab, workers)
+            }
+        }
+    }
+}
+
+/// A containerlab file of `rows` x `cols` FRR routers in a grid, and each router's
+/// startup configuration beside it, as a containerlab user writes them: loopback
+/// 10.255.x.y/32, a /31 per link from 10.0/16, OSPF area 0 on everything.
+fn frr_grid_lab(cli: &Cli, rows: u64, cols: u64) -> anyhow::Result<String> {
+    let at = |r: u64, c: u64| r * cols + c;
+    let mut links = Vec::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            if c + 1 < cols {
+                links.push((at(r, c), at(r, c + 1)));
+            }
+            if r + 1 < rows {
+                links.push((at(r, c), at(r + 1, c)));
+            }
+        }
+    }
+    let mut ifaces: Vec<Vec<(String, String)>> = vec![Vec::new(); (rows * cols) as usize];
+    let mut yaml_links = String::new();
+    for (k, (a, b)) in links.iter().enumerate() {
+        let base = 2 * k as u64;
+        for (end, node) in [(0, a), (1, b)] {
+            let list = &mut ifaces[*node as usize];
+            let name = format!("eth{}", list.len() + 1);
+            let addr = format!("10.0.{}.{}/31", (base + end) / 256, (base + end) % 256);
+            list.push((name, addr));
+        }
+        let (na, nb) = (&ifaces[*a as usize], &ifaces[*b as usize]);
+        yaml_links.push_str(&format!(
+            "    - endpoints: [\"r{a}:{}\", \"r{b}:{}\"]\n",
+            na.last().map_or("", |i| i.0.as_str()),
+            nb.last().map_or("", |i| i.0.as_str())
+        ));
+    }
+    let mut nodes = String::new();
+    for (i, list) in ifaces.iter().enumerate() {
+        let lo = format!("10.255.{}.{}", i / 256, i % 256);
+        let mut conf =
+            format!("frr defaults traditional\nhostname r{i}\ninterface lo\n ip address {lo}/32\n");
+        for (name, addr) in list {
+            conf.push_str(&format!("interface {name}\n ip address {addr}\n ip ospf network point-to-point\n ip ospf hello-interval 2\n ip ospf dead-interval 40\n"));
+        }
+        conf.push_str(&format!(
+            "router ospf\n ospf router-id {lo}\n network 10.0.0.0/8 area 0\n"
+        ));
+        cli.file(&format!("r{i}.conf"), &conf)?;
+        nodes.push_str(&format!("    r{i}: {{startup-config: r{i}.conf}}\n"));
+    }
+    let text = format!(
+        "name: bench\ntopology:\n  kinds:\n    frr:\n      image: quay.io/frrouting/frr:10.5.1\n  defaults:\n    kind: frr\n  nodes:\n{nodes}  links:\n{yaml_links}"
+    );
+    cli.file("bench.clab.yml", &text)
+}
+
 pub struct DaemonsArgs {
+    pub suite: Suite,
     pub count: u64,
     /// Give up on convergence after this long.
     pub timeout: Duration,
@@ -37,10 +147,8 @@ struct Samples {
 }
 
 pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
-    need_root("daemons")?;
-    if !which("bird") {
-        bail!("bench daemons runs BIRD, which is not installed here: apt-get install bird2");
-    }
+    need_root(a.suite.scenario())?;
+    a.suite.check_installed()?;
     let c = &a.common;
     let want = c.size(a.count, 16);
     let rows = ((want as f64).sqrt().round() as u64).max(2);
@@ -49,18 +157,28 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
     let mut s = Samples::default();
     for r in 0..c.repetitions() {
         note(&format!(
-            "run {}/{}: a {rows} x {cols} grid of BIRD routers",
+            "run {}/{}: a {rows} x {cols} grid of {} routers",
             r + 1,
-            c.repetitions()
+            c.repetitions(),
+            a.suite.daemon()
         ));
-        run(&mut s, rows, cols, a.timeout, c.workers)?;
+        run(&mut s, a.suite, rows, cols, a.timeout, c.workers)?;
     }
+    let params = match a.suite {
+        Suite::Bird => {
+            serde_json::json!({"ospf_hello_s": 2, "ospf_dead_s": 120, "ospf_spf_tick_s": 5})
+        }
+        Suite::FrrClab => {
+            serde_json::json!({"ospf_hello_s": 2, "ospf_dead_s": 40, "format": "containerlab"})
+        }
+    };
     let mut res = Results::new(
-        "daemons",
+        a.suite.scenario(),
         machine(),
         serde_json::json!({"count": count, "rows": rows, "cols": cols, "runs": c.repetitions(),
-            "workers": c.workers, "quick": c.quick, "daemon": "bird", "ospf_hello_s": 2, "ospf_dead_s": 120, "ospf_spf_tick_s": 5}),
+            "workers": c.workers, "quick": c.quick, "daemon": a.suite.daemon(), "ospf": params}),
     );
+    let daemon_pss = format!("{}_pss_per_router_kb", a.suite.daemon());
     use Better::*;
     let figures: [(&str, &str, Better, &Vec<f64>); 8] = [
         ("nsfleet_up_s", "s", Lower, &s.up_s),
@@ -73,7 +191,7 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
         ("up_to_converged_s", "s", Lower, &s.total_s),
         ("down_to_reclaimed_s", "s", Lower, &s.down_s),
         ("kernel_per_router_kb", "KB", Lower, &s.kernel_kb),
-        ("bird_pss_per_router_kb", "KB", Neither, &s.bird_kb),
+        (&daemon_pss, "KB", Neither, &s.bird_kb),
         ("nsfleet_init_pss_per_router_kb", "KB", Lower, &s.init_kb),
         ("memory_all_in_per_router_kb", "KB", Lower, &s.all_in_kb),
     ];
@@ -86,13 +204,15 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
         &res,
         c,
         &format!(
-            "{count} BIRD OSPF routers in a {rows} x {cols} grid, up to converged to reclaimed"
+            "{count} {} OSPF routers in a {rows} x {cols} grid, up to converged to reclaimed",
+            a.suite.daemon()
         ),
     )
 }
 
 fn run(
     s: &mut Samples,
+    suite: Suite,
     rows: u64,
     cols: u64,
     timeout: Duration,
@@ -100,34 +220,33 @@ fn run(
 ) -> anyhow::Result<()> {
     let count = rows * cols;
     let cli = Cli::new()?;
-    let conf = cli.file("ospf.conf", BIRD_CONF)?;
-    let body = format!(
-        "[[generate]]\nkind = \"grid\"\nrows = {rows}\ncols = {cols}\npool = \"10.0.0.0/16\"\nnode = {{ kind = \"bird\", config = {conf:?}, loopback = \"10.255.0.0/16\" }}\n"
-    );
     let before = mem_available();
     let t = Instant::now();
-    let mut up = cli.up_with(&body, workers)?;
+    let mut up = suite.up(cli, rows, cols, workers)?;
     let up_s = t.elapsed().as_secs_f64();
     let status = up.cli.status()?;
-    let birds: Vec<i64> = (status["nodes"].as_array().into_iter().flatten())
-        .filter_map(|n| n["processes"][0]["pid"].as_i64())
-        .collect();
-    if birds.len() as u64 != count {
-        bail!(
-            "expected {count} BIRD processes, status shows {}",
-            birds.len()
-        );
-    }
-    wait_converged(&birds, count, t, timeout)?;
-    let total_s = t.elapsed().as_secs_f64();
-    let all_in = (before - mem_available()) as f64 / 1e3 / count as f64;
-    // The nodes' inits are the supervisor's children named nsfleet-node.
+    // The nodes' inits (the supervisor's children named nsfleet-node) live as long as
+    // their routers: the convergence checker enters each router's namespace by its init.
     let sup = status["pid"].as_i64().unwrap_or(0);
     let inits: Vec<i64> = (sys::children_of(sup).into_iter())
         .filter(|p| {
             std::fs::read_to_string(format!("/proc/{p}/comm"))
                 .is_ok_and(|c| c.trim() == "nsfleet-node")
         })
+        .collect();
+    if inits.len() as u64 != count {
+        bail!("expected {count} routers, found {} node inits", inits.len());
+    }
+    wait_converged(&inits, count, t, timeout)?;
+    let total_s = t.elapsed().as_secs_f64();
+    let all_in = (before - mem_available()) as f64 / 1e3 / count as f64;
+    // The routing daemons: BIRD, or FRR's zebra, staticd and ospfd (once `vtysh -b`
+    // has exited), as the supervisor sees them now.
+    let status = up.cli.status()?;
+    let birds: Vec<i64> = (status["nodes"].as_array().into_iter().flatten())
+        .flat_map(|n| n["processes"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["running"].as_bool() == Some(true))
+        .filter_map(|p| p["pid"].as_i64())
         .collect();
     let pss = |pids: &[i64]| pids.iter().map(|p| pss_kb(*p)).sum::<f64>() / count as f64;
     s.bird_kb.push(pss(&birds));

@@ -17,7 +17,7 @@ mod traffic;
 
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
-pub use daemons::{daemons, DaemonsArgs};
+pub use daemons::{daemons, DaemonsArgs, Suite};
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
 pub use teardown::{teardown, TeardownArgs};
@@ -104,9 +104,16 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         common: with("traffic"),
     })?;
     daemons(DaemonsArgs {
+        suite: Suite::Bird,
         count: defaults.daemons_count,
         timeout: defaults.daemons_timeout,
         common: with("daemons"),
+    })?;
+    daemons(DaemonsArgs {
+        suite: Suite::FrrClab,
+        count: defaults.clab_count,
+        timeout: defaults.daemons_timeout,
+        common: with("clab"),
     })
 }
 
@@ -127,6 +134,7 @@ pub struct Defaults {
     pub traffic_seconds: f64,
     pub daemons_count: u64,
     pub daemons_timeout: std::time::Duration,
+    pub clab_count: u64,
     pub loop_packets: u64,
 }
 
@@ -148,6 +156,7 @@ impl Default for Defaults {
             traffic_seconds: 3.0,
             daemons_count: 1000,
             daemons_timeout: std::time::Duration::from_secs(600),
+            clab_count: 100,
             loop_packets: 50_000_000,
         }
     }
@@ -340,16 +349,14 @@ impl Cli {
     }
 
     /// `nsfleet up` of a fleet named "bench" whose tables (after `[fleet]`) are `body`.
-    pub(crate) fn up_with(mut self, body: &str, workers: usize) -> anyhow::Result<UpResult> {
-        let file = self.run_dir.join("bench.toml");
-        std::fs::write(&file, format!("[fleet]\nname = \"bench\"\n{body}"))?;
-        let v = self.run(&[
-            "up",
-            file.to_str().unwrap_or_default(),
-            "--json",
-            "--workers",
-            &workers.to_string(),
-        ])?;
+    pub(crate) fn up_with(self, body: &str, workers: usize) -> anyhow::Result<UpResult> {
+        let file = self.file("bench.toml", &format!("[fleet]\nname = \"bench\"\n{body}"))?;
+        self.up_file(&file, workers)
+    }
+
+    /// `nsfleet up FILE` of a fleet named "bench" (its format as its name says).
+    pub(crate) fn up_file(mut self, file: &str, workers: usize) -> anyhow::Result<UpResult> {
+        let v = self.run(&["up", file, "--json", "--workers", &workers.to_string()])?;
         self.up = true;
         let pid = v["pid"].as_i64().unwrap_or(0);
         Ok(UpResult {

@@ -322,6 +322,20 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// A containerlab lab of N FRR routers in a grid, as its users write one (a .clab.yml
+    /// and a startup configuration per router): `up` of the file to full OSPF
+    /// convergence, memory per router (kernel, FRR's daemons, nsfleet's init), and down to
+    /// reclamation. Needs frr. The README sets it beside containerlab's published figures.
+    Clab {
+        /// Routers (a grid as close to square as the count allows).
+        #[arg(long, default_value_t = d().clab_count)]
+        count: u64,
+        /// Give up if OSPF has not converged after this many seconds.
+        #[arg(long, default_value_t = d().daemons_timeout.as_secs())]
+        timeout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
@@ -455,6 +469,17 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             timeout,
             common,
         } => daemons(DaemonsArgs {
+            suite: Suite::Bird,
+            count,
+            timeout: std::time::Duration::from_secs(timeout),
+            common: common.common(),
+        }),
+        Bench::Clab {
+            count,
+            timeout,
+            common,
+        } => daemons(DaemonsArgs {
+            suite: Suite::FrrClab,
             count,
             timeout: std::time::Duration::from_secs(timeout),
             common: common.common(),
