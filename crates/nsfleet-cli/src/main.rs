@@ -76,7 +76,8 @@ enum Command {
     /// names (and clab-LAB-NODE) are in the fleet's /etc/hosts, never the host's. Images
     /// are recorded and shown, not pulled; binds are mounted in the node's world only.
     /// Keys nsfleet does not apply are warned about with file:line; keys that would
-    /// change the lab (user, pid-mode) are refused. Example: examples/clab/frr-ospf.clab.yml
+    /// change the lab (user, pid-mode, network-mode host) are refused. Example:
+    /// examples/clab/frr01/frr01.clab.yml (containerlab's own lab-examples/frr01).
     Deploy {
         /// The topology file (or a folder with one); without it, the only *.clab.yml in
         /// the current folder.

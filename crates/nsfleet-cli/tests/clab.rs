@@ -253,6 +253,16 @@ topology:
         !std::path::Path::new("/tmp/motd").exists()
             || std::fs::read_to_string("/tmp/motd").unwrap_or_default() != "hello from the host\n"
     );
+    // A second lab on the same management subnet is refused before anything exists: the
+    // host would route the subnet to one of them only.
+    let other = env.file("other.clab.yml", &format!("name: {name}2\nmgmt: {{ipv4-subnet: 172.31.72.0/24}}\ntopology:\n  nodes:\n    z: {{kind: linux}}\n"));
+    let out = env.run(&["deploy", "-t", other.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("already routes 172.31.72.0/24"),
+        "{err}"
+    );
+    assert_eq!(env.fleet_dirs(), vec![name.clone()]);
     // prefix: "" names the containers after the nodes.
     let inspect = env.ok(&["inspect", "--name", &name]);
     assert!(inspect.lines().any(|l| l.starts_with("│ a ")), "{inspect}");
@@ -377,7 +387,8 @@ const BAD: &[(&str, &str, usize, &str)] = &[
     ("macvlan", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, macvlan:enp0s3]\n", 6, "macvlan"),
     ("three-ends", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, a:eth2, a:eth3]\n", 6, "expected two endpoints"),
     ("bad-mgmt-ip", "name: x\nmgmt: {ipv4-subnet: 10.5.0.0/24}\ntopology:\n  nodes:\n    a: {kind: linux, mgmt-ipv4: 10.6.0.9}\n", 5, "expected an address in 10.5.0.0/24"),
-    ("no-group", "name: x\ntopology:\n  nodes:\n    a: {kind: linux, group: leafs}\n", 4, "no group \"leafs\""),
+    ("network-mode", "name: x\ntopology:\n  nodes:\n    a: {kind: linux, network-mode: host}\n", 4, "network-mode host shares another network namespace"),
+    ("nested-bind", "name: x\ntopology:\n  nodes:\n    a:\n      kind: linux\n      binds: [/etc:/mnt/etc, /etc/hostname:/mnt/etc/no-such-file]\n", 6, "never creates files on the host"),
     ("dup-key", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n    a: {kind: linux}\n", 5, "duplicate key \"a\""),
 ];
 

@@ -68,6 +68,9 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     let name = lab_name(&file)?;
     let rd = RunDir::new(&a.up.run_dir);
     if rd.record(&name).is_some() {
+        // The new file is read and checked before the running lab goes.
+        let draft = topology::read_file(&file, Some(Format::Clab))?;
+        nsfleet::subsys::probe::validate(draft)?;
         if !a.reconfigure {
             bail!("lab {name:?} is already deployed: `nsfleet destroy -t {}` first, or deploy with --reconfigure", file.display());
         }

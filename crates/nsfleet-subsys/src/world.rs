@@ -198,8 +198,18 @@ fn setup(l: &Layout) -> Result<(), String> {
     if let Some(h) = &hosts {
         sys::bind(&through(h), HOSTS, true).map_err(at("the fleet's /etc/hosts"))?;
     }
+    // The node's own filesystems (its /run and private folders): the only places a
+    // mount point may be made.
+    let own: Vec<u64> = (l.dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
+        .filter_map(|p| {
+            std::fs::metadata(p)
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+        })
+        .collect();
     for (b, source) in l.binds.iter().zip(&bound) {
-        bind(b, source, &l.dirs).map_err(|e| format!("bind {} to {}: {e}", b.source, b.target))?;
+        bind(b, source, &l.dirs, &own)
+            .map_err(|e| format!("bind {} to {}: {e}", b.source, b.target))?;
     }
     Ok(())
 }
@@ -215,12 +225,18 @@ fn open_path(path: &str) -> std::io::Result<File> {
 }
 
 /// Mounts one of the host's paths at `b.target`; a mount point that does not exist is
-/// made, only ever inside the node's own folders (validation saw to that).
-fn bind(b: &Bind, source: &File, dirs: &[PrivateDir]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// made, only ever on one of the node's own filesystems (`own`, their devices): never in
+/// a host folder that an earlier bind put there.
+fn bind(b: &Bind, source: &File, dirs: &[PrivateDir], own: &[u64]) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     if !Path::new(&b.target).exists() {
         let holder = private_holder(&b.target, dirs)
             .ok_or_else(|| std::io::Error::other("nothing there to mount over"))?;
+        if !own.contains(&std::fs::metadata(holder)?.dev()) {
+            return Err(std::io::Error::other(format!(
+                "{holder} is not the node's own (a bind of the host's?): no mount point is made there"
+            )));
+        }
         let parent = Path::new(&b.target)
             .parent()
             .and_then(Path::to_str)

@@ -38,8 +38,57 @@ pub fn check(topo: &Topology) -> Vec<Finding> {
     descriptors(topo, &mut out);
     memory(nodes, ifaces, &mut out);
     neighbours(addrs, &mut out);
+    host_ends(topo, &mut out);
     out.sort_by_key(|f| matches!(f, Finding::Note(_)));
     out
+}
+
+/// Host links' ends are the one thing a fleet makes in the host's namespace: a name the
+/// host already has would fail half-way, and a subnet the host already routes through
+/// another interface (a containerlab network left behind) would leave the host reaching
+/// the wrong network.
+fn host_ends(topo: &Topology, out: &mut Vec<Finding>) {
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    for i in topo.wiring.iter().flat_map(|w| &w.ifaces) {
+        let Some(h) = i.link.as_host() else { continue };
+        if std::path::Path::new("/sys/class/net")
+            .join(&h.name)
+            .exists()
+        {
+            out.push(Finding::Refuse(format!(
+                "host interface {} already exists on the host (topology line {}): give the host link another name",
+                h.name, i.line
+            )));
+        }
+        for a in h.addrs.iter().filter(|a| a.addr.is_ipv4()) {
+            if let Some(dev) = routed_by(&routes, &a.network()) {
+                out.push(Finding::Refuse(format!(
+                    "the host already routes {} through {dev} (topology line {}): another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
+                    a.network(),
+                    i.line
+                )));
+            }
+        }
+    }
+}
+
+/// The interface by which /proc/net/route's `table` routes exactly `net` (IPv4), if any.
+fn routed_by(table: &str, net: &nsfleet_topology::IpNet) -> Option<String> {
+    let std::net::IpAddr::V4(addr) = net.addr else {
+        return None;
+    };
+    let mask = u32::MAX.checked_shl(32 - net.prefix as u32).unwrap_or(0);
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // Destination and mask in hex, the address's bytes in memory order.
+        let hex = |k: usize| {
+            f.get(k)
+                .and_then(|v| u32::from_str_radix(v, 16).ok())
+                .map(u32::from_be)
+        };
+        let same = hex(1) == Some(u32::from(addr)) && hex(7) == Some(mask);
+        same.then(|| f[0].to_string())
+    })
 }
 
 fn read_u64(path: &str) -> Option<u64> {

@@ -44,11 +44,16 @@ pub fn mount_fs(fstype: &str, path: &str, options: &str) -> io::Result<()> {
     check(unsafe { libc::mount(t.as_ptr(), p.as_ptr(), t.as_ptr(), flags, data) }).map(drop)
 }
 
-/// Binds `source` over `target` (recursively, as a container engine's bind), read-only
-/// if asked.
+/// Binds `source` over `target` (with what is mounted below it, as a container engine's
+/// bind), or read-only: then without what is below, which a read-only remount of the top
+/// would leave writable.
 pub fn bind(source: &str, target: &str, read_only: bool) -> io::Result<()> {
     let (s, t) = (cstr(source)?, cstr(target)?);
-    let flags = libc::MS_BIND | libc::MS_REC;
+    let flags = if read_only {
+        libc::MS_BIND
+    } else {
+        libc::MS_BIND | libc::MS_REC
+    };
     // SAFETY: mount(2) with NUL-terminated strings that outlive the calls; the second
     // call remounts the bind.
     unsafe {

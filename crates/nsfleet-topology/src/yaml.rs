@@ -38,7 +38,10 @@ pub(crate) type Error = (Range<usize>, String);
 /// The first document of `text` (`Null` for an empty one).
 pub(crate) fn load(text: &str) -> Result<Yaml, Error> {
     let offsets = ByteOffsets::new(text);
-    let mut b = Builder::default();
+    let mut b = Builder {
+        text,
+        ..Builder::default()
+    };
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| {
             let at = offsets.of(*e.marker());
@@ -108,14 +111,16 @@ impl ByteOffsets {
 
 /// Collections being read, innermost last; a mapping's key waits for its value.
 #[derive(Default)]
-struct Builder {
+struct Builder<'t> {
+    /// The document, to say where an earlier key is.
+    text: &'t str,
     open: Vec<(Yaml, usize, Option<Yaml>)>,
     anchors: Vec<(usize, Yaml)>,
     root: Option<Yaml>,
     count: usize,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn open(&mut self, value: Value, start: usize, anchor: usize) {
         let node = Yaml {
             value,
@@ -157,11 +162,8 @@ impl Builder {
                 None => *key = Some(node),
                 Some(k) => {
                     if let Some((first, _)) = entries.iter().find(|(x, _)| same_key(x, &k)) {
-                        let m = format!(
-                            "duplicate key {}: it is already at byte {}",
-                            show(&k),
-                            first.span.start
-                        );
+                        let line = self.text[..first.span.start].matches('\n').count() + 1;
+                        let m = format!("duplicate key {}: it is already at line {line}", show(&k));
                         return Err((k.span, m));
                     }
                     entries.push((k, node));

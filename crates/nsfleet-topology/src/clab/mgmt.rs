@@ -81,10 +81,7 @@ impl Mgmt {
                         .str()
                         .and_then(|s| s.parse().ok())
                         .ok_or_else(|| lab.err(g.span.clone(), "expected an address"))?;
-                    if !net.contains(&IpNet {
-                        addr: a,
-                        prefix: net.prefix,
-                    }) {
+                    if !is_host(&net, a) {
                         return Err(lab.err(g.span.clone(), format!("gateway {a} is not in {net}")));
                     }
                     a
@@ -139,48 +136,7 @@ impl Mgmt {
         };
         (plan.add_host_link(host_end, self.host_iface.clone(), gateways, line))
             .map_err(|m| lab.err(self.at.clone(), m))?;
-        // Addresses the file gives come first, so that the others go around them.
-        let mut taken: Vec<IpAddr> = self.subnets.iter().map(|(_, gw)| *gw).collect();
-        let mut given = Vec::new();
-        for n in nodes {
-            let mut mine = Vec::new();
-            for (key, v6) in [("mgmt-ipv4", false), ("mgmt-ipv6", true)] {
-                let Some(y) = n.mgmt_addr(key) else { continue };
-                let bad = || {
-                    lab.err(
-                        y.span.clone(),
-                        format!("{key}: expected an IPv{} address", if v6 { 6 } else { 4 }),
-                    )
-                };
-                let a: IpAddr = y
-                    .str()
-                    .and_then(|s| s.split('/').next()?.parse().ok())
-                    .ok_or_else(bad)?;
-                let Some((net, _)) = self
-                    .subnets
-                    .iter()
-                    .find(|(net, _)| net.addr.is_ipv6() == v6)
-                else {
-                    return Err(lab.err(
-                        y.span.clone(),
-                        format!(
-                            "{key} {a}: the management network has no IPv{} subnet",
-                            if v6 { 6 } else { 4 }
-                        ),
-                    ));
-                };
-                let a = IpNet {
-                    addr: a,
-                    prefix: net.prefix,
-                };
-                if !net.contains(&a) || taken.contains(&a.addr) {
-                    return Err(lab.err(y.span.clone(), format!("{key} {}: expected an address in {net} that is neither the gateway nor another node's", a.addr)));
-                }
-                taken.push(a.addr);
-                mine.push(a);
-            }
-            given.push(mine);
-        }
+        let (taken, given) = self.given(lab, nodes)?;
         let mut next: Vec<u64> = vec![0; self.subnets.len()];
         for (n, mine) in nodes.iter().zip(given) {
             let mut addrs = Vec::new();
@@ -237,6 +193,63 @@ impl Mgmt {
         }
         Ok(())
     }
+
+    /// The addresses the file gives nodes (`mgmt-ipv4`, `mgmt-ipv6`), per node, and every
+    /// address taken so far (the gateways' too): they come first, so that the others go
+    /// around them, as containerlab schedules nodes with static addresses first.
+    fn given(
+        &self,
+        lab: &Lab<'_>,
+        nodes: &[&NodeDecl],
+    ) -> Result<(Vec<IpAddr>, Vec<Vec<IpNet>>), TopologyError> {
+        let mut taken: Vec<IpAddr> = self.subnets.iter().map(|(_, gw)| *gw).collect();
+        let mut given = Vec::new();
+        for n in nodes {
+            let mut mine = Vec::new();
+            for (key, v6) in [("mgmt-ipv4", false), ("mgmt-ipv6", true)] {
+                let Some(y) = n.mgmt_addr(key) else { continue };
+                let version = if v6 { 6 } else { 4 };
+                let bad = || {
+                    lab.err(
+                        y.span.clone(),
+                        format!("{key}: expected an IPv{version} address"),
+                    )
+                };
+                let a: IpAddr =
+                    (y.str().and_then(|s| s.split('/').next()?.parse().ok())).ok_or_else(bad)?;
+                let Some((net, _)) = self
+                    .subnets
+                    .iter()
+                    .find(|(net, _)| net.addr.is_ipv6() == v6)
+                else {
+                    let m = format!("{key} {a}: the management network has no IPv{version} subnet");
+                    return Err(lab.err(y.span.clone(), m));
+                };
+                if !is_host(net, a) || taken.contains(&a) {
+                    let m = format!("{key} {a}: expected an address in {net} that is neither the gateway nor another node's");
+                    return Err(lab.err(y.span.clone(), m));
+                }
+                taken.push(a);
+                mine.push(IpNet {
+                    addr: a,
+                    prefix: net.prefix,
+                });
+            }
+            given.push(mine);
+        }
+        Ok((taken, given))
+    }
+}
+
+/// Whether `a` is one of `net`'s host addresses (not its network or broadcast address).
+fn is_host(net: &IpNet, a: IpAddr) -> bool {
+    let bits = |ip: IpAddr| match ip {
+        IpAddr::V4(x) => u32::from(x) as u128,
+        IpAddr::V6(x) => u128::from(x),
+    };
+    let first = bits(net.host(0).addr);
+    let last = first + net.capacity() as u128 - 1;
+    a.is_ipv4() == net.addr.is_ipv4() && (first..=last).contains(&bits(a))
 }
 
 fn parse_net(lab: &Lab<'_>, y: &Yaml) -> Result<IpNet, TopologyError> {

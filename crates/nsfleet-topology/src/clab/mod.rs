@@ -43,7 +43,8 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     let name_str = lab.string(name)?;
     check_name("lab name", &name_str, MAX_FLEET_NAME).map_err(|m| cx.err(name.span.clone(), m))?;
     let prefix = match doc.get("prefix") {
-        Some(p) if p.is_null() => Some(String::new()),
+        // Empty (null) is containerlab's default, as Go's YAML reads it; "" is no prefix.
+        Some(p) if p.is_null() => None,
         Some(p) => Some(lab.string(p)?),
         None => None,
     };
@@ -54,7 +55,8 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     let nodes = node::read_all(&mut lab, topology, &name_str, prefix.as_deref())?;
 
     let mut groups = Groups::default();
-    for n in &nodes {
+    // A `kind: host` node is the host itself: its link ends are host links.
+    for n in nodes.iter().filter(|n| n.kind != node::Kind::Host) {
         let built = n.build(&mut lab)?;
         groups.add(&cx, Names::One(n.name.clone()), built, &n.spanned_name())?;
     }

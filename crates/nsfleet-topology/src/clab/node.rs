@@ -173,15 +173,8 @@ pub(crate) fn read_all<'a>(
             .or_else(|| group_of(kind_def))
             .or_else(|| group_of(defaults));
         let group_name = group.map(|g| lab.string(g)).transpose()?;
-        let group_def = match (&group_name, group) {
-            (Some(g), Some(at)) => Some(get(groups, g).ok_or_else(|| {
-                lab.err(
-                    at.span.clone(),
-                    format!("node {name}: there is no group {g:?} in topology.groups"),
-                )
-            })?),
-            _ => None,
-        };
+        // A group with no definition is only a label, as in containerlab (for its graph).
+        let group_def = group_name.as_deref().and_then(|g| get(groups, g));
         let layers = [Some(def), group_def, kind_def, defaults]
             .into_iter()
             .flatten()
@@ -278,15 +271,29 @@ impl NodeDecl<'_> {
             && self.first("network-mode").and_then(|m| m.str()) != Some("none")
     }
 
+    /// `mgmt-ipv4` or `mgmt-ipv6`, if given.
     pub fn mgmt_addr(&self, key: &str) -> Option<&Yaml> {
         self.first(key)
+    }
+
+    /// `network-mode`: none (no management network), bridge (the default); host and
+    /// container:NAME put the node in another's network namespace, which would make it
+    /// another lab.
+    fn check_network_mode(&self, lab: &Lab<'_>) -> Result<(), TopologyError> {
+        let Some(m) = self.first("network-mode") else {
+            return Ok(());
+        };
+        match lab.string(m)?.as_str() {
+            "none" | "bridge" => Ok(()),
+            other => Err(lab.err(m.span.clone(), format!("node {}: network-mode {other} shares another network namespace; every nsfleet node has its own (none and bridge are taken)", self.name))),
+        }
     }
 
     /// The first layer's value of `key` that is set.
     fn first(&self, key: &str) -> Option<&Yaml> {
         self.layers
             .iter()
-            .find_map(|l| l.get(key).filter(|v| !v.is_null()))
+            .find_map(|l| l.get(key).filter(|v| !v.is_null() && v.str() != Some("")))
     }
 
     /// A map key merged over the layers, the most specific winning.
@@ -353,19 +360,47 @@ impl NodeDecl<'_> {
 
     /// The node configuration this node becomes (bridges and the host have none).
     pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
-        if self.kind == Kind::Bridge || self.kind == Kind::Host {
+        if self.kind == Kind::Bridge {
             return Ok(crate::parse::switch_config());
         }
-        let cx = lab.cx;
-        let at = self.at.clone();
-        let text = |s: &str, at: &Range<usize>| Spanned::new(at.clone(), s.to_string());
+        self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
+        let frr = self.frr(lab, &binds)?;
+        let keys = self.keys(lab, frr.as_ref())?;
+        let mut built = config::build(lab.cx, &[&keys], None)?;
+        let c = &mut built.config;
+        if let (Some(_), Some(script)) = (&frr, self.exec_script(lab)?) {
+            // Once FRR has read its configuration, as the image's entrypoint has by the
+            // time containerlab runs exec lines.
+            if let Some(last) = c.commands.last_mut() {
+                last.push('\n');
+                last.push_str(script.get_ref());
+            }
+        }
+        for (b, at) in &binds {
+            config::check_bind(b, &c.dirs).map_err(|m| lab.err(at.clone(), m))?;
+        }
+        c.binds = binds.into_iter().map(|(b, _)| b).collect();
+        c.env = self.env(lab)?;
+        c.aliases = Some(self.container.clone())
+            .filter(|a| *a != self.name)
+            .into_iter()
+            .collect();
+        c.clab = Some(self.declared(lab)?);
+        Ok(built)
+    }
+
+    /// What the node is as nsfleet's node keys (whose checks it then goes through): its
+    /// host name, private folders (a container's own /tmp, `tmpfs`), sysctls, FRR or
+    /// its commands.
+    fn keys(&self, lab: &mut Lab<'_>, frr: Option<&Frr>) -> Result<NodeKeys, TopologyError> {
+        let text = |s: &str, at: &Range<usize>| Spanned::new(at.clone(), s.to_string());
         let mut keys = NodeKeys {
             hostname: Some(match self.first("hostname") {
                 Some(h) => text(&template::literal(&lab.string(h)?), &h.span),
-                None => text(&self.name, &at),
+                None => text(&self.name, &self.at),
             }),
-            dirs: vec![text("/tmp", &at)],
+            dirs: vec![text("/tmp", &self.at)],
             ..NodeKeys::default()
         };
         for (path, _, at) in self.merged_map(lab, "tmpfs")? {
@@ -375,61 +410,38 @@ impl NodeDecl<'_> {
             keys.sysctls
                 .insert(k, Spanned::new(at, toml::Value::String(v)));
         }
-        let frr = self.frr(lab, &binds)?;
-        if let Some((config, daemons)) = &frr {
+        let main = self.main_command(lab)?;
+        if let Some((config, daemons)) = frr {
             keys.kind = Some(text("frr", &self.kind_at));
             keys.config = Some(config.clone());
             keys.daemons = daemons.iter().map(|d| text(d, &config.span())).collect();
-        }
-        let exec = self.exec_script(lab)?;
-        match (&frr, self.main_command(lab)?) {
-            (None, Some(main)) => keys.commands.push(main),
-            (Some(_), Some(main)) => lab.warn(
-                main.span(),
-                format!(
+            if let Some(main) = main {
+                let m = format!(
                     "node {}: `cmd` and `entrypoint` are not run: the node runs the host's FRR",
                     self.name
-                ),
-            ),
-            _ => {}
-        }
-        if frr.is_none() {
-            if let Some(sc) = self.first("startup-config") {
-                lab.warn(sc.span.clone(), format!("node {}: `startup-config` is not applied to a linux node (bind its files, or use kind frr)", self.name));
+                );
+                lab.warn(main.span(), m);
             }
-            keys.commands.extend(exec.clone());
+            return Ok(keys);
         }
-        let mut built = config::build(cx, &[&keys], None)?;
-        if let (Some(_), Some(script)) = (&frr, exec) {
-            // Once FRR has read its configuration, as the image's entrypoint has by the
-            // time containerlab runs exec lines.
-            if let Some(last) = built.config.commands.last_mut() {
-                last.push('\n');
-                last.push_str(script.get_ref());
-            }
+        if let Some(sc) = self.first("startup-config") {
+            let m = format!("node {}: `startup-config` is not applied to a linux node (bind its files, or use kind frr)", self.name);
+            lab.warn(sc.span.clone(), m);
         }
-        let c = &mut built.config;
-        for b in &binds {
-            config::check_bind(&b.0, &c.dirs).map_err(|m| lab.err(b.1.clone(), m))?;
-        }
-        c.binds = binds.into_iter().map(|(b, _)| b).collect();
-        c.env = self.env(lab)?;
-        c.aliases = vec![self.container.clone()]
-            .into_iter()
-            .filter(|a| *a != self.name)
-            .collect();
-        let labels = self
-            .merged_map(lab, "labels")?
-            .into_iter()
-            .map(|(k, v, _)| (k, v))
-            .collect();
-        c.clab = Some(ClabNode {
+        keys.commands.extend(main);
+        keys.commands.extend(self.exec_script(lab)?);
+        Ok(keys)
+    }
+
+    /// The node as the file declares it, for `inspect`.
+    fn declared(&self, lab: &Lab<'_>) -> Result<ClabNode, TopologyError> {
+        let labels = self.merged_map(lab, "labels")?;
+        Ok(ClabNode {
             container: self.container.clone(),
             kind: self.kind_name.clone(),
             image: self.first("image").map(|i| lab.string(i)).transpose()?,
-            labels,
-        });
-        Ok(built)
+            labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
+        })
     }
 
     /// `entrypoint` and `cmd`, as the container's main process would run them.
@@ -497,17 +509,7 @@ impl NodeDecl<'_> {
             labels.push((k, v));
         }
         for (k, v) in labels {
-            let key: String = k
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() {
-                        c.to_ascii_uppercase()
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            env.push((format!("CLAB_LABEL_{key}"), v));
+            env.push((label_variable(&k), v));
         }
         for (k, v, at) in self.merged_map(lab, "env")? {
             let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
@@ -524,10 +526,11 @@ impl NodeDecl<'_> {
         Ok(env)
     }
 
-    /// `binds` merged over the layers: one per target (the most specific wins), in
-    /// containerlab's order (sorted), each with where it is written.
+    /// `binds` merged over the layers: one per target (the most specific wins), a folder
+    /// before what is bound inside it (as Docker mounts them), each with where it is
+    /// written.
     fn binds(&self, lab: &Lab<'_>) -> Result<Vec<(Bind, Range<usize>)>, TopologyError> {
-        let mut out: Vec<(Bind, String, Range<usize>)> = Vec::new();
+        let mut out: Vec<(Bind, Range<usize>)> = Vec::new();
         for (spec, at) in self.merged_list(lab, "binds")? {
             let parts: Vec<&str> = spec.split(':').collect();
             let (source, target, mode) = match parts[..] {
@@ -549,14 +552,45 @@ impl NodeDecl<'_> {
             }
             let bind = Bind {
                 source,
-                target: target.to_string(),
+                target: host_view(target),
                 read_only,
             };
-            out.retain(|(b, _, _)| b.target != bind.target);
-            out.push((bind, spec, at));
+            out.retain(|(b, _)| b.target != bind.target);
+            out.push((bind, at));
         }
-        out.sort_by(|a, b| a.1.cmp(&b.1));
-        Ok(out.into_iter().map(|(b, _, at)| (b, at)).collect())
+        out.sort_by(|(a, _), (b, _)| {
+            let depth = |t: &str| t.matches('/').count();
+            (depth(&a.target), &a.target).cmp(&(depth(&b.target), &b.target))
+        });
+        for (i, (b, at)) in out.iter().enumerate() {
+            // Inside another bind, the mount point must be there already: making one
+            // would write into the host's folder.
+            let outer = out[..i]
+                .iter()
+                .find(|(o, _)| b.target.starts_with(&format!("{}/", o.target)));
+            if let Some((o, _)) = outer {
+                let inside = format!("{}{}", o.source, &b.target[o.target.len()..]);
+                if !Path::new(&inside).exists() {
+                    return Err(lab.err(at.clone(), format!("bind target {} is inside the bind of {} to {}, which has no {inside} to mount over (nsfleet never creates files on the host)", b.target, o.source, o.target)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The file a node has at `path` through its binds: bound there, or inside a bound
+    /// folder (`config/r1:/etc/frr` gives `/etc/frr/frr.conf`).
+    fn bound_file<'b>(
+        &self,
+        binds: &'b [(Bind, Range<usize>)],
+        path: &str,
+    ) -> Option<(String, &'b Range<usize>)> {
+        binds.iter().rev().find_map(|(b, at)| {
+            let rest = path.strip_prefix(&b.target)?;
+            let source = format!("{}{rest}", b.source);
+            (rest.is_empty() || rest.starts_with('/') && Path::new(&source).is_file())
+                .then_some((source, at))
+        })
     }
 
     /// FRR's configuration and daemons, if the node runs FRR: kind frr (its
@@ -570,12 +604,16 @@ impl NodeDecl<'_> {
             .first("image")
             .and_then(|i| i.str())
             .unwrap_or_default();
-        let frr_image = image.split(':').next().unwrap_or("").rsplit('/').next() == Some("frr");
+        // registry:port/frrouting/frr:tag@digest -> frr
+        let last = image.rsplit('/').next().unwrap_or("");
+        let frr_image = last.split(['@', ':']).next() == Some("frr");
         if self.kind != Kind::Frr && !(self.kind == Kind::Linux && frr_image) {
             return Ok(None);
         }
-        let bound = |target: &str| binds.iter().find(|(b, _)| b.target == target);
-        let (config, text) = match (self.first("startup-config"), bound("/etc/frr/frr.conf")) {
+        let (config, text) = match (
+            self.first("startup-config"),
+            self.bound_file(binds, "/etc/frr/frr.conf"),
+        ) {
             (Some(sc), _) if self.kind == Kind::Frr => {
                 let s = self.magic(&lab.string(sc)?);
                 if s.contains('\n') {
@@ -594,12 +632,9 @@ impl NodeDecl<'_> {
                     )
                 }
             }
-            (_, Some((b, at))) => {
-                let text = config::read_source(&b.source).map_err(|m| lab.err(at.clone(), m))?;
-                (
-                    Spanned::new(at.clone(), toml::Value::String(b.source.clone())),
-                    text,
-                )
+            (_, Some((source, at))) => {
+                let text = config::read_source(&source).map_err(|m| lab.err(at.clone(), m))?;
+                (Spanned::new(at.clone(), toml::Value::String(source)), text)
             }
             _ => {
                 let empty = toml::map::Map::from_iter([(
@@ -612,9 +647,9 @@ impl NodeDecl<'_> {
                 )
             }
         };
-        let daemons = match bound("/etc/frr/daemons") {
-            Some((b, at)) => {
-                let text = config::read_source(&b.source).map_err(|m| lab.err(at.clone(), m))?;
+        let daemons = match self.bound_file(binds, "/etc/frr/daemons") {
+            Some((source, at)) => {
+                let text = config::read_source(&source).map_err(|m| lab.err(at.clone(), m))?;
                 daemons_enabled(&text)
             }
             None => daemons_configured(&text),
@@ -623,8 +658,31 @@ impl NodeDecl<'_> {
     }
 }
 
+/// A node path as the host resolves its folders (`/var/run/x` is `/run/x`), so that the
+/// checks of where a bind may go see what the node will.
+fn host_view(target: &str) -> String {
+    let path = Path::new(target);
+    let real = (path.parent()).and_then(|p| std::fs::canonicalize(p).ok());
+    match (real, path.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name).display().to_string(),
+        _ => target.to_string(),
+    }
+}
+
 /// FRR's configuration (as the `config` key takes it) and the daemons it runs.
 type Frr = (Spanned<toml::Value>, Vec<String>);
+
+/// The variable containerlab exports a label as: `clab-node-kind` is `CLAB_LABEL_CLAB_NODE_KIND`.
+fn label_variable(label: &str) -> String {
+    let upper = label.chars().map(|c| {
+        if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        }
+    });
+    format!("CLAB_LABEL_{}", upper.collect::<String>())
+}
 
 /// The daemons an FRR `daemons` file turns on (`ospfd=yes`).
 fn daemons_enabled(text: &str) -> Vec<String> {
@@ -673,8 +731,8 @@ fn daemons_configured(conf: &str) -> Vec<String> {
 }
 
 /// Splits a line into words as google/shlex (containerlab's exec) does: blanks separate
-/// words; single quotes keep everything; double quotes keep all but `\"` and `\\`; a
-/// backslash escapes the next character; `#` at a word's start begins a comment.
+/// words; single quotes keep everything; a backslash escapes the next character, in
+/// double quotes too; `#` at a word's start begins a comment.
 pub(crate) fn shlex(line: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut cur: Option<String> = None;
@@ -700,12 +758,7 @@ pub(crate) fn shlex(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('"') => break,
                         Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => w.push(c),
-                            Some('\n') => {}
-                            Some(c) => {
-                                w.push('\\');
-                                w.push(c);
-                            }
+                            Some(c) => w.push(c),
                             None => return Err(format!("unclosed \" in {line:?}")),
                         },
                         Some(c) => w.push(c),
