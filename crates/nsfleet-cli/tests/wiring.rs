@@ -377,11 +377,12 @@ b = {{ at = "b:eth0", addrs = ["10.0.0.2/24"] }}
 #[test]
 fn a_kernel_error_half_way_rolls_back_everything_and_names_the_line() {
     let env = Env::new("rollback");
-    // The host already has an interface of the name the host link wants: the kernel
-    // refuses it in the Wire phase, after every namespace exists.
+    // The host already has an interface of the name the host link wants: refused before
+    // anything exists, and the look-alike is not touched.
     let taken = HostIface::look_alike(&host_ifname("rb"));
-    let text = format!(
-        r#"
+    let topology = |host_iface: &str, host_addrs: &str| {
+        format!(
+            r#"
 [fleet]
 name = "rb"
 
@@ -391,26 +392,41 @@ count = 20
 
 [[node]]
 name = "mgmt"
-host_link = {{ iface = "m0", host_iface = "{}" }}
-"#,
-        taken.0
-    );
-    let f = env.file("rb.toml", &text);
+host_link = {{ iface = "m0", host_iface = "{host_iface}", host_addrs = [{host_addrs}] }}
+"#
+        )
+    };
+    let f = env.file("rb.toml", &topology(&taken.0, ""));
     let before = netns_count();
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("nothing was created"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "host interface {} already exists on the host (topology line 11)",
+            taken.0
+        )),
+        "{err}"
+    );
+    assert!(
+        host_has(&taken.0),
+        "the look-alike on the host is untouched"
+    );
+    // An address the kernel refuses on the host's end (a multicast one), in the Wire
+    // phase, after every namespace exists.
+    let fresh = host_ifname("rc");
+    let f = env.file("rc.toml", &topology(&fresh, "\"ff02::1234/64\""));
     let out = env.run(&["up", f.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(err.contains("rolled back"), "{err}");
     assert!(
-        err.contains(&format!("host:{} (topology line 11)", taken.0)),
+        err.contains(&format!("host:{fresh} (topology line 11)")),
         "{err}"
     );
-    assert!(err.contains("File exists"), "{err}");
     assert!(env.fleet_dirs().is_empty(), "no run folder left");
-    assert!(
-        host_has(&taken.0),
-        "the look-alike on the host is untouched"
-    );
+    assert!(!host_has(&fresh), "the host link is gone");
     assert!(netns_count() <= before, "no namespace left behind");
 
     // A gateway that no address makes reachable: the kernel refuses the route, in the

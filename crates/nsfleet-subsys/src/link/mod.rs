@@ -88,8 +88,10 @@ impl<K: LinkKind> Subsystem for Wired<K> {
         let ifaces: Vec<&Iface> = (node.wiring().ifaces.iter())
             .filter(|i| self.0.makes(i))
             .collect();
+        // Errors name the interface as the kernel's errors do: with its topology line.
+        let named = |i: &Iface, e: anyhow::Error| e.context(self.0.describe(node, i));
         for i in &ifaces {
-            self.0.prepare(node, i)?;
+            self.0.prepare(node, i).map_err(|e| named(i, e))?;
         }
         let at = At {
             node,
@@ -102,7 +104,7 @@ impl<K: LinkKind> Subsystem for Wired<K> {
             |i| self.0.describe(node, i),
         )?;
         for i in &ifaces {
-            self.0.finish(node, i)?;
+            self.0.finish(node, i).map_err(|e| named(i, e))?;
         }
         Ok(())
     }
