@@ -282,6 +282,7 @@ fn inheritance_and_extended_links_are_containerlab_s() {
         "name: {name}
 mgmt:
   ipv4-subnet: 172.31.73.0/24
+  ipv6-subnet: 3fff:172:31:73::/64
 topology:
   defaults:
     kind: linux
@@ -313,6 +314,9 @@ topology:
     - type: host
       endpoint: {{node: y, interface: uplink}}
       host-interface: {hif}
+    - type: mgmt-net
+      endpoint: {{node: x, interface: m1}}
+      host-interface: x-m1
 "
     );
     let (guard, file) = deploy(&env, &name, &text);
@@ -368,6 +372,30 @@ topology:
         "{json}"
     );
     assert_eq!(json[&name][1]["ipv4_address"], "172.31.73.2/24", "{json}");
+    assert_eq!(x["ipv6_address"], "3fff:172:31:73::2/64", "{json}");
+    // A mgmt-net end is a port of the management network: x reaches y's eth0 through it.
+    env.ok(&[
+        "exec",
+        &name,
+        "x",
+        "--",
+        "ip",
+        "addr",
+        "add",
+        "172.31.73.99/32",
+        "dev",
+        "m1",
+    ]);
+    env.ok(&[
+        "exec", &name, "x", "--", "ip", "link", "set", "eth0", "down",
+    ]);
+    until_ok(
+        &env,
+        &name,
+        "x",
+        &["ping", "-c1", "-W1", "-I", "m1", "172.31.73.2"],
+        Duration::from_secs(10),
+    );
     destroy(&env, guard, &file, &hif);
     assert!(!host_has_link(&hif));
 }

@@ -83,7 +83,22 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     }
     a.up.file = Some(file);
     a.up.format = Some(Format::Clab);
-    super::up::up(a.up)
+    let (json, run_dir) = (a.up.json, a.up.run_dir.clone());
+    super::up::up(a.up)?;
+    if json {
+        return Ok(());
+    }
+    // As containerlab ends a deploy: the lab's table.
+    inspect(InspectArgs {
+        lab: Lab {
+            topo: None,
+            name: Some(name),
+            all: false,
+        },
+        json: false,
+        wide: false,
+        run_dir,
+    })
 }
 
 /// Which lab: the one a file names, one by name, or every one.

@@ -173,7 +173,13 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         human_bytes(r.kernel_bytes / r.nodes.max(1) as i64)
     );
     let first = topo.nodes().next().map(|n| n.name).unwrap_or_default();
-    println!("  next: nsfleet status {name} | nsfleet exec {name} {first} -- ip addr | nsfleet down {name}");
+    let clab = topo.groups.iter().any(|g| g.config.clab.is_some());
+    let (status, down) = if clab {
+        ("inspect --name", "destroy --name")
+    } else {
+        ("status", "down")
+    };
+    println!("  next: nsfleet {status} {name} | nsfleet exec {name} {first} -- ip addr | nsfleet {down} {name}");
 }
 
 /// A progress bar on a terminal; nothing when stderr is piped.
