@@ -62,6 +62,10 @@ enum Command {
         /// Print the result as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Validate the file and check it against this machine, then stop: nothing is
+        /// created.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
     /// for `up`).
@@ -90,6 +94,10 @@ enum Command {
         engine: EngineArgs,
         #[arg(long)]
         json: bool,
+        /// Validate the file and check it against this machine, then stop: nothing is
+        /// created.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Take a containerlab lab down (containerlab's verb for `down`): returns once the
     /// kernel has reclaimed every namespace. Nothing is left on the host.
@@ -551,6 +559,7 @@ fn main() {
             name,
             engine,
             json,
+            dry_run,
         } => cmd::up::up(cmd::up::UpArgs {
             file,
             format,
@@ -559,12 +568,14 @@ fn main() {
             max_unreclaimed: engine.max_unreclaimed,
             run_dir,
             json,
+            dry_run,
         }),
         Command::Deploy {
             topo,
             reconfigure,
             engine,
             json,
+            dry_run,
         } => cmd::clab::deploy(cmd::clab::DeployArgs {
             topo,
             reconfigure,
@@ -576,6 +587,7 @@ fn main() {
                 max_unreclaimed: engine.max_unreclaimed,
                 run_dir,
                 json,
+                dry_run,
             },
         }),
         Command::Destroy {

@@ -404,7 +404,7 @@ topology:
 const BAD: &[(&str, &str, usize, &str)] = &[
     ("yaml", "name: x\ntopology:\n  nodes: [a\n", 4, "YAML:"),
     ("no-name", "topology:\n  nodes:\n    a: {kind: linux}\n", 1, "missing `name`"),
-    ("vendor", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n    srl1:\n      kind: nokia_srlinux\n", 6, "node srl1: kind nokia_srlinux runs a vendor's network OS"),
+    ("vendor", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n    srl1:\n      kind: nokia_srlinux\n", 6, "node srl1: kind nokia_srlinux needs its vendor's image"),
     ("vendor-by-group", "name: x\ntopology:\n  groups:\n    spines: {kind: ceos}\n  nodes:\n    s1: {group: spines}\n", 4, "node s1: kind ceos"),
     ("no-kind", "name: x\ntopology:\n  nodes:\n    a: {image: alpine}\n", 4, "node a has no kind"),
     ("missing-node", "name: x\ntopology:\n  nodes:\n    a: {kind: linux}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n", 6, "there is no node \"b\""),

@@ -67,7 +67,7 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     let file = topology_file(a.topo.as_deref())?;
     let name = lab_name(&file)?;
     let rd = RunDir::new(&a.up.run_dir);
-    if rd.record(&name).is_some() {
+    if rd.record(&name).is_some() && !a.up.dry_run {
         // The new file is read and checked before the running lab goes.
         let draft = topology::read_file(&file, Some(Format::Clab))?;
         nsfleet::subsys::probe::validate(draft)?;
@@ -83,9 +83,9 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     }
     a.up.file = Some(file);
     a.up.format = Some(Format::Clab);
-    let (json, run_dir) = (a.up.json, a.up.run_dir.clone());
+    let (quiet, run_dir) = (a.up.json || a.up.dry_run, a.up.run_dir.clone());
     super::up::up(a.up)?;
-    if json {
+    if quiet {
         return Ok(());
     }
     // As containerlab ends a deploy: the lab's table.

@@ -21,6 +21,8 @@ pub struct UpArgs {
     pub max_unreclaimed: usize,
     pub run_dir: PathBuf,
     pub json: bool,
+    /// Validate and check against this machine, then stop: nothing is created.
+    pub dry_run: bool,
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -42,6 +44,15 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         bail!("up creates network and PID namespaces: run it as root");
     }
     preflight(&topo)?;
+    if a.dry_run {
+        let links: usize = topo.wiring.iter().map(|w| w.ifaces.len()).sum();
+        println!(
+            "fleet {:?} is valid: {} nodes, {links} interfaces; nothing was created (--dry-run)",
+            topo.name,
+            topo.node_count()
+        );
+        return Ok(());
+    }
     let rd = RunDir::new(&a.run_dir);
 
     // From the claim until the supervisor is recorded, a Ctrl-C would leave a folder that

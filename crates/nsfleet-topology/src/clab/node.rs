@@ -251,13 +251,13 @@ fn resolve_kind(
         return Ok(*k);
     }
     let why = if VENDOR.contains(&lower.as_str()) {
-        format!("kind {kind} runs a vendor's network OS from its container image, and nsfleet runs no images, only the host's own software")
+        format!("kind {kind} needs its vendor's image (a network OS, or a VM in a container), and nsfleet runs no images")
     } else if let Some((_, why)) = OTHER.iter().find(|(n, _)| *n == lower) {
         format!("kind {kind}: {why}, and nsfleet has no container engine")
     } else {
         format!("unknown kind {kind:?}")
     };
-    Err(lab.err(at, format!("node {node}: {why}; nsfleet runs kinds linux, frr, bridge and host (and linux nodes with FRR's image run the host's FRR)")))
+    Err(lab.err(at, format!("node {node}: {why}; it runs the host's own software: kinds linux (FRR's image too), frr, bridge, host")))
 }
 
 impl NodeDecl<'_> {
