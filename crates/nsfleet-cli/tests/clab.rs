@@ -444,6 +444,11 @@ fn keys_nsfleet_does_not_apply_are_warned_about_with_their_line() {
         "lab.yaml.txt",
         &format!("name: {name}\nmgmt: {{ipv4-subnet: 172.31.74.0/24}}\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1GB\n      colour: blue\n"),
     );
+    let dry = env.ok(&["up", "--format", "clab", "--dry-run", f.to_str().unwrap()]);
+    assert!(
+        dry.contains("is valid") && env.fleet_dirs().is_empty(),
+        "{dry}"
+    );
     let guard = Fleet {
         env: &env,
         name: name.clone(),
