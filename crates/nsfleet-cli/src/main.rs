@@ -149,7 +149,8 @@ enum Command {
     Exec {
         /// The fleet: its [fleet] name, or the --name it was brought up with.
         name: String,
-        /// The node to run in, by name (`nsfleet status NAME` lists them).
+        /// The node to run in, by name (`nsfleet status NAME` lists them), or by its
+        /// containerlab container name (clab-LAB-NODE).
         node: String,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]

@@ -170,6 +170,16 @@ impl NodeTable {
             .map(|i| &self.list[self.by_name[i] as usize])
     }
 
+    /// A node by its name or one of its other names (containerlab's container name).
+    /// Another name is searched for (a node's aliases are few, and exec is rare).
+    pub fn find(&self, name: &str) -> Option<&Arc<Node>> {
+        self.get(name).or_else(|| {
+            self.list
+                .iter()
+                .find(|n| n.config().aliases.iter().any(|a| a == name))
+        })
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Node>> {
         self.list.iter()
     }

@@ -418,7 +418,7 @@ impl Supervisor {
     fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
         let nodes = self.fleet.nodes();
         let world = |n: &Node| n.inspect::<Procs, _>(self.defaults.process, Procs::world_pidfd);
-        let found = nodes.get(node).map(|n| match world(n).flatten() {
+        let found = nodes.find(node).map(|n| match world(n).flatten() {
             Some(pidfd) => (n, Some(pidfd), true),
             None => (n, n.dup_netns(), false),
         });
