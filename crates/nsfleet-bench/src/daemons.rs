@@ -117,8 +117,14 @@ fn frr_grid_lab(cli: &Cli, rows: u64, cols: u64) -> anyhow::Result<String> {
         cli.file(&format!("r{i}.conf"), &conf)?;
         nodes.push_str(&format!("    r{i}: {{startup-config: r{i}.conf}}\n"));
     }
+    // containerlab's management /24 has 253 node addresses.
+    let mgmt = if rows * cols > 250 {
+        "mgmt:\n  ipv4-subnet: 172.20.0.0/16\n  ipv6-subnet: 3fff:172:20:20::/64\n"
+    } else {
+        ""
+    };
     let text = format!(
-        "name: bench\ntopology:\n  kinds:\n    frr:\n      image: quay.io/frrouting/frr:10.5.1\n  defaults:\n    kind: frr\n  nodes:\n{nodes}  links:\n{yaml_links}"
+        "name: bench\n{mgmt}topology:\n  kinds:\n    frr:\n      image: quay.io/frrouting/frr:10.5.1\n  defaults:\n    kind: frr\n  nodes:\n{nodes}  links:\n{yaml_links}"
     );
     cli.file("bench.clab.yml", &text)
 }

@@ -150,8 +150,9 @@ impl Mgmt {
                         return Err(lab.err(
                             self.at.clone(),
                             format!(
-                                "management subnet {net} has no address left for node {}",
-                                n.name
+                                "management subnet {net} has no address left for node {} (mgmt.ipv{}-subnet: give a larger one)",
+                                n.name,
+                                if net.addr.is_ipv4() { 4 } else { 6 }
                             ),
                         ));
                     }
