@@ -187,6 +187,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pull a link's cable and plug it back, on a live fleet; or look at the link.
+    ///
+    /// `down` takes the end NODE:IFACE down: its peer loses carrier (NO-CARRIER), as a
+    /// port whose cable is pulled; addresses stay. `up` plugs it back. Without either,
+    /// shows both ends (up, carrier, counters) and the impairment.
+    ///
+    ///   nsfleet link lab r1:eth1 down
+    ///   nsfleet link lab r1:eth1            # r1:eth1 DOWN ...; peer r2:eth1 UP, NO-CARRIER
+    ///   nsfleet link lab r1:eth1 up
+    #[command(verbatim_doc_comment)]
+    Link {
+        /// The fleet.
+        name: String,
+        /// One end of the link, as NODE:IFACE (`nsfleet status NAME` lists them).
+        target: String,
+        /// down (pull the cable) or up (plug it back); nothing to look.
+        #[arg(value_parser = ["down", "up"])]
+        action: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Send packets between nodes with the traffic generator (pktgen's model: a pinned
     /// thread per core, devices spread over them), then report sent and delivered packets.
     ///
@@ -666,6 +687,18 @@ fn main() {
             })
         }
         Command::Gen(g) => g.run(run_dir),
+        Command::Link {
+            name,
+            target,
+            action,
+            json,
+        } => cmd::link::link(cmd::link::LinkArgs {
+            name,
+            target,
+            action,
+            json,
+            run_dir,
+        }),
         Command::Clean { name, all } => {
             cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir })
         }

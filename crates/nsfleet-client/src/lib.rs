@@ -11,6 +11,7 @@ pub mod down;
 pub mod exec;
 pub mod gen;
 pub mod impair;
+pub mod link;
 pub mod report;
 pub mod status;
 pub mod up;

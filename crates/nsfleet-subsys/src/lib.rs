@@ -3,6 +3,7 @@
 //! line in [`register_defaults`].
 
 pub mod addresses;
+pub mod cable;
 pub mod forwarding;
 pub mod impair;
 pub mod ipv6_dad;

@@ -38,6 +38,13 @@ pub enum Request {
         iface: String,
         impair: Option<Impair>,
     },
+    /// Take one end of a link down as a pulled cable (`up: false`), put it back (`true`),
+    /// or only read it (`None`); the reply has both ends' state.
+    Link {
+        node: String,
+        iface: String,
+        up: Option<bool>,
+    },
     /// Traffic generator commands (pktgen's, see nsfleet_traffic::params), applied in order
     /// once all are checked; the reply reports every thread and device. No commands: only
     /// the report.
@@ -72,6 +79,15 @@ pub enum Reply {
         /// The node's environment variables (its `env`), which its commands have too.
         #[serde(default)]
         env: Vec<(String, String)>,
+    },
+    /// A link's two ends as the kernel has them (the far one when it is a node's).
+    Link {
+        end: nsfleet_subsys::cable::EndState,
+        far: Option<nsfleet_subsys::cable::EndState>,
+        /// The far end's name on the host, for a host link.
+        #[serde(default)]
+        host: Option<String>,
+        impair: Option<Impair>,
     },
     Impaired {
         node: String,

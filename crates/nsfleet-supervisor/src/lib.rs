@@ -24,6 +24,7 @@ use crate::traffic::Traffic;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
 use nsfleet_core::{Fleet, FleetOptions, Holding, Node, Phase};
+use nsfleet_subsys::cable;
 use nsfleet_subsys::impair::{Impaired, Impairments};
 use nsfleet_subsys::process::Procs;
 use nsfleet_subsys::{register_defaults, Defaults};
@@ -406,6 +407,13 @@ impl Supervisor {
                 threads,
                 sink,
             }) => reply(&self.gen(&commands, threads, sink)),
+            Ok(Request::Link { node, iface, up }) => reply(
+                &self
+                    .link(&node, &iface, up)
+                    .unwrap_or_else(|e| Reply::Error {
+                        message: format!("{e:#}"),
+                    }),
+            ),
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
                 let _ = self.shutdown.send(Shutdown {
@@ -465,6 +473,52 @@ impl Supervisor {
                 message: format!("{e:#}"),
             },
         }
+    }
+
+    /// `nsfleet link`: one end down or up, then both ends' state.
+    fn link(&self, node: &str, iface: &str, up: Option<bool>) -> anyhow::Result<Reply> {
+        self.known_node(node)?;
+        let i = iface.to_string();
+        let (end, far) = self.fleet.on_node(node, move |cx| {
+            Ok((cable::set(cx, &i, up)?, cable::far_end(cx, &i)))
+        })?;
+        let (far, host) = match far {
+            cable::Far::Node(n, f) => {
+                let state = self.fleet.on_node(&n, move |cx| cable::set(cx, &f, None))?;
+                (Some(state), None)
+            }
+            cable::Far::Host(h) => (None, Some(h)),
+            cable::Far::None => (None, None),
+        };
+        let impair = (self.fleet.nodes().get(node))
+            .and_then(|n| n.inspect::<Impaired, _>(self.defaults.impair, Clone::clone))
+            .and_then(|all| {
+                all.into_iter()
+                    .find(|(f, _)| f == iface)
+                    .map(|(_, imp)| imp)
+            });
+        Ok(Reply::Link {
+            end,
+            far,
+            host,
+            impair,
+        })
+    }
+
+    /// An error naming the closest nodes when the fleet has no node `node`.
+    fn known_node(&self, node: &str) -> anyhow::Result<()> {
+        let nodes = self.fleet.nodes();
+        if nodes.get(node).is_some() {
+            return Ok(());
+        }
+        let names: Vec<&str> = nodes.iter().map(|n| n.name()).collect();
+        let close = cable::closest(node, &names);
+        let hint = if close.is_empty() {
+            String::new()
+        } else {
+            format!(": did you mean {}?", close.join(" or "))
+        };
+        anyhow::bail!("fleet {:?} has no node {node:?}{hint}", self.name)
     }
 
     fn gen(&self, commands: &[Command], threads: Option<usize>, sink: bool) -> Reply {

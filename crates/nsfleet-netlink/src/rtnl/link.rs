@@ -11,6 +11,9 @@ const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
 const IFLA_MASTER: u16 = 10;
+const IFLA_OPERSTATE: u16 = 16;
+const IFLA_STATS64: u16 = 23;
+const IFLA_CARRIER: u16 = 33;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_IFALIAS: u16 = 20;
 const IFLA_AF_SPEC: u16 = 26;
@@ -233,12 +236,59 @@ pub fn get_link_by_name(b: &mut Batch, seq: u32, name: &str) {
         .end();
 }
 
+/// A request for the description of the link with `index`.
+pub fn get_link(b: &mut Batch, seq: u32, index: i32) {
+    b.begin(RTM_GETLINK, 0, seq)
+        .header(&ifinfomsg(index, 0, 0))
+        .end();
+}
+
 /// What nsfleet reads back about a link.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkInfo {
     pub index: i32,
     pub name: String,
     pub alias: Option<String>,
+    /// The ifinfomsg flags (IFF_UP, IFF_RUNNING, IFF_LOWER_UP, ...).
+    pub flags: u32,
+    /// Whether the link has carrier (its peer is up, for a veth).
+    pub carrier: Option<bool>,
+    /// RFC 2863 operational state: 2 down, 6 up, 0 unknown (IF_OPER_*).
+    pub operstate: u8,
+    pub stats: LinkStats,
+}
+
+/// The link's counters (the first eight of struct rtnl_link_stats64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+impl LinkStats {
+    fn parse(v: &[u8]) -> Option<LinkStats> {
+        let n = |k: usize| {
+            Some(u64::from_ne_bytes(
+                v.get(8 * k..8 * k + 8)?.try_into().ok()?,
+            ))
+        };
+        Some(LinkStats {
+            rx_packets: n(0)?,
+            tx_packets: n(1)?,
+            rx_bytes: n(2)?,
+            tx_bytes: n(3)?,
+            rx_errors: n(4)?,
+            tx_errors: n(5)?,
+            rx_dropped: n(6)?,
+            tx_dropped: n(7)?,
+        })
+    }
 }
 
 pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
@@ -247,6 +297,7 @@ pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
     }
     let mut info = LinkInfo {
         index: i32::from_ne_bytes(m.payload[4..8].try_into().ok()?),
+        flags: u32::from_ne_bytes(m.payload[8..12].try_into().ok()?),
         ..LinkInfo::default()
     };
     let text = |v: &[u8]| {
@@ -257,6 +308,9 @@ pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
         match ty {
             IFLA_IFNAME => info.name = text(v),
             IFLA_IFALIAS => info.alias = Some(text(v)),
+            IFLA_CARRIER => info.carrier = v.first().map(|c| *c != 0),
+            IFLA_OPERSTATE => info.operstate = v.first().copied().unwrap_or(0),
+            IFLA_STATS64 => info.stats = LinkStats::parse(v).unwrap_or_default(),
             _ => {}
         }
     }

@@ -1,0 +1,94 @@
+//! A live fleet: cables pulled and plugged back while it runs, seen from both ends, and
+//! bad names answered with the closest existing ones.
+
+mod harness;
+
+use harness::*;
+use std::time::{Duration, Instant};
+
+/// `ip -o link show IFACE` in a node.
+fn link_line(env: &Env, fleet: &str, node: &str, iface: &str) -> String {
+    env.ok(&["exec", fleet, node, "--", "ip", "-o", "link", "show", iface])
+}
+
+fn pings(env: &Env, fleet: &str, node: &str, to: &str) -> bool {
+    env.run(&["exec", fleet, node, "--", "ping", "-c1", "-W1", to])
+        .status
+        .success()
+}
+
+#[test]
+fn a_pulled_cable_takes_carrier_from_the_peer_and_plugging_it_back_restores_the_link() {
+    let env = Env::new("cable");
+    let _fleet = env.up("[fleet]\nname = \"cb\"\n[[generate]]\nkind = \"line\"\ncount = 3\npool = \"10.2.0.0/16\"\n");
+    assert!(pings(&env, "cb", "r1", "10.2.0.2"));
+    let out = env.ok(&["link", "cb", "r2:eth0", "down"]);
+    assert!(
+        out.contains("r2:eth0  DOWN") && out.contains("peer r1:eth0  UP, NO-CARRIER"),
+        "{out}"
+    );
+    // The kernel's own view, from the peer: carrier gone, still administratively up.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !link_line(&env, "cb", "r1", "eth0").contains("NO-CARRIER") {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            link_line(&env, "cb", "r1", "eth0")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !pings(&env, "cb", "r1", "10.2.0.2"),
+        "no packet crosses a pulled cable"
+    );
+    // Addresses stay, as on an unplugged port; the other links are untouched.
+    let r2 = env.ok(&[
+        "exec", "cb", "r2", "--", "ip", "-br", "addr", "show", "eth0",
+    ]);
+    assert!(r2.contains("10.2.0.2/30"), "{r2}");
+    assert!(pings(&env, "cb", "r3", "10.2.0.5"));
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["link", "cb", "r1:eth0", "--json"])).unwrap();
+    assert_eq!(
+        (
+            json["end"]["up"].as_bool(),
+            json["end"]["carrier"].as_bool()
+        ),
+        (Some(true), Some(false)),
+        "{json}"
+    );
+    assert_eq!(json["far"]["node"], "r2");
+    env.ok(&["link", "cb", "r2:eth0", "up"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pings(&env, "cb", "r1", "10.2.0.2") {
+        assert!(Instant::now() < deadline, "the link is back");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&env.ok(&["link", "cb", "r1:eth0", "--json"])).unwrap();
+    assert!(
+        json["end"]["counters"]["rx_packets"].as_u64().unwrap() > 0,
+        "{json}"
+    );
+}
+
+#[test]
+fn a_link_or_node_that_does_not_exist_is_answered_with_the_closest_names() {
+    let env = Env::new("cablenames");
+    let _fleet = env.up("[fleet]\nname = \"cn\"\n[[generate]]\nkind = \"line\"\ncount = 3\npool = \"10.2.0.0/16\"\n");
+    let err = |args: &[&str]| {
+        let out = env.run(args);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&["link", "cn", "r2:eth9", "down"]);
+    assert!(
+        e.contains("r2 has no interface \"eth9\" (did you mean eth0 or eth1?)"),
+        "{e}"
+    );
+    let e = err(&["link", "cn", "r4:eth0"]);
+    assert!(e.contains("has no node \"r4\": did you mean"), "{e}");
+    let e = err(&["link", "cn", "r2", "down"]);
+    assert!(e.contains("expected NODE:IFACE"), "{e}");
+    // Nothing changed.
+    assert!(pings(&env, "cn", "r1", "10.2.0.2"));
+}

@@ -1,0 +1,199 @@
+//! Cables: one end of a link taken down as a pulled cable and put back, and a link end's
+//! state as the kernel has it (administrative state, carrier, counters).
+//!
+//! A veth has no carrier of its own to switch off: taking one end down is what pulls the
+//! cable, and the kernel drops the other end's carrier at once (`veth_close`), so the
+//! peer shows NO-CARRIER, as a switch port does when its cable is pulled. The end taken
+//! down keeps its IPv6 addresses (`keep_addr_on_down`), as an unplugged port keeps its
+//! configuration. Runs in the node, on a worker (`Fleet::on_node`).
+
+use anyhow::{anyhow, Context};
+use nsfleet_core::InitCtx;
+use nsfleet_netlink::rtnl::{self, LinkStats};
+use nsfleet_netlink::Batch;
+use nsfleet_topology::Link;
+use serde::{Deserialize, Serialize};
+
+/// One link end as the kernel has it now.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndState {
+    pub node: String,
+    pub iface: String,
+    /// Administratively up (IFF_UP).
+    pub up: bool,
+    /// Has carrier: for a veth, its peer is up.
+    pub carrier: bool,
+    pub counters: Counters,
+}
+
+/// A link end's counters, as the kernel keeps them (rtnl_link_stats64).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Counters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+impl From<LinkStats> for Counters {
+    fn from(s: LinkStats) -> Self {
+        Counters {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_bytes: s.tx_bytes,
+            rx_dropped: s.rx_dropped,
+            tx_dropped: s.tx_dropped,
+        }
+    }
+}
+
+/// Where the other end of a node's interface is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Far {
+    /// Another node's interface.
+    Node(String, String),
+    /// An interface in the host's namespace (a host link).
+    Host(String),
+    /// A tunnel (VXLAN): no end nsfleet can see.
+    None,
+}
+
+/// The far end of `node`'s interface `iface`, from the fleet's wiring: the pair's other
+/// end is named by the end that made it, so the ends made from elsewhere are looked up.
+pub fn far_end(cx: &InitCtx<'_>, iface: &str) -> Far {
+    let me = cx.node.name();
+    let Some(i) = cx.node.wiring().iface(iface) else {
+        return Far::None;
+    };
+    match &i.link {
+        Link::Veth(p) => Far::Node(p.node.clone(), p.name.clone()),
+        Link::Host(h) => Far::Host(h.name.clone()),
+        Link::Vxlan(_) => Far::None,
+        Link::VethPeer => (cx.peers().iter())
+            .find_map(|n| {
+                let made = n.wiring().ifaces.iter().find_map(|f| {
+                    f.link
+                        .as_veth()
+                        .filter(|p| p.node == me && p.name == iface)
+                        .map(|_| f.name.clone())
+                });
+                made.map(|f| Far::Node(n.name().to_string(), f))
+            })
+            .unwrap_or(Far::None),
+    }
+}
+
+/// Brings `iface` of the node down (a pulled cable) or up, if `up` says so, then reads
+/// its state.
+pub fn set(cx: &mut InitCtx<'_>, iface: &str, up: Option<bool>) -> anyhow::Result<EndState> {
+    let i = cx
+        .node
+        .wiring()
+        .iface(iface)
+        .ok_or_else(|| no_such(cx, iface))?;
+    let index = i.index;
+    if up == Some(false) {
+        // Best effort: a node without IPv6 has no such key.
+        let _ = cx.write_sysctl(&format!("net/ipv6/conf/{iface}/keep_addr_on_down"), "1");
+    }
+    if let Some(up) = up {
+        let sock = cx.rtnl().context("a netlink socket in the node")?;
+        let mut b = Batch::new();
+        rtnl::set_link(&mut b, sock.next_seq(), index, up, None);
+        sock.execute_all(&b).map_err(|e| {
+            anyhow!(
+                "{}:{iface} {}: {e}",
+                cx.node.name(),
+                if up { "up" } else { "down" }
+            )
+        })?;
+    }
+    read(cx, iface, index)
+}
+
+fn read(cx: &mut InitCtx<'_>, iface: &str, index: i32) -> anyhow::Result<EndState> {
+    let node = cx.node.name().to_string();
+    let sock = cx.rtnl().context("a netlink socket in the node")?;
+    let mut b = Batch::new();
+    rtnl::get_link(&mut b, sock.next_seq(), index);
+    let mut found = None;
+    sock.dump(&b, |m| found = found.take().or_else(|| rtnl::parse_link(m)))
+        .map_err(|e| anyhow!("reading {node}:{iface}: {e}"))?;
+    let l = found.ok_or_else(|| anyhow!("{node}:{iface}: the kernel has no such link"))?;
+    Ok(EndState {
+        node,
+        iface: iface.to_string(),
+        up: l.flags & rtnl::IFF_UP != 0,
+        carrier: l.carrier.unwrap_or(false),
+        counters: l.stats.into(),
+    })
+}
+
+fn no_such(cx: &InitCtx<'_>, iface: &str) -> anyhow::Error {
+    let have: Vec<&str> = cx
+        .node
+        .wiring()
+        .ifaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect();
+    let close = closest(iface, &have);
+    let hint = if close.is_empty() {
+        format!("it has: {}", have.join(", "))
+    } else {
+        format!("did you mean {}?", close.join(" or "))
+    };
+    anyhow!("{} has no interface {iface:?} ({hint})", cx.node.name())
+}
+
+/// The names among `have` closest to `name` (at most three, within an edit distance of
+/// a third of its length, and at least 2).
+pub fn closest<'a>(name: &str, have: &[&'a str]) -> Vec<&'a str> {
+    let most = (name.chars().count() / 3).max(2);
+    let mut by: Vec<(usize, &str)> = have
+        .iter()
+        .map(|h| (distance(name, h), *h))
+        .filter(|(d, _)| *d <= most)
+        .collect();
+    by.sort();
+    by.into_iter().take(3).map(|(_, h)| h).collect()
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(prev + (ca != *cb) as usize);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_names() {
+        assert_eq!(
+            closest("eth3", &["eth0", "eth1", "lo0", "uplink"]),
+            ["eth0", "eth1"]
+        );
+        assert_eq!(
+            closest("router12", &["router1", "router2", "r3"]),
+            ["router1", "router2"]
+        );
+        assert!(closest("zzzzzz", &["eth0"]).is_empty());
+    }
+}
