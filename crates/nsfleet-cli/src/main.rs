@@ -208,6 +208,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Stop, start, restart, pause or resume one node's processes on a live fleet; its
+    /// namespace, links and addresses stay.
+    ///
+    /// stop ends them (SIGTERM, SIGKILL after 3 s) and the node's world with them; start
+    /// brings them up as `up` did (a new world, the node's commands); restart is both.
+    /// pause stops every process of the node (SIGSTOP, through its init), resume lets them
+    /// go on; `status` shows them paused.
+    ///
+    ///   nsfleet node lab r1 restart
+    ///   nsfleet node lab r1 pause
+    #[command(verbatim_doc_comment)]
+    Node {
+        /// The fleet.
+        name: String,
+        /// The node (`nsfleet status NAME` lists them).
+        node: String,
+        #[arg(value_parser = ["stop", "start", "restart", "pause", "resume"])]
+        action: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Send packets between nodes with the traffic generator (pktgen's model: a pinned
     /// thread per core, devices spread over them), then report sent and delivered packets.
     ///
@@ -687,6 +708,24 @@ fn main() {
             })
         }
         Command::Gen(g) => g.run(run_dir),
+        Command::Node {
+            name,
+            node,
+            action,
+            json,
+        } => cmd::node::node(cmd::node::NodeArgs {
+            name,
+            node,
+            action: match action.as_str() {
+                "stop" => nsfleet::control::NodeAction::Stop,
+                "start" => nsfleet::control::NodeAction::Start,
+                "restart" => nsfleet::control::NodeAction::Restart,
+                "pause" => nsfleet::control::NodeAction::Pause,
+                _ => nsfleet::control::NodeAction::Resume,
+            },
+            json,
+            run_dir,
+        }),
         Command::Link {
             name,
             target,

@@ -92,3 +92,76 @@ fn a_link_or_node_that_does_not_exist_is_answered_with_the_closest_names() {
     // Nothing changed.
     assert!(pings(&env, "cn", "r1", "10.2.0.2"));
 }
+
+/// The node's processes as `status --json` has them: (pid, running, paused).
+fn processes(env: &Env, fleet: &str, node: &str) -> Vec<(i64, bool, bool)> {
+    let s = env.status(fleet);
+    let n = (s["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == node)
+        .unwrap();
+    (n["processes"].as_array().unwrap().iter())
+        .map(|p| {
+            (
+                p["pid"].as_i64().unwrap(),
+                p["running"] == true,
+                p["paused"] == true,
+            )
+        })
+        .collect()
+}
+
+fn proc_state(pid: i64) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .and_then(|(_, r)| r.chars().next())
+        .unwrap_or('?')
+}
+
+#[test]
+fn a_node_s_processes_stop_start_restart_pause_and_resume_while_its_links_stay() {
+    let env = Env::new("nodeops");
+    let _fleet = env.up(
+        "[fleet]\nname = \"no\"\n[[generate]]\nkind = \"line\"\ncount = 2\npool = \"10.2.0.0/16\"\n[[node]]\nname = \"w\"\ncommands = [\"exec sleep 1000\", \"setsid sh -c 'exec sleep 1001' &\"]\n",
+    );
+    let first = processes(&env, "no", "w");
+    let pid = first[0].0;
+    // Pause: every process of the node stopped, the daemon that left its command too.
+    let out = env.ok(&["node", "no", "w", "pause"]);
+    assert!(out.contains("paused"), "{out}");
+    let all: Vec<i64> = (processes(&env, "no", "w").iter())
+        .filter(|p| p.1)
+        .map(|p| p.0)
+        .collect();
+    assert!(all.len() >= 2, "{all:?}");
+    for p in &all {
+        assert_eq!(proc_state(*p), 'T', "pid {p} stopped");
+    }
+    let listed = processes(&env, "no", "w");
+    assert!(
+        listed.iter().filter(|p| p.1).all(|p| p.2),
+        "status says paused: {listed:?}"
+    );
+    env.ok(&["node", "no", "w", "resume"]);
+    assert_ne!(proc_state(pid), 'T');
+    // Stop: nothing of the node runs; its namespace stays.
+    env.ok(&["node", "no", "w", "stop"]);
+    assert!(processes(&env, "no", "w").is_empty());
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || proc_state(pid) == 'Z');
+    let again = env.run(&["node", "no", "w", "stop"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("stopped already"));
+    env.ok(&["exec", "no", "w", "--", "ip", "link", "show", "lo"]);
+    // Start and restart: new processes each time.
+    env.ok(&["node", "no", "w", "start"]);
+    let started = processes(&env, "no", "w");
+    assert!(started[0].1 && started[0].0 != pid, "{started:?}");
+    env.ok(&["node", "no", "w", "restart"]);
+    let restarted = processes(&env, "no", "w");
+    assert!(
+        restarted[0].1 && restarted[0].0 != started[0].0,
+        "{restarted:?}"
+    );
+    // The other nodes and their link never noticed.
+    assert!(pings(&env, "no", "r1", "10.2.0.2"));
+    let bad = env.run(&["node", "no", "r1", "stop"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("runs no processes"));
+}

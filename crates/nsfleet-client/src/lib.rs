@@ -12,6 +12,7 @@ pub mod exec;
 pub mod gen;
 pub mod impair;
 pub mod link;
+pub mod node;
 pub mod report;
 pub mod status;
 pub mod up;

@@ -139,7 +139,7 @@ fn print_one(f: &FleetStatus) {
 }
 
 /// `zebra -d ... [4242, daemon]`, `sleep 9 [4243, exited 1, restarted 2x]`.
-fn describe_process(p: &nsfleet::subsys::process::ProcInfo) -> String {
+pub(crate) fn describe_process(p: &nsfleet::subsys::process::ProcInfo) -> String {
     use nsfleet::sys::Exit;
     let mut state = vec![p.pid.to_string()];
     if p.daemon {
@@ -150,6 +150,9 @@ fn describe_process(p: &nsfleet::subsys::process::ProcInfo) -> String {
         Some(Exit::Signal(s)) => state.push(format!("killed by signal {s}")),
         Some(Exit::Unknown) => state.push("exited".into()),
         None => {}
+    }
+    if p.paused {
+        state.push("paused".into());
     }
     if p.restarts > 0 {
         state.push(format!("restarted {}x", p.restarts));

@@ -341,6 +341,25 @@ impl Fleet {
         out.expect("scatter hands back every item's result")
     }
 
+    /// Ends subsystem `id`'s part of node `name` (its `exit`; the node and its other
+    /// subsystems stay): `nsfleet node stop`. Returns whether it had anything running.
+    pub fn stop_on(&self, id: SubsysId, name: &str) -> anyhow::Result<bool> {
+        let table = self.nodes();
+        let node = table
+            .get(name)
+            .ok_or_else(|| anyhow!("no node named {name:?}"))?;
+        self.registry.stop_on(id, node)
+    }
+
+    /// Starts subsystem `id`'s part of node `name` again (its `init`, in the node).
+    pub fn start_on(&self, id: SubsysId, name: &str) -> anyhow::Result<()> {
+        let table = self.nodes();
+        let node = table
+            .get(name)
+            .ok_or_else(|| anyhow!("no node named {name:?}"))?;
+        (self.registry).start_on(id, node, &table, &self.workers, &self.log_dir)
+    }
+
     /// Returns once the kernel has reclaimed every network namespace whose last reference
     /// was dropped before the call, the fleet's or not (`ReclaimWatch::barrier`). For
     /// benchmarks.

@@ -133,6 +133,10 @@ impl Node {
         Some(states.swap_remove(i).1)
     }
 
+    pub(crate) fn has_state(&self, id: SubsysId) -> bool {
+        self.states.lock().iter().any(|(s, _)| *s == id)
+    }
+
     /// Changes a subsystem's state of this node (a change to a live fleet).
     pub fn modify<T: 'static, R>(&self, id: SubsysId, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let mut states = self.states.lock();

@@ -104,6 +104,46 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Ends subsystem `id`'s part of one live node: its `exit` and `exit_batch`, and its
+    /// state goes (a node's processes stopped while its namespace and links stay).
+    /// Returns whether there was anything to end. Holds the list shared, as a creation
+    /// does, so that the subsystem cannot be unregistered meanwhile.
+    pub(crate) fn stop_on(&self, id: SubsysId, node: &Arc<Node>) -> anyhow::Result<bool> {
+        let list = self.list.read();
+        let r = (list.iter().find(|r| r.id == id))
+            .ok_or_else(|| anyhow!("no subsystem with id {} is registered", id.0))?;
+        let had = node.has_state(id);
+        exit_all(&*r.ops, id, std::slice::from_ref(node));
+        Ok(had)
+    }
+
+    /// Runs subsystem `id`'s `init` on one live node that has none of its state (started
+    /// again after [`stop_on`](Self::stop_on)), on a worker inside the node.
+    pub(crate) fn start_on(
+        &self,
+        id: SubsysId,
+        node: &Arc<Node>,
+        table: &Arc<NodeTable>,
+        workers: &Workers,
+        log_dir: &Path,
+    ) -> anyhow::Result<()> {
+        let list = self.list.read();
+        let r = (list.iter().find(|r| r.id == id))
+            .ok_or_else(|| anyhow!("no subsystem with id {} is registered", id.0))?;
+        if node.has_state(id) {
+            anyhow::bail!("node {}: {} is running already", node.name(), r.ops.name());
+        }
+        let (ops, log_dir, table) = (r.ops.clone(), log_dir.to_path_buf(), table.clone());
+        let run = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
+            init_on(&*ops, w, &node, &table, &log_dir).map(|state| node.put_state(id, state))
+        });
+        let mut out = None;
+        workers.scatter(vec![node.clone()], run, |r| out = Some(r));
+        out.expect("scatter hands back every item's result")
+    }
+}
+
 /// Runs one subsystem's `init` on a node from a worker, which enters the node first.
 pub(crate) fn init_on(
     ops: &dyn Ops,

@@ -99,6 +99,9 @@ pub struct ProcInfo {
     /// Not one of the node's commands: a process its init holds (a daemon that left it).
     #[serde(default)]
     pub daemon: bool,
+    /// Stopped by a signal (`nsfleet node pause`).
+    #[serde(default)]
+    pub paused: bool,
 }
 
 impl Procs {
@@ -121,6 +124,7 @@ impl Procs {
                     exit: run.exit,
                     restarts: run.restarts,
                     daemon: false,
+                    paused: run.exit.is_none() && sys::is_stopped(run.host_pid),
                 }
             })
             .collect();
@@ -140,10 +144,19 @@ impl Procs {
                     exit: None,
                     restarts: 0,
                     daemon: true,
+                    paused: sys::is_stopped(pid),
                 });
             }
         }
         out
+    }
+
+    /// Stops (`true`) or continues every process of the node but its init, through the
+    /// init (see `sys::PAUSE`). False when the node has no world.
+    pub fn pause(&self, pause: bool) -> bool {
+        let Some(w) = &self.world else { return false };
+        let sig = if pause { sys::PAUSE } else { sys::RESUME };
+        sys::kill_pidfd(w.pidfd.as_fd(), sig).is_ok()
     }
 
     fn signal_all(&self, sig: libc::c_int) {

@@ -45,6 +45,12 @@ pub enum Request {
         iface: String,
         up: Option<bool>,
     },
+    /// Stop, start, restart, pause or resume one node's processes; its namespace and
+    /// links stay.
+    Node {
+        node: String,
+        action: NodeAction,
+    },
     /// Traffic generator commands (pktgen's, see nsfleet_traffic::params), applied in order
     /// once all are checked; the reply reports every thread and device. No commands: only
     /// the report.
@@ -57,6 +63,21 @@ pub enum Request {
         #[serde(default)]
         sink: bool,
     },
+}
+
+/// What `nsfleet node` does to a node's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeAction {
+    /// End them (SIGTERM, then SIGKILL after the grace time), world and all.
+    Stop,
+    /// Start them as `up` did: a new world, the node's commands.
+    Start,
+    Restart,
+    /// SIGSTOP every process of the node.
+    Pause,
+    /// SIGCONT them.
+    Resume,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +100,11 @@ pub enum Reply {
         /// The node's environment variables (its `env`), which its commands have too.
         #[serde(default)]
         env: Vec<(String, String)>,
+    },
+    /// A node's processes after `nsfleet node`.
+    Node {
+        node: String,
+        processes: Vec<ProcInfo>,
     },
     /// A link's two ends as the kernel has them (the far one when it is a node's).
     Link {

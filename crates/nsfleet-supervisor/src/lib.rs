@@ -407,13 +407,8 @@ impl Supervisor {
                 threads,
                 sink,
             }) => reply(&self.gen(&commands, threads, sink)),
-            Ok(Request::Link { node, iface, up }) => reply(
-                &self
-                    .link(&node, &iface, up)
-                    .unwrap_or_else(|e| Reply::Error {
-                        message: format!("{e:#}"),
-                    }),
-            ),
+            Ok(Request::Link { node, iface, up }) => reply(&answer(self.link(&node, &iface, up))),
+            Ok(Request::Node { node, action }) => reply(&answer(self.node(&node, action))),
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
                 let _ = self.shutdown.send(Shutdown {
@@ -505,6 +500,51 @@ impl Supervisor {
         })
     }
 
+    /// `nsfleet node`: a node's processes stopped, started, restarted, paused or resumed,
+    /// through the processes subsystem's own exit and init (its namespace and links stay).
+    fn node(&self, node: &str, action: control::NodeAction) -> anyhow::Result<Reply> {
+        use control::NodeAction::*;
+        self.known_node(node)?;
+        let id = self.defaults.process;
+        let n = self.fleet.nodes().get(node).cloned().expect("known");
+        if !n.config().has_world() {
+            anyhow::bail!("node {node} runs no processes (it has no commands, kind or files)");
+        }
+        match action {
+            Stop => {
+                if !self.fleet.stop_on(id, node)? {
+                    anyhow::bail!("node {node}'s processes are stopped already");
+                }
+            }
+            Start => self.fleet.start_on(id, node)?,
+            Restart => {
+                self.fleet.stop_on(id, node)?;
+                self.fleet.start_on(id, node)?;
+            }
+            Pause | Resume => {
+                let done = n.inspect::<Procs, _>(id, |p| p.pause(action == Pause));
+                if done != Some(true) {
+                    anyhow::bail!(
+                        "node {node}'s processes are stopped: nothing to {}",
+                        if action == Pause { "pause" } else { "resume" }
+                    );
+                }
+            }
+        }
+        // A stop signal is delivered at once, but the processes take it on their way out
+        // of the kernel: look once they have.
+        if matches!(action, Pause | Resume) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let processes = n
+            .inspect::<Procs, _>(id, |p| p.describe())
+            .unwrap_or_default();
+        Ok(Reply::Node {
+            node: node.to_string(),
+            processes,
+        })
+    }
+
     /// An error naming the closest nodes when the fleet has no node `node`.
     fn known_node(&self, node: &str) -> anyhow::Result<()> {
         let nodes = self.fleet.nodes();
@@ -578,6 +618,13 @@ impl Supervisor {
 }
 
 /// A node's interfaces for `status`; a switch's ports are many and say little.
+/// A change's reply, or its error as one.
+fn answer(r: anyhow::Result<Reply>) -> Reply {
+    r.unwrap_or_else(|e| Reply::Error {
+        message: format!("{e:#}"),
+    })
+}
+
 fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();

@@ -193,6 +193,14 @@ pub fn cmdline_of(pid: i64) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
+/// Whether the process (a host pid) is stopped by a signal (state `T` in /proc).
+pub fn is_stopped(pid: i64) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may hold anything.
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| rest.starts_with('T'))
+}
+
 /// Runs in a freshly forked child before exec: only async-signal-safe syscalls here.
 /// Puts the child into its own process group, arranges SIGKILL when the spawning thread
 /// dies, and clears the signal mask the supervisor keeps blocked for its signal thread.

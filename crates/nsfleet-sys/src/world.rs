@@ -149,6 +149,12 @@ fn let_go_of_inherited_memory() -> io::Result<()> {
     Ok(())
 }
 
+/// What a node's init takes as "stop every process of the node" (SIGSTOP, `nsfleet node
+/// pause`) and "let them go on" (SIGCONT, `resume`): an init alone can reach exactly its
+/// namespace's processes, by kill(-1), whatever their pids look like from outside.
+pub const PAUSE: libc::c_int = libc::SIGUSR1;
+pub const RESUME: libc::c_int = libc::SIGUSR2;
+
 /// The loop of a node's init, PID 1 of the node's PID namespace: reaps what is orphaned to
 /// it (daemons that double-fork end up here) and, on SIGTERM, sends SIGTERM to every
 /// process of the namespace, waits up to `grace` for them, and exits. Its exit makes the
@@ -157,8 +163,9 @@ fn let_go_of_inherited_memory() -> io::Result<()> {
 /// `ready` runs once the init's signals are set up and before it lets go of its inherited
 /// memory (the last moment it may allocate): a stop asked for from then on is queued, not
 /// lost (a PID namespace's init without a handler drops even SIGTERM from its ancestors).
+/// [`PAUSE`] and [`RESUME`] stop and continue the node's other processes.
 pub fn run_node_init(grace: Duration, ready: impl FnOnce()) -> ! {
-    let signals = [libc::SIGTERM, libc::SIGCHLD, libc::SIGINT];
+    let signals = [libc::SIGTERM, libc::SIGCHLD, libc::SIGINT, PAUSE, RESUME];
     // SAFETY: sigaction/sigprocmask on stack values. Each signal gets a handler (that does
     // nothing) so that the kernel delivers it to an init, and stays blocked: they are taken
     // by sigtimedwait below.
@@ -193,8 +200,17 @@ pub fn run_node_init(grace: Duration, ready: impl FnOnce()) -> ! {
             if sig == libc::SIGTERM || sig == libc::SIGINT {
                 break;
             }
+            // kill(-1) from an init: every other process of the node, and only those.
+            if sig == PAUSE {
+                libc::kill(-1, libc::SIGSTOP);
+            }
+            if sig == RESUME {
+                libc::kill(-1, libc::SIGCONT);
+            }
         }
         libc::kill(-1, libc::SIGTERM);
+        // A paused node's processes take their SIGTERM once they run again.
+        libc::kill(-1, libc::SIGCONT);
         let deadline = Instant::now() + grace;
         // kill(-1, 0) from an init reaches every other process of its namespace: ESRCH
         // once none is left.

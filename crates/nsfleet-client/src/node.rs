@@ -1,0 +1,48 @@
+//! `nsfleet node`: one node's processes stopped, started, restarted, paused or resumed on
+//! a live fleet; its namespace, links and addresses stay.
+
+use super::connect;
+use super::status::describe_process;
+use anyhow::bail;
+use nsfleet::control::{NodeAction, Reply, Request};
+use nsfleet::rundir::RunDir;
+use std::path::PathBuf;
+
+pub struct NodeArgs {
+    pub name: String,
+    pub node: String,
+    pub action: NodeAction,
+    pub json: bool,
+    pub run_dir: PathBuf,
+}
+
+pub fn node(a: NodeArgs) -> anyhow::Result<()> {
+    let rd = RunDir::new(&a.run_dir);
+    let mut client = connect(&rd, &a.name)?;
+    let req = Request::Node {
+        node: a.node.clone(),
+        action: a.action,
+    };
+    let processes = match client.call(&req)? {
+        Reply::Node { processes, .. } => processes,
+        Reply::Error { message } => bail!("{message}"),
+        other => bail!("unexpected reply from the supervisor: {other:?}"),
+    };
+    if a.json {
+        let v = serde_json::json!({ "fleet": a.name, "node": a.node, "processes": processes });
+        println!("{v}");
+        return Ok(());
+    }
+    let done = match a.action {
+        NodeAction::Stop => "stopped",
+        NodeAction::Start => "started",
+        NodeAction::Restart => "restarted",
+        NodeAction::Pause => "paused",
+        NodeAction::Resume => "resumed",
+    };
+    println!("node {}: processes {done}", a.node);
+    for p in &processes {
+        println!("  {}", describe_process(p));
+    }
+    Ok(())
+}
