@@ -208,6 +208,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Stream what happens in a live fleet until it ends: links up, down or without
+    /// carrier (the kernel's own notifications in each node, not polling), processes
+    /// started and exited with their status, node actions.
+    ///
+    ///   nsfleet events lab            # 12:04:31.250 UTC  link     r1:eth0 no-carrier
+    ///   nsfleet events lab --json     # {"event":"link","node":"r1","iface":"eth0","state":"no-carrier","at":...}
+    #[command(verbatim_doc_comment)]
+    Events {
+        /// The fleet.
+        name: String,
+        /// One JSON object per line: {"event": "link" | "node" | "process_started" |
+        /// "process_exited" | "fleet_down", "at": seconds since the epoch, ...}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop, start, restart, pause or resume one node's processes on a live fleet; its
     /// namespace, links and addresses stay.
     ///
@@ -708,6 +723,11 @@ fn main() {
             })
         }
         Command::Gen(g) => g.run(run_dir),
+        Command::Events { name, json } => cmd::events::events(cmd::events::EventsArgs {
+            name,
+            json,
+            run_dir,
+        }),
         Command::Node {
             name,
             node,

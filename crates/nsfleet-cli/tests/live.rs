@@ -165,3 +165,51 @@ fn a_node_s_processes_stop_start_restart_pause_and_resume_while_its_links_stay()
     let bad = env.run(&["node", "no", "r1", "stop"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("runs no processes"));
 }
+
+#[test]
+fn events_stream_link_process_and_node_changes_until_the_fleet_ends() {
+    use std::io::{BufRead, BufReader};
+    let env = Env::new("events");
+    let fleet = env.up(
+        "[fleet]\nname = \"ev\"\n[[generate]]\nkind = \"line\"\ncount = 2\npool = \"10.2.0.0/16\"\n[[node]]\nname = \"w\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let mut watcher = env
+        .cmd(&["events", "ev", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["event"], "watching", "nothing is missed from here on");
+    env.ok(&["link", "ev", "r2:eth0", "down"]);
+    env.ok(&["link", "ev", "r2:eth0", "up"]);
+    env.ok(&["node", "ev", "w", "restart"]);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(fleet); // down: the stream ends by itself
+    let events: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(watcher.wait().unwrap().success());
+    let has = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
+    let link = |node: &str, state: &str| {
+        has(&|e: &serde_json::Value| {
+            e["event"] == "link" && e["node"] == node && e["iface"] == "eth0" && e["state"] == state
+        })
+    };
+    assert!(link("r1", "no-carrier") && link("r2", "down"), "{events:?}");
+    assert!(link("r1", "up") && link("r2", "up"), "{events:?}");
+    assert!(
+        has(&|e| e["event"] == "process_exited" && e["node"] == "w" && e["exit"]["signal"] == 15),
+        "{events:?}"
+    );
+    assert!(
+        has(&|e| e["event"] == "process_started" && e["node"] == "w"),
+        "{events:?}"
+    );
+    assert!(
+        has(&|e| e["event"] == "node" && e["action"] == "restarted"),
+        "{events:?}"
+    );
+    assert_eq!(events.last().unwrap()["event"], "fleet_down", "{events:?}");
+    assert!(events.iter().all(|e| e["at"].as_f64().is_some()));
+}

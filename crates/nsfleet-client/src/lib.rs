@@ -8,6 +8,7 @@
 pub mod clab;
 pub mod clean;
 pub mod down;
+pub mod events;
 pub mod exec;
 pub mod gen;
 pub mod impair;

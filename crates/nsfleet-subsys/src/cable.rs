@@ -8,11 +8,18 @@
 //! configuration. Runs in the node, on a worker (`Fleet::on_node`).
 
 use anyhow::{anyhow, Context};
-use nsfleet_core::InitCtx;
-use nsfleet_netlink::rtnl::{self, LinkStats};
-use nsfleet_netlink::Batch;
+use nsfleet_core::{Fleet, InitCtx};
+use nsfleet_netlink::rtnl::{self, LinkStats, RTNLGRP_LINK};
+use nsfleet_netlink::{Batch, NlSocket};
+use nsfleet_sys as sys;
 use nsfleet_topology::Link;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// One link end as the kernel has it now.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -147,6 +154,76 @@ fn no_such(cx: &InitCtx<'_>, iface: &str) -> anyhow::Error {
         format!("did you mean {}?", close.join(" or "))
     };
     anyhow!("{} has no interface {iface:?} ({hint})", cx.node.name())
+}
+
+/// The kernel's link notifications of every node, read on a thread of their own: a route
+/// netlink socket in each node subscribed to RTNLGRP_LINK. The sockets hold the nodes'
+/// namespaces: [`stop`](Self::stop) before the fleet goes.
+pub struct LinkWatch {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl LinkWatch {
+    /// Watches every node of `fleet` now; `tell(node, iface, state)` hears each change of
+    /// a link end's state: "up", "down" (administratively) or "no-carrier".
+    pub fn start(
+        fleet: &Fleet,
+        tell: impl Fn(&str, String, &'static str) + Send + 'static,
+    ) -> anyhow::Result<LinkWatch> {
+        let mut socks = Vec::new();
+        for n in fleet.nodes().iter() {
+            let sock = fleet.on_node(n.name(), |_| {
+                let mut s = NlSocket::open()?;
+                s.join_group(RTNLGRP_LINK)?;
+                Ok(s)
+            })?;
+            socks.push((n.name().to_string(), sock));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("nsfleet-links".into())
+            .spawn(move || watch_links(socks, &flag, tell))?;
+        Ok(LinkWatch { stop, thread })
+    }
+
+    /// Ends the watch and closes its sockets.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// Reads every node's link notifications until `stop`, telling each change of state.
+fn watch_links(
+    mut socks: Vec<(String, NlSocket)>,
+    stop: &AtomicBool,
+    tell: impl Fn(&str, String, &'static str),
+) {
+    let mut last: HashMap<(usize, String), &'static str> = HashMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let fds: Vec<BorrowedFd<'_>> = socks.iter().map(|(_, s)| s.as_fd()).collect();
+        let Ok(ready) = sys::poll_readable(&fds, Some(Duration::from_millis(200))) else {
+            continue;
+        };
+        drop(fds);
+        for (k, (node, sock)) in socks.iter_mut().enumerate().filter(|(k, _)| ready[*k]) {
+            let _ = sock.recv_each(Some(Duration::ZERO), |m| {
+                let Some(l) = rtnl::parse_link(m) else { return };
+                let state = if l.flags & rtnl::IFF_UP == 0 {
+                    "down"
+                } else if l.flags & libc::IFF_LOWER_UP as u32 == 0 {
+                    "no-carrier"
+                } else {
+                    "up"
+                };
+                if last.insert((k, l.name.clone()), state) != Some(state) {
+                    tell(node, l.name, state);
+                }
+            });
+        }
+    }
 }
 
 /// The names among `have` closest to `name` (at most three, within an edit distance of

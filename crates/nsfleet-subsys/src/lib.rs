@@ -33,6 +33,7 @@ pub fn register_defaults(
     fleet: &Fleet,
     fleet_name: &str,
     host_journal: PathBuf,
+    process_events: Option<process::ProcessEvents>,
 ) -> anyhow::Result<Defaults> {
     probe::has_ipv6(); // looked up here, in the host, rather than inside a node
                        // Create
@@ -51,7 +52,7 @@ pub fn register_defaults(
     fleet.register(routes::Routes)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
-    let process = fleet.register(process::Processes::new(fleet_name))?;
+    let process = fleet.register(process::Processes::new(fleet_name, process_events))?;
     Ok(Defaults { process, impair })
 }
 

@@ -28,10 +28,32 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+/// What happens to a node's commands, for whoever watches the fleet (`nsfleet events`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ProcessEvent {
+    ProcessStarted {
+        node: String,
+        pid: i64,
+        command: String,
+    },
+    ProcessExited {
+        node: String,
+        pid: i64,
+        command: String,
+        exit: Exit,
+    },
+}
+
+/// Where process events go; called from the watcher's thread and from workers, so it
+/// must not block for long.
+pub type ProcessEvents = Arc<dyn Fn(ProcessEvent) + Send + Sync>;
+
 pub struct Processes {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
     fleet: String,
+    events: Option<ProcessEvents>,
     spawner: OnceLock<Spawner>,
     watcher: OnceLock<Watcher>,
     /// The fleet's /etc/hosts, written on the first node's start.
@@ -39,10 +61,11 @@ pub struct Processes {
 }
 
 impl Processes {
-    pub fn new(fleet: &str) -> Self {
+    pub fn new(fleet: &str, events: Option<ProcessEvents>) -> Self {
         Processes {
             grace: Duration::from_secs(3),
             fleet: fleet.to_string(),
+            events,
             spawner: OnceLock::new(),
             watcher: OnceLock::new(),
             hosts: OnceLock::new(),
@@ -52,12 +75,14 @@ impl Processes {
 
 /// One command of a node, across its restarts.
 struct Proc {
+    node: String,
     command: String,
     log: PathBuf,
     /// The node's init (pid, start time), whose world the command runs in.
     world: (libc::pid_t, u64),
     env: Vec<(String, String)>,
     restart: bool,
+    events: Option<ProcessEvents>,
     /// Protects the command's current run; taken by the watcher, `status` and teardown,
     /// never with another lock held.
     run: Mutex<Run>,
@@ -223,6 +248,8 @@ impl Subsystem for Processes {
             match spawner.spawn(&command, &log, world_id, &env) {
                 Ok((pid, pidfd)) => {
                     let p = Arc::new(Proc {
+                        node: node.name().to_string(),
+                        events: self.events.clone(),
                         command,
                         log: log.clone(),
                         world: world_id,
@@ -238,6 +265,7 @@ impl Subsystem for Processes {
                             stopping: false,
                         }),
                     });
+                    p.started();
                     watcher.add(&p);
                     procs.list.push(p);
                 }
@@ -264,23 +292,26 @@ impl Subsystem for Processes {
     }
 
     fn exit_batch(&self, batch: &mut [(&Node, &mut Procs)]) {
+        // The commands still running, each with its run held until its end is recorded
+        // (the watcher would record it too), and told.
         let mut runs: Vec<_> = (batch.iter().flat_map(|(_, p)| &p.list))
-            .map(|p| p.run.lock())
-            .filter(|r| r.exit.is_none())
+            .map(|p| (p, p.run.lock()))
+            .filter(|(_, r)| r.exit.is_none())
             .collect();
         // `exit` has sent SIGTERM to every group: one wait for the whole batch.
-        let fds: Vec<_> = runs.iter().map(|r| r.pidfd.as_fd()).collect();
+        let fds: Vec<_> = runs.iter().map(|(_, r)| r.pidfd.as_fd()).collect();
         wait_or_kill(&fds, self.grace, |i| {
-            let _ = sys::kill_group(runs[i].pid, libc::SIGKILL);
+            let _ = sys::kill_group(runs[i].1.pid, libc::SIGKILL);
         });
         drop(fds);
         // Reaped before the inits are waited for: an init waits until no other process
         // of its namespace is left, zombies included.
-        for r in runs.iter_mut() {
+        for (_, r) in runs.iter_mut() {
             r.exit = Some(sys::try_wait_pidfd(r.pidfd.as_fd()).unwrap_or(Exit::Unknown));
             sys::unwatch_child(r.pid);
         }
-        drop(runs);
+        let ended: Vec<&Arc<Proc>> = runs.into_iter().map(|(p, _)| p).collect();
+        ended.iter().for_each(|p| p.tell_exit());
         // Then the inits, whose exit takes the rest of their nodes (daemons) along.
         let worlds: Vec<&World> = batch.iter().filter_map(|(_, p)| p.world.as_ref()).collect();
         let fds: Vec<_> = worlds.iter().map(|w| w.pidfd.as_fd()).collect();
@@ -425,6 +456,36 @@ fn watch_round(live: &[Arc<Proc>], woken: &UnixStream, spawner: &Spawner) -> boo
     true
 }
 
+impl Proc {
+    fn tell(&self, e: impl FnOnce(String, String) -> ProcessEvent) {
+        if let Some(events) = &self.events {
+            events(e(self.node.clone(), self.command.clone()));
+        }
+    }
+
+    /// Tells how the current run ended, once it has.
+    fn tell_exit(&self) {
+        let (pid, exit) = {
+            let run = self.run.lock();
+            (run.host_pid, run.exit)
+        };
+        if let Some(exit) = exit {
+            self.tell(|node, command| ProcessEvent::ProcessExited {
+                node,
+                pid,
+                command,
+                exit,
+            });
+        }
+    }
+
+    /// Tells that the current run started.
+    fn started(&self) {
+        let pid = self.run.lock().host_pid;
+        self.tell(|node, command| ProcessEvent::ProcessStarted { node, pid, command });
+    }
+}
+
 /// Records how a command ended, and when it starts again if it failed and may.
 fn ended(p: &Proc) {
     let mut run = p.run.lock();
@@ -435,6 +496,13 @@ fn ended(p: &Proc) {
     let exit = sys::try_wait_pidfd(run.pidfd.as_fd()).unwrap_or(Exit::Unknown);
     sys::unwatch_child(run.pid);
     run.exit = Some(exit);
+    let pid = run.host_pid;
+    p.tell(|node, command| ProcessEvent::ProcessExited {
+        node,
+        pid,
+        command,
+        exit,
+    });
     if p.restart && exit.failed() && !run.stopping {
         let backoff = FIRST_BACKOFF
             .saturating_mul(1 << run.restarts.min(5))
@@ -454,6 +522,8 @@ fn start_again(p: &Proc, spawner: &Spawner) {
             run.pidfd = Arc::new(pidfd);
             run.exit = None;
             run.restarts += 1;
+            drop(run);
+            p.started();
         }
         Ok((pid, pidfd)) => {
             // Torn down meanwhile: this run is not wanted.

@@ -45,6 +45,9 @@ pub enum Request {
         iface: String,
         up: Option<bool>,
     },
+    /// Stream the fleet's events on this connection (after the `watching` reply), one
+    /// JSON object per line, until the fleet ends.
+    Events,
     /// Stop, start, restart, pause or resume one node's processes; its namespace and
     /// links stay.
     Node {
@@ -101,6 +104,8 @@ pub enum Reply {
         #[serde(default)]
         env: Vec<(String, String)>,
     },
+    /// The events follow, one per line.
+    Watching,
     /// A node's processes after `nsfleet node`.
     Node {
         node: String,
@@ -221,12 +226,18 @@ impl Client {
 
     /// The next reply, or `None` when the supervisor closed the connection.
     pub fn next_reply(&mut self) -> anyhow::Result<Option<Reply>> {
+        self.next_as()
+    }
+
+    /// The next line as `T` (an event of `nsfleet events`, a reply), or `None` when the
+    /// supervisor closed the connection.
+    pub fn next_as<T: serde::de::DeserializeOwned>(&mut self) -> anyhow::Result<Option<T>> {
         loop {
             if let Some(end) = self.buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=end).collect();
                 return serde_json::from_slice(&line)
                     .map(Some)
-                    .map_err(|e| anyhow!("malformed reply from the supervisor: {e}"));
+                    .map_err(|e| anyhow!("malformed line from the supervisor: {e}"));
             }
             let mut chunk = [0u8; 8192];
             let (n, fd) = sys::recv_with_fd(self.sock.as_fd(), &mut chunk)

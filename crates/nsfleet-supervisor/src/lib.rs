@@ -17,6 +17,7 @@ pub mod control;
 pub mod preflight;
 pub mod rundir;
 pub mod traffic;
+pub mod watch;
 
 use crate::control::{FleetStatus, NodeStatus, Reply, Request, UpEvent, MAX_REQUEST};
 use crate::rundir::RunDir;
@@ -147,6 +148,8 @@ struct Supervisor {
     /// Protects the traffic generator and serialises its control, as pktgen's
     /// pktgen_thread_lock does. The outermost lock of the process (order: `core`).
     traffic: Mutex<Traffic>,
+    /// Who watches the fleet (`nsfleet events`); its locks are leaves.
+    watchers: Arc<watch::Watchers>,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -195,7 +198,11 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         max_unreclaimed: args.max_unreclaimed,
         log_dir,
     })?;
-    let defaults = register_defaults(&fleet, &args.name, run_dir.host_journal(&args.name))?;
+    let watchers = Arc::new(watch::Watchers::default());
+    let to = watchers.clone();
+    let process_events: nsfleet_subsys::process::ProcessEvents = Arc::new(move |e| to.publish(&e));
+    let journal = run_dir.host_journal(&args.name);
+    let defaults = register_defaults(&fleet, &args.name, journal, Some(process_events))?;
     let (shutdown, shutdown_rx) = crossbeam_channel::unbounded();
     let sup = Arc::new(Supervisor {
         name: args.name.clone(),
@@ -206,6 +213,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         kernel_bytes: Mutex::new(0),
         shutdown,
         traffic: Mutex::new(Traffic::default()),
+        watchers,
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
@@ -247,7 +255,9 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
 fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     *sup.state.lock() = "stopping";
     let started = Instant::now();
-    // The generator's threads and sinks hold namespaces: they go first.
+    // The generator's threads and sinks, and the watchers' link sockets, hold
+    // namespaces: they go first.
+    sup.watchers.close();
     sup.traffic.lock().shutdown(&sup.fleet);
     let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
     let ticket = sup.fleet.destroy_all();
@@ -409,6 +419,12 @@ impl Supervisor {
             }) => reply(&self.gen(&commands, threads, sink)),
             Ok(Request::Link { node, iface, up }) => reply(&answer(self.link(&node, &iface, up))),
             Ok(Request::Node { node, action }) => reply(&answer(self.node(&node, action))),
+            Ok(Request::Events) => match self.watchers.subscribe(&conn, &self.fleet) {
+                Ok(()) => reply(&Reply::Watching),
+                Err(e) => reply(&Reply::Error {
+                    message: format!("watching the fleet: {e:#}"),
+                }),
+            },
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
                 let _ = self.shutdown.send(Shutdown {
@@ -539,6 +555,18 @@ impl Supervisor {
         let processes = n
             .inspect::<Procs, _>(id, |p| p.describe())
             .unwrap_or_default();
+        let done = match action {
+            Stop => "stopped",
+            Start => "started",
+            Restart => "restarted",
+            Pause => "paused",
+            Resume => "resumed",
+        };
+        let event = watch::FleetEvent::Node {
+            node: node.to_string(),
+            action: done,
+        };
+        self.watchers.publish(&event);
         Ok(Reply::Node {
             node: node.to_string(),
             processes,

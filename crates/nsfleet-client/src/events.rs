@@ -1,0 +1,89 @@
+//! `nsfleet events`: what happens in a live fleet as it happens (links up, down or without
+//! carrier, from the kernel's notifications in each node; processes started and exited;
+//! node actions), until the fleet ends. `--json`: the supervisor's lines as they come.
+
+use super::connect;
+use anyhow::bail;
+use nsfleet::control::{Reply, Request};
+use nsfleet::rundir::RunDir;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+
+pub struct EventsArgs {
+    pub name: String,
+    pub json: bool,
+    pub run_dir: PathBuf,
+}
+
+pub fn events(a: EventsArgs) -> anyhow::Result<()> {
+    let rd = RunDir::new(&a.run_dir);
+    let mut client = connect(&rd, &a.name)?;
+    match client.call(&Request::Events)? {
+        Reply::Watching => {}
+        other => bail!("unexpected reply from the supervisor: {other:?}"),
+    }
+    let mut out = std::io::stdout().lock();
+    // From here on nothing is missed: a script can wait for this line.
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "event": "watching", "fleet": a.name })
+        )?;
+        out.flush()?;
+    } else {
+        eprintln!("watching fleet {:?} until it ends (Ctrl-C to stop)", a.name);
+    }
+    while let Some(e) = client.next_as::<Value>()? {
+        let line = if a.json { e.to_string() } else { describe(&e) };
+        // A reader that went away (`| head`) ends us quietly.
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// How a process ended, for people.
+fn how(exit: &Value) -> String {
+    match (exit["code"].as_i64(), exit["signal"].as_i64()) {
+        (Some(c), _) => format!("status {c}"),
+        (_, Some(s)) => format!("signal {s}"),
+        _ => "status unknown".into(),
+    }
+}
+
+/// One event for people: `12:04:31.250  link  r1:eth0 no-carrier`.
+fn describe(e: &Value) -> String {
+    let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+    let at = e["at"].as_f64().unwrap_or(0.0);
+    let secs = at as u64 % 86_400;
+    let time = format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        ((at.fract()) * 1e3) as u64
+    );
+    let what = match s("event").as_str() {
+        "link" => format!("link     {}:{} {}", s("node"), s("iface"), s("state")),
+        "node" => format!("node     {} {}", s("node"), s("action")),
+        "process_started" => format!(
+            "process  {} started [{}] {}",
+            s("node"),
+            e["pid"],
+            s("command")
+        ),
+        "process_exited" => format!(
+            "process  {} exited [{}] {} ({})",
+            s("node"),
+            e["pid"],
+            s("command"),
+            how(&e["exit"])
+        ),
+        "fleet_down" => "fleet    going down".to_string(),
+        other => format!("{other} {e}"),
+    };
+    format!("{time} UTC  {what}")
+}
