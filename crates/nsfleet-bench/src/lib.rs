@@ -6,6 +6,7 @@
 //! `nsfleet` command and its peers (`ip`, `unshare`, Mininet, trafgen) as programs, and
 //! never changes the engine's behaviour to measure it.
 
+mod cable;
 mod churn;
 mod create;
 mod daemons;
@@ -15,6 +16,7 @@ mod setns;
 mod teardown;
 mod traffic;
 
+pub use cable::{cable, CableArgs};
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
 pub use daemons::{daemons, DaemonsArgs, Suite};
@@ -109,6 +111,10 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         timeout: defaults.daemons_timeout,
         common: with("daemons"),
     })?;
+    cable(CableArgs {
+        count: defaults.cable_count,
+        common: with("cable"),
+    })?;
     daemons(DaemonsArgs {
         suite: Suite::FrrClab,
         count: defaults.clab_count,
@@ -135,6 +141,7 @@ pub struct Defaults {
     pub daemons_count: u64,
     pub daemons_timeout: std::time::Duration,
     pub clab_count: u64,
+    pub cable_count: u64,
     pub loop_packets: u64,
 }
 
@@ -157,6 +164,7 @@ impl Default for Defaults {
             daemons_count: 1000,
             daemons_timeout: std::time::Duration::from_secs(600),
             clab_count: 100,
+            cable_count: 1000,
             loop_packets: 50_000_000,
         }
     }
@@ -321,6 +329,11 @@ impl Cli {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args).env("NSFLEET_RUN_DIR", &self.run_dir);
         cmd
+    }
+
+    /// The control socket of fleet `name` run by this bench.
+    pub(crate) fn socket(&self, name: &str) -> std::path::PathBuf {
+        nsfleet::rundir::RunDir::new(&self.run_dir).socket(name)
     }
 
     /// A file in this bench's run folder (removed with it); returns its path.

@@ -403,6 +403,16 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// A live fleet's cables: N hosts on a switch, each host's eth0 pulled (`nsfleet link
+    /// ... down`) one after the other, timed to the event that the switch port lost its
+    /// carrier (`nsfleet events`, from the kernel's notification): median and p99.
+    Cable {
+        /// Links pulled.
+        #[arg(long, default_value_t = d().cable_count)]
+        count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
@@ -539,6 +549,10 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             suite: Suite::Bird,
             count,
             timeout: std::time::Duration::from_secs(timeout),
+            common: common.common(),
+        }),
+        Bench::Cable { count, common } => cable(CableArgs {
+            count,
             common: common.common(),
         }),
         Bench::Clab {
