@@ -213,3 +213,113 @@ fn events_stream_link_process_and_node_changes_until_the_fleet_ends() {
     assert_eq!(events.last().unwrap()["event"], "fleet_down", "{events:?}");
     assert!(events.iter().all(|e| e["at"].as_f64().is_some()));
 }
+
+#[test]
+fn link_node_impair_exec_and_status_at_once_on_one_fleet_each_all_or_nothing() {
+    let env = Env::new("liveconc");
+    let _fleet = env.up(
+        "[fleet]\nname = \"lc\"\n[[generate]]\nkind = \"star\"\ncount = 6\n[[node]]\nname = \"w\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let env = &env;
+    std::thread::scope(|s| {
+        let ok = |args: Vec<String>| {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            env.ok(&a)
+        };
+        for h in 1..=4 {
+            s.spawn(move || {
+                for _ in 0..6 {
+                    ok(vec![
+                        "link".into(),
+                        "lc".into(),
+                        format!("h{h}:eth0"),
+                        "down".into(),
+                    ]);
+                    ok(vec![
+                        "link".into(),
+                        "lc".into(),
+                        format!("h{h}:eth0"),
+                        "up".into(),
+                    ]);
+                }
+            });
+        }
+        s.spawn(move || {
+            for _ in 0..4 {
+                ok(vec![
+                    "node".into(),
+                    "lc".into(),
+                    "w".into(),
+                    "restart".into(),
+                ]);
+            }
+        });
+        s.spawn(move || {
+            for _ in 0..4 {
+                ok(vec![
+                    "impair".into(),
+                    "lc".into(),
+                    "h5:eth0".into(),
+                    "--rate".into(),
+                    "10mbit".into(),
+                ]);
+                ok(vec![
+                    "impair".into(),
+                    "lc".into(),
+                    "h5:eth0".into(),
+                    "--clear".into(),
+                ]);
+            }
+        });
+        s.spawn(move || {
+            for _ in 0..8 {
+                ok(vec![
+                    "exec".into(),
+                    "lc".into(),
+                    "h6".into(),
+                    "--".into(),
+                    "ip".into(),
+                    "link".into(),
+                ]);
+                let st: serde_json::Value =
+                    serde_json::from_str(&ok(vec!["status".into(), "lc".into(), "--json".into()]))
+                        .unwrap();
+                assert_eq!(
+                    st["fleets"][0]["nodes"].as_array().unwrap().len(),
+                    8,
+                    "every node, always"
+                );
+            }
+        });
+    });
+    // Every cable is back, the node runs its command once, in one world.
+    for h in 1..=6 {
+        let j: serde_json::Value =
+            serde_json::from_str(&env.ok(&["link", "lc", &format!("h{h}:eth0"), "--json"]))
+                .unwrap();
+        assert_eq!(
+            (j["end"]["up"].as_bool(), j["far"]["carrier"].as_bool()),
+            (Some(true), Some(true)),
+            "h{h}: {j}"
+        );
+    }
+    let running = processes(env, "lc", "w")
+        .into_iter()
+        .filter(|p| p.1)
+        .count();
+    assert_eq!(running, 1);
+    let sup = env.status("lc")["pid"].as_i64().unwrap();
+    let inits = std::fs::read_dir("/proc").unwrap().flatten().filter(|e| {
+        let p = e.path();
+        std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "nsfleet-node")
+            && std::fs::read_to_string(p.join("stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, r)| r.split(' ').nth(1) == Some(&sup.to_string()))
+            })
+    });
+    assert_eq!(
+        inits.count(),
+        1,
+        "one world for w, none left over from its restarts"
+    );
+}

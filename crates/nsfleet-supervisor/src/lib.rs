@@ -150,6 +150,10 @@ struct Supervisor {
     traffic: Mutex<Traffic>,
     /// Who watches the fleet (`nsfleet events`); its locks are leaves.
     watchers: Arc<watch::Watchers>,
+    /// Serialises changes to the live fleet (`impair`, `link`, `node`): each is all or
+    /// nothing, and no two interleave on a node. Reads (`status`, `exec`, `events`) do not
+    /// take it. Taken before any lock of the core; never with `traffic` held.
+    changes: Mutex<()>,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -214,6 +218,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         shutdown,
         traffic: Mutex::new(Traffic::default()),
         watchers,
+        changes: Mutex::new(()),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
@@ -466,6 +471,7 @@ impl Supervisor {
     }
 
     fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> Reply {
+        let _change = self.changes.lock();
         let id = self.defaults.impair;
         let (n, i) = (node.clone(), iface.clone());
         let r = self.fleet.on_node(&node, move |cx| {
@@ -488,6 +494,7 @@ impl Supervisor {
 
     /// `nsfleet link`: one end down or up, then both ends' state.
     fn link(&self, node: &str, iface: &str, up: Option<bool>) -> anyhow::Result<Reply> {
+        let _change = self.changes.lock();
         self.known_node(node)?;
         let i = iface.to_string();
         let (end, far) = self.fleet.on_node(node, move |cx| {
@@ -520,6 +527,7 @@ impl Supervisor {
     /// through the processes subsystem's own exit and init (its namespace and links stay).
     fn node(&self, node: &str, action: control::NodeAction) -> anyhow::Result<Reply> {
         use control::NodeAction::*;
+        let _change = self.changes.lock();
         self.known_node(node)?;
         let id = self.defaults.process;
         let n = self.fleet.nodes().get(node).cloned().expect("known");
