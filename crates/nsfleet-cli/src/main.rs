@@ -208,6 +208,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What changing a running fleet to FILE would change (--dry-run): nodes, switches,
+    /// interfaces, addresses, routes, impairments, sysctls and processes, each `+` added,
+    /// `-` removed or `~` changed, as `terraform plan` shows it. The fleet is the file's.
+    ///
+    /// Applying the plan is not done yet (it says so); `nsfleet link`, `node` and `impair`
+    /// change a live fleet meanwhile.
+    Apply {
+        /// The topology file (TOML or containerlab's YAML), as for `up`.
+        file: PathBuf,
+        /// The file's language when its name does not say: toml or clab.
+        #[arg(long, value_parser = parse_format)]
+        format: Option<nsfleet::topology::Format>,
+        /// The running fleet, when it is not the file's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Show the plan; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// {"fleet", "dry_run", "changes": [{"op": "add" | "remove" | "change", "object", "detail"}]}
+        #[arg(long)]
+        json: bool,
+    },
     /// Stream what happens in a live fleet until it ends: links up, down or without
     /// carrier (the kernel's own notifications in each node, not polling), processes
     /// started and exited with their status, node actions.
@@ -737,6 +759,20 @@ fn main() {
             })
         }
         Command::Gen(g) => g.run(run_dir),
+        Command::Apply {
+            file,
+            format,
+            name,
+            dry_run,
+            json,
+        } => cmd::apply::apply(cmd::apply::ApplyArgs {
+            file,
+            format,
+            name,
+            dry_run,
+            json,
+            run_dir,
+        }),
         Command::Events { name, json } => cmd::events::events(cmd::events::EventsArgs {
             name,
             json,

@@ -323,3 +323,65 @@ fn link_node_impair_exec_and_status_at_once_on_one_fleet_each_all_or_nothing() {
         "one world for w, none left over from its restarts"
     );
 }
+
+#[test]
+fn apply_dry_run_shows_the_plan_against_the_running_fleet_and_changes_nothing() {
+    let env = Env::new("applyplan");
+    let base = "[fleet]\nname = \"ap\"\n[[generate]]\nkind = \"line\"\ncount = 3\npool = \"10.2.0.0/16\"\n";
+    let _fleet = env.up(base);
+    let same = env.file("same.toml", base);
+    let out = env.ok(&["apply", same.to_str().unwrap(), "--dry-run"]);
+    assert!(out.contains("nothing to change"), "{out}");
+    // What runs, not what was created: a live impairment shows as a change.
+    env.ok(&["impair", "ap", "r2:eth0", "--rate", "10mbit"]);
+    let more = env.file(
+        "more.toml",
+        &format!("{base}[[node]]\nname = \"x\"\nsysctls = {{ \"net.ipv4.ip_forward\" = 1 }}\n"),
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&env.ok(&["apply", more.to_str().unwrap(), "--dry-run", "--json"]))
+            .unwrap();
+    let changes: Vec<(String, String)> = (plan["changes"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["op"].as_str().unwrap().to_string(),
+                c["object"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        changes.contains(&("add".into(), "node x".into())),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&("change".into(), "r2:eth0".into())),
+        "{changes:?}"
+    );
+    // Not applied yet, and said so; a bad file is refused with its line; the fleet is as it was.
+    let out = env.run(&["apply", more.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not done yet"));
+    let bad = env.file(
+        "bad.toml",
+        "[fleet]\nname = \"ap\"\n[[node]]\nname = \"a;b\"\n",
+    );
+    let out = env.run(&["apply", bad.to_str().unwrap(), "--dry-run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let at = format!("{}:4:", bad.display());
+    assert!(
+        err.contains(&at) && err.contains("may contain only"),
+        "{err}"
+    );
+    let other = env.file(
+        "other.toml",
+        "[fleet]\nname = \"zz\"\n[[node]]\nname = \"a\"\n",
+    );
+    let out = env.run(&[
+        "apply",
+        other.to_str().unwrap(),
+        "--name",
+        "ap",
+        "--dry-run",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is fleet \"zz\", not \"ap\""));
+    assert_eq!(env.status("ap")["nodes"].as_array().unwrap().len(), 3);
+}

@@ -5,6 +5,7 @@
 //! A client reaches a fleet only through its supervisor's control socket and its run
 //! directory: it never holds a namespace or changes a node itself.
 
+pub mod apply;
 pub mod clab;
 pub mod clean;
 pub mod down;

@@ -45,6 +45,13 @@ pub enum Request {
         iface: String,
         up: Option<bool>,
     },
+    /// What changing the fleet to the topology in `file` would do (read and validated by
+    /// the supervisor; `file` is absolute). Only `dry_run` is done for now.
+    Apply {
+        file: std::path::PathBuf,
+        format: Option<nsfleet_topology::Format>,
+        dry_run: bool,
+    },
     /// Stream the fleet's events on this connection (after the `watching` reply), one
     /// JSON object per line, until the fleet ends.
     Events,
@@ -106,6 +113,11 @@ pub enum Reply {
     },
     /// The events follow, one per line.
     Watching,
+    /// What `apply` changes (or would change), object by object.
+    Plan {
+        changes: Vec<nsfleet_topology::diff::Change>,
+        applied: bool,
+    },
     /// A node's processes after `nsfleet node`.
     Node {
         node: String,

@@ -424,6 +424,11 @@ impl Supervisor {
             }) => reply(&self.gen(&commands, threads, sink)),
             Ok(Request::Link { node, iface, up }) => reply(&answer(self.link(&node, &iface, up))),
             Ok(Request::Node { node, action }) => reply(&answer(self.node(&node, action))),
+            Ok(Request::Apply {
+                file,
+                format,
+                dry_run,
+            }) => reply(&answer(self.apply(&file, format, dry_run))),
             Ok(Request::Events) => match self.watchers.subscribe(&conn, &self.fleet) {
                 Ok(()) => reply(&Reply::Watching),
                 Err(e) => reply(&Reply::Error {
@@ -578,6 +583,53 @@ impl Supervisor {
         Ok(Reply::Node {
             node: node.to_string(),
             processes,
+        })
+    }
+
+    /// `nsfleet apply`: the running fleet against a topology file, object by object.
+    /// The live impairments (`nsfleet impair`) are what the fleet has, not those it was
+    /// created with.
+    fn apply(
+        &self,
+        file: &std::path::Path,
+        format: Option<nsfleet_topology::Format>,
+        dry_run: bool,
+    ) -> anyhow::Result<Reply> {
+        let draft = nsfleet_topology::read_file(file, format)?;
+        let topo = nsfleet_subsys::probe::validate(draft)?;
+        if topo.name != self.name {
+            anyhow::bail!(
+                "{} is fleet {:?}, not {:?}: apply changes the fleet a file names",
+                file.display(),
+                topo.name,
+                self.name
+            );
+        }
+        let nodes = self.fleet.nodes();
+        let live: Vec<(
+            &str,
+            &nsfleet_topology::NodeConfig,
+            nsfleet_topology::NodeWiring,
+        )> = nodes
+            .iter()
+            .map(|n| {
+                let mut w = n.wiring().clone();
+                let now: Vec<(String, Impair)> = (n
+                    .inspect::<Impaired, _>(self.defaults.impair, Clone::clone))
+                .unwrap_or_default();
+                for i in &mut w.ifaces {
+                    i.impair = now.iter().find(|(f, _)| *f == i.name).map(|(_, imp)| *imp);
+                }
+                (n.name(), n.config(), w)
+            })
+            .collect();
+        let changes = nsfleet_topology::diff::diff(live.iter().map(|(n, c, w)| (*n, *c, w)), &topo);
+        if !dry_run && !changes.is_empty() {
+            anyhow::bail!("apply: changing a live fleet from a file is not done yet, only shown (--dry-run); nsfleet link, node and impair change a live fleet meanwhile");
+        }
+        Ok(Reply::Plan {
+            changes,
+            applied: false,
         })
     }
 

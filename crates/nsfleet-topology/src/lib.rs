@@ -10,6 +10,7 @@
 
 pub mod clab;
 mod config;
+pub mod diff;
 mod generate;
 mod kernel;
 pub mod link;

@@ -12,7 +12,7 @@ use super::{
     MAX_FLEET_NAME, MAX_NODE_NAME, NO_NETEM,
 };
 use indexmap::IndexMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -230,7 +230,8 @@ impl<'a> Ctx<'a> {
 }
 
 /// The languages a topology file may be written in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     /// nsfleet's own (TOML).
     Toml,

@@ -1,0 +1,292 @@
+//! The difference between a running fleet and a topology, object by object: what `nsfleet
+//! apply` would change, as `terraform plan` shows it (`+` added, `-` removed, `~`
+//! changed). Nodes, their interfaces (link, addresses, MTU, MAC, impairment), routes,
+//! loopback addresses, sysctls and processes. Pure: the running fleet comes in as each
+//! node's name, configuration and wiring.
+
+use crate::{Iface, Link, NodeConfig, NodeWiring, Topology};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Add,
+    Remove,
+    Change,
+}
+
+/// One object that differs: `object` names it (`node r1`, `r1:eth0`, `r1 route
+/// 10.1.0.0/24`), `detail` says how.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub op: Op,
+    pub object: String,
+    pub detail: String,
+}
+
+/// What differs, nodes in the new topology's order, then the nodes it no longer has.
+pub fn diff<'a>(
+    running: impl Iterator<Item = (&'a str, &'a NodeConfig, &'a NodeWiring)>,
+    new: &Topology,
+) -> Vec<Change> {
+    let running: Vec<_> = running.collect();
+    let mut out = Vec::new();
+    let wanted: BTreeSet<String> = new.nodes().map(|n| n.name).collect();
+    for n in new.nodes() {
+        match running.iter().find(|(name, _, _)| *name == n.name) {
+            None => {
+                let what = if n.config.switch { "switch" } else { "node" };
+                let ifaces: Vec<&str> = n.wiring.ifaces.iter().map(|i| i.name.as_str()).collect();
+                out.push(change(
+                    Op::Add,
+                    format!("{what} {}", n.name),
+                    list("interfaces", &ifaces),
+                ));
+            }
+            Some((_, config, wiring)) => {
+                node_config(&n.name, config, &n.config, &mut out);
+                node_wiring(&n.name, wiring, &n.wiring, &mut out);
+            }
+        }
+    }
+    for (name, config, _) in running.iter().filter(|(n, _, _)| !wanted.contains(*n)) {
+        let what = if config.switch { "switch" } else { "node" };
+        out.push(change(Op::Remove, format!("{what} {name}"), String::new()));
+    }
+    out
+}
+
+fn change(op: Op, object: String, detail: String) -> Change {
+    Change { op, object, detail }
+}
+
+fn list(what: &str, items: &[&str]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: {}", items.join(", "))
+    }
+}
+
+fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Change>) {
+    let mut said = |field: &str, from: String, to: String| {
+        if from != to {
+            out.push(change(
+                Op::Change,
+                format!("{name} {field}"),
+                format!("{from} -> {to}"),
+            ));
+        }
+    };
+    said("kind", kind(old).into(), kind(new).into());
+    said("router", old.router.to_string(), new.router.to_string());
+    said(
+        "processes",
+        format!("{:?}", old.commands),
+        format!("{:?}", new.commands),
+    );
+    said(
+        "hostname",
+        format!("{:?}", old.hostname),
+        format!("{:?}", new.hostname),
+    );
+    said(
+        "restart",
+        old.restart_on_failure.to_string(),
+        new.restart_on_failure.to_string(),
+    );
+    said("env", format!("{:?}", old.env), format!("{:?}", new.env));
+    let paths = |c: &NodeConfig| {
+        let dirs = c.dirs.iter().map(|d| d.path.clone());
+        let binds = c.binds.iter().map(|b| format!("{}:{}", b.source, b.target));
+        dirs.chain(c.files.iter().map(|f| f.path.clone()))
+            .chain(binds)
+            .collect::<Vec<_>>()
+    };
+    if paths(old) != paths(new) || old.files != new.files {
+        said(
+            "files",
+            format!("{:?}", paths(old)),
+            format!("{:?}", paths(new)),
+        );
+    }
+    for (k, v) in &new.sysctls {
+        match old.sysctls.iter().find(|(o, _)| o == k) {
+            None => out.push(change(Op::Add, format!("{name} sysctl {k}"), v.clone())),
+            Some((_, was)) if was != v => out.push(change(
+                Op::Change,
+                format!("{name} sysctl {k}"),
+                format!("{was} -> {v}"),
+            )),
+            _ => {}
+        }
+    }
+    for (k, v) in old
+        .sysctls
+        .iter()
+        .filter(|(k, _)| !new.sysctls.iter().any(|(n, _)| n == k))
+    {
+        out.push(change(Op::Remove, format!("{name} sysctl {k}"), v.clone()));
+    }
+}
+
+fn kind(c: &NodeConfig) -> &'static str {
+    if c.switch {
+        "switch"
+    } else {
+        "node"
+    }
+}
+
+fn node_wiring(name: &str, old: &NodeWiring, new: &NodeWiring, out: &mut Vec<Change>) {
+    for i in &new.ifaces {
+        let object = format!("{name}:{}", i.name);
+        match old.iface(&i.name) {
+            None => out.push(change(Op::Add, object, describe(i))),
+            Some(was) => {
+                let mut how = Vec::new();
+                if link_of(was) != link_of(i) {
+                    how.push(format!("{} -> {}", link_of(was), link_of(i)));
+                }
+                if was.addrs != i.addrs {
+                    how.push(format!("addresses {} -> {}", addrs(was), addrs(i)));
+                }
+                if was.mtu != i.mtu {
+                    how.push(format!("mtu {:?} -> {:?}", was.mtu, i.mtu));
+                }
+                if was.mac != i.mac {
+                    how.push("mac".to_string());
+                }
+                if was.impair != i.impair {
+                    let show =
+                        |x: &Option<crate::Impair>| x.map_or("none".to_string(), |x| x.to_string());
+                    how.push(format!(
+                        "impairment {} -> {}",
+                        show(&was.impair),
+                        show(&i.impair)
+                    ));
+                }
+                if !how.is_empty() {
+                    out.push(change(Op::Change, object, how.join("; ")));
+                }
+            }
+        }
+    }
+    for i in old.ifaces.iter().filter(|i| new.iface(&i.name).is_none()) {
+        out.push(change(
+            Op::Remove,
+            format!("{name}:{}", i.name),
+            describe(i),
+        ));
+    }
+    let routes = |w: &NodeWiring| {
+        w.routes
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<BTreeSet<_>>()
+    };
+    let (was, now) = (routes(old), routes(new));
+    for r in now.difference(&was) {
+        out.push(change(Op::Add, format!("{name} route {r}"), String::new()));
+    }
+    for r in was.difference(&now) {
+        out.push(change(
+            Op::Remove,
+            format!("{name} route {r}"),
+            String::new(),
+        ));
+    }
+    if old.loopback != new.loopback {
+        let show = |w: &NodeWiring| {
+            w.loopback
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push(change(
+            Op::Change,
+            format!("{name}:lo"),
+            format!("addresses {} -> {}", show(old), show(new)),
+        ));
+    }
+}
+
+/// What makes an interface, as a user names it.
+fn link_of(i: &Iface) -> String {
+    match &i.link {
+        Link::Veth(p) => format!("veth to {}:{}", p.node, p.name),
+        Link::VethPeer => "veth (made by its peer)".to_string(),
+        Link::Host(h) => format!("host link to host:{}", h.name),
+        Link::Vxlan(v) => format!("vxlan {} to {}", v.vni, v.remote),
+    }
+}
+
+fn addrs(i: &Iface) -> String {
+    if i.addrs.is_empty() {
+        return "none".into();
+    }
+    i.addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn describe(i: &Iface) -> String {
+    let a = addrs(i);
+    if a == "none" {
+        link_of(i)
+    } else {
+        format!("{}, {a}", link_of(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo(text: &str) -> Topology {
+        crate::read("t.toml", text)
+            .unwrap()
+            .check(&crate::KernelCaps::assumed())
+            .unwrap()
+    }
+
+    #[test]
+    fn nodes_interfaces_routes_and_settings_that_differ() {
+        let old = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n");
+        let new = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\nroutes = [\"10.9.0.0/16 via 10.0.0.2\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.5/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.6/30\"] }\n[[link]]\na = \"a:eth1\"\nb = \"c:eth0\"\n");
+        let running: Vec<_> = old.nodes().collect();
+        let d = diff(
+            running
+                .iter()
+                .map(|n| (n.name.as_str(), &*n.config, &*n.wiring)),
+            &new,
+        );
+        let show: Vec<String> = d
+            .iter()
+            .map(|c| format!("{:?} {}", c.op, c.object))
+            .collect();
+        assert_eq!(
+            show,
+            [
+                "Add a sysctl net.ipv4.ip_forward",
+                "Change a:eth0",
+                "Add a:eth1",
+                "Add a route 10.9.0.0/16 via 10.0.0.2",
+                "Change b:eth0",
+                "Add node c",
+                "Remove node gone"
+            ]
+        );
+        let same = diff(
+            running
+                .iter()
+                .map(|n| (n.name.as_str(), &*n.config, &*n.wiring)),
+            &old,
+        );
+        assert!(same.is_empty(), "{same:?}");
+    }
+}
