@@ -65,11 +65,13 @@ fn run(count: u64, workers: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
         Reply::Watching => {}
         other => bail!("unexpected reply to events: {other:?}"),
     }
-    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    // The switch's ports that lost carrier, and when.
+    let (tx, rx) = std::sync::mpsc::channel::<(String, Instant)>();
     let reader = std::thread::spawn(move || {
         while let Ok(Some(e)) = watch.next_as::<serde_json::Value>() {
             if e["event"] == "link" && e["node"] == "s1" && e["state"] == "no-carrier" {
-                let _ = tx.send(Instant::now());
+                let port = e["iface"].as_str().unwrap_or("").to_string();
+                let _ = tx.send((port, Instant::now()));
             }
         }
     });
@@ -82,13 +84,21 @@ fn run(count: u64, workers: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
         };
         // A connection per request, as the supervisor answers one each.
         let t0 = Instant::now();
-        match Client::connect(&socket)?.call(&req)? {
-            Reply::Link { .. } => rep.push(t0.elapsed().as_secs_f64() * 1e3),
+        let port = match Client::connect(&socket)?.call(&req)? {
+            Reply::Link { far: Some(far), .. } => {
+                rep.push(t0.elapsed().as_secs_f64() * 1e3);
+                far.iface
+            }
             other => bail!("unexpected reply to link: {other:?}"),
-        }
-        let seen = rx.recv_timeout(Duration::from_secs(5)).map_err(|_| {
-            anyhow!("h{k}:eth0 pulled: no no-carrier event from its switch port in 5 s")
-        })?;
+        };
+        let seen = loop {
+            let (p, at) = rx.recv_timeout(Duration::from_secs(5)).map_err(|_| {
+                anyhow!("h{k}:eth0 pulled: no no-carrier event from s1:{port} in 5 s")
+            })?;
+            if p == port {
+                break at;
+            }
+        };
         lat.push((seen - t0).as_secs_f64() * 1e3);
     }
     up.cli.down()?;

@@ -341,8 +341,9 @@ impl Fleet {
         out.expect("scatter hands back every item's result")
     }
 
-    /// Ends subsystem `id`'s part of node `name` (its `exit`; the node and its other
-    /// subsystems stay): `nsfleet node stop`. Returns whether it had anything running.
+    /// Ends subsystem `id`'s part of node `name` (its `exit` and `exit_batch`; the node and
+    /// its other subsystems stay): `nsfleet node stop`. Returns whether it had anything
+    /// running.
     pub fn stop_on(&self, id: SubsysId, name: &str) -> anyhow::Result<bool> {
         let table = self.nodes();
         let node = table

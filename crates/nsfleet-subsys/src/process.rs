@@ -497,18 +497,20 @@ fn ended(p: &Proc) {
     sys::unwatch_child(run.pid);
     run.exit = Some(exit);
     let pid = run.host_pid;
-    p.tell(|node, command| ProcessEvent::ProcessExited {
-        node,
-        pid,
-        command,
-        exit,
-    });
     if p.restart && exit.failed() && !run.stopping {
         let backoff = FIRST_BACKOFF
             .saturating_mul(1 << run.restarts.min(5))
             .min(MAX_BACKOFF);
         run.again_at = Some(Instant::now() + backoff);
     }
+    // Told with no lock held: whoever listens may be slow.
+    drop(run);
+    p.tell(|node, command| ProcessEvent::ProcessExited {
+        node,
+        pid,
+        command,
+        exit,
+    });
 }
 
 fn start_again(p: &Proc, spawner: &Spawner) {
@@ -522,8 +524,9 @@ fn start_again(p: &Proc, spawner: &Spawner) {
             run.pidfd = Arc::new(pidfd);
             run.exit = None;
             run.restarts += 1;
+            let pid = run.host_pid;
             drop(run);
-            p.started();
+            p.tell(|node, command| ProcessEvent::ProcessStarted { node, pid, command });
         }
         Ok((pid, pidfd)) => {
             // Torn down meanwhile: this run is not wanted.

@@ -260,12 +260,15 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
 fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     *sup.state.lock() = "stopping";
     let started = Instant::now();
+    // A change under way finishes first; those that come later see "stopping".
+    let change = sup.changes.lock();
     // The generator's threads and sinks, and the watchers' link sockets, hold
     // namespaces: they go first.
     sup.watchers.close();
     sup.traffic.lock().shutdown(&sup.fleet);
     let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
     let ticket = sup.fleet.destroy_all();
+    drop(change);
     let dropped = ticket.wait_dropped();
     let dropped = Reply::Dropped {
         nodes: dropped.total,
@@ -429,8 +432,9 @@ impl Supervisor {
                 format,
                 dry_run,
             }) => reply(&answer(self.apply(&file, format, dry_run))),
+            // `watching` is written by the subscription, before any event.
             Ok(Request::Events) => match self.watchers.subscribe(&conn, &self.fleet) {
-                Ok(()) => reply(&Reply::Watching),
+                Ok(()) => Ok(()),
                 Err(e) => reply(&Reply::Error {
                     message: format!("watching the fleet: {e:#}"),
                 }),
@@ -476,7 +480,14 @@ impl Supervisor {
     }
 
     fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> Reply {
-        let _change = self.changes.lock();
+        let _change = match self.change() {
+            Ok(c) => c,
+            Err(e) => {
+                return Reply::Error {
+                    message: format!("{e:#}"),
+                }
+            }
+        };
         let id = self.defaults.impair;
         let (n, i) = (node.clone(), iface.clone());
         let r = self.fleet.on_node(&node, move |cx| {
@@ -499,7 +510,7 @@ impl Supervisor {
 
     /// `nsfleet link`: one end down or up, then both ends' state.
     fn link(&self, node: &str, iface: &str, up: Option<bool>) -> anyhow::Result<Reply> {
-        let _change = self.changes.lock();
+        let _change = self.change()?;
         self.known_node(node)?;
         let i = iface.to_string();
         let (end, far) = self.fleet.on_node(node, move |cx| {
@@ -532,10 +543,11 @@ impl Supervisor {
     /// through the processes subsystem's own exit and init (its namespace and links stay).
     fn node(&self, node: &str, action: control::NodeAction) -> anyhow::Result<Reply> {
         use control::NodeAction::*;
-        let _change = self.changes.lock();
+        let _change = self.change()?;
         self.known_node(node)?;
         let id = self.defaults.process;
-        let n = self.fleet.nodes().get(node).cloned().expect("known");
+        let n = (self.fleet.nodes().get(node).cloned())
+            .ok_or_else(|| anyhow::anyhow!("node {node} is gone"))?;
         if !n.config().has_world() {
             anyhow::bail!("node {node} runs no processes (it has no commands, kind or files)");
         }
@@ -548,7 +560,17 @@ impl Supervisor {
             Start => self.fleet.start_on(id, node)?,
             Restart => {
                 self.fleet.stop_on(id, node)?;
-                self.fleet.start_on(id, node)?;
+                if let Err(e) = self.fleet.start_on(id, node) {
+                    // Not all or nothing: what was stopped stays stopped, and is told.
+                    let event = watch::FleetEvent::Node {
+                        node: node.to_string(),
+                        action: "stopped",
+                    };
+                    self.watchers.publish(&event);
+                    return Err(e.context(format!(
+                        "node {node}: stopped, but starting it again failed"
+                    )));
+                }
             }
             Pause | Resume => {
                 let done = n.inspect::<Procs, _>(id, |p| p.pause(action == Pause));
@@ -560,10 +582,22 @@ impl Supervisor {
                 }
             }
         }
-        // A stop signal is delivered at once, but the processes take it on their way out
-        // of the kernel: look once they have.
+        // The signals go through the node's init: look once the processes have taken them
+        // (or after a second, and say what is).
         if matches!(action, Pause | Resume) {
-            std::thread::sleep(Duration::from_millis(20));
+            let deadline = Instant::now() + Duration::from_secs(1);
+            let settled = || {
+                let procs = n
+                    .inspect::<Procs, _>(id, |p| p.describe())
+                    .unwrap_or_default();
+                procs
+                    .iter()
+                    .filter(|p| p.running)
+                    .all(|p| p.paused == (action == Pause))
+            };
+            while !settled() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
         let processes = n
             .inspect::<Procs, _>(id, |p| p.describe())
@@ -631,6 +665,17 @@ impl Supervisor {
             changes,
             applied: false,
         })
+    }
+
+    /// The right to change the live fleet: one change at a time, and none once the fleet
+    /// is going down (or not up yet).
+    fn change(&self) -> anyhow::Result<parking_lot::MutexGuard<'_, ()>> {
+        let guard = self.changes.lock();
+        let state = *self.state.lock();
+        if state != "up" {
+            anyhow::bail!("fleet {:?} is {state}: it cannot be changed now", self.name);
+        }
+        Ok(guard)
     }
 
     /// An error naming the closest nodes when the fleet has no node `node`.
@@ -706,13 +751,6 @@ impl Supervisor {
 }
 
 /// A node's interfaces for `status`; a switch's ports are many and say little.
-/// A change's reply, or its error as one.
-fn answer(r: anyhow::Result<Reply>) -> Reply {
-    r.unwrap_or_else(|e| Reply::Error {
-        message: format!("{e:#}"),
-    })
-}
-
 fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();
@@ -726,4 +764,11 @@ fn describe_ifaces(n: &Node) -> Vec<String> {
                 .to_string()
         })
         .collect()
+}
+
+/// A change's reply, or its error as one.
+fn answer(r: anyhow::Result<Reply>) -> Reply {
+    r.unwrap_or_else(|e| Reply::Error {
+        message: format!("{e:#}"),
+    })
 }

@@ -11,6 +11,7 @@
 //! never waits for its audience. The link sockets keep their nodes' namespaces alive, so
 //! [`Watchers::close`] comes before the fleet's teardown.
 
+use crate::control::{self, Reply};
 use nsfleet_core::Fleet;
 use nsfleet_subsys::cable;
 use parking_lot::Mutex;
@@ -37,35 +38,52 @@ pub enum FleetEvent {
 
 #[derive(Default)]
 pub struct Watchers {
-    /// The connections that asked (lock order: `links` before `subs`).
+    /// The connections that asked. Lock order: `links` before `subs`.
     subs: Mutex<Vec<UnixStream>>,
-    links: Mutex<Option<cable::LinkWatch>>,
+    links: Mutex<Links>,
+}
+
+/// The kernel's link notifications, started with the first watcher.
+#[derive(Default)]
+struct Links {
+    watch: Option<cable::LinkWatch>,
+    /// The fleet is going down: no new watcher, no new sockets in its nodes.
+    closed: bool,
+}
+
+/// An event as its line: the event and when it happened (`at`, seconds since the epoch).
+fn line(event: &impl Serialize) -> String {
+    let mut v = serde_json::to_value(event).unwrap_or_default();
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    v["at"] = serde_json::json!(at.as_millis() as f64 / 1e3);
+    let mut line = v.to_string();
+    line.push('\n');
+    line
 }
 
 impl Watchers {
-    /// Writes `event` to every watcher, with the time it happened (`at`, seconds since
-    /// the epoch); drops those that are gone or too slow.
+    /// Writes `event` to every watcher; drops those that are gone or too slow.
     pub fn publish(&self, event: &impl Serialize) {
         let mut subs = self.subs.lock();
         if subs.is_empty() {
             return;
         }
-        let mut v = serde_json::to_value(event).unwrap_or_default();
-        let at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        v["at"] = serde_json::json!(at.as_millis() as f64 / 1e3);
-        let mut line = v.to_string();
-        line.push('\n');
+        let line = line(event);
         subs.retain(|s| std::io::Write::write_all(&mut &*s, line.as_bytes()).is_ok());
     }
 
-    /// Adds a watcher; the first one starts the kernel's link notifications in every node.
+    /// Adds a watcher, answering it `watching` before any event can reach it; the first
+    /// one starts the kernel's link notifications in every node.
     pub fn subscribe(self: &Arc<Self>, conn: &UnixStream, fleet: &Fleet) -> anyhow::Result<()> {
         let conn = conn.try_clone()?;
         conn.set_write_timeout(Some(Duration::from_secs(1)))?;
         let mut links = self.links.lock();
-        if links.is_none() {
+        if links.closed {
+            anyhow::bail!("the fleet is going down");
+        }
+        if links.watch.is_none() {
             let to = self.clone();
             let tell = move |node: &str, iface: String, state| {
                 to.publish(&FleetEvent::Link {
@@ -74,19 +92,27 @@ impl Watchers {
                     state,
                 })
             };
-            *links = Some(cable::LinkWatch::start(fleet, tell)?);
+            links.watch = Some(cable::LinkWatch::start(fleet, tell)?);
         }
-        self.subs.lock().push(conn);
+        let mut subs = self.subs.lock();
+        control::write_line(&conn, &Reply::Watching)?;
+        subs.push(conn);
         Ok(())
     }
 
-    /// Tells every watcher the fleet is going down, lets them go, and closes the link
-    /// sockets (which hold the nodes' namespaces).
+    /// Closes the link sockets (which hold the nodes' namespaces), then tells every
+    /// watcher the fleet is going down, as the last event, and lets them go.
     pub fn close(&self) {
-        self.publish(&FleetEvent::FleetDown);
-        if let Some(w) = self.links.lock().take() {
+        let mut links = self.links.lock();
+        links.closed = true;
+        if let Some(w) = links.watch.take() {
             w.stop();
         }
-        self.subs.lock().clear();
+        drop(links);
+        let subs = std::mem::take(&mut *self.subs.lock());
+        let last = line(&FleetEvent::FleetDown);
+        for s in subs {
+            let _ = std::io::Write::write_all(&mut &s, last.as_bytes());
+        }
     }
 }

@@ -31,10 +31,15 @@ pub fn diff<'a>(
     new: &Topology,
 ) -> Vec<Change> {
     let running: Vec<_> = running.collect();
+    let by_name: std::collections::HashMap<&str, usize> = running
+        .iter()
+        .enumerate()
+        .map(|(k, (n, _, _))| (*n, k))
+        .collect();
     let mut out = Vec::new();
     let wanted: BTreeSet<String> = new.nodes().map(|n| n.name).collect();
     for n in new.nodes() {
-        match running.iter().find(|(name, _, _)| *name == n.name) {
+        match by_name.get(n.name.as_str()).map(|k| &running[*k]) {
             None => {
                 let what = if n.config.switch { "switch" } else { "node" };
                 let ifaces: Vec<&str> = n.wiring.ifaces.iter().map(|i| i.name.as_str()).collect();
