@@ -158,6 +158,8 @@ impl Workers {
 }
 
 fn worker_main(rx: Receiver<Job>, home: Arc<OwnedFd>) {
+    // Best effort: without it a worker waits behind the daemons it has started.
+    let _ = nsfleet_sys::prefer_this_thread();
     let mut w = Worker {
         home,
         here: None,

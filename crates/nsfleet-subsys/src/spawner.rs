@@ -37,6 +37,8 @@ impl Spawner {
         std::thread::Builder::new()
             .name("nsfleet-spawner".into())
             .spawn(move || {
+                // Best effort, as the workers: its children go back to nice 0 at exec.
+                let _ = sys::prefer_this_thread();
                 // Home (the process's own namespaces) at once: this thread may be started
                 // by a worker inside a node, whose namespace it would keep alive.
                 let home = sys::private_fd_table(3)

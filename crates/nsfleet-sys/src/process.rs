@@ -193,6 +193,24 @@ pub fn cmdline_of(pid: i64) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
+/// Gives the calling thread, and what it forks until that resets it, more of the CPU than
+/// the nodes' processes (nice -10). For nsfleet's workers and spawner: a fleet's own
+/// daemons, started as it is built, otherwise starve its construction. Profiled with 306
+/// FRR routers on 2 CPUs: each spawn waited for its forked child to reach exec, which at
+/// nice 0 queued behind the running daemons' hundreds of threads (deploy 77-88 s; FRR 92%
+/// of the CPU, nsfleet under 1%). A forked child is reset to nice 0 right before it
+/// execs the node's software, and a node's init once its world is set up.
+pub fn prefer_this_thread() -> io::Result<()> {
+    // SAFETY: setpriority(2) on the calling thread (id 0): nice is per thread on Linux.
+    check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) }).map(drop)
+}
+
+/// Back to the default priority (nice 0): a node's init, once nsfleet's part is done.
+pub fn plain_priority() {
+    // SAFETY: setpriority(2) on the calling thread; failing leaves it as it was.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
+}
+
 /// Whether the process (a host pid) is stopped by a signal (state `T` in /proc).
 pub fn is_stopped(pid: i64) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -218,6 +236,9 @@ fn child_setup() -> io::Result<()> {
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
+        // Last: up to here the child was nsfleet's work (see `prefer_this_thread`); what
+        // it execs is the node's, at the node's priority.
+        libc::setpriority(libc::PRIO_PROCESS, 0, 0);
     }
     Ok(())
 }

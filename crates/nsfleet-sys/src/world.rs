@@ -182,6 +182,8 @@ pub fn run_node_init(grace: Duration, ready: impl FnOnce()) -> ! {
         set
     };
     ready();
+    // Set up, as nsfleet's work: from now on it is the node's (see prefer_this_thread).
+    crate::plain_priority();
     let _ = let_go_of_inherited_memory();
     // SAFETY: sigtimedwait/waitpid/kill on stack values and integers.
     unsafe {
