@@ -58,14 +58,7 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
         #[command(flatten)]
-        engine: EngineArgs,
-        /// Print the result as one JSON object.
-        #[arg(long)]
-        json: bool,
-        /// Validate the file and check it against this machine, then stop: nothing is
-        /// created.
-        #[arg(long)]
-        dry_run: bool,
+        launch: LaunchArgs,
     },
     /// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
     /// for `up`).
@@ -91,13 +84,7 @@ enum Command {
         #[arg(short = 'c', long)]
         reconfigure: bool,
         #[command(flatten)]
-        engine: EngineArgs,
-        #[arg(long)]
-        json: bool,
-        /// Validate the file and check it against this machine, then stop: nothing is
-        /// created.
-        #[arg(long)]
-        dry_run: bool,
+        launch: LaunchArgs,
     },
     /// Take a containerlab lab down (containerlab's verb for `down`): returns once the
     /// kernel has reclaimed every namespace. Nothing is left on the host.
@@ -261,8 +248,8 @@ enum Command {
         name: String,
         /// The node (`nsfleet status NAME` lists them).
         node: String,
-        #[arg(value_parser = ["stop", "start", "restart", "pause", "resume"])]
-        action: String,
+        #[arg(value_parser = node_actions())]
+        action: nsfleet::control::NodeAction,
         #[arg(long)]
         json: bool,
     },
@@ -323,6 +310,41 @@ struct LabArgs {
     /// Every deployed containerlab lab.
     #[arg(short = 'a', long, conflicts_with_all = ["topo", "name"])]
     all: bool,
+}
+
+/// How `up` (and `deploy`) bring a fleet up.
+#[derive(Args)]
+struct LaunchArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Validate the file and check it against this machine, then stop: nothing is
+    /// created.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl LaunchArgs {
+    fn up(
+        self,
+        file: Option<PathBuf>,
+        format: Option<nsfleet::topology::Format>,
+        name: Option<String>,
+        run_dir: PathBuf,
+    ) -> cmd::up::UpArgs {
+        cmd::up::UpArgs {
+            file,
+            format,
+            name,
+            workers: self.engine.workers,
+            max_unreclaimed: self.engine.max_unreclaimed,
+            run_dir,
+            json: self.json,
+            dry_run: self.dry_run,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -631,6 +653,13 @@ impl From<LabArgs> for cmd::clab::Lab {
     }
 }
 
+/// `nsfleet node`'s actions: listed in --help, checked by clap.
+fn node_actions() -> impl clap::builder::TypedValueParser<Value = nsfleet::control::NodeAction> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    let names = PossibleValuesParser::new(nsfleet::control::NodeAction::names());
+    names.map(|s| s.parse().expect("clap checked the name"))
+}
+
 fn parse_format(s: &str) -> Result<nsfleet::topology::Format, String> {
     match s {
         "toml" => Ok(nsfleet::topology::Format::Toml),
@@ -651,38 +680,16 @@ fn main() {
             file,
             format,
             name,
-            engine,
-            json,
-            dry_run,
-        } => cmd::up::up(cmd::up::UpArgs {
-            file,
-            format,
-            name,
-            workers: engine.workers,
-            max_unreclaimed: engine.max_unreclaimed,
-            run_dir,
-            json,
-            dry_run,
-        }),
+            launch,
+        } => cmd::up::up(launch.up(file, format, name, run_dir)),
         Command::Deploy {
             topo,
             reconfigure,
-            engine,
-            json,
-            dry_run,
+            launch,
         } => cmd::clab::deploy(cmd::clab::DeployArgs {
             topo,
             reconfigure,
-            up: cmd::up::UpArgs {
-                file: None,
-                format: None,
-                name: None,
-                workers: engine.workers,
-                max_unreclaimed: engine.max_unreclaimed,
-                run_dir,
-                json,
-                dry_run,
-            },
+            up: launch.up(None, None, None, run_dir),
         }),
         Command::Destroy {
             lab,
@@ -786,13 +793,7 @@ fn main() {
         } => cmd::node::node(cmd::node::NodeArgs {
             name,
             node,
-            action: match action.as_str() {
-                "stop" => nsfleet::control::NodeAction::Stop,
-                "start" => nsfleet::control::NodeAction::Start,
-                "restart" => nsfleet::control::NodeAction::Restart,
-                "pause" => nsfleet::control::NodeAction::Pause,
-                _ => nsfleet::control::NodeAction::Resume,
-            },
+            action,
             json,
             run_dir,
         }),

@@ -29,10 +29,8 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }
-    let name = match &a.name {
-        Some(n) => n.clone(),
-        None => nsfleet::subsys::probe::validate(draft)?.name,
-    };
+    // The supervisor validates it against the kernel; the name is all needed here.
+    let name = a.name.clone().unwrap_or_else(|| draft.name().to_string());
     let rd = RunDir::new(&a.run_dir);
     let mut client = connect(&rd, &name)?;
     let req = Request::Apply {
@@ -42,7 +40,6 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     };
     let changes = match client.call(&req)? {
         Reply::Plan { changes, .. } => changes,
-        Reply::Error { message } => bail!("{message}"),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {

@@ -41,7 +41,6 @@ pub fn link(a: LinkArgs) -> anyhow::Result<()> {
             host,
             impair,
         } => (end, far, host, impair),
-        Reply::Error { message } => bail!("{message}"),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {

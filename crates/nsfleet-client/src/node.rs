@@ -25,7 +25,6 @@ pub fn node(a: NodeArgs) -> anyhow::Result<()> {
     };
     let processes = match client.call(&req)? {
         Reply::Node { processes, .. } => processes,
-        Reply::Error { message } => bail!("{message}"),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {
@@ -33,14 +32,7 @@ pub fn node(a: NodeArgs) -> anyhow::Result<()> {
         println!("{v}");
         return Ok(());
     }
-    let done = match a.action {
-        NodeAction::Stop => "stopped",
-        NodeAction::Start => "started",
-        NodeAction::Restart => "restarted",
-        NodeAction::Pause => "paused",
-        NodeAction::Resume => "resumed",
-    };
-    println!("node {}: processes {done}", a.node);
+    println!("node {}: processes {}", a.node, a.action.done());
     for p in &processes {
         println!("  {}", describe_process(p));
     }

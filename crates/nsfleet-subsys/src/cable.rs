@@ -100,7 +100,7 @@ pub fn set(cx: &mut InitCtx<'_>, iface: &str, up: Option<bool>) -> anyhow::Resul
         .node
         .wiring()
         .iface(iface)
-        .ok_or_else(|| no_such(cx, iface))?;
+        .ok_or_else(|| crate::no_interface(cx.node, iface))?;
     let index = i.index;
     if up == Some(false) {
         // Best effort: a node without IPv6 has no such key.
@@ -137,23 +137,6 @@ fn read(cx: &mut InitCtx<'_>, iface: &str, index: i32) -> anyhow::Result<EndStat
         carrier: l.carrier.unwrap_or(false),
         counters: l.stats.into(),
     })
-}
-
-fn no_such(cx: &InitCtx<'_>, iface: &str) -> anyhow::Error {
-    let have: Vec<&str> = cx
-        .node
-        .wiring()
-        .ifaces
-        .iter()
-        .map(|i| i.name.as_str())
-        .collect();
-    let close = closest(iface, &have);
-    let hint = if close.is_empty() {
-        format!("it has: {}", have.join(", "))
-    } else {
-        format!("did you mean {}?", close.join(" or "))
-    };
-    anyhow!("{} has no interface {iface:?} ({hint})", cx.node.name())
 }
 
 /// The kernel's link notifications of every node, read on a thread of their own: a route
@@ -223,54 +206,5 @@ fn watch_links(
                 }
             });
         }
-    }
-}
-
-/// The names among `have` closest to `name` (at most three, within an edit distance of
-/// a third of its length, and at least 2).
-pub fn closest<'a>(name: &str, have: &[&'a str]) -> Vec<&'a str> {
-    let most = (name.chars().count() / 3).max(2);
-    let mut by: Vec<(usize, &str)> = have
-        .iter()
-        .map(|h| (distance(name, h), *h))
-        .filter(|(d, _)| *d <= most)
-        .collect();
-    by.sort();
-    by.into_iter().take(3).map(|(_, h)| h).collect()
-}
-
-/// Levenshtein distance.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(prev + (ca != *cb) as usize);
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn closest_names() {
-        assert_eq!(
-            closest("eth3", &["eth0", "eth1", "lo0", "uplink"]),
-            ["eth0", "eth1"]
-        );
-        assert_eq!(
-            closest("router12", &["router1", "router2", "r3"]),
-            ["router1", "router2"]
-        );
-        assert!(closest("zzzzzz", &["eth0"]).is_empty());
     }
 }

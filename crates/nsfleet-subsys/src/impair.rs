@@ -5,7 +5,6 @@
 //! Kernels built without netem (CONFIG_NET_SCH_NETEM off) still get `rate`, from a token
 //! bucket (tbf); any other impairment is refused before anything is created.
 
-use anyhow::anyhow;
 use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 use nsfleet_netlink::rtnl::{self, Netem};
 use nsfleet_netlink::Batch;
@@ -45,19 +44,7 @@ impl Impairments {
         imp: Option<Impair>,
     ) -> anyhow::Result<()> {
         let node = cx.node;
-        let i = node.wiring().iface(iface).ok_or_else(|| {
-            let have: Vec<&str> = node
-                .wiring()
-                .ifaces
-                .iter()
-                .map(|i| i.name.as_str())
-                .collect();
-            anyhow!(
-                "{} has no interface {iface:?} (it has: {})",
-                node.name(),
-                have.join(", ")
-            )
-        })?;
+        let i = (node.wiring().iface(iface)).ok_or_else(|| crate::no_interface(node, iface))?;
         let netem = super::probe::has_netem();
         if let Some(why) = imp.as_ref().and_then(|i| netem_refusal(i, netem)) {
             anyhow::bail!("{why}");

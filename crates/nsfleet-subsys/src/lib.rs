@@ -72,6 +72,21 @@ pub enum Ipv6 {
     Used,
 }
 
+/// "r1 has no interface "eth9" (did you mean eth0 or eth1?)": the error of a name that
+/// is not one of the node's interfaces.
+pub(crate) fn no_interface(node: &Node, iface: &str) -> anyhow::Error {
+    let have: Vec<&str> = (node.wiring().ifaces.iter())
+        .map(|i| i.name.as_str())
+        .collect();
+    let close = nsfleet_topology::closest(iface, &have);
+    let hint = if close.is_empty() {
+        format!("it has: {}", have.join(", "))
+    } else {
+        format!("did you mean {}?", close.join(" or "))
+    };
+    anyhow::anyhow!("{} has no interface {iface:?} ({hint})", node.name())
+}
+
 pub(crate) fn ipv6(node: &Node) -> Ipv6 {
     if !probe::has_ipv6() {
         Ipv6::Off

@@ -247,6 +247,7 @@ impl Subsystem for Processes {
             let command = template::expand(command, &vars);
             match spawner.spawn(&command, &log, world_id, &env) {
                 Ok((pid, pidfd)) => {
+                    let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
                     let p = Arc::new(Proc {
                         node: node.name().to_string(),
                         events: self.events.clone(),
@@ -257,7 +258,7 @@ impl Subsystem for Processes {
                         restart: node.config().restart_on_failure,
                         run: Mutex::new(Run {
                             pid,
-                            host_pid: sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64),
+                            host_pid,
                             pidfd: Arc::new(pidfd),
                             exit: None,
                             restarts: 0,
@@ -265,7 +266,7 @@ impl Subsystem for Processes {
                             stopping: false,
                         }),
                     });
-                    p.started();
+                    p.tell_started(host_pid);
                     watcher.add(&p);
                     procs.list.push(p);
                 }
@@ -310,8 +311,12 @@ impl Subsystem for Processes {
             r.exit = Some(sys::try_wait_pidfd(r.pidfd.as_fd()).unwrap_or(Exit::Unknown));
             sys::unwatch_child(r.pid);
         }
-        let ended: Vec<&Arc<Proc>> = runs.into_iter().map(|(p, _)| p).collect();
-        ended.iter().for_each(|p| p.tell_exit());
+        let ended: Vec<_> = (runs.into_iter())
+            .map(|(p, r)| (p, r.host_pid, r.exit.unwrap_or(Exit::Unknown)))
+            .collect();
+        for (p, pid, exit) in ended {
+            p.tell_exited(pid, exit);
+        }
         // Then the inits, whose exit takes the rest of their nodes (daemons) along.
         let worlds: Vec<&World> = batch.iter().filter_map(|(_, p)| p.world.as_ref()).collect();
         let fds: Vec<_> = worlds.iter().map(|w| w.pidfd.as_fd()).collect();
@@ -463,26 +468,19 @@ impl Proc {
         }
     }
 
-    /// Tells how the current run ended, once it has.
-    fn tell_exit(&self) {
-        let (pid, exit) = {
-            let run = self.run.lock();
-            (run.host_pid, run.exit)
-        };
-        if let Some(exit) = exit {
-            self.tell(|node, command| ProcessEvent::ProcessExited {
-                node,
-                pid,
-                command,
-                exit,
-            });
-        }
+    /// Tells that a run started; called with no lock held.
+    fn tell_started(&self, pid: i64) {
+        self.tell(|node, command| ProcessEvent::ProcessStarted { node, pid, command });
     }
 
-    /// Tells that the current run started.
-    fn started(&self) {
-        let pid = self.run.lock().host_pid;
-        self.tell(|node, command| ProcessEvent::ProcessStarted { node, pid, command });
+    /// Tells how a run ended; called with no lock held.
+    fn tell_exited(&self, pid: i64, exit: Exit) {
+        self.tell(|node, command| ProcessEvent::ProcessExited {
+            node,
+            pid,
+            command,
+            exit,
+        });
     }
 }
 
@@ -505,12 +503,7 @@ fn ended(p: &Proc) {
     }
     // Told with no lock held: whoever listens may be slow.
     drop(run);
-    p.tell(|node, command| ProcessEvent::ProcessExited {
-        node,
-        pid,
-        command,
-        exit,
-    });
+    p.tell_exited(pid, exit);
 }
 
 fn start_again(p: &Proc, spawner: &Spawner) {
@@ -526,7 +519,7 @@ fn start_again(p: &Proc, spawner: &Spawner) {
             run.restarts += 1;
             let pid = run.host_pid;
             drop(run);
-            p.tell(|node, command| ProcessEvent::ProcessStarted { node, pid, command });
+            p.tell_started(pid);
         }
         Ok((pid, pidfd)) => {
             // Torn down meanwhile: this run is not wanted.

@@ -90,6 +90,40 @@ pub enum NodeAction {
     Resume,
 }
 
+impl NodeAction {
+    /// Each action, its name (`nsfleet node NODE stop`) and what a node is once it is done.
+    const ALL: [(NodeAction, &'static str, &'static str); 5] = [
+        (NodeAction::Stop, "stop", "stopped"),
+        (NodeAction::Start, "start", "started"),
+        (NodeAction::Restart, "restart", "restarted"),
+        (NodeAction::Pause, "pause", "paused"),
+        (NodeAction::Resume, "resume", "resumed"),
+    ];
+
+    /// The actions' names, as the command line takes them.
+    pub fn names() -> [&'static str; 5] {
+        Self::ALL.map(|(_, n, _)| n)
+    }
+
+    /// "stopped", "started", ...: for replies and events.
+    pub fn done(self) -> &'static str {
+        (Self::ALL.iter())
+            .find(|(a, _, _)| *a == self)
+            .map_or("", |(_, _, d)| d)
+    }
+}
+
+impl std::str::FromStr for NodeAction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        (Self::ALL.iter())
+            .find(|(_, n, _)| *n == s)
+            .map(|(a, _, _)| *a)
+            .ok_or_else(|| format!("expected one of {}, got {s:?}", Self::names().join(", ")))
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {

@@ -419,7 +419,7 @@ impl Supervisor {
                 node,
                 iface,
                 impair,
-            }) => reply(&self.impair(node, iface, impair)),
+            }) => reply(&answer(self.impair(node, iface, impair))),
             Ok(Request::Gen {
                 commands,
                 threads,
@@ -479,15 +479,8 @@ impl Supervisor {
         }
     }
 
-    fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> Reply {
-        let _change = match self.change() {
-            Ok(c) => c,
-            Err(e) => {
-                return Reply::Error {
-                    message: format!("{e:#}"),
-                }
-            }
-        };
+    fn impair(&self, node: String, iface: String, impair: Option<Impair>) -> anyhow::Result<Reply> {
+        let _change = self.change()?;
         let id = self.defaults.impair;
         let (n, i) = (node.clone(), iface.clone());
         let r = self.fleet.on_node(&node, move |cx| {
@@ -496,22 +489,17 @@ impl Supervisor {
             cx.node.modify(id, |s: &mut Impaired| *s = state);
             r
         });
-        match r {
-            Ok(()) => Reply::Impaired {
-                node: n,
-                iface,
-                impair,
-            },
-            Err(e) => Reply::Error {
-                message: format!("{e:#}"),
-            },
-        }
+        r.map(|()| Reply::Impaired {
+            node: n,
+            iface,
+            impair,
+        })
     }
 
     /// `nsfleet link`: one end down or up, then both ends' state.
     fn link(&self, node: &str, iface: &str, up: Option<bool>) -> anyhow::Result<Reply> {
         let _change = self.change()?;
-        self.known_node(node)?;
+        let n = self.known_node(node)?;
         let i = iface.to_string();
         let (end, far) = self.fleet.on_node(node, move |cx| {
             Ok((cable::set(cx, &i, up)?, cable::far_end(cx, &i)))
@@ -524,13 +512,9 @@ impl Supervisor {
             cable::Far::Host(h) => (None, Some(h)),
             cable::Far::None => (None, None),
         };
-        let impair = (self.fleet.nodes().get(node))
-            .and_then(|n| n.inspect::<Impaired, _>(self.defaults.impair, Clone::clone))
-            .and_then(|all| {
-                all.into_iter()
-                    .find(|(f, _)| f == iface)
-                    .map(|(_, imp)| imp)
-            });
+        let impair = (self.impairments(&n).into_iter())
+            .find(|(f, _)| f == iface)
+            .map(|(_, imp)| imp);
         Ok(Reply::Link {
             end,
             far,
@@ -544,10 +528,8 @@ impl Supervisor {
     fn node(&self, node: &str, action: control::NodeAction) -> anyhow::Result<Reply> {
         use control::NodeAction::*;
         let _change = self.change()?;
-        self.known_node(node)?;
+        let n = self.known_node(node)?;
         let id = self.defaults.process;
-        let n = (self.fleet.nodes().get(node).cloned())
-            .ok_or_else(|| anyhow::anyhow!("node {node} is gone"))?;
         if !n.config().has_world() {
             anyhow::bail!("node {node} runs no processes (it has no commands, kind or files)");
         }
@@ -564,7 +546,7 @@ impl Supervisor {
                     // Not all or nothing: what was stopped stays stopped, and is told.
                     let event = watch::FleetEvent::Node {
                         node: node.to_string(),
-                        action: "stopped",
+                        action: Stop.done(),
                     };
                     self.watchers.publish(&event);
                     return Err(e.context(format!(
@@ -602,16 +584,9 @@ impl Supervisor {
         let processes = n
             .inspect::<Procs, _>(id, |p| p.describe())
             .unwrap_or_default();
-        let done = match action {
-            Stop => "stopped",
-            Start => "started",
-            Restart => "restarted",
-            Pause => "paused",
-            Resume => "resumed",
-        };
         let event = watch::FleetEvent::Node {
             node: node.to_string(),
-            action: done,
+            action: action.done(),
         };
         self.watchers.publish(&event);
         Ok(Reply::Node {
@@ -648,9 +623,7 @@ impl Supervisor {
             .iter()
             .map(|n| {
                 let mut w = n.wiring().clone();
-                let now: Vec<(String, Impair)> = (n
-                    .inspect::<Impaired, _>(self.defaults.impair, Clone::clone))
-                .unwrap_or_default();
+                let now = self.impairments(n);
                 for i in &mut w.ifaces {
                     i.impair = now.iter().find(|(f, _)| *f == i.name).map(|(_, imp)| *imp);
                 }
@@ -678,14 +651,20 @@ impl Supervisor {
         Ok(guard)
     }
 
-    /// An error naming the closest nodes when the fleet has no node `node`.
-    fn known_node(&self, node: &str) -> anyhow::Result<()> {
+    /// Each interface's impairment now, as `nsfleet impair` left it.
+    fn impairments(&self, n: &Node) -> Vec<(String, Impair)> {
+        n.inspect::<Impaired, _>(self.defaults.impair, Clone::clone)
+            .unwrap_or_default()
+    }
+
+    /// The node named `node`, or an error naming the closest ones.
+    fn known_node(&self, node: &str) -> anyhow::Result<Arc<Node>> {
         let nodes = self.fleet.nodes();
-        if nodes.get(node).is_some() {
-            return Ok(());
+        if let Some(n) = nodes.get(node) {
+            return Ok(n.clone());
         }
         let names: Vec<&str> = nodes.iter().map(|n| n.name()).collect();
-        let close = cable::closest(node, &names);
+        let close = nsfleet_topology::closest(node, &names);
         let hint = if close.is_empty() {
             String::new()
         } else {
@@ -719,9 +698,7 @@ impl Supervisor {
                     .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
                     .unwrap_or_default(),
                 interfaces: describe_ifaces(n),
-                impairments: n
-                    .inspect::<Impaired, _>(self.defaults.impair, Clone::clone)
-                    .unwrap_or_default(),
+                impairments: self.impairments(n),
                 clab: n.config().clab.clone(),
             })
             .collect();

@@ -334,3 +334,52 @@ pub fn check_ifname(name: &str) -> Result<(), String> {
         "interface name {name:?}: expected 1 to 15 letters, digits, '-', '_' or '.', starting with a letter or digit (and not \"lo\")"
     ))
 }
+
+/// The names among `have` closest to `name` (at most three, within an edit distance of
+/// a third of its length, and at least 2).
+pub fn closest<'a>(name: &str, have: &[&'a str]) -> Vec<&'a str> {
+    let most = (name.chars().count() / 3).max(2);
+    let mut by: Vec<(usize, &str)> = have
+        .iter()
+        .map(|h| (distance(name, h), *h))
+        .filter(|(d, _)| *d <= most)
+        .collect();
+    by.sort();
+    by.into_iter().take(3).map(|(_, h)| h).collect()
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(prev + (ca != *cb) as usize);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_names_by_edit_distance() {
+        assert_eq!(
+            closest("eth3", &["eth0", "eth1", "lo0", "uplink"]),
+            ["eth0", "eth1"]
+        );
+        assert_eq!(
+            closest("router12", &["router1", "router2", "r3"]),
+            ["router1", "router2"]
+        );
+        assert!(closest("zzzzzz", &["eth0"]).is_empty());
+    }
+}

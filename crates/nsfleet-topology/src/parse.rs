@@ -300,6 +300,11 @@ impl Draft {
         }
     }
 
+    /// The fleet's name, as the file gives it.
+    pub fn name(&self) -> &str {
+        &self.topo.name
+    }
+
     pub fn warnings(&self) -> &[TopologyError] {
         &self.warnings
     }
@@ -384,10 +389,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         let built = config::build(&cx, &[defaults, &own, table], router)?;
         groups.add(&cx, g.node_names(), built, &sec.kind)?;
     }
-    let mut plan = Plan::new(groups.list.iter().flat_map(|g| {
-        let switch = g.config.switch;
-        g.names.iter().map(move |n| (n, switch))
-    }));
+    let mut plan = groups.plan();
     wire(&cx, &doc, &generators, &groups, &mut plan)?;
     let wiring = plan.finish();
     let name = name.get_ref();
@@ -414,6 +416,14 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
+    /// The wiring plan of every node of the groups, in their order.
+    pub(crate) fn plan(&self) -> Plan {
+        Plan::new(self.list.iter().flat_map(|g| {
+            let switch = g.config.switch;
+            g.names.iter().map(move |n| (n, switch))
+        }))
+    }
+
     pub(crate) fn add(
         &mut self,
         cx: &Ctx<'_>,

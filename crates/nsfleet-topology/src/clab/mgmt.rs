@@ -208,7 +208,7 @@ impl Mgmt {
         for n in nodes {
             let mut mine = Vec::new();
             for (key, v6) in [("mgmt-ipv4", false), ("mgmt-ipv6", true)] {
-                let Some(y) = n.mgmt_addr(key) else { continue };
+                let Some(y) = n.first(key) else { continue };
                 let version = if v6 { 6 } else { 4 };
                 let bad = || {
                     lab.err(

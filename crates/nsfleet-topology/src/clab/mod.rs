@@ -23,7 +23,6 @@ mod node;
 
 use crate::config;
 use crate::parse::{Ctx, Draft, Groups, TopologyError};
-use crate::plan::Plan;
 use crate::yaml::{self, Yaml};
 use crate::{check_name, Names, Topology, MAX_FLEET_NAME, MAX_NODE_NAME};
 use std::ops::Range;
@@ -62,16 +61,13 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     }
     let managed: Vec<&node::NodeDecl> = nodes.iter().filter(|n| n.managed()).collect();
     if !managed.is_empty() {
-        let at = lab.spanned(&mgmt.network, mgmt.at.clone());
+        let at = toml::Spanned::new(mgmt.at.clone(), mgmt.network.clone());
         check_name("management network name", &mgmt.network, MAX_NODE_NAME)
             .map_err(|m| cx.err(mgmt.at.clone(), m))?;
         groups.add(&cx, Names::One(mgmt.network.clone()), crate::parse::switch_config(), &at)
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
-    let mut plan = Plan::new(groups.list.iter().flat_map(|g| {
-        let switch = g.config.switch;
-        g.names.iter().map(move |n| (n, switch))
-    }));
+    let mut plan = groups.plan();
     if !managed.is_empty() {
         mgmt.wire(&lab, &managed, &mut plan)?;
     }
@@ -118,10 +114,6 @@ impl<'a> Lab<'a> {
         if !self.warnings.contains(&w) {
             self.warnings.push(w);
         }
-    }
-
-    fn spanned(&self, s: &str, at: Range<usize>) -> toml::Spanned<String> {
-        toml::Spanned::new(at, s.to_string())
     }
 
     fn map<'y>(&self, y: &'y Yaml, what: &str) -> Result<&'y [(Yaml, Yaml)], TopologyError> {

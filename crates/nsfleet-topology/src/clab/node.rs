@@ -271,11 +271,6 @@ impl NodeDecl<'_> {
             && self.first("network-mode").and_then(|m| m.str()) != Some("none")
     }
 
-    /// `mgmt-ipv4` or `mgmt-ipv6`, if given.
-    pub fn mgmt_addr(&self, key: &str) -> Option<&Yaml> {
-        self.first(key)
-    }
-
     /// `network-mode`: none (no management network), bridge (the default); host and
     /// container:NAME put the node in another's network namespace, which would make it
     /// another lab.
@@ -289,8 +284,8 @@ impl NodeDecl<'_> {
         }
     }
 
-    /// The first layer's value of `key` that is set.
-    fn first(&self, key: &str) -> Option<&Yaml> {
+    /// The first layer's value of `key` that is set (`mgmt-ipv4`, ...).
+    pub(crate) fn first(&self, key: &str) -> Option<&Yaml> {
         self.layers
             .iter()
             .find_map(|l| l.get(key).filter(|v| !v.is_null() && v.str() != Some("")))
