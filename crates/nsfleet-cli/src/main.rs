@@ -195,12 +195,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// What changing a running fleet to FILE would change (--dry-run): nodes, switches,
-    /// interfaces, addresses, routes, impairments, sysctls and processes, each `+` added,
-    /// `-` removed or `~` changed, as `terraform plan` shows it. The fleet is the file's.
+    /// Change a running fleet into FILE, only where they differ: nodes and switches
+    /// added or removed, interfaces, addresses, routes, impairments, sysctls and processes
+    /// of the others changed. Nodes the change does not touch keep their processes and
+    /// counters; a node whose processes' commands, files or environment change restarts
+    /// them. All or nothing: a failure half-way puts the fleet back as it was. The fleet
+    /// is the file's; nodes are removed last, once nothing can fail.
     ///
-    /// Applying the plan is not done yet (it says so); `nsfleet link`, `node` and `impair`
-    /// change a live fleet meanwhile.
+    ///   nsfleet apply lab.toml --dry-run   # the plan: + added, - removed, ~ changed
+    ///   nsfleet apply lab.toml             # make it so
+    ///
+    /// Refused, with nothing changed: a file for another fleet, an invalid file, a switch
+    /// that would need more bridges, and removing a node that `nsfleet exec` runs in.
+    #[command(verbatim_doc_comment)]
     Apply {
         /// The topology file (TOML or containerlab's YAML), as for `up`.
         file: PathBuf,
@@ -213,7 +220,8 @@ enum Command {
         /// Show the plan; change nothing.
         #[arg(long)]
         dry_run: bool,
-        /// {"fleet", "dry_run", "changes": [{"op": "add" | "remove" | "change", "object", "detail"}]}
+        /// {"fleet", "dry_run", "applied", "changes": [{"op": "add" | "remove" | "change",
+        /// "object", "detail"}], "report": {"added", "changed", "removed", "steps"} | null}
         #[arg(long)]
         json: bool,
     },

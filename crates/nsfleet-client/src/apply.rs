@@ -1,12 +1,12 @@
-//! `nsfleet apply FILE --dry-run`: what changing the running fleet to FILE would change,
-//! object by object (`+` added, `-` removed, `~` changed), as `terraform plan` shows it.
-//! The supervisor reads and validates the file and compares it with what runs (live
-//! impairments included). Applying the plan is not done yet: `link`, `node` and `impair`
-//! change a live fleet meanwhile.
+//! `nsfleet apply FILE [--dry-run]`: changes the running fleet into FILE where they differ,
+//! and shows it object by object (`+` added, `-` removed, `~` changed), as `terraform
+//! apply` does. The supervisor reads and validates the file, compares it with what runs
+//! (live impairments included) and makes the change, all or nothing.
 
 use super::connect;
 use anyhow::{bail, Context};
 use nsfleet::control::{Reply, Request};
+use nsfleet::core::ReshapeReport;
 use nsfleet::rundir::RunDir;
 use nsfleet::topology::diff::{Change, Op};
 use nsfleet::topology::{self, Format};
@@ -38,22 +38,36 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         format: a.format,
         dry_run: a.dry_run,
     };
-    let changes = match client.call(&req)? {
-        Reply::Plan { changes, .. } => changes,
+    if !a.dry_run && !a.json {
+        eprintln!(
+            "nsfleet: applying {} to fleet {name:?}...",
+            a.file.display()
+        );
+    }
+    let (changes, applied, report) = match client.call(&req)? {
+        Reply::Plan {
+            changes,
+            applied,
+            report,
+        } => (changes, applied, report),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({ "fleet": name, "dry_run": a.dry_run, "changes": changes })
-        );
+        let out = serde_json::json!({
+            "fleet": name,
+            "dry_run": a.dry_run,
+            "applied": applied,
+            "changes": changes,
+            "report": report,
+        });
+        println!("{out}");
         return Ok(());
     }
-    print_plan(&name, &changes);
+    print_plan(&name, &changes, report.as_ref());
     Ok(())
 }
 
-fn print_plan(fleet: &str, changes: &[Change]) {
+fn print_plan(fleet: &str, changes: &[Change], report: Option<&ReshapeReport>) {
     if changes.is_empty() {
         println!("fleet {fleet:?} is as the file says: nothing to change");
         return;
@@ -72,10 +86,19 @@ fn print_plan(fleet: &str, changes: &[Change]) {
         };
         println!("  {sign} {}{detail}", c.object);
     }
+    let (add, change, remove) = (count(Op::Add), count(Op::Change), count(Op::Remove));
+    let Some(r) = report else {
+        println!(
+            "plan for fleet {fleet:?}: {add} to add, {change} to change, {remove} to remove (--dry-run: nothing was changed)"
+        );
+        return;
+    };
+    let took: std::time::Duration = r.steps.iter().map(|(_, d)| *d).sum();
     println!(
-        "plan for fleet {fleet:?}: {} to add, {} to change, {} to remove (--dry-run: nothing was changed)",
-        count(Op::Add),
-        count(Op::Change),
-        count(Op::Remove)
+        "applied to fleet {fleet:?}: {add} added, {change} changed, {remove} removed in {:.2} s (nodes: {} added, {} changed, {} removed and reclaimed)",
+        took.as_secs_f64(),
+        r.added,
+        r.changed,
+        r.removed,
     );
 }

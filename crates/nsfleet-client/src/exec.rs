@@ -45,6 +45,9 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         .take_fd()
         .ok_or_else(|| anyhow!("the supervisor sent no namespace descriptor"))?;
     drop(c);
+    // Marks the command and what it starts as ours: `apply` will not remove the node
+    // under them. Set while this process is still single-threaded.
+    std::env::set_var(nsfleet::control::EXEC_MARKER, &a.name);
     if world {
         let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
         sys::setns(ns.as_fd(), all).context("entering the node's namespaces")?;

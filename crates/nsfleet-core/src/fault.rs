@@ -3,7 +3,10 @@
 //! (`N:fail:ENOSPC`, `ENOMEM`, `EMFILE`, `ENOBUFS`: with the kernel's errno), and
 //! `NSFLEET_FAULT=N:kill` ends the process right there (_exit: no unwinding, no
 //! cleanup). `NSFLEET_FAULT=count` fails nothing and logs each operation's number to
-//! stderr. Without the feature, [`point`] is an empty inline function.
+//! stderr. A plan may count from a stage instead of from the start: `N:fail@apply` fails
+//! the N-th operation after the latest [`stage`]`("apply")` (each `nsfleet apply`), and
+//! nothing before the first. Without the feature, [`point`] and [`stage`] are empty
+//! inline functions.
 //!
 //! Points mark the operations of creating a fleet: a namespace created or entered, a
 //! netlink batch sent, a sysctl written, a process started, a host-link journal line.
@@ -11,7 +14,7 @@
 #[cfg(feature = "fault-injection")]
 mod armed {
     use std::io;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::OnceLock;
 
     enum Plan {
@@ -21,10 +24,28 @@ mod armed {
         Kill(u64),
     }
 
-    fn plan() -> Option<&'static Plan> {
-        static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
+    /// Operations counted so far, from the start or from the plan's stage.
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    /// Whether the plan's stage has been reached (always, for a plan without one).
+    static REACHED: AtomicBool = AtomicBool::new(false);
+
+    /// The plan, and the stage it counts from.
+    fn plan() -> Option<&'static (Plan, Option<String>)> {
+        static PLAN: OnceLock<Option<(Plan, Option<String>)>> = OnceLock::new();
         PLAN.get_or_init(|| {
             let v = std::env::var("NSFLEET_FAULT").ok()?;
+            let (v, from) = match v.split_once('@') {
+                Some((v, stage)) => (v.to_string(), Some(stage.to_string())),
+                None => (v, None),
+            };
+            REACHED.store(from.is_none(), Ordering::SeqCst);
+            Some((parse(&v)?, from))
+        })
+        .as_ref()
+    }
+
+    fn parse(v: &str) -> Option<Plan> {
+        {
             if v == "count" {
                 return Some(Plan::Count);
             }
@@ -36,8 +57,14 @@ mod armed {
                 ("kill", None) => Some(Plan::Kill(n)),
                 _ => None,
             }
-        })
-        .as_ref()
+        }
+    }
+
+    pub fn stage(name: &str) {
+        if plan().is_some_and(|(_, from)| from.as_deref() == Some(name)) {
+            COUNT.store(0, Ordering::SeqCst);
+            REACHED.store(true, Ordering::SeqCst);
+        }
     }
 
     fn errno_named(name: &str) -> Option<i32> {
@@ -51,8 +78,12 @@ mod armed {
     }
 
     pub fn point(what: &str) -> io::Result<()> {
-        static COUNT: AtomicU64 = AtomicU64::new(0);
-        let Some(plan) = plan() else { return Ok(()) };
+        let Some((plan, _)) = plan() else {
+            return Ok(());
+        };
+        if !REACHED.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
         match *plan {
             Plan::Count => eprintln!("nsfleet: fault point {n}: {what}"),
@@ -79,7 +110,7 @@ mod armed {
 }
 
 #[cfg(feature = "fault-injection")]
-pub use armed::point;
+pub use armed::{point, stage};
 
 /// A kernel operation is about to happen; with the feature, possibly an injected fault.
 #[cfg(not(feature = "fault-injection"))]
@@ -87,3 +118,8 @@ pub use armed::point;
 pub fn point(_what: &str) -> std::io::Result<()> {
     Ok(())
 }
+
+/// A stage of the process's work begins (`apply`): a plan may count from here.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn stage(_name: &str) {}

@@ -5,6 +5,9 @@
 //! every node the call created, through the reaper, and returns once the kernel has
 //! reclaimed them. The fleet never decides policy (names, files, sockets): callers do.
 
+mod reshape;
+pub use reshape::ReshapeReport;
+
 use super::node::{Node, NodeTable};
 use super::reaper::{Reaper, Ticket};
 use super::reclaim::ReclaimWatch;
@@ -333,6 +336,7 @@ impl Fleet {
                 log_dir: &log_dir,
                 worker: w,
                 nodes: &table,
+                tolerate: &[],
             };
             f(&mut cx)
         });
@@ -449,6 +453,7 @@ fn create_node(
             log_dir,
             worker: w,
             nodes: &nobody,
+            tolerate: &[],
         };
         match r.ops.init(&mut cx) {
             Ok(state) => node.put_state(r.id, state),

@@ -42,8 +42,10 @@ mod registry;
 mod subsystem;
 mod worker;
 
-pub use fleet::{mem_available, CreateReport, Fleet, FleetOptions, Holding, Progress};
-pub use node::{Node, NodeTable};
+pub use fleet::{
+    mem_available, CreateReport, Fleet, FleetOptions, Holding, Progress, ReshapeReport,
+};
+pub use node::{Node, NodeTable, Shape};
 pub use reaper::{Held, Ticket, TicketState};
 pub use subsystem::{InitCtx, Phase, Requests, Subsystem};
 

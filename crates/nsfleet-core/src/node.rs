@@ -9,6 +9,7 @@ use crate::holder::{HeldNs, Holders};
 use nsfleet_sys as sys;
 use nsfleet_topology::{NodeConfig, NodeSpec, NodeWiring};
 
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -23,12 +24,21 @@ pub(crate) enum Netns {
     Held(HeldNs),
 }
 
+/// A node's configuration and wiring, as one value.
+#[derive(Clone, Debug, Default)]
+pub struct Shape {
+    pub config: Arc<NodeConfig>,
+    pub wiring: Arc<NodeWiring>,
+}
+
 pub struct Node {
     name: Box<str>,
     /// The number its name template gave it (`{i}`); 1 for a written node.
     number: u64,
-    config: Arc<NodeConfig>,
-    wiring: Arc<NodeWiring>,
+    /// What the node is: replaced whole by `apply` (under the fleet's change lock), read
+    /// without a lock. Config and wiring are swapped together so that a reader never sees
+    /// one without the other.
+    shape: ArcSwap<Shape>,
     inode: u64,
     /// A weak reference that outlives the descriptor: tells whether anyone else still
     /// holds the namespace after teardown (`None` on kernels without nsfs handles).
@@ -61,8 +71,10 @@ impl Node {
         Ok(Node {
             name: spec.name.into_boxed_str(),
             number: spec.number,
-            config: spec.config,
-            wiring: spec.wiring,
+            shape: ArcSwap::from_pointee(Shape {
+                config: spec.config,
+                wiring: spec.wiring,
+            }),
             inode,
             handle,
             netns: Mutex::new(Some(netns)),
@@ -79,13 +91,25 @@ impl Node {
         self.number
     }
 
-    pub fn config(&self) -> &NodeConfig {
-        &self.config
+    /// What the node runs and how it is set up, as of now.
+    pub fn config(&self) -> Arc<NodeConfig> {
+        self.shape.load().config.clone()
     }
 
-    /// The node's interfaces, addresses and routes.
-    pub fn wiring(&self) -> &NodeWiring {
-        &self.wiring
+    /// The node's interfaces, addresses and routes, as of now.
+    pub fn wiring(&self) -> Arc<NodeWiring> {
+        self.shape.load().wiring.clone()
+    }
+
+    /// Both at once, from one snapshot.
+    pub fn shape(&self) -> Arc<Shape> {
+        self.shape.load_full()
+    }
+
+    /// Replaces what the node is (`apply`, `impair`); returns what it was. The caller
+    /// makes the kernel agree, and serialises changes to the fleet.
+    pub fn reshape(&self, new: Arc<Shape>) -> Arc<Shape> {
+        self.shape.swap(new)
     }
 
     /// The namespace's inode number, as in `/proc/PID/ns/net` (`net:[INODE]`).

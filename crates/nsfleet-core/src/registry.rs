@@ -158,6 +158,7 @@ pub(crate) fn init_on(
         log_dir,
         worker: w,
         nodes,
+        tolerate: &[],
     };
     ops.init(&mut cx)
         .with_context(|| format!("node {}: {}", node.name(), ops.name()))

@@ -5,7 +5,7 @@
 //! per-node state is allocated by the core before `init` and freed by the core after
 //! `exit_batch`, like `.id`/`.size` in the kernel. A subsystem knows nothing of the others.
 
-use super::node::{AnyState, Node, NodeTable};
+use super::node::{AnyState, Node, NodeTable, Shape};
 use super::worker::Worker;
 use anyhow::Context;
 use nsfleet_netlink::socket::MAX_BATCH;
@@ -55,10 +55,14 @@ pub struct InitCtx<'a> {
     pub(crate) worker: &'a mut Worker,
     /// The fleet's nodes as of the start of the phase.
     pub(crate) nodes: &'a NodeTable,
+    /// Kernel errors that mean "already done" here, and so are not errors: what a
+    /// deletion finds already gone while a shape is retired, what an addition finds
+    /// already there while a failed change is undone. Empty for `init`.
+    pub(crate) tolerate: &'static [i32],
 }
 
 impl<'a> InitCtx<'a> {
-    pub fn config(&self) -> &NodeConfig {
+    pub fn config(&self) -> std::sync::Arc<NodeConfig> {
         self.node.config()
     }
 
@@ -82,8 +86,8 @@ impl<'a> InitCtx<'a> {
 
     /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
     /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
-    /// number. The first error, of `build` or of the kernel, is returned as
-    /// `describe(item): error (extended ACK)`, so it names the topology element at fault.
+    /// number. The first error, of `build` or of the kernel (but for what a change of
+    /// shape tolerates, see [`Subsystem::retire`]), is returned as `describe(item): error (extended ACK)`, so it names the topology element at fault.
     /// Requests after a failed one in the same batch still run; the caller's rollback (the
     /// node's teardown) removes them.
     pub fn send_each<T>(
@@ -118,7 +122,10 @@ impl<'a> InitCtx<'a> {
             }
             crate::fault::point("sending a netlink batch")?;
             let results = sock.execute(&batch).context("netlink socket")?;
-            if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| r.is_err()) {
+            let fails = |r: &Result<(), nsfleet_netlink::NlError>| {
+                r.as_ref().is_err_and(|e| !self.tolerate.contains(&e.errno))
+            };
+            if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| fails(r)) {
                 anyhow::bail!("{}: {e}", describe(&chunk[*i]));
             }
         }
@@ -134,6 +141,15 @@ impl<'a> InitCtx<'a> {
             .strip_prefix("net/")
             .ok_or(io::ErrorKind::InvalidInput)?;
         self.worker.write_sysctl(below_net, value)
+    }
+
+    /// Reads one of the node's sysctls, as [`write_sysctl`](Self::write_sysctl) names it.
+    pub fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
+        let path = nsfleet_topology::sysctl_path(key);
+        let below_net = path
+            .strip_prefix("net/")
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        self.worker.read_sysctl(below_net)
     }
 }
 
@@ -190,6 +206,35 @@ pub trait Subsystem: Send + Sync + 'static {
     /// its own; the core undoes the subsystems that ran before it.
     fn init(&self, cx: &mut InitCtx<'_>, state: &mut Self::State) -> anyhow::Result<()>;
 
+    /// A live node changed shape (`nsfleet apply`) from `was` to what `cx.node` is now:
+    /// removes what `was` had and the node no longer has. Runs on every changed node,
+    /// phases in reverse, before any `extend` of any node, so that a name or index given
+    /// up is free again. A deletion that finds its object gone succeeds (see
+    /// [`InitCtx::send_each`]): a device takes its addresses and routes with it, and the
+    /// other end of a pair may have been deleted first. Default: nothing of this subsystem
+    /// depends on a node's shape.
+    fn retire(
+        &self,
+        _cx: &mut InitCtx<'_>,
+        _state: &mut Self::State,
+        _was: &Shape,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Then, phase by phase as `init` runs: adds what the node now has that `was` did not.
+    /// A failed change is undone by `retire` and `extend` again with the shapes swapped,
+    /// from wherever it stopped; an addition that finds its object already there then
+    /// succeeds.
+    fn extend(
+        &self,
+        _cx: &mut InitCtx<'_>,
+        _state: &mut Self::State,
+        _was: &Shape,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// Per node, on the reaper thread (outside the node's namespace): start taking down.
     fn exit(&self, _node: &Node, _state: &mut Self::State) {}
 
@@ -205,6 +250,11 @@ pub(crate) trait Ops: Send + Sync {
     fn phase(&self) -> Phase;
     fn wants(&self, node: &Node) -> bool;
     fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState>;
+    fn fresh(&self) -> AnyState;
+    fn retire(&self, cx: &mut InitCtx<'_>, state: &mut AnyState, was: &Shape)
+        -> anyhow::Result<()>;
+    fn extend(&self, cx: &mut InitCtx<'_>, state: &mut AnyState, was: &Shape)
+        -> anyhow::Result<()>;
     fn exit(&self, node: &Node, state: &mut AnyState);
     fn exit_batch(&self, batch: &mut [(&Node, AnyState)]);
 }
@@ -223,6 +273,25 @@ impl<S: Subsystem> Ops for S {
         let mut state = Box::<S::State>::default();
         Subsystem::init(self, cx, &mut state)?;
         Ok(state)
+    }
+    fn fresh(&self) -> AnyState {
+        Box::<S::State>::default()
+    }
+    fn retire(
+        &self,
+        cx: &mut InitCtx<'_>,
+        state: &mut AnyState,
+        was: &Shape,
+    ) -> anyhow::Result<()> {
+        Subsystem::retire(self, cx, downcast::<S>(state), was)
+    }
+    fn extend(
+        &self,
+        cx: &mut InitCtx<'_>,
+        state: &mut AnyState,
+        was: &Shape,
+    ) -> anyhow::Result<()> {
+        Subsystem::extend(self, cx, downcast::<S>(state), was)
     }
     fn exit(&self, node: &Node, state: &mut AnyState) {
         Subsystem::exit(self, node, downcast::<S>(state))

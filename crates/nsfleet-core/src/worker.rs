@@ -60,11 +60,21 @@ impl Worker {
     /// below it.
     pub fn write_sysctl(&mut self, path: &str, value: &str) -> io::Result<()> {
         crate::fault::point("writing a sysctl")?;
+        sys::write_at(self.sysctl_dir()?, path, value.as_bytes())
+    }
+
+    /// Reads a sysctl of the namespace this thread is in now, as [`write_sysctl`]
+    /// (Self::write_sysctl) writes one; without the trailing newline.
+    pub fn read_sysctl(&mut self, path: &str) -> io::Result<String> {
+        let text = sys::read_at(self.sysctl_dir()?, path)?;
+        Ok(text.trim_end_matches('\n').to_string())
+    }
+
+    fn sysctl_dir(&mut self) -> io::Result<BorrowedFd<'_>> {
         if self.sysctl_dir.is_none() {
             self.sysctl_dir = Some(sys::open_dir(c"/proc/sys/net")?);
         }
-        let dir = self.sysctl_dir.as_ref().expect("opened above");
-        sys::write_at(dir.as_fd(), path, value.as_bytes())
+        Ok(self.sysctl_dir.as_ref().expect("opened above").as_fd())
     }
 
     /// Drops what belongs to the namespace we are leaving: an open socket or directory

@@ -13,6 +13,7 @@ use nsfleet_netlink::rtnl::{self, LinkStats, RTNLGRP_LINK};
 use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_sys as sys;
 use nsfleet_topology::Link;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -72,7 +73,8 @@ pub enum Far {
 /// end is named by the end that made it, so the ends made from elsewhere are looked up.
 pub fn far_end(cx: &InitCtx<'_>, iface: &str) -> Far {
     let me = cx.node.name();
-    let Some(i) = cx.node.wiring().iface(iface) else {
+    let wiring = cx.node.wiring();
+    let Some(i) = wiring.iface(iface) else {
         return Far::None;
     };
     match &i.link {
@@ -96,12 +98,9 @@ pub fn far_end(cx: &InitCtx<'_>, iface: &str) -> Far {
 /// Brings `iface` of the node down (a pulled cable) or up, if `up` says so, then reads
 /// its state.
 pub fn set(cx: &mut InitCtx<'_>, iface: &str, up: Option<bool>) -> anyhow::Result<EndState> {
-    let i = cx
-        .node
-        .wiring()
-        .iface(iface)
-        .ok_or_else(|| crate::no_interface(cx.node, iface))?;
-    let index = i.index;
+    let index = (cx.node.wiring().iface(iface))
+        .ok_or_else(|| crate::no_interface(cx.node, iface))?
+        .index;
     if up == Some(false) {
         // Best effort: a node without IPv6 has no such key.
         let _ = cx.write_sysctl(&format!("net/ipv6/conf/{iface}/keep_addr_on_down"), "1");
@@ -141,11 +140,19 @@ fn read(cx: &mut InitCtx<'_>, iface: &str, index: i32) -> anyhow::Result<EndStat
 
 /// The kernel's link notifications of every node, read on a thread of their own: a route
 /// netlink socket in each node subscribed to RTNLGRP_LINK. The sockets hold the nodes'
-/// namespaces: [`stop`](Self::stop) before the fleet goes.
+/// namespaces: [`forget`](Self::forget) nodes before they are destroyed, and
+/// [`stop`](Self::stop) before the fleet goes.
 pub struct LinkWatch {
+    /// Protects the sockets, one per node watched: held by the reading thread for one
+    /// poll (at most [`POLL`]) at a time, and to add or drop nodes. A leaf lock: what was
+    /// heard is told after it is let go of.
+    socks: Arc<Mutex<Vec<(String, NlSocket)>>>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
+
+/// How long the reading thread holds the sockets in one poll.
+const POLL: Duration = Duration::from_millis(100);
 
 impl LinkWatch {
     /// Watches every node of `fleet` now; `tell(node, iface, state)` hears each change of
@@ -154,21 +161,30 @@ impl LinkWatch {
         fleet: &Fleet,
         tell: impl Fn(&str, String, &'static str) + Send + 'static,
     ) -> anyhow::Result<LinkWatch> {
-        let mut socks = Vec::new();
-        for n in fleet.nodes().iter() {
-            let sock = fleet.on_node(n.name(), |_| {
-                let mut s = NlSocket::open()?;
-                s.join_group(RTNLGRP_LINK)?;
-                Ok(s)
-            })?;
-            socks.push((n.name().to_string(), sock));
-        }
+        let names: Vec<String> = fleet.nodes().iter().map(|n| n.name().to_string()).collect();
+        let socks = Arc::new(Mutex::new(open(fleet, &names)?));
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (flag, shared) = (stop.clone(), socks.clone());
         let thread = std::thread::Builder::new()
             .name("nsfleet-links".into())
-            .spawn(move || watch_links(socks, &flag, tell))?;
-        Ok(LinkWatch { stop, thread })
+            .spawn(move || watch_links(&shared, &flag, tell))?;
+        Ok(LinkWatch {
+            socks,
+            stop,
+            thread,
+        })
+    }
+
+    /// Watches these nodes too (new in the fleet).
+    pub fn add(&self, fleet: &Fleet, names: &[String]) -> anyhow::Result<()> {
+        let more = open(fleet, names)?;
+        self.socks.lock().extend(more);
+        Ok(())
+    }
+
+    /// Stops watching these nodes: their sockets are closed when this returns.
+    pub fn forget(&self, names: &[String]) {
+        self.socks.lock().retain(|(n, _)| !names.contains(n));
     }
 
     /// Ends the watch and closes its sockets.
@@ -178,20 +194,42 @@ impl LinkWatch {
     }
 }
 
+/// A socket subscribed to link notifications in each of these nodes.
+fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<(String, NlSocket)>> {
+    let mut socks = Vec::with_capacity(names.len());
+    for name in names {
+        let sock = fleet.on_node(name, |_| {
+            let mut s = NlSocket::open()?;
+            s.join_group(RTNLGRP_LINK)?;
+            Ok(s)
+        })?;
+        socks.push((name.clone(), sock));
+    }
+    Ok(socks)
+}
+
 /// Reads every node's link notifications until `stop`, telling each change of state.
 fn watch_links(
-    mut socks: Vec<(String, NlSocket)>,
+    socks: &Mutex<Vec<(String, NlSocket)>>,
     stop: &AtomicBool,
     tell: impl Fn(&str, String, &'static str),
 ) {
-    let mut last: HashMap<(usize, String), &'static str> = HashMap::new();
+    let mut last: HashMap<(String, String), &'static str> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
+        let mut socks = socks.lock();
+        if socks.is_empty() {
+            drop(socks);
+            std::thread::sleep(POLL);
+            continue;
+        }
         let fds: Vec<BorrowedFd<'_>> = socks.iter().map(|(_, s)| s.as_fd()).collect();
-        let Ok(ready) = sys::poll_readable(&fds, Some(Duration::from_millis(200))) else {
+        let Ok(ready) = sys::poll_readable(&fds, Some(POLL)) else {
             continue;
         };
         drop(fds);
-        for (k, (node, sock)) in socks.iter_mut().enumerate().filter(|(k, _)| ready[*k]) {
+        // Told once the sockets are let go of: the listener takes locks of its own.
+        let mut heard = Vec::new();
+        for ((node, sock), _) in socks.iter_mut().zip(&ready).filter(|(_, r)| **r) {
             let _ = sock.recv_each(Some(Duration::ZERO), |m| {
                 let Some(l) = rtnl::parse_link(m) else { return };
                 let state = if l.flags & rtnl::IFF_UP == 0 {
@@ -201,10 +239,14 @@ fn watch_links(
                 } else {
                     "up"
                 };
-                if last.insert((k, l.name.clone()), state) != Some(state) {
-                    tell(node, l.name, state);
+                if last.insert((node.clone(), l.name.clone()), state) != Some(state) {
+                    heard.push((node.clone(), l.name, state));
                 }
             });
+        }
+        drop(socks);
+        for (node, iface, state) in heard {
+            tell(&node, iface, state);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Kernels built without netem (CONFIG_NET_SCH_NETEM off) still get `rate`, from a token
 //! bucket (tbf); any other impairment is refused before anything is created.
 
-use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl::{self, Netem};
 use nsfleet_netlink::Batch;
 use nsfleet_topology::{netem_refusal, Impair};
@@ -44,7 +44,8 @@ impl Impairments {
         imp: Option<Impair>,
     ) -> anyhow::Result<()> {
         let node = cx.node;
-        let i = (node.wiring().iface(iface)).ok_or_else(|| crate::no_interface(node, iface))?;
+        let wiring = node.wiring();
+        let i = (wiring.iface(iface)).ok_or_else(|| crate::no_interface(node, iface))?;
         let netem = super::probe::has_netem();
         if let Some(why) = imp.as_ref().and_then(|i| netem_refusal(i, netem)) {
             anyhow::bail!("{why}");
@@ -88,7 +89,8 @@ impl Subsystem for Impairments {
 
     fn init(&self, cx: &mut InitCtx<'_>, state: &mut Impaired) -> anyhow::Result<()> {
         let node = cx.node;
-        let impaired = (node.wiring().ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
+        let wiring = node.wiring();
+        let impaired = (wiring.ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
         cx.send_each(
             impaired.clone(),
             |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, Some(imp))),
@@ -102,6 +104,37 @@ impl Subsystem for Impairments {
             },
         )?;
         state.extend(impaired.map(|(i, imp)| (i.name.clone(), imp)));
+        Ok(())
+    }
+
+    /// Forgets the impairments of devices that go or are re-made (their qdiscs go too).
+    fn retire(
+        &self,
+        cx: &mut InitCtx<'_>,
+        state: &mut Impaired,
+        was: &Shape,
+    ) -> anyhow::Result<()> {
+        let now = cx.node.wiring();
+        state.retain(|(name, _)| (now.iface(name)).is_some_and(|i| crate::kept(&was.wiring, i)));
+        Ok(())
+    }
+
+    /// Sets each device's impairment where the new shape's differs from the old.
+    fn extend(
+        &self,
+        cx: &mut InitCtx<'_>,
+        state: &mut Impaired,
+        was: &Shape,
+    ) -> anyhow::Result<()> {
+        let now = cx.node.wiring();
+        for i in &now.ifaces {
+            let before = (was.wiring.iface(&i.name))
+                .filter(|_| crate::kept(&was.wiring, i))
+                .and_then(|o| o.impair);
+            if before != i.impair {
+                Self::change(cx, state, &i.name, i.impair)?;
+            }
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 //! that grows with the number of namespaces on the machine (see `Worker::write_sysctl`).
 //! The addresses nsfleet adds itself skip DAD anyway (IFA_F_NODAD).
 
-use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 
 use anyhow::Context;
 
@@ -38,6 +38,14 @@ impl Subsystem for Ipv6Dad {
         for k in KEYS {
             cx.write_sysctl(k, "0")
                 .with_context(|| format!("writing {k}"))?;
+        }
+        Ok(())
+    }
+
+    /// A node that comes to use IPv6: its devices made from now on skip DAD.
+    fn extend(&self, cx: &mut InitCtx<'_>, state: &mut (), was: &Shape) -> anyhow::Result<()> {
+        if self.wants(cx.node) && !nsfleet_topology::uses_ipv6(&was.config, &was.wiring) {
+            self.init(cx, state)?;
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ pub mod world;
 use link::Wired;
 use nsfleet_core::{Fleet, Node, Requests, SubsysId};
 use nsfleet_netlink::rtnl;
+use nsfleet_topology::{Iface, NodeWiring};
 use std::path::PathBuf;
 
 /// Handles of the default subsystems that callers query for reports or live changes.
@@ -75,9 +76,8 @@ pub enum Ipv6 {
 /// "r1 has no interface "eth9" (did you mean eth0 or eth1?)": the error of a name that
 /// is not one of the node's interfaces.
 pub(crate) fn no_interface(node: &Node, iface: &str) -> anyhow::Error {
-    let have: Vec<&str> = (node.wiring().ifaces.iter())
-        .map(|i| i.name.as_str())
-        .collect();
+    let wiring = node.wiring();
+    let have: Vec<&str> = (wiring.ifaces.iter()).map(|i| i.name.as_str()).collect();
     let close = nsfleet_topology::closest(iface, &have);
     let hint = if close.is_empty() {
         format!("it has: {}", have.join(", "))
@@ -87,10 +87,17 @@ pub(crate) fn no_interface(node: &Node, iface: &str) -> anyhow::Error {
     anyhow::anyhow!("{} has no interface {iface:?} ({hint})", node.name())
 }
 
+/// Whether interface `i` of a node's new shape is the same device as in its old wiring
+/// `was` (so that what is on it stays).
+pub(crate) fn kept(was: &NodeWiring, i: &Iface) -> bool {
+    was.iface(&i.name)
+        .is_some_and(|o| nsfleet_topology::reshape::same_link(o, i))
+}
+
 pub(crate) fn ipv6(node: &Node) -> Ipv6 {
     if !probe::has_ipv6() {
         Ipv6::Off
-    } else if nsfleet_topology::uses_ipv6(node.config(), node.wiring()) {
+    } else if nsfleet_topology::uses_ipv6(&node.config(), &node.wiring()) {
         Ipv6::Used
     } else if node.config().switch {
         Ipv6::Off

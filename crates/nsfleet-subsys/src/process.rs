@@ -17,9 +17,9 @@
 use crate::spawner::Spawner;
 use crate::world::{self, World};
 use anyhow::Context;
-use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_sys::{self as sys, Exit};
-use nsfleet_topology::template;
+use nsfleet_topology::{template, FileSource, NodeConfig};
 use parking_lot::Mutex;
 use std::fs::OpenOptions;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -196,6 +196,33 @@ impl Procs {
     }
 }
 
+/// Whether a node's processes must start again: what it runs, in what world, changes.
+/// Commands and files are templates of the node's wiring (`{eth0.addr}`): a node that
+/// has any and whose wiring changes starts again too.
+fn runs_differently(was: &Shape, now: &Shape) -> bool {
+    let (a, b) = (&*was.config, &*now.config);
+    fn world(c: &NodeConfig) -> impl PartialEq + '_ {
+        (
+            &c.commands,
+            &c.env,
+            &c.hostname,
+            &c.dirs,
+            &c.files,
+            &c.binds,
+        )
+    }
+    let templated = |c: &NodeConfig| {
+        c.commands.iter().any(|x| x.contains('{'))
+            || (c.files.iter()).any(|f| match &f.source {
+                FileSource::Inline(t) => t.contains('{'),
+                FileSource::Path(p) => p.contains('{'),
+            })
+    };
+    world(a) != world(b)
+        || a.restart_on_failure != b.restart_on_failure
+        || (templated(b) && was.wiring != now.wiring)
+}
+
 impl Subsystem for Processes {
     type State = Procs;
 
@@ -235,7 +262,8 @@ impl Subsystem for Processes {
         let Some((spawner, watcher)) = helpers else {
             return Ok(());
         };
-        let vars = world::vars(node, &self.fleet);
+        let wiring = node.wiring();
+        let vars = world::vars(node, &self.fleet, &wiring);
         // The node's own variables, then nsfleet's, which no node setting overrides.
         let mut env = node.config().env.clone();
         env.extend([
@@ -280,6 +308,27 @@ impl Subsystem for Processes {
             }
         }
         Ok(())
+    }
+
+    /// Stops the node's processes and world if what they run changes.
+    fn retire(&self, cx: &mut InitCtx<'_>, procs: &mut Procs, was: &Shape) -> anyhow::Result<()> {
+        if !runs_differently(was, &cx.node.shape()) {
+            return Ok(());
+        }
+        let node = cx.node;
+        self.exit(node, procs);
+        self.exit_batch(&mut [(node, procs)]);
+        *procs = Procs::default();
+        Ok(())
+    }
+
+    /// Starts them again, as the node's new shape says.
+    fn extend(&self, cx: &mut InitCtx<'_>, procs: &mut Procs, was: &Shape) -> anyhow::Result<()> {
+        let now = cx.node.shape();
+        if !runs_differently(was, &now) || !now.config.has_world() || procs.world.is_some() {
+            return Ok(());
+        }
+        self.init(cx, procs)
     }
 
     fn exit(&self, _node: &Node, procs: &mut Procs) {

@@ -1,7 +1,8 @@
 //! Static routes, once addresses exist (a gateway must be on a connected subnet).
 
-use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl::{self, Route};
+use nsfleet_topology::{NodeWiring, RouteSpec};
 
 pub struct Routes;
 
@@ -21,23 +22,58 @@ impl Subsystem for Routes {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
-        let node = cx.node;
-        cx.send_each(
-            &node.wiring().routes,
-            |out, r| {
-                out.add(|b, seq| {
-                    let route = Route {
-                        dst: r.dst.addr,
-                        prefix: r.dst.prefix,
-                        via: r.via,
-                        oif: r.dev,
-                    };
-                    rtnl::new_route(b, seq, &route)
-                })
-            },
-            |r| format!("route {r} on {} (topology line {})", node.name(), r.line),
-        )
+        let w = cx.node.wiring();
+        send(cx, rtnl::new_route, w.routes.iter())
+    }
+
+    /// Removes the routes the node no longer has; all of them if a device goes or is
+    /// re-made, since the kernel drops the routes through it (and which a gateway's route
+    /// leaves by is the kernel's choice).
+    fn retire(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
+        let now = cx.node.wiring();
+        let all = !devices_stay(&was.wiring, &now);
+        let gone = (was.wiring.routes.iter()).filter(|r| all || !has(&now, r));
+        send(cx, rtnl::del_route, gone)
+    }
+
+    /// Adds the routes new to the node; all of them after a device went or was re-made.
+    fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
+        let now = cx.node.wiring();
+        let all = !devices_stay(&was.wiring, &now);
+        let new = (now.routes.iter()).filter(|r| all || !has(&was.wiring, r));
+        send(cx, rtnl::new_route, new)
     }
 
     // No exit: routes go with the namespace.
+}
+
+/// Whether every device of `was` is still there, the same, in `now`.
+fn devices_stay(was: &NodeWiring, now: &NodeWiring) -> bool {
+    was.ifaces.iter().all(|i| crate::kept(now, i))
+}
+
+fn has(w: &NodeWiring, r: &RouteSpec) -> bool {
+    (w.routes.iter()).any(|o| (o.dst, o.via, o.dev) == (r.dst, r.via, r.dev))
+}
+
+/// One netlink burst of `request` (add or delete) for `routes`.
+fn send<'r>(
+    cx: &mut InitCtx<'_>,
+    request: fn(&mut nsfleet_netlink::Batch, u32, &Route),
+    routes: impl Iterator<Item = &'r RouteSpec>,
+) -> anyhow::Result<()> {
+    let node = cx.node;
+    cx.send_each(
+        routes,
+        |out, r| {
+            let route = Route {
+                dst: r.dst.addr,
+                prefix: r.dst.prefix,
+                via: r.via,
+                oif: r.dev,
+            };
+            out.add(|b, seq| request(b, seq, &route))
+        },
+        |r| format!("route {r} on {} (topology line {})", node.name(), r.line),
+    )
 }

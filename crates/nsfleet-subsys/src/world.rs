@@ -13,7 +13,9 @@ use anyhow::{anyhow, Context};
 use nsfleet_core::Node;
 use nsfleet_sys as sys;
 use nsfleet_topology::template::{self, Vars};
-use nsfleet_topology::{private_holder, Bind, FileSource, PrivateDir, HOSTS, PRIVATE_RUN};
+use nsfleet_topology::{
+    private_holder, Bind, FileSource, NodeWiring, PrivateDir, HOSTS, PRIVATE_RUN,
+};
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -118,18 +120,18 @@ impl World {
 }
 
 /// What a node's templates are filled with.
-pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str) -> Vars<'a> {
+pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str, wiring: &'a NodeWiring) -> Vars<'a> {
     Vars {
         name: node.name(),
         number: node.number(),
         fleet,
-        wiring: node.wiring(),
+        wiring,
     }
 }
 
 fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layout> {
-    let config = node.config();
-    let vars = vars(node, fleet);
+    let (config, wiring) = (node.config(), node.wiring());
+    let vars = vars(node, fleet, &wiring);
     let mut files = Vec::new();
     for f in &config.files {
         let text = match &f.source {
@@ -367,7 +369,8 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> std::io::Result<()> {
     let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for n in nodes {
-        let names = std::iter::once(n.name()).chain(n.config().aliases.iter().map(String::as_str));
+        let config = n.config();
+        let names = std::iter::once(n.name()).chain(config.aliases.iter().map(String::as_str));
         let names = names.collect::<Vec<_>>().join(" ");
         for a in n.wiring().addrs() {
             out.push_str(&format!("{}\t{names}\n", a.addr));

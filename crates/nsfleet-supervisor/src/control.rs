@@ -20,6 +20,10 @@ use std::time::Duration;
 /// Longest request line the supervisor reads; anything longer is refused.
 pub const MAX_REQUEST: usize = 64 << 10;
 
+/// The environment variable `nsfleet exec` gives the commands it runs (the fleet's name
+/// as its value): how `apply` knows a node is in use.
+pub const EXEC_MARKER: &str = "NSFLEET_EXEC";
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
@@ -45,8 +49,8 @@ pub enum Request {
         iface: String,
         up: Option<bool>,
     },
-    /// What changing the fleet to the topology in `file` would do (read and validated by
-    /// the supervisor; `file` is absolute). Only `dry_run` is done for now.
+    /// Change the fleet to the topology in `file` (read and validated by the supervisor;
+    /// `file` is absolute), or with `dry_run` only say what that would change.
     Apply {
         file: std::path::PathBuf,
         format: Option<nsfleet_topology::Format>,
@@ -147,10 +151,12 @@ pub enum Reply {
     },
     /// The events follow, one per line.
     Watching,
-    /// What `apply` changes (or would change), object by object.
+    /// What `apply` changes (or would change), object by object; `report` once applied.
     Plan {
         changes: Vec<nsfleet_topology::diff::Change>,
         applied: bool,
+        #[serde(default)]
+        report: Option<nsfleet_core::ReshapeReport>,
     },
     /// A node's processes after `nsfleet node`.
     Node {

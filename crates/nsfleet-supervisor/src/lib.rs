@@ -489,7 +489,16 @@ impl Supervisor {
             cx.node.modify(id, |s: &mut Impaired| *s = state);
             r
         });
-        r.map(|()| Reply::Impaired {
+        r?;
+        // What the node is now: `apply` starts from it.
+        let node = self.known_node(&n)?;
+        let mut shape = (*node.shape()).clone();
+        let wiring = Arc::make_mut(&mut shape.wiring);
+        if let Some(i) = wiring.ifaces.iter_mut().find(|i| i.name == iface) {
+            i.impair = impair;
+        }
+        node.reshape(Arc::new(shape));
+        Ok(Reply::Impaired {
             node: n,
             iface,
             impair,
@@ -595,9 +604,8 @@ impl Supervisor {
         })
     }
 
-    /// `nsfleet apply`: the running fleet against a topology file, object by object.
-    /// The live impairments (`nsfleet impair`) are what the fleet has, not those it was
-    /// created with.
+    /// `nsfleet apply`: changes the running fleet into the topology in `file`, only where
+    /// they differ, all or nothing; with `dry_run`, only says what that would change.
     fn apply(
         &self,
         file: &std::path::Path,
@@ -614,30 +622,114 @@ impl Supervisor {
                 self.name
             );
         }
-        let nodes = self.fleet.nodes();
-        let live: Vec<(
-            &str,
-            &nsfleet_topology::NodeConfig,
-            nsfleet_topology::NodeWiring,
-        )> = nodes
-            .iter()
+        // Taken before the fleet is read, so that the plan is made against what stays.
+        let _change = if dry_run { None } else { Some(self.change()?) };
+        let running: Vec<nsfleet_topology::NodeSpec> = (self.fleet.nodes().iter())
             .map(|n| {
-                let mut w = n.wiring().clone();
-                let now = self.impairments(n);
-                for i in &mut w.ifaces {
-                    i.impair = now.iter().find(|(f, _)| *f == i.name).map(|(_, imp)| *imp);
+                let shape = n.shape();
+                nsfleet_topology::NodeSpec {
+                    name: n.name().to_string(),
+                    number: n.number(),
+                    config: shape.config.clone(),
+                    wiring: shape.wiring.clone(),
                 }
-                (n.name(), n.config(), w)
             })
             .collect();
-        let changes = nsfleet_topology::diff::diff(live.iter().map(|(n, c, w)| (*n, *c, w)), &topo);
-        if !dry_run && !changes.is_empty() {
-            anyhow::bail!("apply: changing a live fleet from a file is not done yet, only shown (--dry-run); nsfleet link, node and impair change a live fleet meanwhile");
+        let plan = nsfleet_topology::reshape::reshape(&running, topo.nodes().collect())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let changes = nsfleet_topology::diff::diff(&running, &plan);
+        if dry_run || plan.is_empty() {
+            return Ok(Reply::Plan {
+                changes,
+                applied: false,
+                report: None,
+            });
         }
+        self.refuse_removing_exec(&plan.remove)?;
+        let added: Vec<String> = plan.add.iter().map(|n| n.name.clone()).collect();
+        let (changed, removed) = (
+            plan.change
+                .iter()
+                .map(|n| n.name.clone())
+                .collect::<Vec<_>>(),
+            plan.remove.clone(),
+        );
+        // Their sockets would keep them from being reclaimed.
+        self.watchers.forget_nodes(&removed);
+        let mut quiet = |_: Phase, _: usize, _: usize| ControlFlow::Continue(());
+        let done = self.fleet.reshape(plan, &mut quiet);
+        // Watched again if the change was undone; the new nodes if it was not.
+        let watch = if done.is_ok() { &added } else { &removed };
+        if let Err(e) = self.watchers.add_nodes(&self.fleet, watch) {
+            log(format_args!("events: watching links of {watch:?}: {e:#}"));
+        }
+        let report = done?;
+        self.tell_applied(
+            &changes,
+            [
+                (&added, "added"),
+                (&changed, "changed"),
+                (&removed, "removed"),
+            ],
+        );
         Ok(Reply::Plan {
             changes,
-            applied: false,
+            applied: true,
+            report: Some(report),
         })
+    }
+
+    /// A node that `nsfleet exec` runs in is not removed under it.
+    fn refuse_removing_exec(&self, remove: &[String]) -> anyhow::Result<()> {
+        if remove.is_empty() {
+            return Ok(());
+        }
+        let nodes = self.fleet.nodes();
+        let inodes: std::collections::HashMap<u64, &str> = (remove.iter())
+            .filter_map(|n| Some((nodes.get(n)?.inode(), n.as_str())))
+            .collect();
+        let marker = format!("{}={}", control::EXEC_MARKER, self.name);
+        let found = sys::marked_processes(&inodes.keys().copied().collect(), &marker);
+        if let Some((ino, who)) = found.first() {
+            anyhow::bail!(
+                "apply would remove node {}, which nsfleet exec runs in ({who}): nothing was changed",
+                inodes[ino]
+            );
+        }
+        Ok(())
+    }
+
+    /// Events for what `apply` did: nodes, then interfaces added and removed.
+    fn tell_applied<'a>(
+        &self,
+        changes: &[nsfleet_topology::diff::Change],
+        nodes: impl IntoIterator<Item = (&'a Vec<String>, &'static str)>,
+    ) {
+        use nsfleet_topology::diff::Op;
+        for (names, action) in nodes {
+            for node in names {
+                let node = node.clone();
+                self.watchers
+                    .publish(&watch::FleetEvent::Node { node, action });
+            }
+        }
+        for c in changes {
+            let action = match c.op {
+                Op::Add => "added",
+                Op::Remove => "removed",
+                Op::Change => continue,
+            };
+            // Interfaces are `node:iface` (other objects have a space in their name).
+            if let Some((node, iface)) =
+                c.object.split_once(':').filter(|_| !c.object.contains(' '))
+            {
+                self.watchers.publish(&watch::FleetEvent::Interface {
+                    node: node.to_string(),
+                    iface: iface.to_string(),
+                    action,
+                });
+            }
+        }
     }
 
     /// The right to change the live fleet: one change at a time, and none once the fleet

@@ -332,8 +332,9 @@ fn interface(fleet: &Fleet, dev: &str) -> anyhow::Result<(Arc<Node>, String)> {
         .split_once(':')
         .ok_or_else(|| anyhow!("a device is NODE:IFACE, like r1:eth0, not {dev:?}"))?;
     let n = (fleet.nodes().get(node).cloned()).ok_or_else(|| anyhow!("no node named {node:?}"))?;
-    if !n.wiring().ifaces.iter().any(|i| i.name == iface) {
-        let names: Vec<&str> = n.wiring().ifaces.iter().map(|i| i.name.as_str()).collect();
+    let wiring = n.wiring();
+    if !wiring.ifaces.iter().any(|i| i.name == iface) {
+        let names: Vec<&str> = wiring.ifaces.iter().map(|i| i.name.as_str()).collect();
         bail!(
             "node {node} has no interface {iface:?} (it has: {})",
             names.join(", ")
@@ -343,7 +344,8 @@ fn interface(fleet: &Fleet, dev: &str) -> anyhow::Result<(Arc<Node>, String)> {
 }
 
 fn ipv4_of(node: &Node, iface: &str) -> Option<Ipv4Addr> {
-    let i = node.wiring().ifaces.iter().find(|i| i.name == iface)?;
+    let wiring = node.wiring();
+    let i = wiring.ifaces.iter().find(|i| i.name == iface)?;
     i.addrs.iter().find_map(|a| match a.addr {
         IpAddr::V4(v) => Some(v),
         IpAddr::V6(_) => None,

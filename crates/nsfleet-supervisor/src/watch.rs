@@ -30,8 +30,15 @@ pub enum FleetEvent {
         iface: String,
         state: &'static str,
     },
-    /// `nsfleet node`: "stopped", "started", "restarted", "paused", "resumed".
+    /// `nsfleet node`: "stopped", "started", "restarted", "paused", "resumed"; `apply`:
+    /// "added", "changed", "removed".
     Node { node: String, action: &'static str },
+    /// `apply` added or removed one of a node's interfaces ("added", "removed").
+    Interface {
+        node: String,
+        iface: String,
+        action: &'static str,
+    },
     /// The fleet is going down: the last event.
     FleetDown,
 }
@@ -98,6 +105,21 @@ impl Watchers {
         control::write_line(&conn, &Reply::Watching)?;
         subs.push(conn);
         Ok(())
+    }
+
+    /// Watches the link notifications of nodes new in the fleet too, if anyone watches.
+    pub fn add_nodes(&self, fleet: &Fleet, names: &[String]) -> anyhow::Result<()> {
+        match &self.links.lock().watch {
+            Some(w) => w.add(fleet, names),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes the link sockets in these nodes, which would keep them from being reclaimed.
+    pub fn forget_nodes(&self, names: &[String]) {
+        if let Some(w) = &self.links.lock().watch {
+            w.forget(names);
+        }
     }
 
     /// Closes the link sockets (which hold the nodes' namespaces), then tells every

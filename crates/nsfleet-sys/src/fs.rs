@@ -51,31 +51,32 @@ pub fn open_dir(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Writes `data` to the file `path` below `dir` (which must exist), in one write.
-pub fn write_at(dir: BorrowedFd<'_>, path: &str, data: &[u8]) -> io::Result<()> {
+/// Opens the file `path` below `dir` with `flags` (`O_RDONLY`, `O_WRONLY`).
+fn open_at(dir: BorrowedFd<'_>, path: &str, flags: libc::c_int) -> io::Result<std::fs::File> {
     let c = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: c is NUL-terminated and dir is a valid directory descriptor.
-    let fd = check(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_WRONLY | libc::O_CLOEXEC,
-        )
-    })?;
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) })?;
     // SAFETY: fresh descriptor owned from here on.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: data is a valid buffer of the length passed.
-    let n = unsafe {
-        libc::write(
-            fd.as_raw_fd(),
-            data.as_ptr() as *const libc::c_void,
-            data.len(),
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Writes `data` to the file `path` below `dir` (which must exist), in one write: a
+/// sysctl takes the value of one write whole.
+pub fn write_at(dir: BorrowedFd<'_>, path: &str, data: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let n = open_at(dir, path, libc::O_WRONLY)?.write(data)?;
+    if n != data.len() {
+        return Err(io::Error::from(io::ErrorKind::WriteZero));
     }
     Ok(())
+}
+
+/// Reads the file `path` below `dir`, whole.
+pub fn read_at(dir: BorrowedFd<'_>, path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    open_at(dir, path, libc::O_RDONLY)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Gives the calling thread a file-descriptor table of its own (a copy), then closes in

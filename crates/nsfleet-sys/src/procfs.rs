@@ -8,14 +8,6 @@ use std::collections::{HashMap, HashSet};
 /// for when the kernel has gone quiet.
 pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
     let mut found: HashMap<u64, Vec<String>> = HashMap::new();
-    let ino_of = |link: &std::path::Path| -> Option<u64> {
-        let t = std::fs::read_link(link).ok()?;
-        t.to_str()?
-            .strip_prefix("net:[")?
-            .strip_suffix(']')?
-            .parse()
-            .ok()
-    };
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return found;
     };
@@ -41,7 +33,7 @@ pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
             links.extend(fds.flatten().map(|f| f.path()));
         }
         for l in links {
-            if let Some(ino) = ino_of(&l).filter(|i| want.contains(i)) {
+            if let Some(ino) = netns_of(&l).filter(|i| want.contains(i)) {
                 let v = found.entry(ino).or_default();
                 if !v.contains(&who) {
                     v.push(who.clone());
@@ -82,4 +74,34 @@ fn mount_tables() -> Vec<(u32, String)> {
         }
     }
     tables
+}
+
+/// Processes inside the network namespaces of these inodes whose environment holds
+/// `marker` (`NAME=value`, as a command's launcher set it), as (inode, "pid 1234 (bash)").
+pub fn marked_processes(want: &HashSet<u64>, marker: &str) -> Vec<(u64, String)> {
+    let mut found = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Some(ino) = netns_of(&p.path().join("ns/net")).filter(|i| want.contains(i)) else {
+            continue;
+        };
+        let env = std::fs::read(p.path().join("environ")).unwrap_or_default();
+        if env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+            found.push((ino, format!("pid {pid} ({})", comm.trim())));
+        }
+    }
+    found
+}
+
+/// The inode of the network namespace a `ns/net` link (or a descriptor of one) names.
+fn netns_of(link: &std::path::Path) -> Option<u64> {
+    let t = std::fs::read_link(link).ok()?;
+    t.to_str()?
+        .strip_prefix("net:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
 }

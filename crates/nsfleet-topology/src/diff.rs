@@ -4,9 +4,10 @@
 //! loopback addresses, sysctls and processes. Pure: the running fleet comes in as each
 //! node's name, configuration and wiring.
 
-use crate::{Iface, Link, NodeConfig, NodeWiring, Topology};
+use crate::reshape::Reshape;
+use crate::{Iface, Link, NodeConfig, NodeSpec, NodeWiring};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -25,39 +26,24 @@ pub struct Change {
     pub detail: String,
 }
 
-/// What differs, nodes in the new topology's order, then the nodes it no longer has.
-pub fn diff<'a>(
-    running: impl Iterator<Item = (&'a str, &'a NodeConfig, &'a NodeWiring)>,
-    new: &Topology,
-) -> Vec<Change> {
-    let running: Vec<_> = running.collect();
-    let by_name: std::collections::HashMap<&str, usize> = running
-        .iter()
-        .enumerate()
-        .map(|(k, (n, _, _))| (*n, k))
-        .collect();
+/// What differs: the nodes that change, then those added (both in the file's order), then
+/// those removed. `plan` is `running` reshaped (see [`crate::reshape`]).
+pub fn diff(running: &[NodeSpec], plan: &Reshape) -> Vec<Change> {
+    let by_name: HashMap<&str, &NodeSpec> = running.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut out = Vec::new();
-    let wanted: BTreeSet<String> = new.nodes().map(|n| n.name).collect();
-    for n in new.nodes() {
-        match by_name.get(n.name.as_str()).map(|k| &running[*k]) {
-            None => {
-                let what = if n.config.switch { "switch" } else { "node" };
-                let ifaces: Vec<&str> = n.wiring.ifaces.iter().map(|i| i.name.as_str()).collect();
-                out.push(change(
-                    Op::Add,
-                    format!("{what} {}", n.name),
-                    list("interfaces", &ifaces),
-                ));
-            }
-            Some((_, config, wiring)) => {
-                node_config(&n.name, config, &n.config, &mut out);
-                node_wiring(&n.name, wiring, &n.wiring, &mut out);
-            }
-        }
+    for n in &plan.change {
+        let was = by_name[n.name.as_str()];
+        node_config(&n.name, &was.config, &n.config, &mut out);
+        node_wiring(&n.name, &was.wiring, &n.wiring, &mut out);
     }
-    for (name, config, _) in running.iter().filter(|(n, _, _)| !wanted.contains(*n)) {
-        let what = if config.switch { "switch" } else { "node" };
-        out.push(change(Op::Remove, format!("{what} {name}"), String::new()));
+    for n in &plan.add {
+        let ifaces: Vec<&str> = n.wiring.ifaces.iter().map(|i| i.name.as_str()).collect();
+        let what = format!("{} {}", kind(&n.config), n.name);
+        out.push(change(Op::Add, what, list("interfaces", &ifaces)));
+    }
+    for name in &plan.remove {
+        let what = format!("{} {name}", kind(&by_name[name.as_str()].config));
+        out.push(change(Op::Remove, what, String::new()));
     }
     out
 }
@@ -252,24 +238,13 @@ fn describe(i: &Iface) -> String {
 mod tests {
     use super::*;
 
-    fn topo(text: &str) -> Topology {
-        crate::read("t.toml", text)
-            .unwrap()
-            .check(&crate::KernelCaps::assumed())
-            .unwrap()
-    }
+    use crate::reshape::tests::nodes as topo;
 
     #[test]
     fn nodes_interfaces_routes_and_settings_that_differ() {
         let old = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n");
         let new = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\nroutes = [\"10.9.0.0/16 via 10.0.0.2\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.5/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.6/30\"] }\n[[link]]\na = \"a:eth1\"\nb = \"c:eth0\"\n");
-        let running: Vec<_> = old.nodes().collect();
-        let d = diff(
-            running
-                .iter()
-                .map(|n| (n.name.as_str(), &*n.config, &*n.wiring)),
-            &new,
-        );
+        let d = diff(&old, &crate::reshape::reshape(&old, new).unwrap());
         let show: Vec<String> = d
             .iter()
             .map(|c| format!("{:?} {}", c.op, c.object))
@@ -286,12 +261,7 @@ mod tests {
                 "Remove node gone"
             ]
         );
-        let same = diff(
-            running
-                .iter()
-                .map(|n| (n.name.as_str(), &*n.config, &*n.wiring)),
-            &old,
-        );
+        let same = diff(&old, &crate::reshape::reshape(&old, old.clone()).unwrap());
         assert!(same.is_empty(), "{same:?}");
     }
 }

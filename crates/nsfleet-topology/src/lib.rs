@@ -16,6 +16,7 @@ mod kernel;
 pub mod link;
 mod parse;
 mod plan;
+pub mod reshape;
 pub mod software;
 pub mod template;
 mod values;
@@ -289,6 +290,7 @@ impl Topology {
 }
 
 /// One node to create.
+#[derive(Clone, Debug)]
 pub struct NodeSpec {
     pub name: String,
     /// The number its name template gave it (`{i}`); 1 for a written node.

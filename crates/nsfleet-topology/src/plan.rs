@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// A node's interfaces take indexes from here up, in declaration order: even for ends the
 /// node makes, odd for ends made from the other side. Indexes are per namespace, and a new
 /// namespace has only `lo` (1) and perhaps a few fallback tunnels.
-const IFACE_BASE: i32 = 1000;
+pub(crate) const IFACE_BASE: i32 = 1000;
 
 /// One end of a link as declared: a node, maybe an interface name, and its settings.
 #[derive(Clone, Debug, Default)]

@@ -9,12 +9,12 @@ mod nsid;
 mod route;
 mod tc;
 
-pub use addr::new_addr;
+pub use addr::{del_addr, new_addr};
 pub use link::{
     del_link, del_link_by_name, get_link, get_link_by_name, parse_link, set_forwarding, set_link,
     set_link_alias, LinkInfo, LinkSpec, LinkStats, IFF_UP,
 };
 pub use link::{new_bridge, new_veth, new_vxlan, no_link_local, Vxlan};
 pub use nsid::*;
-pub use route::{new_route, Route};
+pub use route::{del_route, new_route, Route};
 pub use tc::{del_root_qdisc, set_netem, set_tbf, Netem};

@@ -1,9 +1,10 @@
-//! Routes (RTM_NEWROUTE) in the main table.
+//! Routes (RTM_NEWROUTE, RTM_DELROUTE) in the main table.
 
 use crate::msg::{Batch, NLM_F_CREATE, NLM_F_EXCL};
 use std::net::IpAddr;
 
 pub const RTM_NEWROUTE: u16 = 24;
+const RTM_DELROUTE: u16 = 25;
 
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
@@ -31,6 +32,15 @@ fn octets(a: IpAddr) -> Vec<u8> {
 }
 
 pub fn new_route(b: &mut Batch, seq: u32, r: &Route) {
+    route(b, seq, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, r)
+}
+
+/// Removes the route `r` describes (the same destination, gateway and device).
+pub fn del_route(b: &mut Batch, seq: u32, r: &Route) {
+    route(b, seq, RTM_DELROUTE, 0, r)
+}
+
+fn route(b: &mut Batch, seq: u32, kind: u16, flags: u16, r: &Route) {
     let family = if r.dst.is_ipv4() {
         libc::AF_INET
     } else {
@@ -56,8 +66,7 @@ pub fn new_route(b: &mut Batch, seq: u32, r: &Route) {
         0,
         0,
     ];
-    b.begin(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&h);
+    b.begin(kind, flags, seq).header(&h);
     if r.prefix > 0 {
         b.attr(RTA_DST, &octets(r.dst));
     }

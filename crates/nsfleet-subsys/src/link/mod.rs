@@ -16,7 +16,7 @@ pub mod veth;
 pub mod vxlan;
 
 use crate::Ipv6;
-use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Requests, Subsystem};
+use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Requests, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
 use nsfleet_topology::Iface;
 
@@ -84,10 +84,40 @@ impl<K: LinkKind> Subsystem for Wired<K> {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        let wiring = cx.node.wiring();
+        self.make(cx, wiring.ifaces.iter().filter(|i| self.0.makes(i)))
+    }
+
+    /// Removes this kind's devices that the node's new shape does not keep as they are.
+    fn retire(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
+        let (node, now) = (cx.node, cx.node.wiring());
+        let gone = (was.wiring.ifaces.iter()).filter(|i| self.0.makes(i) && !crate::kept(&now, i));
+        cx.send_each(
+            gone,
+            |out, i| self.0.unwire(out, i),
+            |i| self.0.describe(node, i),
+        )
+    }
+
+    /// Makes this kind's devices that are new in the node's shape (or changed: re-made).
+    fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
+        let now = cx.node.wiring();
+        let new = (now.ifaces.iter()).filter(|i| self.0.makes(i) && !crate::kept(&was.wiring, i));
+        self.make(cx, new)
+    }
+
+    // No exit: a node's devices go with its namespace, in cleanup_net's own batch.
+}
+
+impl<K: LinkKind> Wired<K> {
+    /// Prepares, wires and finishes `ifaces` of the node, in batches.
+    fn make<'i>(
+        &self,
+        cx: &mut InitCtx<'_>,
+        ifaces: impl Iterator<Item = &'i Iface>,
+    ) -> anyhow::Result<()> {
         let node = cx.node;
-        let ifaces: Vec<&Iface> = (node.wiring().ifaces.iter())
-            .filter(|i| self.0.makes(i))
-            .collect();
+        let ifaces: Vec<&Iface> = ifaces.collect();
         // Errors name the interface as the kernel's errors do: with its topology line.
         let named = |i: &Iface, e: anyhow::Error| e.context(self.0.describe(node, i));
         for i in &ifaces {
@@ -108,6 +138,4 @@ impl<K: LinkKind> Subsystem for Wired<K> {
         }
         Ok(())
     }
-
-    // No exit: a node's devices go with its namespace, in cleanup_net's own batch.
 }

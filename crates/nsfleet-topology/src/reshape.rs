@@ -1,0 +1,261 @@
+//! How a running fleet becomes another topology (`nsfleet apply`): the nodes to add, the
+//! nodes to remove, and the new shape of each kept node that changes. Pure.
+//!
+//! A topology numbers its interfaces afresh from its own order, but a running node's
+//! interfaces already have indexes, and its addresses and routes name them by index. So
+//! the new topology is first *aligned* to the running fleet: an interface that stays keeps
+//! the index (and, on a switch, the bridge) it has in the kernel, and a new interface on a
+//! running node gets an index that node does not use. Only then are shapes compared, so
+//! that what did not change compares equal.
+
+use crate::{Iface, Link, NodeSpec, NodeWiring, PORTS_PER_BRIDGE};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// What `apply` does to the fleet, node by node.
+#[derive(Debug, Default)]
+pub struct Reshape {
+    /// Nodes the fleet does not have yet, in the file's order.
+    pub add: Vec<NodeSpec>,
+    /// Running nodes whose configuration or wiring changes: their new shape.
+    pub change: Vec<NodeSpec>,
+    /// Running nodes the file no longer has.
+    pub remove: Vec<String>,
+}
+
+impl Reshape {
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.change.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Whether two ends are the same link as the kernel sees it: what makes the device and how
+/// (kind, far end, MTU, MAC, bridge). Addresses and impairments are set on a device that
+/// stays; the topology line is where it was written, which an edit moves.
+pub fn same_link(a: &Iface, b: &Iface) -> bool {
+    (&a.name, a.index, a.mtu, a.mac, a.bridge, &a.link)
+        == (&b.name, b.index, b.mtu, b.mac, b.bridge, &b.link)
+}
+
+/// Splits `new` (the file's nodes) against `running` into what to add, change and remove,
+/// after aligning `new`'s interface indexes to the running ones. Errors name what a live
+/// fleet cannot change.
+pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, String> {
+    let live: HashMap<&str, &NodeSpec> = running.iter().map(|n| (n.name.as_str(), n)).collect();
+    let moved = align(&live, &mut new)?;
+    renumber_peers(&mut new, &moved);
+    let wanted: BTreeSet<&str> = new.iter().map(|n| n.name.as_str()).collect();
+    let remove = (running.iter())
+        .filter(|n| !wanted.contains(n.name.as_str()))
+        .map(|n| n.name.clone())
+        .collect();
+    let mut out = Reshape {
+        remove,
+        ..Default::default()
+    };
+    for n in new {
+        match live.get(n.name.as_str()) {
+            None => out.add.push(n),
+            Some(was) if same_shape(was, &n) => {}
+            Some(was) if was.config.switch != n.config.switch => {
+                return Err(format!(
+                    "{} would turn from {} into {}: remove it in one apply and add it in the next",
+                    n.name,
+                    kind(was.config.switch),
+                    kind(n.config.switch)
+                ))
+            }
+            Some(_) => out.change.push(n),
+        }
+    }
+    Ok(out)
+}
+
+fn kind(switch: bool) -> &'static str {
+    if switch {
+        "a switch"
+    } else {
+        "a node"
+    }
+}
+
+/// Equal but for where things were written.
+fn same_shape(a: &NodeSpec, b: &NodeSpec) -> bool {
+    let (wa, wb) = (&*a.wiring, &*b.wiring);
+    let routes = |w: &NodeWiring| {
+        (w.routes.iter())
+            .map(|r| (r.dst, r.via, r.dev))
+            .collect::<Vec<_>>()
+    };
+    a.config == b.config
+        && wa.bridges == wb.bridges
+        && wa.loopback == wb.loopback
+        && routes(wa) == routes(wb)
+        && wa.ifaces.len() == wb.ifaces.len()
+        && (wa.ifaces.iter().zip(&wb.ifaces))
+            .all(|(x, y)| same_link(x, y) && x.addrs == y.addrs && x.impair == y.impair)
+}
+
+/// (node, interface) -> the index it gets, for every interface whose index changed.
+type Moved = HashMap<(String, String), i32>;
+
+/// Gives each kept node's interfaces their running indexes and bridges, and new ones free
+/// indexes; rewrites the node's routes to match. Returns what moved, for the far ends.
+fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved, String> {
+    let mut moved = Moved::new();
+    for n in new.iter_mut() {
+        let Some(was) = live.get(n.name.as_str()) else {
+            continue;
+        };
+        if was.wiring.bridges != n.wiring.bridges && n.config.switch {
+            return Err(format!(
+                "switch {} would go from {} to {} bridges ({PORTS_PER_BRIDGE} ports each): a live switch keeps its bridges",
+                n.name,
+                was.wiring.bridges.max(1),
+                n.wiring.bridges.max(1)
+            ));
+        }
+        let w = Arc::make_mut(&mut n.wiring);
+        let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
+        let mut ports = ports_per_bridge(&was.wiring);
+        let mut renumber = HashMap::new();
+        for i in &mut w.ifaces {
+            let index = match was.wiring.iface(&i.name) {
+                Some(old) => {
+                    i.bridge = old.bridge.or(i.bridge);
+                    old.index
+                }
+                None => {
+                    if i.bridge.is_some() {
+                        i.bridge = Some(emptiest(&mut ports, &n.name)?);
+                    }
+                    free_index(&mut used, i.link == Link::VethPeer)
+                }
+            };
+            if index != i.index {
+                renumber.insert(i.index, index);
+                moved.insert((n.name.clone(), i.name.clone()), index);
+                i.index = index;
+            }
+        }
+        for r in &mut w.routes {
+            if let Some(dev) = r.dev.as_mut() {
+                *dev = renumber.get(dev).copied().unwrap_or(*dev);
+            }
+        }
+        for i in &mut w.ifaces {
+            if let Link::Vxlan(v) = &mut i.link {
+                if let Some(u) = v.underlay.as_mut() {
+                    *u = renumber.get(u).copied().unwrap_or(*u);
+                }
+            }
+        }
+    }
+    Ok(moved)
+}
+
+/// Ports on each of a switch's bridges.
+fn ports_per_bridge(w: &NodeWiring) -> Vec<usize> {
+    let mut ports = vec![0; w.bridges.max(1) as usize];
+    for b in w.ifaces.iter().filter_map(|i| i.bridge) {
+        if let Some(p) = ports.get_mut(b as usize) {
+            *p += 1;
+        }
+    }
+    ports
+}
+
+/// The bridge with the fewest ports, if one has room.
+fn emptiest(ports: &mut [usize], switch: &str) -> Result<u16, String> {
+    let (k, p) = (ports.iter_mut().enumerate())
+        .min_by_key(|(_, p)| **p)
+        .expect("a switch has a bridge");
+    if *p >= PORTS_PER_BRIDGE {
+        return Err(format!(
+            "switch {switch}'s bridges are full ({PORTS_PER_BRIDGE} ports each): a live switch keeps its bridges"
+        ));
+    }
+    *p += 1;
+    Ok(k as u16)
+}
+
+/// The lowest index above those in use, even for ends a node makes and odd for ends made
+/// from the other side (see `plan`).
+fn free_index(used: &mut BTreeSet<i32>, made_elsewhere: bool) -> i32 {
+    let mut k = used.last().map_or(crate::plan::IFACE_BASE, |m| m + 1);
+    if (k % 2 == 1) != made_elsewhere {
+        k += 1;
+    }
+    used.insert(k);
+    k
+}
+
+/// The far ends' indexes, as the nodes that make the pairs know them.
+fn renumber_peers(new: &mut [NodeSpec], moved: &Moved) {
+    if moved.is_empty() {
+        return;
+    }
+    for n in new.iter_mut() {
+        let needs = |i: &Iface| {
+            i.link
+                .as_veth()
+                .is_some_and(|p| moved.contains_key(&(p.node.clone(), p.name.clone())))
+        };
+        if !n.wiring.ifaces.iter().any(needs) {
+            continue;
+        }
+        for i in &mut Arc::make_mut(&mut n.wiring).ifaces {
+            if let Link::Veth(p) = &mut i.link {
+                if let Some(k) = moved.get(&(p.node.clone(), p.name.clone())) {
+                    p.index = *k;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The nodes of a topology given as text.
+    pub(crate) fn nodes(text: &str) -> Vec<NodeSpec> {
+        let t = crate::read("t.toml", text)
+            .unwrap()
+            .check(&crate::KernelCaps::assumed())
+            .unwrap();
+        t.nodes().collect()
+    }
+
+    const OLD: &str = "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = \"a:eth0\"\nb = \"gone:eth0\"\n[[link]]\na = { at = \"a:eth1\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n";
+
+    #[test]
+    fn kept_interfaces_keep_their_indexes_and_new_ones_take_free_ones() {
+        let running = nodes(OLD);
+        let new = nodes("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nroutes = [\"10.9.0.0/16 dev eth1\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth1\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n[[link]]\na = \"c:eth0\"\nb = \"a:eth2\"\n");
+        let r = reshape(&running, new).unwrap();
+        assert_eq!(r.remove, ["gone"]);
+        assert_eq!(r.add.len(), 1);
+        let a = r.change.iter().find(|n| n.name == "a").unwrap();
+        let old_a = running[0].wiring.iface("eth1").unwrap().index;
+        let eth1 = a.wiring.iface("eth1").unwrap();
+        assert_eq!(eth1.index, old_a, "a kept interface keeps its index");
+        assert_eq!(a.wiring.routes[0].dev, Some(old_a), "its routes follow");
+        let eth2 = a.wiring.iface("eth2").unwrap();
+        let used: Vec<i32> = running[0].wiring.ifaces.iter().map(|i| i.index).collect();
+        assert!(
+            !used.contains(&eth2.index) && eth2.index % 2 == 1,
+            "{eth2:?}"
+        );
+        // c makes the pair, and knows a's end by its new index.
+        let c = &r.add[0].wiring.ifaces[0];
+        assert_eq!(c.link.as_veth().unwrap().index, eth2.index);
+        assert!(r.change.iter().all(|n| n.name != "b"), "b does not change");
+    }
+
+    #[test]
+    fn the_same_file_changes_nothing() {
+        let r = reshape(&nodes(OLD), nodes(OLD)).unwrap();
+        assert!(r.is_empty(), "{r:?}");
+    }
+}
