@@ -6,6 +6,7 @@
 //! `nsfleet` command and its peers (`ip`, `unshare`, Mininet, trafgen) as programs, and
 //! never changes the engine's behaviour to measure it.
 
+mod apply;
 mod cable;
 mod churn;
 mod create;
@@ -16,6 +17,7 @@ mod setns;
 mod teardown;
 mod traffic;
 
+pub use apply::{apply, ApplyArgs};
 pub use cable::{cable, CableArgs};
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
@@ -115,6 +117,11 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         count: defaults.cable_count,
         common: with("cable"),
     })?;
+    apply(ApplyArgs {
+        sizes: defaults.apply_sizes.clone(),
+        adds: defaults.apply_adds.clone(),
+        common: with("apply"),
+    })?;
     daemons(DaemonsArgs {
         suite: Suite::FrrClab,
         count: defaults.clab_count,
@@ -142,6 +149,8 @@ pub struct Defaults {
     pub daemons_timeout: std::time::Duration,
     pub clab_count: u64,
     pub cable_count: u64,
+    pub apply_sizes: Vec<u64>,
+    pub apply_adds: Vec<u64>,
     pub loop_packets: u64,
 }
 
@@ -165,6 +174,8 @@ impl Default for Defaults {
             daemons_timeout: std::time::Duration::from_secs(600),
             clab_count: 100,
             cable_count: 1000,
+            apply_sizes: vec![1000, 10_000],
+            apply_adds: vec![100, 1000],
             loop_packets: 50_000_000,
         }
     }

@@ -465,6 +465,19 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// `nsfleet apply` adding K routers to a running line of N, and removing them again,
+    /// against `up` of K routers in a fleet of their own, in the same run: routers per
+    /// second of each, and apply's rate over up's (1.0: apply adds at up's pace).
+    Apply {
+        /// Sizes N of the running fleet.
+        #[arg(long, value_delimiter = ',', default_values_t = d().apply_sizes)]
+        sizes: Vec<u64>,
+        /// Routers K added to it.
+        #[arg(long, value_delimiter = ',', default_values_t = d().apply_adds)]
+        adds: Vec<u64>,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
@@ -601,6 +614,15 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             suite: Suite::Bird,
             count,
             timeout: std::time::Duration::from_secs(timeout),
+            common: common.common(),
+        }),
+        Bench::Apply {
+            sizes,
+            adds,
+            common,
+        } => apply(ApplyArgs {
+            sizes,
+            adds,
             common: common.common(),
         }),
         Bench::Cable { count, common } => cable(CableArgs {

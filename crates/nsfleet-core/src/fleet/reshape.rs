@@ -3,15 +3,18 @@
 //!
 //! The order is what makes it undoable. First every changed node *retires* what it no
 //! longer has, phases in reverse (processes, then addresses and routes, then links), so
-//! that names and indexes given up are free. Nodes to be removed retire their links only
-//! (their wiring becomes empty, their processes run on), which cuts them off from the
-//! nodes that stay. Then the new nodes are created, and phase by phase the new nodes run
-//! `init` while changed nodes *extend* to their new shape. Removal comes last, once
-//! nothing can fail: a node once destroyed cannot be brought back.
+//! that names and indexes given up are free; that includes its links to nodes being
+//! removed, which are otherwise left alone. Then the new nodes are created, and phase by
+//! phase the new nodes run `init` while changed nodes *extend* to their new shape.
+//! Removal comes last, once nothing can fail: a node once destroyed cannot be brought
+//! back, and its devices go in the kernel's batched namespace cleanup, not one RTM_DELLINK
+//! (and one RCU grace period) each.
 //!
-//! A failure anywhere before that destroys the new nodes, puts back every node's old
-//! shape and runs the same two passes with the shapes swapped (deletions tolerating what
-//! is gone, additions what is there), from wherever the change stopped.
+//! A failure anywhere before that destroys the new nodes, puts back every changed node's
+//! old shape and runs the same two passes with the shapes swapped (deletions tolerating
+//! what is gone, additions what is there), from wherever the change stopped. Nodes to be
+//! removed extend too, from no links at all: what changed nodes cut from them is made
+//! again, the rest is already there.
 
 use super::{Fleet, Progress};
 use crate::node::{Node, Shape};
@@ -64,6 +67,7 @@ impl Fleet {
         let changed = (plan.change.iter())
             .map(|n| Ok((running(&n.name)?, shape(n))))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        // As they are, and as an undo sees them: cut off from the nodes that stay.
         let removed = (plan.remove.iter())
             .map(|name| {
                 let node = running(name)?;
@@ -74,7 +78,7 @@ impl Fleet {
                 Ok((node, cut))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let touched: Vec<Touched> = (changed.into_iter().chain(removed))
+        let touched: Vec<Touched> = (changed.into_iter())
             .map(|(node, new)| {
                 let was = node.reshape(new);
                 (node, was)
@@ -96,7 +100,7 @@ impl Fleet {
             progress,
         );
         if let Err(e) = forward {
-            return Err(self.undo(&subs, touched, created, e));
+            return Err(self.undo(&subs, touched, removed, created, e));
         }
         let t = Instant::now();
         let gone: Vec<&str> = plan.remove.iter().map(String::as_str).collect();
@@ -140,11 +144,13 @@ impl Fleet {
     }
 
     /// Puts the fleet back after `error`: the new nodes destroyed, every touched node's
-    /// old shape back and made so. Returns the error to report.
+    /// old shape back and made so, and the nodes to remove made whole again (`removed`:
+    /// each with the shape it was cut to). Returns the error to report.
     fn undo(
         &self,
         subs: &[Registered],
         touched: Vec<Touched>,
+        removed: Vec<Touched>,
         created: Vec<Arc<Node>>,
         error: anyhow::Error,
     ) -> anyhow::Error {
@@ -157,6 +163,7 @@ impl Fleet {
                 let failed = node.reshape(was);
                 (node, failed)
             })
+            .chain(removed)
             .collect();
         let mut quiet = |_: Phase, _: usize, _: usize| ControlFlow::Continue(());
         let mut result = Ok(());

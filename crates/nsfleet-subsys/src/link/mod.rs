@@ -56,7 +56,8 @@ pub trait LinkKind: Send + Sync + 'static {
 
     /// Appends the request that removes `iface` from a live node (a changed fleet). Not
     /// needed at teardown: every device dies with its namespace, in cleanup_net's batch.
-    /// Deleting either end of a pair deletes both.
+    /// Deleting either end of a pair deletes both, so an end made from elsewhere is
+    /// deleted from its own node too: the node that made it may be going away whole.
     fn unwire(&self, out: &mut Requests<'_>, iface: &Iface) -> anyhow::Result<()> {
         out.add(|b, seq| rtnl::del_link(b, seq, iface.index))
     }

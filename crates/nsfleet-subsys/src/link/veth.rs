@@ -97,11 +97,6 @@ impl LinkKind for FarEnds {
         out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, bridge::master(i)))
     }
 
-    /// Nothing: the pair is removed from the side that made it.
-    fn unwire(&self, _: &mut Requests<'_>, _: &Iface) -> anyhow::Result<()> {
-        Ok(())
-    }
-
     fn describe(&self, node: &Node, i: &Iface) -> String {
         format!("{}:{} up (topology line {})", node.name(), i.name, i.line)
     }
