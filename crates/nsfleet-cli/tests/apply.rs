@@ -164,6 +164,12 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
     assert!(h1.contains("10.99.0.0/16 via 10.72.0.2"), "{h1}");
     assert!(h1.contains("\n1\n") && h1.contains("tbf"), "{h1}");
     assert!(!h1.contains("10.71.0.1"), "h1's old address went: {h1}");
+    // The fleet's /etc/hosts, which every world binds, names the new node.
+    let hosts = sh(&env, "aw", "h1", "cat /etc/hosts");
+    assert!(
+        hosts.contains("10.72.0.2\tn\n") && !hosts.contains("\told\n"),
+        "{hosts}"
+    );
     // And back: `old` returns, wired as it was; the sysctl is the kernel's default again.
     let base = env.file("base.toml", &named(BASE, "aw"));
     env.ok(&["apply", base.to_str().unwrap()]);
@@ -284,6 +290,31 @@ fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in
         "{err}"
     );
     assert_eq!(processes(&env, "ab"), before, "nothing changed");
+    // The traffic generator sending from `old`: refused while it runs, fine once stopped
+    // (it lets go of the node's sockets, which would keep the node from being reclaimed).
+    env.ok(&[
+        "gen",
+        "ab",
+        "--dev",
+        "old:eth0",
+        "--dst",
+        "10.71.0.1",
+        "--rate",
+        "1000",
+        "--duration",
+        "60s",
+        "--keep",
+    ]);
+    let out = env.run(&["apply", changed.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("which the traffic generator is sending on"),
+        "{err}"
+    );
+    assert_eq!(processes(&env, "ab"), before, "nothing changed");
+    env.ok(&["gen", "ab", "--stop"]);
+    env.ok(&["apply", changed.to_str().unwrap()]);
+    assert!(!processes(&env, "ab").contains_key("old"));
 }
 
 /// Everything of a node that `apply` may touch, as the kernel shows it, but for what a

@@ -242,7 +242,7 @@ impl Subsystem for Processes {
         let node = cx.node;
         let log = cx.log_dir.join(format!("{}.log", node.name()));
         let hosts = self.hosts.get_or_init(|| {
-            let path = cx.log_dir.join("hosts");
+            let path = cx.log_dir.join(world::HOSTS_FILE);
             world::write_hosts(&path, cx.peers().iter().map(|n| &**n))
                 .ok()
                 .map(|_| path)

@@ -364,8 +364,12 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The fleet's hosts file, in its log folder.
+pub const HOSTS_FILE: &str = "hosts";
+
 /// The fleet's /etc/hosts: every node's name beside each of its addresses (loopback
-/// first), written once per fleet into `path`.
+/// first), written into `path`: once per fleet, and again in place (the same file, which
+/// the nodes' worlds have bound) when `apply` changes the fleet.
 pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> std::io::Result<()> {
     let mut out = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
     for n in nodes {
@@ -376,7 +380,5 @@ pub fn write_hosts<'a>(path: &Path, nodes: impl Iterator<Item = &'a Node>) -> st
             out.push_str(&format!("{}\t{names}\n", a.addr));
         }
     }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, out)?;
-    std::fs::rename(tmp, path)
+    std::fs::write(path, out)
 }

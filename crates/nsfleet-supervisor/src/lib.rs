@@ -150,9 +150,10 @@ struct Supervisor {
     traffic: Mutex<Traffic>,
     /// Who watches the fleet (`nsfleet events`); its locks are leaves.
     watchers: Arc<watch::Watchers>,
-    /// Serialises changes to the live fleet (`impair`, `link`, `node`): each is all or
-    /// nothing, and no two interleave on a node. Reads (`status`, `exec`, `events`) do not
-    /// take it. Taken before any lock of the core; never with `traffic` held.
+    /// Serialises changes to the live fleet (`apply`, `impair`, `link`, `node`): each is
+    /// all or nothing, and no two interleave on a node. Reads (`status`, `exec`, `events`)
+    /// do not take it. Taken before any lock of the core, and after `traffic` (by `apply`
+    /// only, which must not remove a node under the generator).
     changes: Mutex<()>,
 }
 
@@ -622,7 +623,9 @@ impl Supervisor {
                 self.name
             );
         }
-        // Taken before the fleet is read, so that the plan is made against what stays.
+        // Taken before the fleet is read, so that the plan is made against what stays; the
+        // generator's first (the outermost lock), so that it takes no new node meanwhile.
+        let mut traffic = (!dry_run).then(|| self.traffic.lock());
         let _change = if dry_run { None } else { Some(self.change()?) };
         let running: Vec<nsfleet_topology::NodeSpec> = (self.fleet.nodes().iter())
             .map(|n| {
@@ -646,6 +649,9 @@ impl Supervisor {
             });
         }
         self.refuse_removing_exec(&plan.remove)?;
+        if let Some(traffic) = traffic.as_mut() {
+            self.release_generator(traffic, &plan.remove)?;
+        }
         let added: Vec<String> = plan.add.iter().map(|n| n.name.clone()).collect();
         let (changed, removed) = (
             plan.change
@@ -664,6 +670,13 @@ impl Supervisor {
             log(format_args!("events: watching links of {watch:?}: {e:#}"));
         }
         let report = done?;
+        let hosts = (self.run_dir.log_dir(&self.name)).join(nsfleet_subsys::world::HOSTS_FILE);
+        if hosts.exists() {
+            let nodes = self.fleet.nodes();
+            if let Err(e) = nsfleet_subsys::world::write_hosts(&hosts, nodes.iter().map(|n| &**n)) {
+                log(format_args!("apply: rewriting {}: {e}", hosts.display()));
+            }
+        }
         self.tell_applied(
             &changes,
             [
@@ -677,6 +690,24 @@ impl Supervisor {
             applied: true,
             report: Some(report),
         })
+    }
+
+    /// The generator's sockets in nodes to remove would keep them from being reclaimed:
+    /// one that is done lets go of everything (its last results with it); one that is
+    /// sending from such a node is not cut off.
+    fn release_generator(&self, traffic: &mut Traffic, remove: &[String]) -> anyhow::Result<()> {
+        let used = traffic.nodes_in_use();
+        if !remove.iter().any(|n| used.contains(n)) {
+            return Ok(());
+        }
+        if let Some(n) = remove.iter().find(|n| traffic.sending_on(n)) {
+            anyhow::bail!(
+                "apply would remove node {n}, which the traffic generator is sending on: `nsfleet gen {} --stop` first; nothing was changed",
+                self.name
+            );
+        }
+        traffic.shutdown(&self.fleet);
+        Ok(())
     }
 
     /// A node that `nsfleet exec` runs in is not removed under it.

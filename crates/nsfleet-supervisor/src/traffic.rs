@@ -79,6 +79,28 @@ impl Traffic {
         self.restore_gro(fleet);
     }
 
+    /// The nodes the generator holds a socket in (a device or a receiver), by name.
+    pub fn nodes_in_use(&self) -> std::collections::BTreeSet<String> {
+        let devices = (self.engine.iter()).flat_map(|e| (0..e.threads()).flat_map(|t| e.labels(t)));
+        (devices.chain(self.receivers.keys().cloned()))
+            .filter_map(|dev| Some(dev.split_once(':')?.0.to_string()))
+            .collect()
+    }
+
+    /// Whether a device on node `node` is started and not done: sending, or about to.
+    pub fn sending_on(&self, node: &str) -> bool {
+        let results = self
+            .engine
+            .as_ref()
+            .map(Engine::results)
+            .unwrap_or_default();
+        let mut devices = results.threads.iter().flat_map(|t| &t.devices);
+        devices.any(|d| {
+            matches!(d.state.as_str(), "idle" | "running")
+                && d.dev.split_once(':').is_some_and(|(n, _)| n == node)
+        })
+    }
+
     fn engine(&self) -> &Engine {
         self.engine.as_ref().expect("made by ensure_engine")
     }

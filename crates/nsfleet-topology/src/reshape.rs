@@ -115,6 +115,9 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
                 n.wiring.bridges.max(1)
             ));
         }
+        if in_place(&was.wiring, &n.wiring) {
+            continue;
+        }
         let w = Arc::make_mut(&mut n.wiring);
         let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
         let mut ports = ports_per_bridge(&was.wiring);
@@ -152,6 +155,14 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
         }
     }
     Ok(moved)
+}
+
+/// Whether every interface of `new` is where it runs already (same index and bridge): the
+/// common case, which must not copy a wiring per node of a large fleet.
+fn in_place(running: &NodeWiring, new: &NodeWiring) -> bool {
+    (new.ifaces.iter()).all(|i| {
+        (running.iface(&i.name)).is_some_and(|o| (o.index, o.bridge) == (i.index, i.bridge))
+    })
 }
 
 /// Ports on each of a switch's bridges.
