@@ -1,6 +1,7 @@
 //! `nsfleet apply` on a live fleet: only what differs changes, untouched nodes keep their
 //! processes and counters, a failure at any kernel operation puts the fleet back as it
-//! was, a thousand routers join a running thousand, and bad requests change nothing.
+//! was, a thousand routers join a running thousand, apply races every other command on
+//! the fleet, and bad requests change nothing.
 
 mod harness;
 
@@ -315,6 +316,84 @@ fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in
     env.ok(&["gen", "ab", "--stop"]);
     env.ok(&["apply", changed.to_str().unwrap()]);
     assert!(!processes(&env, "ab").contains_key("old"));
+}
+
+#[test]
+fn apply_link_node_impair_gen_exec_and_status_at_once_each_all_or_nothing() {
+    let env = Env::new("applyrace");
+    let _fleet = env.up(&named(BASE, "ar"));
+    let base = env.file("base.toml", &named(BASE, "ar"));
+    let changed = env.file("changed.toml", &named(CHANGED, "ar"));
+    let (base, changed) = (base.to_str().unwrap(), changed.to_str().unwrap());
+    let before: Vec<&str> = vec!["h1", "h2", "h3", "old", "s"];
+    let after: Vec<&str> = vec!["h1", "h2", "h3", "n", "s"];
+    let ok = |args: &[&str]| env.ok(args);
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            for _ in 0..4 {
+                ok(&["apply", changed]);
+                ok(&["apply", base]);
+            }
+        });
+        t.spawn(|| {
+            for _ in 0..10 {
+                ok(&["link", "ar", "h3:eth0", "down"]);
+                ok(&["link", "ar", "h3:eth0", "up"]);
+            }
+        });
+        t.spawn(|| {
+            for _ in 0..5 {
+                ok(&["node", "ar", "h1", "restart"]);
+            }
+        });
+        t.spawn(|| {
+            for _ in 0..10 {
+                ok(&["impair", "ar", "h3:eth0", "--rate", "10mbit"]);
+                ok(&["impair", "ar", "h3:eth0", "--clear"]);
+            }
+        });
+        t.spawn(|| {
+            for _ in 0..10 {
+                ok(&["exec", "ar", "h3", "--", "true"]);
+            }
+        });
+        t.spawn(|| {
+            for _ in 0..3 {
+                ok(&[
+                    "gen",
+                    "ar",
+                    "--dev",
+                    "h3:eth0",
+                    "--dst",
+                    "10.70.0.1",
+                    "--count",
+                    "1000",
+                ]);
+            }
+        });
+        t.spawn(|| {
+            // The fleet before an apply or after it, never a mix.
+            for _ in 0..30 {
+                let s = env.status("ar");
+                let mut names: Vec<&str> = (s["nodes"].as_array().unwrap().iter())
+                    .map(|n| n["name"].as_str().unwrap())
+                    .collect();
+                names.sort();
+                assert!(names == before || names == after, "{names:?}");
+            }
+        });
+    });
+    let s = env.status("ar");
+    let names: Vec<&str> = (s["nodes"].as_array().unwrap().iter())
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert!(names.contains(&"old"), "the last apply was of the base");
+    assert!(pings(&env, "ar", "old", "10.71.0.1"));
+    assert!(
+        pings(&env, "ar", "h3", "10.70.0.1"),
+        "h3's cable is plugged back"
+    );
 }
 
 /// Everything of a node that `apply` may touch, as the kernel shows it, but for what a

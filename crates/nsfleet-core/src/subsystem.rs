@@ -223,9 +223,10 @@ pub trait Subsystem: Send + Sync + 'static {
     }
 
     /// Then, phase by phase as `init` runs: adds what the node now has that `was` did not.
-    /// A failed change is undone by `retire` and `extend` again with the shapes swapped,
-    /// from wherever it stopped; an addition that finds its object already there then
-    /// succeeds.
+    /// A subsystem that has no state on the node (it did not want it before, or its part
+    /// was stopped) gets `init` instead. A failed change is undone by `retire` and
+    /// `extend` again with the shapes swapped, from wherever it stopped; an addition that
+    /// finds its object already there then succeeds.
     fn extend(
         &self,
         _cx: &mut InitCtx<'_>,

@@ -55,19 +55,19 @@ impl Subsystem for Forwarding {
         turn(cx, &kept, switches, false)
     }
 
-    /// A router forwards on its new devices; a node that becomes one, on all of them.
+    /// A router forwards on its new devices. (A node that becomes a router runs `init`:
+    /// the core's rule for a subsystem that newly wants a node.)
     fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
         let (config, wiring) = (cx.node.config(), cx.node.wiring());
         if !config.router {
             return Ok(());
         }
-        let before = was.config.router;
         let new: Vec<&Iface> = (wiring.ifaces.iter())
-            .filter(|i| !before || !crate::kept(&was.wiring, i))
+            .filter(|i| !crate::kept(&was.wiring, i))
             .collect();
         let switches = Switches {
-            ipv4: config.has_world() && !(before && was.config.has_world()),
-            ipv6: has_ipv6(&wiring) && !(before && has_ipv6(&was.wiring)),
+            ipv4: config.has_world() && !was.config.has_world(),
+            ipv6: has_ipv6(&wiring) && !has_ipv6(&was.wiring),
         };
         turn(cx, &new, switches, true)
     }

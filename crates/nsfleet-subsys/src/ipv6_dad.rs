@@ -8,7 +8,7 @@
 //! that grows with the number of namespaces on the machine (see `Worker::write_sysctl`).
 //! The addresses nsfleet adds itself skip DAD anyway (IFA_F_NODAD).
 
-use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 
 use anyhow::Context;
 
@@ -41,12 +41,6 @@ impl Subsystem for Ipv6Dad {
         }
         Ok(())
     }
-
-    /// A node that comes to use IPv6: its devices made from now on skip DAD.
-    fn extend(&self, cx: &mut InitCtx<'_>, state: &mut (), was: &Shape) -> anyhow::Result<()> {
-        if self.wants(cx.node) && !nsfleet_topology::uses_ipv6(&was.config, &was.wiring) {
-            self.init(cx, state)?;
-        }
-        Ok(())
-    }
+    // A node that comes to use IPv6 through `apply` runs `init` then (the core's rule for
+    // a subsystem that newly wants a node): nothing to retire or extend.
 }

@@ -151,8 +151,8 @@ struct Supervisor {
     /// Who watches the fleet (`nsfleet events`); its locks are leaves.
     watchers: Arc<watch::Watchers>,
     /// Serialises changes to the live fleet (`apply`, `impair`, `link`, `node`): each is
-    /// all or nothing, and no two interleave on a node. Reads (`status`, `exec`, `events`)
-    /// do not take it. Taken before any lock of the core, and after `traffic` (by `apply`
+    /// all or nothing, and no two interleave on a node. `status` takes it to read between
+    /// changes; `exec` and `events` do not. Taken before any lock of the core, and after `traffic` (by `apply`
     /// only, which must not remove a node under the generator).
     changes: Mutex<()>,
 }
@@ -414,7 +414,11 @@ impl Supervisor {
         let reply = |r: &Reply| control::write_line(&conn, r);
         let _ = match req {
             Err(message) => reply(&Reply::Error { message }),
-            Ok(Request::Status) => reply(&Reply::Status(self.status())),
+            // Between changes: the fleet before one or after it, never half-way.
+            Ok(Request::Status) => reply(&Reply::Status({
+                let _between = self.changes.lock();
+                self.status()
+            })),
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
             Ok(Request::Impair {
                 node,

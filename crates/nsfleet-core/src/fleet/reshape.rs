@@ -224,8 +224,11 @@ fn of_phase(subs: &[Registered], phase: Phase, reversed: bool) -> Arc<Vec<Regist
     Arc::new(ops)
 }
 
-/// Each of `ops` retires or extends one node, inside it. A subsystem that had no state on
-/// the node starts from a fresh one, and keeps it only if it wants the node now.
+/// Each of `ops` retires or extends one node, inside it. A subsystem with no state on the
+/// node retires from a fresh one (a failed change may have left something of it) and
+/// keeps none; one that has none but wants the node now is brought up by `init`, as on a
+/// new node (which also starts again a node stopped by `nsfleet node stop`: the file
+/// says it runs).
 fn change_on(
     ops: &[Registered],
     pass: Pass,
@@ -243,7 +246,10 @@ fn change_on(
     };
     for r in ops {
         let had = node.take_state(r.id);
-        let keep = had.is_some() || r.ops.wants(node);
+        let fresh = had.is_none();
+        if fresh && matches!(pass, Pass::Extend { .. }) && !r.ops.wants(node) {
+            continue;
+        }
         let mut state = had.unwrap_or_else(|| r.ops.fresh());
         let mut cx = InitCtx {
             node,
@@ -254,7 +260,12 @@ fn change_on(
         };
         let result = match pass {
             Pass::Retire => r.ops.retire(&mut cx, &mut state, was),
+            Pass::Extend { .. } if fresh => r.ops.init(&mut cx).map(|s| state = s),
             Pass::Extend { .. } => r.ops.extend(&mut cx, &mut state, was),
+        };
+        let keep = match pass {
+            Pass::Retire => !fresh,
+            Pass::Extend { .. } => !fresh || result.is_ok(),
         };
         if keep {
             node.put_state(r.id, state);
