@@ -206,7 +206,8 @@ enum Command {
     ///   nsfleet apply lab.toml             # make it so
     ///
     /// Refused, with nothing changed: a file for another fleet, an invalid file, a switch
-    /// that would need more bridges, and removing a node that `nsfleet exec` runs in.
+    /// that would need more bridges, and removing a node that `nsfleet exec` runs in or
+    /// the traffic generator sends from. `status` waits for an apply in progress.
     #[command(verbatim_doc_comment)]
     Apply {
         /// The topology file (TOML or containerlab's YAML), as for `up`.
@@ -227,7 +228,8 @@ enum Command {
     },
     /// Stream what happens in a live fleet until it ends: links up, down or without
     /// carrier (the kernel's own notifications in each node, not polling), processes
-    /// started and exited with their status, node actions.
+    /// started and exited with their status, node actions, and nodes and interfaces added,
+    /// changed or removed by `apply`.
     ///
     ///   nsfleet events lab            # 12:04:31.250 UTC  link     r1:eth0 no-carrier
     ///   nsfleet events lab --json     # {"event":"link","node":"r1","iface":"eth0","state":"no-carrier","at":...}

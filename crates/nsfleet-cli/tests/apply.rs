@@ -214,6 +214,41 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
 }
 
 #[test]
+fn a_pair_changed_at_one_end_and_addresses_changed_under_a_route_keep_working() {
+    let env = Env::new("applypair");
+    let pair = |mtu: &str, a: &str, b: &str| {
+        format!("[fleet]\nname = \"ap2\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\nroutes = [\"10.9.0.0/16 via 10.1.0.1\"]\n[[link]]\na = {{ at = \"a:eth0\", addrs = [\"{a}\"]{mtu} }}\nb = {{ at = \"b:eth0\", addrs = [\"{b}\"] }}\n")
+    };
+    let _fleet = env.up(&pair("", "10.1.0.1/30", "10.1.0.2/30"));
+    // Only the maker's end changes: the pair is made again, and b's end with it.
+    let mtu = env.file(
+        "mtu.toml",
+        &pair(", mtu = 1400", "10.1.0.1/30", "10.1.0.2/30"),
+    );
+    env.ok(&["apply", mtu.to_str().unwrap()]);
+    let b = sh(
+        &env,
+        "ap2",
+        "b",
+        "ip -br link show eth0; ip -br addr show eth0; ip route",
+    );
+    assert!(b.contains("LOWER_UP") && b.contains("10.1.0.2/30"), "{b}");
+    assert!(b.contains("10.9.0.0/16 via 10.1.0.1"), "{b}");
+    assert!(sh(&env, "ap2", "a", "ip link show eth0").contains("mtu 1400"));
+    assert!(pings(&env, "ap2", "b", "10.1.0.1"));
+    // New addresses under b's route: the route is there after, through the new subnet.
+    let wider = env.file(
+        "wider.toml",
+        &pair(", mtu = 1400", "10.1.0.1/29", "10.1.0.3/29"),
+    );
+    env.ok(&["apply", wider.to_str().unwrap()]);
+    let b = sh(&env, "ap2", "b", "ip -br addr show eth0; ip route");
+    assert!(b.contains("10.1.0.3/29") && !b.contains("10.1.0.2/"), "{b}");
+    assert!(b.contains("10.9.0.0/16 via 10.1.0.1"), "{b}");
+    assert!(pings(&env, "ap2", "b", "10.1.0.1"));
+}
+
+#[test]
 fn a_thousand_routers_join_a_running_thousand() {
     let env = Env::new("apply1000");
     let line = |count: u32| {

@@ -1,6 +1,7 @@
 //! `nsfleet events`: what happens in a live fleet as it happens (links up, down or without
 //! carrier, from the kernel's notifications in each node; processes started and exited;
-//! node actions), until the fleet ends. `--json`: the supervisor's lines as they come.
+//! node actions; nodes and interfaces `apply` adds, changes or removes), until the fleet
+//! ends. `--json`: the supervisor's lines as they come.
 
 use super::connect;
 use anyhow::bail;
@@ -69,6 +70,7 @@ fn describe(e: &Value) -> String {
     let what = match s("event").as_str() {
         "link" => format!("link     {}:{} {}", s("node"), s("iface"), s("state")),
         "node" => format!("node     {} {}", s("node"), s("action")),
+        "interface" => format!("iface    {}:{} {}", s("node"), s("iface"), s("action")),
         "process_started" => format!(
             "process  {} started [{}] {}",
             s("node"),

@@ -241,7 +241,8 @@ impl Fleet {
             let us = t.elapsed().as_secs_f64() * 1e6;
             (node.map(|n| (i, n, us)), r)
         };
-        let (mut placed, result) = self.run_phase(Phase::Create, items, create, progress);
+        let (mut placed, result) =
+            self.run_phase(Phase::Create, items, create, OnError::Stop, progress);
         // Workers finish out of order; the table keeps the file's order.
         placed.sort_unstable_by_key(|(i, _, _)| *i);
         let us: Vec<f64> = placed.iter().map(|(_, _, us)| *us).collect();
@@ -270,18 +271,20 @@ impl Fleet {
             });
             (None::<()>, r)
         };
-        self.run_phase(phase, targets, init, progress).1
+        self.run_phase(phase, targets, init, OnError::Stop, progress)
+            .1
     }
 
-    /// Runs `work` on every item over the workers, as one phase. After the first error, or
-    /// once `progress` says `Break`, items not yet started are skipped. Returns what the
-    /// items made (a failed item may have made something too, which must be rolled back)
-    /// and the first error.
+    /// Runs `work` on every item over the workers, as one phase. After the first error
+    /// (with [`OnError::Stop`]), or once `progress` says `Break`, items not yet started are
+    /// skipped. Returns what the items made (a failed item may have made something too,
+    /// which must be rolled back) and the first error.
     fn run_phase<I, T>(
         &self,
         phase: Phase,
         items: Vec<I>,
         work: impl Fn(&mut Worker, I) -> (Option<T>, anyhow::Result<()>) + Send + Sync + 'static,
+        on_error: OnError,
         progress: Progress<'_>,
     ) -> (Vec<T>, anyhow::Result<()>)
     where
@@ -297,13 +300,14 @@ impl Fleet {
             }
             work(w, item)
         });
-        let (mut made, mut first_err, mut done) = (Vec::new(), None, 0);
+        let (mut made, mut first_err, mut done, mut failed) = (Vec::new(), None, 0, 0);
         self.workers.scatter(items, work, |(out, result)| {
             made.extend(out);
             done += 1;
             let cancelled = progress(phase, done, total).is_break();
             match result {
                 Err(e) => {
+                    failed += 1;
                     first_err.get_or_insert(e);
                 }
                 Ok(()) if cancelled => {
@@ -311,10 +315,13 @@ impl Fleet {
                 }
                 Ok(()) => {}
             }
-            if first_err.is_some() {
+            if first_err.is_some() && (on_error == OnError::Stop || cancelled) {
                 stop.store(true, Ordering::Relaxed);
             }
         });
+        if failed > 1 {
+            first_err = first_err.map(|e| e.context(format!("{failed} nodes failed; the first")));
+        }
         (made, first_err.map_or(Ok(()), Err))
     }
 
@@ -422,6 +429,15 @@ impl Fleet {
         self.nodes.store(Arc::new(NodeTable::new(kept)));
         gone
     }
+}
+
+/// What a phase does once an item has failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnError {
+    /// Skips the items not started yet: everything will be rolled back anyway.
+    Stop,
+    /// Runs every item: each is a node to put back, whatever another one did.
+    Continue,
 }
 
 type NodeResult = Result<Arc<Node>, (Option<Arc<Node>>, anyhow::Error)>;

@@ -16,7 +16,8 @@
 //! Each lock says next to its data what it protects. The order, outermost first: a thread
 //! holding one of these may take only locks further down the list.
 //!
-//! 1. the supervisor's `traffic` (generator control, pktgen_thread_lock), then its
+//! 1. the supervisor's `changes` (one change to the live fleet at a time), then its
+//!    `traffic` (generator control, pktgen_thread_lock), then its
 //!    `state` and `kernel_bytes`, which are leaves;
 //! 2. `Registry::list` (pernet_ops_rwsem): shared by creation and by the reaper (which
 //!    takes it recursively: a creation holding it may wait for the reaper in `admit`),

@@ -157,6 +157,11 @@ impl Node {
         Some(states.swap_remove(i).1)
     }
 
+    /// The subsystems that hold state of this node.
+    pub(crate) fn state_ids(&self) -> Vec<SubsysId> {
+        self.states.lock().iter().map(|(id, _)| *id).collect()
+    }
+
     pub(crate) fn has_state(&self, id: SubsysId) -> bool {
         self.states.lock().iter().any(|(s, _)| *s == id)
     }

@@ -165,7 +165,7 @@ pub(crate) fn init_on(
 }
 
 /// `exit` on each node holding state of `id`, then `exit_batch` once, then free.
-fn exit_all(ops: &dyn Ops, id: SubsysId, nodes: &[Arc<Node>]) {
+pub(crate) fn exit_all(ops: &dyn Ops, id: SubsysId, nodes: &[Arc<Node>]) {
     let mut exiting: Vec<(&Node, AnyState)> = Vec::new();
     for n in nodes {
         if let Some(mut s) = n.take_state(id) {

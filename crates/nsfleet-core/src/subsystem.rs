@@ -132,6 +132,19 @@ impl<'a> InitCtx<'a> {
         Ok(())
     }
 
+    /// Whether `e` is a kernel error that means "already so" here (see
+    /// [`Subsystem::retire`]): for what a subsystem does outside [`send_each`]
+    /// (Self::send_each).
+    pub fn tolerates(&self, e: &anyhow::Error) -> bool {
+        let errno = |c: &(dyn std::error::Error + 'static)| {
+            (c.downcast_ref::<nsfleet_netlink::NlError>()
+                .map(|n| n.errno))
+            .or_else(|| c.downcast_ref::<io::Error>()?.raw_os_error())
+        };
+        e.chain()
+            .any(|c| errno(c).is_some_and(|n| self.tolerate.contains(&n)))
+    }
+
     /// Writes one of the node's sysctls; `key` as in the topology (`net.ipv4.ip_forward`).
     /// Costly the first time in a node (see `Worker::write_sysctl`): a subsystem touches
     /// sysctls only for nodes that need them.
@@ -252,6 +265,8 @@ pub(crate) trait Ops: Send + Sync {
     fn wants(&self, node: &Node) -> bool;
     fn init(&self, cx: &mut InitCtx<'_>) -> anyhow::Result<AnyState>;
     fn fresh(&self) -> AnyState;
+    /// `init` into `state`, which keeps whatever a failed `init` left in it.
+    fn init_in(&self, cx: &mut InitCtx<'_>, state: &mut AnyState) -> anyhow::Result<()>;
     fn retire(&self, cx: &mut InitCtx<'_>, state: &mut AnyState, was: &Shape)
         -> anyhow::Result<()>;
     fn extend(&self, cx: &mut InitCtx<'_>, state: &mut AnyState, was: &Shape)
@@ -277,6 +292,9 @@ impl<S: Subsystem> Ops for S {
     }
     fn fresh(&self) -> AnyState {
         Box::<S::State>::default()
+    }
+    fn init_in(&self, cx: &mut InitCtx<'_>, state: &mut AnyState) -> anyhow::Result<()> {
+        Subsystem::init(self, cx, downcast::<S>(state))
     }
     fn retire(
         &self,

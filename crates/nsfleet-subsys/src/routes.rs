@@ -27,19 +27,20 @@ impl Subsystem for Routes {
     }
 
     /// Removes the routes the node no longer has; all of them if a device goes or is
-    /// re-made, since the kernel drops the routes through it (and which a gateway's route
-    /// leaves by is the kernel's choice).
+    /// re-made or an address changes, since the kernel drops the routes through a device
+    /// that goes and those whose gateway or source an address change leaves unreachable
+    /// (and which device a gateway's route leaves by is the kernel's choice).
     fn retire(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
         let now = cx.node.wiring();
-        let all = !devices_stay(&was.wiring, &now);
+        let all = !routes_stay(&was.wiring, &now);
         let gone = (was.wiring.routes.iter()).filter(|r| all || !has(&now, r));
         send(cx, rtnl::del_route, gone)
     }
 
-    /// Adds the routes new to the node; all of them after a device went or was re-made.
+    /// Adds the routes new to the node; all of them after a device or an address changed.
     fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
         let now = cx.node.wiring();
-        let all = !devices_stay(&was.wiring, &now);
+        let all = !routes_stay(&was.wiring, &now);
         let new = (now.routes.iter()).filter(|r| all || !has(&was.wiring, r));
         send(cx, rtnl::new_route, new)
     }
@@ -47,9 +48,13 @@ impl Subsystem for Routes {
     // No exit: routes go with the namespace.
 }
 
-/// Whether every device of `was` is still there, the same, in `now`.
-fn devices_stay(was: &NodeWiring, now: &NodeWiring) -> bool {
-    was.ifaces.iter().all(|i| crate::kept(now, i))
+/// Whether the routes of `was` all survive the change to `now`: every device and every
+/// address is still there, the same.
+fn routes_stay(was: &NodeWiring, now: &NodeWiring) -> bool {
+    let same_addrs =
+        |i: &nsfleet_topology::Iface| now.iface(&i.name).is_some_and(|n| n.addrs == i.addrs);
+    was.loopback == now.loopback
+        && (was.ifaces.iter()).all(|i| crate::kept(now, i) && same_addrs(i))
 }
 
 fn has(w: &NodeWiring, r: &RouteSpec) -> bool {

@@ -146,14 +146,14 @@ struct Supervisor {
     kernel_bytes: Mutex<i64>,
     shutdown: Sender<Shutdown>,
     /// Protects the traffic generator and serialises its control, as pktgen's
-    /// pktgen_thread_lock does. The outermost lock of the process (order: `core`).
+    /// pktgen_thread_lock does. Taken after `changes` (order: `core`).
     traffic: Mutex<Traffic>,
     /// Who watches the fleet (`nsfleet events`); its locks are leaves.
     watchers: Arc<watch::Watchers>,
     /// Serialises changes to the live fleet (`apply`, `impair`, `link`, `node`): each is
     /// all or nothing, and no two interleave on a node. `status` takes it to read between
-    /// changes; `exec` and `events` do not. Taken before any lock of the core, and after `traffic` (by `apply`
-    /// only, which must not remove a node under the generator).
+    /// changes, and `events` to open its sockets in the nodes between changes; `exec` does
+    /// not. The outermost lock of the process (order: `core`).
     changes: Mutex<()>,
 }
 
@@ -438,7 +438,7 @@ impl Supervisor {
                 dry_run,
             }) => reply(&answer(self.apply(&file, format, dry_run))),
             // `watching` is written by the subscription, before any event.
-            Ok(Request::Events) => match self.watchers.subscribe(&conn, &self.fleet) {
+            Ok(Request::Events) => match self.subscribe(&conn) {
                 Ok(()) => Ok(()),
                 Err(e) => reply(&Reply::Error {
                     message: format!("watching the fleet: {e:#}"),
@@ -451,6 +451,13 @@ impl Supervisor {
                 });
             }),
         };
+    }
+
+    /// A new watcher, between changes: its sockets in the nodes would keep a node that
+    /// `apply` removes from being reclaimed.
+    fn subscribe(&self, conn: &UnixStream) -> anyhow::Result<()> {
+        let _between = self.changes.lock();
+        self.watchers.subscribe(conn, &self.fleet)
     }
 
     fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
@@ -627,10 +634,10 @@ impl Supervisor {
                 self.name
             );
         }
-        // Taken before the fleet is read, so that the plan is made against what stays; the
-        // generator's first (the outermost lock), so that it takes no new node meanwhile.
-        let mut traffic = (!dry_run).then(|| self.traffic.lock());
+        // Taken before the fleet is read, so that the plan is made against what stays; then
+        // the generator's, so that it takes no new node meanwhile (lock order: `core`).
         let _change = if dry_run { None } else { Some(self.change()?) };
+        let mut traffic = (!dry_run).then(|| self.traffic.lock());
         let running: Vec<nsfleet_topology::NodeSpec> = (self.fleet.nodes().iter())
             .map(|n| {
                 let shape = n.shape();

@@ -44,6 +44,8 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
     let live: HashMap<&str, &NodeSpec> = running.iter().map(|n| (n.name.as_str(), n)).collect();
     let moved = align(&live, &mut new)?;
     renumber_peers(&mut new, &moved);
+    let moved = reindex_remade(&live, &mut new);
+    renumber_peers(&mut new, &moved);
     let wanted: BTreeSet<&str> = new.iter().map(|n| n.name.as_str()).collect();
     let remove = (running.iter())
         .filter(|n| !wanted.contains(n.name.as_str()))
@@ -123,10 +125,17 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
         let mut ports = ports_per_bridge(&was.wiring);
         let mut renumber = HashMap::new();
         for i in &mut w.ifaces {
+            let made_elsewhere = |i: &Iface| i.link == Link::VethPeer;
             let index = match was.wiring.iface(&i.name) {
-                Some(old) => {
+                // An end that stays on the same side of its pair keeps its index; one
+                // that changes sides takes a new one of the other parity (see `plan`).
+                Some(old) if made_elsewhere(old) == made_elsewhere(i) => {
                     i.bridge = old.bridge.or(i.bridge);
                     old.index
+                }
+                Some(old) => {
+                    i.bridge = old.bridge.or(i.bridge);
+                    free_index(&mut used, made_elsewhere(i))
                 }
                 None => {
                     if i.bridge.is_some() {
@@ -163,6 +172,79 @@ fn in_place(running: &NodeWiring, new: &NodeWiring) -> bool {
     (new.ifaces.iter()).all(|i| {
         (running.iface(&i.name)).is_some_and(|o| (o.index, o.bridge) == (i.index, i.bridge))
     })
+}
+
+/// Gives a fresh index to each interface of a running node that is made again although
+/// nothing of its own says so, and returns them as moved: the far end of a pair whose
+/// maker's end is new or changes (an end made from the other side names nothing of its
+/// maker), and a VXLAN device whose underlay is made again (the kernel deletes it with
+/// its underlay). A fresh index makes the interface differ, so that its node is changed
+/// and the interface, with its addresses and routes, made again.
+fn reindex_remade(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Moved {
+    let remade_on = |node: &str, i: &Iface| {
+        live.get(node)
+            .is_none_or(|was| !was.wiring.iface(&i.name).is_some_and(|o| same_link(o, i)))
+    };
+    let by_name: HashMap<&str, &NodeSpec> = new.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut redo: Vec<(String, String)> = Vec::new();
+    for n in new.iter() {
+        for i in n.wiring.ifaces.iter().filter(|i| remade_on(&n.name, i)) {
+            if let Link::Veth(p) = &i.link {
+                let far = by_name
+                    .get(p.node.as_str())
+                    .and_then(|f| f.wiring.iface(&p.name));
+                if far.is_some_and(|f| !remade_on(&p.node, f)) {
+                    redo.push((p.node.clone(), p.name.clone()));
+                }
+            }
+            let over = |v: &Iface| v.link.as_vxlan().and_then(|x| x.underlay) == Some(i.index);
+            for v in n
+                .wiring
+                .ifaces
+                .iter()
+                .filter(|v| over(v) && !remade_on(&n.name, v))
+            {
+                redo.push((n.name.clone(), v.name.clone()));
+            }
+        }
+    }
+    let mut moved = Moved::new();
+    for (node, iface) in redo {
+        let n = (new.iter_mut())
+            .find(|n| n.name == node)
+            .expect("found above");
+        let was = live.get(node.as_str()).expect("a running node");
+        let index = reindex(n, &was.wiring, &iface);
+        moved.insert((node, iface), index);
+    }
+    moved
+}
+
+/// Gives interface `name` of `n` an index neither its running wiring nor its new one
+/// uses, and makes its routes and VXLAN underlays follow; returns the index.
+fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
+    let w = Arc::make_mut(&mut n.wiring);
+    let mut used: BTreeSet<i32> = (running.ifaces.iter().chain(&w.ifaces))
+        .map(|i| i.index)
+        .collect();
+    let i = (w.ifaces.iter_mut())
+        .find(|i| i.name == name)
+        .expect("an interface of n");
+    let (from, to) = (i.index, free_index(&mut used, i.link == Link::VethPeer));
+    i.index = to;
+    for r in &mut w.routes {
+        if r.dev == Some(from) {
+            r.dev = Some(to);
+        }
+    }
+    for i in &mut w.ifaces {
+        if let Link::Vxlan(v) = &mut i.link {
+            if v.underlay == Some(from) {
+                v.underlay = Some(to);
+            }
+        }
+    }
+    to
 }
 
 /// Ports on each of a switch's bridges.
@@ -262,6 +344,24 @@ pub(crate) mod tests {
         let c = &r.add[0].wiring.ifaces[0];
         assert_eq!(c.link.as_veth().unwrap().index, eth2.index);
         assert!(r.change.iter().all(|n| n.name != "b"), "b does not change");
+    }
+
+    #[test]
+    fn a_pair_made_again_from_its_maker_is_made_again_at_its_far_end() {
+        let pair = |mtu: &str| {
+            format!("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\nroutes = [\"10.9.0.0/16 dev eth0\"]\n[[link]]\na = {{ at = \"a:eth0\"{mtu} }}\nb = \"b:eth0\"\n")
+        };
+        let running = nodes(&pair(""));
+        let r = reshape(&running, nodes(&pair(", mtu = 1400"))).unwrap();
+        let names: Vec<&str> = r.change.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"], "b's end goes with the pair");
+        let (a, b) = (&r.change[0].wiring, &r.change[1].wiring);
+        let b_eth0 = b.iface("eth0").unwrap();
+        assert_ne!(b_eth0.index, running[1].wiring.iface("eth0").unwrap().index);
+        assert_eq!(b_eth0.index % 2, 1, "made from the other side: odd");
+        assert_eq!(b.routes[0].dev, Some(b_eth0.index), "b's route follows");
+        let peer = a.iface("eth0").unwrap().link.as_veth().unwrap();
+        assert_eq!(peer.index, b_eth0.index, "a makes it with b's new index");
     }
 
     #[test]

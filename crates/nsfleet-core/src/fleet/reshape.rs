@@ -12,16 +12,19 @@
 //!
 //! A failure anywhere before that destroys the new nodes, puts back every changed node's
 //! old shape and runs the same two passes with the shapes swapped (deletions tolerating
-//! what is gone, additions what is there), from wherever the change stopped. Nodes to be
-//! removed extend too, from no links at all: what changed nodes cut from them is made
-//! again, the rest is already there.
+//! what is gone, additions what is there), on every node whatever fails on another, from
+//! wherever the change stopped. Nodes to be removed only extend, from no links at all:
+//! what changed nodes cut from them is made again, the rest is already there. Last, a
+//! subsystem that the change brought up on a node where it had no state (a node stopped
+//! with `nsfleet node stop`, say) is taken down again.
 
-use super::{Fleet, Progress};
+use super::{Fleet, OnError, Progress};
 use crate::node::{Node, Shape};
-use crate::registry::Registered;
+use crate::registry::{exit_all, Registered};
 use crate::subsystem::{enter_node, InitCtx, Phase};
 use crate::worker::Worker;
-use anyhow::{anyhow, bail, Context};
+use crate::SubsysId;
+use anyhow::{anyhow, bail};
 use nsfleet_topology::reshape::Reshape;
 use nsfleet_topology::{NodeSpec, NodeWiring};
 use std::ops::ControlFlow;
@@ -35,20 +38,36 @@ pub struct ReshapeReport {
     pub removed: usize,
     /// Wall time of each step: retire, then each phase, then remove.
     pub steps: Vec<(String, Duration)>,
+    /// Removed nodes whose namespace something else still holds, and who.
+    #[serde(default)]
+    pub held: Vec<crate::Held>,
 }
 
 /// What an error from the kernel means "already so" in each pass (see `Subsystem::retire`).
 const GONE: &[i32] = &[libc::ENODEV, libc::ENOENT, libc::ESRCH, libc::EADDRNOTAVAIL];
 const THERE: &[i32] = &[libc::EEXIST];
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pass {
     Retire,
     Extend { undoing: bool },
 }
 
-/// A running node in the change, and the shape it had before.
-type Touched = (Arc<Node>, Arc<Shape>);
+/// A running node in the change, and the shape it is changing from: what it had, or
+/// (undoing) what it was being changed to.
+#[derive(Clone)]
+struct Touched {
+    node: Arc<Node>,
+    was: Arc<Shape>,
+}
+
+/// What undoing a change needs besides the new nodes.
+struct Undo {
+    /// Changed nodes, with their old shape and the subsystems that held state of them.
+    changed: Vec<(Touched, Vec<SubsysId>)>,
+    /// Nodes to remove, each with the shape an undo makes them whole from: no links.
+    removed: Vec<Touched>,
+}
 
 impl Fleet {
     /// Changes the live fleet as `plan` says; on any failure puts it back as it was and
@@ -67,29 +86,36 @@ impl Fleet {
         let changed = (plan.change.iter())
             .map(|n| Ok((running(&n.name)?, shape(n))))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        // As they are, and as an undo sees them: cut off from the nodes that stay.
         let removed = (plan.remove.iter())
             .map(|name| {
                 let node = running(name)?;
-                let cut = Arc::new(Shape {
+                let cut = Shape {
                     config: node.config(),
                     wiring: Arc::new(NodeWiring::default()),
-                });
-                Ok((node, cut))
+                };
+                Ok(Touched {
+                    node,
+                    was: Arc::new(cut),
+                })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let touched: Vec<Touched> = (changed.into_iter())
-            .map(|(node, new)| {
-                let was = node.reshape(new);
-                (node, was)
-            })
-            .collect();
+        let undo = Undo {
+            changed: (changed.into_iter())
+                .map(|(node, new)| {
+                    let had = node.state_ids();
+                    let was = node.reshape(new);
+                    (Touched { node, was }, had)
+                })
+                .collect(),
+            removed,
+        };
         let mut report = ReshapeReport {
             added: plan.add.len(),
             changed: plan.change.len(),
             removed: plan.remove.len(),
             ..Default::default()
         };
+        let touched: Vec<Touched> = undo.changed.iter().map(|(t, _)| t.clone()).collect();
         let mut created = Vec::new();
         let forward = self.transition(
             &subs,
@@ -100,17 +126,17 @@ impl Fleet {
             progress,
         );
         if let Err(e) = forward {
-            return Err(self.undo(&subs, touched, removed, created, e));
+            return Err(self.undo(&subs, undo, created, e));
         }
         let t = Instant::now();
         let gone: Vec<&str> = plan.remove.iter().map(String::as_str).collect();
         drop(subs);
-        self.destroy(&gone).wait_settled();
+        report.held = self.destroy(&gone).wait_settled().held;
         report.steps.push(("remove".into(), t.elapsed()));
         Ok(report)
     }
 
-    /// Retire, create, then each phase: the change itself, forward or undoing.
+    /// Retire, create, then each phase: the change itself.
     fn transition(
         &self,
         subs: &[Registered],
@@ -143,14 +169,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// Puts the fleet back after `error`: the new nodes destroyed, every touched node's
-    /// old shape back and made so, and the nodes to remove made whole again (`removed`:
-    /// each with the shape it was cut to). Returns the error to report.
+    /// Puts the fleet back after `error`: the new nodes destroyed, every changed node's
+    /// old shape back and made so, the nodes to remove made whole again, and what the
+    /// change brought up where nothing ran taken down. Every step runs on every node,
+    /// whatever fails elsewhere. Returns the error to report.
     fn undo(
         &self,
         subs: &[Registered],
-        touched: Vec<Touched>,
-        removed: Vec<Touched>,
+        undo: Undo,
         created: Vec<Arc<Node>>,
         error: anyhow::Error,
     ) -> anyhow::Error {
@@ -158,33 +184,41 @@ impl Fleet {
         // ends of pairs with running nodes go with them.
         self.unpublish(|n| created.iter().any(|c| Arc::ptr_eq(c, n)));
         self.reaper.doom(created).wait_settled();
-        let back: Vec<Touched> = (touched.into_iter())
-            .map(|(node, was)| {
-                let failed = node.reshape(was);
-                (node, failed)
+        let back: Vec<Touched> = (undo.changed.iter())
+            .map(|(t, _)| Touched {
+                was: t.node.reshape(t.was.clone()),
+                node: t.node.clone(),
             })
-            .chain(removed)
             .collect();
+        let whole: Vec<Touched> = back.iter().chain(&undo.removed).cloned().collect();
         let mut quiet = |_: Phase, _: usize, _: usize| ControlFlow::Continue(());
-        let mut result = Ok(());
+        let mut failures = Vec::new();
         for phase in Phase::ALL.into_iter().rev() {
             let ops = of_phase(subs, phase, true);
-            result = result.and_then(|()| self.pass(Pass::Retire, phase, ops, &back, &mut quiet));
+            failures.extend(self.pass(Pass::Retire, phase, ops, &back, &mut quiet).err());
         }
         for phase in Phase::ALL {
             let ops = of_phase(subs, phase, false);
             let pass = Pass::Extend { undoing: true };
-            result = result.and_then(|()| self.pass(pass, phase, ops, &back, &mut quiet));
+            failures.extend(self.pass(pass, phase, ops, &whole, &mut quiet).err());
         }
-        match result {
-            Ok(()) => error.context("rolled back: the fleet is as it was"),
-            Err(u) => error.context(format!(
-                "rolling back failed too, the fleet is not as it was: {u:#}"
+        for (t, had) in &undo.changed {
+            let new = |r: &&Registered| !had.contains(&r.id) && t.node.has_state(r.id);
+            for r in subs.iter().filter(new) {
+                exit_all(&*r.ops, r.id, std::slice::from_ref(&t.node));
+            }
+        }
+        match failures.first() {
+            None => error.context("rolled back: the fleet is as it was"),
+            Some(u) => error.context(format!(
+                "rolling back failed too ({} error(s)), the fleet is not as it was: {u:#}",
+                failures.len()
             )),
         }
     }
 
-    /// One pass of one phase's subsystems over the touched nodes, on the workers.
+    /// One pass of one phase's subsystems over the touched nodes, on the workers; an undo
+    /// goes on over every node after a failure.
     fn pass(
         &self,
         pass: Pass,
@@ -197,11 +231,15 @@ impl Fleet {
             return Ok(());
         }
         let (log_dir, table) = (self.log_dir.clone(), self.nodes());
-        let work = move |w: &mut Worker, (node, was): Touched| {
-            let r = change_on(&ops, pass, w, &node, &was, &table, &log_dir);
+        let work = move |w: &mut Worker, t: Touched| {
+            let r = change_on(&ops, pass, w, &t.node, &t.was, &table, &log_dir);
             (None::<()>, r)
         };
-        self.run_phase(phase, touched.to_vec(), work, progress).1
+        let on_error = match pass {
+            Pass::Extend { undoing: true } => OnError::Continue,
+            Pass::Retire | Pass::Extend { undoing: false } => OnError::Stop,
+        };
+        (self.run_phase(phase, touched.to_vec(), work, on_error, progress)).1
     }
 }
 
@@ -224,11 +262,20 @@ fn of_phase(subs: &[Registered], phase: Phase, reversed: bool) -> Arc<Vec<Regist
     Arc::new(ops)
 }
 
-/// Each of `ops` retires or extends one node, inside it. A subsystem with no state on the
-/// node retires from a fresh one (a failed change may have left something of it) and
-/// keeps none; one that has none but wants the node now is brought up by `init`, as on a
-/// new node (which also starts again a node stopped by `nsfleet node stop`: the file
-/// says it runs).
+/// What one subsystem does to one node in a pass.
+enum Step {
+    /// Nothing: it has no state of the node and does not want it.
+    Skip,
+    /// It has no state of the node but wants it now: `init`, as on a new node.
+    Init,
+    /// Retire or extend from the state it has (retiring from a fresh one if it has none:
+    /// a failed change may have left something of it).
+    Change,
+}
+
+/// Each of `ops` retires or extends one node, inside it. A subsystem keeps its state of
+/// the node only while it wants the node (and keeps what a failed `init` left, for the
+/// undo to retire). An undo goes on to the next subsystem after a failure.
 fn change_on(
     ops: &[Registered],
     pass: Pass,
@@ -244,12 +291,15 @@ fn change_on(
         Pass::Extend { undoing: true } => THERE,
         Pass::Extend { undoing: false } => &[],
     };
+    let mut first_err = None;
     for r in ops {
         let had = node.take_state(r.id);
-        let fresh = had.is_none();
-        if fresh && matches!(pass, Pass::Extend { .. }) && !r.ops.wants(node) {
-            continue;
-        }
+        let (fresh, wants) = (had.is_none(), r.ops.wants(node));
+        let step = match (pass, had.is_some(), wants) {
+            (Pass::Extend { .. }, false, false) => Step::Skip,
+            (Pass::Extend { .. }, false, true) => Step::Init,
+            _ => Step::Change,
+        };
         let mut state = had.unwrap_or_else(|| r.ops.fresh());
         let mut cx = InitCtx {
             node,
@@ -258,19 +308,23 @@ fn change_on(
             nodes: table,
             tolerate,
         };
-        let result = match pass {
-            Pass::Retire => r.ops.retire(&mut cx, &mut state, was),
-            Pass::Extend { .. } if fresh => r.ops.init(&mut cx).map(|s| state = s),
-            Pass::Extend { .. } => r.ops.extend(&mut cx, &mut state, was),
+        let result = match (step, pass) {
+            (Step::Skip, _) => continue,
+            (Step::Init, _) => r.ops.init_in(&mut cx, &mut state),
+            (Step::Change, Pass::Retire) => r.ops.retire(&mut cx, &mut state, was),
+            (Step::Change, Pass::Extend { .. }) => r.ops.extend(&mut cx, &mut state, was),
         };
-        let keep = match pass {
-            Pass::Retire => !fresh,
-            Pass::Extend { .. } => !fresh || result.is_ok(),
-        };
-        if keep {
+        // Retiring makes no state where there was none (nor does it bring anything up).
+        if wants && !(pass == Pass::Retire && fresh) {
             node.put_state(r.id, state);
         }
-        result.with_context(|| format!("node {}: {}", node.name(), r.ops.name()))?;
+        if let Err(e) = result {
+            let e = e.context(format!("node {}: {}", node.name(), r.ops.name()));
+            if pass != (Pass::Extend { undoing: true }) {
+                return Err(e);
+            }
+            first_err.get_or_insert(e);
+        }
     }
-    Ok(())
+    first_err.map_or(Ok(()), Err)
 }
