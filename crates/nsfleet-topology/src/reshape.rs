@@ -120,9 +120,9 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
         if in_place(&was.wiring, &n.wiring) {
             continue;
         }
+        let mut ports = ports_per_bridge(&was.wiring, &n.wiring);
         let w = Arc::make_mut(&mut n.wiring);
         let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
-        let mut ports = ports_per_bridge(&was.wiring);
         let mut renumber = HashMap::new();
         for i in &mut w.ifaces {
             let made_elsewhere = |i: &Iface| i.link == Link::VethPeer;
@@ -247,10 +247,11 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
     to
 }
 
-/// Ports on each of a switch's bridges.
-fn ports_per_bridge(w: &NodeWiring) -> Vec<usize> {
+/// Ports on each of a switch's bridges that stay in its new wiring.
+fn ports_per_bridge(w: &NodeWiring, new: &NodeWiring) -> Vec<usize> {
     let mut ports = vec![0; w.bridges.max(1) as usize];
-    for b in w.ifaces.iter().filter_map(|i| i.bridge) {
+    let staying = (w.ifaces.iter()).filter(|i| new.iface(&i.name).is_some());
+    for b in staying.filter_map(|i| i.bridge) {
         if let Some(p) = ports.get_mut(b as usize) {
             *p += 1;
         }
