@@ -48,7 +48,8 @@ enum Command {
     /// without a container engine: see `nsfleet deploy --help`.
     Up {
         /// Topology file (TOML, see examples/; or containerlab's YAML); without it, the
-        /// built-in default fleet.
+        /// built-in default fleet. A regular file of UTF-8 text, at most 16 MiB (write
+        /// larger fleets with [[generate]]); anything else is refused without reading on.
         file: Option<PathBuf>,
         /// The file's language when its name does not say: toml, or clab (containerlab).
         /// Files ending in .yml or .yaml are read as containerlab's.
@@ -77,7 +78,7 @@ enum Command {
     /// examples/clab/frr01/frr01.clab.yml (containerlab's own lab-examples/frr01).
     Deploy {
         /// The topology file (or a folder with one); without it, the only *.clab.yml in
-        /// the current folder.
+        /// the current folder. At most 16 MiB of UTF-8 text, as for `up`.
         #[arg(short = 't', long = "topo")]
         topo: Option<PathBuf>,
         /// Destroy the lab first if it is deployed.
@@ -210,7 +211,7 @@ enum Command {
     /// the traffic generator sends from. `status` waits for an apply in progress.
     #[command(verbatim_doc_comment)]
     Apply {
-        /// The topology file (TOML or containerlab's YAML), as for `up`.
+        /// The topology file (TOML or containerlab's YAML), as for `up` (at most 16 MiB).
         file: PathBuf,
         /// The file's language when its name does not say: toml or clab.
         #[arg(long, value_parser = parse_format)]

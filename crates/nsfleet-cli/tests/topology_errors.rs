@@ -143,3 +143,44 @@ fn the_built_in_default_and_every_example_validate() {
         .and_then(nsfleet::subsys::probe::validate)
         .unwrap();
 }
+
+#[test]
+fn what_is_not_a_topology_file_is_refused_without_reading_it() {
+    let env = Env::new("notafile");
+    let fifo = env.files.join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; mkfifo(3) creates the FIFO or fails.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Past the limit, and sparse: refused by its size, before a byte is read.
+    let big = env.files.join("big.toml");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(nsfleet::topology::MAX_TOPOLOGY_BYTES + 1)
+        .unwrap();
+    let cases = [
+        ("/dev/zero", "not a device"),
+        (fifo.to_str().unwrap(), "not a FIFO"),
+        (env.files.to_str().unwrap(), "not a directory"),
+        (big.to_str().unwrap(), "over 16 MiB"),
+    ];
+    for (path, expected) in cases {
+        // A FIFO opened for reading would block: a test that hangs here has read it.
+        let out = env.run(&["up", path]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{path}: {err}");
+        assert!(
+            err.contains(path) && err.contains(expected),
+            "{path}: {err}"
+        );
+        assert!(env.fleet_dirs().is_empty(), "{path}: nothing created");
+    }
+    let bytes = b"[fleet]\nname = \"x\"\n[[node]]\nname = \"a\xff\"\n";
+    let bad = env.files.join("latin1.toml");
+    std::fs::write(&bad, bytes).unwrap();
+    env.refused(
+        "invalid UTF-8",
+        &["up", bad.to_str().unwrap()],
+        &bad,
+        4,
+        "expected UTF-8 text",
+    );
+}

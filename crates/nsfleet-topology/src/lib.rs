@@ -28,7 +28,8 @@ pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
 pub use parse::{
-    parse, read, read_file, Draft, Format, TopologyError, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
+    parse, read, read_file, read_text, Draft, Format, TopologyError, DEFAULT_FLEET,
+    DEFAULT_FLEET_FILE, MAX_TOPOLOGY_BYTES,
 };
 pub use values::{duration_ns, Impair, IpNet};
 

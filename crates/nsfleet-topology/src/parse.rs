@@ -253,15 +253,78 @@ impl Format {
 /// [`read`] (or [`read_clab`]) of a file, in `format` or the one its name says.
 pub fn read_file(path: &Path, format: Option<Format>) -> Result<Draft, TopologyError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
-        file: file.clone(),
-        line: 0,
-        column: 0,
-        message: format!("cannot read the topology file: {e}"),
-    })?;
+    let text = read_text(path)?;
     match format.unwrap_or_else(|| Format::of(path)) {
         Format::Toml => read(&file, &text),
         Format::Clab => crate::clab::read(&file, &text),
+    }
+}
+
+/// Largest topology file read: a written fleet of 50,000 routers and their links is about
+/// a fifth of it. Bigger files are refused before reading on (a larger fleet is written
+/// with `[[generate]]`).
+pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
+
+/// A topology file's text: a regular file (a FIFO, device, socket or directory is refused
+/// without being opened), at most [`MAX_TOPOLOGY_BYTES`] (no more is read), UTF-8 (an
+/// invalid byte is named by its line and column).
+pub fn read_text(path: &Path) -> Result<String, TopologyError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let at = |line: usize, column: usize, message: String| TopologyError {
+        file: file.clone(),
+        line,
+        column,
+        message,
+    };
+    let unreadable = |e: std::io::Error| at(0, 0, format!("cannot read the topology file: {e}"));
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
+    if !meta.is_file() {
+        let what = kind_of(&meta.file_type());
+        return Err(at(
+            0,
+            0,
+            format!("a topology file is a regular file, not {what}: not read"),
+        ));
+    }
+    let too_big = || {
+        at(0, 0, format!(
+            "over {} MiB: a topology file is at most that (write large fleets with [[generate]]); not read further",
+            MAX_TOPOLOGY_BYTES >> 20
+        ))
+    };
+    if meta.len() > MAX_TOPOLOGY_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let f = std::fs::File::open(path).map_err(unreadable)?;
+    f.take(MAX_TOPOLOGY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_TOPOLOGY_BYTES {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        at(line, column, "expected UTF-8 text: this byte is not".into())
+    })
+}
+
+/// What a file that is not a regular file is, as a user would say it.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a special file"
     }
 }
 
