@@ -361,11 +361,11 @@ impl LaunchArgs {
 #[derive(Args)]
 struct EngineArgs {
     /// Worker threads creating nodes in parallel (default: one per CPU).
-    #[arg(long, default_value_t = default_workers())]
+    #[arg(long, value_parser = within_usize::<1, 1024>, default_value_t = default_workers())]
     workers: usize,
     /// Most torn-down namespaces the kernel may still be reclaiming at once; bounds
     /// memory under create/destroy churn.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = 4096)]
     max_unreclaimed: usize,
 }
 
@@ -376,10 +376,10 @@ enum Bench {
     /// an `ip netns add` loop: rates, per-operation latency, teardown to full reclamation.
     Create {
         /// Nodes to create (the raw loops create as many).
-        #[arg(long, default_value_t = d().create_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().create_count)]
         count: u64,
         /// Operations of the process-per-namespace loops (`unshare -n`, `ip netns add`).
-        #[arg(long, default_value_t = d().shell_count)]
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().shell_count)]
         shell_count: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -388,7 +388,7 @@ enum Bench {
     /// waited for until the kernel has reclaimed it; memory given back over time.
     Teardown {
         /// Namespaces (loopback up) each contender tears down.
-        #[arg(long, default_value_t = d().teardown_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().teardown_count)]
         count: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -397,13 +397,13 @@ enum Bench {
     /// awaiting reclamation; MemAvailable and Slab through the run, peak drop, throughput.
     Churn {
         /// Namespaces created and destroyed, in each of the two runs.
-        #[arg(long, default_value_t = d().churn_cycles)]
+        #[arg(long, value_parser = within::<1, 1_000_000_000>, default_value_t = d().churn_cycles)]
         cycles: u64,
         /// Namespaces per create call.
-        #[arg(long, default_value_t = d().churn_batch)]
+        #[arg(long, value_parser = within::<1, 1_000_000>, default_value_t = d().churn_batch)]
         batch: u64,
         /// The bound for the bounded run (`nsfleet up --max-unreclaimed`).
-        #[arg(long, default_value_t = d().churn_bound)]
+        #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = d().churn_bound)]
         bound: usize,
         #[command(flatten)]
         common: BenchRuns,
@@ -414,19 +414,19 @@ enum Bench {
     /// a raw loop building the same topology: what the kernel work alone allows).
     Routers {
         /// Routers to build (nsfleet and the raw loop).
-        #[arg(long, default_value_t = d().routers_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().routers_count)]
         count: u64,
         /// Measure at several counts instead, e.g. 1000,2000,5000,10000 (the rate-vs-count
         /// curve of both).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',')]
         steps: Vec<u64>,
         /// Routers the ip script builds (about 20 per second; 0 skips it). nsfleet builds
         /// as many in the same run for the ratio.
-        #[arg(long, default_value_t = d().script_count)]
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().script_count)]
         script_count: u64,
         /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
         /// nsfleet's `linear` of k and the raw loop are built in the same run.
-        #[arg(long, default_value_t = d().mininet_count)]
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().mininet_count)]
         mininet_count: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -436,10 +436,10 @@ enum Bench {
     /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
     Daemons {
         /// Routers (a grid as close to square as the count allows).
-        #[arg(long, default_value_t = d().daemons_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().daemons_count)]
         count: u64,
         /// Give up if OSPF has not converged after this many seconds.
-        #[arg(long, default_value_t = d().daemons_timeout.as_secs())]
+        #[arg(long, value_parser = within::<1, 86_400>, default_value_t = d().daemons_timeout.as_secs())]
         timeout: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -450,10 +450,10 @@ enum Bench {
     /// reclamation. Needs frr. The README sets it beside containerlab's published figures.
     Clab {
         /// Routers (a grid as close to square as the count allows).
-        #[arg(long, default_value_t = d().clab_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().clab_count)]
         count: u64,
         /// Give up if OSPF has not converged after this many seconds.
-        #[arg(long, default_value_t = d().daemons_timeout.as_secs())]
+        #[arg(long, value_parser = within::<1, 86_400>, default_value_t = d().daemons_timeout.as_secs())]
         timeout: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -463,7 +463,7 @@ enum Bench {
     /// carrier (`nsfleet events`, from the kernel's notification): median and p99.
     Cable {
         /// Links pulled.
-        #[arg(long, default_value_t = d().cable_count)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().cable_count)]
         count: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -473,10 +473,10 @@ enum Bench {
     /// second of each, and apply's rate over up's (1.0: apply adds at up's pace).
     Apply {
         /// Sizes N of the running fleet.
-        #[arg(long, value_delimiter = ',', default_values_t = d().apply_sizes)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',', default_values_t = d().apply_sizes)]
         sizes: Vec<u64>,
         /// Routers K added to it.
-        #[arg(long, value_delimiter = ',', default_values_t = d().apply_adds)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',', default_values_t = d().apply_adds)]
         adds: Vec<u64>,
         #[command(flatten)]
         common: BenchRuns,
@@ -485,13 +485,13 @@ enum Bench {
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
         /// setns calls per repetition.
-        #[arg(long, default_value_t = d().setns_calls)]
+        #[arg(long, value_parser = within::<1, 1_000_000_000_000>, default_value_t = d().setns_calls)]
         calls: u64,
         /// Namespaces alive, visited in turn.
-        #[arg(long, default_value_t = d().setns_alive)]
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().setns_alive)]
         alive: u64,
         /// Moves made by a process each.
-        #[arg(long, default_value_t = d().process_calls)]
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().process_calls)]
         process_calls: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -501,10 +501,10 @@ enum Bench {
     /// list read lock-free against under a mutex per packet (the ablation).
     Traffic {
         /// Seconds each contender sends for.
-        #[arg(long, default_value_t = d().traffic_seconds)]
+        #[arg(long, value_parser = seconds, default_value_t = d().traffic_seconds)]
         seconds: f64,
         /// Packets through the generator loop alone, per ablation run.
-        #[arg(long, default_value_t = d().loop_packets)]
+        #[arg(long, value_parser = within::<1, 1_000_000_000_000>, default_value_t = d().loop_packets)]
         loop_packets: u64,
         #[command(flatten)]
         common: BenchRuns,
@@ -542,10 +542,10 @@ fn d() -> nsfleet_bench::Defaults {
 #[derive(Args)]
 struct BenchRuns {
     /// Repetitions; medians and ranges are reported.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, value_parser = within_usize::<1, 1000>, default_value_t = 3)]
     runs: usize,
     /// Worker threads of nsfleet's fleets (default: one per CPU).
-    #[arg(long, default_value_t = default_workers())]
+    #[arg(long, value_parser = within_usize::<1, 1024>, default_value_t = default_workers())]
     workers: usize,
     /// Print the result file (JSON) on stdout instead of the summary.
     #[arg(long)]
@@ -691,6 +691,34 @@ fn node_actions() -> impl clap::builder::TypedValueParser<Value = nsfleet::contr
     use clap::builder::{PossibleValuesParser, TypedValueParser};
     let names = PossibleValuesParser::new(nsfleet::control::NodeAction::names());
     names.map(|s| s.parse().expect("clap checked the name"))
+}
+
+/// A whole number from LO to HI, as the parser checks it: out of range is a usage error,
+/// never a value that fails (or divides by zero) later.
+fn within<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
+    let n: u64 = (s.trim().parse())
+        .map_err(|_| format!("expected a whole number from {LO} to {HI}, not {s:?}"))?;
+    if !(LO..=HI).contains(&n) {
+        return Err(format!(
+            "expected a whole number from {LO} to {HI}, not {n}"
+        ));
+    }
+    Ok(n)
+}
+
+/// [`within`], for a count held as a `usize` (every bound here fits one).
+fn within_usize<const LO: u64, const HI: u64>(s: &str) -> Result<usize, String> {
+    within::<LO, HI>(s).map(|n| n as usize)
+}
+
+/// A duration in seconds, above zero and at most a day.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 86_400.0 => Ok(x),
+        _ => Err(format!(
+            "expected seconds above 0 and at most 86400, not {s:?}"
+        )),
+    }
 }
 
 fn parse_format(s: &str) -> Result<nsfleet::topology::Format, String> {
@@ -918,8 +946,8 @@ struct GenCli {
     /// auto, ring (AF_PACKET TX ring), xdp (XDP live frames) or null (build, never send).
     #[arg(long)]
     method: Option<String>,
-    /// Generator threads, pinned one per CPU in turn (default: one per CPU).
-    #[arg(long)]
+    /// Generator threads, pinned one per CPU in turn (default: one per CPU), 1 to 1024.
+    #[arg(long, value_parser = within_usize::<1, 1024>)]
     threads: Option<usize>,
     /// How threads read their device lists: rcu (a snapshot) or locked (a mutex per packet).
     #[arg(long)]
