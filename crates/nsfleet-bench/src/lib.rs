@@ -327,7 +327,9 @@ pub(crate) struct UpResult {
 impl Cli {
     pub(crate) fn new() -> anyhow::Result<Self> {
         let run_dir = std::env::temp_dir().join(format!("nsfleet-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&run_dir)?;
+        // Root's alone, whatever the umask: a run directory others can write is refused.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&run_dir)?;
         Ok(Cli {
             run_dir,
             exe: std::env::current_exe()?,

@@ -163,3 +163,77 @@ fn down_and_clean_never_touch_look_alikes_of_what_nsfleet_makes() {
     let running = look.sleeper.try_wait().unwrap().is_none();
     assert!(running, "the look-alike process survives");
 }
+
+#[test]
+fn a_run_directory_someone_else_could_prepare_is_refused() {
+    use std::os::unix::fs::{chown, symlink};
+    let env = Env::new("rundirs");
+    let topo = env.file(
+        "rd.toml",
+        "[fleet]\nname = \"rd\"\n[[node]]\nname = \"a\"\n",
+    );
+    let base = env.files.join("rundirs");
+    std::fs::create_dir(&base).unwrap();
+    let file = base.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let open = base.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = base.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let good = base.join("good");
+    std::fs::create_dir(&good).unwrap();
+    let link = base.join("link");
+    symlink(&good, &link).unwrap();
+    for (dir, expected) in [
+        (&file, "not a directory"),
+        (&open, "writable by its group or others (mode 777)"),
+        (&theirs, "owned by uid 65534, not root"),
+        (&link, "a symlink"),
+    ] {
+        for args in [vec!["up", topo.to_str().unwrap()], vec!["status"]] {
+            let out = (env.cmd(&args))
+                .env("NSFLEET_RUN_DIR", dir)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{dir:?} {args:?}: {err}");
+            assert!(err.contains(expected), "{dir:?} {args:?}: {err}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0, "nothing made");
+    assert_eq!(std::fs::read_dir(&good).unwrap().count(), 0, "nothing made");
+}
+
+#[test]
+fn the_supervisor_answers_only_root_whoever_reaches_its_socket() {
+    use std::os::unix::process::CommandExt;
+    let env = Env::new("peercred");
+    let _f = env.up("[fleet]\nname = \"pc\"\n[[node]]\nname = \"a\"\n");
+    // As if the folder and socket had been opened up: the kernel still says who connects.
+    let chmod = |p: &std::path::Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    for dir in [
+        env.run_dir.parent().unwrap(),
+        &env.run_dir,
+        &env.run_dir.join("pc"),
+    ] {
+        chmod(dir, 0o755);
+    }
+    chmod(&env.run_dir.join("pc/control.sock"), 0o666);
+    // `link` only reads, and asks the supervisor straight away.
+    let out = (env.cmd(&["link", "pc", "a:eth0"]))
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("only root controls a fleet, and this is uid 65534"),
+        "{err}"
+    );
+    assert_eq!(env.status("pc")["nodes"].as_array().unwrap().len(), 1);
+}

@@ -396,6 +396,17 @@ fn serve(sup: Arc<Supervisor>) -> anyhow::Result<()> {
 
 impl Supervisor {
     fn handle(&self, conn: UnixStream) {
+        // The socket is root's only (mode 0600); the kernel's word on who connected holds
+        // even if that ever changes (a socket passed on, a folder made wrongly).
+        match sys::peer_uid(conn.as_fd()) {
+            Ok(0) => {}
+            who => {
+                let who = who.map_or_else(|e| format!("unknown ({e})"), |uid| format!("uid {uid}"));
+                let message = format!("refused: only root controls a fleet, and this is {who}");
+                let _ = control::write_line(&conn, &Reply::Error { message });
+                return;
+            }
+        }
         // A client that says nothing, or too much, gets dropped; it never wedges anything
         // but its own connection thread.
         let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));

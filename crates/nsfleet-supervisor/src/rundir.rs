@@ -86,11 +86,48 @@ impl RunDir {
         self.fleet_dir(name).join("supervisor.log")
     }
 
+    /// Refuses a run directory that someone other than root could have prepared or could
+    /// change under us: a symlink, not a directory, not owned by root, or writable by its
+    /// group or others (a planted socket or record would be trusted). One that does not
+    /// exist yet is fine: `claim` makes it.
+    pub fn check(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let root = self.root.display();
+        let meta = match std::fs::symlink_metadata(&self.root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            r => r.with_context(|| format!("run directory {root}"))?,
+        };
+        let refuse = |why: String| {
+            anyhow::anyhow!("run directory {root}: {why}; nsfleet uses only a directory of root's that no one else can write (--run-dir, NSFLEET_RUN_DIR)")
+        };
+        if meta.file_type().is_symlink() {
+            return Err(refuse("a symlink".into()));
+        }
+        if !meta.is_dir() {
+            return Err(refuse("not a directory".into()));
+        }
+        if meta.uid() != 0 {
+            return Err(refuse(format!("owned by uid {}, not root", meta.uid())));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(refuse(format!(
+                "writable by its group or others (mode {:o})",
+                meta.mode() & 0o7777
+            )));
+        }
+        Ok(())
+    }
+
     /// Claims `name`: creates its folder (atomically: mkdir fails if it exists) and writes
     /// a record naming us. A fleet of that name already up is refused.
     pub fn claim(&self, name: &str) -> anyhow::Result<FleetRecord> {
-        std::fs::create_dir_all(&self.root)
+        self.check()?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&self.root)
             .with_context(|| format!("creating run directory {}", self.root.display()))?;
+        self.check()?;
         let dir = self.fleet_dir(name);
         if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             if e.kind() != std::io::ErrorKind::AlreadyExists {

@@ -1,4 +1,5 @@
-//! Descriptors passed over Unix sockets (SCM_RIGHTS), one at a time.
+//! Descriptors passed over Unix sockets (SCM_RIGHTS), one at a time, and who is at the
+//! other end of one (SO_PEERCRED).
 //!
 //! Nothing here allocates and each call is one syscall, so a holder (a forked child that
 //! may only make async-signal-safe calls, see [`crate::helper`]) uses these too.
@@ -108,4 +109,26 @@ pub fn send_all(sock: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
         bytes = &bytes[n as usize..];
     }
     Ok(())
+}
+
+/// The user id of the process at the other end of a Unix socket, as the kernel recorded
+/// it when the connection was made (SO_PEERCRED): not something the peer can claim.
+pub fn peer_uid(sock: BorrowedFd<'_>) -> io::Result<u32> {
+    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes into it.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket descriptor, and a buffer of `len` bytes for the option.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }
