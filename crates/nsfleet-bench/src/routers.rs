@@ -108,14 +108,22 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         ip_script(script_count).and_then(|ip| Ok((ns?, ip)))
     });
     let script = script.transpose()?;
-    let mininet =
-        (mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(mininet_count, c, &fleet));
-    let mininet = mininet.transpose()?;
+    // A peer that cannot run here (Mininet installed without bridge-utils, say) is
+    // reported as unavailable, with its reason; the others are measured all the same.
+    let mut unavailable = serde_json::Map::new();
+    let mininet = match (mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(mininet_count, c, &fleet)) {
+        Some(Err(e)) => {
+            eprintln!("nsfleet: bench routers: Mininet unavailable, measured without it: {e:#}");
+            unavailable.insert("mininet".into(), format!("{e:#}").into());
+            None
+        }
+        m => m.transpose()?,
+    };
     let mut res = Results::new(
         "routers",
         machine(),
         serde_json::json!({"steps": steps, "script_count": script_count, "mininet_count": mininet_count,
-            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick}),
+            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick, "unavailable": unavailable}),
     );
     step_metrics(&mut res, &measured);
     if let Some((ns, (up, down))) = script {
