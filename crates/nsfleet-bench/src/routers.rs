@@ -111,7 +111,9 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
     // A peer that cannot run here (Mininet installed without bridge-utils, say) is
     // reported as unavailable, with its reason; the others are measured all the same.
     let mut unavailable = serde_json::Map::new();
-    let mininet = match (mininet_count > 0 && which("mn")).then(|| mininet_vs_linear(mininet_count, c, &fleet)) {
+    let mininet = match (mininet_count > 0 && which("mn"))
+        .then(|| mininet_vs_linear(mininet_count, c, &fleet))
+    {
         Some(Err(e)) => {
             eprintln!("nsfleet: bench routers: Mininet unavailable, measured without it: {e:#}");
             unavailable.insert("mininet".into(), format!("{e:#}").into());

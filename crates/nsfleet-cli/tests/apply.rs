@@ -306,19 +306,21 @@ fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in
         err.contains(&format!("{}:", bad.display())) && err.contains("h9"),
         "{err}"
     );
-    // A shell in `old`, then a file without `old`.
-    let mut shell = env.spawn(&["exec", "ab", "old", "--", "sleep", "60"]);
+    // A shell in `old` (once it says it is there), then a file without `old`.
+    let ready = env.files.join("in-old");
+    let script = format!("touch {}; exec sleep 60", ready.display());
+    let mut shell = env.spawn(&["exec", "ab", "old", "--", "sh", "-c", &script]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exec never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let changed = env.file("changed.toml", &named(CHANGED, "ab"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let err = loop {
-        let out = env.run(&["apply", changed.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        if !out.status.success() || std::time::Instant::now() > deadline {
-            break err;
-        }
-        // Too early: the exec had not entered `old` yet, and apply went through. Undo it.
-        env.ok(&["apply", env.files.join("ab.toml").to_str().unwrap()]);
-    };
+    let out = env.run(&["apply", changed.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let _ = shell.kill();
     let _ = shell.wait();
     assert!(

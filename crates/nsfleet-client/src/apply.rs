@@ -44,7 +44,13 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
             a.file.display()
         );
     }
-    let (changes, applied, report) = match client.call(&req)? {
+    let located = |e: anyhow::Error| {
+        anyhow::anyhow!(
+            "{}",
+            topology::locate(&format!("{e:#}"), &a.file.display().to_string())
+        )
+    };
+    let (changes, applied, report) = match client.call(&req).map_err(located)? {
         Reply::Plan {
             changes,
             applied,

@@ -43,7 +43,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     if !sys::is_root() {
         bail!("up creates network and PID namespaces: run it as root");
     }
-    preflight(&topo)?;
+    preflight(&topo, &a)?;
     if a.dry_run {
         let links: usize = topo.wiring.iter().map(|w| w.ifaces.len()).sum();
         println!(
@@ -67,11 +67,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
 
 /// What the machine would refuse half-way is refused now, with what to change; notes go
 /// to stderr.
-fn preflight(topo: &Topology) -> anyhow::Result<()> {
+fn preflight(topo: &Topology, a: &UpArgs) -> anyhow::Result<()> {
     let mut refusals = Vec::new();
     for f in nsfleet::preflight::check(topo) {
         match f {
-            nsfleet::preflight::Finding::Refuse(m) => refusals.push(m),
+            nsfleet::preflight::Finding::Refuse(m) => refusals.push(located(&m, a)),
             nsfleet::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
         }
     }
@@ -83,6 +83,14 @@ fn preflight(topo: &Topology) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// An engine error as `FILE:LINE: ...` when it names a line of the topology file.
+fn located(message: &str, a: &UpArgs) -> String {
+    match &a.file {
+        Some(f) => topology::locate(message, &f.display().to_string()),
+        None => message.to_string(),
+    }
 }
 
 fn launch(
@@ -125,7 +133,7 @@ fn launch(
             Ok(UpEvent::Failed { message }) => {
                 bar.finish();
                 let _ = sys::wait_child(pid);
-                bail!("{message}");
+                bail!("{}", located(&message, a));
             }
             Err(_) => {}
         }

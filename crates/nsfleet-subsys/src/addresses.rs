@@ -91,7 +91,9 @@ fn send(
         addrs,
         |out, &&(index, _, a, _)| out.add(|b, seq| request(b, seq, index, a.addr, a.prefix)),
         |(_, name, a, line)| {
-            let at = line.map_or(String::new(), |l| format!(" (topology line {l})"));
+            let at = line.map_or(String::new(), |l| {
+                format!(" {}", nsfleet_topology::line_mark(l))
+            });
             format!("address {a} on {}:{name}{at}", node.name())
         },
     )

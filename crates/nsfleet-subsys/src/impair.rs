@@ -96,10 +96,10 @@ impl Subsystem for Impairments {
             |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, Some(imp))),
             |(i, imp)| {
                 format!(
-                    "impairment {imp} of {}:{} (topology line {})",
+                    "impairment {imp} of {}:{} {}",
                     node.name(),
                     i.name,
-                    i.line
+                    nsfleet_topology::line_mark(i.line)
                 )
             },
         )?;

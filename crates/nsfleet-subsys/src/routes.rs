@@ -79,6 +79,12 @@ fn send<'r>(
             };
             out.add(|b, seq| request(b, seq, &route))
         },
-        |r| format!("route {r} on {} (topology line {})", node.name(), r.line),
+        |r| {
+            format!(
+                "route {r} on {} {}",
+                node.name(),
+                nsfleet_topology::line_mark(r.line)
+            )
+        },
     )
 }

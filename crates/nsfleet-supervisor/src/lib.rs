@@ -396,17 +396,6 @@ fn serve(sup: Arc<Supervisor>) -> anyhow::Result<()> {
 
 impl Supervisor {
     fn handle(&self, conn: UnixStream) {
-        // The socket is root's only (mode 0600); the kernel's word on who connected holds
-        // even if that ever changes (a socket passed on, a folder made wrongly).
-        match sys::peer_uid(conn.as_fd()) {
-            Ok(0) => {}
-            who => {
-                let who = who.map_or_else(|e| format!("unknown ({e})"), |uid| format!("uid {uid}"));
-                let message = format!("refused: only root controls a fleet, and this is {who}");
-                let _ = control::write_line(&conn, &Reply::Error { message });
-                return;
-            }
-        }
         // A client that says nothing, or too much, gets dropped; it never wedges anything
         // but its own connection thread.
         let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
@@ -423,6 +412,18 @@ impl Supervisor {
             Err(e) => Err(format!("reading the request: {e}")),
         };
         let reply = |r: &Reply| control::write_line(&conn, r);
+        // The socket is root's only (mode 0600); the kernel's word on who connected holds
+        // even if that ever changes (a socket passed on, a folder made wrongly). Answered
+        // once the request is read, so that the refusal reaches the asker.
+        match sys::peer_uid(conn.as_fd()) {
+            Ok(0) => {}
+            who => {
+                let who = who.map_or_else(|e| format!("unknown ({e})"), |uid| format!("uid {uid}"));
+                let message = format!("refused: only root controls a fleet, and this is {who}");
+                let _ = reply(&Reply::Error { message });
+                return;
+            }
+        }
         let _ = match req {
             Err(message) => reply(&Reply::Error { message }),
             // Between changes: the fleet before one or after it, never half-way.

@@ -56,16 +56,17 @@ fn host_ends(topo: &Topology, out: &mut Vec<Finding>) {
             .exists()
         {
             out.push(Finding::Refuse(format!(
-                "host interface {} already exists on the host (topology line {}): give the host link another name",
-                h.name, i.line
+                "host interface {} already exists on the host {}: give the host link another name",
+                h.name,
+                nsfleet_topology::line_mark(i.line)
             )));
         }
         for a in h.addrs.iter().filter(|a| a.addr.is_ipv4()) {
             if let Some(dev) = routed_by(&routes, &a.network()) {
                 out.push(Finding::Refuse(format!(
-                    "the host already routes {} through {dev} (topology line {}): another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
+                    "the host already routes {} through {dev} {}: another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
                     a.network(),
-                    i.line
+                    nsfleet_topology::line_mark(i.line)
                 )));
             }
         }

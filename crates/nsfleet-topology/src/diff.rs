@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn nodes_interfaces_routes_and_settings_that_differ() {
         let old = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n");
-        let new = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\nroutes = [\"10.9.0.0/16 via 10.0.0.2\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.5/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.6/30\"] }\n[[link]]\na = \"a:eth1\"\nb = \"c:eth0\"\n");
+        let new = topo("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\nroutes = [\"10.9.0.0/16 via 10.0.0.6\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.5/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.6/30\"] }\n[[link]]\na = \"a:eth1\"\nb = \"c:eth0\"\n");
         let d = diff(&old, &crate::reshape::reshape(&old, new).unwrap());
         let show: Vec<String> = d
             .iter()
@@ -255,7 +255,7 @@ mod tests {
                 "Add a sysctl net.ipv4.ip_forward",
                 "Change a:eth0",
                 "Add a:eth1",
-                "Add a route 10.9.0.0/16 via 10.0.0.2",
+                "Add a route 10.9.0.0/16 via 10.0.0.6",
                 "Change b:eth0",
                 "Add node c",
                 "Remove node gone"

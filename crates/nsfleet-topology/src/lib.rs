@@ -290,6 +290,24 @@ impl Topology {
     }
 }
 
+/// How an error from the engine (a kernel refusal, after validation) names the place in
+/// the topology file it comes from; [`locate`] turns it into `FILE:LINE:` once the file
+/// is known again (the engine runs in the supervisor, which has only the topology).
+pub fn line_mark(line: u32) -> String {
+    format!("(topology line {line})")
+}
+
+/// `message` as `FILE:LINE: message` when it carries a [`line_mark`]; as it is otherwise.
+pub fn locate(message: &str, file: &str) -> String {
+    let line = (message.split("(topology line ").nth(1))
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    match line {
+        Some(n) => format!("{file}:{n}: {message}"),
+        None => message.to_string(),
+    }
+}
+
 /// One node to create.
 #[derive(Clone, Debug)]
 pub struct NodeSpec {
@@ -325,7 +343,7 @@ pub const MAX_NODE_NAME: usize = 64;
 pub fn check_ifname(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 15
-        && name != "lo"
+        && !["lo", "all", "default"].contains(&name)
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name
             .chars()
@@ -334,7 +352,7 @@ pub fn check_ifname(name: &str) -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "interface name {name:?}: expected 1 to 15 letters, digits, '-', '_' or '.', starting with a letter or digit (and not \"lo\")"
+        "interface name {name:?}: expected 1 to 15 letters, digits, '-', '_' or '.', starting with a letter or digit (and not \"lo\", nor \"all\" or \"default\", which /proc/sys/net/*/conf uses)"
     ))
 }
 

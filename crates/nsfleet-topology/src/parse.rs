@@ -574,8 +574,18 @@ fn wire(
     let groups = &groups.list;
     for sw in &doc.switch {
         let s = sw.get_ref();
-        for pool in s.pool.iter().chain(&s.pool6) {
+        let keyed = (s.pool.iter().map(|p| (p, "pool", true)))
+            .chain(s.pool6.iter().map(|p| (p, "pool6", false)));
+        for (pool, key, v4) in keyed {
             let net = value(cx, pool, str::parse::<IpNet>)?;
+            if net.addr.is_ipv4() != v4 {
+                let want = if v4 {
+                    "an IPv4 prefix (pool6 takes IPv6)"
+                } else {
+                    "an IPv6 prefix (pool takes IPv4)"
+                };
+                return Err(cx.err(pool.span(), format!("{key}: expected {want}, got {net}")));
+            }
             (plan.declare_pool(net, cx.line(pool.span())))
                 .and_then(|()| plan.set_pool(s.name.get_ref(), net))
                 .map_err(|m| cx.err(pool.span(), m))?;

@@ -164,6 +164,7 @@ impl Plan {
             }
         };
         super::check_ifname(&name)?;
+        check_addrs(&name, d)?;
         if switch {
             bridge::check_port_name(&name)?;
         }
@@ -192,7 +193,8 @@ impl Plan {
         Ok((name, index))
     }
 
-    /// A route on node `node`; `dev` must be one of its interfaces.
+    /// A route on node `node`; `dev` must be one of its interfaces, and a gateway on a
+    /// subnet one of its interfaces (`dev`, if given) is on.
     pub fn add_route(
         &mut self,
         node: &str,
@@ -220,6 +222,16 @@ impl Plan {
             return Err(format!(
                 "route to {dst}: expected `via ADDRESS` or `dev IFACE`"
             ));
+        }
+        // What the kernel would refuse half-way (EEXIST, ENETUNREACH), refused here.
+        if let Some(r) = w.routes.iter().find(|r| r.dst == dst.network()) {
+            return Err(format!(
+                "route to {dst}: {node} already has a route to {} (line {}); one route per destination",
+                r.dst, r.line
+            ));
+        }
+        if let Some(gw) = via {
+            check_gateway(w, node, dst, gw, dev)?;
         }
         w.routes.push(RouteSpec {
             dst: dst.network(),
@@ -259,4 +271,70 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// A gateway must be on a subnet of one of the node's interfaces (of `dev`, if given), as
+/// the kernel requires of a route's next hop; a link-local IPv6 one needs `dev`.
+fn check_gateway(
+    w: &NodeWiring,
+    node: &str,
+    dst: IpNet,
+    gw: IpAddr,
+    dev: Option<i32>,
+) -> Result<(), String> {
+    let link_local = matches!(gw, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80);
+    if link_local {
+        return match dev {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "route to {dst}: the link-local gateway {gw} needs `dev IFACE` too"
+            )),
+        };
+    }
+    let host = IpNet {
+        addr: gw,
+        prefix: if gw.is_ipv4() { 32 } else { 128 },
+    };
+    let on = |i: &&crate::Iface| dev.is_none_or(|d| d == i.index);
+    let connected = (w.ifaces.iter().filter(on))
+        .flat_map(|i| &i.addrs)
+        .any(|a| a.network().contains(&host));
+    if connected {
+        return Ok(());
+    }
+    let place = if dev.is_some() {
+        "that interface"
+    } else {
+        node
+    };
+    Err(format!(
+        "route to {dst}: gateway {gw} is on no subnet of {place}'s addresses; expected a gateway on a connected subnet"
+    ))
+}
+
+/// What the kernel refuses on an interface, refused here: a multicast or unspecified
+/// address, and IPv6 on a link whose MTU is below IPv6's minimum (1280), where the kernel
+/// turns IPv6 off.
+fn check_addrs(iface: &str, d: &EndDecl) -> Result<(), String> {
+    for a in &d.addrs {
+        if a.addr.is_multicast() || a.addr.is_unspecified() {
+            return Err(format!(
+                "{}:{iface}: {a} is {} address; expected a unicast one",
+                d.node,
+                if a.addr.is_multicast() {
+                    "a multicast"
+                } else {
+                    "an unspecified"
+                }
+            ));
+        }
+    }
+    let v6 = d.addrs.iter().find(|a| a.addr.is_ipv6());
+    if let (Some(a), Some(mtu)) = (v6, d.mtu.filter(|m| *m < 1280)) {
+        return Err(format!(
+            "{}:{iface}: IPv6 address {a} on a link of MTU {mtu}; IPv6 needs an MTU of at least 1280",
+            d.node
+        ));
+    }
+    Ok(())
 }

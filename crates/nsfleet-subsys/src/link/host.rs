@@ -158,11 +158,11 @@ impl LinkKind for HostLinks {
     fn describe(&self, node: &Node, i: &Iface) -> String {
         let host = i.link.as_host().expect("made by this kind");
         format!(
-            "host link {}:{} <-> host:{} (topology line {})",
+            "host link {}:{} <-> host:{} {}",
             node.name(),
             i.name,
             host.name,
-            i.line
+            nsfleet_topology::line_mark(i.line)
         )
     }
 }

@@ -69,12 +69,12 @@ impl LinkKind for Veths {
     fn describe(&self, node: &Node, iface: &Iface) -> String {
         let peer = iface.link.as_veth().expect("made by this kind");
         format!(
-            "link {}:{} <-> {}:{} (topology line {})",
+            "link {}:{} <-> {}:{} {}",
             node.name(),
             iface.name,
             peer.node,
             peer.name,
-            iface.line
+            nsfleet_topology::line_mark(iface.line)
         )
     }
 }
@@ -98,6 +98,11 @@ impl LinkKind for FarEnds {
     }
 
     fn describe(&self, node: &Node, i: &Iface) -> String {
-        format!("{}:{} up (topology line {})", node.name(), i.name, i.line)
+        format!(
+            "{}:{} up {}",
+            node.name(),
+            i.name,
+            nsfleet_topology::line_mark(i.line)
+        )
     }
 }

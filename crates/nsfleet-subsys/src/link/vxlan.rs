@@ -49,12 +49,12 @@ impl LinkKind for Vxlans {
     fn describe(&self, node: &Node, i: &Iface) -> String {
         let v = i.link.as_vxlan().expect("made by this kind");
         format!(
-            "vxlan {}:{} (vni {}, remote {}; topology line {})",
+            "vxlan {}:{} (vni {}, remote {}) {}",
             node.name(),
             i.name,
             v.vni,
             v.remote,
-            i.line
+            nsfleet_topology::line_mark(i.line)
         )
     }
 }
