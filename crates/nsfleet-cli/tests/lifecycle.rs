@@ -198,17 +198,18 @@ fn a_second_up_of_a_name_already_up_is_refused() {
 #[test]
 fn a_failure_half_way_through_up_rolls_everything_back() {
     let env = Env::new("rollback");
-    // Valid on paper (per-interface keys are checked once interfaces exist), but eth9
-    // never exists: the Configure phase fails after 30 namespaces are created.
+    // Valid on paper (an interface's own sysctl values are not probed: a scratch
+    // namespace has no eth0), but the kernel refuses the value once eth0 exists: the
+    // Configure phase fails after 30 namespaces and their links are made.
     let f = env.file(
         "bad.toml",
-        "[fleet]\nname = \"rb\"\n[[node]]\nname = \"r{i}\"\ncount = 30\nsysctls = { \"net.ipv4.conf.eth9.forwarding\" = 1 }\ncommands = [\"sleep 1000\"]\n",
+        "[fleet]\nname = \"rb\"\n[[generate]]\nkind = \"line\"\ncount = 30\nnode = { sysctls = { \"net.ipv4.conf.eth0.forwarding\" = \"banana\" }, commands = [\"sleep 1000\"] }\n",
     );
     let out = env.run(&["up", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("net.ipv4.conf.eth9.forwarding") && err.contains("rolled back"),
+        err.contains("net.ipv4.conf.eth0.forwarding") && err.contains("rolled back"),
         "{err}"
     );
     assert!(

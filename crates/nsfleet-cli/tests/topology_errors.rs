@@ -84,6 +84,12 @@ const CASES: &[(&str, &str, usize, &str)] = &[
     ("gateway-unreachable", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nroutes = [\"10.9.0.0/16 via 192.168.7.1\"]\n[[node]]\nname = \"b\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.1.0.1/30\"] }\nb = \"b:eth0\"\n", 5, "expected a gateway on a connected subnet"),
     ("gateway-other-dev", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nroutes = [\"10.9.0.0/16 via 10.1.0.2 dev eth1\"]\n[[node]]\nname = \"b\"\n[[node]]\nname = \"c\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.1.0.1/30\"] }\nb = \"b:eth0\"\n[[link]]\na = \"a:eth1\"\nb = \"c:eth0\"\n", 5, "is on no subnet of that interface"),
     ("link-local-gw-no-dev", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nroutes = [\"default via fe80::1\"]\n", 5, "needs `dev IFACE` too"),
+    ("sysctl-banana", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_forward\" = \"banana\" }\n", 5, "the kernel refuses this value (Invalid argument"),
+    ("sysctl-out-of-range", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.tcp_ecn\" = 5 }\n", 5, "the kernel refuses this value"),
+    ("sysctl-bad-range", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.ip_local_port_range\" = \"1 0\" }\n", 5, "the kernel refuses this value"),
+    ("sysctl-missing", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.no_such_knob\" = 1 }\n", 5, "no such sysctl on this kernel"),
+    ("sysctl-no-such-iface", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nsysctls = { \"net.ipv4.conf.eth7.rp_filter\" = 0 }\n[[node]]\nname = \"b\"\n[[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\n", 5, "a sysctl of interface eth7, which node a does not have (it has: eth0)"),
+    ("dup-mac-on-switch", "[fleet]\nname = \"x\"\n[[switch]]\nname = \"s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = { at = \"a:eth0\", mac = \"02:00:00:00:00:01\" }\nb = \"s\"\n[[link]]\na = { at = \"b:eth0\", mac = \"02:00:00:00:00:01\" }\nb = \"s\"\n", 12, "MAC address 02:00:00:00:00:01 is already on this switch (line 9)"),
     ("small-loopback", "[fleet]\nname = \"x\"\n[[node]]\nname = \"a{i}\"\ncount = 3\nloopback = \"10.9.0.0/31\"\n", 6, "has 2 addresses; the group has 3 nodes"),
 ];
 

@@ -7,7 +7,7 @@ use nsfleet_netlink::rtnl::{self, Netem};
 use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_sys as sys;
 use nsfleet_topology::{Asks, Draft, KernelCaps, Topology, TopologyError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::OnceLock;
 
@@ -21,17 +21,42 @@ pub fn validate(draft: Draft) -> Result<Topology, TopologyError> {
 /// namespace answers all of it. Without root (no scratch namespace), the sysctls are left
 /// unknown and netem assumed absent.
 pub fn kernel_for(asks: &Asks) -> KernelCaps {
-    let sysctls = asks.sysctls.clone();
-    let netns_sysctls = if sysctls.is_empty() {
-        Some(BTreeSet::new())
+    let (sysctls, values) = (asks.sysctls.clone(), asks.values.clone());
+    let probed = if sysctls.is_empty() {
+        Some((BTreeSet::new(), BTreeMap::new()))
     } else {
-        in_scratch_namespace(move || writable(&sysctls))
+        in_scratch_namespace(move || {
+            let writable = writable(&sysctls);
+            let refused = refused_values(&values, &writable);
+            (writable, refused)
+        })
+    };
+    let (netns_sysctls, refused_values) = match probed {
+        Some((w, r)) => (Some(w), r),
+        None => (None, BTreeMap::new()),
     };
     KernelCaps {
         netem: asks.netem && has_netem(),
         netns_sysctls,
         host_sysctls: writable(&asks.sysctls),
+        refused_values,
     }
+}
+
+/// Of `values`, those whose writable key the namespace we are in refuses, with the
+/// kernel's reason: each written once, here, where nothing else lives.
+fn refused_values(
+    values: &[(String, String)],
+    writable: &BTreeSet<String>,
+) -> BTreeMap<(String, String), String> {
+    let root = std::path::Path::new("/proc/sys");
+    (values.iter())
+        .filter(|(p, _)| writable.contains(p))
+        .filter_map(|(p, v)| {
+            let e = std::fs::write(root.join(p), v).err()?;
+            Some(((p.clone(), v.clone()), e.to_string()))
+        })
+        .collect()
 }
 
 /// Whether the kernel has IPv6 (was not booted with ipv6.disable=1). Looked up once: a

@@ -49,6 +49,9 @@ pub(crate) struct Templates {
     sources: Vec<(String, TopologyError)>,
     /// Where the host name template is written: checked for each node once filled.
     hostname_at: Option<TopologyError>,
+    /// Interfaces that sysctls name (`net.ipv4.conf.eth1.rp_filter`), and where: each
+    /// node must have them, or the kernel has no such key.
+    iface_keys: Vec<(String, TopologyError)>,
 }
 
 /// What a group's layers give besides its configuration.
@@ -58,9 +61,9 @@ pub(crate) struct Built {
     /// The `loopback` pool, and where it is written.
     pub loopback: Option<(Vec<IpNet>, TopologyError)>,
     /// The per-namespace sysctls it sets for the kernel to be asked about (paths below
-    /// /proc/sys, with where): keys of interfaces the fleet makes are not the kernel's to
-    /// answer.
-    pub asked: Vec<(String, TopologyError)>,
+    /// /proc/sys, the value, and where): keys of interfaces the fleet makes are not the
+    /// kernel's to answer.
+    pub asked: Vec<(String, String, TopologyError)>,
 }
 
 /// The configuration `layers` (lowest first) give a group; `router` is the group's
@@ -83,8 +86,11 @@ pub(crate) fn build(
     for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
         let v = sysctl(cx, key, value)?;
         let path = crate::sysctl_path(key);
-        if !crate::names_an_interface(&path) {
-            asked.push((path, cx.err(value.span(), "")));
+        if crate::names_an_interface(&path) {
+            let iface = path.split('/').nth(3).unwrap_or_default().to_string();
+            templates.iface_keys.push((iface, cx.err(value.span(), "")));
+        } else {
+            asked.push((path, v.clone(), cx.err(value.span(), "")));
         }
         match config.sysctls.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = v,
@@ -198,6 +204,17 @@ impl Templates {
                 return Err(at.with(m));
             }
         }
+        for (iface, at) in &self.iface_keys {
+            if vars.wiring.iface(iface).is_none() {
+                return Err(at.with(format!(
+                    "a sysctl of interface {iface}, which node {} does not have (it has: {})",
+                    vars.name,
+                    (vars.wiring.ifaces.iter().map(|i| i.name.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
         for (path, at) in &self.sources {
             let path = template::expand(path, vars);
             let used = read.check(&path, at)?;
@@ -209,7 +226,10 @@ impl Templates {
     }
 
     fn is_empty(&self) -> bool {
-        self.uses.is_empty() && self.sources.is_empty() && self.hostname_at.is_none()
+        self.uses.is_empty()
+            && self.sources.is_empty()
+            && self.hostname_at.is_none()
+            && self.iface_keys.is_empty()
     }
 }
 

@@ -5,13 +5,15 @@
 //! (`nsfleet::subsys::probe::kernel_for`), and [`Draft::check`](crate::Draft::check)
 //! refuses, with its line, a file that needs what the kernel lacks, before anything exists.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a topology asks of the kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Asks {
     /// Per-namespace sysctls the nodes set, as paths below /proc/sys (`net/ipv4/ip_forward`).
     pub sysctls: Vec<String>,
+    /// And the values they set them to: each is tried once, in a scratch namespace.
+    pub values: Vec<(String, String)>,
     /// Impairments only netem can apply (delay, jitter, loss, duplicate, corrupt).
     pub netem: bool,
 }
@@ -27,6 +29,9 @@ pub struct KernelCaps {
     /// Of the sysctls asked, those the host can write: what makes an unwritable key
     /// "host only" rather than "no such sysctl".
     pub host_sysctls: BTreeSet<String>,
+    /// Of the values asked, those a fresh network namespace refused, with why (empty when
+    /// not probed).
+    pub refused_values: BTreeMap<(String, String), String>,
 }
 
 impl KernelCaps {
@@ -37,6 +42,7 @@ impl KernelCaps {
             netem: true,
             netns_sysctls: None,
             host_sysctls: BTreeSet::new(),
+            refused_values: BTreeMap::new(),
         }
     }
 }

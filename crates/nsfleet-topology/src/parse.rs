@@ -339,8 +339,9 @@ pub fn parse(file: &str, text: &str, kernel: &KernelCaps) -> Result<Topology, To
 #[derive(Debug)]
 pub struct Draft {
     topo: Topology,
-    /// Each sysctl the nodes set, as a path below /proc/sys, with where it is written.
-    sysctls: Vec<(String, TopologyError)>,
+    /// Each sysctl the nodes set, as a path below /proc/sys, with its value and where it
+    /// is written.
+    sysctls: Vec<(String, String, TopologyError)>,
     netem_at: Option<TopologyError>,
     /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
     /// it has no use for).
@@ -373,8 +374,13 @@ impl Draft {
     }
 
     pub fn asks(&self) -> Asks {
+        let paths: std::collections::BTreeSet<&String> =
+            self.sysctls.iter().map(|(p, _, _)| p).collect();
         Asks {
-            sysctls: self.sysctls.iter().map(|(p, _)| p.clone()).collect(),
+            sysctls: paths.into_iter().cloned().collect(),
+            values: (self.sysctls.iter())
+                .map(|(p, v, _)| (p.clone(), v.clone()))
+                .collect(),
             netem: self.netem_at.is_some(),
         }
     }
@@ -385,8 +391,15 @@ impl Draft {
             return Err(at.with(NO_NETEM));
         }
         if let Some(writable) = &kernel.netns_sysctls {
-            for (path, at) in self.sysctls {
+            for (path, value, at) in self.sysctls {
                 if writable.contains(&path) {
+                    let refused = kernel.refused_values.get(&(path.clone(), value.clone()));
+                    if let Some(why) = refused {
+                        let key = path.replace('/', ".");
+                        return Err(at.with(format!(
+                            "sysctl {key:?} = {value:?}: the kernel refuses this value ({why})"
+                        )));
+                    }
                     continue;
                 }
                 let hint = if kernel.host_sysctls.contains(&path) {
@@ -457,12 +470,42 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     let wiring = plan.finish();
     let name = name.get_ref();
     config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
+    check_macs(&cx, &wiring)?;
     let topo = Topology {
         name: name.clone(),
         groups: std::mem::take(&mut groups.list),
         wiring,
     };
     Ok(Draft::new(topo, groups, cx, Vec::new()))
+}
+
+/// Two interfaces with one MAC address on one switch would have its bridge send one's
+/// frames to the other: refused, at the second. A switch makes its ports, so each port
+/// knows both its own MAC and its far end's.
+fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), TopologyError> {
+    for w in wiring
+        .iter()
+        .filter(|w| w.bridges > 0 || w.ifaces.iter().any(|i| i.bridge.is_some()))
+    {
+        let mut seen: HashMap<[u8; 6], u32> = HashMap::new();
+        for i in &w.ifaces {
+            let far = i.link.as_veth().and_then(|p| p.mac);
+            for mac in [i.mac, far].into_iter().flatten() {
+                if let Some(first) = seen.insert(mac, i.line) {
+                    let m = mac.map(|b| format!("{b:02x}")).join(":");
+                    return Err(TopologyError {
+                        file: cx.file.to_string(),
+                        line: i.line as usize,
+                        column: 1,
+                        message: format!(
+                            "MAC address {m} is already on this switch (line {first}); each interface on a switch needs its own"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Node groups as they are declared, with every name checked to be unique.
@@ -472,8 +515,9 @@ pub(crate) struct Groups {
     /// Per group: its templates, and its loopback pools with where they are written.
     pub(crate) templates: Vec<config::Templates>,
     loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
-    /// Every distinct per-namespace sysctl the groups set, with where (see `Draft`).
-    asked: Vec<(String, TopologyError)>,
+    /// Every distinct per-namespace sysctl and value the groups set, with where (see
+    /// `Draft`).
+    asked: Vec<(String, String, TopologyError)>,
     seen: HashMap<String, usize>,
     total: u64,
 }
@@ -519,9 +563,9 @@ impl Groups {
         });
         self.templates.push(built.templates);
         self.loopbacks.push(built.loopback);
-        for (path, at) in built.asked {
-            if !self.asked.iter().any(|(p, _)| *p == path) {
-                self.asked.push((path, at));
+        for (path, value, at) in built.asked {
+            if !self.asked.iter().any(|(p, v, _)| (p, v) == (&path, &value)) {
+                self.asked.push((path, value, at));
             }
         }
         Ok(())

@@ -24,6 +24,7 @@ fn caps(netem: bool, netns: &[&str], host: &[&str]) -> KernelCaps {
         netem,
         netns_sysctls: Some(set(netns)),
         host_sysctls: set(host),
+        refused_values: Default::default(),
     }
 }
 
@@ -31,9 +32,14 @@ fn caps(netem: bool, netns: &[&str], host: &[&str]) -> KernelCaps {
 fn a_draft_asks_for_its_namespace_sysctls_and_netem_only() {
     let mut asks = read("caps.toml", FILE).unwrap().asks();
     asks.sysctls.sort();
+    asks.values.sort();
     let want = Asks {
         // An interface's own key is not the kernel's to answer: eth0 does not exist yet.
         sysctls: vec!["net/core/rmem_max".into(), "net/ipv4/ip_forward".into()],
+        values: vec![
+            ("net/core/rmem_max".into(), "1".into()),
+            ("net/ipv4/ip_forward".into(), "1".into()),
+        ],
         netem: true,
     };
     assert_eq!(asks, want);
@@ -73,4 +79,19 @@ fn the_kernels_answer_decides_with_the_line_that_asked() {
     })
     .is_ok());
     assert!(check(KernelCaps::assumed()).is_ok());
+}
+
+#[test]
+fn a_value_the_kernel_refused_in_its_scratch_namespace_is_refused_with_its_line() {
+    let all = ["net/ipv4/ip_forward", "net/core/rmem_max"];
+    let mut c = caps(true, &all, &all);
+    let refused = ("net/ipv4/ip_forward".to_string(), "1".to_string());
+    c.refused_values
+        .insert(refused, "Invalid argument (os error 22)".into());
+    let e = read("caps.toml", FILE).unwrap().check(&c).unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+    assert!(
+        e.message.contains("refuses this value (Invalid argument"),
+        "{e}"
+    );
 }

@@ -100,6 +100,12 @@ impl Env {
     pub fn refused(&self, tag: &str, args: &[&str], file: &Path, line: usize, expected: &str) {
         let out = self.run(args);
         let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            // Accepted after all: take down what it made before failing the test.
+            for name in self.fleet_dirs() {
+                self.run(&["down", &name]);
+            }
+        }
         assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
         let loc = format!("{}:{line}:", file.display());
         assert!(err.contains(&loc), "{tag}: expected {loc} in {err}");
