@@ -203,3 +203,29 @@ fn what_is_not_a_topology_file_is_refused_without_reading_it() {
         "expected UTF-8 text",
     );
 }
+
+/// The corpus of hostile files in tests/corpus: each says on its first line where it is
+/// refused and how (`# refused at line N: MESSAGE`), and `up` must agree, creating nothing.
+#[test]
+fn the_hostile_corpus_is_refused_line_by_line_and_creates_nothing() {
+    let env = Env::new("corpus");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let head = text.lines().next().unwrap_or_default();
+        let (line, message) = head
+            .strip_prefix("# refused at line ")
+            .and_then(|r| r.split_once(": "))
+            .unwrap_or_else(|| panic!("{}: no `# refused at line N: MESSAGE` header", f.display()));
+        let tag = f.file_name().unwrap().to_string_lossy();
+        let line: usize = line.parse().unwrap();
+        env.refused(&tag, &["up", f.to_str().unwrap()], f, line, message);
+    }
+    assert!(files.len() >= 50, "{} files in the corpus", files.len());
+}

@@ -313,10 +313,16 @@ fn check_gateway(
 }
 
 /// What the kernel refuses on an interface, refused here: a multicast or unspecified
-/// address, and IPv6 on a link whose MTU is below IPv6's minimum (1280), where the kernel
-/// turns IPv6 off.
+/// address, IPv6's loopback address (only `lo` may have it), and IPv6 on a link whose MTU
+/// is below IPv6's minimum (1280), where the kernel turns IPv6 off.
 fn check_addrs(iface: &str, d: &EndDecl) -> Result<(), String> {
     for a in &d.addrs {
+        if a.addr.is_ipv6() && a.addr.is_loopback() {
+            return Err(format!(
+                "{}:{iface}: {a} is IPv6's loopback address, which only lo has",
+                d.node
+            ));
+        }
         if a.addr.is_multicast() || a.addr.is_unspecified() {
             return Err(format!(
                 "{}:{iface}: {a} is {} address; expected a unicast one",
