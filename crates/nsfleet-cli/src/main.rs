@@ -46,6 +46,12 @@ enum Command {
     ///
     /// containerlab files (*.clab.yml, *.clab.yaml, or --format clab) run as they are,
     /// without a container engine: see `nsfleet deploy --help`.
+    ///
+    /// Limits, checked before anything is created: a file of at most 16 MiB of UTF-8
+    /// text; at most 200,000 nodes; and what this machine can hold, said with what it
+    /// would take: user.max_net_namespaces, the descriptors the supervisor needs (one per
+    /// node and process: RLIMIT_NOFILE, fs.nr_open; beyond them holder processes keep the
+    /// namespaces), a host link's name or subnet already in use on the host.
     Up {
         /// Topology file (TOML, see examples/; or containerlab's YAML); without it, the
         /// built-in default fleet. A regular file of UTF-8 text, at most 16 MiB (write
