@@ -229,3 +229,21 @@ fn the_hostile_corpus_is_refused_line_by_line_and_creates_nothing() {
     }
     assert!(files.len() >= 50, "{} files in the corpus", files.len());
 }
+
+#[test]
+fn every_error_of_a_stage_is_reported_at_once_in_the_files_order() {
+    let env = Env::new("allerrors");
+    let f = env.file(
+        "many.toml",
+        "[fleet]\nname = \"x\"\n[[node]]\nname = \"a b\"\n[[node]]\nname = \"c\"\nrestart = \"always\"\ncommands = [\"true\"]\n[[node]]\nname = \"-d\"\n",
+    );
+    let out = env.run(&["up", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let at: Vec<String> = (err.lines())
+        .filter_map(|l| l.split(&format!("{}:", f.display())).nth(1))
+        .map(|r| r.split(':').next().unwrap().to_string())
+        .collect();
+    assert_eq!(at, ["4", "7", "10"], "{err}");
+    assert!(env.fleet_dirs().is_empty());
+}

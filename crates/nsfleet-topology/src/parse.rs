@@ -51,6 +51,42 @@ impl std::fmt::Display for TopologyError {
 
 impl std::error::Error for TopologyError {}
 
+/// Most errors reported from one file at once.
+pub const MAX_ERRORS: usize = 20;
+
+/// The errors of one stage of reading a file, for items that do not depend on each
+/// other (the nodes, the links, the routes): each is checked, and all their errors are
+/// reported together, in the file's order, up to [`MAX_ERRORS`]. A stage with errors ends
+/// the reading: the next stages build on it.
+#[derive(Default)]
+pub(crate) struct Errors(Vec<TopologyError>);
+
+impl Errors {
+    /// The value of `r`, or `None` with its error kept.
+    pub(crate) fn take<T>(&mut self, r: Result<T, TopologyError>) -> Option<T> {
+        r.map_err(|e| self.0.push(e)).ok()
+    }
+
+    /// Ok if nothing failed; else every error (up to the limit), as one: the first, with
+    /// the others on lines of their own.
+    pub(crate) fn done(mut self) -> Result<(), TopologyError> {
+        self.0.sort_by_key(|e| (e.line, e.column));
+        let Some(mut first) = self.0.first().cloned() else {
+            return Ok(());
+        };
+        for e in self.0.iter().skip(1).take(MAX_ERRORS - 1) {
+            first.message.push_str(&format!("\n{e}"));
+        }
+        if self.0.len() > MAX_ERRORS {
+            let more = self.0.len() - MAX_ERRORS;
+            first
+                .message
+                .push_str(&format!("\n... and {more} more errors"));
+        }
+        Err(first)
+    }
+}
+
 impl TopologyError {
     /// Another message at the same place.
     pub(crate) fn with(&self, message: impl Into<String>) -> TopologyError {
@@ -437,12 +473,16 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         .map(|g| generator(&cx, g))
         .collect::<Result<Vec<_>, _>>()?;
     let mut groups = Groups::default();
+    let mut errors = Errors::default();
     for node in &doc.node {
         let n = node.get_ref();
-        let names = node_names(&cx, n)?;
-        let built = config::build(&cx, &[defaults, &n.keys()], None)?;
-        groups.add(&cx, names, built, &n.name)?;
+        let names = errors.take(node_names(&cx, n));
+        let built = errors.take(config::build(&cx, &[defaults, &n.keys()], None));
+        if let (Some(names), Some(built)) = (names, built) {
+            errors.take(groups.add(&cx, names, built, &n.name));
+        }
     }
+    errors.done()?;
     for sw in &doc.switch {
         let n = &sw.get_ref().name;
         check_name("switch name", n.get_ref(), MAX_NODE_NAME).map_err(|m| cx.err(n.span(), m))?;
@@ -639,9 +679,11 @@ fn wire(
         g.wire(plan)
             .map_err(|m| cx.err(sec.get_ref().kind.span(), m))?;
     }
+    let mut errors = Errors::default();
     for l in &doc.link {
-        veth::parse(cx, l, plan)?;
+        errors.take(veth::parse(cx, l, plan));
     }
+    errors.done()?;
     for (node, group) in doc.node.iter().zip(groups) {
         if let Some(h) = &node.get_ref().host_link {
             host::parse(cx, h, &group.names, plan)?;
@@ -650,17 +692,21 @@ fn wire(
     for v in &doc.vxlan {
         vxlan::parse(cx, v, plan)?;
     }
+    let mut errors = Errors::default();
     for (node, group) in doc.node.iter().zip(groups) {
-        let n = node.get_ref();
-        for r in &n.routes {
-            let (dst, via, dev) = value(cx, r, parse_route)?;
-            for name in group.names.iter() {
+        for r in &node.get_ref().routes {
+            let Some((dst, via, dev)) = errors.take(value(cx, r, parse_route)) else {
+                continue;
+            };
+            // A route of a generated group: its error once, not once per node.
+            let added = (group.names.iter()).try_for_each(|name| {
                 plan.add_route(&name, dst, via, dev.as_deref(), cx.line(r.span()))
-                    .map_err(|m| cx.err(r.span(), m))?;
-            }
+                    .map_err(|m| cx.err(r.span(), m))
+            });
+            errors.take(added);
         }
     }
-    Ok(())
+    errors.done()
 }
 
 /// `DST [via GATEWAY] [dev IFACE]`, where DST is a prefix or `default`.
