@@ -93,15 +93,10 @@ fn apply_rates(n: u64, k: u64, c: &Common) -> anyhow::Result<(Vec<f64>, Vec<f64>
     let (grown, back) = (file(n + k)?, file(n)?);
     let timed = |path: &str, want: &str| -> anyhow::Result<f64> {
         let t = Instant::now();
-        let out = cli.command(&["apply", path, "--json"]).output()?;
+        let v = cli.run(&["apply", path, "--json"])?;
         let took = t.elapsed().as_secs_f64();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if !out.status.success() || v["report"][want] != k {
-            bail!(
-                "apply {path}: {}{}",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                v["report"]
-            );
+        if v["report"][want] != k {
+            bail!("apply {path}: expected {k} {want}, got {}", v["report"]);
         }
         Ok(k as f64 / took)
     };

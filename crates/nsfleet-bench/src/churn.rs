@@ -5,7 +5,7 @@
 //! unreclaimed namespaces pile up in memory; with it, creation waits for the kernel.
 
 use super::{emit, machine, metric, need_root, note, ratios, Common, MemSampler};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use nsfleet::core::{mem_available, Fleet, FleetOptions};
 use nsfleet::subsys::loopback::Loopback;
 use nsfleet::sys;
@@ -48,9 +48,6 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
     need_root("churn")?;
     let c = &a.common;
     let cycles = c.size(a.cycles, 2000);
-    if cycles == 0 || a.batch == 0 || a.bound == 0 || c.runs == 0 {
-        bail!("--cycles, --batch, --bound and --runs must be at least 1");
-    }
     sys::raise_nofile(a.bound as u64 + a.batch + nsfleet::preflight::SPARE_DESCRIPTORS)
         .context("raising RLIMIT_NOFILE")?;
     let (mut bounded, mut unbounded) = (Vec::new(), Vec::new());

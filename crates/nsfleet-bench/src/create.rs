@@ -46,9 +46,6 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
     need_root("create")?;
     let c = &a.common;
     let (count, shell_count) = (c.size(a.count, 200), c.size(a.shell_count, 40));
-    if count == 0 || c.runs == 0 || c.workers == 0 {
-        bail!("--count, --runs and --workers must be at least 1");
-    }
     sys::raise_nofile(count + nsfleet::preflight::SPARE_DESCRIPTORS)
         .context("raising RLIMIT_NOFILE")?;
     // Only for its reclamation barrier, which times the raw loops' teardown.

@@ -494,7 +494,7 @@ enum Bench {
         #[arg(long, value_parser = within::<1, 1_000_000_000_000>, default_value_t = d().setns_calls)]
         calls: u64,
         /// Namespaces alive, visited in turn.
-        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().setns_alive)]
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().setns_alive)]
         alive: u64,
         /// Moves made by a process each.
         #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().process_calls)]
@@ -742,6 +742,15 @@ fn main() {
     // that goes away.
     nsfleet::sys::die_on_sigpipe();
     let run_dir = cli.run_dir;
+    // Every command that makes, reads or reaches a fleet trusts the run directory: it is
+    // checked once, here (the bench and the report keep to folders of their own).
+    let trusts = !matches!(cli.command, Command::Bench(_) | Command::Report { .. });
+    if trusts {
+        if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
+            eprintln!("nsfleet: {e:#}");
+            std::process::exit(1);
+        }
+    }
     let result = match cli.command {
         Command::Up {
             file,

@@ -36,7 +36,7 @@ const OPTIONS: &[(&[&str], &str, u64)] = &[
     (&["bench", "apply"], "--sizes", 1),
     (&["bench", "apply"], "--adds", 1),
     (&["bench", "setns"], "--calls", 1),
-    (&["bench", "setns"], "--alive", 0),
+    (&["bench", "setns"], "--alive", 1),
     (&["bench", "setns"], "--process-calls", 0),
     (&["bench", "traffic"], "--loop-packets", 1),
 ];

@@ -117,7 +117,6 @@ pub struct DestroyArgs {
 /// `destroy`: `down` of the lab a file names (or `--name`, or every lab with `--all`).
 pub fn destroy(a: DestroyArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
-    rd.check()?;
     let names = if a.lab.all {
         labs(&rd).into_iter().map(|f| f.name).collect()
     } else {
@@ -159,7 +158,6 @@ fn labs(rd: &RunDir) -> Vec<FleetStatus> {
 /// JSON (`{"LAB": [{"lab_name", "name", "kind", "image", "state", "ipv4_address", ...}]}`).
 pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
-    rd.check()?;
     let wanted = match (&a.lab.name, a.lab.all) {
         (Some(n), _) => Some(n.clone()),
         (None, true) => None,

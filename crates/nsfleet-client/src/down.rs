@@ -16,7 +16,6 @@ pub struct DownArgs {
 
 pub fn down(a: DownArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
-    rd.check()?;
     let mut c = connect(&rd, &a.name)?;
     c.send(&Request::Down { wait: !a.no_wait })?;
     let mut result = serde_json::json!({ "name": a.name });

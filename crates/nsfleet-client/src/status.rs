@@ -16,7 +16,6 @@ pub struct StatusArgs {
 
 pub fn status(a: StatusArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
-    rd.check()?;
     let names = match &a.name {
         Some(n) if rd.record(n).is_none() => {
             bail!(

@@ -183,8 +183,7 @@ impl Fleet {
             Err(e) => {
                 // Some of these may not be published yet (a Create-phase failure): doom
                 // exactly what this run made, published or not.
-                self.unpublish(|n| created.iter().any(|c| Arc::ptr_eq(c, n)));
-                self.reaper.doom(created).wait_settled();
+                self.destroy_these(created).wait_settled();
                 Err(e.context("rolled back: every node this run created is gone"))
             }
         }
@@ -411,8 +410,16 @@ impl Fleet {
 
     /// Takes the named nodes down (unknown names are ignored).
     pub fn destroy(&self, names: &[&str]) -> Arc<Ticket> {
+        let names: std::collections::HashSet<&str> = names.iter().copied().collect();
         self.reaper
-            .doom(self.unpublish(|n| names.contains(&n.name())))
+            .doom(self.unpublish(|n| names.contains(n.name())))
+    }
+
+    /// Takes these nodes down, published or not (the nodes of a run rolled back).
+    fn destroy_these(&self, nodes: Vec<Arc<Node>>) -> Arc<Ticket> {
+        let these: std::collections::HashSet<*const Node> = nodes.iter().map(Arc::as_ptr).collect();
+        self.unpublish(|n| these.contains(&Arc::as_ptr(n)));
+        self.reaper.doom(nodes)
     }
 
     fn publish(&self, added: &[Arc<Node>]) {

@@ -87,7 +87,8 @@ impl<'a> InitCtx<'a> {
     /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
     /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
     /// number. The first error, of `build` or of the kernel (but for what a change of
-    /// shape tolerates, see [`Subsystem::retire`]), is returned as `describe(item): error (extended ACK)`, so it names the topology element at fault.
+    /// shape tolerates, see [`Subsystem::retire`]), is returned as `describe(item): error
+    /// (extended ACK)`, so it names the topology element at fault.
     /// Requests after a failed one in the same batch still run; the caller's rollback (the
     /// node's teardown) removes them.
     pub fn send_each<T>(
@@ -149,21 +150,23 @@ impl<'a> InitCtx<'a> {
     /// Costly the first time in a node (see `Worker::write_sysctl`): a subsystem touches
     /// sysctls only for nodes that need them.
     pub fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
-        let path = nsfleet_topology::sysctl_path(key);
-        let below_net = path
-            .strip_prefix("net/")
-            .ok_or(io::ErrorKind::InvalidInput)?;
-        self.worker.write_sysctl(below_net, value)
+        self.worker.write_sysctl(&below_net(key)?, value)
     }
 
     /// Reads one of the node's sysctls, as [`write_sysctl`](Self::write_sysctl) names it.
     pub fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
-        let path = nsfleet_topology::sysctl_path(key);
-        let below_net = path
-            .strip_prefix("net/")
-            .ok_or(io::ErrorKind::InvalidInput)?;
-        self.worker.read_sysctl(below_net)
+        self.worker.read_sysctl(&below_net(key)?)
     }
+}
+
+/// A sysctl key (`net.ipv4.ip_forward`) as a path below /proc/sys/net, where a worker
+/// reads and writes them.
+fn below_net(key: &str) -> io::Result<String> {
+    let path = nsfleet_topology::sysctl_path(key);
+    let below = path
+        .strip_prefix("net/")
+        .ok_or(io::ErrorKind::InvalidInput)?;
+    Ok(below.to_string())
 }
 
 /// Moves a worker into a live node's namespace: where `init` runs.

@@ -8,7 +8,7 @@
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl::{self, Netem};
 use nsfleet_netlink::Batch;
-use nsfleet_topology::{netem_refusal, Impair};
+use nsfleet_topology::{netem_refusal, Iface, Impair};
 
 pub struct Impairments;
 
@@ -43,29 +43,39 @@ impl Impairments {
         iface: &str,
         imp: Option<Impair>,
     ) -> anyhow::Result<()> {
+        let wiring = cx.node.wiring();
+        let i = (wiring.iface(iface)).ok_or_else(|| crate::no_interface(cx.node, iface))?;
+        Self::set(cx, state, &[(i, imp)])
+    }
+
+    /// Sets (or clears) the impairments of several interfaces of the node, in one netlink
+    /// burst, and records them in `state`. Clearing what has none is nothing to do.
+    fn set(
+        cx: &mut InitCtx<'_>,
+        state: &mut Impaired,
+        wanted: &[(&Iface, Option<Impair>)],
+    ) -> anyhow::Result<()> {
         let node = cx.node;
-        let wiring = node.wiring();
-        let i = (wiring.iface(iface)).ok_or_else(|| crate::no_interface(node, iface))?;
         let netem = super::probe::has_netem();
-        if let Some(why) = imp.as_ref().and_then(|i| netem_refusal(i, netem)) {
+        if let Some(why) = (wanted.iter()).find_map(|(_, imp)| netem_refusal(imp.as_ref()?, netem))
+        {
             anyhow::bail!("{why}");
         }
-        let was = state.iter().position(|(n, _)| n == iface);
-        if imp.is_none() && was.is_none() {
-            return Ok(()); // nothing to clear
-        }
+        let todo: Vec<(&Iface, Option<Impair>)> = (wanted.iter().copied())
+            .filter(|(i, imp)| imp.is_some() || state.iter().any(|(n, _)| *n == i.name))
+            .collect();
         cx.send_each(
-            [i.index],
-            |out, index| out.add(|b, seq| request(b, seq, *index, imp.as_ref())),
-            |_| format!("impairment of {}:{iface}", node.name()),
+            &todo,
+            |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, imp.as_ref())),
+            |(i, imp)| {
+                let what = imp.map_or("no impairment".to_string(), |x| format!("impairment {x}"));
+                let at = nsfleet_topology::line_mark(i.line);
+                format!("{what} of {}:{} {at}", node.name(), i.name)
+            },
         )?;
-        match (was, imp) {
-            (Some(k), Some(new)) => state[k].1 = new,
-            (Some(k), None) => {
-                state.remove(k);
-            }
-            (None, Some(new)) => state.push((iface.to_string(), new)),
-            (None, None) => {}
+        for (i, imp) in todo {
+            state.retain(|(n, _)| *n != i.name);
+            state.extend(imp.map(|imp| (i.name.clone(), imp)));
         }
         Ok(())
     }
@@ -88,23 +98,12 @@ impl Subsystem for Impairments {
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, state: &mut Impaired) -> anyhow::Result<()> {
-        let node = cx.node;
-        let wiring = node.wiring();
-        let impaired = (wiring.ifaces.iter()).filter_map(|i| Some((i, i.impair?)));
-        cx.send_each(
-            impaired.clone(),
-            |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, Some(imp))),
-            |(i, imp)| {
-                format!(
-                    "impairment {imp} of {}:{} {}",
-                    node.name(),
-                    i.name,
-                    nsfleet_topology::line_mark(i.line)
-                )
-            },
-        )?;
-        state.extend(impaired.map(|(i, imp)| (i.name.clone(), imp)));
-        Ok(())
+        let wiring = cx.node.wiring();
+        let impaired: Vec<(&Iface, Option<Impair>)> = (wiring.ifaces.iter())
+            .filter(|i| i.impair.is_some())
+            .map(|i| (i, i.impair))
+            .collect();
+        Self::set(cx, state, &impaired)
     }
 
     /// Forgets the impairments of devices that go or are re-made (their qdiscs go too).
@@ -127,15 +126,17 @@ impl Subsystem for Impairments {
         was: &Shape,
     ) -> anyhow::Result<()> {
         let now = cx.node.wiring();
-        for i in &now.ifaces {
+        let differs = |i: &&Iface| {
             let before = (was.wiring.iface(&i.name))
                 .filter(|_| crate::kept(&was.wiring, i))
                 .and_then(|o| o.impair);
-            if before != i.impair {
-                Self::change(cx, state, &i.name, i.impair)?;
-            }
-        }
-        Ok(())
+            before != i.impair
+        };
+        let changed: Vec<(&Iface, Option<Impair>)> = (now.ifaces.iter())
+            .filter(differs)
+            .map(|i| (i, i.impair))
+            .collect();
+        Self::set(cx, state, &changed)
     }
 
     // No exit: qdiscs go with their interfaces.

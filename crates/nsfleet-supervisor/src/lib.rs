@@ -723,7 +723,8 @@ impl Supervisor {
         if !remove.iter().any(|n| used.contains(n)) {
             return Ok(());
         }
-        if let Some(n) = remove.iter().find(|n| traffic.sending_on(n)) {
+        let sending = traffic.sending_nodes();
+        if let Some(n) = remove.iter().find(|n| sending.contains(*n)) {
             anyhow::bail!(
                 "apply would remove node {n}, which the traffic generator is sending on: `nsfleet gen {} --stop` first; nothing was changed",
                 self.name

@@ -121,7 +121,6 @@ impl RunDir {
     /// Claims `name`: creates its folder (atomically: mkdir fails if it exists) and writes
     /// a record naming us. A fleet of that name already up is refused.
     pub fn claim(&self, name: &str) -> anyhow::Result<FleetRecord> {
-        self.check()?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)

@@ -87,18 +87,17 @@ impl Traffic {
             .collect()
     }
 
-    /// Whether a device on node `node` is started and not done: sending, or about to.
-    pub fn sending_on(&self, node: &str) -> bool {
+    /// The nodes a device is started on and not done: sending, or about to.
+    pub fn sending_nodes(&self) -> std::collections::BTreeSet<String> {
         let results = self
             .engine
             .as_ref()
             .map(Engine::results)
             .unwrap_or_default();
-        let mut devices = results.threads.iter().flat_map(|t| &t.devices);
-        devices.any(|d| {
-            matches!(d.state.as_str(), "idle" | "running")
-                && d.dev.split_once(':').is_some_and(|(n, _)| n == node)
-        })
+        let devices = results.threads.iter().flat_map(|t| &t.devices);
+        (devices.filter(|d| matches!(d.state.as_str(), "idle" | "running")))
+            .filter_map(|d| Some(d.dev.split_once(':')?.0.to_string()))
+            .collect()
     }
 
     fn engine(&self) -> &Engine {

@@ -182,8 +182,7 @@ impl Fleet {
     ) -> anyhow::Error {
         // The new nodes go first, and are reclaimed before anything is re-made: their
         // ends of pairs with running nodes go with them.
-        self.unpublish(|n| created.iter().any(|c| Arc::ptr_eq(c, n)));
-        self.reaper.doom(created).wait_settled();
+        self.destroy_these(created).wait_settled();
         let back: Vec<Touched> = (undo.changed.iter())
             .map(|(t, _)| Touched {
                 was: t.node.reshape(t.was.clone()),
