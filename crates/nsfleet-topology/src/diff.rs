@@ -131,14 +131,19 @@ fn kind(c: &NodeConfig) -> &'static str {
 }
 
 fn node_wiring(name: &str, old: &NodeWiring, new: &NodeWiring, out: &mut Vec<Change>) {
+    let (olds, news) = (by_name(old), by_name(new));
     for i in &new.ifaces {
         let object = format!("{name}:{}", i.name);
-        match old.iface(&i.name) {
+        match olds.get(i.name.as_str()).copied() {
             None => out.push(change(Op::Add, object, describe(i))),
             Some(was) => {
                 let mut how = Vec::new();
                 if link_of(was) != link_of(i) {
                     how.push(format!("{} -> {}", link_of(was), link_of(i)));
+                } else if !crate::reshape::same_link(was, i) && was.mtu == i.mtu && was.mac == i.mac
+                {
+                    // Nothing of its own: its pair is made again from the other end.
+                    how.push("made again with its pair".to_string());
                 }
                 if was.addrs != i.addrs {
                     how.push(format!("addresses {} -> {}", addrs(was), addrs(i)));
@@ -164,17 +169,30 @@ fn node_wiring(name: &str, old: &NodeWiring, new: &NodeWiring, out: &mut Vec<Cha
             }
         }
     }
-    for i in old.ifaces.iter().filter(|i| new.iface(&i.name).is_none()) {
+    for i in old
+        .ifaces
+        .iter()
+        .filter(|i| !news.contains_key(i.name.as_str()))
+    {
         out.push(change(
             Op::Remove,
             format!("{name}:{}", i.name),
             describe(i),
         ));
     }
+    // A route as a user reads it, with the name of its `dev`.
     let routes = |w: &NodeWiring| {
-        w.routes
-            .iter()
-            .map(|r| r.to_string())
+        let dev = |k: i32| {
+            w.ifaces
+                .iter()
+                .find(|i| i.index == k)
+                .map_or("?", |i| &i.name)
+        };
+        (w.routes.iter())
+            .map(|r| match r.dev {
+                Some(k) => format!("{r} dev {}", dev(k)),
+                None => r.to_string(),
+            })
             .collect::<BTreeSet<_>>()
     };
     let (was, now) = (routes(old), routes(new));
@@ -202,6 +220,11 @@ fn node_wiring(name: &str, old: &NodeWiring, new: &NodeWiring, out: &mut Vec<Cha
             format!("addresses {} -> {}", show(old), show(new)),
         ));
     }
+}
+
+/// A node's interfaces by name: a switch may have thousands.
+fn by_name(w: &NodeWiring) -> HashMap<&str, &Iface> {
+    w.ifaces.iter().map(|i| (i.name.as_str(), i)).collect()
 }
 
 /// What makes an interface, as a user names it.

@@ -41,7 +41,9 @@ pub fn same_link(a: &Iface, b: &Iface) -> bool {
 /// after aligning `new`'s interface indexes to the running ones. Errors name what a live
 /// fleet cannot change.
 pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, String> {
-    let live: HashMap<&str, &NodeSpec> = running.iter().map(|n| (n.name.as_str(), n)).collect();
+    let live: Live = (running.iter())
+        .map(|n| (n.name.as_str(), Running::of(n)))
+        .collect();
     let moved = align(&live, &mut new)?;
     renumber_peers(&mut new, &moved);
     let moved = reindex_remade(&live, &mut new);
@@ -56,7 +58,7 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
         ..Default::default()
     };
     for n in new {
-        match live.get(n.name.as_str()) {
+        match live.get(n.name.as_str()).map(|r| r.spec) {
             None => out.add.push(n),
             Some(was) if same_shape(was, &n) => {}
             Some(was) if was.config.switch != n.config.switch => {
@@ -98,17 +100,41 @@ fn same_shape(a: &NodeSpec, b: &NodeSpec) -> bool {
             .all(|(x, y)| same_link(x, y) && x.addrs == y.addrs && x.impair == y.impair)
 }
 
+/// A running node, with its interfaces by name: every interface of a fleet is looked up
+/// once or twice, and a switch may have 50,000 of them.
+struct Running<'a> {
+    spec: &'a NodeSpec,
+    ifaces: HashMap<&'a str, &'a Iface>,
+}
+
+impl<'a> Running<'a> {
+    fn of(spec: &'a NodeSpec) -> Self {
+        let ifaces = (spec.wiring.ifaces.iter())
+            .map(|i| (i.name.as_str(), i))
+            .collect();
+        Running { spec, ifaces }
+    }
+
+    fn iface(&self, name: &str) -> Option<&'a Iface> {
+        self.ifaces.get(name).copied()
+    }
+}
+
+/// The running nodes, by name.
+type Live<'a> = HashMap<&'a str, Running<'a>>;
+
 /// (node, interface) -> the index it gets, for every interface whose index changed.
 type Moved = HashMap<(String, String), i32>;
 
 /// Gives each kept node's interfaces their running indexes and bridges, and new ones free
 /// indexes; rewrites the node's routes to match. Returns what moved, for the far ends.
-fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved, String> {
+fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
     let mut moved = Moved::new();
     for n in new.iter_mut() {
-        let Some(was) = live.get(n.name.as_str()) else {
+        let Some(run) = live.get(n.name.as_str()) else {
             continue;
         };
+        let was = run.spec;
         if was.wiring.bridges != n.wiring.bridges && n.config.switch {
             return Err(format!(
                 "switch {} would go from {} to {} bridges ({PORTS_PER_BRIDGE} ports each): a live switch keeps its bridges",
@@ -117,7 +143,7 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
                 n.wiring.bridges.max(1)
             ));
         }
-        if in_place(&was.wiring, &n.wiring) {
+        if in_place(run, &n.wiring) {
             continue;
         }
         let mut ports = ports_per_bridge(&was.wiring, &n.wiring);
@@ -126,7 +152,7 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
         let mut renumber = HashMap::new();
         for i in &mut w.ifaces {
             let made_elsewhere = |i: &Iface| i.link == Link::VethPeer;
-            let index = match was.wiring.iface(&i.name) {
+            let index = match run.iface(&i.name) {
                 // An end that stays on the same side of its pair keeps its index; one
                 // that changes sides takes a new one of the other parity (see `plan`).
                 Some(old) if made_elsewhere(old) == made_elsewhere(i) => {
@@ -168,7 +194,7 @@ fn align(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Result<Moved,
 
 /// Whether every interface of `new` is where it runs already (same index and bridge): the
 /// common case, which must not copy a wiring per node of a large fleet.
-fn in_place(running: &NodeWiring, new: &NodeWiring) -> bool {
+fn in_place(running: &Running<'_>, new: &NodeWiring) -> bool {
     (new.ifaces.iter()).all(|i| {
         (running.iface(&i.name)).is_some_and(|o| (o.index, o.bridge) == (i.index, i.bridge))
     })
@@ -180,42 +206,42 @@ fn in_place(running: &NodeWiring, new: &NodeWiring) -> bool {
 /// maker), and a VXLAN device whose underlay is made again (the kernel deletes it with
 /// its underlay). A fresh index makes the interface differ, so that its node is changed
 /// and the interface, with its addresses and routes, made again.
-fn reindex_remade(live: &HashMap<&str, &NodeSpec>, new: &mut [NodeSpec]) -> Moved {
+fn reindex_remade(live: &Live<'_>, new: &mut [NodeSpec]) -> Moved {
     let remade_on = |node: &str, i: &Iface| {
         live.get(node)
-            .is_none_or(|was| !was.wiring.iface(&i.name).is_some_and(|o| same_link(o, i)))
+            .is_none_or(|run| !run.iface(&i.name).is_some_and(|o| same_link(o, i)))
     };
-    let by_name: HashMap<&str, &NodeSpec> = new.iter().map(|n| (n.name.as_str(), n)).collect();
-    let mut redo: Vec<(String, String)> = Vec::new();
+    let at: HashMap<&str, usize> = (new.iter().enumerate())
+        .map(|(k, n)| (n.name.as_str(), k))
+        .collect();
+    let mut redo: Vec<(usize, String)> = Vec::new();
     for n in new.iter() {
+        let vxlans: Vec<&Iface> = (n.wiring.ifaces.iter())
+            .filter(|v| v.link.as_vxlan().is_some())
+            .collect();
         for i in n.wiring.ifaces.iter().filter(|i| remade_on(&n.name, i)) {
             if let Link::Veth(p) = &i.link {
-                let far = by_name
-                    .get(p.node.as_str())
-                    .and_then(|f| f.wiring.iface(&p.name));
+                let far_at = at.get(p.node.as_str());
+                let far = far_at.and_then(|k| new[*k].wiring.iface(&p.name));
                 if far.is_some_and(|f| !remade_on(&p.node, f)) {
-                    redo.push((p.node.clone(), p.name.clone()));
+                    redo.push((*far_at.expect("found"), p.name.clone()));
                 }
             }
-            let over = |v: &Iface| v.link.as_vxlan().and_then(|x| x.underlay) == Some(i.index);
-            for v in n
-                .wiring
-                .ifaces
+            let over = |v: &&&Iface| v.link.as_vxlan().and_then(|x| x.underlay) == Some(i.index);
+            for v in vxlans
                 .iter()
-                .filter(|v| over(v) && !remade_on(&n.name, v))
+                .filter(over)
+                .filter(|v| !remade_on(&n.name, v))
             {
-                redo.push((n.name.clone(), v.name.clone()));
+                redo.push((at[n.name.as_str()], v.name.clone()));
             }
         }
     }
     let mut moved = Moved::new();
-    for (node, iface) in redo {
-        let n = (new.iter_mut())
-            .find(|n| n.name == node)
-            .expect("found above");
-        let was = live.get(node.as_str()).expect("a running node");
-        let index = reindex(n, &was.wiring, &iface);
-        moved.insert((node, iface), index);
+    for (k, iface) in redo {
+        let was = live.get(new[k].name.as_str()).expect("a running node").spec;
+        let index = reindex(&mut new[k], &was.wiring, &iface);
+        moved.insert((new[k].name.clone(), iface), index);
     }
     moved
 }
@@ -250,7 +276,8 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
 /// Ports on each of a switch's bridges that stay in its new wiring.
 fn ports_per_bridge(w: &NodeWiring, new: &NodeWiring) -> Vec<usize> {
     let mut ports = vec![0; w.bridges.max(1) as usize];
-    let staying = (w.ifaces.iter()).filter(|i| new.iface(&i.name).is_some());
+    let names: BTreeSet<&str> = new.ifaces.iter().map(|i| i.name.as_str()).collect();
+    let staying = (w.ifaces.iter()).filter(|i| names.contains(i.name.as_str()));
     for b in staying.filter_map(|i| i.bridge) {
         if let Some(p) = ports.get_mut(b as usize) {
             *p += 1;
