@@ -86,9 +86,10 @@ pub(crate) fn build(
     for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
         let v = sysctl(cx, key, value)?;
         let path = crate::sysctl_path(key);
-        if crate::names_an_interface(&path) {
-            let iface = path.split('/').nth(3).unwrap_or_default().to_string();
-            templates.iface_keys.push((iface, cx.err(value.span(), "")));
+        if let Some(iface) = crate::kernel::interface_of(&path) {
+            templates
+                .iface_keys
+                .push((iface.to_string(), cx.err(value.span(), "")));
         } else {
             asked.push((path, v.clone(), cx.err(value.span(), "")));
         }

@@ -58,6 +58,18 @@ pub fn netem_refusal(imp: &crate::Impair, netem: bool) -> Option<String> {
 /// Whether a sysctl path names one interface's key (`net/ipv4/conf/eth0/...`): those
 /// exist only once the fleet is wired, so they are not the kernel's to answer.
 pub fn names_an_interface(path: &str) -> bool {
+    interface_of(path).is_some()
+}
+
+/// The interface a sysctl path names (`eth0` of `net/ipv4/conf/eth0/forwarding`), if any.
+pub fn interface_of(path: &str) -> Option<&str> {
     let parts: Vec<&str> = path.split('/').collect();
-    matches!(parts.as_slice(), ["net", "ipv4" | "ipv6", "conf" | "neigh", dev, ..] if !matches!(*dev, "all" | "default"))
+    match parts.as_slice() {
+        ["net", "ipv4" | "ipv6", "conf" | "neigh", dev, ..]
+            if !matches!(*dev, "all" | "default") =>
+        {
+            Some(dev)
+        }
+        _ => None,
+    }
 }

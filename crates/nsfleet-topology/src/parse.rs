@@ -532,7 +532,7 @@ fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), Top
             let far = i.link.as_veth().and_then(|p| p.mac);
             for mac in [i.mac, far].into_iter().flatten() {
                 if let Some(first) = seen.insert(mac, i.line) {
-                    let m = mac.map(|b| format!("{b:02x}")).join(":");
+                    let m = nsfleet_values::format_mac(&mac);
                     return Err(TopologyError {
                         file: cx.file.to_string(),
                         line: i.line as usize,

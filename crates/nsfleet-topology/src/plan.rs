@@ -282,8 +282,12 @@ fn check_gateway(
     gw: IpAddr,
     dev: Option<i32>,
 ) -> Result<(), String> {
-    let link_local = matches!(gw, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80);
-    if link_local {
+    let host = IpNet {
+        addr: gw,
+        prefix: if gw.is_ipv4() { 32 } else { 128 },
+    };
+    let link_local: IpNet = "fe80::/10".parse().expect("a prefix");
+    if link_local.contains(&host) {
         return match dev {
             Some(_) => Ok(()),
             None => Err(format!(
@@ -291,14 +295,10 @@ fn check_gateway(
             )),
         };
     }
-    let host = IpNet {
-        addr: gw,
-        prefix: if gw.is_ipv4() { 32 } else { 128 },
-    };
     let on = |i: &&crate::Iface| dev.is_none_or(|d| d == i.index);
     let connected = (w.ifaces.iter().filter(on))
         .flat_map(|i| &i.addrs)
-        .any(|a| a.network().contains(&host));
+        .any(|a| a.contains(&host));
     if connected {
         return Ok(());
     }
