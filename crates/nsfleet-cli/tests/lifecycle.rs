@@ -198,20 +198,22 @@ fn a_second_up_of_a_name_already_up_is_refused() {
 #[test]
 fn a_failure_half_way_through_up_rolls_everything_back() {
     let env = Env::new("rollback");
-    // Valid on paper (an interface's own sysctl values are not probed: a scratch
-    // namespace has no eth0), but the kernel refuses the value once eth0 exists: the
-    // Configure phase fails after 30 namespaces and their links are made.
+    // Valid on paper (an interface's sysctl values are probed on a scratch namespace's
+    // `lo`, whose MTU is 65536), but the kernel refuses an IPv6 MTU above the link's once
+    // eth0 exists: the Configure phase fails after 30 namespaces and their links are made.
     let f = env.file(
         "bad.toml",
-        "[fleet]\nname = \"rb\"\n[[generate]]\nkind = \"line\"\ncount = 30\nnode = { sysctls = { \"net.ipv4.conf.eth0.forwarding\" = \"banana\" }, commands = [\"sleep 1000\"] }\n",
+        "[fleet]\nname = \"rb\"\n[[generate]]\nkind = \"line\"\ncount = 30\nnode = { sysctls = { \"net.ipv6.conf.eth0.mtu\" = 9000 }, commands = [\"sleep 1000\"] }\n",
     );
     let out = env.run(&["up", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("net.ipv4.conf.eth0.forwarding") && err.contains("rolled back"),
+        err.contains("net.ipv6.conf.eth0.mtu") && err.contains("rolled back"),
         "{err}"
     );
+    // The kernel's refusal, half-way, still names the file and the line.
+    assert!(err.contains(&format!("{}:6: ", f.display())), "{err}");
     assert!(
         env.fleet_dirs().is_empty(),
         "nothing left in the run directory"

@@ -98,6 +98,7 @@ fn set(
             originals.push((key.to_string(), was));
         }
     }
+    let at = cx.node.config().sysctl_lines.mark(key);
     cx.write_sysctl(key, value)
-        .with_context(|| format!("sysctl {key} = {value}"))
+        .with_context(|| format!("sysctl {key} = {value}{at}"))
 }

@@ -60,10 +60,33 @@ pub(crate) struct Built {
     pub templates: Templates,
     /// The `loopback` pool, and where it is written.
     pub loopback: Option<(Vec<IpNet>, TopologyError)>,
-    /// The per-namespace sysctls it sets for the kernel to be asked about (paths below
-    /// /proc/sys, the value, and where): keys of interfaces the fleet makes are not the
-    /// kernel's to answer.
-    pub asked: Vec<(String, String, TopologyError)>,
+    /// The per-namespace sysctls it sets, for the kernel to be asked about.
+    pub asked: Vec<Asked>,
+}
+
+impl Built {
+    /// `config`, with no templates, loopback or sysctls to ask about.
+    pub(crate) fn of(config: NodeConfig) -> Built {
+        Built {
+            config,
+            templates: Templates::default(),
+            loopback: None,
+            asked: Vec::new(),
+        }
+    }
+}
+
+/// A sysctl and value the kernel is asked about, and where the file sets it.
+#[derive(Debug)]
+pub(crate) struct Asked {
+    /// The key's path below /proc/sys as probed. A scratch namespace has none of the
+    /// fleet's interfaces, so an interface's key is probed on `lo`, whose keys are the
+    /// same and checked by the same handlers (`net/ipv4/conf/lo/rp_filter`).
+    pub path: String,
+    /// The key as the file writes it (`net.ipv4.conf.eth1.rp_filter`).
+    pub key: String,
+    pub value: String,
+    pub at: TopologyError,
 }
 
 /// The configuration `layers` (lowest first) give a group; `router` is the group's
@@ -85,14 +108,20 @@ pub(crate) fn build(
     let mut asked = Vec::new();
     for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
         let v = sysctl(cx, key, value)?;
-        let path = crate::sysctl_path(key);
+        let mut path = crate::sysctl_path(key);
         if let Some(iface) = crate::kernel::interface_of(&path) {
             templates
                 .iface_keys
                 .push((iface.to_string(), cx.err(value.span(), "")));
-        } else {
-            asked.push((path, v.clone(), cx.err(value.span(), "")));
+            path = crate::kernel::on_lo(&path);
         }
+        asked.push(Asked {
+            path,
+            key: key.to_string(),
+            value: v.clone(),
+            at: cx.err(value.span(), ""),
+        });
+        (config.sysctl_lines.0).insert(key.to_string(), cx.line(value.span()));
         match config.sysctls.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = v,
             None => config.sysctls.push((key.to_string(), v)),
@@ -545,7 +574,10 @@ fn loopback(cx: &Ctx<'_>, v: &Spanned<toml::Value>) -> Result<Vec<IpNet>, Topolo
     };
     let pools: Vec<IpNet> = items
         .iter()
-        .map(|s| s.parse::<IpNet>().map(|n| n.network()).map_err(|_| bad()))
+        .map(|s| {
+            s.parse::<IpNet>().map_err(|_| bad())?;
+            crate::values::network_prefix(s).map_err(|m| cx.err(v.span(), m))
+        })
         .collect::<Result<_, _>>()?;
     let v4 = pools.iter().filter(|p| p.addr.is_ipv4()).count();
     if pools.is_empty() || v4 > 1 || pools.len() - v4 > 1 {

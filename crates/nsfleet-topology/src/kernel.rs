@@ -55,10 +55,15 @@ pub fn netem_refusal(imp: &crate::Impair, netem: bool) -> Option<String> {
     (imp.needs_netem() && !netem).then(|| NO_NETEM.to_string())
 }
 
-/// Whether a sysctl path names one interface's key (`net/ipv4/conf/eth0/...`): those
-/// exist only once the fleet is wired, so they are not the kernel's to answer.
-pub fn names_an_interface(path: &str) -> bool {
-    interface_of(path).is_some()
+/// An interface's sysctl path (`net/ipv4/conf/eth0/forwarding`) as the same key of `lo`,
+/// which every namespace has; other paths as they are.
+pub fn on_lo(path: &str) -> String {
+    if interface_of(path).is_none() {
+        return path.to_string();
+    }
+    let mut parts: Vec<&str> = path.split('/').collect();
+    parts[3] = "lo";
+    parts.join("/")
 }
 
 /// The interface a sysctl path names (`eth0` of `net/ipv4/conf/eth0/forwarding`), if any.

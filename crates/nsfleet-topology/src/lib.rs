@@ -23,7 +23,7 @@ mod values;
 mod yaml;
 
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
-pub use kernel::{names_an_interface, netem_refusal, Asks, KernelCaps, NO_NETEM};
+pub use kernel::{netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, join_indices, PORTS_PER_BRIDGE};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
@@ -70,6 +70,9 @@ pub enum Names {
 pub struct NodeConfig {
     /// Per-namespace sysctls as (`net.ipv4.ip_forward`, `1`), applied in this order.
     pub sysctls: Vec<(String, String)>,
+    /// The line each sysctl is written on, by key: for the kernel's refusals.
+    #[serde(default)]
+    pub sysctl_lines: WrittenAt,
     /// Shell command lines started inside the node once the fleet is built.
     pub commands: Vec<String>,
     /// IPv4 forwarding on every interface of the node (IPv6 too where it has addresses).
@@ -97,6 +100,25 @@ pub struct NodeConfig {
     /// What a containerlab file declared it as: shown, not acted on.
     #[serde(default)]
     pub clab: Option<ClabNode>,
+}
+
+/// Where in the file things are written, by key, for errors to name the line. Not part of
+/// what a node is: configurations that differ only in where they are written are equal,
+/// so an edit that moves lines changes no node.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WrittenAt(pub std::collections::BTreeMap<String, u32>);
+
+impl PartialEq for WrittenAt {
+    fn eq(&self, _: &WrittenAt) -> bool {
+        true
+    }
+}
+
+impl WrittenAt {
+    /// ` (topology line N)` for `key`, or nothing if it was not written in a file.
+    pub fn mark(&self, key: &str) -> String {
+        (self.0.get(key)).map_or(String::new(), |l| format!(" {}", line_mark(*l)))
+    }
 }
 
 /// A host path mounted at `target` in a node's world, as a container's bind is: the

@@ -67,6 +67,10 @@ impl Errors {
         r.map_err(|e| self.0.push(e)).ok()
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// Ok if nothing failed; else every error (up to the limit), as one: the first, with
     /// the others on lines of their own.
     pub(crate) fn done(mut self) -> Result<(), TopologyError> {
@@ -375,9 +379,8 @@ pub fn parse(file: &str, text: &str, kernel: &KernelCaps) -> Result<Topology, To
 #[derive(Debug)]
 pub struct Draft {
     topo: Topology,
-    /// Each sysctl the nodes set, as a path below /proc/sys, with its value and where it
-    /// is written.
-    sysctls: Vec<(String, String, TopologyError)>,
+    /// Each sysctl and value the nodes set, once, with where it is written.
+    sysctls: Vec<config::Asked>,
     netem_at: Option<TopologyError>,
     /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
     /// it has no use for).
@@ -411,102 +414,87 @@ impl Draft {
 
     pub fn asks(&self) -> Asks {
         let paths: std::collections::BTreeSet<&String> =
-            self.sysctls.iter().map(|(p, _, _)| p).collect();
+            self.sysctls.iter().map(|a| &a.path).collect();
         Asks {
             sysctls: paths.into_iter().cloned().collect(),
             values: (self.sysctls.iter())
-                .map(|(p, v, _)| (p.clone(), v.clone()))
+                .map(|a| (a.path.clone(), a.value.clone()))
                 .collect(),
             netem: self.netem_at.is_some(),
         }
     }
 
-    /// The topology, if the kernel offers what it asks for; otherwise where it asks.
+    /// The topology, if the kernel offers what it asks for; otherwise every place it asks
+    /// what the kernel lacks or refuses.
     pub fn check(self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
+        let mut errors = Errors::default();
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
-            return Err(at.with(NO_NETEM));
+            errors.take::<()>(Err(at.with(NO_NETEM)));
         }
         if let Some(writable) = &kernel.netns_sysctls {
-            for (path, value, at) in self.sysctls {
-                if writable.contains(&path) {
-                    let refused = kernel.refused_values.get(&(path.clone(), value.clone()));
-                    if let Some(why) = refused {
-                        let key = path.replace('/', ".");
-                        return Err(at.with(format!(
-                            "sysctl {key:?} = {value:?}: the kernel refuses this value ({why})"
-                        )));
-                    }
-                    continue;
-                }
-                let hint = if kernel.host_sysctls.contains(&path) {
-                    "it exists on the host but is not per network namespace"
-                } else {
-                    "no such sysctl on this kernel"
-                };
-                return Err(at.with(format!("sysctl {:?}: {hint}", path.replace('/', "."))));
+            for a in &self.sysctls {
+                errors.take(sysctl_refusal(a, writable, kernel));
             }
         }
+        errors.done()?;
         Ok(self.topo)
     }
 }
 
+/// Why `kernel` refuses the sysctl `a` asks for, if it does.
+fn sysctl_refusal(
+    a: &config::Asked,
+    writable: &std::collections::BTreeSet<String>,
+    kernel: &KernelCaps,
+) -> Result<(), TopologyError> {
+    let (key, value) = (&a.key, &a.value);
+    if writable.contains(&a.path) {
+        return match kernel.refused_values.get(&(a.path.clone(), value.clone())) {
+            Some(why) => Err(a.at.with(format!(
+                "sysctl {key:?} = {value:?}: the kernel refuses this value ({why})"
+            ))),
+            None => Ok(()),
+        };
+    }
+    let hint = if kernel.host_sysctls.contains(&a.path) {
+        "it exists on the host but is not per network namespace"
+    } else {
+        "no such sysctl on this kernel"
+    };
+    Err(a.at.with(format!("sysctl {key:?}: {hint}")))
+}
+
 /// Reads and validates what `text` alone decides; `file` names it in errors.
+///
+/// Errors are reported all at once, in the file's order: each stage (the nodes, the
+/// links, the host links and VXLANs, the routes) checks every item, and the stages that
+/// build on one with errors are skipped, so that one mistake is not reported again as
+/// the next stage's.
 pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     let cx = Ctx::new(file, text);
     let doc: File = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim_end().to_string();
         cx.err(e.span().unwrap_or(0..0), msg)
     })?;
-    let name = &doc.fleet.get_ref().name;
-    check_name("fleet name", name.get_ref(), MAX_FLEET_NAME).map_err(|m| cx.err(name.span(), m))?;
     if doc.node.is_empty() && doc.generate.is_empty() {
         return Err(cx.err(
             doc.fleet.span(),
             "a fleet needs at least one [[node]] or [[generate]] table, e.g. [[node]] name = \"h{i}\" count = 4",
         ));
     }
-    let empty = NodeKeys::default();
-    let defaults = doc.defaults.as_ref().map_or(&empty, |d| d.get_ref());
-    let generators = doc
-        .generate
-        .iter()
-        .map(|g| generator(&cx, g))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut groups = Groups::default();
     let mut errors = Errors::default();
-    for node in &doc.node {
-        let n = node.get_ref();
-        let names = errors.take(node_names(&cx, n));
-        let built = errors.take(config::build(&cx, &[defaults, &n.keys()], None));
-        if let (Some(names), Some(built)) = (names, built) {
-            errors.take(groups.add(&cx, names, built, &n.name));
-        }
+    let name = &doc.fleet.get_ref().name;
+    errors.take(
+        check_name("fleet name", name.get_ref(), MAX_FLEET_NAME)
+            .map_err(|m| cx.err(name.span(), m)),
+    );
+    let mut groups = Groups::default();
+    let generators = declare(&cx, &doc, &mut groups, &mut errors);
+    let mut plan = groups.plan();
+    if let Some(generators) = generators {
+        wire(&cx, &doc, &generators, &groups, &mut plan, &mut errors);
     }
     errors.done()?;
-    for sw in &doc.switch {
-        let n = &sw.get_ref().name;
-        check_name("switch name", n.get_ref(), MAX_NODE_NAME).map_err(|m| cx.err(n.span(), m))?;
-        groups.add(&cx, Names::One(n.get_ref().clone()), switch_config(), n)?;
-    }
-    for (g, section) in generators.iter().zip(&doc.generate) {
-        let sec = section.get_ref();
-        if let Some(names) = g.switch_names() {
-            groups.add(&cx, names, switch_config(), &sec.kind)?;
-        }
-        let router = sec
-            .router
-            .or(Some(!matches!(g.shape, Shape::Star | Shape::Linear)));
-        let own = NodeKeys {
-            sysctls: sec.sysctls.clone(),
-            commands: sec.commands.clone(),
-            ..NodeKeys::default()
-        };
-        let table = sec.node.as_ref().map_or(&empty, |t| t.get_ref());
-        let built = config::build(&cx, &[defaults, &own, table], router)?;
-        groups.add(&cx, g.node_names(), built, &sec.kind)?;
-    }
-    let mut plan = groups.plan();
-    wire(&cx, &doc, &generators, &groups, &mut plan)?;
     let wiring = plan.finish();
     let name = name.get_ref();
     config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
@@ -517,6 +505,64 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         wiring,
     };
     Ok(Draft::new(topo, groups, cx, Vec::new()))
+}
+
+/// Every node, switch and generated group into `groups`, their errors into `errors`. A
+/// node whose configuration is wrong is still declared, with none: its name is known, so
+/// the links to it can be checked. The generators, if every name is known; `None` if
+/// some are not, and nothing that refers to a name can be checked.
+fn declare(
+    cx: &Ctx<'_>,
+    doc: &File,
+    groups: &mut Groups,
+    errors: &mut Errors,
+) -> Option<Vec<Generator>> {
+    let empty = NodeKeys::default();
+    let defaults = doc.defaults.as_ref().map_or(&empty, |d| d.get_ref());
+    let generators: Vec<Option<Generator>> = (doc.generate.iter())
+        .map(|g| errors.take(generator(cx, g)))
+        .collect();
+    let mut named = generators.iter().all(Option::is_some);
+    for node in &doc.node {
+        let n = node.get_ref();
+        let names = errors.take(node_names(cx, n));
+        let built = errors.take(config::build(cx, &[defaults, &n.keys()], None));
+        named &= names.is_some_and(|names| {
+            let built = built.unwrap_or_else(|| config::Built::of(NodeConfig::default()));
+            errors.take(groups.add(cx, names, built, &n.name)).is_some()
+        });
+    }
+    for sw in &doc.switch {
+        let n = &sw.get_ref().name;
+        let added = check_name("switch name", n.get_ref(), MAX_NODE_NAME)
+            .map_err(|m| cx.err(n.span(), m))
+            .and_then(|()| groups.add(cx, Names::One(n.get_ref().clone()), switch_config(), n));
+        named &= errors.take(added).is_some();
+    }
+    for (g, section) in generators.iter().zip(&doc.generate) {
+        let Some(g) = g else { continue };
+        let sec = section.get_ref();
+        if let Some(names) = g.switch_names() {
+            named &= errors
+                .take(groups.add(cx, names, switch_config(), &sec.kind))
+                .is_some();
+        }
+        let router = sec
+            .router
+            .or(Some(!matches!(g.shape, Shape::Star | Shape::Linear)));
+        let own = NodeKeys {
+            sysctls: sec.sysctls.clone(),
+            commands: sec.commands.clone(),
+            ..NodeKeys::default()
+        };
+        let table = sec.node.as_ref().map_or(&empty, |t| t.get_ref());
+        let built = errors.take(config::build(cx, &[defaults, &own, table], router));
+        let built = built.unwrap_or_else(|| config::Built::of(NodeConfig::default()));
+        named &= errors
+            .take(groups.add(cx, g.node_names(), built, &sec.kind))
+            .is_some();
+    }
+    named.then(|| generators.into_iter().flatten().collect())
 }
 
 /// Two interfaces with one MAC address on one switch would have its bridge send one's
@@ -557,7 +603,7 @@ pub(crate) struct Groups {
     loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
     /// Every distinct per-namespace sysctl and value the groups set, with where (see
     /// `Draft`).
-    asked: Vec<(String, String, TopologyError)>,
+    asked: Vec<config::Asked>,
     seen: HashMap<String, usize>,
     total: u64,
 }
@@ -603,9 +649,9 @@ impl Groups {
         });
         self.templates.push(built.templates);
         self.loopbacks.push(built.loopback);
-        for (path, value, at) in built.asked {
-            if !self.asked.iter().any(|(p, v, _)| (p, v) == (&path, &value)) {
-                self.asked.push((path, value, at));
+        for a in built.asked {
+            if !(self.asked.iter()).any(|b| (&b.key, &b.value) == (&a.key, &a.value)) {
+                self.asked.push(a);
             }
         }
         Ok(())
@@ -613,19 +659,58 @@ impl Groups {
 }
 
 pub(crate) fn switch_config() -> config::Built {
-    config::Built {
-        config: NodeConfig {
-            switch: true,
-            ..NodeConfig::default()
+    config::Built::of(NodeConfig {
+        switch: true,
+        ..NodeConfig::default()
+    })
+}
+
+/// One stage of wiring: its items' errors go to the `Errors`.
+type Stage<'a> = dyn Fn(&mut Plan, &mut Errors) + 'a;
+
+/// Every link, pool, host link and route, in the order the file gives them, in stages
+/// (see [`read`]): a stage runs only if those it builds on had no errors.
+fn wire(
+    cx: &Ctx<'_>,
+    doc: &File,
+    generators: &[Generator],
+    groups: &Groups,
+    plan: &mut Plan,
+    errors: &mut Errors,
+) {
+    let stages: [&Stage; 4] = [
+        &|plan, e| {
+            e.take(pools(cx, doc, generators, groups, plan));
         },
-        templates: Default::default(),
-        loopback: None,
-        asked: Vec::new(),
+        &|plan, e| {
+            for l in &doc.link {
+                e.take(veth::parse(cx, l, plan));
+            }
+        },
+        &|plan, e| {
+            for (node, group) in doc.node.iter().zip(&groups.list) {
+                if let Some(h) = &node.get_ref().host_link {
+                    e.take(host::parse(cx, h, &group.names, plan));
+                }
+            }
+            for v in &doc.vxlan {
+                e.take(vxlan::parse(cx, v, plan));
+            }
+        },
+        &|plan, e| routes(cx, doc, groups, plan, e),
+    ];
+    for stage in stages {
+        let before = errors.len();
+        stage(plan, errors);
+        if errors.len() > before {
+            return;
+        }
     }
 }
 
-/// Every link, pool, host link and route, in the order the file gives them.
-fn wire(
+/// The loopback pools, the switches' pools, and the generators' wiring: the addresses
+/// that every later stage's are checked against.
+fn pools(
     cx: &Ctx<'_>,
     doc: &File,
     generators: &[Generator],
@@ -655,13 +740,12 @@ fn wire(
             }
         }
     }
-    let groups = &groups.list;
     for sw in &doc.switch {
         let s = sw.get_ref();
         let keyed = (s.pool.iter().map(|p| (p, "pool", true)))
             .chain(s.pool6.iter().map(|p| (p, "pool6", false)));
         for (pool, key, v4) in keyed {
-            let net = value(cx, pool, str::parse::<IpNet>)?;
+            let net = value(cx, pool, crate::values::network_prefix)?;
             if net.addr.is_ipv4() != v4 {
                 let want = if v4 {
                     "an IPv4 prefix (pool6 takes IPv6)"
@@ -679,21 +763,12 @@ fn wire(
         g.wire(plan)
             .map_err(|m| cx.err(sec.get_ref().kind.span(), m))?;
     }
-    let mut errors = Errors::default();
-    for l in &doc.link {
-        errors.take(veth::parse(cx, l, plan));
-    }
-    errors.done()?;
-    for (node, group) in doc.node.iter().zip(groups) {
-        if let Some(h) = &node.get_ref().host_link {
-            host::parse(cx, h, &group.names, plan)?;
-        }
-    }
-    for v in &doc.vxlan {
-        vxlan::parse(cx, v, plan)?;
-    }
-    let mut errors = Errors::default();
-    for (node, group) in doc.node.iter().zip(groups) {
+    Ok(())
+}
+
+/// Every node's routes, checked against its interfaces and their addresses.
+fn routes(cx: &Ctx<'_>, doc: &File, groups: &Groups, plan: &mut Plan, errors: &mut Errors) {
+    for (node, group) in doc.node.iter().zip(&groups.list) {
         for r in &node.get_ref().routes {
             let Some((dst, via, dev)) = errors.take(value(cx, r, parse_route)) else {
                 continue;
@@ -706,7 +781,6 @@ fn wire(
             errors.take(added);
         }
     }
-    errors.done()
 }
 
 /// `DST [via GATEWAY] [dev IFACE]`, where DST is a prefix or `default`.
@@ -732,7 +806,9 @@ fn parse_route(s: &str) -> Result<(IpNet, Option<IpAddr>, Option<String>), Strin
             prefix: 0,
         }
     } else {
-        dst.parse::<IpNet>().map_err(|_| bad())?
+        let net = dst.parse::<IpNet>().map_err(|_| bad())?;
+        crate::values::network_prefix(dst).map_err(|m| format!("route {s:?}: {m}"))?;
+        net
     };
     Ok((dst, via, dev))
 }
@@ -832,7 +908,7 @@ fn generator(cx: &Ctx<'_>, g: &Spanned<GenSection>) -> Result<Generator, Topolog
         "10.0.0.0/8"
     };
     let pool = match &sec.pool {
-        Some(p) => value(cx, p, str::parse::<IpNet>)?.network(),
+        Some(p) => value(cx, p, crate::values::network_prefix)?,
         None => default_pool.parse().unwrap(),
     };
     let gen = Generator {

@@ -164,7 +164,7 @@ impl Plan {
             }
         };
         super::check_ifname(&name)?;
-        check_addrs(&name, d)?;
+        check_addrs(&format!("{}:{name}", d.node), &d.addrs, d.mtu)?;
         if switch {
             bridge::check_port_name(&name)?;
         }
@@ -314,32 +314,30 @@ fn check_gateway(
 
 /// What the kernel refuses on an interface, refused here: a multicast or unspecified
 /// address, IPv6's loopback address (only `lo` may have it), and IPv6 on a link whose MTU
-/// is below IPv6's minimum (1280), where the kernel turns IPv6 off.
-fn check_addrs(iface: &str, d: &EndDecl) -> Result<(), String> {
-    for a in &d.addrs {
+/// is below IPv6's minimum (1280), where the kernel turns IPv6 off. `owner` names the
+/// interface (`r1:eth0`, or the host's `nsf-m`).
+pub(crate) fn check_addrs(owner: &str, addrs: &[IpNet], mtu: Option<u32>) -> Result<(), String> {
+    for a in addrs {
         if a.addr.is_ipv6() && a.addr.is_loopback() {
             return Err(format!(
-                "{}:{iface}: {a} is IPv6's loopback address, which only lo has",
-                d.node
+                "{owner}: {a} is IPv6's loopback address, which only lo has"
             ));
         }
         if a.addr.is_multicast() || a.addr.is_unspecified() {
+            let what = if a.addr.is_multicast() {
+                "a multicast"
+            } else {
+                "an unspecified"
+            };
             return Err(format!(
-                "{}:{iface}: {a} is {} address; expected a unicast one",
-                d.node,
-                if a.addr.is_multicast() {
-                    "a multicast"
-                } else {
-                    "an unspecified"
-                }
+                "{owner}: {a} is {what} address; expected a unicast one"
             ));
         }
     }
-    let v6 = d.addrs.iter().find(|a| a.addr.is_ipv6());
-    if let (Some(a), Some(mtu)) = (v6, d.mtu.filter(|m| *m < 1280)) {
+    let v6 = addrs.iter().find(|a| a.addr.is_ipv6());
+    if let (Some(a), Some(mtu)) = (v6, mtu.filter(|m| *m < 1280)) {
         return Err(format!(
-            "{}:{iface}: IPv6 address {a} on a link of MTU {mtu}; IPv6 needs an MTU of at least 1280",
-            d.node
+            "{owner}: IPv6 address {a} on a link of MTU {mtu}; IPv6 needs an MTU of at least 1280"
         ));
     }
     Ok(())

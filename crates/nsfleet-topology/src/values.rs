@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use nsfleet_values::rate_text;
-pub use nsfleet_values::{duration_ns, percent, rate_bps, unicast_mac, IpNet};
+pub use nsfleet_values::{duration_ns, network_prefix, percent, rate_bps, unicast_mac, IpNet};
 
 /// A link end's impairments, as tc netem applies them to what leaves the end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -34,10 +34,16 @@ fn a_draft_asks_for_its_namespace_sysctls_and_netem_only() {
     asks.sysctls.sort();
     asks.values.sort();
     let want = Asks {
-        // An interface's own key is not the kernel's to answer: eth0 does not exist yet.
-        sysctls: vec!["net/core/rmem_max".into(), "net/ipv4/ip_forward".into()],
+        // An interface's own key is asked of `lo`: eth0 does not exist yet, and a
+        // scratch namespace has only lo, whose keys are the same.
+        sysctls: vec![
+            "net/core/rmem_max".into(),
+            "net/ipv4/conf/lo/rp_filter".into(),
+            "net/ipv4/ip_forward".into(),
+        ],
         values: vec![
             ("net/core/rmem_max".into(), "1".into()),
+            ("net/ipv4/conf/lo/rp_filter".into(), "0".into()),
             ("net/ipv4/ip_forward".into(), "1".into()),
         ],
         netem: true,
@@ -49,7 +55,11 @@ fn a_draft_asks_for_its_namespace_sysctls_and_netem_only() {
 
 #[test]
 fn the_kernels_answer_decides_with_the_line_that_asked() {
-    let all = ["net/ipv4/ip_forward", "net/core/rmem_max"];
+    let all = [
+        "net/ipv4/ip_forward",
+        "net/core/rmem_max",
+        "net/ipv4/conf/lo/rp_filter",
+    ];
     let check = |c: KernelCaps| read("caps.toml", FILE).unwrap().check(&c);
     assert!(check(caps(true, &all, &all)).is_ok());
 
@@ -60,7 +70,8 @@ fn the_kernels_answer_decides_with_the_line_that_asked() {
         "{e}"
     );
 
-    let e = check(caps(true, &["net/ipv4/ip_forward"], &all)).unwrap_err();
+    let netns = ["net/ipv4/ip_forward", "net/ipv4/conf/lo/rp_filter"];
+    let e = check(caps(true, &netns, &all)).unwrap_err();
     assert_eq!(e.line, 5, "{e}");
     assert!(
         e.message.contains(
@@ -69,8 +80,16 @@ fn the_kernels_answer_decides_with_the_line_that_asked() {
         "{e}"
     );
 
-    let e = check(caps(true, &["net/ipv4/ip_forward"], &[])).unwrap_err();
+    let e = check(caps(true, &netns, &[])).unwrap_err();
     assert!(e.message.contains("no such sysctl on this kernel"), "{e}");
+
+    // An interface's key the kernel lacks is named as the file writes it.
+    let e = check(caps(true, &all[..2], &all[..2])).unwrap_err();
+    assert!(
+        e.message
+            .contains("\"net.ipv4.conf.eth0.rp_filter\": no such sysctl on this kernel"),
+        "{e}"
+    );
 
     // Unknown sysctls (no root to probe with) are left to `up`; assumed() checks nothing.
     assert!(check(KernelCaps {

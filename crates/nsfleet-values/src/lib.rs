@@ -136,6 +136,19 @@ impl FromStr for IpNet {
     }
 }
 
+/// A network prefix (`10.9.0.0/16`, `fd00::/64`): an address with its host bits set is
+/// refused, as `ip route` and Docker refuse it, rather than guessed at.
+pub fn network_prefix(s: &str) -> Result<IpNet, String> {
+    let net: IpNet = s.parse()?;
+    if net.network() != net {
+        let n = net.network();
+        return Err(format!(
+            "expected a network prefix, got {s:?}: its host bits are set (the network is {n})"
+        ));
+    }
+    Ok(net)
+}
+
 impl Serialize for IpNet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

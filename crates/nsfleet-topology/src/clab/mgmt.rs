@@ -255,9 +255,7 @@ fn is_host(net: &IpNet, a: IpAddr) -> bool {
 
 fn parse_net(lab: &Lab<'_>, y: &Yaml) -> Result<IpNet, TopologyError> {
     let s = lab.string(y)?;
-    s.parse::<IpNet>()
-        .map(|n| n.network())
-        .map_err(|m| lab.err(y.span.clone(), m))
+    crate::values::network_prefix(&s).map_err(|m| lab.err(y.span.clone(), m))
 }
 
 /// A short stable hash of the lab's name, for the host interface's name (as Docker's

@@ -63,6 +63,8 @@ impl Plan {
     ) -> Result<(), String> {
         let i = self.find(&end.node)?;
         crate::check_ifname(&host_name)?;
+        let owner = format!("the host's {host_name}");
+        crate::plan::check_addrs(&owner, &host_addrs, end.mtu)?;
         self.claim(&end.addrs, line)?;
         self.claim(&host_addrs, line)?;
         let host = HostEnd {

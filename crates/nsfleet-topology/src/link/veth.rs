@@ -81,7 +81,7 @@ pub(crate) fn parse(
     let mut a = end(cx, &sec.a, sec)?;
     let mut b = end(cx, &sec.b, sec)?;
     if let Some(pool) = &sec.pool {
-        let net = value(cx, pool, str::parse::<IpNet>)?;
+        let net = value(cx, pool, crate::values::network_prefix)?;
         if net.capacity() < 2 {
             return Err(cx.err(
                 pool.span(),
@@ -125,6 +125,8 @@ fn end(
         Some(i) => Some(impair(cx, i)?),
         None => None,
     };
+    // Checked again once the pool's addresses are added; here, to name this end's line.
+    crate::plan::check_addrs(&sec.at, &addrs, mtu).map_err(|m| cx.err(e.span(), m))?;
     Ok(EndDecl {
         node,
         iface,
