@@ -233,6 +233,100 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Capture packets of one or more interfaces of a live fleet, as tcpdump would.
+    ///
+    /// Each NODE:IFACE is captured in its node's namespace; several are merged in the
+    /// order of the kernel's timestamps. The filter (tcpdump's syntax, compiled by libpcap
+    /// and run in the kernel) follows the interfaces. Without -w, one line a packet (times
+    /// in UTC); with -w, pcapng with one interface per NODE:IFACE, named so. Ctrl-C ends
+    /// it; the counts of packets captured, received and dropped by the kernel follow.
+    ///
+    ///   nsfleet capture lab r1:eth0 icmp
+    ///   nsfleet capture lab r1:eth0 r2:eth1 -w ospf.pcapng ip proto 89
+    ///   nsfleet capture lab r1:eth0 -w - | wireshark -k -i -
+    ///   nsfleet capture lab r1:eth0 -w - | tcpdump -n -r -
+    #[command(verbatim_doc_comment)]
+    Capture {
+        /// The fleet.
+        name: String,
+        /// NODE:IFACE to capture (one or more), then the filter, if any: words that are not
+        /// NODE:IFACE start it.
+        #[arg(required = true, num_args = 1..)]
+        args: Vec<String>,
+        /// Write pcapng to FILE, or to standard output with `-`.
+        #[arg(short = 'w', value_name = "FILE")]
+        write: Option<std::path::PathBuf>,
+        /// Stop after this many packets.
+        #[arg(short = 'c', value_parser = within::<1, 1_000_000_000_000>)]
+        count: Option<u64>,
+        /// Bytes kept of each packet (the rest is counted in its length).
+        #[arg(short = 's', default_value_t = cmd::capture::DEFAULT_SNAPLEN as u64, value_parser = within::<64, 262144>)]
+        snaplen: u64,
+    },
+    /// Per-interface packets, bytes, drops and errors, and per-process CPU and memory, of
+    /// a live fleet: once, or refreshed like top with rates (--watch).
+    ///
+    /// Each refresh is one netlink dump in each node's namespace, spread over the
+    /// supervisor's workers (no process per node).
+    ///
+    ///   nsfleet stats lab                     # every interface and process, counters
+    ///   nsfleet stats lab r1                  # one node
+    ///   nsfleet stats lab r1:eth0 --json      # one interface, for machines
+    ///   nsfleet stats lab --watch --sort rx   # the busiest interfaces, every second
+    #[command(verbatim_doc_comment)]
+    Stats {
+        /// The fleet.
+        name: String,
+        /// NODE or NODE:IFACE; the whole fleet without it.
+        target: Option<String>,
+        /// Refresh until Ctrl-C, showing rates between two readings.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between refreshes with --watch.
+        #[arg(long, default_value_t = 1.0, value_parser = seconds)]
+        interval: f64,
+        /// Sort rows by name, rx, tx, drops, errors (interfaces) or cpu, mem (processes);
+        /// largest first.
+        #[arg(long, default_value = "name")]
+        sort: cmd::stats::SortKey,
+        /// Show at most this many rows of each table (20 with --watch).
+        #[arg(long, value_parser = within_usize::<1, 1_000_000>)]
+        limit: Option<usize>,
+        /// {"at": seconds since the epoch, "nodes": [{"name", "interfaces": [{"name",
+        /// "rx_packets", ...}], "processes": [{"pid", "command", "cpu_seconds",
+        /// "rss_bytes"}]}]}; one per line with --watch.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Draw a fleet: one self-contained HTML page (no network needed) from a topology file
+    /// or a running fleet, or its graph for other tools.
+    ///
+    /// The page lays the fleet out so that 5 or 10,000 nodes stay readable: switches are
+    /// squares, routers orange and hosts green circles; zoom with the wheel, pan by
+    /// dragging, search a node by name, hover for its addresses and impairments. With
+    /// --serve, a running fleet's page is served on 127.0.0.1 and follows the fleet: links
+    /// down (from its events), impairments and counters.
+    ///
+    ///   nsfleet graph lab.toml                     # graph.html
+    ///   nsfleet graph lab -o lab.html              # the running fleet, as it is now
+    ///   nsfleet graph lab --serve 8080             # live, on http://127.0.0.1:8080/
+    ///   nsfleet graph lab.toml --format dot | dot -Tsvg > lab.svg
+    #[command(verbatim_doc_comment)]
+    Graph {
+        /// A topology file (TOML or containerlab YAML), or the name of a running fleet.
+        source: String,
+        /// html, dot, mermaid or json.
+        #[arg(long, default_value = "html")]
+        format: cmd::graph::Format,
+        /// Write it here (`-` for standard output). HTML goes to graph.html without it,
+        /// the other formats to standard output.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// Serve the running fleet's live page on 127.0.0.1:PORT until Ctrl-C (0 picks
+        /// a free port).
+        #[arg(long, value_name = "PORT", value_parser = within::<0, 65535>)]
+        serve: Option<u64>,
+    },
     /// Stream what happens in a live fleet until it ends: links up, down or without
     /// carrier (the kernel's own notifications in each node, not polling), processes
     /// started and exited with their status, node actions, and nodes and interfaces added,
@@ -854,6 +948,59 @@ fn main() {
             name,
             dry_run,
             json,
+            run_dir,
+        }),
+        Command::Capture {
+            name,
+            args,
+            write,
+            count,
+            snaplen,
+        } => {
+            // NODE:IFACE words first; the filter from the first word that is not one.
+            let split = args
+                .iter()
+                .position(|w| !w.contains(':'))
+                .unwrap_or(args.len());
+            let (targets, filter) = args.split_at(split);
+            cmd::capture::capture(cmd::capture::CaptureArgs {
+                name,
+                targets: targets.to_vec(),
+                write,
+                count,
+                snaplen: snaplen as u32,
+                filter: filter.to_vec(),
+                run_dir,
+            })
+        }
+        Command::Stats {
+            name,
+            target,
+            watch,
+            interval,
+            sort,
+            limit,
+            json,
+        } => cmd::stats::stats(cmd::stats::StatsArgs {
+            name,
+            target,
+            watch,
+            interval: std::time::Duration::from_secs_f64(interval),
+            json,
+            sort,
+            limit,
+            run_dir,
+        }),
+        Command::Graph {
+            source,
+            format,
+            output,
+            serve,
+        } => cmd::graph::graph(cmd::graph::GraphArgs {
+            source,
+            format,
+            output,
+            serve: serve.map(|p| p as u16),
             run_dir,
         }),
         Command::Events { name, json } => cmd::events::events(cmd::events::EventsArgs {

@@ -39,6 +39,9 @@ const OPTIONS: &[(&[&str], &str, u64)] = &[
     (&["bench", "setns"], "--alive", 1),
     (&["bench", "setns"], "--process-calls", 0),
     (&["bench", "traffic"], "--loop-packets", 1),
+    (&["capture", "nofleet", "a:eth0"], "-c", 1),
+    (&["capture", "nofleet", "a:eth0"], "-s", 64),
+    (&["stats", "nofleet"], "--limit", 1),
 ];
 
 fn refused(env: &Env, args: &[&str], what: &str) {
@@ -79,6 +82,8 @@ fn every_numeric_option_refuses_malformed_and_out_of_range_values() {
     for value in ["0", "-1", "abc", "1e9", "nan", "inf"] {
         let given = format!("--seconds={value}");
         refused(&env, &["bench", "traffic", &given], "--seconds");
+        let given = format!("--interval={value}");
+        refused(&env, &["stats", "nofleet", &given], "--interval");
     }
     assert!(env.fleet_dirs().is_empty(), "nothing ran");
 }
@@ -110,6 +115,9 @@ fn no_value_makes_a_command_panic() {
         vec!["down", "nofleet"],
         vec!["status", "nofleet"],
         vec!["report", "/nonexistent.json"],
+        vec!["capture", "nofleet", "a:eth0", "tcp", "port", "x"],
+        vec!["capture", "nofleet", ":"],
+        vec!["stats", "nofleet", "a:"],
         vec!["bench", "compare", "/nonexistent", "/nonexistent"],
         vec!["bench", "compare", "a", "b", "--threshold", "-10%"],
     ] {

@@ -7,9 +7,8 @@
 //! network namespace, gets a private mount namespace with /sys remounted for it, and
 //! becomes the command. Standard input, output and error are the command's own.
 
-use super::connect;
-use anyhow::{anyhow, bail, Context};
-use nsfleet::control::{Reply, Request};
+use super::{node_namespace, NodeNamespace};
+use anyhow::{bail, Context};
 use nsfleet::rundir::RunDir;
 use nsfleet::sys;
 use std::os::fd::AsFd;
@@ -32,19 +31,12 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         );
     }
     let rd = RunDir::new(&a.run_dir);
-    let mut c = connect(&rd, &a.name)?;
-    let Reply::Netns {
-        world, number, env, ..
-    } = c.call(&Request::Netns {
-        node: a.node.clone(),
-    })?
-    else {
-        bail!("unexpected reply from the supervisor");
-    };
-    let ns = c
-        .take_fd()
-        .ok_or_else(|| anyhow!("the supervisor sent no namespace descriptor"))?;
-    drop(c);
+    let NodeNamespace {
+        fd: ns,
+        world,
+        number,
+        env,
+    } = node_namespace(&rd, &a.name, &a.node)?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
     // under them. Set while this process is still single-threaded.
     std::env::set_var(nsfleet::control::EXEC_MARKER, &a.name);

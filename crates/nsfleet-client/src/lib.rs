@@ -6,16 +6,19 @@
 //! directory: it never holds a namespace or changes a node itself.
 
 pub mod apply;
+pub mod capture;
 pub mod clab;
 pub mod clean;
 pub mod down;
 pub mod events;
 pub mod exec;
 pub mod gen;
+pub mod graph;
 pub mod impair;
 pub mod link;
 pub mod node;
 pub mod report;
+pub mod stats;
 pub mod status;
 pub mod up;
 
@@ -39,6 +42,42 @@ pub(crate) fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
             Some(_) => bail!("cannot reach fleet {name:?}'s supervisor: {e}"),
         },
     }
+}
+
+/// A node's namespaces as the supervisor passes them: the descriptor is its network
+/// namespace, or with `world`, a pidfd of its init, whose namespaces (network, mount, UTS,
+/// PID) are the node's; setns(2) takes either.
+pub(crate) struct NodeNamespace {
+    pub fd: std::os::fd::OwnedFd,
+    pub world: bool,
+    /// The node's number (`{i}`).
+    pub number: u64,
+    /// The node's environment variables (its `env`).
+    pub env: Vec<(String, String)>,
+}
+
+/// Node `node` of fleet `name`'s namespaces, or why not (the closest names of a node
+/// that does not exist).
+pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Result<NodeNamespace> {
+    use nsfleet::control::{Reply, Request};
+    let mut c = connect(rd, name)?;
+    let request = Request::Netns {
+        node: node.to_string(),
+    };
+    let Reply::Netns {
+        world, number, env, ..
+    } = c.call(&request)?
+    else {
+        bail!("unexpected reply from the supervisor");
+    };
+    let fd = (c.take_fd())
+        .ok_or_else(|| anyhow::anyhow!("the supervisor sent no namespace descriptor"))?;
+    Ok(NodeNamespace {
+        fd,
+        world,
+        number,
+        env,
+    })
 }
 
 pub(crate) fn human_bytes(b: i64) -> String {

@@ -43,6 +43,10 @@ pub struct Counters {
     pub tx_bytes: u64,
     pub rx_dropped: u64,
     pub tx_dropped: u64,
+    #[serde(default)]
+    pub rx_errors: u64,
+    #[serde(default)]
+    pub tx_errors: u64,
 }
 
 impl From<LinkStats> for Counters {
@@ -54,6 +58,8 @@ impl From<LinkStats> for Counters {
             tx_bytes: s.tx_bytes,
             rx_dropped: s.rx_dropped,
             tx_dropped: s.tx_dropped,
+            rx_errors: s.rx_errors,
+            tx_errors: s.tx_errors,
         }
     }
 }

@@ -56,6 +56,14 @@ pub enum Request {
         format: Option<nsfleet_topology::Format>,
         dry_run: bool,
     },
+    /// Every node's configuration and wiring as they are now (after any `apply`).
+    Shapes,
+    /// Every interface's counters and every process's CPU time and memory, of one node
+    /// (`node`) or of all.
+    Stats {
+        #[serde(default)]
+        node: Option<String>,
+    },
     /// Stream the fleet's events on this connection (after the `watching` reply), one
     /// JSON object per line, until the fleet ends.
     Events,
@@ -151,6 +159,10 @@ pub enum Reply {
     },
     /// The events follow, one per line.
     Watching,
+    Stats(FleetStats),
+    Shapes {
+        nodes: Vec<NodeShape>,
+    },
     /// What `apply` changes (or would change), object by object; `report` once applied.
     Plan {
         changes: Vec<nsfleet_topology::diff::Change>,
@@ -209,6 +221,54 @@ pub struct FleetStatus {
     pub subsystems: Vec<String>,
     pub run_dir: String,
     pub nodes: Vec<NodeStatus>,
+}
+
+/// A node as it is now: what `nsfleet graph` draws of a running fleet.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeShape {
+    pub name: String,
+    pub config: std::sync::Arc<nsfleet_topology::NodeConfig>,
+    pub wiring: std::sync::Arc<nsfleet_topology::NodeWiring>,
+}
+
+/// What `nsfleet stats` shows: counters read at `at` (seconds since the epoch), which
+/// the client turns into rates between two readings.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FleetStats {
+    pub at: f64,
+    pub nodes: Vec<NodeStats>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub name: String,
+    /// Its interfaces but `lo`, in the kernel's order.
+    pub interfaces: Vec<IfaceStats>,
+    pub processes: Vec<ProcUsage>,
+    /// Why the node could not be read (it is being removed), if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One interface: its state and counters since it was made.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IfaceStats {
+    pub name: String,
+    /// Administratively up (IFF_UP).
+    pub up: bool,
+    /// Has carrier: for a veth, its peer is up.
+    pub carrier: bool,
+    #[serde(flatten)]
+    pub counters: nsfleet_subsys::cable::Counters,
+}
+
+/// One running process of a node and what it has used.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcUsage {
+    pub pid: i64,
+    pub command: String,
+    pub cpu_seconds: f64,
+    pub rss_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -432,6 +432,16 @@ impl Supervisor {
                 self.status()
             })),
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
+            Ok(Request::Stats { node }) => reply(&answer(self.stats(node.as_deref()))),
+            Ok(Request::Shapes) => reply(&Reply::Shapes {
+                nodes: (self.fleet.nodes().iter())
+                    .map(|n| control::NodeShape {
+                        name: n.name().to_string(),
+                        config: n.config(),
+                        wiring: n.wiring(),
+                    })
+                    .collect(),
+            }),
             Ok(Request::Impair {
                 node,
                 iface,
@@ -491,15 +501,19 @@ impl Supervisor {
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())
             }
-            _ => control::write_line(
+            Some((_, None, _)) => control::write_line(
                 conn,
                 &Reply::Error {
-                    message: format!(
-                        "fleet {:?} has no node {node:?} (or it is being torn down)",
-                        self.name
-                    ),
+                    message: format!("node {node:?} of fleet {:?} is being torn down", self.name),
                 },
             ),
+            None => {
+                let message = match self.known_node(node) {
+                    Err(e) => format!("{e:#}"),
+                    Ok(_) => format!("fleet {:?} has no node {node:?}", self.name),
+                };
+                control::write_line(conn, &Reply::Error { message })
+            }
         }
     }
 
@@ -834,6 +848,68 @@ impl Supervisor {
         }
     }
 
+    /// Counters of every interface and usage of every process, of node `only` or of all:
+    /// one link dump in each node's namespace, spread over the workers; the processes from
+    /// /proc. Never waits for a change: a node removed meanwhile says so.
+    fn stats(&self, only: Option<&str>) -> anyhow::Result<Reply> {
+        use nsfleet_netlink::{rtnl, Batch};
+        let table = self.fleet.nodes();
+        let nodes: Vec<Arc<Node>> = match only {
+            Some(n) => vec![self.known_node(n)?],
+            None => table.iter().cloned().collect(),
+        };
+        let usage = |n: &Node| -> Vec<control::ProcUsage> {
+            let procs = n.inspect::<Procs, _>(self.defaults.process, |p| p.describe());
+            (procs.unwrap_or_default().into_iter())
+                .filter(|p| p.running)
+                .filter_map(|p| {
+                    let u = sys::usage_of(p.pid)?;
+                    Some(control::ProcUsage {
+                        pid: p.pid,
+                        command: p.command,
+                        cpu_seconds: u.cpu_seconds,
+                        rss_bytes: u.rss_bytes,
+                    })
+                })
+                .collect()
+        };
+        let processes: Vec<_> = nodes.iter().map(|n| usage(n)).collect();
+        let order: std::collections::HashMap<String, usize> = (nodes.iter().enumerate())
+            .map(|(i, n)| (n.name().to_string(), i))
+            .collect();
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut read = self.fleet.in_each(nodes, |sock| {
+            let mut b = Batch::new();
+            rtnl::dump_links(&mut b, sock.next_seq());
+            let mut links = Vec::new();
+            sock.dump(&b, |m| links.extend(rtnl::parse_link(m)))?;
+            Ok(links)
+        });
+        read.sort_by_key(|(name, _)| order[name]);
+        let nodes = (read.into_iter().zip(processes))
+            .map(|((name, links), processes)| match links {
+                Ok(links) => control::NodeStats {
+                    name,
+                    interfaces: links
+                        .iter()
+                        .filter(|l| l.name != "lo")
+                        .map(iface_stats)
+                        .collect(),
+                    processes,
+                    error: None,
+                },
+                Err(e) => control::NodeStats {
+                    name,
+                    error: Some(format!("{e:#}")),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        Ok(Reply::Stats(control::FleetStats { at, nodes }))
+    }
+
     fn status(&self) -> FleetStatus {
         let nodes = self.fleet.nodes();
         let nodes: Vec<NodeStatus> = nodes
@@ -895,4 +971,14 @@ fn answer(r: anyhow::Result<Reply>) -> Reply {
     r.unwrap_or_else(|e| Reply::Error {
         message: format!("{e:#}"),
     })
+}
+
+/// A link's state and counters as `nsfleet stats` shows them.
+fn iface_stats(l: &nsfleet_netlink::rtnl::LinkInfo) -> control::IfaceStats {
+    control::IfaceStats {
+        name: l.name.clone(),
+        up: l.flags & nsfleet_netlink::rtnl::IFF_UP != 0,
+        carrier: l.carrier.unwrap_or(false),
+        counters: l.stats.into(),
+    }
 }

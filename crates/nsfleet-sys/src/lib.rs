@@ -3,11 +3,13 @@
 //! per domain, each wrapper doing one syscall (or one fixed sequence) and returning
 //! `io::Result`. The netlink socket and the traffic engine's packet rings keep their own
 //! boundaries in their crates (`nsfleet-netlink`'s socket.rs, `nsfleet-traffic`'s sys.rs
-//! and tx/ring.rs): those crates are usable without the engine.
+//! and tx/ring.rs for its rings, XDP and CPU pinning): those crates are usable without
+//! the engine.
 //!
 //! It never decides anything: when to switch namespace, whom to signal, what to hold is
 //! the callers' policy. It knows no fleet, node, topology or netlink message.
 
+pub mod bpf;
 pub mod fdpass;
 pub mod fs;
 pub mod helper;
@@ -15,6 +17,7 @@ pub mod iface;
 pub mod limits;
 pub mod meminfo;
 pub mod ns;
+pub mod packet;
 pub mod poll;
 pub mod process;
 pub mod procfs;

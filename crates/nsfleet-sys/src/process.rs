@@ -367,6 +367,12 @@ pub fn clock_ticks_per_second() -> i64 {
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
 
+/// The size of a memory page, in bytes.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+}
+
 /// Sends `sig` to the process behind a pidfd (never to a recycled pid).
 pub fn kill_pidfd(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: pidfd_send_signal(2) with a borrowed descriptor, a signal number and no info.

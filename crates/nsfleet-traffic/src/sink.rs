@@ -45,8 +45,9 @@ impl Sink {
 
     /// UDP packets that reached the interface since the sink opened.
     pub fn count(&mut self) -> io::Result<u64> {
-        // The kernel resets its counters on every read: keep the sum here.
-        self.total += sys::packet_stats(&self.fd)?;
+        // The kernel resets its counters on every read: keep the sum here. Its count of
+        // packets includes the dropped.
+        self.total += nsfleet_sys::packet::packet_stats(&self.fd)?.packets;
         Ok(self.total)
     }
 }

@@ -117,6 +117,19 @@ impl Env {
         assert!(self.fleet_dirs().is_empty(), "{tag}: nothing created");
     }
 
+    /// Runs `args`, which must fail with exit status 1 and an error that says `expected`;
+    /// returns what it said.
+    pub fn fails(&self, args: &[&str], expected: &str) -> String {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(expected),
+            "{args:?}: expected {expected:?} in {err}"
+        );
+        err
+    }
+
     pub fn status(&self, name: &str) -> Value {
         let v: Value = serde_json::from_str(&self.ok(&["status", name, "--json"])).unwrap();
         v["fleets"][0].clone()

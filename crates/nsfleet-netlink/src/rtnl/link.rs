@@ -1,7 +1,7 @@
 //! Links (RTM_*LINK): veth pairs, bridges, VXLAN devices, masters, flags and per-device
 //! IPv4 settings.
 
-use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_EXCL};
+use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
 
 pub const RTM_NEWLINK: u16 = 16;
 pub const RTM_DELLINK: u16 = 17;
@@ -240,6 +240,13 @@ pub fn get_link_by_name(b: &mut Batch, seq: u32, name: &str) {
 pub fn get_link(b: &mut Batch, seq: u32, index: i32) {
     b.begin(RTM_GETLINK, 0, seq)
         .header(&ifinfomsg(index, 0, 0))
+        .end();
+}
+
+/// A dump of every link of the socket's namespace, each with its counters.
+pub fn dump_links(b: &mut Batch, seq: u32) {
+    b.begin(RTM_GETLINK, NLM_F_DUMP, seq)
+        .header(&ifinfomsg(0, 0, 0))
         .end();
 }
 
