@@ -14,6 +14,7 @@ mod daemons;
 mod raw;
 mod routers;
 mod setns;
+mod stats;
 mod teardown;
 mod traffic;
 
@@ -24,6 +25,7 @@ pub use create::{create, CreateArgs};
 pub use daemons::{daemons, DaemonsArgs, Suite};
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
+pub use stats::{stats, StatsArgs};
 pub use teardown::{teardown, TeardownArgs};
 pub use traffic::{traffic, TrafficArgs};
 
@@ -117,6 +119,11 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         count: defaults.cable_count,
         common: with("cable"),
     })?;
+    stats(StatsArgs {
+        count: defaults.stats_count,
+        peer_count: defaults.stats_peer_count,
+        common: with("stats"),
+    })?;
     apply(ApplyArgs {
         sizes: defaults.apply_sizes.clone(),
         adds: defaults.apply_adds.clone(),
@@ -149,6 +156,8 @@ pub struct Defaults {
     pub daemons_timeout: std::time::Duration,
     pub clab_count: u64,
     pub cable_count: u64,
+    pub stats_count: u64,
+    pub stats_peer_count: u64,
     pub apply_sizes: Vec<u64>,
     pub apply_adds: Vec<u64>,
     pub loop_packets: u64,
@@ -174,6 +183,8 @@ impl Default for Defaults {
             daemons_timeout: std::time::Duration::from_secs(600),
             clab_count: 100,
             cable_count: 1000,
+            stats_count: 10_000,
+            stats_peer_count: 200,
             apply_sizes: vec![1000, 10_000],
             apply_adds: vec![100, 1000],
             loop_packets: 50_000_000,
@@ -551,14 +562,19 @@ fn kernel_config() -> std::collections::BTreeMap<String, String> {
 
 /// A process's (user, system) CPU seconds, from /proc/PID/stat.
 pub(crate) fn cpu_of(pid: i64) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let f = stat_in_seconds(&pid.to_string());
+    (f[11], f[12])
+}
+
+/// The numbers of /proc/`who`/stat after the command's name, divided by the clock's
+/// ticks per second (so the CPU times are in seconds): utime is [11], stime [12], the
+/// waited-for children's cutime [13] and cstime [14]. Zeros for a process that is gone.
+pub(crate) fn stat_in_seconds(who: &str) -> Vec<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{who}/stat")).unwrap_or_default();
     let hz = nsfleet::sys::clock_ticks_per_second() as f64;
-    let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / hz;
-    (field(11), field(12))
+    let mut f: Vec<f64> = (stat.rsplit(')').next().unwrap_or("").split_whitespace())
+        .map(|v| v.parse::<f64>().unwrap_or(0.0) / hz)
+        .collect();
+    f.resize(f.len().max(15), 0.0);
+    f
 }

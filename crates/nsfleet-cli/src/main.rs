@@ -568,6 +568,20 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// One `nsfleet stats` refresh of a star of N hosts: the CPU time of the supervisor and
+    /// the client per refresh (the target: under 1 s at 10,000 nodes), against reading the
+    /// same counters with a process per node (`nsfleet exec NODE -- ip -s -j link`) over K
+    /// of the nodes, per node, in the same run.
+    Stats {
+        /// Hosts on the switch.
+        #[arg(long, value_parser = within::<1, 200_000>, default_value_t = d().stats_count)]
+        count: u64,
+        /// Nodes read by a process each, for the comparison.
+        #[arg(long, value_parser = within::<1, 200_000>, default_value_t = d().stats_peer_count)]
+        peer_count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// `nsfleet apply` adding K routers to a running line of N, and removing them again,
     /// against `up` of K routers in a fleet of their own, in the same run: routers per
     /// second of each, and apply's rate over up's (1.0: apply adds at up's pace).
@@ -730,6 +744,15 @@ fn bench(b: Bench) -> anyhow::Result<()> {
         }),
         Bench::Cable { count, common } => cable(CableArgs {
             count,
+            common: common.common(),
+        }),
+        Bench::Stats {
+            count,
+            peer_count,
+            common,
+        } => nsfleet_bench::stats(nsfleet_bench::StatsArgs {
+            count,
+            peer_count,
             common: common.common(),
         }),
         Bench::Clab {

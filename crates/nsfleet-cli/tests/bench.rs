@@ -8,7 +8,9 @@ use harness::*;
 use nsfleet_results::{Better, Metric, Results};
 use std::process::Command;
 
-const SCENARIOS: [&str; 6] = ["create", "teardown", "churn", "routers", "setns", "traffic"];
+const SCENARIOS: [&str; 7] = [
+    "create", "teardown", "churn", "routers", "setns", "traffic", "stats",
+];
 
 #[test]
 fn every_quick_scenario_writes_results_and_the_report_renders_in_chromium() {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-const FLEET: &str = "[fleet]\nname = \"st\"\n[[generate]]\nkind = \"line\"\ncount = 3\n[[node]]\nname = \"busy\"\ncommands = [\"exec sh -c 'while :; do :; done'\"]\n";
+const FLEET: &str = "[fleet]\nname = \"st\"\n[[generate]]\nkind = \"line\"\ncount = 3\n[[node]]\nname = \"busy\"\ncommands = [\"exec sh -c 'while :; do :; done'\"]\n[[switch]]\nname = \"sw\"\n[[node]]\nname = \"h\"\n[[link]]\na = { at = \"h:eth0\", addrs = [\"10.9.0.1/24\"] }\nb = \"sw\"\n[[link]]\na = { at = \"busy:eth0\", addrs = [\"10.9.0.2/24\"] }\nb = \"sw\"\n";
 
 fn stats(env: &Env, args: &[&str]) -> Value {
     serde_json::from_str(&env.ok(&[&["stats", "st"], args, &["--json"]].concat())).unwrap()
@@ -51,6 +51,25 @@ fn counters_follow_the_packets_sent_and_processes_show_their_cpu() {
     assert_eq!(delta("r3", "eth0", "rx_packets"), 0, "nothing reached r3");
     assert_eq!(iface(&after, "r2", "eth1")["up"], true);
 
+    // A switch's ports, counted without a link dump (see the supervisor's `stats`).
+    let sw_before = stats(&env, &["sw"]);
+    env.ok(&[
+        "exec", "st", "h", "--", "ping", "-c", "4", "-i", "0.1", "10.9.0.2",
+    ]);
+    let sw_after = stats(&env, &["sw"]);
+    let grew = |name| {
+        iface(&sw_after, "sw", name)["rx_packets"].as_u64().unwrap()
+            - iface(&sw_before, "sw", name)["rx_packets"]
+                .as_u64()
+                .unwrap()
+    };
+    assert!(
+        (4..=6).contains(&grew("p1")),
+        "h's pings into port p1: {}",
+        grew("p1")
+    );
+    iface(&sw_after, "sw", "br0");
+
     let busy = (after["nodes"].as_array().unwrap().iter())
         .find(|n| n["name"] == "busy")
         .unwrap();
@@ -87,7 +106,7 @@ fn watch_refreshes_with_rates_and_json_lines() {
     let _ = child.wait();
     let at = |v: &Value| v["at"].as_f64().unwrap();
     assert!(at(&second) - at(&first) >= 0.25, "{first} {second}");
-    assert_eq!(second["nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(second["nodes"].as_array().unwrap().len(), 6);
 
     // For people: rates between readings, redrawn.
     let out = env

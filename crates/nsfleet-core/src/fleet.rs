@@ -324,14 +324,14 @@ impl Fleet {
         (made, first_err.map_or(Ok(()), Err))
     }
 
-    /// Runs `f` with a netlink socket inside each of `nodes`, spread over the workers, and
-    /// hands back each node's name with what `f` returned, as they finish: for reading
-    /// many nodes at once (`nsfleet stats`). A node being torn down meanwhile is an error
-    /// of its own.
+    /// Runs `f` (given the node's name) with a netlink socket inside each of `nodes`,
+    /// spread over the workers, and hands back each node's name with what `f` returned,
+    /// as they finish: for reading many nodes at once (`nsfleet stats`). A node being torn
+    /// down meanwhile is an error of its own.
     pub fn in_each<R>(
         &self,
         nodes: Vec<Arc<Node>>,
-        f: impl Fn(&mut nsfleet_netlink::NlSocket) -> anyhow::Result<R> + Send + Sync + 'static,
+        f: impl Fn(&str, &mut nsfleet_netlink::NlSocket) -> anyhow::Result<R> + Send + Sync + 'static,
     ) -> Vec<(String, anyhow::Result<R>)>
     where
         R: Send + 'static,
@@ -339,7 +339,7 @@ impl Fleet {
         let work = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
             let r = (enter_node(w, &node))
                 .and_then(|()| Ok(w.rtnl()?))
-                .and_then(&f);
+                .and_then(|sock| f(node.name(), sock));
             (node.name().to_string(), r)
         });
         let mut out = Vec::with_capacity(nodes.len());

@@ -344,14 +344,18 @@ impl Client {
     /// The next line as `T` (an event of `nsfleet events`, a reply), or `None` when the
     /// supervisor closed the connection.
     pub fn next_as<T: serde::de::DeserializeOwned>(&mut self) -> anyhow::Result<Option<T>> {
+        // Only bytes not yet searched are searched: a reply of megabytes (`stats` of a
+        // big fleet) comes in many reads.
+        let mut searched = 0;
         loop {
-            if let Some(end) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=end).collect();
+            if let Some(at) = self.buf[searched..].iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=searched + at).collect();
                 return serde_json::from_slice(&line)
                     .map(Some)
                     .map_err(|e| anyhow!("malformed line from the supervisor: {e}"));
             }
-            let mut chunk = [0u8; 8192];
+            searched = self.buf.len();
+            let mut chunk = [0u8; 65536];
             let (n, fd) = sys::recv_with_fd(self.sock.as_fd(), &mut chunk)
                 .context("reading from the supervisor")?;
             if fd.is_some() {

@@ -33,6 +33,7 @@ use nsfleet_sys as sys;
 use nsfleet_topology::{Impair, Topology};
 use nsfleet_traffic::Command;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::ControlFlow;
@@ -754,7 +755,7 @@ impl Supervisor {
             return Ok(());
         }
         let nodes = self.fleet.nodes();
-        let inodes: std::collections::HashMap<u64, &str> = (remove.iter())
+        let inodes: HashMap<u64, &str> = (remove.iter())
             .filter_map(|n| Some((nodes.get(n)?.inode(), n.as_str())))
             .collect();
         let marker = format!("{}={}", control::EXEC_MARKER, self.name);
@@ -874,29 +875,53 @@ impl Supervisor {
                 .collect()
         };
         let processes: Vec<_> = nodes.iter().map(|n| usage(n)).collect();
-        let order: std::collections::HashMap<String, usize> = (nodes.iter().enumerate())
+        let order: HashMap<String, usize> = (nodes.iter().enumerate())
             .map(|(i, n)| (n.name().to_string(), i))
             .collect();
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let mut read = self.fleet.in_each(nodes, |sock| {
+        // A switch's ports by the counters alone (see `rtnl::dump_stats`), named from its
+        // wiring; their state is read at the other end. Any other node by a link dump.
+        let names: HashMap<String, HashMap<i32, String>> = (nodes.iter())
+            .filter(|n| n.config().switch)
+            .map(|n| (n.name().to_string(), port_names(&n.wiring())))
+            .collect();
+        let mut read = self.fleet.in_each(nodes, move |name, sock| {
             let mut b = Batch::new();
-            rtnl::dump_links(&mut b, sock.next_seq());
-            let mut links = Vec::new();
-            sock.dump(&b, |m| links.extend(rtnl::parse_link(m)))?;
-            Ok(links)
+            let Some(ports) = names.get(name) else {
+                rtnl::dump_links(&mut b, sock.next_seq());
+                let mut links = Vec::new();
+                sock.dump(&b, |m| links.extend(rtnl::parse_link(m)))?;
+                return Ok(links
+                    .iter()
+                    .filter(|l| l.name != "lo")
+                    .map(iface_stats)
+                    .collect());
+            };
+            rtnl::dump_stats(&mut b, sock.next_seq());
+            let mut ports_seen = Vec::new();
+            sock.dump(&b, |m| {
+                let Some((index, stats)) = rtnl::parse_stats(m) else {
+                    return;
+                };
+                if let Some(name) = ports.get(&index) {
+                    ports_seen.push(control::IfaceStats {
+                        name: name.clone(),
+                        up: true,
+                        carrier: true,
+                        counters: stats.into(),
+                    });
+                }
+            })?;
+            Ok(ports_seen)
         });
         read.sort_by_key(|(name, _)| order[name]);
         let nodes = (read.into_iter().zip(processes))
-            .map(|((name, links), processes)| match links {
-                Ok(links) => control::NodeStats {
+            .map(|((name, interfaces), processes)| match interfaces {
+                Ok(interfaces) => control::NodeStats {
                     name,
-                    interfaces: links
-                        .iter()
-                        .filter(|l| l.name != "lo")
-                        .map(iface_stats)
-                        .collect(),
+                    interfaces,
                     processes,
                     error: None,
                 },
@@ -981,4 +1006,12 @@ fn iface_stats(l: &nsfleet_netlink::rtnl::LinkInfo) -> control::IfaceStats {
         carrier: l.carrier.unwrap_or(false),
         counters: l.stats.into(),
     }
+}
+
+/// A switch's interfaces by index: its ports and its bridges (not the veths that join
+/// its bridges, which are its own plumbing).
+fn port_names(w: &nsfleet_topology::NodeWiring) -> HashMap<i32, String> {
+    let ports = w.ifaces.iter().map(|i| (i.index, i.name.clone()));
+    let bridges = (0..w.bridges).map(|k| (nsfleet_topology::bridge_index(k), format!("br{k}")));
+    ports.chain(bridges).collect()
 }

@@ -11,8 +11,8 @@ mod tc;
 
 pub use addr::{del_addr, new_addr};
 pub use link::{
-    del_link, del_link_by_name, dump_links, get_link, get_link_by_name, parse_link, set_forwarding,
-    set_link, set_link_alias, LinkInfo, LinkSpec, LinkStats, IFF_UP,
+    del_link, del_link_by_name, dump_links, dump_stats, get_link, get_link_by_name, parse_link,
+    parse_stats, set_forwarding, set_link, set_link_alias, LinkInfo, LinkSpec, LinkStats, IFF_UP,
 };
 pub use link::{new_bridge, new_veth, new_vxlan, no_link_local, Vxlan};
 pub use nsid::*;
