@@ -223,6 +223,9 @@ fn a_running_fleets_page_follows_a_cable_pulled_out() {
         }
         assert!(Instant::now() < deadline, "no event for r1:eth1");
     }
+    // An impairment set on the live fleet shows in its state.
+    env.ok(&["impair", "gr", "h2:eth0", "--rate", "5mbit"]);
+    assert_eq!(state(port)["impaired"]["h2:eth0"], "rate 5mbit");
     let down = state(port)["down"].clone();
     assert!(
         down.as_array().unwrap().iter().any(|d| d == "r1:eth1"),
@@ -241,6 +244,10 @@ fn a_running_fleets_page_follows_a_cable_pulled_out() {
     assert!(
         dom.contains("link veth down"),
         "the pulled cable is drawn down"
+    );
+    assert!(
+        dom.contains("data-impaired=\"3\""),
+        "h1:eth0, its port, h2:eth0"
     );
 }
 

@@ -223,13 +223,27 @@ fn respond(conn: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> anyho
 }
 
 /// The fleet's state now: the interfaces that are down (administratively or without
-/// carrier) as `node:iface`, and every interface's counters.
+/// carrier) as `node:iface`, the impaired ones with their impairment (as `nsfleet impair`
+/// left them), and every interface's counters.
 fn state(rd: &RunDir, name: &str) -> anyhow::Result<serde_json::Value> {
-    let mut c = connect(rd, name)?;
-    c.set_timeout(Some(Duration::from_secs(60)));
-    let Reply::Stats(s) = c.call(&Request::Stats { node: None })? else {
+    let ask = |req: &Request| -> anyhow::Result<Reply> {
+        let mut c = connect(rd, name)?;
+        c.set_timeout(Some(Duration::from_secs(60)));
+        c.call(req)
+    };
+    let Reply::Stats(s) = ask(&Request::Stats { node: None })? else {
         bail!("unexpected reply from the supervisor");
     };
+    let Reply::Status(status) = ask(&Request::Status)? else {
+        bail!("unexpected reply from the supervisor");
+    };
+    let impaired: serde_json::Map<String, serde_json::Value> = (status.nodes.iter())
+        .flat_map(|n| {
+            n.impairments
+                .iter()
+                .map(move |(i, m)| (format!("{}:{i}", n.name), m.to_string().into()))
+        })
+        .collect();
     let mut down = Vec::new();
     let mut counters = serde_json::Map::new();
     for n in &s.nodes {
@@ -241,7 +255,7 @@ fn state(rd: &RunDir, name: &str) -> anyhow::Result<serde_json::Value> {
             counters.insert(end, serde_json::to_value(i)?);
         }
     }
-    Ok(serde_json::json!({ "down": down, "counters": counters }))
+    Ok(serde_json::json!({ "down": down, "impaired": impaired, "counters": counters }))
 }
 
 /// The fleet's events as server-sent events, one `data:` line each, until the page goes
