@@ -254,6 +254,40 @@ fn ctrl_c_ends_a_capture_cleanly_with_its_counts() {
 }
 
 #[test]
+fn packets_the_kernel_drops_are_counted_and_reported() {
+    let env = Env::new("capdrop");
+    let _f = env.up(LINE);
+    // A reader that does not read yet: the capture blocks writing to it, its socket's
+    // buffer fills, and the kernel drops what comes after.
+    let mut cap = Capture::start(&env, &["r2:eth0", "-w", "-", "icmp"], Stdio::piped());
+    let mut out = cap.child.stdout.take().unwrap();
+    env.ok(&[
+        "exec", "cp", "r1", "--", "ping", "-q", "-f", "-c", "20000", "-s", "1400", "10.0.0.2",
+    ]);
+    let reader = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    // SAFETY: a signal to the capture this test started.
+    unsafe { libc::kill(cap.child.id() as i32, libc::SIGINT) };
+    let (code, err) = cap.finish();
+    reader.join().unwrap().unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let count = |what: &str| -> u64 {
+        (err.lines())
+            .find_map(|l| l.strip_suffix(what))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {what:?} in {err}"))
+    };
+    let (captured, received, dropped) = (
+        count(" packets captured"),
+        count(" packets received by filter"),
+        count(" packets dropped by kernel"),
+    );
+    assert!(dropped > 0, "{err}");
+    // As tcpdump's: what was still queued in the socket at Ctrl-C was received, not
+    // captured.
+    assert!(captured + dropped <= received, "{err}");
+}
+
+#[test]
 fn what_cannot_be_captured_is_refused_before_capturing() {
     let env = Env::new("capbad");
     let _f = env.up(LINE);
