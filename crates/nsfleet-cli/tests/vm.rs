@@ -19,6 +19,15 @@ fn vm(env: &Env, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// [`vm`], which must succeed: what the guest printed.
+fn vm_ok(env: &Env, args: &[&str]) -> String {
+    let out = vm(env, args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    text
+}
+
 /// Leftovers of any `nsfleet vm` run: QEMU processes and initramfs folders.
 fn leftovers() -> Vec<String> {
     let mut left: Vec<String> = (std::fs::read_dir(std::env::temp_dir()).unwrap().flatten())
@@ -59,14 +68,7 @@ fn a_debian_kernel_runs_a_command_and_netem_delays_pings() {
         "export NSFLEET_RUN_DIR=/run/nsf; {nsfleet} up {} >/dev/null 2>&1 || exit 3; {nsfleet} exec nm a -- ping -c 5 -i 0.2 10.0.0.2; rc=$?; {nsfleet} down nm >/dev/null; exit $rc",
         topo.display()
     );
-    let out = vm(&env, &["--", "sh", "-c", &script]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
     let rtt = (text.lines())
         .find_map(|l| l.split("rtt min/avg/max/mdev = ").nth(1))
         .and_then(|r| r.split('/').next())
@@ -74,6 +76,99 @@ fn a_debian_kernel_runs_a_command_and_netem_delays_pings() {
         .unwrap_or_else(|| panic!("no rtt in {text}"));
     // 20 ms each way; emulation adds to it, never takes away.
     assert!((40.0..80.0).contains(&rtt), "minimum RTT {rtt} ms");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// Six pairs of nodes, each joined by a link with one impairment (`p` by none).
+fn impaired_pairs() -> String {
+    let links = [
+        ("j", "delay = \"10ms\", jitter = \"5ms\""),
+        ("l", "loss = \"20%\""),
+        ("d", "duplicate = \"50%\""),
+        ("c", "corrupt = \"50%\""),
+        ("r", "rate = \"1mbit\""),
+        ("p", ""),
+    ];
+    let mut t = String::from("[fleet]\nname = \"im\"\n");
+    for (k, (n, impair)) in links.iter().enumerate() {
+        let net = k + 1;
+        t += &format!("[[node]]\nname = \"{n}1\"\n[[node]]\nname = \"{n}2\"\n[[link]]\n");
+        t += &format!("a = {{ at = \"{n}1:eth0\", addrs = [\"10.{net}.0.1/24\"] }}\n");
+        t += &format!("b = {{ at = \"{n}2:eth0\", addrs = [\"10.{net}.0.2/24\"] }}\n");
+        if !impair.is_empty() {
+            t += &format!("impair = {{ {impair} }}\n");
+        }
+    }
+    t
+}
+
+/// The number just before `key` in `line` (`45.3` of `"..., 45.3% packet loss"`).
+fn number_before(line: &str, key: &str) -> f64 {
+    let head = line.split(key).next().unwrap_or("");
+    let word = head.rsplit([' ', ',']).next().unwrap_or("");
+    word.trim_end_matches('%')
+        .parse()
+        .unwrap_or_else(|_| panic!("{key:?} in {line:?}"))
+}
+
+#[test]
+fn every_netem_impairment_shows_in_pings_inside_a_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmimpair");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let topo = env.file("im.toml", &impaired_pairs());
+    // Every ping has a deadline: corrupted replies confuse ping's clock.
+    let ping = |node: &str, args: &str, to: &str, pick: &str| {
+        format!("echo \"{node} $({nsfleet} exec im {node} -- ping -q {args} -w 20 {to} 2>/dev/null | {pick})\"\n")
+    };
+    let mut script = format!(
+        "export NSFLEET_RUN_DIR=/run/nsf\n{nsfleet} up {} >/dev/null 2>&1 || exit 3\n",
+        topo.display()
+    );
+    script += &ping("j1", "-c 30 -i 0.05", "10.1.0.2", "tail -1");
+    script += &ping("l1", "-c 300 -i 0.01 -W 1", "10.2.0.2", "grep loss");
+    script += &format!(
+        "echo \"d1 $({nsfleet} exec im d1 -- ping -c 40 -i 0.02 -w 20 10.3.0.2 | grep -c DUP)\"\n"
+    );
+    script += &ping("c1", "-c 200 -i 0.01 -W 1", "10.4.0.2", "grep loss");
+    script += &ping("r1", "-f -c 200 -s 1400", "10.5.0.2", "grep loss");
+    script += &ping("p1", "-f -c 200 -s 1400", "10.6.0.2", "grep loss");
+    script += &format!("{nsfleet} down im >/dev/null\n");
+    let file = env.file("im.sh", &script);
+    let text = vm_ok(&env, &["--", "sh", file.to_str().unwrap()]);
+    let line = |node: &str| -> String {
+        (text.lines())
+            .find_map(|l| l.strip_prefix(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("no {node} in {text}"))
+            .to_string()
+    };
+    // Jitter: 10 ms each way, +-5 ms: RTTs spread, none below 10 ms.
+    let rtt: Vec<f64> = (line("j1").split(" = ").nth(1).unwrap_or(""))
+        .split(['/', ' '])
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert!(
+        rtt.len() >= 4 && rtt[0] >= 9.0 && rtt[3] >= 1.0,
+        "min/avg/max/mdev {rtt:?}"
+    );
+    // Loss: 20% each way is 36% of round trips; 300 of them keep it well within 20-60%.
+    let loss = number_before(&line("l1"), " packet loss");
+    assert!((20.0..60.0).contains(&loss), "loss {loss}%");
+    // Duplicates: ping counts the replies it gets twice.
+    let dups: u64 = line("d1").trim().parse().unwrap();
+    assert!(dups >= 5, "{dups} duplicates");
+    // Corruption: a flipped bit fails a checksum, and the packet is lost.
+    let corrupt = number_before(&line("c1"), " packet loss");
+    assert!(corrupt >= 10.0, "corrupt: {corrupt}% lost");
+    // Rate: 200 packets of 1,442 bytes at 1 Mbit/s take 2.3 s; unlimited, far less.
+    let (limited, free) = (
+        number_before(&line("r1"), "ms"),
+        number_before(&line("p1"), "ms"),
+    );
+    assert!(
+        limited >= 2000.0 && limited > 1.5 * free,
+        "1mbit {limited} ms, unlimited {free} ms"
+    );
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 

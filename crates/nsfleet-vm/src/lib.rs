@@ -6,7 +6,7 @@
 //! The guest starts from a small initramfs made here ([`cpio`]): busybox (Debian's
 //! static one), the kernel's modules nsfleet needs ([`kernel::MODULES`]), `init.sh` and
 //! the command. Nothing is written on the host but that initramfs, in a folder of its
-//! own removed afterwards. This crate never touches the host's network.
+//! own removed afterwards (Ctrl-C included). This crate never touches the host's network.
 
 pub mod cpio;
 pub mod debian;
@@ -25,6 +25,8 @@ const INIT: &str = include_str!("init.sh");
 const BUSYBOX: &str = "/bin/busybox";
 /// The exit status init.sh reports when the guest could not be set up.
 const SETUP_FAILED: i32 = 250;
+/// The signals that end a run.
+const STOP: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
 pub struct VmArgs {
     pub kernel: Kernel,
@@ -47,6 +49,9 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
             lacks.join(", ")
         );
     }
+    // Ctrl-C and SIGTERM are taken here (and so blocked in QEMU, which inherits the
+    // mask): the guest is stopped and this run's folder removed.
+    let _held = nsfleet_sys::SignalsHeld::new(&STOP)?;
     let dir = Scratch::new()?;
     let initrd = dir.0.join("initrd.cpio");
     std::fs::write(&initrd, initramfs(&a.kernel, &a.command)?)?;
