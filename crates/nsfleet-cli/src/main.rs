@@ -172,6 +172,10 @@ enum Command {
         /// Packets with a flipped bit, e.g. 0.1%.
         #[arg(long)]
         corrupt: Option<String>,
+        /// Packets sent at once, ahead of those --delay holds back, e.g. 25% (needs
+        /// --delay).
+        #[arg(long)]
+        reorder: Option<String>,
         /// Bandwidth limit, e.g. 100mbit, 1gbit, 10mbps (bytes).
         #[arg(long)]
         rate: Option<String>,
@@ -1002,6 +1006,7 @@ fn main() {
             loss,
             duplicate,
             corrupt,
+            reorder,
             rate,
             clear,
             json,
@@ -1012,6 +1017,7 @@ fn main() {
                 ("loss", loss),
                 ("duplicate", duplicate),
                 ("corrupt", corrupt),
+                ("reorder", reorder),
                 ("rate", rate),
             ];
             let set = given

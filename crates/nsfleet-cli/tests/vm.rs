@@ -88,6 +88,7 @@ fn impaired_pairs() -> String {
         ("c", "corrupt = \"50%\""),
         ("r", "rate = \"1mbit\""),
         ("p", ""),
+        ("o", "delay = \"10ms\", reorder = \"50%\""),
     ];
     let mut t = String::from("[fleet]\nname = \"im\"\n");
     for (k, (n, impair)) in links.iter().enumerate() {
@@ -133,6 +134,7 @@ fn every_netem_impairment_shows_in_pings_inside_a_guest() {
     script += &ping("c1", "-c 200 -i 0.01 -W 1", "10.4.0.2", "grep loss");
     script += &ping("r1", "-f -c 200 -s 1400", "10.5.0.2", "grep loss");
     script += &ping("p1", "-f -c 200 -s 1400", "10.6.0.2", "grep loss");
+    script += &format!("echo \"o1 $({nsfleet} exec im o1 -- ping -c 100 -i 0.002 -w 20 10.7.0.2 | grep -o 'icmp_seq=[0-9]*' | cut -d= -f2 | tr '\\n' ' ')\"\n");
     script += &format!("{nsfleet} down im >/dev/null\n");
     let file = env.file("im.sh", &script);
     let text = vm_ok(&env, &["--", "sh", file.to_str().unwrap()]);
@@ -169,6 +171,13 @@ fn every_netem_impairment_shows_in_pings_inside_a_guest() {
         limited >= 2000.0 && limited > 1.5 * free,
         "1mbit {limited} ms, unlimited {free} ms"
     );
+    // Reorder: half the packets go at once, ahead of those held 10 ms.
+    let seqs: Vec<u64> = line("o1")
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let ahead = seqs.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(seqs.len() >= 50 && ahead >= 1, "replies in order {seqs:?}");
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 

@@ -25,13 +25,14 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("expected NODE:IFACE, like r1:eth0, got {:?}", a.target))?;
     let impair = match (a.clear, a.set.is_empty()) {
         (true, false) => bail!("--clear removes the impairment: give it alone"),
-        (false, true) => bail!("nothing to change: give --delay, --jitter, --loss, --duplicate, --corrupt, --rate, or --clear"),
+        (false, true) => bail!("nothing to change: give --delay, --jitter, --loss, --duplicate, --corrupt, --reorder, --rate, or --clear"),
         (true, true) => None,
         (false, false) => {
             let mut imp = Impair::default();
             for (k, v) in &a.set {
                 imp.set(k, v).map_err(|e| anyhow!("--{k}: {e}"))?;
             }
+            imp.check().map_err(|e| anyhow!("{e}"))?;
             Some(imp)
         }
     };

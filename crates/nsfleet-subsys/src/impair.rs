@@ -23,6 +23,7 @@ fn netem(i: &Impair) -> Netem {
         loss: prob(i.loss),
         duplicate: prob(i.duplicate),
         corrupt: prob(i.corrupt),
+        reorder: prob(i.reorder),
         rate: i.rate_bps / 8,
     }
 }

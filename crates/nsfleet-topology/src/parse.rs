@@ -1007,10 +1007,11 @@ pub(crate) fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, T
     for (k, v) in map.get_ref() {
         imp.set(k, v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
     }
+    imp.check().map_err(|m| cx.err(map.span(), m))?;
     if imp.is_empty() {
         return Err(cx.err(
             map.span(),
-            "an empty impairment: expected delay, jitter, loss, duplicate, corrupt or rate",
+            "an empty impairment: expected delay, jitter, loss, duplicate, corrupt, reorder or rate",
         ));
     }
     if imp.needs_netem() {

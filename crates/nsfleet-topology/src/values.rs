@@ -17,6 +17,9 @@ pub struct Impair {
     pub corrupt: f64,
     /// Bits per second; 0 is unlimited.
     pub rate_bps: u64,
+    /// The share of packets sent at once, ahead of those the delay holds back.
+    #[serde(default)]
+    pub reorder: f64,
 }
 
 impl Impair {
@@ -29,14 +32,25 @@ impl Impair {
             "duplicate" => self.duplicate = percent(value)?,
             "corrupt" => self.corrupt = percent(value)?,
             "rate" => self.rate_bps = rate_bps(value)?,
+            "reorder" => self.reorder = percent(value)?,
             _ => {
                 return Err(format!(
-                    "unknown impairment {key:?}: expected delay, jitter, loss, duplicate, corrupt or rate"
+                    "unknown impairment {key:?}: expected delay, jitter, loss, duplicate, corrupt, reorder or rate"
                 ))
             }
         }
-        if self.jitter_ns > 0 && self.delay_ns == 0 {
-            return Err("jitter needs a delay to vary around".into());
+        Ok(())
+    }
+
+    /// What the parameters set together cannot do, once all are set (in any order).
+    pub fn check(&self) -> Result<(), String> {
+        if self.delay_ns == 0 {
+            if self.jitter_ns > 0 {
+                return Err("jitter needs a delay to vary around".into());
+            }
+            if self.reorder > 0.0 {
+                return Err("reorder needs a delay: packets are reordered by sending some ahead of the delayed ones".into());
+            }
         }
         Ok(())
     }
@@ -69,6 +83,7 @@ impl std::fmt::Display for Impair {
             ("loss", self.loss),
             ("duplicate", self.duplicate),
             ("corrupt", self.corrupt),
+            ("reorder", self.reorder),
         ] {
             if v > 0.0 {
                 parts.push(format!("{k} {v}%"));
@@ -81,5 +96,21 @@ impl std::fmt::Display for Impair {
             parts.push("none".into());
         }
         write!(f, "{}", parts.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Impair;
+
+    #[test]
+    fn what_needs_a_delay_is_checked_once_all_parameters_are_set_in_any_order() {
+        let mut i = Impair::default();
+        i.set("jitter", "5ms").unwrap();
+        i.set("reorder", "25%").unwrap();
+        assert!(i.check().unwrap_err().contains("jitter needs a delay"));
+        i.set("delay", "10ms").unwrap();
+        assert_eq!(i.check(), Ok(()));
+        assert_eq!(i.to_string(), "delay 10ms jitter 5ms reorder 25%");
     }
 }

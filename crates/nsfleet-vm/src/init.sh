@@ -33,5 +33,6 @@ mount -t devtmpfs dev $R/dev
 mount -t tmpfs run $R/run
 mount -t cgroup2 cgroup2 $R/sys/fs/cgroup 2>/dev/null
 cp /command $R/run/nsfleet-vm-command
+echo "nsfleet-vm: command starting"
 chroot $R /bin/sh /run/nsfleet-vm-command
 report $?

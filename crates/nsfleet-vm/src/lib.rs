@@ -61,7 +61,8 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
         .open("/dev/kvm")
         .is_ok();
     let accels: &[&str] = if kvm { &["kvm", "tcg"] } else { &["tcg"] };
-    for (k, accel) in accels.iter().enumerate() {
+    let (mut k, mut retried) = (0, false);
+    while let Some(accel) = accels.get(k) {
         match boot(a, &initrd, accel)? {
             Booted::Exit(code) if code == SETUP_FAILED => bail!("the guest could not be set up (above)"),
             Booted::Exit(code) => return Ok(code),
@@ -69,17 +70,34 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
                 eprintln!("nsfleet: vm: KVM does not run this guest here ({why}); using TCG (emulation)");
             }
             Booted::AccelFailed(why) => bail!("QEMU failed: {why}"),
-            Booted::NoReport => bail!("the guest stopped without reporting the command's status (a kernel panic, or the command powered it off)"),
+            Booted::NoReport { started: true } => bail!("the guest stopped without reporting the command's status (a kernel panic, or the command powered it off)"),
+            // Before the command ran: nothing of it happened, so it may be tried again.
+            // Seen once in some hundred TCG boots on this machine class, silently.
+            Booted::NoReport { started: false } if !retried => {
+                retried = true;
+                eprintln!("nsfleet: vm: the guest stopped before the command started; booting it once more");
+                continue;
+            }
+            Booted::NoReport { started: false } => bail!("the guest stopped twice before the command started (a kernel panic?)"),
         }
+        k += 1;
     }
-    unreachable!("the last accelerator returns")
+    bail!("QEMU could not run the guest")
 }
 
 enum Booted {
     Exit(i32),
     AccelFailed(String),
-    NoReport,
+    /// QEMU ended without the guest's report; `started`: after init said the command
+    /// was starting.
+    NoReport {
+        started: bool,
+    },
 }
+
+/// The line init.sh prints just before the command runs (the serial console ends lines
+/// with CR LF); taken out of the output.
+const STARTING: &[u8] = b"nsfleet-vm: command starting\r\n";
 
 /// One boot with accelerator `accel`, the guest's console on our standard output.
 fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
@@ -92,7 +110,7 @@ fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
         .arg(initrd)
         .args([
             "-append",
-            "console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init",
+            "console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init",
         ])
         .args([
             "-nic", "none", "-display", "none", "-monitor", "none", "-serial", "stdio",
@@ -104,8 +122,11 @@ fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
         ])
         .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
+    let console = child.stdout.take().expect("piped");
+    let started = std::thread::spawn(move || forward(console));
     let mut stderr = child.stderr.take().expect("piped");
     let said = std::thread::spawn(move || {
         let mut s = String::new();
@@ -128,6 +149,7 @@ fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
         std::thread::sleep(Duration::from_millis(20));
     };
     let said = said.join().unwrap_or_default();
+    let started = started.join().unwrap_or(true);
     let code = status.code().unwrap_or(0);
     if code % 2 == 1 {
         return Ok(Booted::Exit(code / 2));
@@ -135,8 +157,38 @@ fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
     // QEMU's own complaint (KVM refusing the guest, a bad option): its first line.
     match said.lines().map(str::trim).find(|l| !l.is_empty()) {
         Some(first) => Ok(Booted::AccelFailed(first.to_string())),
-        None => Ok(Booted::NoReport),
+        None => Ok(Booted::NoReport { started }),
     }
+}
+
+/// Copies the guest's console to our standard output as it comes, without the line that
+/// says the command is starting; returns whether that line came.
+fn forward(mut console: impl Read) -> bool {
+    use std::io::Write;
+    let (mut started, mut held) = (false, Vec::new());
+    let mut buf = [0u8; 4096];
+    let mut out = std::io::stdout();
+    while let Ok(n) = console.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        if started {
+            let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
+            continue;
+        }
+        // Until the marker: the kernel's and init's lines, held to find it whole.
+        held.extend_from_slice(&buf[..n]);
+        if let Some(at) = held.windows(STARTING.len()).position(|w| w == STARTING) {
+            started = true;
+            let _ = out.write_all(&held[..at]);
+            let _ = out.write_all(&held[at + STARTING.len()..]);
+            let _ = out.flush();
+            held.clear();
+        }
+    }
+    let _ = out.write_all(&held);
+    let _ = out.flush();
+    started
 }
 
 /// The guest's initramfs: busybox, init, the modules in load order, the command.

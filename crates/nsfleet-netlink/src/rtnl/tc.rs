@@ -8,6 +8,7 @@ pub const RTM_DELQDISC: u16 = 37;
 const NLM_F_REPLACE: u16 = 0x100;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
+const TCA_NETEM_REORDER: u16 = 3;
 const TCA_NETEM_CORRUPT: u16 = 4;
 const TCA_NETEM_RATE: u16 = 6;
 const TCA_NETEM_RATE64: u16 = 8;
@@ -25,6 +26,8 @@ pub struct Netem {
     pub loss: u32,
     pub duplicate: u32,
     pub corrupt: u32,
+    /// Sent at once, ahead of the delayed (needs a delay).
+    pub reorder: u32,
     /// Bytes per second; 0 is unlimited.
     pub rate: u64,
 }
@@ -50,9 +53,18 @@ pub fn set_netem(b: &mut Batch, seq: u32, index: i32, n: &Netem) {
     qopt[4..8].copy_from_slice(&NETEM_LIMIT.to_ne_bytes());
     qopt[8..12].copy_from_slice(&n.loss.to_ne_bytes());
     qopt[16..20].copy_from_slice(&n.duplicate.to_ne_bytes());
+    if n.reorder > 0 {
+        // gap 1, as tc sets it: any packet may be the one sent ahead.
+        qopt[12..16].copy_from_slice(&1u32.to_ne_bytes());
+    }
     b.header(&qopt);
     b.attr_u64(TCA_NETEM_LATENCY64, n.delay_ns);
     b.attr_u64(TCA_NETEM_JITTER64, n.jitter_ns);
+    if n.reorder > 0 {
+        let mut r = [0u8; 8];
+        r[0..4].copy_from_slice(&n.reorder.to_ne_bytes());
+        b.attr(TCA_NETEM_REORDER, &r);
+    }
     if n.corrupt > 0 {
         let mut c = [0u8; 8];
         c[0..4].copy_from_slice(&n.corrupt.to_ne_bytes());
