@@ -560,21 +560,8 @@ fn kernel_config() -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// A process's (user, system) CPU seconds, from /proc/PID/stat.
+/// A process's (user, system) CPU seconds; zeros once it is gone.
 pub(crate) fn cpu_of(pid: i64) -> (f64, f64) {
-    let f = stat_in_seconds(&pid.to_string());
-    (f[11], f[12])
-}
-
-/// The numbers of /proc/`who`/stat after the command's name, divided by the clock's
-/// ticks per second (so the CPU times are in seconds): utime is [11], stime [12], the
-/// waited-for children's cutime [13] and cstime [14]. Zeros for a process that is gone.
-pub(crate) fn stat_in_seconds(who: &str) -> Vec<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{who}/stat")).unwrap_or_default();
-    let hz = nsfleet::sys::clock_ticks_per_second() as f64;
-    let mut f: Vec<f64> = (stat.rsplit(')').next().unwrap_or("").split_whitespace())
-        .map(|v| v.parse::<f64>().unwrap_or(0.0) / hz)
-        .collect();
-    f.resize(f.len().max(15), 0.0);
-    f
+    let u = nsfleet::sys::usage_of(&pid.to_string()).unwrap_or_default();
+    (u.user_seconds, u.system_seconds)
 }

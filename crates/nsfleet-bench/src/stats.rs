@@ -129,8 +129,7 @@ fn run(count: u64, peers: u64, workers: usize) -> anyhow::Result<Run> {
 
 /// CPU seconds of this process's children that have been waited for (cutime + cstime).
 fn children_cpu() -> f64 {
-    let f = super::stat_in_seconds("self");
-    f[13] + f[14]
+    nsfleet::sys::usage_of("self").map_or(0.0, |u| u.children_seconds)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -398,15 +398,10 @@ enum Command {
     ///   nsfleet vm --debian 6.12 -- uname -r
     ///   nsfleet vm --debian 6.1 -- nsfleet bench routers --quick
     ///   nsfleet vm --kernel ~/linux/arch/x86/boot/bzImage --modules /tmp/mods/lib/modules/6.13.0 -- ./test.sh
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, group = clap::ArgGroup::new("image").required(true).args(["kernel", "debian"]))]
     Vm {
         /// The kernel image (a bzImage).
-        #[arg(
-            long,
-            value_name = "BZIMAGE",
-            required_unless_present = "debian",
-            conflicts_with = "debian"
-        )]
+        #[arg(long, value_name = "BZIMAGE")]
         kernel: Option<std::path::PathBuf>,
         /// Debian's newest kernel of this version (6.1, 6.12, ...), fetched once into
         /// ~/.cache/nsfleet/kernels.

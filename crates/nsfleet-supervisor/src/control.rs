@@ -245,6 +245,9 @@ pub struct NodeStats {
     /// Its interfaces but `lo`, in the kernel's order.
     pub interfaces: Vec<IfaceStats>,
     pub processes: Vec<ProcUsage>,
+    /// Interfaces with an impairment now, as (interface, impairment).
+    #[serde(default)]
+    pub impairments: Vec<(String, Impair)>,
     /// Why the node could not be read (it is being removed), if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -864,17 +864,19 @@ impl Supervisor {
             (procs.unwrap_or_default().into_iter())
                 .filter(|p| p.running)
                 .filter_map(|p| {
-                    let u = sys::usage_of(p.pid)?;
+                    let u = sys::usage_of(&p.pid.to_string())?;
                     Some(control::ProcUsage {
                         pid: p.pid,
                         command: p.command,
-                        cpu_seconds: u.cpu_seconds,
+                        cpu_seconds: u.cpu_seconds(),
                         rss_bytes: u.rss_bytes,
                     })
                 })
                 .collect()
         };
-        let processes: Vec<_> = nodes.iter().map(|n| usage(n)).collect();
+        let processes: Vec<_> = (nodes.iter())
+            .map(|n| (usage(n), self.impairments(n)))
+            .collect();
         let order: HashMap<String, usize> = (nodes.iter().enumerate())
             .map(|(i, n)| (n.name().to_string(), i))
             .collect();
@@ -918,19 +920,22 @@ impl Supervisor {
         });
         read.sort_by_key(|(name, _)| order[name]);
         let nodes = (read.into_iter().zip(processes))
-            .map(|((name, interfaces), processes)| match interfaces {
-                Ok(interfaces) => control::NodeStats {
-                    name,
-                    interfaces,
-                    processes,
-                    error: None,
+            .map(
+                |((name, interfaces), (processes, impairments))| match interfaces {
+                    Ok(interfaces) => control::NodeStats {
+                        name,
+                        interfaces,
+                        processes,
+                        impairments,
+                        error: None,
+                    },
+                    Err(e) => control::NodeStats {
+                        name,
+                        error: Some(format!("{e:#}")),
+                        ..Default::default()
+                    },
                 },
-                Err(e) => control::NodeStats {
-                    name,
-                    error: Some(format!("{e:#}")),
-                    ..Default::default()
-                },
-            })
+            )
             .collect();
         Ok(Reply::Stats(control::FleetStats { at, nodes }))
     }

@@ -106,24 +106,36 @@ fn netns_of(link: &std::path::Path) -> Option<u64> {
         .ok()
 }
 
-/// What a process has used: CPU time (user and system) and resident memory.
+/// What a process has used, from /proc/`who`/stat (`who` a pid or `self`): CPU seconds
+/// in user and system mode, those of its children it has waited for, and its resident
+/// memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Usage {
-    pub cpu_seconds: f64,
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    pub children_seconds: f64,
     pub rss_bytes: u64,
 }
 
-/// Process `pid`'s CPU time and resident memory, from /proc/PID/stat; `None` once it is
-/// gone.
-pub fn usage_of(pid: i64) -> Option<Usage> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: state is field 3, utime 14, stime 15 and
-    // rss (pages) 24 of proc(5).
+impl Usage {
+    /// User and system CPU seconds together.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.user_seconds + self.system_seconds
+    }
+}
+
+/// What process `who` has used; `None` once it is gone.
+pub fn usage_of(who: &str) -> Option<Usage> {
+    let stat = std::fs::read_to_string(format!("/proc/{who}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, utime 14, stime 15,
+    // cutime 16, cstime 17 and rss (pages) 24 of proc(5).
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    let ticks = (field(14)? + field(15)?) as f64;
+    let seconds = |n: usize| Some(field(n)? as f64 / crate::clock_ticks_per_second() as f64);
     Some(Usage {
-        cpu_seconds: ticks / crate::clock_ticks_per_second() as f64,
+        user_seconds: seconds(14)?,
+        system_seconds: seconds(15)?,
+        children_seconds: seconds(16)? + seconds(17)?,
         rss_bytes: field(24)? * crate::page_size(),
     })
 }

@@ -239,11 +239,7 @@ fn quote(s: &str) -> String {
 }
 
 fn which(program: &str, install: &str) -> anyhow::Result<()> {
-    let found = (std::env::var_os("PATH").unwrap_or_default())
-        .to_string_lossy()
-        .split(':')
-        .any(|d| Path::new(d).join(program).is_file());
-    if !found {
+    if nsfleet_topology::software::which(program).is_none() {
         bail!("{program} is not installed: {install}");
     }
     Ok(())

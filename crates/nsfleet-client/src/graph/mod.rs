@@ -226,21 +226,14 @@ fn respond(conn: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> anyho
 /// carrier) as `node:iface`, the impaired ones with their impairment (as `nsfleet impair`
 /// left them), and every interface's counters.
 fn state(rd: &RunDir, name: &str) -> anyhow::Result<serde_json::Value> {
-    let ask = |req: &Request| -> anyhow::Result<Reply> {
-        let mut c = connect(rd, name)?;
-        c.set_timeout(Some(Duration::from_secs(60)));
-        c.call(req)
-    };
-    let Reply::Stats(s) = ask(&Request::Stats { node: None })? else {
+    let mut c = connect(rd, name)?;
+    c.set_timeout(Some(Duration::from_secs(60)));
+    let Reply::Stats(s) = c.call(&Request::Stats { node: None })? else {
         bail!("unexpected reply from the supervisor");
     };
-    let Reply::Status(status) = ask(&Request::Status)? else {
-        bail!("unexpected reply from the supervisor");
-    };
-    let impaired: serde_json::Map<String, serde_json::Value> = (status.nodes.iter())
+    let impaired: serde_json::Map<String, serde_json::Value> = (s.nodes.iter())
         .flat_map(|n| {
-            n.impairments
-                .iter()
+            (n.impairments.iter())
                 .map(move |(i, m)| (format!("{}:{i}", n.name), m.to_string().into()))
         })
         .collect();
