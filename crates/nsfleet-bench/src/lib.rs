@@ -11,6 +11,7 @@ mod cable;
 mod churn;
 mod create;
 mod daemons;
+pub mod kernels;
 mod raw;
 mod routers;
 mod setns;
@@ -197,7 +198,13 @@ impl Default for Defaults {
 /// (missing, unreadable, or nothing finite in it: skip this commit); 128: the baseline is
 /// unusable, or the two runs were of different scenarios or sizes (aborts a bisect
 /// rather than misjudging every commit).
-pub fn compare(base: &std::path::Path, cand: &std::path::Path, threshold: f64, json: bool) -> i32 {
+pub fn compare(
+    base: &std::path::Path,
+    cand: &std::path::Path,
+    threshold: f64,
+    only: &[String],
+    json: bool,
+) -> i32 {
     let base = match Results::load(base) {
         Ok(b) => b,
         Err(e) => {
@@ -212,7 +219,7 @@ pub fn compare(base: &std::path::Path, cand: &std::path::Path, threshold: f64, j
             return 125;
         }
     };
-    let cmp = match nsfleet_results::compare(&base, &cand, threshold) {
+    let cmp = match nsfleet_results::compare(&base, &cand, threshold, only) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("nsfleet: {e:#}");
@@ -529,10 +536,21 @@ pub(crate) fn machine() -> Machine {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     Machine {
         kernel: release.trim().to_string(),
+        cpu_model: cpu_model(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         mem_total_bytes: nsfleet::sys::meminfo("MemTotal:").max(0) as u64,
         config: kernel_config(),
     }
+}
+
+/// The first CPU's model name in /proc/cpuinfo.
+fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    (info.lines())
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|v| v.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The config options these results depend on, from /proc/config.gz or

@@ -396,33 +396,11 @@ enum Command {
     /// command runs. Needs qemu-system-x86 and busybox-static.
     ///
     ///   nsfleet vm --debian 6.12 -- uname -r
-    ///   nsfleet vm --debian 6.1 -- nsfleet bench routers --quick
+    ///   nsfleet vm --debian 6.1 --rwdir /tmp/out -- nsfleet bench teardown -o /tmp/out/t.json
+    ///   nsfleet vm --debian 6.12-rt --append rcu_nocbs=0-1 -- nsfleet bench routers --quick
     ///   nsfleet vm --kernel ~/linux/arch/x86/boot/bzImage --modules /tmp/mods/lib/modules/6.13.0 -- ./test.sh
-    #[command(verbatim_doc_comment, group = clap::ArgGroup::new("image").required(true).args(["kernel", "debian"]))]
-    Vm {
-        /// The kernel image (a bzImage).
-        #[arg(long, value_name = "BZIMAGE")]
-        kernel: Option<std::path::PathBuf>,
-        /// Debian's newest kernel of this version (6.1, 6.12, ...), fetched once into
-        /// ~/.cache/nsfleet/kernels.
-        #[arg(long, value_name = "VERSION")]
-        debian: Option<String>,
-        /// The kernel's modules (a lib/modules/RELEASE folder).
-        #[arg(long, value_name = "DIR")]
-        modules: Option<std::path::PathBuf>,
-        /// Virtual CPUs.
-        #[arg(long, default_value_t = 2, value_parser = within::<1, 64>)]
-        cpus: u64,
-        /// Memory, in MiB.
-        #[arg(long, default_value_t = 2048, value_parser = within::<256, 65536>)]
-        mem: u64,
-        /// Kill the guest after this many seconds.
-        #[arg(long, default_value_t = 600, value_parser = within::<1, 86_400>)]
-        timeout: u64,
-        /// The command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    #[command(verbatim_doc_comment)]
+    Vm(VmCommand),
     /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
     /// a running fleet or anything without an nsfleet record.
     Clean {
@@ -444,10 +422,51 @@ enum Command {
         files: Vec<PathBuf>,
         #[arg(short, long, default_value = "report.html")]
         output: PathBuf,
-        /// Also rewrite the results table between the markers in this Markdown file.
+        /// Also rewrite the results table between the markers in this Markdown file:
+        /// `<!-- SECTION:begin (nsfleet report --readme) -->` and `<!-- SECTION:end -->`.
+        /// Several files of one scenario (one per kernel) are set side by side.
         #[arg(long)]
         readme: Option<PathBuf>,
+        /// Which table of --readme.
+        #[arg(long, default_value = "results", requires = "readme")]
+        section: String,
     },
+}
+
+/// `nsfleet vm`'s arguments.
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("image").required(true).args(["kernel", "debian"]))]
+struct VmCommand {
+    /// The kernel image (a bzImage), or `host`: the running kernel's, where this
+    /// machine keeps it (/boot/vmlinuz-R, /lib/modules/R/vmlinuz).
+    #[arg(long, value_name = "BZIMAGE")]
+    kernel: Option<std::path::PathBuf>,
+    /// Debian's newest kernel of this version (6.1, 6.12, 6.12.107, 6.1.0-47; -rt for
+    /// PREEMPT_RT), fetched once into ~/.cache/nsfleet/kernels.
+    #[arg(long, value_name = "VERSION")]
+    debian: Option<String>,
+    /// The kernel's modules (a lib/modules/RELEASE folder).
+    #[arg(long, value_name = "DIR")]
+    modules: Option<std::path::PathBuf>,
+    /// Virtual CPUs.
+    #[arg(long, default_value_t = 2, value_parser = within::<1, 64>)]
+    cpus: u64,
+    /// Memory, in MiB.
+    #[arg(long, default_value_t = 2048, value_parser = within::<256, 65536>)]
+    mem: u64,
+    /// Kill the guest after this many seconds.
+    #[arg(long, default_value_t = 600, value_parser = within::<1, 86_400>)]
+    timeout: u64,
+    /// A host folder the guest may write, at the same path (everything else it
+    /// writes is lost when it stops). Repeatable.
+    #[arg(long, value_name = "DIR")]
+    rwdir: Vec<std::path::PathBuf>,
+    /// A kernel parameter for the guest (`rcu_nocbs=0-1`...). Repeatable.
+    #[arg(long, value_name = "PARAM", allow_hyphen_values = true)]
+    append: Vec<String>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 /// Which containerlab lab: by its file, its name, or all of them.
@@ -665,11 +684,9 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
-    /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json.
+    /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json
+    /// (--dir, default bench-results).
     All {
-        /// Where the result files go.
-        #[arg(long, default_value = "bench-results")]
-        dir: PathBuf,
         #[command(flatten)]
         common: BenchRuns,
     },
@@ -685,6 +702,10 @@ enum Bench {
         /// Largest change in the wrong direction that is not a regression: "10%" or "0.1".
         #[arg(long, default_value = "10%", value_parser = nsfleet_values::fraction)]
         threshold: f64,
+        /// Judge only this figure (repeatable); the others are shown, not judged. For a
+        /// bisection after one regression.
+        #[arg(long, value_name = "NAME")]
+        metric: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -712,6 +733,26 @@ struct BenchRuns {
     /// A smoke run: small sizes, one repetition, well under a minute.
     #[arg(long)]
     quick: bool,
+    /// Run the scenario on each of these kernels, one after the other: `host` (the
+    /// running kernel, here), `debian:VERSION` (6.1, 6.12, 6.12-rt...: fetched, booted
+    /// under QEMU, the same nsfleet run inside), or a bzImage's path. Results go to
+    /// DIR/SCENARIO-KERNEL.json, side by side in DIR/report.html. A guest under TCG
+    /// emulation is far slower than the host: compare its ratios with the host's.
+    ///
+    ///   nsfleet bench routers --steps 500,1000,2000 --kernels host,debian:6.1,debian:6.12 --dir results
+    #[arg(long, value_delimiter = ',', value_parser = kernel_spec, value_name = "KERNELS", verbatim_doc_comment)]
+    kernels: Vec<nsfleet_vm::Spec>,
+    /// Where the result files go with --kernels (required there) and for `bench all`
+    /// (default bench-results).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Memory of each guest with --kernels, in MiB.
+    #[arg(long, default_value_t = 4096, value_parser = within::<256, 65536>)]
+    vm_mem: u64,
+}
+
+fn kernel_spec(s: &str) -> Result<nsfleet_vm::Spec, String> {
+    s.parse().map_err(|e: anyhow::Error| e.to_string())
 }
 
 impl BenchRuns {
@@ -728,6 +769,14 @@ impl BenchRuns {
 
 fn bench(b: Bench) -> anyhow::Result<()> {
     use nsfleet_bench::*;
+    if let Some((scenario, runs)) = b.runs() {
+        if !runs.kernels.is_empty() {
+            return across_kernels(scenario, runs);
+        }
+        if runs.dir.is_some() && scenario != "all" {
+            anyhow::bail!("--dir goes with --kernels (or bench all); one result file is -o FILE");
+        }
+    }
     match b {
         Bench::Create {
             count,
@@ -827,13 +876,55 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             loop_packets,
             common: common.common(),
         }),
-        Bench::All { dir, common } => all(&common.common(), &dir),
+        Bench::All { common } => {
+            let dir = common.dir.clone().unwrap_or_else(|| "bench-results".into());
+            all(&common.common(), &dir)
+        }
         Bench::Compare {
             baseline,
             candidate,
             threshold,
+            metric,
             json,
-        } => std::process::exit(compare(&baseline, &candidate, threshold, json)),
+        } => std::process::exit(compare(&baseline, &candidate, threshold, &metric, json)),
+    }
+}
+
+/// `bench SCENARIO --kernels ...`: the same command, without the options of the run
+/// across kernels, on each kernel.
+fn across_kernels(scenario: &str, runs: &BenchRuns) -> anyhow::Result<()> {
+    let Some(dir) = runs.dir.clone() else {
+        anyhow::bail!("--kernels needs --dir DIR: where each kernel's result file goes");
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    nsfleet_bench::kernels::across(&nsfleet_bench::kernels::Across {
+        kernels: runs.kernels.clone(),
+        dir,
+        scenario: scenario.to_string(),
+        args: nsfleet_bench::kernels::without_own_options(&argv),
+        vm_mem_mib: runs.vm_mem as u32,
+        vm_timeout: std::time::Duration::from_secs(24 * 3600),
+    })
+}
+
+impl Bench {
+    /// The scenario's name and what every scenario takes (`compare` runs none).
+    fn runs(&self) -> Option<(&'static str, &BenchRuns)> {
+        Some(match self {
+            Bench::Create { common, .. } => ("create", common),
+            Bench::Teardown { common, .. } => ("teardown", common),
+            Bench::Churn { common, .. } => ("churn", common),
+            Bench::Routers { common, .. } => ("routers", common),
+            Bench::Daemons { common, .. } => ("daemons", common),
+            Bench::Clab { common, .. } => ("clab", common),
+            Bench::Cable { common, .. } => ("cable", common),
+            Bench::Stats { common, .. } => ("stats", common),
+            Bench::Apply { common, .. } => ("apply", common),
+            Bench::Setns { common, .. } => ("setns", common),
+            Bench::Traffic { common, .. } => ("traffic", common),
+            Bench::All { common } => ("all", common),
+            Bench::Compare { .. } => return None,
+        })
     }
 }
 
@@ -852,24 +943,22 @@ impl From<LabArgs> for cmd::clab::Lab {
 }
 
 /// `nsfleet vm`: the guest's exit status becomes ours.
-fn vm(
-    kernel: Option<std::path::PathBuf>,
-    debian: Option<String>,
-    modules: Option<std::path::PathBuf>,
-    (cpus, mem, timeout): (u64, u64, u64),
-    command: Vec<String>,
-) -> anyhow::Result<()> {
-    let image = match (kernel, debian) {
-        (Some(k), _) => k,
-        (None, Some(v)) => nsfleet_vm::debian::kernel(&v)?,
+fn vm(v: VmCommand) -> anyhow::Result<()> {
+    use nsfleet_vm::Spec;
+    let spec = match (v.kernel, v.debian) {
+        (Some(k), _) if k.as_os_str() == "host" => Spec::Host,
+        (Some(k), _) => Spec::Image(k),
+        (None, Some(d)) => Spec::Debian(d),
         (None, None) => unreachable!("clap requires one"),
     };
     let code = nsfleet_vm::run(&nsfleet_vm::VmArgs {
-        kernel: nsfleet_vm::Kernel::open(&image, modules.as_deref())?,
-        cpus: cpus as u32,
-        mem_mib: mem as u32,
-        timeout: std::time::Duration::from_secs(timeout),
-        command,
+        kernel: spec.kernel(v.modules.as_deref())?,
+        cpus: v.cpus as u32,
+        mem_mib: v.mem as u32,
+        timeout: std::time::Duration::from_secs(v.timeout),
+        rwdirs: v.rwdir,
+        append: v.append,
+        command: v.command,
     })?;
     std::process::exit(code)
 }
@@ -928,7 +1017,7 @@ fn main() {
     // checked once, here (the bench and the report keep to folders of their own).
     let trusts = !matches!(
         cli.command,
-        Command::Bench(_) | Command::Report { .. } | Command::Vm { .. }
+        Command::Bench(_) | Command::Report { .. } | Command::Vm(_)
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
@@ -1133,20 +1222,14 @@ fn main() {
             files,
             output,
             readme,
+            section,
         } => cmd::report::report(cmd::report::ReportArgs {
             files,
             output,
             readme,
+            section,
         }),
-        Command::Vm {
-            kernel,
-            debian,
-            modules,
-            cpus,
-            mem,
-            timeout,
-            command,
-        } => vm(kernel, debian, modules, (cpus, mem, timeout), command),
+        Command::Vm(v) => vm(v),
     };
     if let Err(e) = result {
         eprintln!("nsfleet: {e:#}");

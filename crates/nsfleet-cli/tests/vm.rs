@@ -49,10 +49,24 @@ fn a_debian_kernel_runs_a_command_and_netem_delays_pings() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("vm");
     let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
-    let out = vm(&env, &["--", "sh", "-c", "uname -r; id -u; exit 7"]);
+    // Any exit status comes back whole (above 127 too); a --rwdir is written through.
+    let rw = env.files.join("rw");
+    std::fs::create_dir_all(&rw).unwrap();
+    let script = format!(
+        "uname -r; id -u; echo from the guest > {}/out; exit 200",
+        rw.display()
+    );
+    let out = vm(
+        &env,
+        &["--rwdir", rw.to_str().unwrap(), "--", "sh", "-c", &script],
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(7), "{text}{err}");
+    assert_eq!(out.status.code(), Some(200), "{text}{err}");
+    assert_eq!(
+        std::fs::read_to_string(rw.join("out")).unwrap(),
+        "from the guest\n"
+    );
     assert!(text.contains("6.12."), "the guest's kernel: {text}");
     assert!(
         text.lines().any(|l| l.trim() == "0"),
@@ -200,7 +214,7 @@ fn what_cannot_be_booted_is_refused_and_nothing_is_left() {
             .output()
             .unwrap()
     };
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 5] = [
         (
             vec!["vm", "--kernel", not_kernel.to_str().unwrap(), "--", "true"],
             "not a kernel image",
@@ -213,6 +227,23 @@ fn what_cannot_be_booted_is_refused_and_nothing_is_left() {
             vec!["vm", "--debian", "9.99", "--", "true"],
             "have no kernel 9.99",
         ),
+        (
+            vec![
+                "vm",
+                "--debian",
+                "6.12",
+                "--rwdir",
+                "/no/such/dir",
+                "--",
+                "true",
+            ],
+            "--rwdir /no/such/dir: not a folder",
+        ),
+        // Debian's cloud kernels have no 9p: refused from their config, before booting.
+        (
+            vec!["vm", "--debian", "6.12-cloud", "--", "true"],
+            "cannot boot into the host's filesystem: it lacks CONFIG_NET_9P_VIRTIO",
+        ),
     ];
     for (args, expected) in cases {
         let out = nsfleet(&args);
@@ -223,6 +254,45 @@ fn what_cannot_be_booted_is_refused_and_nothing_is_left() {
             "{args:?}: expected {expected:?} in {err}"
         );
     }
+    // `--kernel host` where this machine does not keep its kernel's image (its class
+    // boots from an image outside it).
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = release.trim();
+    let kept = [
+        format!("/boot/vmlinuz-{release}"),
+        format!("/lib/modules/{release}/vmlinuz"),
+    ];
+    if !kept.iter().any(|p| std::path::Path::new(p).exists()) {
+        let out = nsfleet(&["vm", "--kernel", "host", "--", "true"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("--kernel host: the running kernel's image"),
+            "{err}"
+        );
+    }
+    // The same cloud kernel without its config: booted, it cannot mount the host's
+    // filesystem, and says so.
+    let cloud = (std::fs::read_dir(env.files.join("cache/nsfleet/kernels"))
+        .unwrap()
+        .flatten())
+    .find(|e| e.file_name().to_string_lossy().contains("-cloud-"))
+    .expect("the cloud kernel was fetched");
+    let image = (std::fs::read_dir(cloud.path().join("boot"))
+        .unwrap()
+        .flatten())
+    .find(|e| e.file_name().to_string_lossy().starts_with("vmlinuz-"))
+    .unwrap();
+    let alone = env.files.join("alone/vmlinuz");
+    std::fs::create_dir_all(alone.parent().unwrap()).unwrap();
+    std::fs::copy(image.path(), &alone).unwrap();
+    let out = nsfleet(&["vm", "--kernel", alone.to_str().unwrap(), "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the guest could not be set up: the guest cannot mount the host's filesystem"),
+        "{err}"
+    );
     // Modules of another kernel, and a guest that hangs.
     let out = vm(
         &env,
@@ -256,4 +326,192 @@ fn what_cannot_be_booted_is_refused_and_nothing_is_left() {
         .filter(|e| e.file_name().to_string_lossy().contains(".partial"))
         .collect();
     assert!(partial.is_empty(), "no half-written cache entry");
+}
+
+/// The result file at `path`, as JSON.
+fn result(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_scenario_runs_on_the_host_and_in_a_guest_and_the_report_sets_them_side_by_side() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmbench");
+    let dir = env.files.join("results");
+    let bench = |args: &[&str]| {
+        env.cmd(args)
+            .env("XDG_CACHE_HOME", env.files.join("cache"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let teardown_on = |kernels: &str| {
+        let d = dir.to_str().unwrap();
+        bench(&[
+            "bench",
+            "teardown",
+            "--count",
+            "20",
+            "--runs",
+            "1",
+            "--kernels",
+            kernels,
+            "--dir",
+            d,
+        ])
+    };
+    // A version Debian lacks ends the run before anything is measured.
+    let out = teardown_on("host,debian:9.99");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("have no kernel 9.99"), "{err}");
+    assert!(!dir.join("teardown-host.json").exists(), "nothing measured");
+    let out = bench(&["bench", "teardown", "--kernels", "hots", "--dir", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected `host`, `debian:VERSION`"), "{err}");
+
+    let out = teardown_on("host,debian:6.12");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let host = result(&dir.join("teardown-host.json"));
+    let guest = result(&dir.join("teardown-debian-6.12.json"));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(host["machine"]["kernel"], release.trim());
+    let kernel = guest["machine"]["kernel"].as_str().unwrap();
+    assert!(kernel.starts_with("6.12."), "{kernel}");
+    let cpu = guest["machine"]["cpu_model"].as_str().unwrap();
+    assert!(cpu.contains("QEMU"), "an emulated CPU: {cpu}");
+    assert!(
+        guest["machine"]["config"]["CONFIG_HZ"].is_string(),
+        "the guest kernel's config is read inside: {}",
+        guest["machine"]
+    );
+    assert!(
+        guest["metrics"]["nsfleet_vs_one_at_a_time"]["median"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("teardown-host") && page.contains("teardown-debian-6.12"));
+
+    // The README's table: a column per kernel.
+    let readme = env.file(
+        "README.md",
+        "# x\n<!-- kernels:begin (nsfleet report --readme) -->\n<!-- kernels:end -->\n",
+    );
+    let out = bench(&[
+        "report",
+        dir.join("teardown-host.json").to_str().unwrap(),
+        dir.join("teardown-debian-6.12.json").to_str().unwrap(),
+        "-o",
+        env.files.join("r.html").to_str().unwrap(),
+        "--readme",
+        readme.to_str().unwrap(),
+        "--section",
+        "kernels",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::read_to_string(&readme).unwrap();
+    let header = format!(
+        "| teardown | teardown-host<br>{} | teardown-debian-6.12<br>{kernel} | target |",
+        release.trim()
+    );
+    assert!(table.contains(&header), "{table}");
+    assert!(table.contains("| nsfleet vs one at a time | "), "{table}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// One of the project's scripts.
+fn script(name: &str) -> String {
+    format!("{}/../../scripts/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn git_bisect_run_finds_the_debian_build_that_made_teardown_faster() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmbisect");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let history = env.files.join("history");
+    // Two 6.1 builds, then two 6.12 builds. From 6.12 on the kernel reclaims a torn-down
+    // fleet several times faster (seed 001; 3x at 50 namespaces, 10x at 1,000 routers in
+    // these guests): the first 6.12 build is the first fast one.
+    let kernels = [
+        "debian:6.1.0-55",
+        "debian:6.1.0-56",
+        "debian:6.12.107",
+        "debian:6.12.117",
+    ];
+    let sh = |cmd: &mut std::process::Command| {
+        let out = cmd
+            .env("XDG_CACHE_HOME", env.files.join("cache"))
+            .env("NSFLEET", nsfleet)
+            .env("NSFLEET_RUN_DIR", env.files.join("run"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{cmd:?}: {text}");
+        text
+    };
+    sh(std::process::Command::new(script("kernel-history"))
+        .arg(&history)
+        .args(kernels));
+    let scenario = ["teardown", "--count", "30", "--runs", "1"];
+    let good = env.files.join("good");
+    sh(std::process::Command::new(nsfleet)
+        .arg("bench")
+        .args(scenario)
+        .args(["--kernels", kernels[0], "--dir", good.to_str().unwrap()]));
+    let git = |args: &[&str]| {
+        let mut c = std::process::Command::new("git");
+        c.args(args).current_dir(&history);
+        c
+    };
+    let first = sh(&mut git(&["rev-list", "--max-parents=0", "HEAD"]));
+    sh(&mut git(&[
+        "bisect",
+        "start",
+        "--term-old=slow",
+        "--term-new=fast",
+        "HEAD",
+        first.trim(),
+    ]));
+    let baseline = good.join("teardown-debian-6.1.0-55.json");
+    let step = script("kernel-bisect-step");
+    let mut run = git(&[
+        "bisect",
+        "run",
+        &step,
+        baseline.to_str().unwrap(),
+        "--improvement",
+    ]);
+    run.args([
+        "--metric",
+        "nsfleet_down_to_reclaimed_s",
+        "--threshold",
+        "50%",
+        "--",
+    ])
+    .args(scenario);
+    let text = sh(&mut run);
+    let found = (text.lines())
+        .find(|l| l.contains("is the first fast commit"))
+        .unwrap_or_else(|| panic!("no verdict in {text}"));
+    let commit = found.split_whitespace().next().unwrap();
+    let named = sh(&mut git(&["show", "-s", "--format=%s", commit]));
+    assert_eq!(named.trim(), kernels[2], "{text}");
+    sh(&mut git(&["bisect", "reset"]));
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
 }

@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 pub struct ReportArgs {
     pub files: Vec<PathBuf>,
     pub output: PathBuf,
-    /// Rewrite the results table between these markers of this file.
+    /// Rewrite the results table of this Markdown file, between the markers
+    /// `<!-- SECTION:begin (nsfleet report --readme) -->` and `<!-- SECTION:end -->`.
     pub readme: Option<PathBuf>,
+    pub section: String,
 }
-
-const BEGIN: &str = "<!-- results:begin (nsfleet report --readme) -->";
-const END: &str = "<!-- results:end -->";
 
 pub fn report(a: ReportArgs) -> anyhow::Result<()> {
     if a.files.is_empty() {
@@ -38,7 +37,7 @@ pub fn report(a: ReportArgs) -> anyhow::Result<()> {
         a.output.display()
     );
     if let Some(readme) = &a.readme {
-        rewrite_table(readme, &nsfleet_results::markdown_table(&files))?;
+        rewrite_table(readme, &a.section, &nsfleet_results::markdown_table(&files))?;
         println!("results table of {} rewritten", readme.display());
     }
     Ok(())
@@ -53,18 +52,23 @@ fn label(p: &Path) -> String {
     name.strip_suffix(".json").unwrap_or(&name).to_string()
 }
 
-fn rewrite_table(path: &Path, table: &str) -> anyhow::Result<()> {
+fn rewrite_table(path: &Path, section: &str, table: &str) -> anyhow::Result<()> {
+    let (begin, end) = (
+        format!("<!-- {section}:begin (nsfleet report --readme) -->"),
+        format!("<!-- {section}:end -->"),
+    );
+    let (begin, end) = (begin.as_str(), end.as_str());
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+    let (Some(b), Some(e)) = (text.find(begin), text.find(end)) else {
         bail!(
-            "{}: no `{BEGIN}` ... `{END}` markers to put the table between",
+            "{}: no `{begin}` ... `{end}` markers to put the table between",
             path.display()
         );
     };
     if e < b {
         bail!("{}: the results markers are out of order", path.display());
     }
-    let new = format!("{}{BEGIN}\n{table}{}", &text[..b], &text[e..]);
+    let new = format!("{}{begin}\n{table}{}", &text[..b], &text[e..]);
     std::fs::write(path, new).with_context(|| format!("writing {}", path.display()))
 }

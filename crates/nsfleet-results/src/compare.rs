@@ -34,8 +34,15 @@ pub struct Comparison {
 }
 
 /// Compares medians. A judged metric regresses when it moved the wrong way by more than
-/// `threshold` (0.10 for 10%). Fails when the two files are not the same scenario.
-pub fn compare(base: &Results, cand: &Results, threshold: f64) -> anyhow::Result<Comparison> {
+/// `threshold` (0.10 for 10%); with `only` named, only those are judged (a bisection
+/// after one figure). Fails when the two files are not the same scenario, or `only`
+/// names a metric the baseline does not have.
+pub fn compare(
+    base: &Results,
+    cand: &Results,
+    threshold: f64,
+    only: &[String],
+) -> anyhow::Result<Comparison> {
     if base.scenario != cand.scenario {
         anyhow::bail!(
             "the baseline is a `{}` result, the candidate a `{}` one",
@@ -60,13 +67,23 @@ pub fn compare(base: &Results, cand: &Results, threshold: f64) -> anyhow::Result
             sized(cand)
         );
     }
+    if let Some(unknown) = only.iter().find(|m| !base.metrics.contains_key(*m)) {
+        let names: Vec<&str> = base.metrics.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "--metric {unknown}: the baseline has no such figure; it has {}",
+            names.join(", ")
+        );
+    }
+    let judged = |name: &str| only.is_empty() || only.iter().any(|m| m == name);
     let rows = (base.metrics.iter())
         .map(|(name, b)| {
             let c = cand.metrics.get(name).map(|m| m.median);
             let change = c.map_or(f64::NAN, |c| c / b.median - 1.0);
             let verdict = match c {
                 None => Verdict::Missing,
-                Some(_) if b.better == Better::Neither || !change.is_finite() => Verdict::Unjudged,
+                Some(_) if b.better == Better::Neither || !change.is_finite() || !judged(name) => {
+                    Verdict::Unjudged
+                }
                 Some(_) => judge(b.better, change, threshold),
             };
             Row {
@@ -200,20 +217,26 @@ mod tests {
     #[test]
     fn a_drop_beyond_the_threshold_is_a_regression_and_within_it_is_not() {
         let base = results(100.0, 10.0);
-        let c = compare(&base, &results(95.0, 10.5), 0.10).unwrap();
+        let c = compare(&base, &results(95.0, 10.5), 0.10, &[]).unwrap();
         assert!(!c.regressed() && c.measured());
-        let c = compare(&base, &results(80.0, 10.0), 0.10).unwrap();
+        let c = compare(&base, &results(80.0, 10.0), 0.10, &[]).unwrap();
         assert!(c.regressed());
-        let c = compare(&base, &results(100.0, 12.0), 0.10).unwrap();
+        let c = compare(&base, &results(100.0, 12.0), 0.10, &[]).unwrap();
         assert!(c.regressed(), "latency up 20% is worse");
-        let c = compare(&base, &results(150.0, 5.0), 0.10).unwrap();
+        let c = compare(&base, &results(150.0, 5.0), 0.10, &[]).unwrap();
         assert!(!c.regressed());
         assert!(c.rows.iter().any(|r| r.verdict == Verdict::Better));
     }
 
     #[test]
     fn nothing_finite_in_the_candidate_means_not_measured() {
-        let c = compare(&results(100.0, 10.0), &results(f64::NAN, f64::NAN), 0.1).unwrap();
+        let c = compare(
+            &results(100.0, 10.0),
+            &results(f64::NAN, f64::NAN),
+            0.1,
+            &[],
+        )
+        .unwrap();
         assert!(!c.measured() && !c.regressed());
     }
 
@@ -223,15 +246,31 @@ mod tests {
         small.params = serde_json::json!({"count": 200, "runs": 1});
         let mut big = results(1.0, 1.0);
         big.params = serde_json::json!({"count": 2000, "runs": 3});
-        assert!(compare(&big, &small, 0.1).is_err());
+        assert!(compare(&big, &small, 0.1, &[]).is_err());
         big.params = serde_json::json!({"count": 200, "runs": 3});
-        assert!(compare(&big, &small, 0.1).is_ok());
+        assert!(compare(&big, &small, 0.1, &[]).is_ok());
+    }
+
+    #[test]
+    fn only_the_named_metrics_are_judged() {
+        let base = results(100.0, 10.0);
+        // Both figures 50% worse; judged by the rate alone, the latency is only shown.
+        let worse = results(50.0, 15.0);
+        let c = compare(&base, &worse, 0.1, &["rate".into()]).unwrap();
+        assert!(c.regressed());
+        let row = |n: &str| c.rows.iter().find(|r| r.metric == n).unwrap().verdict;
+        assert_eq!(row("rate"), Verdict::Worse);
+        assert_eq!(row("latency"), Verdict::Unjudged);
+        let e = compare(&base, &worse, 0.1, &["no_such".into()]).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("--metric no_such: the baseline has no such figure"));
     }
 
     #[test]
     fn different_scenarios_do_not_compare() {
         let mut other = results(1.0, 1.0);
         other.scenario = "churn".into();
-        assert!(compare(&results(1.0, 1.0), &other, 0.1).is_err());
+        assert!(compare(&results(1.0, 1.0), &other, 0.1, &[]).is_err());
     }
 }

@@ -4,7 +4,7 @@
 //! table of ratios.
 
 use crate::compare::num;
-use crate::schema::{Chart, Results};
+use crate::schema::{Better, Chart, Results};
 use crate::svg::{escape, line_chart};
 use std::fmt::Write;
 
@@ -139,50 +139,149 @@ fn merged_charts(runs: &[&(String, Results)]) -> Vec<String> {
         .collect()
 }
 
-/// The README's results table: every ratio (unit `x`) and every figure with a target, of
-/// every file.
+/// The README's results table. A scenario with one file gets a row per ratio (unit `x`)
+/// and per figure with a target; a scenario with several files (one per kernel, say)
+/// gets a table of its own with a column per file, every judged figure in it.
 pub fn markdown_table(files: &[(String, Results)]) -> String {
-    let mut t = String::from(
-        "| scenario | figure | median | runs' range | target |\n|---|---|---|---|---|\n",
-    );
-    let show = |v: f64, unit: &str| match unit {
-        "x" => format!("{v:.2}x"),
-        _ => format!("{} {unit}", num(v)),
-    };
+    let mut scenarios: Vec<&str> = Vec::new();
     for (_, r) in files {
-        let listed = r
-            .metrics
-            .iter()
-            .filter(|(_, m)| m.unit == "x" || m.target.is_some());
-        for (name, m) in listed {
-            let _ = writeln!(
-                t,
-                "| {} | {} | {} | {} - {} | {} |",
-                r.scenario,
-                name.replace('_', " "),
-                show(m.median, &m.unit),
-                show(m.min, &m.unit),
-                show(m.max, &m.unit),
-                m.target.as_deref().unwrap_or("")
-            );
+        if !scenarios.contains(&r.scenario.as_str()) {
+            scenarios.push(&r.scenario);
         }
     }
-    if let Some((_, r)) = files.first() {
-        let _ = writeln!(
-            t,
-            "\nKernel {}, {} CPUs, {:.0} GiB.",
-            r.machine.kernel,
-            r.machine.cpus,
-            r.machine.mem_total_bytes as f64 / (1u64 << 30) as f64
+    let of = |sc: &str| -> Vec<&(String, Results)> {
+        files.iter().filter(|(_, r)| r.scenario == sc).collect()
+    };
+    let (single, several): (Vec<&str>, Vec<&str>) =
+        scenarios.iter().partition(|sc| of(sc).len() == 1);
+    let mut t = String::new();
+    if !single.is_empty() {
+        t.push_str(
+            "| scenario | figure | median | runs' range | target |\n|---|---|---|---|---|\n",
         );
+        for sc in &single {
+            rows_of_one(&mut t, &of(sc)[0].1);
+        }
+        if let Some((_, r)) = files
+            .iter()
+            .find(|(_, r)| single.contains(&r.scenario.as_str()))
+        {
+            let _ = writeln!(t, "\n{}.", machine_line(r));
+        }
+    }
+    for sc in several {
+        if !t.is_empty() {
+            t.push('\n');
+        }
+        side_by_side(&mut t, &of(sc));
     }
     t
+}
+
+/// A figure with its unit: `1.05x`, `2.3 s`.
+fn shown(v: f64, unit: &str) -> String {
+    match unit {
+        "x" => format!("{v:.2}x"),
+        _ => format!("{} {unit}", num(v)),
+    }
+}
+
+fn rows_of_one(t: &mut String, r: &Results) {
+    let listed = (r.metrics.iter()).filter(|(_, m)| m.unit == "x" || m.target.is_some());
+    for (name, m) in listed {
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} - {} | {} |",
+            r.scenario,
+            name.replace('_', " "),
+            shown(m.median, &m.unit),
+            shown(m.min, &m.unit),
+            shown(m.max, &m.unit),
+            m.target.as_deref().unwrap_or("")
+        );
+    }
+}
+
+/// One scenario's runs in columns: medians, the runs' range below each.
+fn side_by_side(t: &mut String, runs: &[&(String, Results)]) {
+    let _ = write!(t, "| {} |", runs[0].1.scenario);
+    for (label, r) in runs {
+        let _ = write!(t, " {label}<br>{} |", r.machine.kernel);
+    }
+    t.push_str(" target |\n|---|");
+    t.push_str(&"---|".repeat(runs.len() + 1));
+    t.push('\n');
+    let mut names: Vec<&str> = Vec::new();
+    for (_, r) in runs {
+        for (n, m) in &r.metrics {
+            if compared(m) && !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    names.sort_by_key(|n| natural(n));
+    for name in names {
+        let _ = write!(t, "| {} |", name.replace('_', " "));
+        let mut target = "";
+        for (_, r) in runs {
+            match r.metrics.get(name) {
+                Some(m) => {
+                    target = m.target.as_deref().unwrap_or(target);
+                    let _ = write!(
+                        t,
+                        " {} ({} - {}) |",
+                        shown(m.median, &m.unit),
+                        num(m.min),
+                        num(m.max)
+                    );
+                }
+                None => t.push_str(" |"),
+            }
+        }
+        let _ = writeln!(t, " {target} |");
+    }
+    t.push('\n');
+    for (label, r) in runs {
+        let _ = writeln!(t, "- {label}: {}.", machine_line(r));
+    }
+}
+
+/// Whether a figure goes into a side-by-side table: ratios, rates, times and what has a
+/// target (memory and counts stay in the report's page).
+fn compared(m: &crate::schema::Metric) -> bool {
+    m.better != Better::Neither
+        && (m.unit == "x" || m.unit == "s" || m.unit.ends_with("/s") || m.target.is_some())
+}
+
+/// A name's sort key with its numbers as numbers: `rate_at_500` before `rate_at_1000`.
+fn natural(name: &str) -> (String, Vec<u64>) {
+    let text: String = name.chars().filter(|c| !c.is_ascii_digit()).collect();
+    let numbers = (name.split(|c: char| !c.is_ascii_digit()))
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    (text, numbers)
+}
+
+/// `Kernel 6.12.117+deb12-amd64, 2 CPUs (QEMU TCG CPU version 2.5+), 4 GiB`.
+fn machine_line(r: &Results) -> String {
+    let m = &r.machine;
+    let cpu = if m.cpu_model.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", m.cpu_model)
+    };
+    format!(
+        "Kernel {}, {} CPUs{cpu}, {:.0} GiB",
+        m.kernel,
+        m.cpus,
+        m.mem_total_bytes as f64 / (1u64 << 30) as f64
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{Axis, Better, Machine, Metric, Series};
+    use crate::schema::{Axis, Machine, Metric, Series};
 
     fn run(kernel: &str, rate: f64) -> Results {
         let machine = Machine {
@@ -219,6 +318,29 @@ mod tests {
             !html.contains("http://")
                 || html.matches("http://").count()
                     == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+        );
+    }
+
+    #[test]
+    fn runs_of_one_scenario_on_several_kernels_sit_side_by_side() {
+        let t = markdown_table(&[
+            ("routers-debian-6.1".into(), run("6.1.0-56-amd64", 1.0)),
+            (
+                "routers-debian-6.12".into(),
+                run("6.12.117+deb12-amd64", 1.0),
+            ),
+        ]);
+        assert!(
+            t.starts_with("| routers | routers-debian-6.1<br>6.1.0-56-amd64 | routers-debian-6.12<br>6.12.117+deb12-amd64 | target |\n|---|---|---|---|\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| vs raw | 1.05x (1.00 - 1.10) | 1.05x (1.00 - 1.10) | >= 0.8 |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("- routers-debian-6.1: Kernel 6.1.0-56-amd64"),
+            "{t}"
         );
     }
 

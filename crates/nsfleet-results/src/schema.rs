@@ -25,6 +25,10 @@ pub struct Results {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Machine {
     pub kernel: String,
+    /// The CPU's model name: "QEMU TCG CPU ..." says the run was emulated (a kernel
+    /// booted by `nsfleet vm`).
+    #[serde(default)]
+    pub cpu_model: String,
     pub cpus: usize,
     pub mem_total_bytes: u64,
     /// Kernel config options that change these results (CONFIG_PREEMPT, CONFIG_PREEMPT_RCU,

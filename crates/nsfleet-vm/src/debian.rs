@@ -7,13 +7,13 @@ use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The kernel image of Debian's newest `VERSION` kernel (`6.1`, `6.12`), fetched into
-/// the cache unless it is there already.
-pub fn kernel(version: &str) -> anyhow::Result<PathBuf> {
-    if version.is_empty() || !version.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        bail!("--debian {version:?}: expected a kernel version like 6.1 or 6.12");
-    }
-    let package = newest(version)?;
+/// The kernel image of Debian's newest kernel matching `spec`, fetched into the cache
+/// unless it is there already. `spec` is a version (`6.1`, `6.12`, `6.12.107`,
+/// `6.1.0-47`) and optionally a flavour: `6.12-rt` (PREEMPT_RT), `6.12-cloud` (no 9p:
+/// it cannot boot into the host's filesystem, kept for what else it shows).
+pub fn kernel(spec: &str) -> anyhow::Result<PathBuf> {
+    let (version, flavour) = parse(spec)?;
+    let package = newest(version, flavour)?;
     let cache = cache_dir()?;
     let entry = cache.join(&package);
     if let Some(image) = image_in(&entry) {
@@ -42,26 +42,52 @@ pub fn kernel(version: &str) -> anyhow::Result<PathBuf> {
     image_in(&entry).with_context(|| format!("{package} has no boot/vmlinuz-*"))
 }
 
-/// The newest package of kernel `version` the package lists have.
-fn newest(version: &str) -> anyhow::Result<String> {
-    let pattern = format!(
-        "^linux-image-{}\\.[0-9]+.*-amd64-unsigned$",
-        version.replace('.', "\\.")
-    );
+/// `6.12-rt` as (`6.12`, `rt-`); the plain flavour is "".
+pub(crate) fn parse(spec: &str) -> anyhow::Result<(&str, &str)> {
+    let (version, flavour) = match spec.rsplit_once('-') {
+        Some((v, "rt")) => (v, "rt-"),
+        Some((v, "cloud")) => (v, "cloud-"),
+        _ => (spec, ""),
+    };
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if !version.split(['.', '-']).all(digits) {
+        bail!("{spec:?}: expected a Debian kernel version like 6.1, 6.12, 6.12.107 or 6.1.0-47, optionally followed by -rt or -cloud");
+    }
+    Ok((version, flavour))
+}
+
+/// The newest package of kernel `version` and `flavour` the package lists have.
+fn newest(version: &str, flavour: &str) -> anyhow::Result<String> {
+    // A wide search; `matches` picks the version and flavour exactly.
+    let pattern = format!("^linux-image-{}", version.replace('.', "\\."));
     let out = Command::new("apt-cache")
         .args(["search", "--names-only", &pattern])
         .output()
         .context("apt-cache (Debian's package tools) is needed for --debian")?;
     let text = String::from_utf8_lossy(&out.stdout);
+    let suffix = format!("-{flavour}amd64-unsigned");
     let mut names: Vec<&str> = (text.lines())
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| !n.contains("-rt-") && !n.contains("-cloud-"))
+        .filter(|n| matches(n, version, &suffix))
         .collect();
     names.sort_by_key(|n| numbers(n));
     match names.last() {
         Some(n) => Ok(n.to_string()),
-        None => bail!("Debian's package lists have no kernel {version} (linux-image-{version}.*-amd64-unsigned); `apt-get update` may be needed, or the version does not exist"),
+        None => bail!("Debian's package lists have no kernel {version} (linux-image-{version}*{suffix}); `apt-get update` may be needed, or the version does not exist"),
     }
+}
+
+/// Whether package `name` is kernel `version` (a whole prefix of its version) of the
+/// flavour that ends in `suffix`: `linux-image-6.1.0-56-amd64-unsigned` is 6.1 and
+/// 6.1.0-56, not 6.1.0-5 nor `-rt-`.
+fn matches(name: &str, version: &str, suffix: &str) -> bool {
+    let Some(full) = (name.strip_prefix("linux-image-")).and_then(|n| n.strip_suffix(suffix))
+    else {
+        return false;
+    };
+    let flavoured = ["-rt", "-cloud"].iter().any(|f| full.ends_with(f));
+    full.strip_prefix(version)
+        .is_some_and(|rest| !flavoured && (rest.is_empty() || rest.starts_with(['.', '-', '+'])))
 }
 
 /// The numbers in `s`, in order: a version sort key.
@@ -105,4 +131,48 @@ fn cache_dir() -> anyhow::Result<PathBuf> {
     let dir = base.join("nsfleet/kernels");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_matches_whole_parts_of_a_packages_version_and_its_flavour() {
+        let plain = "-amd64-unsigned";
+        assert!(matches("linux-image-6.1.0-56-amd64-unsigned", "6.1", plain));
+        assert!(matches(
+            "linux-image-6.1.0-56-amd64-unsigned",
+            "6.1.0-56",
+            plain
+        ));
+        assert!(!matches(
+            "linux-image-6.1.0-56-amd64-unsigned",
+            "6.1.0-5",
+            plain
+        ));
+        assert!(!matches(
+            "linux-image-6.12.117+deb12-amd64-unsigned",
+            "6.1",
+            plain
+        ));
+        assert!(matches(
+            "linux-image-6.12.117+deb12-amd64-unsigned",
+            "6.12.117",
+            plain
+        ));
+        assert!(!matches(
+            "linux-image-6.12.117+deb12-rt-amd64-unsigned",
+            "6.12",
+            plain
+        ));
+        assert!(matches(
+            "linux-image-6.12.117+deb12-rt-amd64-unsigned",
+            "6.12",
+            "-rt-amd64-unsigned"
+        ));
+        assert_eq!(parse("6.12-rt").unwrap(), ("6.12", "rt-"));
+        assert_eq!(parse("6.1.0-47").unwrap(), ("6.1.0-47", ""));
+        assert!(parse("6.x").is_err() && parse("").is_err() && parse("6.12-foo").is_err());
+    }
 }

@@ -1,30 +1,41 @@
 #!/bin/busybox sh
 # The guest's first process: mounts the host's root read-only (9p) under a writable
-# overlay, runs the command there as root, and reports its exit status to QEMU through
-# the isa-debug-exit port (QEMU exits 2n+1). 250: the guest could not be set up.
+# overlay, mounts the --rwdir folders writable at their own paths, runs the command there
+# as root, and writes its exit status into the run's own share (/run.nsfleet/status):
+# "started" just before the command, "exit N" after it, "setup: WHY" if the guest could
+# not be set up. It then stops QEMU at once through the isa-debug-exit port (or powers
+# off, on a kernel without /dev/port).
 /bin/busybox --install -s /bin
 export PATH=/bin
-mkdir -p /proc /sys /dev /host /scratch /tmp
+mkdir -p /proc /sys /dev /host /scratch /tmp /run.nsfleet
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-report() {
-  printf "$(printf '\\%03o' "$1")" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
+stop() {
+  printf '\001' | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
   poweroff -f
+}
+setup_failed() {
+  echo "nsfleet vm: $1"
+  echo "setup: $1" > /run.nsfleet/status
+  stop
 }
 for m in $(cat /modules/order); do
   if [ -f "/modules/$m.ko.xz" ]; then xzcat "/modules/$m.ko.xz" > /tmp/m.ko; else cp "/modules/$m.ko" /tmp/m.ko; fi
   insmod /tmp/m.ko 2>/dev/null
 done
+# Without the run's share nothing can be reported but this line.
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 run /run.nsfleet 2>/dev/null; then
+  echo "nsfleet vm: the guest cannot mount the host's filesystem (9p over virtio: CONFIG_VIRTIO_PCI, CONFIG_NET_9P_VIRTIO and CONFIG_9P_FS)"
+  stop
+fi
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 host /host; then
-  echo "nsfleet vm: the guest cannot mount the host's filesystem (9p over virtio)"
-  report 250
+  setup_failed "the guest cannot mount the host's root filesystem (9p over virtio)"
 fi
 mount -t tmpfs scratch /scratch
 mkdir -p /scratch/upper /scratch/work /scratch/root
 if ! mount -t overlay overlay -o lowerdir=/host,upperdir=/scratch/upper,workdir=/scratch/work /scratch/root; then
-  echo "nsfleet vm: the guest has no overlayfs for its writable scratch"
-  report 250
+  setup_failed "the guest has no overlayfs for its writable scratch (CONFIG_OVERLAY_FS)"
 fi
 R=/scratch/root
 mount -t proc proc $R/proc
@@ -32,7 +43,15 @@ mount -t sysfs sys $R/sys
 mount -t devtmpfs dev $R/dev
 mount -t tmpfs run $R/run
 mount -t cgroup2 cgroup2 $R/sys/fs/cgroup 2>/dev/null
+while read -r tag dir; do
+  mkdir -p "$R$dir"
+  if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 "$tag" "$R$dir"; then
+    setup_failed "the guest cannot mount --rwdir $dir"
+  fi
+done < /rwdirs
+[ -f /config ] && mkdir -p $R/boot && cp /config "$R/boot/config-$(uname -r)"
 cp /command $R/run/nsfleet-vm-command
-echo "nsfleet-vm: command starting"
+echo started > /run.nsfleet/status
 chroot $R /bin/sh /run/nsfleet-vm-command
-report $?
+echo "exit $?" > /run.nsfleet/status
+stop

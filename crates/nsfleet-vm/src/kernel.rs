@@ -5,23 +5,18 @@
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
-/// Modules the guest loads, in dependency order (a kernel without `modules.dep`, as
-/// Debian's package ships it, is loaded by this list): the host's filesystem over 9p, the
-/// writable overlay, then what fleets use. One that is built in has no file and is skipped.
+/// Modules the guest loads, with what they depend on (see [`Kernel::module_files`]): the
+/// virtio bus (built in from 6.12 in Debian, a module in 6.1), the host's filesystem over 9p, the writable overlay, then what fleets use. One that is
+/// built in has no file and is skipped.
 pub const MODULES: &[&str] = &[
-    "netfs",
-    "9pnet",
+    "virtio_pci",
     "9pnet_virtio",
     "9p",
     "overlay",
-    "llc",
-    "stp",
     "bridge",
     "veth",
     "sch_netem",
     "sch_tbf",
-    "udp_tunnel",
-    "ip6_udp_tunnel",
     "vxlan",
 ];
 
@@ -32,10 +27,10 @@ const NEEDED: &[(&str, &str)] = &[
     ("BRIDGE", "switches"),
     ("NET_SCH_NETEM", "impairments (netem)"),
     ("NET_SCH_TBF", "rate limits (tbf)"),
+    ("VIRTIO_PCI", "the host's filesystem (virtio)"),
     ("NET_9P_VIRTIO", "the host's filesystem (9p over virtio)"),
     ("9P_FS", "the host's filesystem (9p)"),
     ("OVERLAY_FS", "the guest's writable scratch (overlayfs)"),
-    ("DEVPORT", "the command's exit status (/dev/port)"),
 ];
 
 pub struct Kernel {
@@ -43,12 +38,50 @@ pub struct Kernel {
     /// The release it reports (`uname -r`), from the image's header.
     pub release: String,
     pub modules: Option<PathBuf>,
+    /// Its `.config`, where the image has one beside it (`boot/config-R`).
+    pub config: Option<PathBuf>,
     /// Options of [`NEEDED`] its config lacks, with what they are for; `None` without a
     /// config to read.
     pub lacks: Option<Vec<String>>,
 }
 
+/// The options of [`NEEDED`] without which the guest cannot start at all.
+const TO_START: &[&str] = &["VIRTIO_PCI", "NET_9P_VIRTIO", "9P_FS", "OVERLAY_FS"];
+
 impl Kernel {
+    /// What of [`TO_START`] its config says it lacks.
+    pub fn cannot_start(&self) -> Vec<&String> {
+        let lacks = self.lacks.iter().flatten();
+        lacks
+            .filter(|l| {
+                TO_START
+                    .iter()
+                    .any(|o| l.starts_with(&format!("CONFIG_{o} ")))
+            })
+            .collect()
+    }
+
+    /// The running kernel (`--kernel host`): its image where a distribution puts it
+    /// (`/boot/vmlinuz-R`, `/lib/modules/R/vmlinuz`), with its modules.
+    pub fn host() -> anyhow::Result<Kernel> {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")?
+            .trim()
+            .to_string();
+        let modules = Path::new("/lib/modules").join(&release);
+        let places = [
+            PathBuf::from(format!("/boot/vmlinuz-{release}")),
+            modules.join("vmlinuz"),
+        ];
+        let Some(image) = places.iter().find(|p| std::fs::File::open(p).is_ok()) else {
+            bail!(
+                "--kernel host: the running kernel's image ({release}) is not readable here (looked for {}); this machine was booted from an image it does not keep. Give one with --kernel BZIMAGE, or --debian VERSION",
+                places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            );
+        };
+        let modules = modules.is_dir().then_some(modules);
+        Kernel::open(image, modules.as_deref())
+    }
+
     /// The kernel at `image`, with the modules of `modules` (or, without it, those beside
     /// it as a package lays them out: `boot/vmlinuz-R` and `lib/modules/R`).
     pub fn open(image: &Path, modules: Option<&Path>) -> anyhow::Result<Kernel> {
@@ -79,38 +112,106 @@ impl Kernel {
             }
             None => beside.filter(|b| b.is_dir()),
         };
-        let config = image.parent().map(|b| b.join(format!("config-{release}")));
-        let lacks = config
+        let config = (image.parent())
+            .map(|b| b.join(format!("config-{release}")))
+            .filter(|c| c.is_file());
+        let lacks = (config.as_ref())
             .and_then(|c| std::fs::read_to_string(c).ok())
             .map(|c| lacking(&c));
         Ok(Kernel {
             image: image.to_path_buf(),
             release,
             modules,
+            config,
             lacks,
         })
     }
 
-    /// The files of [`MODULES`] this kernel has, in that order.
-    pub fn module_files(&self) -> Vec<(String, PathBuf)> {
+    /// The files of [`MODULES`] this kernel has and of the modules they depend on, in an
+    /// order that loads each after its dependencies. Dependencies are read from each
+    /// module's own `depends=` (a kernel package need not ship `modules.dep`); one that
+    /// is not a file here is built in.
+    pub fn module_files(&self) -> anyhow::Result<Vec<(String, PathBuf)>> {
         let Some(dir) = &self.modules else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut all = Vec::new();
         walk(dir, &mut all);
-        (MODULES.iter())
-            .filter_map(|m| {
-                let file = all.iter().find(|p| {
-                    let n = p
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    n == format!("{m}.ko") || n == format!("{m}.ko.xz")
-                })?;
-                Some((m.to_string(), file.clone()))
-            })
-            .collect()
+        let by_name: std::collections::HashMap<String, PathBuf> = all
+            .into_iter()
+            .filter_map(|p| Some((module_name(&p)?, p)))
+            .collect();
+        let mut order = Vec::new();
+        for m in MODULES {
+            load_after_deps(m, &by_name, &mut order, 0)?;
+        }
+        Ok(order)
     }
+}
+
+/// Appends `name` to `order` after what it depends on, unless it is there already or
+/// not a module file of this kernel.
+fn load_after_deps(
+    name: &str,
+    by_name: &std::collections::HashMap<String, PathBuf>,
+    order: &mut Vec<(String, PathBuf)>,
+    depth: usize,
+) -> anyhow::Result<()> {
+    let Some(file) = by_name.get(name) else {
+        return Ok(());
+    };
+    if order.iter().any(|(n, _)| n == name) {
+        return Ok(());
+    }
+    if depth > 32 {
+        bail!("{}: module dependencies loop", file.display());
+    }
+    for dep in depends_of(file)? {
+        load_after_deps(&dep, by_name, order, depth + 1)?;
+    }
+    order.push((name.to_string(), file.clone()));
+    Ok(())
+}
+
+/// A module's name from its file name (`9pnet_virtio.ko`, `veth.ko.xz`).
+fn module_name(p: &Path) -> Option<String> {
+    let n = p.file_name()?.to_string_lossy().into_owned();
+    let stem = n.strip_suffix(".ko.xz").or_else(|| n.strip_suffix(".ko"))?;
+    Some(stem.to_string())
+}
+
+/// The modules `file` depends on: its `.modinfo`'s `depends=` (xz-compressed modules are
+/// read through `xz -dc`).
+fn depends_of(file: &Path) -> anyhow::Result<Vec<String>> {
+    let bytes = if file.extension().is_some_and(|e| e == "xz") {
+        let out = std::process::Command::new("xz")
+            .arg("-dc")
+            .arg(file)
+            .output()
+            .context("xz is needed to read compressed kernel modules: apt-get install xz-utils")?;
+        if !out.status.success() {
+            bail!("{}: xz cannot decompress it", file.display());
+        }
+        out.stdout
+    } else {
+        std::fs::read(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    Ok(modinfo_depends(&bytes))
+}
+
+/// The names after `depends=` in a module's `.modinfo` strings (NUL-separated).
+fn modinfo_depends(module: &[u8]) -> Vec<String> {
+    const KEY: &[u8] = b"\0depends=";
+    let Some(at) = module.windows(KEY.len()).position(|w| w == KEY) else {
+        return Vec::new();
+    };
+    let rest = &module[at + KEY.len()..];
+    let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+    String::from_utf8_lossy(&rest[..end])
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The release string of a bzImage (its setup header's `kernel_version`), if `bytes` is
@@ -161,6 +262,14 @@ mod tests {
         img[0x500..0x520].copy_from_slice(b"6.12.117+deb12-amd64 (debian) #1");
         assert_eq!(release_of(&img).as_deref(), Some("6.12.117+deb12-amd64"));
         assert_eq!(release_of(b"#!/bin/sh\necho not a kernel\n"), None);
+    }
+
+    #[test]
+    fn a_modules_dependencies_are_read_from_its_modinfo() {
+        let ko = b"\x7fELF...\0license=GPL\0depends=9pnet,fscache,netfs\0retpoline=Y\0";
+        assert_eq!(modinfo_depends(ko), ["9pnet", "fscache", "netfs"]);
+        assert!(modinfo_depends(b"\0depends=\0name=netfs\0").is_empty());
+        assert!(modinfo_depends(b"no modinfo").is_empty());
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //!
 //! The guest starts from a small initramfs made here ([`cpio`]): busybox (Debian's
 //! static one), the kernel's modules nsfleet needs ([`kernel::MODULES`]), `init.sh` and
-//! the command. Nothing is written on the host but that initramfs, in a folder of its
-//! own removed afterwards (Ctrl-C included). This crate never touches the host's network.
+//! the command. On the host, a run writes only into a folder of its own, removed
+//! afterwards (Ctrl-C included): the initramfs and the share where the guest reports
+//! the command's status; and, from inside the guest, into the folders given as
+//! `--rwdir`. This crate never touches the host's network.
 
 pub mod cpio;
 pub mod debian;
 pub mod kernel;
+pub mod spec;
 
 use anyhow::{bail, Context};
 use std::io::Read;
@@ -19,12 +22,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use kernel::Kernel;
+pub use spec::Spec;
 
 const INIT: &str = include_str!("init.sh");
 /// Where the guest's busybox comes from (Debian's busybox-static).
 const BUSYBOX: &str = "/bin/busybox";
-/// The exit status init.sh reports when the guest could not be set up.
-const SETUP_FAILED: i32 = 250;
 /// The signals that end a run.
 const STOP: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
@@ -33,6 +35,10 @@ pub struct VmArgs {
     pub cpus: u32,
     pub mem_mib: u32,
     pub timeout: Duration,
+    /// Host folders the guest may write, mounted at their own paths (9p).
+    pub rwdirs: Vec<PathBuf>,
+    /// Kernel parameters added to the guest's command line.
+    pub append: Vec<String>,
     pub command: Vec<String>,
 }
 
@@ -41,6 +47,23 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
     which("qemu-system-x86_64", "apt-get install qemu-system-x86")?;
     if !is_static(Path::new(BUSYBOX)) {
         bail!("the guest's first process is busybox, and {BUSYBOX} is not a static one: apt-get install busybox-static");
+    }
+    let rwdirs = (a.rwdirs.iter())
+        .map(|d| {
+            std::fs::canonicalize(d)
+                .ok()
+                .filter(|c| c.is_dir())
+                .with_context(|| format!("--rwdir {}: not a folder", d.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cannot = a.kernel.cannot_start();
+    if !cannot.is_empty() {
+        let names: Vec<&str> = cannot.iter().map(|l| l.as_str()).collect();
+        bail!(
+            "kernel {} cannot boot into the host's filesystem: it lacks {} (Debian's cloud kernels do; take the generic one)",
+            a.kernel.release,
+            names.join(", ")
+        );
     }
     if let Some(lacks) = a.kernel.lacks.as_ref().filter(|l| !l.is_empty()) {
         eprintln!(
@@ -54,7 +77,15 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
     let _held = nsfleet_sys::SignalsHeld::new(&STOP)?;
     let dir = Scratch::new()?;
     let initrd = dir.0.join("initrd.cpio");
-    std::fs::write(&initrd, initramfs(&a.kernel, &a.command)?)?;
+    std::fs::write(&initrd, initramfs(&a.kernel, &rwdirs, &a.command)?)?;
+    let share = dir.0.join("share");
+    std::fs::create_dir(&share)?;
+    let guest = Guest {
+        args: a,
+        initrd: &initrd,
+        share: &share,
+        rwdirs: &rwdirs,
+    };
     let kvm = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -63,9 +94,9 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
     let accels: &[&str] = if kvm { &["kvm", "tcg"] } else { &["tcg"] };
     let (mut k, mut retried) = (0, false);
     while let Some(accel) = accels.get(k) {
-        match boot(a, &initrd, accel)? {
-            Booted::Exit(code) if code == SETUP_FAILED => bail!("the guest could not be set up (above)"),
+        match guest.boot(accel)? {
             Booted::Exit(code) => return Ok(code),
+            Booted::SetupFailed(why) => bail!("the guest could not be set up: {why}"),
             Booted::AccelFailed(why) if k + 1 < accels.len() => {
                 eprintln!("nsfleet: vm: KVM does not run this guest here ({why}); using TCG (emulation)");
             }
@@ -87,6 +118,8 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
 
 enum Booted {
     Exit(i32),
+    /// init.sh could not set the guest up, and says why.
+    SetupFailed(String),
     AccelFailed(String),
     /// QEMU ended without the guest's report; `started`: after init said the command
     /// was starting.
@@ -95,104 +128,151 @@ enum Booted {
     },
 }
 
-/// The line init.sh prints just before the command runs (the serial console ends lines
-/// with CR LF); taken out of the output.
-const STARTING: &[u8] = b"nsfleet-vm: command starting\r\n";
+/// What one boot needs.
+struct Guest<'a> {
+    args: &'a VmArgs,
+    initrd: &'a Path,
+    /// This run's writable share, where init.sh writes `status`.
+    share: &'a Path,
+    rwdirs: &'a [PathBuf],
+}
 
-/// One boot with accelerator `accel`, the guest's console on our standard output.
-fn boot(a: &VmArgs, initrd: &Path, accel: &str) -> anyhow::Result<Booted> {
-    let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args(["-accel", accel, "-cpu", "max", "-smp", &a.cpus.to_string()])
-        .args(["-m", &format!("{}M", a.mem_mib)])
-        .arg("-kernel")
-        .arg(&a.kernel.image)
-        .arg("-initrd")
-        .arg(initrd)
-        .args([
-            "-append",
-            "console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init",
-        ])
-        .args([
-            "-nic", "none", "-display", "none", "-monitor", "none", "-serial", "stdio",
-        ])
-        .args(["-no-reboot", "-nodefaults"])
-        .args([
-            "-virtfs",
-            "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-        ])
-        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
-    let console = child.stdout.take().expect("piped");
-    let started = std::thread::spawn(move || forward(console));
-    let mut stderr = child.stderr.take().expect("piped");
-    let said = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + a.timeout;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
+/// A 9p share of `path` named `tag` (read-only or not); `security_model=none`: files are
+/// made as QEMU's user, and the guest's root may write only where that user may.
+fn virtfs(path: &Path, tag: &str, readonly: bool) -> String {
+    let ro = if readonly { ",readonly=on" } else { "" };
+    format!(
+        "local,path={},mount_tag={tag},security_model=none,multidevs=remap{ro}",
+        path.display().to_string().replace(',', ",,")
+    )
+}
+
+impl Guest<'_> {
+    /// One boot with accelerator `accel`, the guest's console on our standard output.
+    fn boot(&self, accel: &str) -> anyhow::Result<Booted> {
+        let a = self.args;
+        let status = self.share.join("status");
+        let _ = std::fs::remove_file(&status);
+        let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init");
+        for p in &a.append {
+            append.push(' ');
+            append.push_str(p);
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "the guest did not finish within {} s: QEMU was killed (--timeout)",
-                a.timeout.as_secs()
-            );
+        let mut qemu = Command::new("qemu-system-x86_64");
+        qemu.args(["-accel", accel, "-cpu", "max", "-smp", &a.cpus.to_string()])
+            .args(["-m", &format!("{}M", a.mem_mib)])
+            .arg("-kernel")
+            .arg(&a.kernel.image)
+            .arg("-initrd")
+            .arg(self.initrd)
+            .arg("-append")
+            .arg(append)
+            .args([
+                "-nic", "none", "-display", "none", "-monitor", "none", "-serial", "stdio",
+            ])
+            .args(["-no-reboot", "-nodefaults"])
+            .arg("-virtfs")
+            .arg(virtfs(Path::new("/"), "host", true))
+            .arg("-virtfs")
+            .arg(virtfs(self.share, "run", false));
+        for (i, d) in self.rwdirs.iter().enumerate() {
+            qemu.arg("-virtfs").arg(virtfs(d, &format!("rw{i}"), false));
         }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let said = said.join().unwrap_or_default();
-    let started = started.join().unwrap_or(true);
-    let code = status.code().unwrap_or(0);
-    if code % 2 == 1 {
-        return Ok(Booted::Exit(code / 2));
-    }
-    // QEMU's own complaint (KVM refusing the guest, a bad option): its first line.
-    match said.lines().map(str::trim).find(|l| !l.is_empty()) {
-        Some(first) => Ok(Booted::AccelFailed(first.to_string())),
-        None => Ok(Booted::NoReport { started }),
+        qemu.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
+        let console = child.stdout.take().expect("piped");
+        let forwarded = std::thread::spawn(move || forward(console));
+        let mut stderr = child.stderr.take().expect("piped");
+        let said = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let deadline = Instant::now() + a.timeout;
+        loop {
+            if child.try_wait()?.is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "the guest did not finish within {} s: QEMU was killed (--timeout)",
+                    a.timeout.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let said = said.join().unwrap_or_default();
+        let complaint = forwarded.join().unwrap_or_default();
+        let report = std::fs::read_to_string(&status).unwrap_or_default();
+        Ok(outcome(report.trim(), complaint, &said))
     }
 }
 
-/// Copies the guest's console to our standard output as it comes, without the line that
-/// says the command is starting; returns whether that line came.
-fn forward(mut console: impl Read) -> bool {
+/// What a boot came to, from the status init.sh wrote (`started`, `exit N`, `setup:
+/// WHY`, or nothing), the last line init.sh complained with on the console, and what
+/// QEMU said on its stderr.
+fn outcome(report: &str, complaint: Option<String>, said: &str) -> Booted {
+    if let Some(code) = report.strip_prefix("exit ") {
+        if let Ok(code) = code.parse() {
+            return Booted::Exit(code);
+        }
+    }
+    if let Some(why) = report.strip_prefix("setup: ") {
+        return Booted::SetupFailed(why.to_string());
+    }
+    if report == "started" {
+        return Booted::NoReport { started: true };
+    }
+    // init.sh stopped the guest before it could write the status: it said why.
+    if let Some(why) = complaint {
+        return Booted::SetupFailed(why);
+    }
+    // QEMU's own complaint (KVM refusing the guest, a bad option): its first line.
+    match said.lines().map(str::trim).find(|l| !l.is_empty()) {
+        Some(first) => Booted::AccelFailed(first.to_string()),
+        None => Booted::NoReport { started: false },
+    }
+}
+
+/// What init.sh says on the console starts so (the command's own lines may too, but
+/// they are only looked at when the command never ran).
+const COMPLAINT: &str = "nsfleet vm: ";
+
+/// Copies the guest's console to our standard output as it comes; returns the last line
+/// in which init.sh complained, without its prefix.
+fn forward(mut console: impl Read) -> Option<String> {
     use std::io::Write;
-    let (mut started, mut held) = (false, Vec::new());
     let mut buf = [0u8; 4096];
     let mut out = std::io::stdout();
+    let (mut line, mut complaint) = (Vec::new(), None);
     while let Ok(n) = console.read(&mut buf) {
         if n == 0 {
             break;
         }
-        if started {
-            let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
-            continue;
-        }
-        // Until the marker: the kernel's and init's lines, held to find it whole.
-        held.extend_from_slice(&buf[..n]);
-        if let Some(at) = held.windows(STARTING.len()).position(|w| w == STARTING) {
-            started = true;
-            let _ = out.write_all(&held[..at]);
-            let _ = out.write_all(&held[at + STARTING.len()..]);
-            let _ = out.flush();
-            held.clear();
+        let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
+        for &b in &buf[..n] {
+            if b != b'\n' {
+                line.push(b);
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            if let Some(why) = text.trim_end().strip_prefix(COMPLAINT) {
+                complaint = Some(why.to_string());
+            }
+            line.clear();
         }
     }
-    let _ = out.write_all(&held);
-    let _ = out.flush();
-    started
+    complaint
 }
 
-/// The guest's initramfs: busybox, init, the modules in load order, the command.
-fn initramfs(k: &Kernel, command: &[String]) -> anyhow::Result<Vec<u8>> {
+/// The guest's initramfs: busybox, init, the modules in load order, the command, and
+/// the `--rwdir` folders to mount (`TAG PATH` per line).
+fn initramfs(k: &Kernel, rwdirs: &[PathBuf], command: &[String]) -> anyhow::Result<Vec<u8>> {
     let mut c = cpio::Cpio::default();
     for d in ["bin", "modules", "dev", "proc", "sys", "tmp"] {
         c.dir(d);
@@ -200,7 +280,7 @@ fn initramfs(k: &Kernel, command: &[String]) -> anyhow::Result<Vec<u8>> {
     c.file("bin/busybox", 0o755, &std::fs::read(BUSYBOX)?);
     c.file("init", 0o755, INIT.as_bytes());
     let mut order = String::new();
-    for (name, file) in k.module_files() {
+    for (name, file) in k.module_files()? {
         let ext = if file.extension().is_some_and(|e| e == "xz") {
             "ko.xz"
         } else {
@@ -216,6 +296,15 @@ fn initramfs(k: &Kernel, command: &[String]) -> anyhow::Result<Vec<u8>> {
     }
     c.file("modules/order", 0o644, order.as_bytes());
     c.file("command", 0o644, command_script(command).as_bytes());
+    // Seen in the guest as /boot/config-R, where tools (and nsfleet bench) look for it.
+    if let Some(config) = &k.config {
+        c.file("config", 0o644, &std::fs::read(config)?);
+    }
+    let mut mounts = String::new();
+    for (i, d) in rwdirs.iter().enumerate() {
+        mounts.push_str(&format!("rw{i} {}\n", d.display()));
+    }
+    c.file("rwdirs", 0o644, mounts.as_bytes());
     Ok(c.finish())
 }
 
