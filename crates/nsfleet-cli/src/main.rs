@@ -401,6 +401,25 @@ enum Command {
     ///   nsfleet vm --kernel ~/linux/arch/x86/boot/bzImage --modules /tmp/mods/lib/modules/6.13.0 -- ./test.sh
     #[command(verbatim_doc_comment)]
     Vm(VmCommand),
+    /// Run a script written for Mininet unchanged on nsfleet: its `mininet.*` imports are
+    /// answered by nsfleet's Python package (`nsfleet.mininet`: Mininet, Topo, TreeTopo,
+    /// Host, TCLink, CLI...). Needs the package (`pip install .` in nsfleet's repository);
+    /// the Python beside this executable is used, else python3 on PATH. A feature nsfleet
+    /// lacks (RemoteController, xterms, CPULimitedHost) is refused at the script's line
+    /// before the network is built.
+    ///
+    ///   sudo nsfleet mn /usr/share/doc/mininet/examples/linuxrouter.py
+    #[command(verbatim_doc_comment)]
+    Mn {
+        /// The script and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "SCRIPT.py [ARGS]"
+        )]
+        script: Vec<String>,
+    },
     /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
     /// a running fleet or anything without an nsfleet record.
     Clean {
@@ -1017,7 +1036,7 @@ fn main() {
     // checked once, here (the bench and the report keep to folders of their own).
     let trusts = !matches!(
         cli.command,
-        Command::Bench(_) | Command::Report { .. } | Command::Vm(_)
+        Command::Bench(_) | Command::Report { .. } | Command::Vm(_) | Command::Mn { .. }
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
@@ -1230,6 +1249,7 @@ fn main() {
             section,
         }),
         Command::Vm(v) => vm(v),
+        Command::Mn { script } => cmd::mn::mn(&script),
     };
     if let Err(e) = result {
         eprintln!("nsfleet: {e:#}");

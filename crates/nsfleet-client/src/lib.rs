@@ -16,6 +16,7 @@ pub mod gen;
 pub mod graph;
 pub mod impair;
 pub mod link;
+pub mod mn;
 pub mod node;
 pub mod report;
 pub mod stats;

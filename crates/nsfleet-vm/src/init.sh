@@ -41,6 +41,9 @@ R=/scratch/root
 mount -t proc proc $R/proc
 mount -t sysfs sys $R/sys
 mount -t devtmpfs dev $R/dev
+mkdir -p $R/dev/pts $R/dev/shm
+mount -t devpts -o ptmxmode=0666 devpts $R/dev/pts
+mount -t tmpfs shm $R/dev/shm
 mount -t tmpfs run $R/run
 mount -t cgroup2 cgroup2 $R/sys/fs/cgroup 2>/dev/null
 while read -r tag dir; do

@@ -1,0 +1,402 @@
+"""Mininet's `Mininet` on nsfleet: nodes, switches and links are described as a script
+adds them, and `start()` brings the whole network up with one `nsfleet up` (validated
+entirely before anything exists); `stop()` brings it down and waits for the kernel to
+reclaim it. `pingAll`, `ping`, `iperf`, `configLinkStatus` and the node lookups behave
+as Mininet's, printing what Mininet prints."""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import itertools
+import os
+import re
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from ..fleet import Fleet
+from . import log
+from ._unsupported import Unsupported, once
+from .link import Intf, Link, TCLink
+from .node import Controller, Host, Node, OVSKernelSwitch, RemoteController, Switch
+from .node import CPULimitedHost  # noqa: F401  (refused when used)
+from .topo import Topo, natural
+
+_serial = itertools.count(1)
+
+# Networks started and not stopped: a script that ends without stop() (an exception, an
+# early exit) still leaves nothing behind, unlike Mininet, which needs `mn -c`.
+_running: "weakref.WeakSet[Mininet]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_the_forgotten() -> None:
+    for net in list(_running):
+        for n in itertools.chain(net.hosts, net.switches):
+            n.terminate()
+        if net.fleet is not None:
+            try:
+                net.fleet.down()
+            except Exception:
+                pass
+
+NodeRef = Union[str, Node]
+
+
+class Mininet:
+    """A network of hosts, switches and links, built on nsfleet when started."""
+
+    def __init__(self, topo: Optional[Topo] = None, switch: Any = OVSKernelSwitch,
+                 host: Any = Host, controller: Any = Controller, link: Any = Link,
+                 intf: Any = Intf, build: bool = True, xterms: bool = False,
+                 cleanup: bool = False, ipBase: str = "10.0.0.0/8", inNamespace: bool = False,
+                 autoSetMacs: bool = False, autoStaticArp: bool = False,
+                 autoPinCpus: bool = False, listenPort: Optional[int] = None,
+                 waitConnected: bool = False) -> None:
+        if xterms:
+            raise Unsupported("xterms", "nodes have no X11 terminals (use nsfleet exec FLEET NODE)")
+        if autoPinCpus:
+            raise Unsupported("autoPinCpus", "nodes are not pinned to CPUs")
+        for cls, what in ((host, "host"), (controller, "controller")):
+            if isinstance(cls, type) and issubclass(cls, RemoteController):
+                raise Unsupported("RemoteController", "switches are Linux bridges and speak no OpenFlow")
+            if isinstance(cls, type) and cls.__name__ == "CPULimitedHost":
+                raise Unsupported("CPULimitedHost", "nodes are not placed in CPU-limited cgroups")
+        self.topo = topo
+        self.switch, self.host, self.controller, self.link, self.intf = switch, host, controller, link, intf
+        self.ipBase = ipBase
+        self.network = ipaddress.ip_network(ipBase, strict=False)
+        self.nextIP = 1
+        self.autoSetMacs = autoSetMacs
+        self.autoStaticArp = autoStaticArp
+        self.hosts: List[Node] = []
+        self.switches: List[Switch] = []
+        self.controllers: List[Controller] = []
+        self.links: List[Link] = []
+        self.nameToNode: Dict[str, Any] = {}
+        self.fleet: Optional[Fleet] = None
+        self.name = f"mn{os.getpid() % 100000}x{next(_serial)}"
+        self.built = False
+        if topo is not None and build:
+            self.build()
+
+    # -- describing --
+    def addHost(self, name: str, cls: Any = None, **params: Any) -> Node:
+        """A host; without `ip`, the next address of ipBase (10.0.0.1, ...)."""
+        if "ip" not in params:
+            addr = self.network.network_address + self.nextIP
+            params["ip"] = f"{addr}/{self.network.prefixlen}"
+            self.nextIP += 1
+        if self.autoSetMacs and "mac" not in params:
+            params["mac"] = _mac(self.nextIP - 1)
+        node = (cls or self.host)(name, **params)
+        return self._add(node, self.hosts)
+
+    def addSwitch(self, name: str, cls: Any = None, **params: Any) -> Switch:
+        node = (cls or self.switch)(name, **params)
+        return self._add(node, self.switches)
+
+    def addController(self, name: Any = "c0", controller: Any = None, **params: Any) -> Controller:
+        if isinstance(name, Controller):
+            c = name
+        else:
+            cls = controller or self.controller
+            if isinstance(cls, type) and issubclass(cls, RemoteController):
+                raise Unsupported("RemoteController", "switches are Linux bridges and speak no OpenFlow")
+            c = cls(name, **params) if cls is not None else Controller(name)
+        self.controllers.append(c)
+        self.nameToNode[c.name] = c
+        return c
+
+    def addNAT(self, *args: Any, **kwargs: Any) -> Node:
+        raise Unsupported("addNAT", "a NAT to the host's network is not made (use a host link in a topology file)")
+
+    def _add(self, node: Any, where: List[Any]) -> Any:
+        if node.name in self.nameToNode:
+            raise ValueError(f"node {node.name!r} added twice")
+        if self.fleet is not None:
+            raise Unsupported("adding a node to a started network", "use nsfleet apply on the fleet")
+        node.net = self
+        where.append(node)
+        self.nameToNode[node.name] = node
+        return node
+
+    def addLink(self, node1: NodeRef, node2: NodeRef, port1: Optional[int] = None,
+                port2: Optional[int] = None, cls: Any = None, **params: Any) -> Link:
+        n1 = self.nameToNode[node1] if isinstance(node1, str) else node1
+        n2 = self.nameToNode[node2] if isinstance(node2, str) else node2
+        if self.fleet is not None:
+            raise Unsupported("adding a link to a started network", "use nsfleet apply on the fleet")
+        link = (cls or self.link)(n1, n2, port1=port1, port2=port2, **params)
+        self.links.append(link)
+        return link
+
+    def build(self) -> None:
+        """Describes the topology's nodes and links (nothing exists until start())."""
+        if self.topo is not None and not self.built:
+            topo = self.topo
+            for name in topo.nodes(sort=False):
+                opts = dict(topo.nodeInfo(name))
+                cls = opts.pop("cls", None)
+                if opts.pop("isSwitch", False):
+                    self.addSwitch(name, cls=cls, **opts)
+                else:
+                    self.addHost(name, cls=cls, **opts)
+            for a, b, info in topo.links(withInfo=True):
+                info = dict(info)
+                cls = info.pop("cls", None)
+                info.pop("node1", None), info.pop("node2", None)
+                self.addLink(a, b, cls=cls, **info)
+        if not self.controllers and self.controller is not None and self.switches:
+            self.addController("c0")
+        self.built = True
+
+    # -- lookups --
+    def getNodeByName(self, *args: str) -> Any:
+        if len(args) == 1:
+            return self.nameToNode[args[0]]
+        return [self.nameToNode[n] for n in args]
+
+    get = getNodeByName
+
+    def __getitem__(self, key: str) -> Any:
+        return self.nameToNode[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        for n in itertools.chain(self.hosts, self.switches, self.controllers):
+            yield n.name
+
+    def __len__(self) -> int:
+        return len(self.hosts) + len(self.switches) + len(self.controllers)
+
+    def __contains__(self, item: str) -> bool:
+        return item in self.nameToNode
+
+    def keys(self) -> List[str]:
+        return list(self)
+
+    def values(self) -> List[Any]:
+        return [self.nameToNode[n] for n in self]
+
+    def items(self) -> List[Tuple[str, Any]]:
+        return [(n, self.nameToNode[n]) for n in self]
+
+    # -- the fleet --
+    def topology(self) -> Dict[str, Any]:
+        """The network as an nsfleet topology (a dict, as a TOML file would say it)."""
+        nodes = []
+        for n in self.hosts:
+            entry: Dict[str, Any] = {"name": n.name}
+            route = n.params.get("defaultRoute")
+            if route:
+                route = str(route)
+                entry["routes"] = [f"default {route}" if route.startswith(("via ", "dev ")) else f"default dev {route}"]
+            nodes.append(entry)
+        links = [{"a": _end(l.intf1, l.impair1), "b": _end(l.intf2, l.impair2)} for l in self.links]
+        doc: Dict[str, Any] = {"fleet": {"name": self.name}}
+        if nodes:
+            doc["node"] = nodes
+        if self.switches:
+            doc["switch"] = [{"name": s.name} for s in self.switches]
+        if links:
+            doc["link"] = links
+        return doc
+
+    def start(self) -> None:
+        """Builds the network: one `nsfleet up` of the whole topology, then each node's
+        `config` (its own commands), as Mininet configures hosts."""
+        self.build()
+        _raise_nofile()
+        log.info("*** Configuring hosts\n" + " ".join(h.name for h in self.hosts) + " \n")
+        self.fleet = Fleet.from_dict(self.topology())
+        _running.add(self)
+        for h in self.hosts:
+            h.runDeferred()
+            h.configDefault()
+        if self.controllers:
+            log.info("*** Starting controller\n" + " ".join(c.name for c in self.controllers) + " \n")
+        log.info(f"*** Starting {len(self.switches)} switches\n" + " ".join(s.name for s in self.switches) + " ...\n")
+        for s in self.switches:
+            s.start(self.controllers)
+        if self.autoStaticArp:
+            self.staticArp()
+
+    def stop(self) -> None:
+        """Ends every node's shell and brings the fleet down, to full reclamation."""
+        if self.controllers:
+            log.info(f"*** Stopping {len(self.controllers)} controllers\n" + " ".join(c.name for c in self.controllers) + " \n")
+        log.info(f"*** Stopping {len(self.links)} links\n" + "." * len(self.links) + "\n")
+        log.info(f"*** Stopping {len(self.switches)} switches\n" + " ".join(s.name for s in self.switches) + " \n")
+        log.info(f"*** Stopping {len(self.hosts)} hosts\n" + " ".join(h.name for h in self.hosts) + " \n")
+        for n in itertools.chain(self.hosts, self.switches):
+            n.terminate()
+        if self.fleet is not None:
+            self.fleet.down()
+            self.fleet = None
+        _running.discard(self)
+        log.info("*** Done\n")
+
+    def run(self, test: Any, *args: Any, **kwargs: Any) -> Any:
+        self.start()
+        try:
+            return test(*args, **kwargs)
+        finally:
+            self.stop()
+
+    def waitConnected(self, timeout: Optional[float] = None, delay: float = 0.5) -> bool:
+        return True
+
+    def staticArp(self) -> None:
+        for src, dst in itertools.permutations(self.hosts, 2):
+            if dst.IP() and dst.MAC():
+                src.setARP(ip=dst.IP(), mac=dst.MAC())
+
+    def configLinkStatus(self, src: str, dst: str, status: str) -> None:
+        """Pulls (`down`) or plugs back (`up`) the cables between two nodes."""
+        if status not in ("up", "down"):
+            log.error(f"unknown link status: {status}\n")
+            return
+        a, b = self.nameToNode[src], self.nameToNode[dst]
+        pairs = a.connectionsTo(b)
+        if not pairs:
+            log.error(f"src and dst not connected: {src} {dst}\n")
+        assert self.fleet is not None
+        for intf, other in pairs:
+            end = intf if not isinstance(intf.node, Switch) else other
+            link = self.fleet.link(f"{end.node.name}:{end.name}")
+            link.down() if status == "down" else link.up()
+
+    # -- tests --
+    def ping(self, hosts: Optional[Sequence[Node]] = None, timeout: Optional[float] = None) -> float:
+        """Pings between every pair of `hosts` (all by default), each source pinging its
+        destinations at once; prints Mininet's lines; returns the loss in percent."""
+        hosts = list(hosts or self.hosts)
+        log.output("*** Ping: testing ping reachability\n")
+        sent = received = 0
+        for src in hosts:
+            dsts = [d for d in hosts if d is not src]
+            ok = _reachable(src, dsts, timeout)
+            log.output(f"{src.name} -> " + " ".join(d.name if d.name in ok else "X" for d in dsts) + " \n")
+            sent += len(dsts)
+            received += len(ok)
+        lost = 100.0 * (sent - received) / sent if sent else 0.0
+        log.output(f"*** Results: {round(lost)}% dropped ({received}/{sent} received)\n")
+        return lost
+
+    def pingFull(self, hosts: Optional[Sequence[Node]] = None,
+                 timeout: Optional[float] = None) -> List[Tuple[Node, Node, Tuple]]:
+        """One ping per ordered pair, one after the other, with its round-trip times:
+        [(src, dst, (sent, received, min, avg, max, mdev))], printed as Mininet does."""
+        if not hosts:
+            hosts = self.hosts
+            log.output("*** Ping: testing ping reachability\n")
+        results = []
+        opts = f"-W {timeout} " if timeout else ""
+        for src in hosts:
+            log.output(f"{src.name} -> ")
+            for dst in hosts:
+                if dst is src:
+                    continue
+                r = _ping_figures(src.cmd(f"ping -c1 {opts}{dst.IP()}"))
+                results.append((src, dst, r))
+                log.output(f"{dst.name} " if r[1] else "X ")
+            log.output("\n")
+        log.output("*** Results: \n")
+        for src, dst, (sent, received, lo, avg, hi, dev) in results:
+            log.output(f" {src}->{dst}: {sent}/{received}, rtt min/avg/max/mdev {lo:0.3f}/{avg:0.3f}/{hi:0.3f}/{dev:0.3f} ms\n")
+        return results
+
+    def pingAllFull(self) -> List[Tuple[Node, Node, Tuple]]:
+        return self.pingFull()
+
+    def pingPairFull(self) -> List[Tuple[Node, Node, Tuple]]:
+        return self.pingFull(self.hosts[:2])
+
+    def pingAll(self, timeout: Optional[float] = None) -> float:
+        return self.ping(timeout=timeout)
+
+    def pingPair(self) -> float:
+        return self.ping(self.hosts[:2])
+
+    def iperf(self, hosts: Optional[Sequence[Node]] = None, l4Type: str = "TCP",
+              udpBw: str = "10M", fmt: Optional[str] = None, seconds: int = 5,
+              port: int = 5001) -> List[str]:
+        """TCP (or UDP) bandwidth between two hosts with iperf: [server's, client's]."""
+        client, server = list(hosts or (self.hosts[0], self.hosts[-1]))
+        log.output(f"*** Iperf: testing {l4Type} bandwidth between {client.name} and {server.name} \n")
+        udp = " -u" if l4Type == "UDP" else ""
+        bw = f" -b {udpBw}" if l4Type == "UDP" else ""
+        fmt_opt = f" -f {fmt}" if fmt else ""
+        srv = server.popen(f"iperf -p {port} -s{udp}{fmt_opt}".split(), text=True)
+        try:
+            out = ""
+            for _ in range(50):
+                out = client.cmd(f"iperf -p {port} -t {seconds} -c {server.IP()}{udp}{bw}{fmt_opt}")
+                if "connect failed" not in out:
+                    break
+            client_bw = _iperf_rate(out)
+        finally:
+            srv.terminate()
+            srv_out = srv.communicate()[0]
+        result = [_iperf_rate(srv_out) or client_bw, client_bw]
+        log.output(f"*** Results: {result}\n")
+        return result
+
+    def interact(self) -> None:
+        from .cli import CLI
+        self.start()
+        CLI(self)
+        self.stop()
+
+
+def _end(intf: Intf, impair: Dict[str, str]) -> Any:
+    """A link end as nsfleet's topology writes it: a switch's name, or `node:iface` with
+    its address, MAC and impairment."""
+    if isinstance(intf.node, Switch):
+        return intf.node.name if not impair else {"at": intf.node.name, "impair": impair}
+    end: Dict[str, Any] = {"at": f"{intf.node.name}:{intf.name}"}
+    ip = intf.IP()
+    if ip:
+        end["addrs"] = [f"{ip}/{intf.prefixLen if intf.prefixLen is not None else 8}"]
+    if intf.MAC():
+        end["mac"] = intf.MAC()
+    if impair:
+        end["impair"] = impair
+    return end
+
+
+def _raise_nofile() -> None:
+    """Each node's shell holds a descriptor here: the soft limit goes up to the hard one."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _mac(n: int) -> str:
+    return ":".join(f"{b:02x}" for b in n.to_bytes(6, "big"))
+
+
+def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set:
+    """The names of `dsts` that answer one ping from `src`, all pinged at once."""
+    wait = max(1, int(timeout or 1))
+    script = " ".join(f"(ping -c1 -W {wait} {d.IP()} >/dev/null 2>&1 && echo ok:{d.name}) &" for d in dsts)
+    out = src.cmd(script + " wait")
+    return set(re.findall(r"ok:(\S+)", out))
+
+
+def _ping_figures(out: str) -> Tuple[int, int, float, float, float, float]:
+    """(sent, received, min, avg, max, mdev) of one ping's output; (1, 0, 0...) when it
+    could not reach or cannot be read."""
+    failed = (1, 0, 0.0, 0.0, 0.0, 0.0)
+    counts = re.search(r"(\d+) packets transmitted, (\d+)( packets)? received", out)
+    rtt = re.search(r"rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
+    if re.search(r"[uU]nreachable", out) or counts is None or rtt is None:
+        return failed
+    lo, avg, hi, dev = (float(x) for x in rtt.groups())
+    return int(counts.group(1)), int(counts.group(2)), lo, avg, hi, dev
+
+
+def _iperf_rate(out: str) -> str:
+    rates = re.findall(r"([\d.]+ [KMG]?bits/sec)", out)
+    return rates[-1] if rates else ""

@@ -1,0 +1,89 @@
+"""Mininet's utilities that scripts import."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any, Callable, List
+
+from .topo import natural  # noqa: F401
+
+
+def irange(start: int, end: int) -> range:
+    """Inclusive range."""
+    return range(start, end + 1)
+
+
+def quietRun(cmd: Any, **kwargs: Any) -> str:
+    """Runs a command on the host; its output (errors included)."""
+    shell = isinstance(cmd, str)
+    return subprocess.run(cmd, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True).stdout
+
+
+def errRun(cmd: Any, **kwargs: Any) -> "tuple[str, str, int]":
+    shell = isinstance(cmd, str)
+    p = subprocess.run(cmd, shell=shell, capture_output=True, text=True)
+    return p.stdout, p.stderr, p.returncode
+
+
+def custom(cls: Any, **params: Any) -> Callable[..., Any]:
+    """`cls` with default parameters (Mininet's `custom`)."""
+    def customized(*args: Any, **kwargs: Any) -> Any:
+        return cls(*args, **{**params, **kwargs})
+    customized.__name__ = getattr(cls, "__name__", "custom")
+    return customized
+
+
+def dumpNodeConnections(nodes: List[Any]) -> None:
+    """Prints each node's interfaces and what they connect to."""
+    for node in nodes:
+        ends = []
+        for intf in node.intfList():
+            link = intf.link
+            other = link.intf2 if link.intf1 is intf else link.intf1
+            ends.append(f" {intf.name}:{other.name}")
+        print(node.name + "".join(ends))
+
+
+def dumpNetConnections(net: Any) -> None:
+    dumpNodeConnections(list(net.hosts) + list(net.switches))
+
+
+def macColonHex(mac: int) -> str:
+    return ":".join(f"{b:02x}" for b in mac.to_bytes(6, "big"))
+
+
+def ipStr(ip: int) -> str:
+    return ".".join(str((ip >> s) & 255) for s in (24, 16, 8, 0))
+
+
+def ipParse(ip: str) -> int:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def ipAdd(i: int, prefixLen: int = 8, ipBaseNum: int = 0x0a000000) -> str:
+    return ipStr(ipBaseNum + i)
+
+
+def pmonitor(popens: dict, timeoutms: int = 500, readline: bool = True, **_: Any) -> Any:
+    """Yields (host, line) from several popen()s, as Mininet's pmonitor."""
+    import select
+    fds = {p.stdout.fileno(): (h, p) for h, p in popens.items()}
+    while fds:
+        ready, _, _ = select.select(list(fds), [], [], timeoutms / 1000)
+        if not ready:
+            yield None, ""
+            continue
+        for fd in ready:
+            host, p = fds[fd]
+            line = p.stdout.readline()
+            if not line:
+                del fds[fd]
+                continue
+            yield host, line if isinstance(line, str) else line.decode()
+
+
+def numCores() -> int:
+    import os
+    return os.cpu_count() or 1

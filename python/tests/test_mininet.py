@@ -1,0 +1,130 @@
+"""Mininet's API on nsfleet, against the real kernel: a Topo subclass built and pinged,
+commands in nodes' shells, TCLink's bandwidth as an impairment, links pulled, what
+nsfleet lacks refused at the script's line before anything exists, and scripts run
+unchanged by `nsfleet mn`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsfleet import _binary
+from nsfleet.mininet.link import TCLink
+from nsfleet.mininet.net import Mininet
+from nsfleet.mininet.node import Node, RemoteController
+from nsfleet.mininet.topo import SingleSwitchTopo, Topo
+from nsfleet.mininet.topolib import TreeTopo
+from nsfleet.mininet._unsupported import Unsupported
+
+
+class Router(Node):
+    def config(self, **params: object) -> dict:
+        super().config(**params)
+        self.cmd("sysctl -w net.ipv4.ip_forward=1")
+        return {}
+
+
+class TwoSubnets(Topo):
+    def build(self) -> None:  # type: ignore[override]
+        r = self.addNode("r0", cls=Router, ip="10.1.0.1/24")
+        s1, s2 = self.addSwitch("s1"), self.addSwitch("s2")
+        self.addLink(s1, r, intfName2="r0-eth1", params2={"ip": "10.1.0.1/24"})
+        self.addLink(s2, r, intfName2="r0-eth2", params2={"ip": "10.2.0.1/24"})
+        h1 = self.addHost("h1", ip="10.1.0.100/24", defaultRoute="via 10.1.0.1")
+        h2 = self.addHost("h2", ip="10.2.0.100/24", defaultRoute="via 10.2.0.1")
+        self.addLink(h1, s1)
+        self.addLink(h2, s2)
+
+
+def test_a_tree_is_built_pinged_and_stopped(run_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    net = Mininet(topo=TreeTopo(depth=2, fanout=2), waitConnected=True)
+    assert [h.name for h in net.hosts] == ["h1", "h2", "h3", "h4"]
+    assert net["h3"].IP() == "10.0.0.3"
+    net.start()
+    try:
+        assert net.pingAll() == 0.0
+        out = capsys.readouterr().out
+        assert "h1 -> h2 h3 h4" in out and "*** Results: 0% dropped (12/12 received)" in out
+        assert "10.0.0.2" in net["h2"].cmd("ip -br addr show h2-eth0")
+        net["h1"].cmd("X=kept")
+        assert net["h1"].cmd("echo $X").strip() == "kept", "one shell per node, as Mininet's"
+        net.configLinkStatus("h4", "s3", "down")
+        assert net.ping([net["h1"], net["h4"]]) == 100.0
+        net.configLinkStatus("h4", "s3", "up")
+    finally:
+        net.stop()
+    assert net.fleet is None
+
+
+def test_a_router_between_subnets_and_a_shaped_link(run_dir: Path) -> None:
+    net = Mininet(topo=TwoSubnets())
+    net.start()
+    try:
+        assert "1 received" in net["h1"].cmd("ping -c1 -W2 10.2.0.100")
+    finally:
+        net.stop()
+    net = Mininet(topo=SingleSwitchTopo(2), link=TCLink)
+    net.addLink  # the class is used for every link of the topology
+    net.start()
+    try:
+        assert net.fleet is not None
+        state = net.fleet.link("h1:h1-eth0").state()
+        assert state.impair is None  # no bw given
+    finally:
+        net.stop()
+    net = Mininet()
+    h1, h2, s1 = net.addHost("h1"), net.addHost("h2"), net.addSwitch("s1")
+    net.addLink(h1, s1, cls=TCLink, bw=10)
+    net.addLink(h2, s1)
+    net.start()
+    try:
+        assert net.fleet is not None
+        imp = net.fleet.link("h1:h1-eth0").state().impair
+        assert imp is not None and imp.rate_bps == 10_000_000
+    finally:
+        net.stop()
+
+
+def test_what_nsfleet_lacks_is_refused_at_the_scripts_line(run_dir: Path) -> None:
+    with pytest.raises(Unsupported) as e:
+        Mininet(topo=SingleSwitchTopo(2), controller=RemoteController)
+    line = sys._getframe().f_lineno - 1
+    assert e.value.file == __file__ and e.value.line == line, e.value.message
+    assert "RemoteController is not available on nsfleet" in e.value.message
+    with pytest.raises(Unsupported, match="xterms"):
+        Mininet(xterms=True)
+
+
+MN = "/usr/share/doc/mininet/examples"
+
+
+def mn(script: str, tmp: Path, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([_binary.executable(), "mn", script], input=stdin, text=True,
+                          capture_output=True, timeout=600)
+
+
+def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "pairs.py"
+    script.write_text(
+        "from mininet.net import Mininet\n"
+        "from mininet.topo import SingleSwitchTopo\n"
+        "from mininet.log import setLogLevel\n"
+        "setLogLevel('info')\n"
+        "net = Mininet(topo=SingleSwitchTopo(3))\n"
+        "net.start()\n"
+        "loss = net.pingAll()\n"
+        "net.stop()\n"
+        "raise SystemExit(0 if loss == 0 else 1)\n")
+    done = mn(str(script), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "*** Results: 0% dropped (6/6 received)" in done.stdout
+    bad = tmp_path / "remote.py"
+    bad.write_text("from mininet.net import Mininet\n"
+                   "from mininet.node import RemoteController\n"
+                   "net = Mininet(controller=RemoteController)\n")
+    done = mn(str(bad), tmp_path)
+    assert done.returncode == 1
+    assert f"{bad}:3: RemoteController is not available on nsfleet" in done.stderr, done.stderr

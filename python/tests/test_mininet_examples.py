@@ -1,0 +1,77 @@
+"""Mininet's own examples (Debian's `mininet` package) run unchanged by `nsfleet mn`,
+checked for what Mininet prints. Skipped, saying so, where the package is not installed.
+The README's table of examples says which run and why the others do not."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nsfleet import _binary
+
+EXAMPLES = Path("/usr/share/doc/mininet/examples")
+
+pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(),
+                                reason="Debian's mininet package is not installed (its examples are the test)")
+
+
+def mn(example: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([_binary.executable(), "mn", str(EXAMPLES / f"{example}.py")],
+                          input=stdin, text=True, capture_output=True, timeout=900)
+
+
+@pytest.mark.parametrize("example,stdin,expected", [
+    ("linuxrouter", "h1 ping -c1 h3\npingall\n", ["1 received", "0% dropped (12/12 received)",
+                                                  "192.168.1.0     0.0.0.0         255.255.255.0   U"]),
+    ("emptynet", "pingall\n", ["0% dropped (2/2 received)"]),
+    ("treeping64", "", ["reference user: 0% packet loss", "Open vSwitch kernel: 0% packet loss"]),
+    ("tree1024", "h1 ping -c1 h1024\n", ["1 received"]),
+])
+def test_an_example_runs_as_on_mininet(run_dir: Path, example: str, stdin: str, expected: list) -> None:
+    done = mn(example, stdin)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    for e in expected:
+        assert e in out, f"{e!r} not in {out}"
+    assert "*** Done" in out
+
+
+def test_multiping_reaches_its_subnets_and_not_the_absent_host(run_dir: Path) -> None:
+    done = mn("multiping")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [l for l in done.stdout.splitlines() if "->" in l and "packets transmitted" in l]
+    assert lines, done.stdout
+    absent = [l for l in lines if "-> 10.0.0.200 " in l]
+    present = [l for l in lines if "-> 10.0.0.200 " not in l]
+    assert present and all(", 1 received" in l for l in present), present
+    assert all(", 0 received" in l for l in absent), absent
+
+
+@pytest.mark.parametrize("example,line", [("limit", 37), ("simpleperf", 46)])
+def test_cpu_limited_hosts_are_refused_at_the_scripts_line(run_dir: Path, example: str, line: int) -> None:
+    done = mn(example)
+    assert done.returncode == 1
+    expected = f"{EXAMPLES / example}.py:{line}: CPULimitedHost is not available on nsfleet"
+    assert expected in done.stderr, done.stderr
+    assert "Configuring hosts" not in done.stdout, "refused before the network is built"
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="QEMU is not installed")
+def test_intfoptions_shapes_loses_and_delays_in_a_guest_with_netem(run_dir: Path, tmp_path: Path) -> None:
+    # This machine's kernel has no netem: the example runs in a Debian guest that has.
+    script = f"NSFLEET_RUN_DIR=/run/nsf {_binary.executable()} mn {EXAMPLES}/intfoptions.py < /dev/null"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([_binary.executable(), "vm", "--debian", "6.12", "--timeout", "600",
+                           "--", "sh", "-c", script], text=True, capture_output=True,
+                          timeout=900, env=env)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    tcp = re.search(r"Results: \['([\d.]+) Mbits/sec'", out)
+    assert tcp and 7 < float(tcp.group(1)) <= 10.5, out
+    rtts = [float(x) for x in re.findall(r"rtt min/avg/max/mdev ([\d.]+)/", out)]
+    assert rtts and min(rtts) >= 15.0, out
