@@ -703,6 +703,21 @@ enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Mininet's tree1024 network (TreeNet(depth=2, fanout=32): 1,024 hosts) from start
+    /// to pingAll-ready and stop, in the same run: nsfleet's Mininet API (Python), Mininet
+    /// itself (Linux bridges, no controller; needs mininet and bridge-utils), and nsfleet's
+    /// `up` of the same topology. Needs nsfleet's Python package (pip install .): run it
+    /// with the nsfleet of that virtual environment.
+    Mininet {
+        /// The tree's depth.
+        #[arg(long, value_parser = within::<1, 8>, default_value_t = 2)]
+        depth: u64,
+        /// Children of each switch.
+        #[arg(long, value_parser = within::<1, 1024>, default_value_t = 32)]
+        fanout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json
     /// (--dir, default bench-results).
     All {
@@ -895,6 +910,15 @@ fn bench(b: Bench) -> anyhow::Result<()> {
             loop_packets,
             common: common.common(),
         }),
+        Bench::Mininet {
+            depth,
+            fanout,
+            common,
+        } => mininet(MininetArgs {
+            depth,
+            fanout,
+            common: common.common(),
+        }),
         Bench::All { common } => {
             let dir = common.dir.clone().unwrap_or_else(|| "bench-results".into());
             all(&common.common(), &dir)
@@ -941,6 +965,7 @@ impl Bench {
             Bench::Apply { common, .. } => ("apply", common),
             Bench::Setns { common, .. } => ("setns", common),
             Bench::Traffic { common, .. } => ("traffic", common),
+            Bench::Mininet { common, .. } => ("mininet", common),
             Bench::All { common } => ("all", common),
             Bench::Compare { .. } => return None,
         })
