@@ -16,6 +16,17 @@ pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
         bail!("{script}: no such script");
     }
     let python = python();
+    let has_package = std::process::Command::new(&python)
+        .args(["-c", "import nsfleet.mn"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_package {
+        bail!(
+            "{} has no nsfleet package: pip install . in nsfleet's repository (into a virtual environment), and run that environment's nsfleet",
+            python.display()
+        );
+    }
     let err = std::process::Command::new(&python)
         .args(["-m", "nsfleet.mn"])
         .args(script_and_args)

@@ -88,7 +88,9 @@ class Intf:
         imp = impairment(**params)
         net = self.node.net
         if net is not None and net.fleet is not None and imp:
-            net.fleet.impair(f"{self.node.name}:{self.name}", **imp)
+            net.fleet.impair(f"{self.node.name}:{self.name}", rate=imp.get("rate"),
+                             delay=imp.get("delay"), jitter=imp.get("jitter"),
+                             loss=imp.get("loss"))
         return imp
 
     def ifconfig(self, *args: str) -> str:

@@ -162,8 +162,9 @@ class Mininet:
     def __getitem__(self, key: str) -> Any:
         return self.nameToNode[key]
 
-    def __iter__(self) -> Iterator[Any]:
-        for n in itertools.chain(self.hosts, self.switches, self.controllers):
+    def __iter__(self) -> Iterator[str]:
+        every: List[Any] = [*self.hosts, *self.switches, *self.controllers]
+        for n in every:
             yield n.name
 
     def __len__(self) -> int:
@@ -248,8 +249,9 @@ class Mininet:
 
     def staticArp(self) -> None:
         for src, dst in itertools.permutations(self.hosts, 2):
-            if dst.IP() and dst.MAC():
-                src.setARP(ip=dst.IP(), mac=dst.MAC())
+            ip, mac = dst.IP(), dst.MAC()
+            if ip and mac:
+                src.setARP(ip=ip, mac=mac)
 
     def configLinkStatus(self, src: str, dst: str, status: str) -> None:
         """Pulls (`down`) or plugs back (`up`) the cables between two nodes."""

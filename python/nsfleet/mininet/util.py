@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
 from .topo import natural  # noqa: F401
 
@@ -66,12 +66,13 @@ def ipAdd(i: int, prefixLen: int = 8, ipBaseNum: int = 0x0a000000) -> str:
     return ipStr(ipBaseNum + i)
 
 
-def pmonitor(popens: dict, timeoutms: int = 500, readline: bool = True, **_: Any) -> Any:
+def pmonitor(popens: Dict[Any, Any], timeoutms: int = 500, readline: bool = True,
+             **_opts: Any) -> Any:
     """Yields (host, line) from several popen()s, as Mininet's pmonitor."""
     import select
     fds = {p.stdout.fileno(): (h, p) for h, p in popens.items()}
     while fds:
-        ready, _, _ = select.select(list(fds), [], [], timeoutms / 1000)
+        ready = select.select(list(fds), [], [], timeoutms / 1000)[0]
         if not ready:
             yield None, ""
             continue
