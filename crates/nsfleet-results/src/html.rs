@@ -134,9 +134,43 @@ fn merged_charts(runs: &[&(String, Results)]) -> Vec<String> {
                     })
                 })
                 .collect();
-            line_chart(&first.id, &first.title, &first.x, &first.y, &series)
+            let mut html = line_chart(&first.id, &first.title, &first.x, &first.y, &series);
+            // A rate of the very things counted on x: routers/s against routers.
+            if first.y.label.strip_suffix("/s") == Some(first.x.label.as_str()) {
+                html.push_str(&growth_table(&first.x.label, &series));
+            }
+            html
         })
         .collect()
+}
+
+/// Under a rate-against-count chart: each series' fitted growth (see [`crate::growth`]):
+/// what the first item costs, what each one already made adds, and what that makes of
+/// 50,000.
+fn growth_table(items: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
+    let fits: Vec<(&String, crate::growth::Growth)> = (series.iter())
+        .filter_map(|(name, pts)| Some((name, crate::growth::fit(pts)?)))
+        .collect();
+    if fits.is_empty() {
+        return String::new();
+    }
+    let mut t = format!(
+        "<table class=\"growth\"><tr><th>fitted: the k-th of {0} costs a + b&middot;k</th><th>a: the first</th><th>b: added per 1,000 already made</th><th>R&sup2;</th><th>50,000 {0}, as fitted</th></tr>",
+        escape(items)
+    );
+    for (name, g) in fits {
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{} &micro;s</td><td>{} &micro;s</td><td>{:.3}</td><td>{} s</td></tr>",
+            escape(name),
+            num(g.first_s * 1e6),
+            num(g.per_made_s * 1e9),
+            g.r2,
+            num(g.time_to(50_000.0))
+        );
+    }
+    t.push_str("</table>");
+    t
 }
 
 /// The README's results table. A scenario with one file gets a row per ratio (unit `x`)
@@ -304,6 +338,20 @@ mod tests {
             }],
         });
         r
+    }
+
+    #[test]
+    fn a_rate_against_its_count_gets_the_fitted_growth() {
+        let html = report(&[("a".into(), run("6.18", 1000.0))]);
+        assert!(
+            html.contains("the k-th of routers costs a + b&middot;k"),
+            "{html}"
+        );
+        assert!(html.contains("<td>nsfleet</td>"), "{html}");
+        // Not under a rate against something else (workers, say).
+        let mut r = run("6.18", 1000.0);
+        r.charts[0].x = Axis::linear("workers");
+        assert!(!report(&[("a".into(), r)]).contains("class=\"growth\""));
     }
 
     #[test]

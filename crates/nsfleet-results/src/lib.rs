@@ -1,11 +1,13 @@
 //! nsfleet's benchmark results as data: the file format every `nsfleet bench` scenario
 //! writes ([`Results`]), the comparison of two result files that `git bisect run` can act
-//! on ([`compare`]), and the self-contained HTML report with SVG charts ([`report`]).
+//! on ([`compare`]), the self-contained HTML report with SVG charts ([`report`]), and the
+//! fitted growth of a per-item cost with the count ([`growth`]).
 //!
 //! Pure functions of result files: this crate never runs a benchmark, never touches the
 //! kernel, and never reads anything but the files it is given.
 
 mod compare;
+pub mod growth;
 mod html;
 mod schema;
 mod svg;
