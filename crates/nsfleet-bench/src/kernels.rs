@@ -55,7 +55,7 @@ pub fn across(a: &Across) -> anyhow::Result<()> {
         });
         let release = kernel
             .as_ref()
-            .map_or_else(host_release, |k| k.release.clone());
+            .map_or_else(nsfleet_vm::kernel::running_release, |k| k.release.clone());
         eprintln!("== bench {} on {label} (kernel {release}) ==", a.scenario);
         match run_on(kernel, &exe, &args, &dir, a) {
             Ok(0) => written.push(out),
@@ -142,12 +142,6 @@ fn report(dir: &Path, written: &[PathBuf]) -> anyhow::Result<()> {
 fn label_of(dir: &Path, p: &Path) -> String {
     let rel = p.strip_prefix(dir).unwrap_or(p).display().to_string();
     rel.strip_suffix(".json").unwrap_or(&rel).to_string()
-}
-
-fn host_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }
 
 fn has_duplicates(labels: impl Iterator<Item = String>) -> bool {

@@ -535,9 +535,9 @@ pub(crate) fn which(cmd: &str) -> bool {
 
 /// What a result depends on besides the code: kernel, its config, CPUs, memory.
 pub(crate) fn machine() -> Machine {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = nsfleet_vm::kernel::running_release();
     Machine {
-        kernel: release.trim().to_string(),
+        kernel: release,
         cpu_model: cpu_model(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         mem_total_bytes: nsfleet::sys::meminfo("MemTotal:").max(0) as u64,
@@ -567,11 +567,11 @@ fn kernel_config() -> std::collections::BTreeMap<String, String> {
         "CONFIG_HZ",
         "CONFIG_NET_NS",
     ];
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = nsfleet_vm::kernel::running_release();
     let text = std::fs::File::open("/proc/config.gz")
         .ok()
         .and_then(|f| std::io::read_to_string(flate2::read::GzDecoder::new(f)).ok())
-        .or_else(|| std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok())
+        .or_else(|| std::fs::read_to_string(format!("/boot/config-{release}")).ok())
         .unwrap_or_default();
     text.lines()
         .filter_map(|l| l.split_once('='))

@@ -32,7 +32,8 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     need_root("mininet")?;
     let c = &a.common;
     let fanout = c.size(a.fanout, 4);
-    let python = nsfleet_python()?;
+    let python = nsfleet::topology::software::python_with("nsfleet.mininet.net")
+        .map_err(anyhow::Error::msg)?;
     let (mut api, mut up, mut mn) = (Times::default(), Times::default(), Times::default());
     let mut unavailable = serde_json::Map::new();
     let mut mininet_ok = true;
@@ -178,21 +179,4 @@ fn driver(
         .find(|l| l.starts_with('{'))
         .context("the driver printed no result")?;
     Ok(serde_json::from_str(line)?)
-}
-
-/// The Python that has nsfleet's package: the one beside this executable (the virtual
-/// environment `pip install .` made), else python3 on PATH.
-fn nsfleet_python() -> anyhow::Result<PathBuf> {
-    let beside = std::env::current_exe()?.parent().map(|d| d.join("python3"));
-    let python = beside
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| "python3".into());
-    let ok = Command::new(&python)
-        .args(["-c", "import nsfleet.mininet.net"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        bail!("{} has no nsfleet package: pip install . in nsfleet's repository (into a virtual environment), and run the bench with its nsfleet", python.display());
-    }
-    Ok(python)
 }

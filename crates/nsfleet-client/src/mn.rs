@@ -6,7 +6,6 @@
 
 use anyhow::{bail, Context};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 
 pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
     let Some(script) = script_and_args.first() else {
@@ -15,18 +14,8 @@ pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
     if !std::path::Path::new(script).is_file() {
         bail!("{script}: no such script");
     }
-    let python = python();
-    let has_package = std::process::Command::new(&python)
-        .args(["-c", "import nsfleet.mn"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_package {
-        bail!(
-            "{} has no nsfleet package: pip install . in nsfleet's repository (into a virtual environment), and run that environment's nsfleet",
-            python.display()
-        );
-    }
+    let python =
+        nsfleet::topology::software::python_with("nsfleet.mn").map_err(anyhow::Error::msg)?;
     let err = std::process::Command::new(&python)
         .args(["-m", "nsfleet.mn"])
         .args(script_and_args)
@@ -37,13 +26,4 @@ pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
             python.display()
         )
     })
-}
-
-/// `python3` beside this executable, else the one on PATH.
-fn python() -> PathBuf {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join("python3")))
-        .filter(|p| p.is_file());
-    beside.unwrap_or_else(|| PathBuf::from("python3"))
 }

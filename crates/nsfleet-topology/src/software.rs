@@ -179,6 +179,29 @@ fn file(path: &str, source: FileSource) -> PrivateFile {
     }
 }
 
+/// The Python that has nsfleet's package (`import MODULE` works): the one installed
+/// beside the running executable (the virtual environment `pip install .` made), else
+/// python3 on PATH. The error says how to install the package.
+pub fn python_with(module: &str) -> Result<std::path::PathBuf, String> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("python3")))
+        .filter(|p| p.is_file());
+    let python = beside.unwrap_or_else(|| "python3".into());
+    let imports = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !imports {
+        return Err(format!(
+            "{} has no nsfleet package: pip install . in nsfleet's repository (into a virtual environment), and run that environment's nsfleet",
+            python.display()
+        ));
+    }
+    Ok(python)
+}
+
 /// A program's path, found as a shell would find it.
 pub fn which(program: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;

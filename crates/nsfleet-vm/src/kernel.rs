@@ -20,17 +20,49 @@ pub const MODULES: &[&str] = &[
     "vxlan",
 ];
 
-/// Kernel options nsfleet or the guest's start needs, and what each is for.
-const NEEDED: &[(&str, &str)] = &[
-    ("NET_NS", "network namespaces"),
-    ("VETH", "veth pairs"),
-    ("BRIDGE", "switches"),
-    ("NET_SCH_NETEM", "impairments (netem)"),
-    ("NET_SCH_TBF", "rate limits (tbf)"),
-    ("VIRTIO_PCI", "the host's filesystem (virtio)"),
-    ("NET_9P_VIRTIO", "the host's filesystem (9p over virtio)"),
-    ("9P_FS", "the host's filesystem (9p)"),
-    ("OVERLAY_FS", "the guest's writable scratch (overlayfs)"),
+/// A kernel option nsfleet or the guest's start needs.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Needed {
+    /// Without `CONFIG_`.
+    pub option: &'static str,
+    /// What it is for.
+    pub what: &'static str,
+    /// Without it the guest cannot start at all (rather than one feature failing).
+    pub to_start: bool,
+}
+
+impl std::fmt::Display for Needed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CONFIG_{} ({})", self.option, self.what)
+    }
+}
+
+const fn needed(option: &'static str, what: &'static str, to_start: bool) -> Needed {
+    Needed {
+        option,
+        what,
+        to_start,
+    }
+}
+
+const NEEDED: &[Needed] = &[
+    needed("NET_NS", "network namespaces", false),
+    needed("VETH", "veth pairs", false),
+    needed("BRIDGE", "switches", false),
+    needed("NET_SCH_NETEM", "impairments (netem)", false),
+    needed("NET_SCH_TBF", "rate limits (tbf)", false),
+    needed("VIRTIO_PCI", "the host's filesystem (virtio)", true),
+    needed(
+        "NET_9P_VIRTIO",
+        "the host's filesystem (9p over virtio)",
+        true,
+    ),
+    needed("9P_FS", "the host's filesystem (9p)", true),
+    needed(
+        "OVERLAY_FS",
+        "the guest's writable scratch (overlayfs)",
+        true,
+    ),
 ];
 
 pub struct Kernel {
@@ -40,33 +72,28 @@ pub struct Kernel {
     pub modules: Option<PathBuf>,
     /// Its `.config`, where the image has one beside it (`boot/config-R`).
     pub config: Option<PathBuf>,
-    /// Options of [`NEEDED`] its config lacks, with what they are for; `None` without a
-    /// config to read.
-    pub lacks: Option<Vec<String>>,
+    /// Options of [`NEEDED`] its config lacks; `None` without a config to read.
+    pub lacks: Option<Vec<&'static Needed>>,
 }
 
-/// The options of [`NEEDED`] without which the guest cannot start at all.
-const TO_START: &[&str] = &["VIRTIO_PCI", "NET_9P_VIRTIO", "9P_FS", "OVERLAY_FS"];
+/// The running kernel's release (`uname -r`); empty if /proc is not readable.
+pub fn running_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
 
 impl Kernel {
-    /// What of [`TO_START`] its config says it lacks.
-    pub fn cannot_start(&self) -> Vec<&String> {
-        let lacks = self.lacks.iter().flatten();
-        lacks
-            .filter(|l| {
-                TO_START
-                    .iter()
-                    .any(|o| l.starts_with(&format!("CONFIG_{o} ")))
-            })
-            .collect()
+    /// What its config lacks that the guest cannot start without.
+    pub fn cannot_start(&self) -> Vec<&'static Needed> {
+        let lacks = self.lacks.iter().flatten().copied();
+        lacks.filter(|n| n.to_start).collect()
     }
 
     /// The running kernel (`--kernel host`): its image where a distribution puts it
     /// (`/boot/vmlinuz-R`, `/lib/modules/R/vmlinuz`), with its modules.
     pub fn host() -> anyhow::Result<Kernel> {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")?
-            .trim()
-            .to_string();
+        let release = running_release();
         let modules = Path::new("/lib/modules").join(&release);
         let places = [
             PathBuf::from(format!("/boot/vmlinuz-{release}")),
@@ -228,14 +255,15 @@ fn release_of(bytes: &[u8]) -> Option<String> {
 
 /// The options of [`NEEDED`] that `config` (a kernel's .config) has neither built in nor
 /// as a module.
-fn lacking(config: &str) -> Vec<String> {
+fn lacking(config: &str) -> Vec<&'static Needed> {
     (NEEDED.iter())
-        .filter(|(opt, _)| {
-            !config
-                .lines()
-                .any(|l| l == format!("CONFIG_{opt}=y") || l == format!("CONFIG_{opt}=m"))
+        .filter(|n| {
+            let (y, m) = (
+                format!("CONFIG_{}=y", n.option),
+                format!("CONFIG_{}=m", n.option),
+            );
+            !config.lines().any(|l| l == y || l == m)
         })
-        .map(|(opt, what)| format!("CONFIG_{opt} ({what})"))
         .collect()
 }
 
@@ -275,7 +303,7 @@ mod tests {
     #[test]
     fn options_missing_from_a_config_are_named() {
         let config = "CONFIG_NET_NS=y\nCONFIG_VETH=m\n# CONFIG_NET_SCH_NETEM is not set\n";
-        let lacks = lacking(config);
+        let lacks: Vec<String> = lacking(config).iter().map(|n| n.to_string()).collect();
         assert!(lacks.iter().any(|l| l.starts_with("CONFIG_NET_SCH_NETEM")));
         assert!(!lacks.iter().any(|l| l.starts_with("CONFIG_VETH ")));
     }

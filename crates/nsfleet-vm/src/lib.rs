@@ -58,18 +58,17 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let cannot = a.kernel.cannot_start();
     if !cannot.is_empty() {
-        let names: Vec<&str> = cannot.iter().map(|l| l.as_str()).collect();
         bail!(
             "kernel {} cannot boot into the host's filesystem: it lacks {} (Debian's cloud kernels do; take the generic one)",
             a.kernel.release,
-            names.join(", ")
+            listed(&cannot)
         );
     }
     if let Some(lacks) = a.kernel.lacks.as_ref().filter(|l| !l.is_empty()) {
         eprintln!(
             "nsfleet: vm: kernel {} lacks {}: what needs them will fail in the guest",
             a.kernel.release,
-            lacks.join(", ")
+            listed(lacks)
         );
     }
     // Ctrl-C and SIGTERM are taken here (and so blocked in QEMU, which inherits the
@@ -114,6 +113,12 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
         k += 1;
     }
     bail!("QEMU could not run the guest")
+}
+
+/// `CONFIG_A (what), CONFIG_B (what)`.
+fn listed(options: &[&kernel::Needed]) -> String {
+    let names: Vec<String> = options.iter().map(|n| n.to_string()).collect();
+    names.join(", ")
 }
 
 enum Booted {

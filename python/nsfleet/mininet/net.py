@@ -19,7 +19,7 @@ from . import log
 from ._unsupported import Unsupported, once
 from .link import Intf, Link, TCLink
 from .node import Controller, Host, Node, OVSKernelSwitch, RemoteController, Switch
-from .node import CPULimitedHost  # noqa: F401  (refused when used)
+from .node import CPULimitedHost
 from .topo import Topo, natural
 
 _serial = itertools.count(1)
@@ -32,13 +32,10 @@ _running: "weakref.WeakSet[Mininet]" = weakref.WeakSet()
 @atexit.register
 def _stop_the_forgotten() -> None:
     for net in list(_running):
-        for n in itertools.chain(net.hosts, net.switches):
-            n.terminate()
-        if net.fleet is not None:
-            try:
-                net.fleet.down()
-            except Exception:
-                pass
+        try:
+            net.stop()
+        except Exception:
+            pass
 
 NodeRef = Union[str, Node]
 
@@ -57,11 +54,11 @@ class Mininet:
             raise Unsupported("xterms", "nodes have no X11 terminals (use nsfleet exec FLEET NODE)")
         if autoPinCpus:
             raise Unsupported("autoPinCpus", "nodes are not pinned to CPUs")
-        for cls, what in ((host, "host"), (controller, "controller")):
-            if isinstance(cls, type) and issubclass(cls, RemoteController):
-                raise Unsupported("RemoteController", "switches are Linux bridges and speak no OpenFlow")
-            if isinstance(cls, type) and cls.__name__ == "CPULimitedHost":
-                raise Unsupported("CPULimitedHost", "nodes are not placed in CPU-limited cgroups")
+        # Refused here, at the script's Mininet(...) line, even when no node of that class
+        # is made yet (the classes' constructors refuse too).
+        for cls in (host, controller):
+            if isinstance(cls, type) and issubclass(cls, (RemoteController, CPULimitedHost)):
+                cls("c0")
         self.topo = topo
         self.switch, self.host, self.controller, self.link, self.intf = switch, host, controller, link, intf
         self.ipBase = ipBase
@@ -101,8 +98,6 @@ class Mininet:
             c = name
         else:
             cls = controller or self.controller
-            if isinstance(cls, type) and issubclass(cls, RemoteController):
-                raise Unsupported("RemoteController", "switches are Linux bridges and speak no OpenFlow")
             c = cls(name, **params) if cls is not None else Controller(name)
         self.controllers.append(c)
         self.nameToNode[c.name] = c
