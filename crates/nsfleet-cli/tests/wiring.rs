@@ -277,7 +277,7 @@ b = "sw"
 }
 
 #[test]
-fn a_1500_port_star_spans_two_bridges_and_pings_end_to_end() {
+fn a_1500_port_star_spans_two_shards_and_pings_end_to_end() {
     let env = Env::new("bigstar");
     let _f = env.up(r#"
 [fleet]
@@ -289,16 +289,20 @@ count = 1500
 switch = "sw"
 pool = "10.9.0.0/16"
 "#);
-    let links = env.ok(&["exec", "bigstar", "sw", "--", "bridge", "link"]);
-    let on = |br: &str| {
-        links
-            .lines()
-            .filter(|l| l.contains(&format!("master {br} ")))
-            .count()
+    let ports = |shard: &str| {
+        let links = env.ok(&["exec", "bigstar", shard, "--", "bridge", "link"]);
+        let names: Vec<String> = (links.lines())
+            .filter(|l| l.contains("master br0 "))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+            .collect();
+        names
     };
-    assert_eq!(on("br0"), 1001, "1,000 ports and the join to br1");
-    assert_eq!(on("br1"), 501, "500 ports and the join from br0");
-    // h1 hangs off br0, h1500 off br1.
+    let (sw, sw2) = (ports("sw"), ports("sw.2"));
+    assert_eq!(sw.len(), 1001, "1,000 ports and the trunk to sw.2");
+    assert!(sw.iter().any(|n| n.starts_with("br-s2")), "{sw:?}");
+    assert_eq!(sw2.len(), 501, "500 ports and the trunk up to sw");
+    assert!(sw2.iter().any(|n| n.starts_with("br-up")), "{sw2:?}");
+    // h1 hangs off sw, h1500 off sw.2: across the trunk.
     ping(&env, "bigstar", "h1", "10.9.5.220");
 }
 

@@ -984,7 +984,7 @@ impl Supervisor {
 fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();
-        return vec![format!("{} bridges, {} ports", w.bridges, w.ifaces.len())];
+        return vec![format!("bridge br0, {} ports", w.ifaces.len())];
     }
     (n.wiring().ifaces.iter())
         .map(|i| {
@@ -1013,10 +1013,10 @@ fn iface_stats(l: &nsfleet_netlink::rtnl::LinkInfo) -> control::IfaceStats {
     }
 }
 
-/// A switch's interfaces by index: its ports and its bridges (not the veths that join
-/// its bridges, which are its own plumbing).
+/// A switch's interfaces by index: its ports (trunks to its other shards included) and
+/// its bridge.
 fn port_names(w: &nsfleet_topology::NodeWiring) -> HashMap<i32, String> {
     let ports = w.ifaces.iter().map(|i| (i.index, i.name.clone()));
-    let bridges = (0..w.bridges).map(|k| (nsfleet_topology::bridge_index(k), format!("br{k}")));
-    ports.chain(bridges).collect()
+    let bridge = (nsfleet_topology::bridge_index(0), "br0".to_string());
+    ports.chain([bridge]).collect()
 }

@@ -495,7 +495,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         wire(&cx, &doc, &generators, &groups, &mut plan, &mut errors);
     }
     errors.done()?;
-    let wiring = plan.finish();
+    let wiring = groups.finish(plan);
     let name = name.get_ref();
     config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
     check_macs(&cx, &wiring)?;
@@ -615,6 +615,21 @@ impl Groups {
             let switch = g.config.switch;
             g.names.iter().map(move |n| (n, switch))
         }))
+    }
+
+    /// Every node's wiring from `plan`, with the shards of big switches added as groups.
+    pub(crate) fn finish(&mut self, plan: Plan) -> Vec<Arc<crate::NodeWiring>> {
+        let (wiring, shards) = plan.finish();
+        let config = Arc::new(switch_config().config);
+        for name in shards {
+            self.list.push(NodeGroup {
+                names: Names::One(name),
+                config: config.clone(),
+            });
+            self.templates.push(config::Templates::default());
+            self.loopbacks.push(None);
+        }
+        wiring
     }
 
     pub(crate) fn add(

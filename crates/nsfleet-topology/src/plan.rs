@@ -4,9 +4,9 @@
 //! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
 //! sentences that the parser places at a file position.
 
-use crate::link::{bridge, Link};
+use crate::link::{bridge, Link, Peer};
 use crate::{Iface, Impair, IpNet, NodeWiring, RouteSpec};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -28,8 +28,14 @@ pub(crate) struct EndDecl {
 
 pub(crate) struct Plan {
     index: HashMap<String, u32>,
+    names: Vec<String>,
     switch: Vec<bool>,
     wiring: Vec<NodeWiring>,
+    /// Switches with ports, by their own node's number: where their ports go.
+    switches: HashMap<u32, Switch>,
+    /// Shard nodes made for big switches, in the order they were made: after the file's
+    /// nodes in the fleet (see `link::bridge`).
+    shards: Vec<String>,
     /// Address pools of switches, with how many addresses each has handed out.
     pools: HashMap<u32, Vec<(IpNet, u64)>>,
     /// Every address given out so far, and the line that gave it.
@@ -38,23 +44,44 @@ pub(crate) struct Plan {
     declared: Vec<(IpNet, u32)>,
 }
 
+/// A switch's ports so far, over its shards.
+#[derive(Default)]
+struct Switch {
+    /// Node numbers of its shards, its own first.
+    shards: Vec<u32>,
+    /// Ports declared, trunks apart.
+    ports: usize,
+    /// The names of its interfaces on every shard: one switch, one name space.
+    names: HashSet<String>,
+}
+
 impl Plan {
     /// `nodes`: every node's name and whether it is a switch, in creation order.
     pub fn new(nodes: impl Iterator<Item = (String, bool)>) -> Self {
         let mut plan = Plan {
             index: HashMap::new(),
+            names: Vec::new(),
             switch: Vec::new(),
             wiring: Vec::new(),
+            switches: HashMap::new(),
+            shards: Vec::new(),
             pools: HashMap::new(),
             used: HashMap::new(),
             declared: Vec::new(),
         };
-        for (i, (name, switch)) in nodes.enumerate() {
-            plan.index.insert(name, i as u32);
-            plan.switch.push(switch);
-            plan.wiring.push(NodeWiring::default());
+        for (name, switch) in nodes {
+            plan.add_node(name, switch);
         }
         plan
+    }
+
+    fn add_node(&mut self, name: String, switch: bool) -> u32 {
+        let i = self.names.len() as u32;
+        self.index.insert(name.clone(), i);
+        self.names.push(name);
+        self.switch.push(switch);
+        self.wiring.push(NodeWiring::default());
+        i
     }
 
     pub(crate) fn find(&self, node: &str) -> Result<u32, String> {
@@ -142,20 +169,19 @@ impl Plan {
         Ok(out)
     }
 
-    /// Adds an interface made by `link` to node `i`; returns its name and index.
+    /// Adds an interface made by `link` to node `i` (on a switch, to the shard its
+    /// position falls in); returns the node it is on, its name and its index.
     pub(crate) fn push_iface(
         &mut self,
         i: u32,
         d: &EndDecl,
         link: Link,
         line: u32,
-    ) -> Result<(String, i32), String> {
+    ) -> Result<(u32, String, i32), String> {
         let switch = self.switch[i as usize];
-        let w = &mut self.wiring[i as usize];
-        let pos = w.ifaces.len();
         let name = match &d.iface {
             Some(n) => n.clone(),
-            None if switch => bridge::port_name(pos),
+            None if switch => bridge::port_name(self.switches.get(&i).map_or(0, |s| s.ports)),
             None => {
                 return Err(format!(
                     "the end on {:?} needs an interface name, as \"{}:eth0\"",
@@ -168,29 +194,102 @@ impl Plan {
         if switch {
             bridge::check_port_name(&name)?;
         }
-        if w.iface(&name).is_some() {
+        let taken = match self.switches.get(&i) {
+            Some(s) => s.names.contains(&name),
+            None => self.wiring[i as usize].iface(&name).is_some(),
+        };
+        if taken {
             return Err(format!(
                 "{} already has an interface named {name:?}",
                 d.node
             ));
         }
+        let on = if switch {
+            self.port_shard(i, &name, line)?
+        } else {
+            i
+        };
+        let index = self.put(on, name.clone(), d, link, line);
+        Ok((on, name, index))
+    }
+
+    /// The shard node that switch `i`'s next port, `name`, goes on.
+    fn port_shard(&mut self, i: u32, name: &str, line: u32) -> Result<u32, String> {
+        let pos = self.switches.get(&i).map_or(0, |s| s.ports);
+        let on = self.shard(i, pos / bridge::PORTS_PER_SHARD, line)?;
+        let sw = self.switches.get_mut(&i).expect("made by shard()");
+        sw.ports += 1;
+        sw.names.insert(name.to_string());
+        Ok(on)
+    }
+
+    /// The node of shard `k` of switch `i`, made (with its trunk) if it is new.
+    fn shard(&mut self, i: u32, k: usize, line: u32) -> Result<u32, String> {
+        let sw = self.switches.entry(i).or_default();
+        if sw.shards.is_empty() {
+            sw.shards.push(i);
+        }
+        if let Some(&on) = sw.shards.get(k) {
+            return Ok(on);
+        }
+        let switch = &self.names[i as usize];
+        let name = bridge::shard_name(switch, k);
+        if self.index.contains_key(&name) {
+            return Err(format!(
+                "switch {switch} has more than {} ports, and its ports beyond each {} go to a namespace of their own named {name:?}: a node already has that name",
+                k * bridge::PORTS_PER_SHARD,
+                bridge::PORTS_PER_SHARD
+            ));
+        }
+        super::check_name("a switch's shard name", &name, super::MAX_NODE_NAME)?;
+        let on = self.add_node(name.clone(), true);
+        self.shards.push(name.clone());
+        let sw = self.switches.get_mut(&i).expect("made above");
+        sw.shards.push(on);
+        let parent = sw.shards[bridge::parent_shard(k)];
+        // The parent makes the trunk, as a switch makes its ports; the shard's end comes up
+        // into its bridge with the other far ends.
+        let (on_parent, on_shard) = bridge::trunk_names(k);
+        let end = EndDecl::default();
+        let index = self.put(on, on_shard.clone(), &end, Link::VethPeer, line);
+        let peer = Peer {
+            node: name,
+            name: on_shard,
+            index,
+            mtu: None,
+            mac: None,
+        };
+        self.put(parent, on_parent, &end, Link::Veth(peer), line);
+        Ok(on)
+    }
+
+    /// Puts interface `name` on node `i`, at the next index; returns the index.
+    fn put(&mut self, i: u32, name: String, d: &EndDecl, link: Link, line: u32) -> i32 {
+        let switch = self.switch[i as usize];
+        let w = &mut self.wiring[i as usize];
+        let pos = w.ifaces.len();
         // The two ends of a pair never share an index: the kernel treats a carrier change
         // on a veth whose peer has its own index as not urgent and delays it up to a
         // second (linkwatch_urgent_event), holding bridge ports "disabled" meanwhile.
         let made_elsewhere = link == Link::VethPeer;
         let index = IFACE_BASE + 2 * pos as i32 + made_elsewhere as i32;
         w.ifaces.push(Iface {
-            name: name.clone(),
+            name,
             index,
             mtu: d.mtu,
             mac: d.mac,
             addrs: d.addrs.clone(),
             impair: d.impair,
-            bridge: switch.then_some(bridge::bridge_of_port(pos)),
+            bridge: switch.then_some(0),
             link,
             line,
         });
-        Ok((name, index))
+        index
+    }
+
+    /// The name of node number `i`.
+    pub(crate) fn name_of(&self, i: u32) -> &str {
+        &self.names[i as usize]
     }
 
     /// A route on node `node`; `dev` must be one of its interfaces, and a gateway on a
@@ -250,18 +349,22 @@ impl Plan {
         Ok(())
     }
 
-    pub fn finish(self) -> Vec<Arc<NodeWiring>> {
+    /// Every node's wiring, in order (the file's nodes, then the shards of big switches),
+    /// and the shards' names.
+    pub fn finish(self) -> (Vec<Arc<NodeWiring>>, Vec<String>) {
+        let shards = self.shards;
         if self.wiring.iter().all(|w| *w == NodeWiring::default()) {
-            return Vec::new();
+            return (Vec::new(), shards);
         }
         let switch = self.switch;
         let unwired = Arc::new(NodeWiring::default());
-        self.wiring
+        let wiring = self
+            .wiring
             .into_iter()
             .enumerate()
             .map(|(i, mut w)| {
                 if switch[i] {
-                    w.bridges = bridge::bridges_for(w.ifaces.len());
+                    w.bridges = 1;
                 }
                 if w == NodeWiring::default() {
                     unwired.clone()
@@ -269,7 +372,8 @@ impl Plan {
                     Arc::new(w)
                 }
             })
-            .collect()
+            .collect();
+        (wiring, shards)
     }
 }
 

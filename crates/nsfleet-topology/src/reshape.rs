@@ -8,7 +8,7 @@
 //! running node gets an index that node does not use. Only then are shapes compared, so
 //! that what did not change compares equal.
 
-use crate::{Iface, Link, NodeSpec, NodeWiring, PORTS_PER_BRIDGE};
+use crate::{Iface, Link, NodeSpec, NodeWiring};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -135,18 +135,9 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
             continue;
         };
         let was = run.spec;
-        if was.wiring.bridges != n.wiring.bridges && n.config.switch {
-            return Err(format!(
-                "switch {} would go from {} to {} bridges ({PORTS_PER_BRIDGE} ports each): a live switch keeps its bridges",
-                n.name,
-                was.wiring.bridges.max(1),
-                n.wiring.bridges.max(1)
-            ));
-        }
         if in_place(run, &n.wiring) {
             continue;
         }
-        let mut ports = ports_per_bridge(&was.wiring, &n.wiring);
         let w = Arc::make_mut(&mut n.wiring);
         let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
         let mut renumber = HashMap::new();
@@ -155,20 +146,8 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
             let index = match run.iface(&i.name) {
                 // An end that stays on the same side of its pair keeps its index; one
                 // that changes sides takes a new one of the other parity (see `plan`).
-                Some(old) if made_elsewhere(old) == made_elsewhere(i) => {
-                    i.bridge = old.bridge.or(i.bridge);
-                    old.index
-                }
-                Some(old) => {
-                    i.bridge = old.bridge.or(i.bridge);
-                    free_index(&mut used, made_elsewhere(i))
-                }
-                None => {
-                    if i.bridge.is_some() {
-                        i.bridge = Some(emptiest(&mut ports, &n.name)?);
-                    }
-                    free_index(&mut used, i.link == Link::VethPeer)
-                }
+                Some(old) if made_elsewhere(old) == made_elsewhere(i) => old.index,
+                _ => free_index(&mut used, made_elsewhere(i)),
             };
             if index != i.index {
                 renumber.insert(i.index, index);
@@ -271,33 +250,6 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
         }
     }
     to
-}
-
-/// Ports on each of a switch's bridges that stay in its new wiring.
-fn ports_per_bridge(w: &NodeWiring, new: &NodeWiring) -> Vec<usize> {
-    let mut ports = vec![0; w.bridges.max(1) as usize];
-    let names: BTreeSet<&str> = new.ifaces.iter().map(|i| i.name.as_str()).collect();
-    let staying = (w.ifaces.iter()).filter(|i| names.contains(i.name.as_str()));
-    for b in staying.filter_map(|i| i.bridge) {
-        if let Some(p) = ports.get_mut(b as usize) {
-            *p += 1;
-        }
-    }
-    ports
-}
-
-/// The bridge with the fewest ports, if one has room.
-fn emptiest(ports: &mut [usize], switch: &str) -> Result<u16, String> {
-    let (k, p) = (ports.iter_mut().enumerate())
-        .min_by_key(|(_, p)| **p)
-        .expect("a switch has a bridge");
-    if *p >= PORTS_PER_BRIDGE {
-        return Err(format!(
-            "switch {switch}'s bridges are full ({PORTS_PER_BRIDGE} ports each): a live switch keeps its bridges"
-        ));
-    }
-    *p += 1;
-    Ok(k as u16)
 }
 
 /// The lowest index above those in use, even for ends a node makes and odd for ends made

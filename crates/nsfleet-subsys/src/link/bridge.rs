@@ -1,14 +1,13 @@
-//! A switch node's bridges. The kernel caps a bridge at 1,024 ports, so a switch with more
-//! ports gets several bridges (`br0`, `br1`, ...), chained by veth pairs inside the
-//! switch's namespace (`brj0a` in br0 to `brj0b` in br1, ...): one broadcast domain for
-//! the user. No loop, so no STP. Created with the namespace, so that ports find them.
-//! Ports are the other kinds' ends, enslaved through [`master`] as they are made.
+//! A switch node's bridge, `br0`, created with the namespace so that ports find it. Ports
+//! are the other kinds' ends, enslaved through [`master`] as they are made. A big switch
+//! is several switch nodes (its shards, see nsfleet-topology's `link/bridge.rs`), each
+//! with its bridge, joined by trunks that are veth ports like any other.
 
 use crate::Ipv6;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Requests, Subsystem};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{bridge_index, join_indices, Iface};
+use nsfleet_topology::{bridge_index, Iface};
 
 pub struct Bridges;
 
@@ -17,50 +16,19 @@ pub fn master(iface: &Iface) -> Option<i32> {
     iface.bridge.map(bridge_index)
 }
 
-/// One element of the switch's setup, in the order the kernel must see them.
-enum Step {
-    Bridge(u16),
-    /// The veth joining bridge k to bridge k + 1.
-    Join(u16),
-}
-
-/// A bridge and its joins carry frames, never addresses: none of them gets an IPv6
-/// link-local address (which the bridge would otherwise announce on every port).
-fn build(out: &mut Requests<'_>, step: &Step, ipv6: Ipv6) -> anyhow::Result<()> {
-    match *step {
-        Step::Bridge(k) => {
-            let spec = LinkSpec {
-                name: &format!("br{k}"),
-                index: bridge_index(k),
-                ..Default::default()
-            };
-            out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
-            // Up only after: a new link counts as ready until the kernel's link watch
-            // first looks at it, so one created up gets its link-local address at once.
-            crate::link_local_policy(out, spec.index, true, ipv6)?;
-            out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None))
-        }
-        Step::Join(k) => {
-            let (a, z) = join_indices(k);
-            let local = LinkSpec {
-                name: &format!("brj{k}a"),
-                index: a,
-                up: true,
-                master: Some(bridge_index(k)),
-                ..Default::default()
-            };
-            let far = LinkSpec {
-                name: &format!("brj{k}b"),
-                index: z,
-                ..Default::default()
-            };
-            out.add(|b, seq| rtnl::new_veth(b, seq, &local, &far))?;
-            crate::link_local_policy(out, a, true, ipv6)?;
-            crate::link_local_policy(out, z, true, ipv6)?;
-            // The far end can come up and be enslaved only once the pair exists.
-            out.add(|b, seq| rtnl::set_link(b, seq, z, true, Some(bridge_index(k + 1))))
-        }
-    }
+/// The switch's bridge, up. It carries frames, never addresses: it gets no IPv6
+/// link-local address (which it would otherwise announce on every port).
+fn build(out: &mut Requests<'_>, ipv6: Ipv6) -> anyhow::Result<()> {
+    let spec = LinkSpec {
+        name: "br0",
+        index: bridge_index(0),
+        ..Default::default()
+    };
+    out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
+    // Up only after: a new link counts as ready until the kernel's link watch first looks
+    // at it, so one created up gets its link-local address at once.
+    crate::link_local_policy(out, spec.index, true, ipv6)?;
+    out.add(|b, seq| rtnl::set_link(b, seq, spec.index, true, None))
 }
 
 impl Subsystem for Bridges {
@@ -94,13 +62,7 @@ impl Subsystem for Bridges {
                     .with_context(|| format!("setting {key} = 1"))?;
             }
         }
-        let n = cx.node.wiring().bridges.max(1);
-        let steps = (0..n).map(Step::Bridge).chain((0..n - 1).map(Step::Join));
-        let build = |out: &mut Requests<'_>, step: &Step| build(out, step, ipv6);
-        cx.send_each(steps, build, |step| match *step {
-            Step::Bridge(k) => format!("bridge br{k}"),
-            Step::Join(k) => format!("joining br{k} to br{}", k + 1),
-        })
+        cx.send_each([()], |out, _| build(out, ipv6), |_| "bridge br0".into())
     }
 
     // No exit: bridges and ports go with the namespace, in cleanup_net's own batch.

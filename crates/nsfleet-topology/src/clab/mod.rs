@@ -72,7 +72,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         mgmt.wire(&lab, &managed, &mut plan)?;
     }
     links::read_all(&mut lab, topology.get("links"), &nodes, &mgmt, &mut plan)?;
-    let wiring = plan.finish();
+    let wiring = groups.finish(plan);
     node::count_interfaces(&mut groups, &wiring);
     config::check_nodes(
         &name_str,

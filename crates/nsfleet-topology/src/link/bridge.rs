@@ -1,41 +1,59 @@
-//! Switches: a switch node's bridges and its ports on them. The kernel caps a bridge at
-//! 1,024 ports (BR_MAX_PORTS), so a switch with more gets several bridges, chained by veth
-//! pairs inside it; every interface of a switch is a port of one of them. Ports are links
-//! of the other kinds (a veth end, a VXLAN device); this file says which bridge each goes
-//! on and what the bridges' devices are numbered.
+//! Switches: a switch node's bridge and its ports on it, and how a big switch is spread
+//! over shards. Every interface of a switch is a port of its bridge (`br0`); ports are
+//! links of the other kinds (a veth end, a VXLAN device), and this file says where each
+//! goes.
+//!
+//! A switch of more than [`PORTS_PER_SHARD`] ports is spread over several namespaces,
+//! its shards: the switch's own node (`lan`) takes the first ports, and each further
+//! [`PORTS_PER_SHARD`] go to a shard node of their own (`lan.2`, `lan.3`, ...), joined
+//! to the others by trunks (veth pairs between their bridges) into one broadcast domain.
+//! Why namespaces and not more bridges in one: the kernel's per-namespace tables grow with
+//! the devices and peers a namespace has. Each veth port's notification looks its far
+//! end's namespace up in the switch namespace's table of peer ids, a linear scan
+//! (`__peernet2id`): with every port in one namespace, port k costs O(k), and a fleet's
+//! creation O(n²). Sharded, no namespace's tables grow with the fleet. The shards form a
+//! binary tree (shard k's trunk goes up to shard (k - 1) / 2): no loop, so no STP, and a
+//! frame crosses at most 2·log2(shards) trunks.
 
-/// Ports per bridge: 1,024 less two for the veths that chain bridges, rounded down.
-pub const PORTS_PER_BRIDGE: usize = 1000;
+/// Ports per shard, trunks apart: the kernel caps a bridge at 1,024 ports (BR_MAX_PORTS),
+/// and a shard's bridge also has up to three trunks (one up, two down).
+pub const PORTS_PER_SHARD: usize = 1000;
+
+/// A raw loop's ports per bridge, as a user would spread ports over bridges by hand.
+pub const PORTS_PER_BRIDGE: usize = PORTS_PER_SHARD;
 
 const BRIDGE_BASE: i32 = 1 << 24;
-const JOIN_BASE: i32 = (1 << 24) + (1 << 16);
 
-/// The interface index of bridge `k` (`br{k}`) of a switch node.
+/// The interface index of bridge `k` (`br{k}`): a switch node has one, `br0`.
 pub fn bridge_index(k: u16) -> i32 {
     BRIDGE_BASE + k as i32
 }
 
-/// The indexes of the veth pair joining bridge `k` to bridge `k + 1`.
-pub fn join_indices(k: u16) -> (i32, i32) {
-    (JOIN_BASE + 2 * k as i32, JOIN_BASE + 2 * k as i32 + 1)
-}
-
-/// The bridge that a switch's `pos`-th interface is a port of.
-pub fn bridge_of_port(pos: usize) -> u16 {
-    (pos / PORTS_PER_BRIDGE) as u16
-}
-
-/// How many bridges a switch with `ports` interfaces needs (at least one).
-pub fn bridges_for(ports: usize) -> u16 {
-    ports.div_ceil(PORTS_PER_BRIDGE).max(1) as u16
-}
-
-/// The name a switch's `pos`-th port gets when the file names none.
+/// The name a switch's `pos`-th port gets when the file names none (counted over the
+/// whole switch, all shards).
 pub fn port_name(pos: usize) -> String {
     format!("p{}", pos + 1)
 }
 
-/// Whether a port may take `name`: `br0`, `br1`, ... are the switch's bridges.
+/// The node name of shard `k` (0-based) of `switch`: its own name for the first.
+pub fn shard_name(switch: &str, k: usize) -> String {
+    match k {
+        0 => switch.to_string(),
+        _ => format!("{switch}.{}", k + 1),
+    }
+}
+
+/// The shard that shard `k` (k > 0) hangs its trunk from.
+pub fn parent_shard(k: usize) -> usize {
+    (k - 1) / 2
+}
+
+/// The trunk's two ends: (on the parent, on shard `k`).
+pub fn trunk_names(k: usize) -> (String, String) {
+    (format!("br-s{}", k + 1), "br-up".to_string())
+}
+
+/// Whether a port may take `name`: `br0`, `br1`, ... are bridges, and `br-...` trunks.
 pub fn check_port_name(name: &str) -> Result<(), String> {
     let digits = name.strip_prefix("br").unwrap_or("");
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -43,5 +61,75 @@ pub fn check_port_name(name: &str) -> Result<(), String> {
             "interface name {name:?}: br0, br1, ... are the switch's bridges"
         ));
     }
+    if name.starts_with("br-") {
+        return Err(format!(
+            "interface name {name:?}: br-... names are the trunks between a big switch's shards"
+        ));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::reshape::tests::nodes;
+
+    fn star(count: u64, extra: &str) -> String {
+        format!("[fleet]\nname = \"s\"\n{extra}[[generate]]\nkind = \"star\"\ncount = {count}\nswitch = \"sw\"\npool = \"10.9.0.0/16\"\n")
+    }
+
+    #[test]
+    fn a_big_switch_is_spread_over_shards_in_a_tree_of_trunks() {
+        let all = nodes(&star(2500, ""));
+        let names: Vec<&str> = all.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names.len(), 2503);
+        assert_eq!(
+            names[2501..],
+            ["sw.2", "sw.3"],
+            "shards after the file's nodes"
+        );
+        let node = |name: &str| all.iter().find(|n| n.name == name).unwrap();
+        let ports = |name: &str| node(name).wiring.ifaces.len();
+        assert_eq!(
+            (ports("sw"), ports("sw.2"), ports("sw.3")),
+            (1002, 1001, 501),
+            "1,000 ports a shard, the trunks besides"
+        );
+        // Both shards hang off the first: sw makes each trunk into its shard's br-up.
+        for shard in ["sw.2", "sw.3"] {
+            let down = format!("br-s{}", &shard[3..]);
+            let trunk = node("sw").wiring.iface(&down).unwrap();
+            let peer = trunk.link.as_veth().unwrap();
+            assert_eq!((peer.node.as_str(), peer.name.as_str()), (shard, "br-up"));
+            let up = node(shard).wiring.iface("br-up").unwrap();
+            assert_eq!(up.index, peer.index);
+            assert_eq!(
+                up.bridge,
+                Some(0),
+                "the trunk is a port of the shard's bridge"
+            );
+        }
+        // Port names run over the whole switch; h1001's far end is made by sw.2.
+        let p1001 = node("sw.2").wiring.iface("p1001").unwrap();
+        assert_eq!(p1001.link.as_veth().unwrap().node, "h1001");
+        assert!(node("h2500").config.switch.eq(&false));
+    }
+
+    #[test]
+    fn a_shard_name_taken_by_a_node_is_refused() {
+        let err = crate::read("t.toml", &star(1001, "[[node]]\nname = \"sw.2\"\n"))
+            .and_then(|d| d.check(&crate::KernelCaps::assumed()))
+            .unwrap_err();
+        assert!(
+            err.message
+                .contains("\"sw.2\": a node already has that name"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn trunk_names_are_refused_as_port_names() {
+        assert!(super::check_port_name("br-up").is_err());
+        assert!(super::check_port_name("br7").is_err());
+        assert!(super::check_port_name("bridge").is_ok());
+    }
 }

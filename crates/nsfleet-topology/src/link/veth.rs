@@ -158,11 +158,11 @@ impl Plan {
                 self.claim(&me.addrs, line)?;
             }
         }
-        let b_iface = self.push_iface(bi, &b, Link::VethPeer, line)?;
+        let (on, name, index) = self.push_iface(bi, &b, Link::VethPeer, line)?;
         let peer = Peer {
-            node: b.node.clone(),
-            name: b_iface.0,
-            index: b_iface.1,
+            node: self.name_of(on).to_string(),
+            name,
+            index,
             mtu: b.mtu,
             mac: b.mac,
         };

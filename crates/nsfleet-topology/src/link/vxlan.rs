@@ -122,7 +122,14 @@ impl Plan {
             vx.underlay = Some(index);
         }
         self.claim(&end.addrs, line)?;
-        self.push_iface(i, &end, Link::Vxlan(vx), line)?;
+        let underlay = vx.underlay.is_some();
+        let (on, ..) = self.push_iface(i, &end, Link::Vxlan(vx), line)?;
+        if underlay && on != i {
+            return Err(format!(
+                "a tunnel with `dev` on a switch of more than {} ports: the tunnel would be in another of its shards than its underlay",
+                crate::link::bridge::PORTS_PER_SHARD
+            ));
+        }
         Ok(())
     }
 }
