@@ -164,8 +164,15 @@ impl Reaper {
         })
     }
 
-    /// Puts nodes on death row; the ticket tells when they are gone.
-    pub fn doom(&self, nodes: Vec<Arc<Node>>) -> Arc<Ticket> {
+    /// Puts nodes on death row, switches first; the ticket tells when they are gone.
+    ///
+    /// Why switches first: a switch's namespace holds a peer id for every namespace its
+    /// ports lead to, and for each namespace it destroys, the kernel scans the ids of
+    /// every namespace still alive (`unhash_nsid` in `cleanup_net`). Gone first, a
+    /// switch's ids are not scanned again for each of its routers: at 50,000 routers
+    /// over 50 shards, the other order cost 2.5 billion idr visits (130 s to reclaim).
+    pub fn doom(&self, mut nodes: Vec<Arc<Node>>) -> Arc<Ticket> {
+        nodes.sort_by_key(|n| !n.config().switch);
         let ticket = Ticket::new(nodes.len());
         *self.backlog.count.lock() += nodes.len();
         let tx = self.tx.as_ref().expect("reaper running");
