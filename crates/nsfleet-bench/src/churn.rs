@@ -2,9 +2,11 @@
 //! loop (in batches, through the library's fleet), with MemAvailable and Slab sampled
 //! through the run: once with the reaper's bound on namespaces the kernel has yet to
 //! reclaim, once without. Without a bound, creation outruns `cleanup_net` and freed but
-//! unreclaimed namespaces pile up in memory; with it, creation waits for the kernel.
+//! unreclaimed namespaces pile up in memory; with it, creation waits for the kernel. And
+//! in the same run, the raw loop: each batch made by one thread (`unshare`, lo up) and
+//! dropped all at once, with nothing around it.
 
-use super::{emit, machine, metric, need_root, note, ratios, Common, MemSampler};
+use super::{emit, machine, metric, need_root, note, ratios, raw_namespaces, Common, MemSampler};
 use anyhow::Context;
 use nsfleet::core::{mem_available, Fleet, FleetOptions};
 use nsfleet::subsys::loopback::Loopback;
@@ -50,8 +52,15 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
     let cycles = c.size(a.cycles, 2000);
     sys::raise_nofile(a.bound as u64 + a.batch + nsfleet::preflight::SPARE_DESCRIPTORS)
         .context("raising RLIMIT_NOFILE")?;
-    let (mut bounded, mut unbounded) = (Vec::new(), Vec::new());
+    let (mut bounded, mut unbounded, mut raw) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..c.repetitions() {
+        note(&format!(
+            "run {}/{}: {cycles} cycles, raw, {} per batch dropped at once",
+            r + 1,
+            c.repetitions(),
+            a.batch
+        ));
+        raw.push(raw_run(cycles, a.batch)?);
         let modes = [(true, a.bound), (false, usize::MAX)];
         // Alternate who goes first, so neither always meets a kernel the other just loaded.
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
@@ -103,6 +112,10 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
             &format!("unbounded_{name}"),
             metric(unit, Neither, f(&unbounded, get)),
         );
+        res.metric(
+            &format!("raw_all_at_once_{name}"),
+            metric(unit, Neither, f(&raw, get)),
+        );
     }
     let throughput = ratios(
         &f(&bounded, |r| r.cycles_per_s),
@@ -111,6 +124,14 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
     res.metric(
         "bounded_vs_unbounded_throughput",
         metric("x", Higher, throughput).with_target(">= 0.8"),
+    );
+    let against_raw = ratios(
+        &f(&bounded, |r| r.cycles_per_s),
+        &f(&raw, |r| r.cycles_per_s),
+    );
+    res.metric(
+        "bounded_vs_raw_throughput",
+        metric("x", Higher, against_raw),
     );
     let last = |runs: &[Run], name: String| Series {
         name,
@@ -124,6 +145,7 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
         series: vec![
             last(&bounded, format!("bounded at {}", a.bound)),
             last(&unbounded, "unbounded".into()),
+            last(&raw, "raw, dropped at once".into()),
         ],
     });
     emit(
@@ -143,14 +165,37 @@ fn run(cycles: u64, batch: u64, bound: usize, workers: usize) -> anyhow::Result<
         ..FleetOptions::default()
     })?;
     fleet.register(Loopback)?;
+    measured(&fleet, cycles, batch, |done, n| {
+        fleet.create(&bare(done, n), &mut |_, _, _| ControlFlow::Continue(()))?;
+        fleet.destroy_all();
+        Ok(())
+    })
+}
+
+/// The raw loop: each batch made on this thread and dropped at once, no bound.
+fn raw_run(cycles: u64, batch: u64) -> anyhow::Result<Run> {
+    let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
+    measured(&fleet, cycles, batch, |_, n| {
+        drop(raw_namespaces(n, true)?.0);
+        Ok(())
+    })
+}
+
+/// Runs `cycle(done, n)` over batches until `cycles` namespaces were made and dropped,
+/// then waits for the kernel to reclaim them, sampling memory throughout.
+fn measured(
+    fleet: &Fleet,
+    cycles: u64,
+    batch: u64,
+    mut cycle: impl FnMut(u64, u64) -> anyhow::Result<()>,
+) -> anyhow::Result<Run> {
     let (base, slab0) = (mem_available(), nsfleet::sys::meminfo("Slab:"));
     let sampler = MemSampler::start(base);
     let t = Instant::now();
     let mut done = 0;
     while done < cycles {
         let n = batch.min(cycles - done);
-        fleet.create(&bare(done, n), &mut |_, _, _| ControlFlow::Continue(()))?;
-        fleet.destroy_all();
+        cycle(done, n)?;
         done += n;
     }
     let loop_s = t.elapsed().as_secs_f64();
