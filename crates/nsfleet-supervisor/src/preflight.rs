@@ -6,6 +6,7 @@
 
 use nsfleet_core::Holding;
 use nsfleet_topology::Topology;
+use std::collections::HashMap;
 
 /// Kernel memory a node costs beyond its interfaces, and an interface (one veth end, with
 /// its sysfs and sysctl entries): rounded up from `nsfleet bench` on 6.18 (bare nodes
@@ -38,6 +39,7 @@ pub fn check(topo: &Topology) -> Vec<Finding> {
     descriptors(topo, &mut out);
     memory(nodes, ifaces, &mut out);
     neighbours(addrs, &mut out);
+    floods(topo, &mut out);
     host_ends(topo, &mut out);
     out.sort_by_key(|f| matches!(f, Finding::Note(_)));
     out
@@ -230,6 +232,59 @@ fn neighbours(addrs: u64, out: &mut Vec<Finding>) {
     }
 }
 
+/// A broadcast (an ARP request) on a switch is copied to every port of its broadcast
+/// domain, and each copy a veth carries waits in the sending CPU's backlog, which holds
+/// net.core.netdev_max_backlog packets: past it, copies are dropped, and hosts far from a
+/// sender may never resolve each other. Measured: 19,000 routers on one switch with the
+/// default 5,000, r1 could not reach r19000; with 100,000, it could.
+fn floods(topo: &Topology, out: &mut Vec<Finding>) {
+    let Some(backlog) = read_u64("/proc/sys/net/core/netdev_max_backlog") else {
+        return;
+    };
+    let widest = widest_broadcast_domain(topo);
+    if widest > backlog {
+        out.push(Finding::Note(format!(
+            "a broadcast on this fleet's widest switch reaches {widest} ports, and the kernel \
+             queues each copy in the sending CPU's backlog of net.core.netdev_max_backlog = \
+             {backlog}: copies beyond it are dropped, so hosts far apart may not resolve each \
+             other (ARP); raise it with `sysctl -w net.core.netdev_max_backlog={}`",
+            widest * 2
+        )));
+    }
+}
+
+/// The most interfaces of switches joined by links to each other (a switch's shards, or
+/// switches wired together): the copies one broadcast makes.
+fn widest_broadcast_domain(topo: &Topology) -> u64 {
+    let nodes: Vec<_> = topo.nodes().collect();
+    let index: HashMap<&str, usize> = (nodes.iter().enumerate())
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    let mut root: Vec<usize> = (0..nodes.len()).collect();
+    fn find(root: &mut [usize], mut i: usize) -> usize {
+        while root[i] != i {
+            root[i] = root[root[i]];
+            i = root[i];
+        }
+        i
+    }
+    for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.config.switch) {
+        for peer in n.wiring.ifaces.iter().filter_map(|f| f.link.as_veth()) {
+            if let Some(&j) = index.get(peer.node.as_str()) {
+                if nodes[j].config.switch {
+                    let (a, b) = (find(&mut root, i), find(&mut root, j));
+                    root[a] = b;
+                }
+            }
+        }
+    }
+    let mut ports: HashMap<usize, u64> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.config.switch) {
+        *ports.entry(find(&mut root, i)).or_default() += n.wiring.ifaces.len() as u64;
+    }
+    ports.into_values().max().unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,5 +315,13 @@ mod tests {
         )
         .unwrap();
         assert!(check(&topo).iter().all(|f| matches!(f, Finding::Note(_))));
+    }
+
+    #[test]
+    fn a_broadcast_domain_spans_a_switchs_shards_and_linked_switches() {
+        let text = "[fleet]\nname = \"b\"\n[[switch]]\nname = \"other\"\n[[generate]]\nkind = \"star\"\ncount = 2500\nswitch = \"sw\"\n";
+        let topo = nsfleet_topology::parse("t.toml", text, &KernelCaps::assumed()).unwrap();
+        // sw's 1,000 ports and two trunks, sw.2's 1,000 and one, sw.3's 500 and one.
+        assert_eq!(widest_broadcast_domain(&topo), 2504);
     }
 }
