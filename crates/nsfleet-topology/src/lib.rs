@@ -181,8 +181,6 @@ impl NodeConfig {
 /// What one node has of the fleet's wiring. Interface indexes are fixed in advance.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeWiring {
-    /// Bridges of a switch node (`br0`, `br1`, ...), chained to each other.
-    pub bridges: u16,
     pub ifaces: Vec<Iface>,
     pub routes: Vec<RouteSpec>,
     /// Addresses on the node's `lo`.
@@ -198,7 +196,7 @@ pub struct Iface {
     pub mac: Option<[u8; 6]>,
     pub addrs: Vec<IpNet>,
     pub impair: Option<Impair>,
-    /// On a switch: the bridge this interface is a port of.
+    /// On a switch: the bridge this interface is a port of (`br0`, a switch node's one).
     pub bridge: Option<u16>,
     pub link: Link,
     /// Where the topology file declared it (for kernel errors).

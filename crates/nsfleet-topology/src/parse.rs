@@ -571,7 +571,7 @@ fn declare(
 fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), TopologyError> {
     for w in wiring
         .iter()
-        .filter(|w| w.bridges > 0 || w.ifaces.iter().any(|i| i.bridge.is_some()))
+        .filter(|w| w.ifaces.iter().any(|i| i.bridge.is_some()))
     {
         let mut seen: HashMap<[u8; 6], u32> = HashMap::new();
         for i in &w.ifaces {

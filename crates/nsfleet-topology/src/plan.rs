@@ -356,16 +356,11 @@ impl Plan {
         if self.wiring.iter().all(|w| *w == NodeWiring::default()) {
             return (Vec::new(), shards);
         }
-        let switch = self.switch;
         let unwired = Arc::new(NodeWiring::default());
         let wiring = self
             .wiring
             .into_iter()
-            .enumerate()
-            .map(|(i, mut w)| {
-                if switch[i] {
-                    w.bridges = 1;
-                }
+            .map(|w| {
                 if w == NodeWiring::default() {
                     unwired.clone()
                 } else {

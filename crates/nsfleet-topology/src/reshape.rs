@@ -92,7 +92,6 @@ fn same_shape(a: &NodeSpec, b: &NodeSpec) -> bool {
             .collect::<Vec<_>>()
     };
     a.config == b.config
-        && wa.bridges == wb.bridges
         && wa.loopback == wb.loopback
         && routes(wa) == routes(wb)
         && wa.ifaces.len() == wb.ifaces.len()
