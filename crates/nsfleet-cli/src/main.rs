@@ -574,9 +574,10 @@ enum Bench {
         common: BenchRuns,
     },
     /// Seed 002: M create/destroy cycles with and without the reaper's bound on namespaces
-    /// awaiting reclamation; MemAvailable and Slab through the run, peak drop, throughput.
+    /// awaiting reclamation, and the raw loop (each batch made on one thread and dropped at
+    /// once); MemAvailable and Slab through the run, peak drop, throughput.
     Churn {
-        /// Namespaces created and destroyed, in each of the two runs.
+        /// Namespaces created and destroyed, in each of the three runs.
         #[arg(long, value_parser = within::<1, 1_000_000_000>, default_value_t = d().churn_cycles)]
         cycles: u64,
         /// Namespaces per create call.

@@ -984,7 +984,8 @@ impl Supervisor {
 fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();
-        return vec![format!("bridge br0, {} ports", w.ifaces.len())];
+        let bridge = nsfleet_topology::BRIDGE.0;
+        return vec![format!("bridge {bridge}, {} ports", w.ifaces.len())];
     }
     (n.wiring().ifaces.iter())
         .map(|i| {
@@ -1017,6 +1018,7 @@ fn iface_stats(l: &nsfleet_netlink::rtnl::LinkInfo) -> control::IfaceStats {
 /// its bridge.
 fn port_names(w: &nsfleet_topology::NodeWiring) -> HashMap<i32, String> {
     let ports = w.ifaces.iter().map(|i| (i.index, i.name.clone()));
-    let bridge = (nsfleet_topology::bridge_index(0), "br0".to_string());
+    let (name, index) = nsfleet_topology::BRIDGE;
+    let bridge = (index, name.to_string());
     ports.chain([bridge]).collect()
 }

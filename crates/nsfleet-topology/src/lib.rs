@@ -24,7 +24,7 @@ mod yaml;
 
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{netem_refusal, Asks, KernelCaps, NO_NETEM};
-pub use link::bridge::{bridge_index, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
+pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
 pub use parse::{

@@ -49,9 +49,8 @@ pub(crate) struct Plan {
 struct Switch {
     /// Node numbers of its shards, its own first.
     shards: Vec<u32>,
-    /// Ports declared, trunks apart.
-    ports: usize,
-    /// The names of its interfaces on every shard: one switch, one name space.
+    /// The names of its ports on every shard (trunks apart, which no port may be named
+    /// like): one switch, one name space, and its count is the next port's position.
     names: HashSet<String>,
 }
 
@@ -181,7 +180,7 @@ impl Plan {
         let switch = self.switch[i as usize];
         let name = match &d.iface {
             Some(n) => n.clone(),
-            None if switch => bridge::port_name(self.switches.get(&i).map_or(0, |s| s.ports)),
+            None if switch => bridge::port_name(self.ports(i)),
             None => {
                 return Err(format!(
                     "the end on {:?} needs an interface name, as \"{}:eth0\"",
@@ -213,12 +212,15 @@ impl Plan {
         Ok((on, name, index))
     }
 
+    /// Ports of switch `i` so far, over all its shards.
+    fn ports(&self, i: u32) -> usize {
+        self.switches.get(&i).map_or(0, |s| s.names.len())
+    }
+
     /// The shard node that switch `i`'s next port, `name`, goes on.
     fn port_shard(&mut self, i: u32, name: &str, line: u32) -> Result<u32, String> {
-        let pos = self.switches.get(&i).map_or(0, |s| s.ports);
-        let on = self.shard(i, pos / bridge::PORTS_PER_SHARD, line)?;
+        let on = self.shard(i, self.ports(i) / bridge::PORTS_PER_SHARD, line)?;
         let sw = self.switches.get_mut(&i).expect("made by shard()");
-        sw.ports += 1;
         sw.names.insert(name.to_string());
         Ok(on)
     }
@@ -235,10 +237,11 @@ impl Plan {
         let switch = &self.names[i as usize];
         let name = bridge::shard_name(switch, k);
         if self.index.contains_key(&name) {
+            let first = k * bridge::PORTS_PER_SHARD;
             return Err(format!(
-                "switch {switch} has more than {} ports, and its ports beyond each {} go to a namespace of their own named {name:?}: a node already has that name",
-                k * bridge::PORTS_PER_SHARD,
-                bridge::PORTS_PER_SHARD
+                "switch {switch} has more than {first} ports, and its ports {} to {} go to a namespace of their own named {name:?}: a node already has that name; rename that node",
+                first + 1,
+                first + bridge::PORTS_PER_SHARD
             ));
         }
         super::check_name("a switch's shard name", &name, super::MAX_NODE_NAME)?;

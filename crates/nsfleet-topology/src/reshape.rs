@@ -4,9 +4,9 @@
 //! A topology numbers its interfaces afresh from its own order, but a running node's
 //! interfaces already have indexes, and its addresses and routes name them by index. So
 //! the new topology is first *aligned* to the running fleet: an interface that stays keeps
-//! the index (and, on a switch, the bridge) it has in the kernel, and a new interface on a
-//! running node gets an index that node does not use. Only then are shapes compared, so
-//! that what did not change compares equal.
+//! the index it has in the kernel, and a new interface on a running node gets an index
+//! that node does not use. Only then are shapes compared, so that what did not change
+//! compares equal.
 
 use crate::{Iface, Link, NodeSpec, NodeWiring};
 use std::collections::{BTreeSet, HashMap};
@@ -125,7 +125,7 @@ type Live<'a> = HashMap<&'a str, Running<'a>>;
 /// (node, interface) -> the index it gets, for every interface whose index changed.
 type Moved = HashMap<(String, String), i32>;
 
-/// Gives each kept node's interfaces their running indexes and bridges, and new ones free
+/// Gives each kept node's interfaces their running indexes, and new ones free
 /// indexes; rewrites the node's routes to match. Returns what moved, for the far ends.
 fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
     let mut moved = Moved::new();
@@ -170,12 +170,10 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
     Ok(moved)
 }
 
-/// Whether every interface of `new` is where it runs already (same index and bridge): the
+/// Whether every interface of `new` is where it runs already (same index): the
 /// common case, which must not copy a wiring per node of a large fleet.
 fn in_place(running: &Running<'_>, new: &NodeWiring) -> bool {
-    (new.ifaces.iter()).all(|i| {
-        (running.iface(&i.name)).is_some_and(|o| (o.index, o.bridge) == (i.index, i.bridge))
-    })
+    (new.ifaces.iter()).all(|i| (running.iface(&i.name)).is_some_and(|o| o.index == i.index))
 }
 
 /// Gives a fresh index to each interface of a running node that is made again although

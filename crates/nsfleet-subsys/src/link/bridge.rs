@@ -7,21 +7,21 @@ use crate::Ipv6;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Requests, Subsystem};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{bridge_index, Iface};
+use nsfleet_topology::{Iface, BRIDGE};
 
 pub struct Bridges;
 
 /// The bridge a switch's interface is enslaved to: a port, whatever kind of link made it.
 pub fn master(iface: &Iface) -> Option<i32> {
-    iface.bridge.map(bridge_index)
+    iface.bridge.map(nsfleet_topology::bridge_index)
 }
 
 /// The switch's bridge, up. It carries frames, never addresses: it gets no IPv6
 /// link-local address (which it would otherwise announce on every port).
 fn build(out: &mut Requests<'_>, ipv6: Ipv6) -> anyhow::Result<()> {
     let spec = LinkSpec {
-        name: "br0",
-        index: bridge_index(0),
+        name: BRIDGE.0,
+        index: BRIDGE.1,
         ..Default::default()
     };
     out.add(|b, seq| rtnl::new_bridge(b, seq, &spec))?;
@@ -62,7 +62,11 @@ impl Subsystem for Bridges {
                     .with_context(|| format!("setting {key} = 1"))?;
             }
         }
-        cx.send_each([()], |out, _| build(out, ipv6), |_| "bridge br0".into())
+        cx.send_each(
+            [()],
+            |out, _| build(out, ipv6),
+            |_| format!("bridge {}", BRIDGE.0),
+        )
     }
 
     // No exit: bridges and ports go with the namespace, in cleanup_net's own batch.

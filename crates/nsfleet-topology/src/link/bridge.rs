@@ -24,10 +24,14 @@ pub const PORTS_PER_BRIDGE: usize = PORTS_PER_SHARD;
 
 const BRIDGE_BASE: i32 = 1 << 24;
 
-/// The interface index of bridge `k` (`br{k}`): a switch node has one, `br0`.
-pub fn bridge_index(k: u16) -> i32 {
+/// The interface index of bridge `k` (`br{k}`): a switch node has one, [`BRIDGE`]; a raw
+/// loop may make more.
+pub const fn bridge_index(k: u16) -> i32 {
     BRIDGE_BASE + k as i32
 }
+
+/// A switch node's one bridge: (name, interface index).
+pub const BRIDGE: (&str, i32) = ("br0", bridge_index(0));
 
 /// The name a switch's `pos`-th port gets when the file names none (counted over the
 /// whole switch, all shards).
