@@ -8,8 +8,10 @@
 //!
 //! The bound on destroyed-but-unreclaimed namespaces is enforced where seed 002's danger
 //! comes from, creation: [`Reaper::admit`] holds a new node back while the backlog is at
-//! the bound, so create/destroy churn cannot outrun the kernel's reclamation. A whole
-//! fleet going down is one batch, as the kernel itself would take it.
+//! the bound, so create/destroy churn cannot outrun the kernel's reclamation. A batch is
+//! what is on death row when the reaper wakes, so a fleet going down may take a few.
+//! Forcing one batch for a whole fleet measured worse: 50,000 routers took 280 s to
+//! reclaim, against 84 s.
 
 use super::node::{AnyState, Node};
 use super::reclaim::ReclaimWatch;
