@@ -152,6 +152,40 @@ pub fn routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
     )
 }
 
+/// The same fake routers with a third of the kernel objects: each router's `eth0` a
+/// macvlan (bridge mode) on one of the switch namespace's bridges, made from the switch
+/// straight into the router's namespace, instead of a veth pair whose near end is a
+/// bridge port. What a switch of macvlan ports could reach; nsfleet does not build one
+/// yet (see the README's "Flat to 50,000"). Returns (up, down to reclaimed) seconds.
+pub fn routers_macvlan(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
+    let lowers = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
+    timed(
+        fleet,
+        move || {
+            let mut sw = Ns::new(false)?;
+            sw.send(|b, s| bridges_up(b, s, lowers))?;
+            Ok(sw)
+        },
+        move |mut sw, held| {
+            let pool: IpNet = "10.0.0.0/16".parse().expect("a valid pool");
+            for i in 0..count {
+                let mut r = Ns::new(true)?;
+                let lower = bridge_index((i as usize / PORTS_PER_BRIDGE) as u16);
+                sw.send(|b, s| {
+                    rtnl::new_macvlan(b, s.next_seq(), &r.far_end("eth0", ETH0), lower)
+                })?;
+                r.send(|b, s| {
+                    host_up(b, s, ETH0, pool.host(i));
+                    rtnl::set_forwarding(b, s.next_seq(), ETH0, true);
+                })?;
+                held.push(r.fd);
+            }
+            held.push(sw.fd);
+            Ok(())
+        },
+    )
+}
+
 /// nsfleet's `linear` of `k` (Mininet's LinearTopo): per position a host and a switch,
 /// each a namespace; the switch's bridge; a veth from the switch to its host and one from
 /// the previous switch, whose far end joins this switch's bridge; the host's end up with

@@ -3,6 +3,8 @@
 //!
 //! - a raw in-process loop doing the same kernel work on one thread (the kernel's pace at
 //!   each count: its own rate falls as namespaces accumulate);
+//! - a raw loop giving each router a macvlan on the switch's bridge instead (one device
+//!   where a veth pair and a bridge port are three kernel objects): what that design allows;
 //! - seed 003's shell script, one `ip` command per step;
 //! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
 //!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
@@ -34,6 +36,8 @@ struct Step {
     rss_per_router_bytes: Vec<f64>,
     raw_up_s: Vec<f64>,
     raw_down_s: Vec<f64>,
+    raw_macvlan_up_s: Vec<f64>,
+    raw_macvlan_down_s: Vec<f64>,
 }
 
 const MININET: &str = r#"
@@ -166,6 +170,18 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
             metric("x", Higher, ratios(&ns, &raw)).with_target(">= 0.8"),
         )
         .metric(
+            &format!("raw_macvlan_routers_per_s_at_{n}"),
+            m("routers/s", Neither, &rate(n, &s.raw_macvlan_up_s)),
+        )
+        .metric(
+            &format!("raw_macvlan_vs_raw_at_{n}"),
+            metric("x", Neither, ratios(&rate(n, &s.raw_macvlan_up_s), &raw)),
+        )
+        .metric(
+            &format!("raw_macvlan_down_to_reclaimed_s_at_{n}"),
+            m("s", Neither, &s.raw_macvlan_down_s),
+        )
+        .metric(
             &format!("nsfleet_down_to_reclaimed_s_at_{n}"),
             m("s", Lower, &s.nsfleet_down_s),
         )
@@ -215,6 +231,14 @@ fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
     let (up, down) = raw::routers(fleet, count)?;
     s.raw_up_s.push(up);
     s.raw_down_s.push(down);
+    // A reference, not a peer: a kernel without macvlan (CONFIG_MACVLAN) only loses it.
+    match raw::routers_macvlan(fleet, count) {
+        Ok((up, down)) => {
+            s.raw_macvlan_up_s.push(up);
+            s.raw_macvlan_down_s.push(down);
+        }
+        Err(e) => note(&format!("the raw macvlan loop could not run: {e:#}")),
+    }
     Ok(())
 }
 

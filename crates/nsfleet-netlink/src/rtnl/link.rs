@@ -1,4 +1,4 @@
-//! Links (RTM_*LINK): veth pairs, bridges, VXLAN devices, masters, flags and per-device
+//! Links (RTM_*LINK): veth pairs, bridges, macvlans, VXLAN devices, masters, flags and per-device
 //! IPv4 settings.
 
 use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
@@ -16,12 +16,15 @@ const IFLA_STATS64: u16 = 23;
 const IFLA_CARRIER: u16 = 33;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_IFALIAS: u16 = 20;
+const IFLA_LINK: u16 = 5;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_NET_NS_FD: u16 = 28;
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
 const IFLA_BR_MCAST_SNOOPING: u16 = 23;
+const IFLA_MACVLAN_MODE: u16 = 1;
+const MACVLAN_MODE_BRIDGE: u32 = 4;
 const IFLA_VXLAN_ID: u16 = 1;
 const IFLA_VXLAN_GROUP: u16 = 2;
 const IFLA_VXLAN_LINK: u16 = 3;
@@ -121,6 +124,21 @@ pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
     // every other port (br_port_state_selection), a cost quadratic in the port count.
     let data = b.nest_begin(IFLA_INFO_DATA);
     b.attr(IFLA_BR_MCAST_SNOOPING, &[0]);
+    b.nest_end(data).nest_end(info).end();
+}
+
+/// A macvlan in bridge mode on `lower` (an index in the socket's namespace), placed
+/// wherever `spec.netns_fd` says: one device where a veth pair and a bridge port are
+/// three kernel objects. Its siblings on the same lower reach one another directly.
+pub fn new_macvlan(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, lower: i32) {
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(spec));
+    spec_attrs(b, spec);
+    b.attr_i32(IFLA_LINK, lower);
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "macvlan");
+    let data = b.nest_begin(IFLA_INFO_DATA);
+    b.attr_u32(IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
     b.nest_end(data).nest_end(info).end();
 }
 
