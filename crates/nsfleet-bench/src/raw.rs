@@ -118,10 +118,12 @@ fn bridges_up(b: &mut Batch, s: &mut NlSocket, n: u16) {
 const ETH0: i32 = 1001;
 
 /// nsfleet's fake routers: a switch namespace with its bridges (made before the clock
-/// starts); per router a namespace, a veth from the switch with its peer placed in the
-/// router, then lo and eth0 up, the address and forwarding. Returns (up, down to
-/// reclaimed) seconds.
-pub fn routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
+/// starts); per router a namespace, its `eth0` made from the switch and placed in the
+/// router, then lo and eth0 up, the address and forwarding. `macvlan` false: `eth0` is a
+/// veth whose near end is a port of a bridge (what nsfleet builds); true: a macvlan
+/// (bridge mode) on that bridge, a third of the kernel objects, which nsfleet does not
+/// build yet (see the README's "Flat to 50,000"). Returns (up, down to reclaimed) seconds.
+pub fn routers(fleet: &Fleet, count: u64, macvlan: bool) -> anyhow::Result<(f64, f64)> {
     let bridges = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
     timed(
         fleet,
@@ -138,41 +140,13 @@ pub fn routers(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
                     format!("p{}", i + 1),
                     (i as usize / PORTS_PER_BRIDGE) as u16,
                 );
-                let here = port(&name, 1000 + 2 * i as i32, br);
-                sw.send(|b, s| rtnl::new_veth(b, s.next_seq(), &here, &r.far_end("eth0", ETH0)))?;
-                r.send(|b, s| {
-                    host_up(b, s, ETH0, pool.host(i));
-                    rtnl::set_forwarding(b, s.next_seq(), ETH0, true);
-                })?;
-                held.push(r.fd);
-            }
-            held.push(sw.fd);
-            Ok(())
-        },
-    )
-}
-
-/// The same fake routers with a third of the kernel objects: each router's `eth0` a
-/// macvlan (bridge mode) on one of the switch namespace's bridges, made from the switch
-/// straight into the router's namespace, instead of a veth pair whose near end is a
-/// bridge port. What a switch of macvlan ports could reach; nsfleet does not build one
-/// yet (see the README's "Flat to 50,000"). Returns (up, down to reclaimed) seconds.
-pub fn routers_macvlan(fleet: &Fleet, count: u64) -> anyhow::Result<(f64, f64)> {
-    let lowers = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
-    timed(
-        fleet,
-        move || {
-            let mut sw = Ns::new(false)?;
-            sw.send(|b, s| bridges_up(b, s, lowers))?;
-            Ok(sw)
-        },
-        move |mut sw, held| {
-            let pool: IpNet = "10.0.0.0/16".parse().expect("a valid pool");
-            for i in 0..count {
-                let mut r = Ns::new(true)?;
-                let lower = bridge_index((i as usize / PORTS_PER_BRIDGE) as u16);
-                sw.send(|b, s| {
-                    rtnl::new_macvlan(b, s.next_seq(), &r.far_end("eth0", ETH0), lower)
+                let far = r.far_end("eth0", ETH0);
+                sw.send(|b, s| match macvlan {
+                    true => rtnl::new_macvlan(b, s.next_seq(), &far, bridge_index(br)),
+                    false => {
+                        let here = port(&name, 1000 + 2 * i as i32, br);
+                        rtnl::new_veth(b, s.next_seq(), &here, &far)
+                    }
                 })?;
                 r.send(|b, s| {
                     host_up(b, s, ETH0, pool.host(i));

@@ -228,11 +228,11 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
 }
 
 fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
-    let (up, down) = raw::routers(fleet, count)?;
+    let (up, down) = raw::routers(fleet, count, false)?;
     s.raw_up_s.push(up);
     s.raw_down_s.push(down);
     // A reference, not a peer: a kernel without macvlan (CONFIG_MACVLAN) only loses it.
-    match raw::routers_macvlan(fleet, count) {
+    match raw::routers(fleet, count, true) {
         Ok((up, down)) => {
             s.raw_macvlan_up_s.push(up);
             s.raw_macvlan_down_s.push(down);
