@@ -141,9 +141,10 @@ pub fn routers(fleet: &Fleet, count: u64, macvlan: bool) -> anyhow::Result<(f64,
                     (i as usize / PORTS_PER_BRIDGE) as u16,
                 );
                 let far = r.far_end("eth0", ETH0);
-                sw.send(|b, s| match macvlan {
-                    true => rtnl::new_macvlan(b, s.next_seq(), &far, bridge_index(br)),
-                    false => {
+                sw.send(|b, s| {
+                    if macvlan {
+                        rtnl::new_macvlan(b, s.next_seq(), &far, bridge_index(br))
+                    } else {
                         let here = port(&name, 1000 + 2 * i as i32, br);
                         rtnl::new_veth(b, s.next_seq(), &here, &far)
                     }
