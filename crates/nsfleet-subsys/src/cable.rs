@@ -87,7 +87,7 @@ pub fn far_end(cx: &InitCtx<'_>, iface: &str) -> Far {
         Link::Veth(p) => Far::Node(p.node.clone(), p.name.clone()),
         Link::Host(h) => Far::Host(h.name.clone()),
         Link::Vxlan(_) => Far::None,
-        Link::VethPeer => (cx.peers().iter())
+        Link::FarEnd => (cx.peers().iter())
             .find_map(|n| {
                 let made = n.wiring().ifaces.iter().find_map(|f| {
                     f.link

@@ -231,7 +231,7 @@ fn by_name(w: &NodeWiring) -> HashMap<&str, &Iface> {
 fn link_of(i: &Iface) -> String {
     match &i.link {
         Link::Veth(p) => format!("veth to {}:{}", p.node, p.name),
-        Link::VethPeer => "veth (made by its peer)".to_string(),
+        Link::FarEnd => "made by its peer".to_string(),
         Link::Host(h) => format!("host link to host:{}", h.name),
         Link::Vxlan(v) => format!("vxlan {} to {}", v.vni, v.remote),
     }

@@ -254,7 +254,7 @@ impl Plan {
         // into its bridge with the other far ends.
         let (on_parent, on_shard) = bridge::trunk_names(k);
         let end = EndDecl::default();
-        let index = self.put(on, on_shard.clone(), &end, Link::VethPeer, line);
+        let index = self.put(on, on_shard.clone(), &end, Link::FarEnd, line);
         let peer = Peer {
             node: name,
             name: on_shard,
@@ -274,7 +274,7 @@ impl Plan {
         // The two ends of a pair never share an index: the kernel treats a carrier change
         // on a veth whose peer has its own index as not urgent and delays it up to a
         // second (linkwatch_urgent_event), holding bridge ports "disabled" meanwhile.
-        let made_elsewhere = link == Link::VethPeer;
+        let made_elsewhere = link == Link::FarEnd;
         let index = IFACE_BASE + 2 * pos as i32 + made_elsewhere as i32;
         w.ifaces.push(Iface {
             name,

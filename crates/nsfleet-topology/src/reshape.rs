@@ -141,7 +141,7 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
         let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
         let mut renumber = HashMap::new();
         for i in &mut w.ifaces {
-            let made_elsewhere = |i: &Iface| i.link == Link::VethPeer;
+            let made_elsewhere = |i: &Iface| i.link == Link::FarEnd;
             let index = match run.iface(&i.name) {
                 // An end that stays on the same side of its pair keeps its index; one
                 // that changes sides takes a new one of the other parity (see `plan`).
@@ -232,7 +232,7 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
     let i = (w.ifaces.iter_mut())
         .find(|i| i.name == name)
         .expect("an interface of n");
-    let (from, to) = (i.index, free_index(&mut used, i.link == Link::VethPeer));
+    let (from, to) = (i.index, free_index(&mut used, i.link == Link::FarEnd));
     i.index = to;
     for r in &mut w.routes {
         if r.dev == Some(from) {

@@ -74,7 +74,7 @@ impl Graph {
                         (far, format!("vni {}", v.vni), "vxlan")
                     }
                     // The far end of a pair made from its peer: that peer's edge.
-                    Link::VethPeer => continue,
+                    Link::FarEnd => continue,
                 };
                 g.links.push(GraphLink {
                     a: i,

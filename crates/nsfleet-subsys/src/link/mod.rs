@@ -16,9 +16,11 @@ pub mod veth;
 pub mod vxlan;
 
 use crate::Ipv6;
+use anyhow::{anyhow, Context};
 use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Requests, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
 use nsfleet_topology::Iface;
+use std::os::fd::RawFd;
 
 /// Where a link is being made: the node, the fleet's nodes (for the far ends' namespaces),
 /// and the node's IPv6 policy, which decides the new links' link-local addresses.
@@ -26,6 +28,19 @@ pub struct At<'a> {
     pub node: &'a Node,
     pub peers: &'a NodeTable,
     pub ipv6: Ipv6,
+}
+
+/// A descriptor of node `peer`'s namespace, for a request that places a device there;
+/// open only while the batch that names it is.
+pub(crate) fn peer_netns(out: &mut Requests<'_>, at: &At<'_>, peer: &str) -> anyhow::Result<RawFd> {
+    let node = at
+        .peers
+        .get(peer)
+        .ok_or_else(|| anyhow!("{peer} is gone"))?;
+    let fd = (node.with_netns(|fd| fd.try_clone_to_owned()))
+        .ok_or_else(|| anyhow!("{peer} is gone"))?
+        .with_context(|| format!("a descriptor of {peer}'s namespace"))?;
+    Ok(out.hold(fd))
 }
 
 /// One kind of link, as the kernel sees it.

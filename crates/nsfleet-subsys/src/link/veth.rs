@@ -10,11 +10,9 @@
 //! them to their bridge, one request per end.
 
 use super::{bridge, At, LinkKind};
-use anyhow::{anyhow, Context};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_topology::{Iface, Link};
-use std::sync::Arc;
 
 /// The ends a node makes.
 pub struct Veths;
@@ -37,12 +35,7 @@ impl LinkKind for Veths {
 
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, iface: &Iface) -> anyhow::Result<()> {
         let peer = iface.link.as_veth().expect("made by this kind");
-        // A descriptor of the peer's namespace, open only while its batch is.
-        let dup = |p: &Arc<Node>| p.with_netns(|fd| fd.try_clone_to_owned());
-        let fd = (at.peers.get(&peer.node).and_then(dup))
-            .ok_or_else(|| anyhow!("{} is gone", peer.node))?
-            .with_context(|| format!("a descriptor of {}'s namespace", peer.node))?;
-        let fd = out.hold(fd);
+        let fd = super::peer_netns(out, at, &peer.node)?;
         let local = LinkSpec {
             name: &iface.name,
             index: iface.index,
@@ -89,7 +82,7 @@ impl LinkKind for FarEnds {
     }
 
     fn makes(&self, iface: &Iface) -> bool {
-        iface.link == Link::VethPeer
+        iface.link == Link::FarEnd
     }
 
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {

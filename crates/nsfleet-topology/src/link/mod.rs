@@ -23,9 +23,10 @@ use std::net::IpAddr;
 pub enum Link {
     /// One end of a veth pair to another node, made from this node's side.
     Veth(Peer),
-    /// The other end of a veth pair, made from its peer's side; this node brings it up.
+    /// An interface its peer made and placed here (a veth pair's far end, or a macvlan a
+    /// switch made on its bridge); this node brings it up.
     #[default]
-    VethPeer,
+    FarEnd,
     /// A veth pair to the host's namespace (management), made from this node's side.
     Host(HostEnd),
     /// A VXLAN device: an overlay link to a far tunnel endpoint.

@@ -158,7 +158,7 @@ impl Plan {
                 self.claim(&me.addrs, line)?;
             }
         }
-        let (on, name, index) = self.push_iface(bi, &b, Link::VethPeer, line)?;
+        let (on, name, index) = self.push_iface(bi, &b, Link::FarEnd, line)?;
         let peer = Peer {
             node: self.name_of(on).to_string(),
             name,
