@@ -120,9 +120,10 @@ const ETH0: i32 = 1001;
 /// nsfleet's fake routers: a switch namespace with its bridges (made before the clock
 /// starts); per router a namespace, its `eth0` made from the switch and placed in the
 /// router, then lo and eth0 up, the address and forwarding. `macvlan` false: `eth0` is a
-/// veth whose near end is a port of a bridge (what nsfleet builds); true: a macvlan
-/// (bridge mode) on that bridge, a third of the kernel objects, which nsfleet does not
-/// build yet (see the README's "Flat to 50,000"). Returns (up, down to reclaimed) seconds.
+/// veth whose near end is a port of a bridge (what nsfleet builds by default); true: a
+/// macvlan (bridge mode) with that bridge as its lower, a third of the kernel objects (the
+/// floor of what nsfleet builds for `ports = "macvlan"`, whose lowers are veths joined to
+/// one bridge). Returns (up, down to reclaimed) seconds.
 pub fn routers(fleet: &Fleet, count: u64, macvlan: bool) -> anyhow::Result<(f64, f64)> {
     let bridges = (count as usize).div_ceil(PORTS_PER_BRIDGE) as u16;
     timed(

@@ -3,8 +3,9 @@
 //!
 //! - a raw in-process loop doing the same kernel work on one thread (the kernel's pace at
 //!   each count: its own rate falls as namespaces accumulate);
-//! - a raw loop giving each router a macvlan on the switch's bridge instead (one device
-//!   where a veth pair and a bridge port are three kernel objects): what that design allows;
+//! - nsfleet's fake routers on a switch of macvlan ports (`ports = "macvlan"`: one device
+//!   per router where a veth pair and a bridge port are three kernel objects), against
+//!   the same raw loop, and a raw loop of macvlans (what that design allows);
 //! - seed 003's shell script, one `ip` command per step;
 //! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
 //!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
@@ -38,6 +39,9 @@ struct Step {
     raw_down_s: Vec<f64>,
     raw_macvlan_up_s: Vec<f64>,
     raw_macvlan_down_s: Vec<f64>,
+    macvlan_up_s: Vec<f64>,
+    macvlan_down_s: Vec<f64>,
+    macvlan_kernel_per_router_bytes: Vec<f64>,
 }
 
 const MININET: &str = r#"
@@ -90,7 +94,12 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
             if !nsfleet_first && raw_fits(count) {
                 push_raw(&mut s, &fleet, count)?;
             }
-            let b = fake_routers(count, c.workers)?;
+            let m = fake_routers(count, c.workers, "macvlan")?;
+            s.macvlan_up_s.push(m.up_s);
+            s.macvlan_down_s.push(m.down_s);
+            s.macvlan_kernel_per_router_bytes
+                .push(m.kernel_bytes / count as f64);
+            let b = fake_routers(count, c.workers, "veth")?;
             s.nsfleet_up_s.push(b.up_s);
             s.nsfleet_down_s.push(b.down_s);
             s.user_cpu_share.push(b.user_share);
@@ -105,7 +114,7 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
     }
     let script = (script_count > 0).then(|| {
         note(&format!("seed 003's ip script, {script_count} routers"));
-        let ns = fake_routers(script_count, c.workers);
+        let ns = fake_routers(script_count, c.workers, "veth");
         ip_script(script_count).and_then(|ip| Ok((ns?, ip)))
     });
     let script = script.transpose()?;
@@ -153,6 +162,7 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
     use Better::*;
     let rate = |n: u64, v: &[f64]| v.iter().map(|s| n as f64 / s).collect::<Vec<_>>();
     let (mut ns_curve, mut raw_curve) = (Vec::new(), Vec::new());
+    let (mut mv_curve, mut raw_mv_curve) = (Vec::new(), Vec::new());
     for s in steps {
         let n = s.count;
         let (ns, raw) = (rate(n, &s.nsfleet_up_s), rate(n, &s.raw_up_s));
@@ -168,6 +178,22 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
         .metric(
             &format!("nsfleet_vs_raw_at_{n}"),
             metric("x", Higher, ratios(&ns, &raw)).with_target(">= 0.8"),
+        )
+        .metric(
+            &format!("nsfleet_macvlan_routers_per_s_at_{n}"),
+            m("routers/s", Higher, &rate(n, &s.macvlan_up_s)),
+        )
+        .metric(
+            &format!("nsfleet_macvlan_vs_raw_at_{n}"),
+            metric("x", Higher, ratios(&rate(n, &s.macvlan_up_s), &raw)).with_target(">= 1.5"),
+        )
+        .metric(
+            &format!("nsfleet_macvlan_down_to_reclaimed_s_at_{n}"),
+            m("s", Lower, &s.macvlan_down_s),
+        )
+        .metric(
+            &format!("kernel_per_router_bytes_macvlan_at_{n}"),
+            m("bytes", Lower, &s.macvlan_kernel_per_router_bytes),
         )
         .metric(
             &format!("raw_macvlan_routers_per_s_at_{n}"),
@@ -208,6 +234,11 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
         );
         ns_curve.push((n as f64, nsfleet_results::median(&ns)));
         raw_curve.push((n as f64, nsfleet_results::median(&raw)));
+        mv_curve.push((n as f64, nsfleet_results::median(&rate(n, &s.macvlan_up_s))));
+        raw_mv_curve.push((
+            n as f64,
+            nsfleet_results::median(&rate(n, &s.raw_macvlan_up_s)),
+        ));
     }
     res.charts.push(Chart {
         id: "routers-rate".into(),
@@ -222,6 +253,14 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
             Series {
                 name: "raw loop, same kernel work".into(),
                 points: raw_curve,
+            },
+            Series {
+                name: "nsfleet, macvlan ports".into(),
+                points: mv_curve,
+            },
+            Series {
+                name: "raw loop, macvlans".into(),
+                points: raw_mv_curve,
             },
         ],
     });
@@ -271,8 +310,10 @@ fn nsfleet_up_down(body: &str, workers: usize) -> anyhow::Result<Built> {
     })
 }
 
-fn fake_routers(count: u64, workers: usize) -> anyhow::Result<Built> {
-    let body = format!("[[generate]]\nkind = \"fake-routers\"\ncount = {count}\n");
+/// nsfleet's fake routers, their switch's `ports` of `ports` (veth or macvlan).
+fn fake_routers(count: u64, workers: usize, ports: &str) -> anyhow::Result<Built> {
+    let body =
+        format!("[[generate]]\nkind = \"fake-routers\"\ncount = {count}\nports = \"{ports}\"\n");
     nsfleet_up_down(&body, workers)
 }
 

@@ -590,11 +590,11 @@ enum Bench {
         common: BenchRuns,
     },
     /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
-    /// nsfleet vs a raw in-process loop doing the same kernel work at each count (and a
-    /// raw loop giving each router a macvlan instead of a veth pair and a bridge port: what
-    /// fewer kernel objects per router would allow), vs seed 003's one-`ip`-per-step
-    /// script, and Mininet's LinearTopo vs nsfleet's `linear` (with a raw loop building the
-    /// same topology: what the kernel work alone allows).
+    /// nsfleet vs a raw in-process loop doing the same kernel work at each count; nsfleet
+    /// with `ports = "macvlan"` (a macvlan per router instead of a veth pair and a bridge
+    /// port) vs the same raw loop, and a raw loop of macvlans; vs seed 003's
+    /// one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear` (with a raw
+    /// loop building the same topology: what the kernel work alone allows).
     Routers {
         /// Routers to build (nsfleet and the raw loop).
         #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().routers_count)]

@@ -288,6 +288,44 @@ fn a_thousand_routers_join_a_running_thousand() {
 }
 
 #[test]
+fn a_macvlan_switch_grows_a_lower_shrinks_and_grows_again_while_running() {
+    let env = Env::new("applymv");
+    let fleet = |count: u32| {
+        format!("[fleet]\nname = \"am\"\n[[generate]]\nkind = \"fake-routers\"\ncount = {count}\nports = \"macvlan\"\n")
+    };
+    let _fleet = env.up(&fleet(1500));
+    let (more, fewer) = (
+        env.file("more.toml", &fleet(2100)),
+        env.file("fewer.toml", &fleet(1500)),
+    );
+    let apply = |f: &std::path::Path| -> Value {
+        serde_json::from_str(&env.ok(&["apply", f.to_str().unwrap(), "--json"])).unwrap()
+    };
+    // Right after `up`, while the kernel's link watch still works through the 1,500
+    // macvlans' events: r2001..r2100 hang from a new lower, which must carry frames at once.
+    let out = apply(&more);
+    assert_eq!(
+        out["report"]["changed"], 1,
+        "only the switch: {}",
+        out["report"]
+    );
+    assert!(
+        pings(&env, "am", "r2100", "10.0.0.1"),
+        "a new lower to the first"
+    );
+    assert!(
+        pings(&env, "am", "r1", "10.0.8.51"),
+        "the first to a new lower"
+    );
+    apply(&fewer);
+    assert!(!pings(&env, "am", "r1", "10.0.8.51"), "r2100 is gone");
+    // The lower left without macvlans stays, and takes them again when they come back.
+    assert!(sh(&env, "am", "lan", "ip -br link").contains("br-mvl2"));
+    apply(&more);
+    assert!(pings(&env, "am", "r2050", "10.0.0.1"));
+}
+
+#[test]
 fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in() {
     let env = Env::new("applybad");
     let _fleet = env.up(&named(BASE, "ab"));

@@ -1,5 +1,6 @@
 //! Wired fleets on the real kernel, observed with iproute2 and ping through `nsfleet exec`:
-//! every generator, routing across a line of routers, a star over two bridges,
+//! every generator, routing across a line of routers, a star over two bridges, a switch of
+//! macvlan ports,
 //! impairments, rollback of a failure half-way, host links after a crash, and a VXLAN
 //! tunnel over a veth underlay.
 
@@ -304,6 +305,79 @@ pool = "10.9.0.0/16"
     assert!(sw2.iter().any(|n| n.starts_with("br-up")), "{sw2:?}");
     // h1 hangs off sw, h1500 off sw.2: across the trunk.
     ping(&env, "bigstar", "h1", "10.9.5.220");
+}
+
+#[test]
+fn a_2100_router_macvlan_switch_hangs_them_from_three_lowers_and_pings_across() {
+    let env = Env::new("mvlan");
+    let _f = env.up(r#"
+[fleet]
+name = "mvlan"
+
+[[generate]]
+kind = "fake-routers"
+count = 2100
+ports = "macvlan"
+
+[[switch]]
+name = "edge"
+
+[[node]]
+name = "h"
+
+[[link]]
+a = "lan"
+b = "edge"
+
+[[link]]
+a = { at = "h:eth0", addrs = ["10.0.200.1/16"] }
+b = "edge"
+"#);
+    // No device of the switch's own per router, and no shard: three lowers of at most
+    // 1,000 macvlans, their pairs' ends ports of the bridge beside the veth to `edge`.
+    let links = env.ok(&["exec", "mvlan", "lan", "--", "ip", "-br", "link"]);
+    let names: Vec<&str> = (links.lines())
+        .filter_map(|l| l.split_whitespace().next()?.split('@').next())
+        .collect();
+    for want in ["br0", "br-mvl0", "br-mvp0", "br-mvl2", "br-mvp2", "p2101"] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    assert!(
+        !names.contains(&"p1") && !names.contains(&"br-mvl3"),
+        "{names:?}"
+    );
+    let status = env.status("mvlan");
+    let nodes = status["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2103, "no shard node");
+    let lan = nodes.iter().find(|n| n["name"] == "lan").unwrap();
+    assert_eq!(lan["interfaces"][0], "bridge br0, 1 ports, 2100 macvlans");
+    let eth0 = env.ok(&[
+        "exec", "mvlan", "r2100", "--", "ip", "-d", "link", "show", "eth0",
+    ]);
+    assert!(eth0.contains("macvlan mode bridge"), "{eth0}");
+    // r1 on lower 0; r1001 (10.0.3.233) on lower 1; r2100 on lower 2; h behind `edge`.
+    ping(&env, "mvlan", "r1", "10.0.0.2");
+    ping(&env, "mvlan", "r1", "10.0.3.233");
+    ping(&env, "mvlan", "r2100", "10.0.0.1");
+    ping(&env, "mvlan", "h", "10.0.8.52");
+}
+
+#[test]
+fn what_a_macvlan_switch_cannot_be_given_is_refused_at_its_line() {
+    let env = Env::new("mvbad");
+    let cases = [
+        ("kind", "[[generate]]\nkind = \"fake-routers\"\ncount = 3\nports = \"bogus\"\n", 6, "ports: expected \"veth\""),
+        ("shape", "[[generate]]\nkind = \"ring\"\ncount = 3\nports = \"macvlan\"\n", 6, "ports: a ring has no switch"),
+        ("switch end", "[[switch]]\nname = \"sw\"\nports = \"macvlan\"\n[[node]]\nname = \"a\"\n[[link]]\na = \"a:eth0\"\nb = { at = \"sw\", addrs = [\"10.1.0.1/24\"] }\n", 8, "no device on the switch's side"),
+        ("mtu", "[[switch]]\nname = \"sw\"\nports = \"macvlan\"\n[[node]]\nname = \"a\"\n[[link]]\na = { at = \"a:eth0\", mtu = 9000 }\nb = \"sw\"\n", 8, "a macvlan's MTU is at most"),
+    ];
+    for (tag, body, line, expected) in cases {
+        let file = env.file(
+            &format!("{}.toml", tag.replace(' ', "-")),
+            &format!("[fleet]\nname = \"mvbad\"\n{body}"),
+        );
+        env.refused(tag, &["up", file.to_str().unwrap()], &file, line, expected);
+    }
 }
 
 #[test]

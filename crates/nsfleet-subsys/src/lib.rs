@@ -43,6 +43,7 @@ pub fn register_defaults(
     fleet.register(link::bridge::Bridges)?;
     // Wire
     fleet.register(Wired(link::veth::Veths))?;
+    fleet.register(link::macvlan::Macvlans)?;
     fleet.register(Wired(link::host::HostLinks::new(host_journal, fleet_name)?))?;
     // Configure: links that need every veth, before the addresses they carry
     fleet.register(Wired(link::veth::FarEnds))?;

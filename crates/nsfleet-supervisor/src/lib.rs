@@ -985,7 +985,11 @@ fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();
         let bridge = nsfleet_topology::BRIDGE.0;
-        return vec![format!("bridge {bridge}, {} ports", w.ifaces.len())];
+        let mut line = format!("bridge {bridge}, {} ports", w.ifaces.len());
+        if !w.macvlans.is_empty() {
+            line += &format!(", {} macvlans", w.macvlans.len());
+        }
+        return vec![line];
     }
     (n.wiring().ifaces.iter())
         .map(|i| {

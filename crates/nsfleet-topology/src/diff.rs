@@ -180,6 +180,40 @@ fn node_wiring(name: &str, old: &NodeWiring, new: &NodeWiring, out: &mut Vec<Cha
             describe(i),
         ));
     }
+    // A switch's macvlans: made or gone whole (their far ends' changes are the nodes').
+    let peers = |w: &NodeWiring| -> HashMap<String, String> {
+        (w.macvlans.iter())
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    format!("macvlan to {}:{}", p.peer.node, p.peer.name),
+                )
+            })
+            .collect()
+    };
+    let (was, now) = (peers(old), peers(new));
+    for p in &new.macvlans {
+        match was.get(&p.name) {
+            None => out.push(change(
+                Op::Add,
+                format!("{name}:{}", p.name),
+                now[&p.name].clone(),
+            )),
+            Some(w) if *w != now[&p.name] => out.push(change(
+                Op::Change,
+                format!("{name}:{}", p.name),
+                format!("{w} -> {}", now[&p.name]),
+            )),
+            Some(_) => {}
+        }
+    }
+    for p in old.macvlans.iter().filter(|p| !now.contains_key(&p.name)) {
+        out.push(change(
+            Op::Remove,
+            format!("{name}:{}", p.name),
+            was[&p.name].clone(),
+        ));
+    }
     // A route as a user reads it, with the name of its `dev`.
     let routes = |w: &NodeWiring| {
         let dev = |k: i32| {

@@ -47,6 +47,8 @@ pub(crate) struct Generator {
     pub names: String,
     /// The switch's name; for `linear`, a template for its switches.
     pub switch: String,
+    /// What the switches' links to nodes are made of.
+    pub ports: crate::Ports,
     pub pool: IpNet,
     pub routes: bool,
     pub mtu: Option<u32>,
@@ -219,6 +221,7 @@ impl Generator {
         match self.shape {
             Shape::Star | Shape::FakeRouters => {
                 plan.set_pool(&self.switch, self.pool)?;
+                plan.set_ports(&self.switch, self.ports)?;
                 for i in 0..self.count {
                     let end = self.end(self.node(i), "eth0", Vec::new());
                     let port = self.end(self.switch.clone(), "", Vec::new());
@@ -245,6 +248,7 @@ impl Generator {
     fn wire_linear(&self, plan: &mut Plan) -> Result<(), String> {
         let switch = |i: u64| self.switch.replace("{i}", &(i + 1).to_string());
         for i in 0..self.count {
+            plan.set_ports(&switch(i), self.ports)?;
             let host = self.end(self.node(i), "eth0", vec![self.pool.host(i)]);
             plan.add_link(host, self.end(switch(i), "", Vec::new()), self.line)?;
             if i > 0 {

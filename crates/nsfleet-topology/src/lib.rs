@@ -25,6 +25,7 @@ mod yaml;
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{netem_refusal, Asks, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
+pub use link::macvlan::{MacvlanPort, Ports, MACVLANS_PER_LOWER};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
 pub use parse::{
@@ -182,6 +183,10 @@ impl NodeConfig {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeWiring {
     pub ifaces: Vec<Iface>,
+    /// On a switch (shard) with macvlan ports: the macvlans it makes on its bridge, each
+    /// in its node's namespace. Not interfaces of the switch: it has no device for them.
+    #[serde(default)]
+    pub macvlans: Vec<MacvlanPort>,
     pub routes: Vec<RouteSpec>,
     /// Addresses on the node's `lo`.
     pub loopback: Vec<IpNet>,

@@ -208,6 +208,7 @@ struct SwitchSection {
     name: Spanned<String>,
     pool: Option<Spanned<String>>,
     pool6: Option<Spanned<String>>,
+    ports: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -217,6 +218,7 @@ struct GenSection {
     count: Option<Spanned<i64>>,
     name: Option<Spanned<String>>,
     switch: Option<Spanned<String>>,
+    ports: Option<Spanned<String>>,
     pool: Option<Spanned<String>>,
     router: Option<bool>,
     routes: Option<bool>,
@@ -566,22 +568,25 @@ fn declare(
 }
 
 /// Two interfaces with one MAC address on one switch would have its bridge send one's
-/// frames to the other: refused, at the second. A switch makes its ports, so each port
-/// knows both its own MAC and its far end's.
+/// frames to the other (and the kernel refuses a second macvlan of one MAC on a lower):
+/// refused, at the second. A switch makes its ports, so each port knows both its own MAC
+/// and its far end's.
 fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), TopologyError> {
     for w in wiring
         .iter()
-        .filter(|w| w.ifaces.iter().any(|i| i.bridge.is_some()))
+        .filter(|w| w.ifaces.iter().any(|i| i.bridge.is_some()) || !w.macvlans.is_empty())
     {
         let mut seen: HashMap<[u8; 6], u32> = HashMap::new();
-        for i in &w.ifaces {
-            let far = i.link.as_veth().and_then(|p| p.mac);
-            for mac in [i.mac, far].into_iter().flatten() {
-                if let Some(first) = seen.insert(mac, i.line) {
+        let ends = (w.ifaces.iter())
+            .map(|i| ([i.mac, i.link.as_veth().and_then(|p| p.mac)], i.line))
+            .chain(w.macvlans.iter().map(|p| ([p.peer.mac, None], p.line)));
+        for (macs, line) in ends {
+            for mac in macs.into_iter().flatten() {
+                if let Some(first) = seen.insert(mac, line) {
                     let m = nsfleet_values::format_mac(&mac);
                     return Err(TopologyError {
                         file: cx.file.to_string(),
-                        line: i.line as usize,
+                        line: line as usize,
                         column: 1,
                         message: format!(
                             "MAC address {m} is already on this switch (line {first}); each interface on a switch needs its own"
@@ -757,6 +762,10 @@ fn pools(
     }
     for sw in &doc.switch {
         let s = sw.get_ref();
+        if let Some(p) = &s.ports {
+            let ports = value(cx, p, crate::Ports::parse)?;
+            (plan.set_ports(s.name.get_ref(), ports)).map_err(|m| cx.err(p.span(), m))?;
+        }
         let keyed = (s.pool.iter().map(|p| (p, "pool", true)))
             .chain(s.pool6.iter().map(|p| (p, "pool6", false)));
         for (pool, key, v4) in keyed {
@@ -926,11 +935,22 @@ fn generator(cx: &Ctx<'_>, g: &Spanned<GenSection>) -> Result<Generator, Topolog
         Some(p) => value(cx, p, crate::values::network_prefix)?,
         None => default_pool.parse().unwrap(),
     };
+    let ports = match &sec.ports {
+        Some(p) if !shape.switched() => {
+            return Err(cx.err(
+                p.span(),
+                format!("ports: a {} has no switch", sec.kind.get_ref()),
+            ))
+        }
+        Some(p) => value(cx, p, crate::Ports::parse)?,
+        None => crate::Ports::Veth,
+    };
     let gen = Generator {
         shape,
         count,
         names,
         switch,
+        ports,
         pool,
         routes: sec.routes.unwrap_or(false),
         mtu: sec.mtu.as_ref().map(|m| mtu(cx, m)).transpose()?,

@@ -4,6 +4,7 @@
 //! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
 //! sentences that the parser places at a file position.
 
+use crate::link::macvlan::{MacvlanPort, Ports, MACVLANS_PER_LOWER};
 use crate::link::{bridge, Link, Peer};
 use crate::{Iface, Impair, IpNet, NodeWiring, RouteSpec};
 use std::collections::{HashMap, HashSet};
@@ -52,6 +53,8 @@ struct Switch {
     /// The names of its ports on every shard (trunks apart, which no port may be named
     /// like): one switch, one name space, and its count is the next port's position.
     names: HashSet<String>,
+    /// What its links to nodes are made of.
+    ports: Ports,
 }
 
 impl Plan {
@@ -107,6 +110,53 @@ impl Plan {
     }
 
     /// Ports of switch `node` without addresses of their own get the next ones of `pool`.
+    /// Makes switch `node`'s links to nodes of `ports` (veth pairs unless said).
+    pub fn set_ports(&mut self, node: &str, ports: Ports) -> Result<(), String> {
+        let i = self.find(node)?;
+        if !self.switch[i as usize] {
+            return Err(format!("{node:?} is not a switch: only a switch has ports"));
+        }
+        self.switches.entry(i).or_default().ports = ports;
+        Ok(())
+    }
+
+    /// Whether switch `i`'s links to nodes are macvlans.
+    pub(crate) fn macvlan_ports(&self, i: u32) -> bool {
+        self.switches
+            .get(&i)
+            .is_some_and(|s| s.ports == Ports::Macvlan)
+    }
+
+    /// Puts a macvlan port named by `sw` (or numbered) on switch `i`, made there for
+    /// `peer` on the lower its position falls in. Never on a shard: see `link/macvlan.rs`.
+    pub(crate) fn push_macvlan(
+        &mut self,
+        i: u32,
+        sw: &EndDecl,
+        peer: Peer,
+        line: u32,
+    ) -> Result<(), String> {
+        let name = (sw.iface.clone()).unwrap_or_else(|| bridge::port_name(self.ports(i)));
+        super::check_ifname(&name)?;
+        bridge::check_port_name(&name)?;
+        let names = &mut self.switches.entry(i).or_default().names;
+        if !names.insert(name.clone()) {
+            return Err(format!(
+                "{} already has an interface named {name:?}",
+                sw.node
+            ));
+        }
+        let w = &mut self.wiring[i as usize];
+        let lower = (w.macvlans.len() / MACVLANS_PER_LOWER) as u16;
+        (w.macvlans).push(MacvlanPort {
+            name,
+            lower,
+            peer,
+            line,
+        });
+        Ok(())
+    }
+
     pub fn set_pool(&mut self, node: &str, pool: IpNet) -> Result<(), String> {
         let i = self.find(node)?;
         let pools = self.pools.entry(i).or_default();
@@ -212,6 +262,19 @@ impl Plan {
         Ok((on, name, index))
     }
 
+    /// Adds the end of a link that its peer makes (`Link::FarEnd`) to node `i`, as
+    /// `push_iface` does; returns it as the peer that makes it names it.
+    pub(crate) fn push_far_end(&mut self, i: u32, d: &EndDecl, line: u32) -> Result<Peer, String> {
+        let (on, name, index) = self.push_iface(i, d, Link::FarEnd, line)?;
+        Ok(Peer {
+            node: self.name_of(on).to_string(),
+            name,
+            index,
+            mtu: d.mtu,
+            mac: d.mac,
+        })
+    }
+
     /// Ports of switch `i` so far, over all its shards.
     fn ports(&self, i: u32) -> usize {
         self.switches.get(&i).map_or(0, |s| s.names.len())
@@ -219,7 +282,9 @@ impl Plan {
 
     /// The shard node that switch `i`'s next port, `name`, goes on.
     fn port_shard(&mut self, i: u32, name: &str, line: u32) -> Result<u32, String> {
-        let on = self.shard(i, self.ports(i) / bridge::PORTS_PER_SHARD, line)?;
+        // Bridge ports only: a switch's macvlans are not ports of a bridge.
+        let ports = self.ports(i) - self.wiring[i as usize].macvlans.len();
+        let on = self.shard(i, ports / bridge::PORTS_PER_SHARD, line)?;
         let sw = self.switches.get_mut(&i).expect("made by shard()");
         sw.names.insert(name.to_string());
         Ok(on)

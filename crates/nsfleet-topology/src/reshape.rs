@@ -97,6 +97,9 @@ fn same_shape(a: &NodeSpec, b: &NodeSpec) -> bool {
         && wa.ifaces.len() == wb.ifaces.len()
         && (wa.ifaces.iter().zip(&wb.ifaces))
             .all(|(x, y)| same_link(x, y) && x.addrs == y.addrs && x.impair == y.impair)
+        && wa.macvlans.len() == wb.macvlans.len()
+        && (wa.macvlans.iter().zip(&wb.macvlans))
+            .all(|(x, y)| (&x.name, x.lower, &x.peer) == (&y.name, y.lower, &y.peer))
 }
 
 /// A running node, with its interfaces by name: every interface of a fleet is looked up

@@ -85,6 +85,23 @@ impl Graph {
                     impaired,
                 });
             }
+            // A switch's macvlans: the edge is the switch's, the impairment the node's end.
+            for p in &wiring.macvlans {
+                let Some(&far) = index.get(&p.peer.node) else {
+                    continue;
+                };
+                let far_wiring = nodes[far].2;
+                g.links.push(GraphLink {
+                    a: i,
+                    a_iface: p.name.clone(),
+                    b: far,
+                    b_iface: p.peer.name.clone(),
+                    kind: "macvlan",
+                    impaired: far_wiring
+                        .iface(&p.peer.name)
+                        .is_some_and(|f| f.impair.is_some()),
+                });
+            }
         }
         g
     }

@@ -1,8 +1,10 @@
 //! Making links in the kernel, one file per kind of link behind one interface
 //! ([`LinkKind`]): [`veth`] (pairs between nodes, and their far ends), [`host`] (pairs to
 //! the host's namespace) and [`vxlan`] (tunnel endpoints); and [`bridge`], a switch's
-//! bridges, which the other kinds' ends on a switch are ports of (a subsystem of its own,
-//! not a `LinkKind`: it makes a switch's bridges once, not one device per interface). The
+//! bridges, which the other kinds' ends on a switch are ports of, and [`macvlan`], the
+//! macvlans a switch makes for its nodes, on lower devices joined to its bridge
+//! (subsystems of their own, not `LinkKind`s: neither is an interface of the node that
+//! makes it). The
 //! same names in nsfleet-topology's `link/` hold each kind's syntax and plan; here is how
 //! each is wired and unwired.
 //!
@@ -12,6 +14,7 @@
 
 pub mod bridge;
 pub mod host;
+pub mod macvlan;
 pub mod veth;
 pub mod vxlan;
 

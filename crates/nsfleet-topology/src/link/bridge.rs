@@ -13,7 +13,8 @@
 //! (`__peernet2id`): with every port in one namespace, port k costs O(k), and a fleet's
 //! creation O(n²). Sharded, no namespace's tables grow with the fleet. The shards form a
 //! binary tree (shard k's trunk goes up to shard (k - 1) / 2): no loop, so no STP, and a
-//! frame crosses at most 2·log2(shards) trunks.
+//! frame crosses at most 2·log2(shards) trunks. A switch's macvlans (`macvlan.rs`) are
+//! not ports: they stay in the switch's own namespace and never make shards.
 
 /// Ports per shard, trunks apart: the kernel caps a bridge at 1,024 ports (BR_MAX_PORTS),
 /// and a shard's bridge also has up to three trunks (one up, two down).
@@ -67,7 +68,7 @@ pub fn check_port_name(name: &str) -> Result<(), String> {
     }
     if name.starts_with("br-") {
         return Err(format!(
-            "interface name {name:?}: br-... names are the trunks between a big switch's shards"
+            "interface name {name:?}: br-... names are nsfleet's own devices on a switch (the trunks between a big switch's shards, the lower devices of its macvlans and their ports)"
         ));
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! The kinds of link a fleet is wired with, one file each: [`veth`] (a pair between two
 //! nodes), [`host`] (a pair from a node to the host's namespace), [`bridge`] (a switch's
-//! bridges and the ports on them) and [`vxlan`] (a tunnel endpoint to a far address,
-//! for fleets that span hosts).
+//! bridges and the ports on them), [`macvlan`] (a node's interface on a switch that has no
+//! device of the switch's own) and [`vxlan`] (a tunnel endpoint to a far address, for
+//! fleets that span hosts).
 //!
 //! Each file owns its kind's part of the topology: the file's syntax (parse) and the
 //! interfaces it puts on nodes (plan, through [`Plan`](crate::plan::Plan)'s bookkeeping
@@ -11,6 +12,7 @@
 
 pub mod bridge;
 pub mod host;
+pub mod macvlan;
 pub mod veth;
 pub mod vxlan;
 

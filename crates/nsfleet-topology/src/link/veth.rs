@@ -2,7 +2,7 @@
 //! made from its node's side with the other end placed straight into the peer's namespace;
 //! the end on a switch is made from the switch, so that it can be enslaved at creation.
 
-use crate::link::{Link, Peer};
+use crate::link::Link;
 use crate::parse::{impair, mtu, value, Ctx, ImpairMap};
 use crate::plan::{EndDecl, Plan};
 use crate::{values, IpNet, TopologyError};
@@ -140,7 +140,8 @@ fn end(
 impl Plan {
     /// A veth pair between two nodes. A switch end creates the pair (only the creating
     /// end can be enslaved at creation); between two switches, the second end is
-    /// enslaved once both exist.
+    /// enslaved once both exist. A switch with macvlan ports makes a macvlan for a node
+    /// instead (`macvlan.rs`).
     pub fn add_link(&mut self, a: EndDecl, b: EndDecl, line: u32) -> Result<(), String> {
         let (mut ai, mut bi) = (self.find(&a.node)?, self.find(&b.node)?);
         if ai == bi {
@@ -158,14 +159,10 @@ impl Plan {
                 self.claim(&me.addrs, line)?;
             }
         }
-        let (on, name, index) = self.push_iface(bi, &b, Link::FarEnd, line)?;
-        let peer = Peer {
-            node: self.name_of(on).to_string(),
-            name,
-            index,
-            mtu: b.mtu,
-            mac: b.mac,
-        };
+        if self.macvlan_ports(ai) && !self.is_switch_at(bi) {
+            return self.add_macvlan_port((ai, &a), (bi, &b), line);
+        }
+        let peer = self.push_far_end(bi, &b, line)?;
         self.push_iface(ai, &a, Link::Veth(peer), line)?;
         Ok(())
     }
