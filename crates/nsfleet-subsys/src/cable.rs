@@ -71,7 +71,8 @@ pub enum Far {
     Node(String, String),
     /// An interface in the host's namespace (a host link).
     Host(String),
-    /// A tunnel (VXLAN): no end nsfleet can see.
+    /// A tunnel (VXLAN), or a switch's macvlan (the switch has no device for it): no end
+    /// nsfleet can see.
     None,
 }
 

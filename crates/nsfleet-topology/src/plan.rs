@@ -109,7 +109,6 @@ impl Plan {
             .is_some_and(|i| self.switch[*i as usize])
     }
 
-    /// Ports of switch `node` without addresses of their own get the next ones of `pool`.
     /// Makes switch `node`'s links to nodes of `ports` (veth pairs unless said).
     pub fn set_ports(&mut self, node: &str, ports: Ports) -> Result<(), String> {
         let i = self.find(node)?;
@@ -157,6 +156,7 @@ impl Plan {
         Ok(())
     }
 
+    /// Ports of switch `node` without addresses of their own get the next ones of `pool`.
     pub fn set_pool(&mut self, node: &str, pool: IpNet) -> Result<(), String> {
         let i = self.find(node)?;
         let pools = self.pools.entry(i).or_default();
