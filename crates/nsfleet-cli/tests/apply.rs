@@ -326,6 +326,24 @@ fn a_macvlan_switch_grows_a_lower_shrinks_and_grows_again_while_running() {
 }
 
 #[test]
+fn a_macvlan_port_whose_node_end_changes_its_mac_is_made_again() {
+    let env = Env::new("applymvmac");
+    let fleet = |mac: &str| {
+        format!("[fleet]\nname = \"amac\"\n[[switch]]\nname = \"sw\"\nports = \"macvlan\"\npool = \"10.77.0.0/24\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = {{ at = \"a:eth0\", mac = \"{mac}\" }}\nb = \"sw\"\n[[link]]\na = \"b:eth0\"\nb = \"sw\"\n")
+    };
+    let _fleet = env.up(&fleet("02:00:00:00:00:0a"));
+    assert!(pings(&env, "amac", "a", "10.77.0.2"));
+    let changed = env.file("changed.toml", &fleet("02:00:00:00:00:0b"));
+    env.ok(&["apply", changed.to_str().unwrap()]);
+    let link = sh(&env, "amac", "a", "ip -d link show eth0");
+    assert!(
+        link.contains("02:00:00:00:00:0b") && link.contains("macvlan"),
+        "{link}"
+    );
+    assert!(pings(&env, "amac", "a", "10.77.0.2"));
+}
+
+#[test]
 fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in() {
     let env = Env::new("applybad");
     let _fleet = env.up(&named(BASE, "ab"));

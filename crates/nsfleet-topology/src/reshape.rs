@@ -268,20 +268,25 @@ fn renumber_peers(new: &mut [NodeSpec], moved: &Moved) {
     if moved.is_empty() {
         return;
     }
+    let moved_to = |p: &crate::Peer| moved.get(&(p.node.clone(), p.name.clone())).copied();
     for n in new.iter_mut() {
-        let needs = |i: &Iface| {
-            i.link
-                .as_veth()
-                .is_some_and(|p| moved.contains_key(&(p.node.clone(), p.name.clone())))
-        };
-        if !n.wiring.ifaces.iter().any(needs) {
+        let needs = |i: &Iface| i.link.as_veth().is_some_and(|p| moved_to(p).is_some());
+        let macvlans = n
+            .wiring
+            .macvlans
+            .iter()
+            .any(|m| moved_to(&m.peer).is_some());
+        if !macvlans && !n.wiring.ifaces.iter().any(needs) {
             continue;
         }
-        for i in &mut Arc::make_mut(&mut n.wiring).ifaces {
-            if let Link::Veth(p) = &mut i.link {
-                if let Some(k) = moved.get(&(p.node.clone(), p.name.clone())) {
-                    p.index = *k;
-                }
+        let w = Arc::make_mut(&mut n.wiring);
+        let veths = (w.ifaces.iter_mut()).filter_map(|i| match &mut i.link {
+            Link::Veth(p) => Some(p),
+            _ => None,
+        });
+        for p in veths.chain(w.macvlans.iter_mut().map(|m| &mut m.peer)) {
+            if let Some(k) = moved_to(p) {
+                p.index = k;
             }
         }
     }

@@ -15,7 +15,8 @@ use nsfleet_core::{InitCtx, Node, Phase, Requests, Shape, Subsystem};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::Batch;
 use nsfleet_topology::link::macvlan::{lower, lower_port};
-use nsfleet_topology::{MacvlanPort, BRIDGE};
+use nsfleet_topology::{MacvlanPort, Peer, BRIDGE};
+use std::collections::HashSet;
 
 pub struct Macvlans;
 
@@ -158,7 +159,10 @@ impl Subsystem for Macvlans {
     fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
         let now = cx.node.wiring();
         let old = &was.wiring.macvlans;
-        let new = (now.macvlans.iter()).filter(|p| !old.iter().any(|o| o.peer == p.peer));
+        // A far end changed (its MAC, say) is made again: its node deleted the old one.
+        // In a set: a switch may have 50,000 of them.
+        let had: HashSet<&Peer> = old.iter().map(|p| &p.peer).collect();
+        let new = (now.macvlans.iter()).filter(|p| !had.contains(&p.peer));
         // A lower outlives its last macvlan (a shrunk switch keeps it, see above).
         let mut from = lowers(old);
         while from < lowers(&now.macvlans) && has_link(cx, lower(from).1)? {

@@ -35,8 +35,8 @@ pub enum Link {
     Vxlan(VxlanEnd),
 }
 
-/// The far end of a veth pair between nodes.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+/// The far end of a link a node makes in another node: a veth pair's, or a macvlan's.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub struct Peer {
     pub node: String,
     pub name: String,
