@@ -10,7 +10,7 @@
 //! only with other guests'.
 
 use anyhow::{bail, Context};
-use nsfleet_vm::{Kernel, Spec};
+use nsfleet_vm::{Accel, Interrupted, Kernel, Spec, Stop};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,6 +23,8 @@ pub struct Across {
     pub args: Vec<String>,
     pub vm_mem_mib: u32,
     pub vm_timeout: Duration,
+    /// The guests' accelerator (`NSFLEET_VM_ACCEL`, or auto).
+    pub accel: Accel,
 }
 
 /// Options of `nsfleet bench` that belong to this run across kernels, not to each run
@@ -35,12 +37,14 @@ pub fn across(a: &Across) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let dir = std::fs::canonicalize(&a.dir)?;
+    // Ctrl-C or SIGTERM ends the whole run at once, in any phase (see `Stop`).
+    let stop = Stop::watch()?;
     // Every kernel is found (and fetched) before anything is measured: a version
     // Debian does not have ends the run here, not after an hour.
     let kernels = (a.kernels.iter())
         .map(|s| match s {
             Spec::Host => Ok((s, None)),
-            _ => Ok((s, Some(s.kernel(None)?))),
+            _ => Ok((s, Some(s.kernel(None, &stop)?))),
         })
         .collect::<anyhow::Result<Vec<(&Spec, Option<Kernel>)>>>()?;
     let exe = std::env::current_exe().context("finding nsfleet's own executable")?;
@@ -57,7 +61,8 @@ pub fn across(a: &Across) -> anyhow::Result<()> {
             .as_ref()
             .map_or_else(nsfleet_vm::kernel::running_release, |k| k.release.clone());
         eprintln!("== bench {} on {label} (kernel {release}) ==", a.scenario);
-        match run_on(kernel, &exe, &args, &dir, a) {
+        match run_on(kernel, &exe, &args, &dir, a, &stop) {
+            Err(e) if e.is::<Interrupted>() => return Err(e),
             Ok(0) => written.push(out),
             Ok(code) => failed.push(format!("{label} (exit status {code})")),
             Err(e) => failed.push(format!("{label} ({e:#})")),
@@ -78,14 +83,19 @@ fn run_on(
     args: &[String],
     dir: &Path,
     a: &Across,
+    stop: &Stop,
 ) -> anyhow::Result<i32> {
     let Some(kernel) = kernel else {
-        let status = std::process::Command::new(exe).args(args).status()?;
+        let mut child = std::process::Command::new(exe).args(args).spawn()?;
+        let helper = stop.helper_ended_by(child.id(), libc::SIGTERM);
+        let status = child.wait()?;
+        drop(helper);
+        stop.check()?;
         return Ok(status.code().unwrap_or(128));
     };
     let mut command = vec![exe.display().to_string()];
     command.extend(args.iter().cloned());
-    nsfleet_vm::run(&nsfleet_vm::VmArgs {
+    let args = nsfleet_vm::VmArgs {
         kernel,
         cpus: std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
         mem_mib: a.vm_mem_mib,
@@ -93,7 +103,9 @@ fn run_on(
         rwdirs: vec![dir.to_path_buf()],
         append: Vec::new(),
         command,
-    })
+        accel: a.accel,
+    };
+    nsfleet_vm::run(&args, stop)
 }
 
 /// Where a kernel's result goes: `DIR/SCENARIO-KERNEL.json`, or for `all` a folder.

@@ -390,7 +390,13 @@ enum Command {
     /// that nsfleet and the host's tools run there unchanged; the command's output comes
     /// here and its exit status is nsfleet's.
     ///
-    /// KVM when it works, TCG (emulation) otherwise, saying which. The kernel's modules
+    /// KVM when it works, TCG (emulation) otherwise, saying which: a guest that shows no
+    /// sign of life under KVM within 10 s is killed and booted again under TCG, and the
+    /// verdict is kept (~/.cache/nsfleet/accel, per host kernel and QEMU version) so that
+    /// the next run goes to TCG at once; --accel (or NSFLEET_VM_ACCEL) overrides it.
+    /// Ctrl-C or SIGTERM in any phase stops QEMU, removes the run's folder and exits
+    /// with 128+signal; QEMU dies with nsfleet even after a SIGKILL, and the folder of a
+    /// killed run is removed by the next run (or `nsfleet clean --all`). The kernel's modules
     /// come from --modules or from beside the image (`boot/vmlinuz-R`, `lib/modules/R`);
     /// the kernel options nsfleet needs that its config lacks are listed before the
     /// command runs. Needs qemu-system-x86 and busybox-static.
@@ -425,7 +431,8 @@ enum Command {
     Clean {
         /// The dead fleet to clean up after.
         name: Option<String>,
-        /// Every dead fleet under the run directory.
+        /// Every dead fleet under the run directory, and what killed `nsfleet vm` runs left
+        /// (their scratch folders, a kernel half unpacked in the cache).
         #[arg(long)]
         all: bool,
     },
@@ -483,9 +490,17 @@ struct VmCommand {
     /// A kernel parameter for the guest (`rcu_nocbs=0-1`...). Repeatable.
     #[arg(long, value_name = "PARAM", allow_hyphen_values = true)]
     append: Vec<String>,
+    /// The accelerator: `auto` (the verdict kept for this host, else KVM with the
+    /// fallback to TCG), `kvm` (no fallback), `tcg`. Default: $NSFLEET_VM_ACCEL, else auto.
+    #[arg(long, value_name = "kvm|tcg|auto", value_parser = accel)]
+    accel: Option<nsfleet_vm::Accel>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+fn accel(s: &str) -> Result<nsfleet_vm::Accel, String> {
+    s.parse().map_err(|e: anyhow::Error| e.to_string())
 }
 
 /// Which containerlab lab: by its file, its name, or all of them.
@@ -950,6 +965,7 @@ fn across_kernels(scenario: &str, runs: &BenchRuns) -> anyhow::Result<()> {
         args: nsfleet_bench::kernels::without_own_options(&argv),
         vm_mem_mib: runs.vm_mem as u32,
         vm_timeout: std::time::Duration::from_secs(24 * 3600),
+        accel: nsfleet_vm::Accel::chosen(None)?,
     })
 }
 
@@ -989,7 +1005,7 @@ impl From<LabArgs> for cmd::clab::Lab {
     }
 }
 
-/// `nsfleet vm`: the guest's exit status becomes ours.
+/// `nsfleet vm`: the guest's exit status becomes ours; a signal's, 128+signal.
 fn vm(v: VmCommand) -> anyhow::Result<()> {
     use nsfleet_vm::Spec;
     let spec = match (v.kernel, v.debian) {
@@ -998,15 +1014,21 @@ fn vm(v: VmCommand) -> anyhow::Result<()> {
         (None, Some(d)) => Spec::Debian(d),
         (None, None) => unreachable!("clap requires one"),
     };
-    let code = nsfleet_vm::run(&nsfleet_vm::VmArgs {
-        kernel: spec.kernel(v.modules.as_deref())?,
-        cpus: v.cpus as u32,
-        mem_mib: v.mem as u32,
-        timeout: std::time::Duration::from_secs(v.timeout),
-        rwdirs: v.rwdir,
-        append: v.append,
-        command: v.command,
-    })?;
+    let accel = nsfleet_vm::Accel::chosen(v.accel)?;
+    let stop = nsfleet_vm::Stop::watch()?;
+    let code = nsfleet_vm::run(
+        &nsfleet_vm::VmArgs {
+            kernel: spec.kernel(v.modules.as_deref(), &stop)?,
+            cpus: v.cpus as u32,
+            mem_mib: v.mem as u32,
+            timeout: std::time::Duration::from_secs(v.timeout),
+            rwdirs: v.rwdir,
+            append: v.append,
+            command: v.command,
+            accel,
+        },
+        &stop,
+    )?;
     std::process::exit(code)
 }
 
@@ -1262,7 +1284,17 @@ fn main() {
             run_dir,
         }),
         Command::Clean { name, all } => {
-            cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir })
+            let fleets = cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir });
+            // The kernel lab's own leftovers: folders of `nsfleet vm` runs that were killed.
+            if all {
+                for r in nsfleet_vm::scratch::sweep_all() {
+                    println!(
+                        "removed {} (an `nsfleet vm` run, its process gone)",
+                        r.display()
+                    );
+                }
+            }
+            fleets
         }
         Command::Bench(b) => bench(b),
         Command::Report {
@@ -1280,6 +1312,11 @@ fn main() {
         Command::Mn { script } => cmd::mn::mn(&script),
     };
     if let Err(e) = result {
+        // A signal's end is said plainly, whatever phase it cut short.
+        if let Some(stopped) = e.downcast_ref::<nsfleet_vm::Interrupted>() {
+            eprintln!("nsfleet: {stopped}");
+            std::process::exit(stopped.exit_code());
+        }
         eprintln!("nsfleet: {e:#}");
         std::process::exit(1);
     }

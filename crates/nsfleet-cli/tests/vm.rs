@@ -12,11 +12,17 @@ static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `nsfleet vm --debian 6.12 ARGS`, the kernel cached in this test's folder.
 fn vm(env: &Env, args: &[&str]) -> std::process::Output {
-    env.cmd(&[&["vm", "--debian", "6.12", "--timeout", "300"], args].concat())
-        .env("XDG_CACHE_HOME", env.files.join("cache"))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+    vm_cmd(env, args).output().unwrap()
+}
+
+/// The command of [`vm`]: the accelerator is nsfleet's choice (`auto`), whatever the
+/// developer's environment says.
+fn vm_cmd(env: &Env, args: &[&str]) -> std::process::Command {
+    let mut c = env.cmd(&[&["vm", "--debian", "6.12", "--timeout", "300"], args].concat());
+    c.env("XDG_CACHE_HOME", env.files.join("cache"))
+        .env_remove("NSFLEET_VM_ACCEL")
+        .stdin(std::process::Stdio::null());
+    c
 }
 
 /// [`vm`], which must succeed: what the guest printed.
@@ -28,16 +34,19 @@ fn vm_ok(env: &Env, args: &[&str]) -> String {
     text
 }
 
-/// Leftovers of any `nsfleet vm` run: QEMU processes and initramfs folders.
+/// Leftovers of any `nsfleet vm` run: QEMU processes (a zombie is not one: it has
+/// ended, its parent gone) and scratch folders.
 fn leftovers() -> Vec<String> {
     let mut left: Vec<String> = (std::fs::read_dir(std::env::temp_dir()).unwrap().flatten())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("nsfleet-vm-"))
         .collect();
     for p in std::fs::read_dir("/proc").unwrap().flatten() {
-        if std::fs::read_to_string(p.path().join("comm"))
-            .is_ok_and(|c| c.starts_with("qemu-system"))
-        {
+        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'));
+        if stat.contains("(qemu-system") && !zombie {
             left.push(format!("qemu pid {}", p.file_name().to_string_lossy()));
         }
     }
@@ -528,5 +537,311 @@ fn git_bisect_run_finds_the_debian_build_that_made_teardown_faster() {
     let named = sh(&mut git(&["show", "-s", "--format=%s", commit]));
     assert_eq!(named.trim(), kernels[2], "{text}");
     sh(&mut git(&["bisect", "reset"]));
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// A folder of `PATH` that holds one `qemu-system-x86_64`: QEMU itself, except that under
+/// `-accel kvm` it stalls forever, as a KVM that hangs does (the guest never runs).
+fn hanging_kvm(env: &Env) -> std::path::PathBuf {
+    let bin = env.files.join("hang-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v qemu-system-x86_64"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap();
+    let wrapper = bin.join("qemu-system-x86_64");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -accel kvm \"*) exec sleep 1000 ;; esac\nexec {} \"$@\"\n",
+            real.trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// The verdict files kept in `env`'s cache.
+fn verdicts(env: &Env) -> Vec<(std::path::PathBuf, String)> {
+    let dir = env.files.join("cache/nsfleet/accel");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    (entries.flatten())
+        .map(|e| (e.path(), std::fs::read_to_string(e.path()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_kvm_that_hangs_is_left_for_tcg_after_the_watchdog_and_the_verdict_is_kept() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmhang");
+    let path = format!(
+        "{}:{}",
+        hanging_kvm(&env).display(),
+        std::env::var("PATH").unwrap()
+    );
+    let timed = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = vm_cmd(&env, args).env("PATH", &path).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out, err, started.elapsed().as_secs_f64())
+    };
+    // The first run tries KVM, whose guest never speaks: the watchdog kills it and the
+    // same boot runs under TCG, said in one line.
+    let (out, err, first) = timed(&["--", "uname", "-r"]);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("6.12."));
+    let fallback: Vec<&str> = (err.lines())
+        .filter(|l| l.contains("no sign of life within 10 s"))
+        .collect();
+    assert_eq!(fallback.len(), 1, "{err}");
+    assert!(fallback[0].contains("booting it under TCG"), "{err}");
+    assert!(first >= 10.0, "the watchdog waited its 10 s: {first:.1} s");
+    let kept = verdicts(&env);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].1.starts_with("tcg\n"), "{kept:?}");
+    // The next run goes to TCG at once, saying why.
+    let (out, err, second) = timed(&["--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("booting it under TCG"),
+        "no watchdog this time: {err}"
+    );
+    assert!(
+        err.contains("booting under TCG (emulation): KVM did not run a guest on this host"),
+        "{err}"
+    );
+    eprintln!("a hanging KVM: first run {first:.1} s (watchdog and TCG), the next {second:.1} s (TCG at once)");
+    // --accel kvm overrides the verdict, and without a fallback it ends at the watchdog,
+    // not at --timeout.
+    let (out, err, forced) = timed(&["--accel", "kvm", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "KVM does not run this guest here: the guest showed no sign of life within 10 s"
+        ),
+        "{err}"
+    );
+    assert!(
+        forced < 60.0,
+        "ended by the watchdog, not --timeout: {forced:.1} s"
+    );
+    // So does the environment variable.
+    let out = vm_cmd(&env, &["--", "true"])
+        .env("PATH", &path)
+        .env("NSFLEET_VM_ACCEL", "kvm")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("KVM does not run this guest here"), "{err}");
+
+    // Bad input: another word, refused before anything runs.
+    let out = vm_cmd(&env, &["--accel", "fast", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"fast\": expected kvm, tcg or auto"), "{err}");
+    let out = vm_cmd(&env, &["--", "true"])
+        .env("NSFLEET_VM_ACCEL", "KVM")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("NSFLEET_VM_ACCEL=\"KVM\": expected kvm, tcg or auto"),
+        "{err}"
+    );
+    // A cache entry that is not a verdict is said, ignored and left as it is: auto
+    // tries KVM again (the watchdog once more).
+    std::fs::write(&kept[0].0, "perhaps\n").unwrap();
+    let (out, err, _) = timed(&["--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("is not a verdict"), "{err}");
+    assert!(err.contains("no sign of life within 10 s"), "{err}");
+    assert_eq!(std::fs::read_to_string(&kept[0].0).unwrap(), "perhaps\n");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+#[test]
+fn sigterm_and_sigint_stop_every_phase_at_once_and_leave_nothing() {
+    use std::io::BufRead;
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmsig");
+    // Starts the run, waits until `ready` holds of its pid and what it printed (both
+    // streams), sends `sig`; the exit status and how long the run took to end.
+    type Ready = dyn Fn(u32, &str) -> bool;
+    let stopped = |cmd: &mut std::process::Command, ready: &Ready, sig: i32| {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let streams: [Box<dyn std::io::Read + Send>; 2] = [
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for stream in streams {
+            let said = said.clone();
+            std::thread::spawn(move || {
+                for l in std::io::BufReader::new(stream)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    said.lock().unwrap().push_str(&(l + "\n"));
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !ready(child.id(), &said.lock().unwrap()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never ready: {}",
+                said.lock().unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let sent = std::time::Instant::now();
+        // SAFETY: kill(2) on our own child's pid, which it still is (not waited for).
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        (status.code(), sent.elapsed().as_secs_f64())
+    };
+    // While the kernel is fetched (into a cache of its own, still empty).
+    let mut fetching = vm_cmd(&env, &["--", "true"]);
+    fetching.env("XDG_CACHE_HOME", env.files.join("cold"));
+    let (code, took) = stopped(
+        &mut fetching,
+        &|_, said| said.contains("fetching"),
+        libc::SIGTERM,
+    );
+    assert_eq!(code, Some(128 + libc::SIGTERM), "while fetching");
+    assert!(took < 5.0, "stopped while fetching in {took:.2} s");
+    let kernels = env.files.join("cold/nsfleet/kernels");
+    let left: Vec<_> = std::fs::read_dir(&kernels).unwrap().flatten().collect();
+    assert!(
+        left.is_empty(),
+        "a half-fetched kernel is removed: {left:?}"
+    );
+    // While the guest runs its command (under TCG: the watchdog is another test's).
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut running = vm_cmd(
+            &env,
+            &["--accel", "tcg", "--", "sh", "-c", "echo ready; sleep 1000"],
+        );
+        let (code, took) = stopped(&mut running, &|_, said| said.contains("ready"), sig);
+        assert_eq!(code, Some(128 + sig), "signal {sig}");
+        assert!(took < 5.0, "signal {sig} ended the run in {took:.2} s");
+        eprintln!("signal {sig}: the run ended {took:.3} s after it");
+        assert!(leftovers().is_empty(), "{:?}", leftovers());
+    }
+    // While it boots: under a KVM that hangs, before any sign of life.
+    let path = format!(
+        "{}:{}",
+        hanging_kvm(&env).display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut booting = vm_cmd(&env, &["--accel", "kvm", "--", "true"]);
+    booting.env("PATH", &path);
+    // Booting: QEMU (here, the stalled wrapper's sleep) runs, the guest has not spoken.
+    let booted = |pid: u32, _: &str| {
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        let children = std::fs::read_to_string(children).unwrap_or_default();
+        (children.split_whitespace()).any(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "sleep")
+        })
+    };
+    let (code, took) = stopped(&mut booting, &booted, libc::SIGTERM);
+    assert_eq!(code, Some(128 + libc::SIGTERM), "while booting");
+    assert!(took < 5.0, "stopped while booting in {took:.2} s");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+#[test]
+fn a_killed_runs_qemu_dies_with_it_and_its_folder_goes_with_the_next_run() {
+    use std::io::BufRead;
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vmkill");
+    let tmp = std::env::temp_dir();
+    let killed = || {
+        let mut child = vm_cmd(
+            &env,
+            &["--accel", "tcg", "--", "sh", "-c", "echo ready; sleep 1000"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        assert!(out.lines().map_while(Result::ok).any(|l| l == "ready"));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let folder = tmp.join(format!("nsfleet-vm-{}", child.id()));
+        // QEMU dies with it (SIGKILL from the kernel, PR_SET_PDEATHSIG): no cleanup of
+        // ours could run.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            leftovers().iter().all(|l| !l.starts_with("qemu"))
+        });
+        assert!(gone, "{:?}", leftovers());
+        assert!(
+            folder.is_dir(),
+            "a SIGKILL leaves the folder for the next run"
+        );
+        folder
+    };
+    // Folders that are not a dead run's: one of a live process (this test), one without
+    // a record. Both are left alone.
+    let live = tmp.join(format!("nsfleet-vm-live-{}", std::process::id()));
+    let bare = tmp.join(format!("nsfleet-vm-bare-{}", std::process::id()));
+    for d in [&live, &bare] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let me = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let since = me
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap();
+    std::fs::write(
+        live.join("owner"),
+        format!("{} {since}\n", std::process::id()),
+    )
+    .unwrap();
+
+    let folder = killed();
+    let out = vm_cmd(&env, &["--accel", "tcg", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !folder.exists(),
+        "the next run removed {}",
+        folder.display()
+    );
+    assert!(
+        err.contains(&format!("removed {}", folder.display())),
+        "{err}"
+    );
+    let folder = killed();
+    let out = env.ok(&["clean", "--all"]);
+    assert!(!folder.exists(), "nsfleet clean removed it: {out}");
+    assert!(out.contains(&folder.display().to_string()), "{out}");
+    assert!(
+        live.is_dir() && bare.is_dir(),
+        "what is not a dead run's stays"
+    );
+    for d in [&live, &bare] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }

@@ -280,6 +280,20 @@ pub fn exec(argv: &[String]) -> io::Error {
     io::Error::last_os_error()
 }
 
+/// Arranges for `cmd`'s process to be killed (SIGKILL) when the thread that spawns it
+/// ends, however it ends: a helper we run (QEMU, apt-get) never outlives us, even after
+/// a SIGKILL of ours that no cleanup can answer.
+pub fn die_with_spawner(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(2) on integers is async-signal-safe, as code between fork and exec
+    // in a multi-threaded process must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0)).map(drop)
+        })
+    };
+}
+
 /// Held shared from fork until the child's pidfd exists, and exclusively by [`reap_any`]:
 /// otherwise a child that exits at once could be reaped by a PID-1 orphan sweep before we
 /// hold a pidfd for it, and its pid could be recycled under us.

@@ -7,14 +7,17 @@ use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::scratch::Scratch;
+use crate::stop::Stop;
+
 /// The kernel image of Debian's newest kernel matching `spec`, fetched into the cache
 /// unless it is there already. `spec` is a version (`6.1`, `6.12`, `6.12.107`,
 /// `6.1.0-47`) and optionally a flavour: `6.12-rt` (PREEMPT_RT), `6.12-cloud` (no 9p:
 /// it cannot boot into the host's filesystem, kept for what else it shows).
-pub fn kernel(spec: &str) -> anyhow::Result<PathBuf> {
+pub fn kernel(spec: &str, stop: &Stop) -> anyhow::Result<PathBuf> {
     let (version, flavour) = parse(spec)?;
-    let package = newest(version, flavour)?;
-    let cache = cache_dir()?;
+    let package = newest(version, flavour, stop)?;
+    let cache = crate::cache::kernels_dir(true)?;
     let entry = cache.join(&package);
     if let Some(image) = image_in(&entry) {
         return Ok(image);
@@ -23,22 +26,31 @@ pub fn kernel(spec: &str) -> anyhow::Result<PathBuf> {
         "nsfleet: vm: fetching {package} from Debian's archive into {}",
         cache.display()
     );
-    let partial = cache.join(format!(".{package}.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)?;
-    let unpacked = fetch(&package, &partial).and_then(|()| {
-        let deb = (std::fs::read_dir(&partial)?.flatten())
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .context("apt-get download left no package")?;
-        run(Command::new("dpkg-deb")
+    // Removed when this ends, however it ends; after a SIGKILL, by the next run (its
+    // name starts with a dot, as the sweep of the cache expects).
+    let partial = Scratch::new(
+        &cache,
+        &format!(".{package}.partial-{}", nsfleet_sys::host_pid()),
+    )?;
+    let dir = partial.path();
+    run(
+        Command::new("apt-get")
+            .args(["download", "-q", &package])
+            .current_dir(dir),
+        stop,
+    )?;
+    let deb = (std::fs::read_dir(dir)?.flatten())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .context("apt-get download left no package")?;
+    run(
+        Command::new("dpkg-deb")
             .arg("-x")
             .arg(&deb)
-            .arg(partial.join("root")))
-    });
-    let done = unpacked.and_then(|()| Ok(std::fs::rename(partial.join("root"), &entry)?));
-    let _ = std::fs::remove_dir_all(&partial);
-    done?;
+            .arg(dir.join("root")),
+        stop,
+    )?;
+    std::fs::rename(dir.join("root"), &entry)?;
     image_in(&entry).with_context(|| format!("{package} has no boot/vmlinuz-*"))
 }
 
@@ -57,12 +69,12 @@ pub(crate) fn parse(spec: &str) -> anyhow::Result<(&str, &str)> {
 }
 
 /// The newest package of kernel `version` and `flavour` the package lists have.
-fn newest(version: &str, flavour: &str) -> anyhow::Result<String> {
+fn newest(version: &str, flavour: &str, stop: &Stop) -> anyhow::Result<String> {
     // A wide search; `matches` picks the version and flavour exactly.
     let pattern = format!("^linux-image-{}", version.replace('.', "\\."));
-    let out = Command::new("apt-cache")
-        .args(["search", "--names-only", &pattern])
-        .output()
+    let mut search = Command::new("apt-cache");
+    search.args(["search", "--names-only", &pattern]);
+    let out = (stop.output(&mut search))
         .context("apt-cache (Debian's package tools) is needed for --debian")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let suffix = format!("-{flavour}amd64-unsigned");
@@ -97,14 +109,11 @@ fn numbers(s: &str) -> Vec<u64> {
         .collect()
 }
 
-fn fetch(package: &str, into: &Path) -> anyhow::Result<()> {
-    run(Command::new("apt-get")
-        .args(["download", "-q", package])
-        .current_dir(into))
-}
-
-fn run(cmd: &mut Command) -> anyhow::Result<()> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+/// Runs a helper to its end (a signal kills it: see [`Stop`]); its complaint if it fails.
+fn run(cmd: &mut Command, stop: &Stop) -> anyhow::Result<()> {
+    let out = stop
+        .output(cmd)
+        .with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -119,18 +128,6 @@ fn image_in(entry: &Path) -> Option<PathBuf> {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
         })
-}
-
-/// `$XDG_CACHE_HOME/nsfleet/kernels`, or `~/.cache/nsfleet/kernels`.
-fn cache_dir() -> anyhow::Result<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(c) if !c.is_empty() => PathBuf::from(c),
-        _ => PathBuf::from(std::env::var_os("HOME").context("no HOME for the kernel cache")?)
-            .join(".cache"),
-    };
-    let dir = base.join("nsfleet/kernels");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
 }
 
 #[cfg(test)]

@@ -10,25 +10,41 @@
 //! the command's status; and, from inside the guest, into the folders given as
 //! `--rwdir`. This crate never touches the host's network.
 
+pub mod accel;
+pub mod cache;
 pub mod cpio;
 pub mod debian;
 pub mod kernel;
+pub mod scratch;
 pub mod spec;
+pub mod stop;
 
 use anyhow::{bail, Context};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use accel::Accel;
 pub use kernel::Kernel;
 pub use spec::Spec;
+pub use stop::{Interrupted, Stop};
+
+use accel::{Verdict, Verdicts};
+use scratch::Scratch;
 
 const INIT: &str = include_str!("init.sh");
 /// Where the guest's busybox comes from (Debian's busybox-static).
 const BUSYBOX: &str = "/bin/busybox";
-/// The signals that end a run.
-const STOP: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+const QEMU: &str = "qemu-system-x86_64";
+/// How long a guest under KVM may take to show a sign of life (init's marker, a console
+/// byte) before it is taken for a KVM that hangs. Measured here (README, the kernel lab):
+/// init speaks 4.7-5.5 s after QEMU starts under TCG (median 5.0 of 5), which KVM only
+/// shortens; twice that leaves room for a loaded machine, and costs a host whose KVM
+/// hangs this much, once.
+pub const SIGN_OF_LIFE: Duration = Duration::from_secs(10);
 
 pub struct VmArgs {
     pub kernel: Kernel,
@@ -40,11 +56,23 @@ pub struct VmArgs {
     /// Kernel parameters added to the guest's command line.
     pub append: Vec<String>,
     pub command: Vec<String>,
+    pub accel: Accel,
 }
 
-/// Boots the guest, runs the command, and returns its exit status.
-pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
-    which("qemu-system-x86_64", "apt-get install qemu-system-x86")?;
+/// Removes what killed runs left (see [`scratch`]) and says so; for the start of a run
+/// and for `nsfleet clean`.
+pub fn sweep() -> Vec<PathBuf> {
+    let removed = scratch::sweep_all();
+    for r in &removed {
+        eprintln!("nsfleet: vm: removed {} (its run was killed)", r.display());
+    }
+    removed
+}
+
+/// Boots the guest, runs the command, and returns its exit status; [`Interrupted`] if
+/// `stop` took a signal first.
+pub fn run(a: &VmArgs, stop: &Stop) -> anyhow::Result<i32> {
+    which(QEMU, "apt-get install qemu-system-x86")?;
     if !is_static(Path::new(BUSYBOX)) {
         bail!("the guest's first process is busybox, and {BUSYBOX} is not a static one: apt-get install busybox-static");
     }
@@ -71,50 +99,26 @@ pub fn run(a: &VmArgs) -> anyhow::Result<i32> {
             listed(lacks)
         );
     }
-    // Ctrl-C and SIGTERM are taken here (and so blocked in QEMU, which inherits the
-    // mask): the guest is stopped and this run's folder removed.
-    let _held = nsfleet_sys::SignalsHeld::new(&STOP)?;
-    let dir = Scratch::new()?;
-    let initrd = dir.0.join("initrd.cpio");
+    sweep();
+    stop.check()?;
+    let dir = Scratch::for_run()?;
+    let initrd = dir.path().join("initrd.cpio");
     std::fs::write(&initrd, initramfs(&a.kernel, &rwdirs, &a.command)?)?;
-    let share = dir.0.join("share");
+    stop.check()?;
+    let share = dir.path().join("share");
     std::fs::create_dir(&share)?;
     let guest = Guest {
         args: a,
         initrd: &initrd,
         share: &share,
+        life: &dir.path().join("life"),
         rwdirs: &rwdirs,
+        stop,
     };
-    let kvm = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
-    let accels: &[&str] = if kvm { &["kvm", "tcg"] } else { &["tcg"] };
-    let (mut k, mut retried) = (0, false);
-    while let Some(accel) = accels.get(k) {
-        match guest.boot(accel)? {
-            Booted::Exit(code) => return Ok(code),
-            Booted::SetupFailed(why) => bail!("the guest could not be set up: {why}"),
-            Booted::AccelFailed(why) if k + 1 < accels.len() => {
-                eprintln!("nsfleet: vm: KVM does not run this guest here ({why}); using TCG (emulation)");
-            }
-            Booted::AccelFailed(why) => bail!("QEMU failed: {why}"),
-            Booted::NoReport { started: true } => bail!("the guest stopped without reporting the command's status (a kernel panic, or the command powered it off)"),
-            // Before the command ran: nothing of it happened, so it may be tried again.
-            // Seen once in some hundred TCG boots on this machine class, silently.
-            Booted::NoReport { started: false } if !retried => {
-                retried = true;
-                eprintln!("nsfleet: vm: the guest stopped before the command started; booting it once more");
-                continue;
-            }
-            Booted::NoReport { started: false } => bail!("the guest stopped twice before the command started (a kernel panic?)"),
-        }
-        k += 1;
-    }
-    bail!("QEMU could not run the guest")
+    guest.boot_with(a.accel)
 }
 
+/// `CONFIG_A (what), CONFIG_B (what)`.
 /// `CONFIG_A (what), CONFIG_B (what)`.
 fn listed(options: &[&kernel::Needed]) -> String {
     let names: Vec<String> = options.iter().map(|n| n.to_string()).collect();
@@ -125,7 +129,10 @@ enum Booted {
     Exit(i32),
     /// init.sh could not set the guest up, and says why.
     SetupFailed(String),
+    /// QEMU refused the accelerator (its first line on stderr).
     AccelFailed(String),
+    /// No sign of life within [`SIGN_OF_LIFE`]: QEMU was killed.
+    NoLife,
     /// QEMU ended without the guest's report; `started`: after init said the command
     /// was starting.
     NoReport {
@@ -139,7 +146,10 @@ struct Guest<'a> {
     initrd: &'a Path,
     /// This run's writable share, where init.sh writes `status`.
     share: &'a Path,
+    /// The guest's second serial port, where init.sh says it is alive.
+    life: &'a Path,
     rwdirs: &'a [PathBuf],
+    stop: &'a Stop,
 }
 
 /// A 9p share of `path` named `tag` (read-only or not); `security_model=none`: files are
@@ -148,23 +158,81 @@ fn virtfs(path: &Path, tag: &str, readonly: bool) -> String {
     let ro = if readonly { ",readonly=on" } else { "" };
     format!(
         "local,path={},mount_tag={tag},security_model=none,multidevs=remap{ro}",
-        path.display().to_string().replace(',', ",,")
+        escaped(path)
     )
 }
 
+/// A path in a QEMU option's value, where a comma is written twice.
+fn escaped(path: &Path) -> String {
+    path.display().to_string().replace(',', ",,")
+}
+
 impl Guest<'_> {
-    /// One boot with accelerator `accel`, the guest's console on our standard output.
-    fn boot(&self, accel: &str) -> anyhow::Result<Booted> {
+    /// Boots under `accel`: the verdict's accelerator for `auto`, with KVM's fallback
+    /// to TCG (said in one line, and kept as the verdict).
+    fn boot_with(&self, accel: Accel) -> anyhow::Result<i32> {
+        let verdicts = Verdicts::here(QEMU)?;
+        let mut now = match (accel, verdicts.read()) {
+            (Accel::Auto, Some(Verdict::Tcg(why))) => {
+                eprintln!(
+                    "nsfleet: vm: booting under TCG (emulation): KVM did not run a guest on this host: {why} (kept in {}; --accel kvm tries it again)",
+                    verdicts.path().display()
+                );
+                Accel::Tcg
+            }
+            (a, _) => a,
+        };
+        let mut retried = false;
+        loop {
+            let booted = self.boot(now)?;
+            let failed = match &booted {
+                Booted::NoLife => Some(format!(
+                    "the guest showed no sign of life within {} s",
+                    SIGN_OF_LIFE.as_secs()
+                )),
+                Booted::AccelFailed(why) if now != Accel::Tcg => Some(why.clone()),
+                _ => None,
+            };
+            if now != Accel::Tcg {
+                verdicts.keep(&failed.clone().map_or(Verdict::Kvm, Verdict::Tcg));
+            }
+            if let Some(why) = failed {
+                if now == Accel::Kvm {
+                    bail!("KVM does not run this guest here: {why}; --accel auto or tcg boots it under TCG (emulation)");
+                }
+                eprintln!("nsfleet: vm: KVM does not run this guest here: {why}; booting it under TCG (emulation) instead, as the next runs on this host will");
+                now = Accel::Tcg;
+                continue;
+            }
+            match booted {
+                Booted::Exit(code) => return Ok(code),
+                Booted::SetupFailed(why) => bail!("the guest could not be set up: {why}"),
+                Booted::AccelFailed(why) => bail!("QEMU failed: {why}"),
+                Booted::NoLife => unreachable!("a failed accelerator, handled above"),
+                Booted::NoReport { started: true } => bail!("the guest stopped without reporting the command's status (a kernel panic, or the command powered it off)"),
+                // Before the command ran: nothing of it happened, so it may be tried
+                // again. Seen once in some hundred TCG boots on this machine class,
+                // silently.
+                Booted::NoReport { started: false } if !retried => {
+                    retried = true;
+                    eprintln!("nsfleet: vm: the guest stopped before the command started; booting it once more");
+                }
+                Booted::NoReport { started: false } => bail!("the guest stopped twice before the command started (a kernel panic?)"),
+            }
+        }
+    }
+
+    /// QEMU's command line for one boot under `accel`.
+    fn qemu(&self, accel: Accel) -> Command {
         let a = self.args;
-        let status = self.share.join("status");
-        let _ = std::fs::remove_file(&status);
         let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init");
         for p in &a.append {
             append.push(' ');
             append.push_str(p);
         }
-        let mut qemu = Command::new("qemu-system-x86_64");
-        qemu.args(["-accel", accel, "-cpu", "max", "-smp", &a.cpus.to_string()])
+        let mut qemu = Command::new(QEMU);
+        qemu.args(["-accel", accel.qemu_name(), "-cpu", "max"])
+            .args(["-smp", &a.cpus.to_string()])
             .args(["-m", &format!("{}M", a.mem_mib)])
             .arg("-kernel")
             .arg(&a.kernel.image)
@@ -172,10 +240,10 @@ impl Guest<'_> {
             .arg(self.initrd)
             .arg("-append")
             .arg(append)
-            .args([
-                "-nic", "none", "-display", "none", "-monitor", "none", "-serial", "stdio",
-            ])
-            .args(["-no-reboot", "-nodefaults"])
+            .args(["-nic", "none", "-display", "none", "-monitor", "none"])
+            .args(["-serial", "stdio", "-chardev"])
+            .arg(format!("file,id=life,path={}", escaped(self.life)))
+            .args(["-serial", "chardev:life", "-no-reboot", "-nodefaults"])
             .arg("-virtfs")
             .arg(virtfs(Path::new("/"), "host", true))
             .arg("-virtfs")
@@ -187,34 +255,87 @@ impl Guest<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
+        nsfleet_sys::die_with_spawner(&mut qemu);
+        qemu
+    }
+
+    /// One boot with `accel`, the guest's console on our standard output. Under KVM, a
+    /// guest with no sign of life within [`SIGN_OF_LIFE`] is killed.
+    fn boot(&self, accel: Accel) -> anyhow::Result<Booted> {
+        let status = self.share.join("status");
+        let _ = std::fs::remove_file(&status);
+        let _ = std::fs::remove_file(self.life);
+        self.stop.check()?;
+        let mut child = self
+            .qemu(accel)
+            .spawn()
+            .context("starting qemu-system-x86_64")?;
+        let helper = match self.stop.helper(child.id()) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(anyhow::Error::new(e).context("watching QEMU (pidfd_open)"));
+            }
+        };
+        let spoke = Arc::new(AtomicBool::new(false));
         let console = child.stdout.take().expect("piped");
-        let forwarded = std::thread::spawn(move || forward(console));
+        let forwarded = {
+            let spoke = spoke.clone();
+            std::thread::spawn(move || forward(console, &spoke))
+        };
         let mut stderr = child.stderr.take().expect("piped");
         let said = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = stderr.read_to_string(&mut s);
             s
         });
-        let deadline = Instant::now() + a.timeout;
-        loop {
+        let started = Instant::now();
+        let deadline = started + self.args.timeout;
+        let mut watchdog = (accel != Accel::Tcg).then_some(started + SIGN_OF_LIFE);
+        let ended = loop {
             if child.try_wait()?.is_some() {
-                break;
+                break None;
+            }
+            if let Some(sig) = self.stop.signal() {
+                break Some(Err(Interrupted(sig).into()));
+            }
+            if watchdog.is_some() && self.alive(&spoke, &status) {
+                watchdog = None;
+            }
+            if watchdog.is_some_and(|w| Instant::now() > w) {
+                break Some(Ok(Booted::NoLife));
             }
             if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
+                break Some(Err(anyhow::anyhow!(
                     "the guest did not finish within {} s: QEMU was killed (--timeout)",
-                    a.timeout.as_secs()
-                );
+                    self.args.timeout.as_secs()
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        if ended.is_some() {
+            let _ = child.kill();
         }
+        let _ = child.wait();
+        drop(helper);
         let said = said.join().unwrap_or_default();
         let complaint = forwarded.join().unwrap_or_default();
+        if let Some(ended) = ended {
+            return ended;
+        }
+        // The signal's thread kills QEMU at once: its end may be seen first.
+        self.stop.check()?;
         let report = std::fs::read_to_string(&status).unwrap_or_default();
         Ok(outcome(report.trim(), complaint, &said))
+    }
+
+    /// Whether the guest has shown a sign of life: init's marker on the second serial
+    /// port, a byte on the console, or the status init.sh writes.
+    fn alive(&self, spoke: &AtomicBool, status: &Path) -> bool {
+        spoke.load(Ordering::Relaxed)
+            || std::fs::metadata(self.life).is_ok_and(|m| m.len() > 0)
+            || status.exists()
     }
 }
 
@@ -250,7 +371,7 @@ const COMPLAINT: &str = "nsfleet vm: ";
 
 /// Copies the guest's console to our standard output as it comes; returns the last line
 /// in which init.sh complained, without its prefix.
-fn forward(mut console: impl Read) -> Option<String> {
+fn forward(mut console: impl Read, spoke: &AtomicBool) -> Option<String> {
     use std::io::Write;
     let mut buf = [0u8; 4096];
     let mut out = std::io::stdout();
@@ -259,6 +380,7 @@ fn forward(mut console: impl Read) -> Option<String> {
         if n == 0 {
             break;
         }
+        spoke.store(true, Ordering::Relaxed);
         let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
         for &b in &buf[..n] {
             if b != b'\n' {
@@ -345,23 +467,6 @@ fn is_static(path: &Path) -> bool {
         return false;
     };
     b.starts_with(b"\x7fELF") && !b.windows(16).any(|w| w.starts_with(b"/lib64/ld-linux"))
-}
-
-/// A folder of this run's own, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> anyhow::Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!("nsfleet-vm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[cfg(test)]

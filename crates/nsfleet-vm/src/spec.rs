@@ -44,11 +44,16 @@ impl Spec {
         }
     }
 
-    /// The kernel to boot: Debian's fetched if need be, `host`'s image if readable.
-    pub fn kernel(&self, modules: Option<&std::path::Path>) -> anyhow::Result<Kernel> {
+    /// The kernel to boot: Debian's fetched if need be (a signal stops the fetch),
+    /// `host`'s image if readable.
+    pub fn kernel(
+        &self,
+        modules: Option<&std::path::Path>,
+        stop: &crate::Stop,
+    ) -> anyhow::Result<Kernel> {
         match self {
             Spec::Host => Kernel::host(),
-            Spec::Debian(v) => Kernel::open(&crate::debian::kernel(v)?, modules),
+            Spec::Debian(v) => Kernel::open(&crate::debian::kernel(v, stop)?, modules),
             Spec::Image(p) => Kernel::open(p, modules),
         }
     }
