@@ -1,0 +1,175 @@
+//! `apply`: the running fleet changed into a file's, only where they differ, all or
+//! nothing.
+
+use crate::control::{self, Reply};
+use crate::traffic::Traffic;
+use crate::{log, watch, Supervisor};
+use nsfleet_core::Phase;
+use nsfleet_sys as sys;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+
+impl Supervisor {
+    /// `nsfleet apply`: changes the running fleet into the topology in `file`, only where
+    /// they differ, all or nothing; with `dry_run`, only says what that would change.
+    pub(super) fn apply(
+        &self,
+        file: &std::path::Path,
+        format: Option<nsfleet_topology::Format>,
+        dry_run: bool,
+    ) -> anyhow::Result<Reply> {
+        let draft = nsfleet_topology::read_file(file, format)?;
+        let topo = nsfleet_subsys::probe::validate(draft)?;
+        if topo.name != self.name {
+            anyhow::bail!(
+                "{} is fleet {:?}, not {:?}: apply changes the fleet a file names",
+                file.display(),
+                topo.name,
+                self.name
+            );
+        }
+        // Taken before the fleet is read, so that the plan is made against what stays; then
+        // the generator's, so that it takes no new node meanwhile (lock order: `core`).
+        let _change = if dry_run { None } else { Some(self.change()?) };
+        let mut traffic = (!dry_run).then(|| self.traffic.lock());
+        let running: Vec<nsfleet_topology::NodeSpec> = (self.fleet.nodes().iter())
+            .map(|n| {
+                let shape = n.shape();
+                nsfleet_topology::NodeSpec {
+                    name: n.name().to_string(),
+                    number: n.number(),
+                    config: shape.config.clone(),
+                    wiring: shape.wiring.clone(),
+                }
+            })
+            .collect();
+        let plan = nsfleet_topology::reshape::reshape(&running, topo.nodes().collect())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let changes = nsfleet_topology::diff::diff(&running, &plan);
+        if dry_run || plan.is_empty() {
+            return Ok(Reply::Plan {
+                changes,
+                applied: false,
+                report: None,
+            });
+        }
+        self.refuse_removing_exec(&plan.remove)?;
+        if let Some(traffic) = traffic.as_mut() {
+            self.release_generator(traffic, &plan.remove)?;
+        }
+        let added: Vec<String> = plan.add.iter().map(|n| n.name.clone()).collect();
+        let (changed, removed) = (
+            plan.change
+                .iter()
+                .map(|n| n.name.clone())
+                .collect::<Vec<_>>(),
+            plan.remove.clone(),
+        );
+        // Their sockets would keep them from being reclaimed.
+        self.watchers.forget_nodes(&removed);
+        let mut quiet = |_: Phase, _: usize, _: usize| ControlFlow::Continue(());
+        let done = self.fleet.reshape(plan, &mut quiet);
+        // Watched again if the change was undone; the new nodes if it was not.
+        let watch = if done.is_ok() { &added } else { &removed };
+        if let Err(e) = self.watchers.add_nodes(&self.fleet, watch) {
+            log(format_args!("events: watching links of {watch:?}: {e:#}"));
+        }
+        let report = done?;
+        let hosts = (self.run_dir.log_dir(&self.name)).join(nsfleet_subsys::world::HOSTS_FILE);
+        if hosts.exists() {
+            let nodes = self.fleet.nodes();
+            if let Err(e) = nsfleet_subsys::world::write_hosts(&hosts, nodes.iter().map(|n| &**n)) {
+                log(format_args!("apply: rewriting {}: {e}", hosts.display()));
+            }
+        }
+        self.tell_applied(
+            &changes,
+            [
+                (&added, "added"),
+                (&changed, "changed"),
+                (&removed, "removed"),
+            ],
+        );
+        Ok(Reply::Plan {
+            changes,
+            applied: true,
+            report: Some(report),
+        })
+    }
+
+    /// The generator's sockets in nodes to remove would keep them from being reclaimed:
+    /// one that is done lets go of everything (its last results with it); one that is
+    /// sending from such a node is not cut off.
+    pub(super) fn release_generator(
+        &self,
+        traffic: &mut Traffic,
+        remove: &[String],
+    ) -> anyhow::Result<()> {
+        let used = traffic.nodes_in_use();
+        if !remove.iter().any(|n| used.contains(n)) {
+            return Ok(());
+        }
+        let sending = traffic.sending_nodes();
+        if let Some(n) = remove.iter().find(|n| sending.contains(*n)) {
+            anyhow::bail!(
+                "apply would remove node {n}, which the traffic generator is sending on: `nsfleet gen {} --stop` first; nothing was changed",
+                self.name
+            );
+        }
+        traffic.shutdown(&self.fleet);
+        Ok(())
+    }
+
+    /// A node that `nsfleet exec` runs in is not removed under it.
+    pub(super) fn refuse_removing_exec(&self, remove: &[String]) -> anyhow::Result<()> {
+        if remove.is_empty() {
+            return Ok(());
+        }
+        let nodes = self.fleet.nodes();
+        let inodes: HashMap<u64, &str> = (remove.iter())
+            .filter_map(|n| Some((nodes.get(n)?.inode(), n.as_str())))
+            .collect();
+        let marker = format!("{}={}", control::EXEC_MARKER, self.name);
+        let found = sys::marked_processes(&inodes.keys().copied().collect(), &marker);
+        if let Some((ino, who)) = found.first() {
+            anyhow::bail!(
+                "apply would remove node {}, which nsfleet exec runs in ({who}): nothing was changed",
+                inodes[ino]
+            );
+        }
+        Ok(())
+    }
+
+    /// Events for what `apply` did: nodes, then interfaces added and removed.
+    pub(super) fn tell_applied<'a>(
+        &self,
+        changes: &[nsfleet_topology::diff::Change],
+        nodes: impl IntoIterator<Item = (&'a Vec<String>, &'static str)>,
+    ) {
+        use nsfleet_topology::diff::Op;
+        for (names, action) in nodes {
+            for node in names {
+                let node = node.clone();
+                self.watchers
+                    .publish(&watch::FleetEvent::Node { node, action });
+            }
+        }
+        for c in changes {
+            let action = match c.op {
+                Op::Add => "added",
+                Op::Remove => "removed",
+                Op::Change => continue,
+            };
+            // Interfaces are `node:iface` (other objects have a space in their name).
+            if let Some((node, iface)) =
+                c.object.split_once(':').filter(|_| !c.object.contains(' '))
+            {
+                self.watchers.publish(&watch::FleetEvent::Interface {
+                    node: node.to_string(),
+                    iface: iface.to_string(),
+                    action,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `status`: the fleet, its nodes, their processes, interfaces and impairments.
+
+use crate::control::{FleetStatus, NodeStatus};
+use crate::Supervisor;
+use nsfleet_core::Node;
+use nsfleet_subsys::process::Procs;
+use nsfleet_sys as sys;
+
+impl Supervisor {
+    pub(super) fn status(&self) -> FleetStatus {
+        let nodes = self.fleet.nodes();
+        let nodes: Vec<NodeStatus> = nodes
+            .iter()
+            .map(|n| NodeStatus {
+                name: n.name().to_string(),
+                netns_inode: n.inode(),
+                processes: n
+                    .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
+                    .unwrap_or_default(),
+                interfaces: describe_ifaces(n),
+                impairments: self.impairments(n),
+                clab: n.config().clab.clone(),
+            })
+            .collect();
+        FleetStatus {
+            name: self.name.clone(),
+            state: self.state.lock().to_string(),
+            pid: sys::host_pid(),
+            node_count: nodes.len(),
+            processes_running: nodes
+                .iter()
+                .flat_map(|n| &n.processes)
+                .filter(|p| p.running)
+                .count(),
+            kernel_mem_bytes: *self.kernel_bytes.lock(),
+            awaiting_reclaim: self.fleet.awaiting_reclaim(),
+            workers: self.fleet.workers(),
+            subsystems: self
+                .fleet
+                .subsystems()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            run_dir: self.run_dir.fleet_dir(&self.name).display().to_string(),
+            nodes,
+        }
+    }
+}
+
+/// A node's interfaces for `status`; a switch's ports are many and say little.
+fn describe_ifaces(n: &Node) -> Vec<String> {
+    if n.config().switch {
+        let w = n.wiring();
+        let bridge = nsfleet_topology::BRIDGE.0;
+        let mut line = format!("bridge {bridge}, {} ports", w.ifaces.len());
+        if !w.macvlans.is_empty() {
+            line += &format!(", {} macvlans", w.macvlans.len());
+        }
+        return vec![line];
+    }
+    (n.wiring().ifaces.iter())
+        .map(|i| {
+            let addrs: Vec<String> = i.addrs.iter().map(|a| a.to_string()).collect();
+            format!("{} {}", i.name, addrs.join(" "))
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
