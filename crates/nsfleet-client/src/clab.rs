@@ -62,15 +62,16 @@ pub struct DeployArgs {
 }
 
 /// `deploy`: `up` of a containerlab file; `--reconfigure` destroys a running lab of
-/// the same name first.
+/// the same name first. The file is read and checked against the kernel once, before
+/// the running lab goes.
 pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     let file = topology_file(a.topo.as_deref())?;
-    let name = lab_name(&file)?;
+    a.up.file = Some(file.clone());
+    a.up.format = Some(Format::Clab);
+    let valid = super::up::validate(&a.up)?;
+    let name = valid.topo.name.clone();
     let rd = RunDir::new(&a.up.run_dir);
     if rd.record(&name).is_some() && !a.up.dry_run {
-        // The new file is read and checked before the running lab goes.
-        let draft = topology::read_file(&file, Some(Format::Clab))?;
-        nsfleet::subsys::probe::validate(draft)?;
         if !a.reconfigure {
             bail!("lab {name:?} is already deployed: `nsfleet destroy -t {}` first, or deploy with --reconfigure", file.display());
         }
@@ -81,10 +82,8 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
             run_dir: a.up.run_dir.clone(),
         })?;
     }
-    a.up.file = Some(file);
-    a.up.format = Some(Format::Clab);
     let (quiet, run_dir) = (a.up.json || a.up.dry_run, a.up.run_dir.clone());
-    super::up::up(a.up)?;
+    super::up::start(a.up, valid)?;
     if quiet {
         return Ok(());
     }

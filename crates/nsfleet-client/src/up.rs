@@ -26,6 +26,19 @@ pub struct UpArgs {
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
+    let valid = validate(&a)?;
+    start(a, valid)
+}
+
+/// A topology read once, checked against this kernel once, and how long that took.
+pub struct Validated {
+    pub topo: Topology,
+    took: Duration,
+}
+
+/// The file (or the built-in default) read and checked against this kernel, its
+/// warnings said, `--name` applied: everything of `up` that creates nothing.
+pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     let started = Instant::now();
     let draft = match &a.file {
         Some(f) => topology::read_file(f, a.format)?,
@@ -39,7 +52,19 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n.clone();
     }
-    let validate = started.elapsed();
+    Ok(Validated {
+        topo,
+        took: started.elapsed(),
+    })
+}
+
+/// The rest of `up` for a topology [`validate`] gave: the machine's limits, the name
+/// claimed, the supervisor launched and followed until the fleet is ready.
+pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
+    let Validated {
+        topo,
+        took: validate,
+    } = valid;
     if !sys::is_root() {
         bail!("up creates network and PID namespaces: run it as root");
     }
