@@ -1,0 +1,121 @@
+//! What more than one command takes: the argument groups they flatten in, and the value
+//! parsers that check values while clap parses, so that a bad one is a usage error (exit 2).
+
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Which containerlab lab: by its file, its name, or all of them.
+#[derive(Args)]
+pub struct LabArgs {
+    /// The topology file (or a folder with one); without it, the only *.clab.yml in the
+    /// current folder (for inspect: or else every lab).
+    #[arg(short = 't', long = "topo")]
+    topo: Option<PathBuf>,
+    /// The lab by name instead.
+    #[arg(long, conflicts_with = "topo")]
+    name: Option<String>,
+    /// Every deployed containerlab lab.
+    #[arg(short = 'a', long, conflicts_with_all = ["topo", "name"])]
+    all: bool,
+}
+
+impl From<LabArgs> for cmd::clab::Lab {
+    fn from(a: LabArgs) -> Self {
+        cmd::clab::Lab {
+            topo: a.topo,
+            name: a.name,
+            all: a.all,
+        }
+    }
+}
+
+/// How `up` (and `deploy`) bring a fleet up.
+#[derive(Args)]
+pub struct LaunchArgs {
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Validate the file and check it against this machine, then stop: nothing is
+    /// created.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl LaunchArgs {
+    /// `up`'s arguments: these, with the file and name that `up` (not `deploy`) takes.
+    pub fn up(
+        self,
+        file: Option<PathBuf>,
+        format: Option<nsfleet::topology::Format>,
+        name: Option<String>,
+        run_dir: PathBuf,
+    ) -> cmd::up::UpArgs {
+        cmd::up::UpArgs {
+            file,
+            format,
+            name,
+            workers: self.engine.workers,
+            max_unreclaimed: self.engine.max_unreclaimed,
+            run_dir,
+            json: self.json,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// The engine's knobs: its worker threads and its bound on unreclaimed namespaces.
+#[derive(Args)]
+struct EngineArgs {
+    /// Worker threads creating nodes in parallel (default: one per CPU).
+    #[arg(long, value_parser = within_usize::<1, 1024>, default_value_t = default_workers())]
+    workers: usize,
+    /// Most torn-down namespaces the kernel may still be reclaiming at once; bounds
+    /// memory under create/destroy churn.
+    #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = 4096)]
+    max_unreclaimed: usize,
+}
+
+/// One worker per CPU, the default of `--workers` (2 when the count is unknown).
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// A whole number from LO to HI, as the parser checks it: out of range is a usage error,
+/// never a value that fails (or divides by zero) later.
+pub fn within<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
+    let n: u64 = (s.trim().parse())
+        .map_err(|_| format!("expected a whole number from {LO} to {HI}, not {s:?}"))?;
+    if !(LO..=HI).contains(&n) {
+        return Err(format!(
+            "expected a whole number from {LO} to {HI}, not {n}"
+        ));
+    }
+    Ok(n)
+}
+
+/// [`within`], for a count held as a `usize` (every bound here fits one).
+pub fn within_usize<const LO: u64, const HI: u64>(s: &str) -> Result<usize, String> {
+    within::<LO, HI>(s).map(|n| n as usize)
+}
+
+/// A duration in seconds, above zero and at most a day.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 86_400.0 => Ok(x),
+        _ => Err(format!(
+            "expected seconds above 0 and at most 86400, not {s:?}"
+        )),
+    }
+}
+
+/// A topology file's language, as `--format` names it: toml, or clab (containerlab).
+pub fn parse_format(s: &str) -> Result<nsfleet::topology::Format, String> {
+    match s {
+        "toml" => Ok(nsfleet::topology::Format::Toml),
+        "clab" | "containerlab" => Ok(nsfleet::topology::Format::Clab),
+        _ => Err(format!("expected toml or clab, got {s:?}")),
+    }
+}

@@ -1,0 +1,437 @@
+//! `nsfleet bench`: the benchmark scenarios, one subcommand each, their arguments and
+//! the runs across kernels (`--kernels`), all handed to `nsfleet_bench`.
+
+use super::args::{default_workers, seconds, within, within_usize};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// Benchmarks: the seeds' experiments, nsfleet and its peers measured in the same run,
+/// as result files (JSON) with medians, ratios and charts.
+#[derive(Subcommand)]
+pub enum Bench {
+    /// Seed 000: bare nodes (loopback up). nsfleet with 1 to --workers workers vs a raw
+    /// in-process unshare(CLONE_NEWNET) loop, seed 000's `unshare -n bash -c exit` loop and
+    /// an `ip netns add` loop: rates, per-operation latency, teardown to full reclamation.
+    Create {
+        /// Nodes to create (the raw loops create as many).
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().create_count)]
+        count: u64,
+        /// Operations of the process-per-namespace loops (`unshare -n`, `ip netns add`).
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().shell_count)]
+        shell_count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 001: N namespaces torn down by nsfleet's batched reaper vs one at a time, each
+    /// waited for until the kernel has reclaimed it; memory given back over time.
+    Teardown {
+        /// Namespaces (loopback up) each contender tears down.
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().teardown_count)]
+        count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 002: M create/destroy cycles with and without the reaper's bound on namespaces
+    /// awaiting reclamation, and the raw loop (each batch made on one thread and dropped at
+    /// once); MemAvailable and Slab through the run, peak drop, throughput.
+    Churn {
+        /// Namespaces created and destroyed, in each of the three runs.
+        #[arg(long, value_parser = within::<1, 1_000_000_000>, default_value_t = d().churn_cycles)]
+        cycles: u64,
+        /// Namespaces per create call.
+        #[arg(long, value_parser = within::<1, 1_000_000>, default_value_t = d().churn_batch)]
+        batch: u64,
+        /// The bound for the bounded run (`nsfleet up --max-unreclaimed`).
+        #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = d().churn_bound)]
+        bound: usize,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
+    /// nsfleet vs a raw in-process loop doing the same kernel work at each count; nsfleet
+    /// with `ports = "macvlan"` (a macvlan per router instead of a veth pair and a bridge
+    /// port) vs the same raw loop, and a raw loop of macvlans; vs seed 003's
+    /// one-`ip`-per-step script, and Mininet's LinearTopo vs nsfleet's `linear` (with a raw
+    /// loop building the same topology: what the kernel work alone allows).
+    Routers {
+        /// Routers to build (nsfleet and the raw loop).
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().routers_count)]
+        count: u64,
+        /// Measure at several counts instead, e.g. 1000,2000,5000,10000 (the rate-vs-count
+        /// curve of both).
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',')]
+        steps: Vec<u64>,
+        /// Routers the ip script builds (about 20 per second; 0 skips it). nsfleet builds
+        /// as many in the same run for the ratio.
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().script_count)]
+        script_count: u64,
+        /// k of Mininet's LinearTopo(k) (0 skips it; skipped if Mininet is not installed).
+        /// nsfleet's `linear` of k and the raw loop are built in the same run.
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().mininet_count)]
+        mininet_count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Routers that run real software: N BIRD OSPF routers in a grid from one template,
+    /// from `up` to full convergence (every router has a route to every loopback), memory
+    /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
+    Daemons {
+        /// Routers (a grid as close to square as the count allows).
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().daemons_count)]
+        count: u64,
+        /// Give up if OSPF has not converged after this many seconds.
+        #[arg(long, value_parser = within::<1, 86_400>, default_value_t = d().daemons_timeout.as_secs())]
+        timeout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// A containerlab lab of N FRR routers in a grid, as its users write one (a .clab.yml
+    /// and a startup configuration per router): `up` of the file to full OSPF
+    /// convergence, memory per router (kernel, FRR's daemons, nsfleet's init), and down to
+    /// reclamation. Needs frr. The README sets it beside containerlab's published figures.
+    Clab {
+        /// Routers (a grid as close to square as the count allows).
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().clab_count)]
+        count: u64,
+        /// Give up if OSPF has not converged after this many seconds.
+        #[arg(long, value_parser = within::<1, 86_400>, default_value_t = d().daemons_timeout.as_secs())]
+        timeout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// A live fleet's cables: N hosts on a switch, each host's eth0 pulled (`nsfleet link
+    /// ... down`) one after the other, timed to the event that the switch port lost its
+    /// carrier (`nsfleet events`, from the kernel's notification): median and p99.
+    Cable {
+        /// Links pulled.
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().cable_count)]
+        count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// One `nsfleet stats` refresh of a star of N hosts: the CPU time of the supervisor and
+    /// the client per refresh (the target: under 1 s at 10,000 nodes), against reading the
+    /// same counters with a process per node (`nsfleet exec NODE -- ip -s -j link`) over K
+    /// of the nodes, per node, in the same run.
+    Stats {
+        /// Hosts on the switch.
+        #[arg(long, value_parser = within::<1, 200_000>, default_value_t = d().stats_count)]
+        count: u64,
+        /// Nodes read by a process each, for the comparison.
+        #[arg(long, value_parser = within::<1, 200_000>, default_value_t = d().stats_peer_count)]
+        peer_count: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// `nsfleet apply` adding K routers to a running line of N, and removing them again,
+    /// against `up` of K routers in a fleet of their own, in the same run: routers per
+    /// second of each, and apply's rate over up's (1.0: apply adds at up's pace).
+    Apply {
+        /// Sizes N of the running fleet.
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',', default_values_t = d().apply_sizes)]
+        sizes: Vec<u64>,
+        /// Routers K added to it.
+        #[arg(long, value_parser = within::<1, 10_000_000>, value_delimiter = ',', default_values_t = d().apply_adds)]
+        adds: Vec<u64>,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
+    /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
+    Setns {
+        /// setns calls per repetition.
+        #[arg(long, value_parser = within::<1, 1_000_000_000_000>, default_value_t = d().setns_calls)]
+        calls: u64,
+        /// Namespaces alive, visited in turn.
+        #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().setns_alive)]
+        alive: u64,
+        /// Moves made by a process each.
+        #[arg(long, value_parser = within::<0, 10_000_000>, default_value_t = d().process_calls)]
+        process_calls: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Seed 004: `nsfleet gen` against netsniff-ng's trafgen, 64-byte UDP over a veth pair
+    /// between two fleet nodes: one core each, two threads against one, and the device
+    /// list read lock-free against under a mutex per packet (the ablation).
+    Traffic {
+        /// Seconds each contender sends for.
+        #[arg(long, value_parser = seconds, default_value_t = d().traffic_seconds)]
+        seconds: f64,
+        /// Packets through the generator loop alone, per ablation run.
+        #[arg(long, value_parser = within::<1, 1_000_000_000_000>, default_value_t = d().loop_packets)]
+        loop_packets: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Mininet's tree1024 network (TreeNet(depth=2, fanout=32): 1,024 hosts) from start
+    /// to pingAll-ready and stop, in the same run: nsfleet's Mininet API (Python), Mininet
+    /// itself (Linux bridges, no controller; needs mininet and bridge-utils), and nsfleet's
+    /// `up` of the same topology. Needs nsfleet's Python package (pip install .): run it
+    /// with the nsfleet of that virtual environment.
+    Mininet {
+        /// The tree's depth.
+        #[arg(long, value_parser = within::<1, 8>, default_value_t = 2)]
+        depth: u64,
+        /// Children of each switch.
+        #[arg(long, value_parser = within::<1, 1024>, default_value_t = 32)]
+        fanout: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json
+    /// (--dir, default bench-results).
+    All {
+        #[command(flatten)]
+        common: BenchRuns,
+    },
+    /// Compares two result files of one scenario, metric by metric (medians). Exit 0: no
+    /// regression beyond the threshold; 1: a regression; 125: the candidate could not be
+    /// measured; 128: the baseline is unusable, or the runs differ in scenario or size.
+    /// Made for `git bisect run`.
+    Compare {
+        /// The result file of the known-good run (`nsfleet bench SCENARIO -o FILE`).
+        baseline: PathBuf,
+        /// The result file of the run under test, of the same scenario and sizes.
+        candidate: PathBuf,
+        /// Largest change in the wrong direction that is not a regression: "10%" or "0.1".
+        #[arg(long, default_value = "10%", value_parser = nsfleet_values::fraction)]
+        threshold: f64,
+        /// Judge only this figure (repeatable); the others are shown, not judged. For a
+        /// bisection after one regression.
+        #[arg(long, value_name = "NAME")]
+        metric: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn d() -> nsfleet_bench::Defaults {
+    nsfleet_bench::Defaults::default()
+}
+
+/// What every benchmark takes.
+#[derive(Args)]
+pub struct BenchRuns {
+    /// Repetitions; medians and ranges are reported.
+    #[arg(long, value_parser = within_usize::<1, 1000>, default_value_t = 3)]
+    runs: usize,
+    /// Worker threads of nsfleet's fleets (default: one per CPU).
+    #[arg(long, value_parser = within_usize::<1, 1024>, default_value_t = default_workers())]
+    workers: usize,
+    /// Print the result file (JSON) on stdout instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// Also write the result file here (for `nsfleet report` and `nsfleet bench compare`).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// A smoke run: small sizes, one repetition, well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Run the scenario on each of these kernels, one after the other: `host` (the
+    /// running kernel, here), `debian:VERSION` (6.1, 6.12, 6.12-rt...: fetched, booted
+    /// under QEMU, the same nsfleet run inside), or a bzImage's path. Results go to
+    /// DIR/SCENARIO-KERNEL.json, side by side in DIR/report.html. A guest under TCG
+    /// emulation is far slower than the host: compare its ratios with the host's.
+    ///
+    ///   nsfleet bench routers --steps 500,1000,2000 --kernels host,debian:6.1,debian:6.12 --dir results
+    #[arg(long, value_delimiter = ',', value_parser = kernel_spec, value_name = "KERNELS", verbatim_doc_comment)]
+    kernels: Vec<nsfleet_vm::Spec>,
+    /// Where the result files go with --kernels (required there) and for `bench all`
+    /// (default bench-results).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Memory of each guest with --kernels, in MiB.
+    #[arg(long, default_value_t = 4096, value_parser = within::<256, 65536>)]
+    vm_mem: u64,
+}
+
+fn kernel_spec(s: &str) -> Result<nsfleet_vm::Spec, String> {
+    s.parse().map_err(|e: anyhow::Error| e.to_string())
+}
+
+impl BenchRuns {
+    fn common(self) -> nsfleet_bench::Common {
+        nsfleet_bench::Common {
+            runs: self.runs,
+            workers: self.workers,
+            json: self.json,
+            output: self.output,
+            quick: self.quick,
+        }
+    }
+}
+
+impl Bench {
+    pub fn run(self) -> anyhow::Result<()> {
+        use nsfleet_bench::*;
+        if let Some((scenario, runs)) = self.runs() {
+            if !runs.kernels.is_empty() {
+                return across_kernels(scenario, runs);
+            }
+            if runs.dir.is_some() && scenario != "all" {
+                anyhow::bail!(
+                    "--dir goes with --kernels (or bench all); one result file is -o FILE"
+                );
+            }
+        }
+        match self {
+            Bench::Create {
+                count,
+                shell_count,
+                common,
+            } => create(CreateArgs {
+                count,
+                shell_count,
+                common: common.common(),
+            }),
+            Bench::Teardown { count, common } => teardown(TeardownArgs {
+                count,
+                common: common.common(),
+            }),
+            Bench::Churn {
+                cycles,
+                batch,
+                bound,
+                common,
+            } => churn(ChurnArgs {
+                cycles,
+                batch,
+                bound,
+                common: common.common(),
+            }),
+            Bench::Routers {
+                count,
+                steps,
+                script_count,
+                mininet_count,
+                common,
+            } => routers(RoutersArgs {
+                steps: if steps.is_empty() { vec![count] } else { steps },
+                script_count,
+                mininet_count,
+                common: common.common(),
+            }),
+            Bench::Daemons {
+                count,
+                timeout,
+                common,
+            } => daemons(DaemonsArgs {
+                suite: Suite::Bird,
+                count,
+                timeout: std::time::Duration::from_secs(timeout),
+                common: common.common(),
+            }),
+            Bench::Apply {
+                sizes,
+                adds,
+                common,
+            } => apply(ApplyArgs {
+                sizes,
+                adds,
+                common: common.common(),
+            }),
+            Bench::Cable { count, common } => cable(CableArgs {
+                count,
+                common: common.common(),
+            }),
+            Bench::Stats {
+                count,
+                peer_count,
+                common,
+            } => nsfleet_bench::stats(nsfleet_bench::StatsArgs {
+                count,
+                peer_count,
+                common: common.common(),
+            }),
+            Bench::Clab {
+                count,
+                timeout,
+                common,
+            } => daemons(DaemonsArgs {
+                suite: Suite::FrrClab,
+                count,
+                timeout: std::time::Duration::from_secs(timeout),
+                common: common.common(),
+            }),
+            Bench::Setns {
+                calls,
+                alive,
+                process_calls,
+                common,
+            } => setns(SetnsArgs {
+                calls,
+                alive,
+                process_calls,
+                common: common.common(),
+            }),
+            Bench::Traffic {
+                seconds,
+                loop_packets,
+                common,
+            } => traffic(TrafficArgs {
+                seconds,
+                loop_packets,
+                common: common.common(),
+            }),
+            Bench::Mininet {
+                depth,
+                fanout,
+                common,
+            } => mininet(MininetArgs {
+                depth,
+                fanout,
+                common: common.common(),
+            }),
+            Bench::All { common } => {
+                let dir = common.dir.clone().unwrap_or_else(|| "bench-results".into());
+                all(&common.common(), &dir)
+            }
+            Bench::Compare {
+                baseline,
+                candidate,
+                threshold,
+                metric,
+                json,
+            } => std::process::exit(compare(&baseline, &candidate, threshold, &metric, json)),
+        }
+    }
+
+    /// The scenario's name and what every scenario takes (`compare` runs none).
+    fn runs(&self) -> Option<(&'static str, &BenchRuns)> {
+        Some(match self {
+            Bench::Create { common, .. } => ("create", common),
+            Bench::Teardown { common, .. } => ("teardown", common),
+            Bench::Churn { common, .. } => ("churn", common),
+            Bench::Routers { common, .. } => ("routers", common),
+            Bench::Daemons { common, .. } => ("daemons", common),
+            Bench::Clab { common, .. } => ("clab", common),
+            Bench::Cable { common, .. } => ("cable", common),
+            Bench::Stats { common, .. } => ("stats", common),
+            Bench::Apply { common, .. } => ("apply", common),
+            Bench::Setns { common, .. } => ("setns", common),
+            Bench::Traffic { common, .. } => ("traffic", common),
+            Bench::Mininet { common, .. } => ("mininet", common),
+            Bench::All { common } => ("all", common),
+            Bench::Compare { .. } => return None,
+        })
+    }
+}
+
+/// `bench SCENARIO --kernels ...`: the same command, without the options of the run
+/// across kernels, on each kernel.
+fn across_kernels(scenario: &str, runs: &BenchRuns) -> anyhow::Result<()> {
+    let Some(dir) = runs.dir.clone() else {
+        anyhow::bail!("--kernels needs --dir DIR: where each kernel's result file goes");
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    nsfleet_bench::kernels::across(&nsfleet_bench::kernels::Across {
+        kernels: runs.kernels.clone(),
+        dir,
+        scenario: scenario.to_string(),
+        args: nsfleet_bench::kernels::without_own_options(&argv),
+        vm_mem_mib: runs.vm_mem as u32,
+        vm_timeout: std::time::Duration::from_secs(24 * 3600),
+        accel: nsfleet_vm::Accel::chosen(None)?,
+    })
+}

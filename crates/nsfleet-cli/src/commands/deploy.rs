@@ -1,0 +1,49 @@
+//! `nsfleet deploy`: containerlab's `deploy -t FILE`, an `up` of the lab's file.
+
+use super::args::LaunchArgs;
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
+/// for `up`).
+///
+/// The lab is a fleet named after the file's `name`. Kinds: linux (its cmd, then its
+/// exec lines), frr (the host's FRR with the startup-config), linux with FRR's image
+/// (the host's FRR with the frr.conf and daemons it binds), bridge (a switch in a
+/// namespace of its own, not a bridge on the host), host. Vendor kinds (srl, ceos,
+/// crpd, vr-*, ...) are refused. Every node gets eth0 on the management network
+/// (172.20.20.0/24 and 3fff:172:20:20::/64 by default, addresses from .2 in file
+/// order), which the host reaches through a host link holding the gateway; nodes'
+/// names (and clab-LAB-NODE) are in the fleet's /etc/hosts, never the host's. Images
+/// are recorded and shown, not pulled; binds are mounted in the node's world only.
+/// Keys nsfleet does not apply are warned about with file:line; keys that would
+/// change the lab (user, pid-mode, network-mode host) are refused. Example:
+/// examples/clab/frr01/frr01.clab.yml (containerlab's own lab-examples/frr01).
+#[derive(Args)]
+pub struct DeployCommand {
+    /// The topology file (or a folder with one); without it, the only *.clab.yml in
+    /// the current folder. At most 16 MiB of UTF-8 text, as for `up`.
+    #[arg(short = 't', long = "topo")]
+    topo: Option<PathBuf>,
+    /// Destroy the lab first if it is deployed.
+    #[arg(short = 'c', long)]
+    reconfigure: bool,
+    #[command(flatten)]
+    launch: LaunchArgs,
+}
+
+impl DeployCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let DeployCommand {
+            topo,
+            reconfigure,
+            launch,
+        } = self;
+        cmd::clab::deploy(cmd::clab::DeployArgs {
+            topo,
+            reconfigure,
+            up: launch.up(None, None, None, run_dir),
+        })
+    }
+}

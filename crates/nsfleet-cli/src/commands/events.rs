@@ -1,0 +1,34 @@
+//! `nsfleet events`: what happens in a live fleet, as it happens.
+
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Stream what happens in a live fleet until it ends: links up, down or without
+/// carrier (the kernel's own notifications in each node, not polling), processes
+/// started and exited with their status, node actions, and nodes and interfaces added,
+/// changed or removed by `apply`.
+///
+///   nsfleet events lab            # 12:04:31.250 UTC  link     r1:eth0 no-carrier
+///   nsfleet events lab --json     # {"event":"link","node":"r1","iface":"eth0","state":"no-carrier","at":...}
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct EventsCommand {
+    /// The fleet.
+    name: String,
+    /// One JSON object per line: {"event": "link" | "node" | "process_started" |
+    /// "process_exited" | "fleet_down", "at": seconds since the epoch, ...}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl EventsCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let EventsCommand { name, json } = self;
+        cmd::events::events(cmd::events::EventsArgs {
+            name,
+            json,
+            run_dir,
+        })
+    }
+}

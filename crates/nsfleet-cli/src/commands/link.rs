@@ -1,0 +1,46 @@
+//! `nsfleet link`: pull a link's cable, plug it back, or look at the link.
+
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Pull a link's cable and plug it back, on a live fleet; or look at the link.
+///
+/// `down` takes the end NODE:IFACE down: its peer loses carrier (NO-CARRIER), as a
+/// port whose cable is pulled; addresses stay. `up` plugs it back. Without either,
+/// shows both ends (up, carrier, counters) and the impairment.
+///
+///   nsfleet link lab r1:eth1 down
+///   nsfleet link lab r1:eth1            # r1:eth1 DOWN ...; peer r2:eth1 UP, NO-CARRIER
+///   nsfleet link lab r1:eth1 up
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct LinkCommand {
+    /// The fleet.
+    name: String,
+    /// One end of the link, as NODE:IFACE (`nsfleet status NAME` lists them).
+    target: String,
+    /// down (pull the cable) or up (plug it back); nothing to look.
+    #[arg(value_parser = ["down", "up"])]
+    action: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+impl LinkCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let LinkCommand {
+            name,
+            target,
+            action,
+            json,
+        } = self;
+        cmd::link::link(cmd::link::LinkArgs {
+            name,
+            target,
+            action,
+            json,
+            run_dir,
+        })
+    }
+}

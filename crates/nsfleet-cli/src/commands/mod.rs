@@ -1,0 +1,55 @@
+//! The commands, one module each: a command's arguments, its help (the doc comment that
+//! clap prints) and the call that hands them to the library.
+
+pub mod apply;
+pub mod args;
+pub mod bench;
+pub mod capture;
+pub mod clean;
+pub mod deploy;
+pub mod destroy;
+pub mod down;
+pub mod events;
+pub mod exec;
+pub mod gen;
+pub mod graph;
+pub mod impair;
+pub mod inspect;
+pub mod link;
+pub mod mn;
+pub mod node;
+pub mod report;
+pub mod stats;
+pub mod status;
+pub mod up;
+pub mod vm;
+
+use clap::Subcommand;
+
+// In the order of `nsfleet help`. No doc comments here: clap would take a variant's for the
+// command's help, and the help is written beside each command's arguments.
+#[derive(Subcommand)]
+pub enum Command {
+    Up(up::UpCommand),
+    Deploy(deploy::DeployCommand),
+    Destroy(destroy::DestroyCommand),
+    Inspect(inspect::InspectCommand),
+    Down(down::DownCommand),
+    Status(status::StatusCommand),
+    Exec(exec::ExecCommand),
+    Impair(impair::ImpairCommand),
+    Link(link::LinkCommand),
+    Apply(apply::ApplyCommand),
+    Capture(capture::CaptureCommand),
+    Stats(stats::StatsCommand),
+    Graph(graph::GraphCommand),
+    Events(events::EventsCommand),
+    Node(node::NodeCommand),
+    Gen(Box<gen::GenCommand>),
+    Vm(vm::VmCommand),
+    Mn(mn::MnCommand),
+    Clean(clean::CleanCommand),
+    #[command(subcommand)]
+    Bench(bench::Bench),
+    Report(report::ReportCommand),
+}

@@ -1,0 +1,67 @@
+//! `nsfleet stats`: a live fleet's interface and process counters, once or refreshed.
+
+use super::args::{seconds, within_usize};
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Per-interface packets, bytes, drops and errors, and per-process CPU and memory, of
+/// a live fleet: once, or refreshed like top with rates (--watch).
+///
+/// Each refresh is one netlink dump in each node's namespace, spread over the
+/// supervisor's workers (no process per node).
+///
+///   nsfleet stats lab                     # every interface and process, counters
+///   nsfleet stats lab r1                  # one node
+///   nsfleet stats lab r1:eth0 --json      # one interface, for machines
+///   nsfleet stats lab --watch --sort rx   # the busiest interfaces, every second
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct StatsCommand {
+    /// The fleet.
+    name: String,
+    /// NODE or NODE:IFACE; the whole fleet without it.
+    target: Option<String>,
+    /// Refresh until Ctrl-C, showing rates between two readings.
+    #[arg(long)]
+    watch: bool,
+    /// Seconds between refreshes with --watch.
+    #[arg(long, default_value_t = 1.0, value_parser = seconds)]
+    interval: f64,
+    /// Sort rows by name, rx, tx, drops, errors (interfaces) or cpu, mem (processes);
+    /// largest first.
+    #[arg(long, default_value = "name")]
+    sort: cmd::stats::SortKey,
+    /// Show at most this many rows of each table (20 with --watch).
+    #[arg(long, value_parser = within_usize::<1, 1_000_000>)]
+    limit: Option<usize>,
+    /// {"at": seconds since the epoch, "nodes": [{"name", "interfaces": [{"name",
+    /// "rx_packets", ...}], "processes": [{"pid", "command", "cpu_seconds",
+    /// "rss_bytes"}]}]}; one per line with --watch.
+    #[arg(long)]
+    json: bool,
+}
+
+impl StatsCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let StatsCommand {
+            name,
+            target,
+            watch,
+            interval,
+            sort,
+            limit,
+            json,
+        } = self;
+        cmd::stats::stats(cmd::stats::StatsArgs {
+            name,
+            target,
+            watch,
+            interval: std::time::Duration::from_secs_f64(interval),
+            json,
+            sort,
+            limit,
+            run_dir,
+        })
+    }
+}

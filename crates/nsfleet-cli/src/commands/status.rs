@@ -1,0 +1,26 @@
+//! `nsfleet status`: every fleet, or one with its nodes.
+
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Fleets, their nodes and processes, kernel memory, namespaces awaiting reclamation.
+#[derive(Args)]
+pub struct StatusCommand {
+    /// One fleet, with its nodes; without it, a line per fleet.
+    name: Option<String>,
+    /// {"fleets": [{"name", "pid", "state", "nodes": [{"name", ...}], ...}]}
+    #[arg(long)]
+    json: bool,
+}
+
+impl StatusCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let StatusCommand { name, json } = self;
+        cmd::status::status(cmd::status::StatusArgs {
+            name,
+            json,
+            run_dir,
+        })
+    }
+}

@@ -1,0 +1,57 @@
+//! `nsfleet up`: build a fleet from a topology file (or the default one) and leave
+//! its supervisor running.
+
+use super::args::{parse_format, LaunchArgs};
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Build a fleet and leave its supervisor running; returns once every node is ready.
+///
+/// Validates the whole file first (errors name file:line:column, and nothing is
+/// created), then creates the nodes in parallel, configures them, starts their
+/// processes, and prints the time of each phase and the node rate.
+///
+/// A node that runs software gets a world of its own, as a container would: host name,
+/// PID namespace, private /run, /proc, /sys, folders and files, and the fleet's
+/// /etc/hosts. Node keys: kind ("linux", "frr", "bird"), config, daemons, commands,
+/// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes.
+/// Templates {name} {i} {fleet} {addr.IF} {addr6.IF} are filled per node. Examples:
+/// examples/frr-ospf-ring.toml, examples/bird-grid.toml; the README has every key.
+///
+/// containerlab files (*.clab.yml, *.clab.yaml, or --format clab) run as they are,
+/// without a container engine: see `nsfleet deploy --help`.
+///
+/// Limits, checked before anything is created: a file of at most 16 MiB of UTF-8
+/// text; at most 200,000 nodes; and what this machine can hold, said with what it
+/// would take: user.max_net_namespaces, the descriptors the supervisor needs (one per
+/// node and process: RLIMIT_NOFILE, fs.nr_open; beyond them holder processes keep the
+/// namespaces), a host link's name or subnet already in use on the host.
+#[derive(Args)]
+pub struct UpCommand {
+    /// Topology file (TOML, see examples/; or containerlab's YAML); without it, the
+    /// built-in default fleet. A regular file of UTF-8 text, at most 16 MiB (write
+    /// larger fleets with [[generate]]); anything else is refused without reading on.
+    file: Option<PathBuf>,
+    /// The file's language when its name does not say: toml, or clab (containerlab).
+    /// Files ending in .yml or .yaml are read as containerlab's.
+    #[arg(long, value_parser = parse_format)]
+    format: Option<nsfleet::topology::Format>,
+    /// Use this fleet name instead of the file's [fleet] name.
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    launch: LaunchArgs,
+}
+
+impl UpCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let UpCommand {
+            file,
+            format,
+            name,
+            launch,
+        } = self;
+        cmd::up::up(launch.up(file, format, name, run_dir))
+    }
+}
