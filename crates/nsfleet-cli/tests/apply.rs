@@ -130,7 +130,13 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Subscribed once it says so: every event from here on is seen. (After a fixed wait,
+    // a loaded machine could let `apply` go first, and its events be missed.)
+    let mut stream = std::io::BufReader::new(events.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stream, &mut first).unwrap();
+    let watching: Value = serde_json::from_str(&first).unwrap_or_default();
+    assert_eq!(watching["event"], "watching", "{first}");
     let changed = env.file("changed.toml", &named(CHANGED, "aw"));
     let out: Value =
         serde_json::from_str(&env.ok(&["apply", changed.to_str().unwrap(), "--json"])).unwrap();
@@ -183,12 +189,7 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
     // The events stream saw the nodes and interfaces come and go, and ends with the fleet.
     env.ok(&["down", "aw"]);
     let mut text = String::new();
-    events
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
+    stream.read_to_string(&mut text).unwrap();
     events.wait().unwrap();
     let seen: Vec<Value> = text
         .lines()

@@ -27,15 +27,20 @@ fn netns_inodes(env: &Env, fleet: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Processes whose network namespace is one of `inodes`.
-fn processes_in(inodes: &[u64]) -> Vec<String> {
+/// Processes whose network namespace is one of `inodes`, with their names. Only while
+/// those namespaces live: once freed, their inode numbers go to new namespaces (a
+/// parallel test's) at once.
+fn processes_in(inodes: &[u64]) -> Vec<(i32, String)> {
     use std::os::unix::fs::MetadataExt;
     let pids = std::fs::read_dir("/proc").unwrap().flatten();
     pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|p| {
             std::fs::metadata(format!("/proc/{p}/ns/net")).is_ok_and(|m| inodes.contains(&m.ino()))
         })
-        .map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default())
+        .map(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            (p, comm)
+        })
         .collect()
 }
 
@@ -81,13 +86,17 @@ fn wait_full_reachability(
 fn down_to_nothing(env: &Env, fleet: Fleet<'_>, mounts_before: &[String]) {
     let inodes = netns_inodes(env, &fleet.name);
     let n = inodes.len();
+    // Listed while the namespaces are the fleet's (see `processes_in`); a process that
+    // came later would hold its namespace, which "reclaimed n of n" rules out.
+    let inside = processes_in(&inodes);
     let out = env.ok(&["down", &fleet.name]);
     std::mem::forget(fleet);
     assert!(
         out.contains(&format!("reclaimed {n} of {n} namespaces")),
         "{out}"
     );
-    assert_eq!(processes_in(&inodes), Vec::<String>::new());
+    let left: Vec<&(i32, String)> = inside.iter().filter(|(p, _)| alive(*p)).collect();
+    assert!(left.is_empty(), "still running after down: {left:?}");
     assert_eq!(
         host_mounts(),
         mounts_before,
@@ -122,10 +131,22 @@ commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run
         shared = shared.display()
     ));
     let exec = |node: &str, cmd: &str| env.ok(&["exec", "wo", node, "--", "sh", "-c", cmd]);
-    assert_eq!(
-        exec("w2", "sleep 0.2; cat /run/app/env"),
-        "w2 2 wo host-w2\n"
+    // The first command writes the file once it runs, which may be after `up` returned:
+    // wait for the whole line.
+    let written = wait_until(
+        "w2's first command to write /run/app/env",
+        Duration::from_secs(20),
+        || {
+            let out = env.run(&["exec", "wo", "w2", "--", "cat", "/run/app/env"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && text.ends_with('\n') {
+                Ok(text)
+            } else {
+                Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+            }
+        },
     );
+    assert_eq!(written, "w2 2 wo host-w2\n");
     assert_eq!(exec("w1", "hostname"), "host-w1\n");
     assert_eq!(
         exec("w2", "echo $NSFLEET_FLEET $NSFLEET_NODE $NSFLEET_INDEX"),
@@ -152,12 +173,17 @@ commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run
             && !Path::new("/mnt/new").exists()
             && !Path::new("/mnt/who").exists()
     );
-    // Its own PID namespace: the node's init is 1, the daemon is there, the host is not.
-    let ps = exec("w1", "ps -e -o pid=,comm=");
-    assert!(
-        ps.contains("1 nsfleet-node") && ps.contains("sleep"),
-        "{ps}"
-    );
+    // Its own PID namespace: the node's init is 1, the daemon (`sleep 1003`, which left
+    // its parent; `exec sleep 1000` is not it) is there once forked, the host is not.
+    let ps = wait_until("w1's daemon, sleep 1003", Duration::from_secs(20), || {
+        let ps = exec("w1", "ps -e -o pid=,comm=,args=");
+        if ps.contains("sleep 1003") {
+            Ok(ps)
+        } else {
+            Err(ps)
+        }
+    });
+    assert!(ps.contains("1 nsfleet-node"), "{ps}");
     assert!(ps.lines().count() < 10, "only the node's processes: {ps}");
     down_to_nothing(&env, fleet, &mounts);
 }
@@ -244,13 +270,36 @@ fn a_bird_line_converges_and_leaves_nothing() {
 #[test]
 fn a_failed_command_restarts_with_backoff_and_status_shows_how_each_ended() {
     let env = Env::new("restart");
+    let began = Instant::now();
     let fleet = env.up(
         "[fleet]\nname = \"rs\"\n[[node]]\nname = \"n1\"\nrestart = \"on-failure\"\ncommands = [\"echo run >> /run/count; exit 3\", \"exit 0\", \"setsid sh -c 'sleep 1005' & exec sleep 1006\"]\n",
     );
-    std::thread::sleep(Duration::from_millis(3500));
-    let s = env.status("rs");
-    let procs = s["nodes"][0]["processes"].as_array().unwrap().clone();
-    // Failed at once, then again after 1 s and 2 s: started 3 times by now.
+    // Failed at once, then again after 1 s and 2 s: the third run (second restart) starts
+    // no sooner than 3 s after `up` began, and fails at once; the next restart is 4 s
+    // after that. Wait for the third run's end rather than sleeping past it.
+    let procs = wait_until(
+        "the failing command's third run to end",
+        Duration::from_secs(30),
+        || {
+            let s = env.status("rs");
+            let procs = (s["nodes"][0]["processes"].as_array().cloned()).unwrap_or_default();
+            let third_ended = procs.len() == 3
+                && procs[0]["restarts"] == 2
+                && procs[0]["exit"]["code"] == 3
+                && procs[1]["exit"]["code"] == 0;
+            if third_ended {
+                Ok(procs)
+            } else {
+                Err(procs)
+            }
+        },
+    );
+    // The backoff: 1 s, then 2 s, between the runs.
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(3),
+        "restarted twice within {took:?}"
+    );
     assert_eq!(procs[0]["exit"]["code"], 3, "{procs:?}");
     assert_eq!(procs[0]["restarts"], 2, "{procs:?}");
     assert_eq!(procs[1]["exit"]["code"], 0, "{procs:?}");

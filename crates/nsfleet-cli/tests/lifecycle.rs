@@ -135,36 +135,60 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
     let sup = fleet.pid();
     let namespaces = netns_held_by(sup);
     assert_eq!(namespaces.len(), 21);
-    // The daemonised sleeps escaped their process group and their parent; find them too,
-    // by the nodes' network namespaces they are in.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The daemonised sleeps (`sleep 1001` and `sleep 1002`, two per node) escaped their
+    // process group and their parent; find them too, by the nodes' network namespaces they
+    // are in. They are forked after `up` returns: wait until all 40 exist (`exec sleep
+    // 1000`, the nodes' own commands, are in `pids` and not counted here).
     let inodes: Vec<u64> = namespaces.iter().filter_map(|h| h.inode()).collect();
     let in_fleet = |p: i32| {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(format!("/proc/{p}/ns/net")).is_ok_and(|m| inodes.contains(&m.ino()))
     };
-    let escaped: Vec<i32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| c.starts_with("sleep\u{0}100"))
-                && in_fleet(*p)
-        })
-        .collect();
-    assert!(escaped.len() >= 40, "daemons found: {}", escaped.len());
+    let daemons = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                    c.starts_with("sleep\u{0}1001\u{0}") || c.starts_with("sleep\u{0}1002\u{0}")
+                }) && in_fleet(*p)
+            })
+            .collect()
+    };
+    let escaped = wait_until(
+        "the 40 daemonised sleeps in the fleet's nodes",
+        std::time::Duration::from_secs(20),
+        || {
+            let found = daemons();
+            if found.len() >= 40 {
+                Ok(found)
+            } else {
+                Err(found)
+            }
+        },
+    );
+    assert_eq!(escaped.len(), 40, "daemons found: {escaped:?}");
     unsafe { libc::kill(sup, libc::SIGKILL) };
     wait_gone(sup);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        pids.iter().chain(&escaped).all(|p| !alive(*p)),
-        "every process died with the supervisor"
-    );
-    assert_eq!(
-        still_alive(&namespaces),
-        0,
-        "every namespace died with the supervisor"
+    // The kernel kills the PID namespace's processes and frees the namespaces (a closed
+    // socket lets go of its namespace a grace period later) asynchronously: wait for it.
+    wait_until(
+        "every process and namespace of the fleet to die with the supervisor",
+        std::time::Duration::from_secs(20),
+        || {
+            let left: Vec<i32> = (pids.iter().chain(&escaped).copied())
+                .filter(|p| alive(*p))
+                .collect();
+            let namespaces_left = still_alive(&namespaces);
+            if left.is_empty() && namespaces_left == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "processes alive: {left:?}; namespaces alive: {namespaces_left}"
+                ))
+            }
+        },
     );
     assert!(
         !std::fs::read_to_string("/proc/self/mountinfo")
@@ -244,14 +268,20 @@ fn down_names_whoever_still_holds_a_node_namespace() {
     let fleet = env.up("[fleet]\nname = \"hd\"\n[[node]]\nname = \"n{i}\"\ncount = 2\n");
     // A user's shell, left running inside n1, keeps n1's namespace alive past `down`.
     let mut shell = env.spawn(&["exec", "hd", "n1", "--", "sleep", "30"]);
-    for _ in 0..100 {
-        if std::fs::read_to_string(format!("/proc/{}/cmdline", shell.id()))
-            .is_ok_and(|c| c.starts_with("sleep"))
-        {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let shell_pid = shell.id();
+    wait_until(
+        "the exec'd sleep to run in n1",
+        std::time::Duration::from_secs(10),
+        || {
+            let cmdline =
+                std::fs::read_to_string(format!("/proc/{shell_pid}/cmdline")).unwrap_or_default();
+            if cmdline.starts_with("sleep") {
+                Ok(())
+            } else {
+                Err(cmdline)
+            }
+        },
+    );
     let out = env.ok(&["down", "hd", "--json"]);
     std::mem::forget(fleet);
     shell.kill().unwrap();
@@ -467,11 +497,14 @@ fn holder_processes_keep_namespaces_work_and_die_with_the_supervisor() {
     for h in &holders {
         wait_gone(*h);
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(
-        still_alive(&held),
-        0,
-        "every namespace died with the supervisor"
+    // Freed by the kernel asynchronously once nothing holds them: wait for it.
+    wait_until(
+        "every namespace to die with the supervisor",
+        std::time::Duration::from_secs(20),
+        || match still_alive(&held) {
+            0 => Ok(()),
+            n => Err(format!("{n} of {} namespaces still alive", held.len())),
+        },
     );
     env.ok(&["clean", "hd"]);
 }

@@ -28,15 +28,18 @@ fn a_pulled_cable_takes_carrier_from_the_peer_and_plugging_it_back_restores_the_
         "{out}"
     );
     // The kernel's own view, from the peer: carrier gone, still administratively up.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !link_line(&env, "cb", "r1", "eth0").contains("NO-CARRIER") {
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            link_line(&env, "cb", "r1", "eth0")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "r1:eth0 to lose its carrier",
+        Duration::from_secs(20),
+        || {
+            let line = link_line(&env, "cb", "r1", "eth0");
+            if line.contains("NO-CARRIER") {
+                Ok(())
+            } else {
+                Err(line)
+            }
+        },
+    );
     assert!(
         !pings(&env, "cb", "r1", "10.2.0.2"),
         "no packet crosses a pulled cable"
@@ -181,21 +184,49 @@ fn events_stream_link_process_and_node_changes_until_the_fleet_ends() {
     let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
     let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(first["event"], "watching", "nothing is missed from here on");
+    // Read as they come, on a thread of their own, so that waiting for them has a deadline.
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let reader = std::thread::spawn(move || {
+        for l in lines {
+            let event = serde_json::from_str(&l.unwrap()).unwrap();
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
     env.ok(&["link", "ev", "r2:eth0", "down"]);
     env.ok(&["link", "ev", "r2:eth0", "up"]);
     env.ok(&["node", "ev", "w", "restart"]);
-    std::thread::sleep(Duration::from_millis(300));
-    drop(fleet); // down: the stream ends by itself
-    let events: Vec<serde_json::Value> = lines
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    assert!(watcher.wait().unwrap().success());
-    let has = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
-    let link = |node: &str, state: &str| {
-        has(&|e: &serde_json::Value| {
+    let link_seen = |events: &[serde_json::Value], node: &str, state: &str| {
+        events.iter().any(|e| {
             e["event"] == "link" && e["node"] == node && e["iface"] == "eth0" && e["state"] == state
         })
     };
+    // The link events come from the kernel's notifications in the nodes, read by the
+    // supervisor on a thread of its own: down before they are read would lose them.
+    let mut events: Vec<serde_json::Value> = Vec::new();
+    wait_until("the four link events", Duration::from_secs(20), || {
+        events.extend(rx.try_iter());
+        let all = [
+            ("r1", "no-carrier"),
+            ("r2", "down"),
+            ("r1", "up"),
+            ("r2", "up"),
+        ]
+        .iter()
+        .all(|&(node, state)| link_seen(&events[..], node, state));
+        if all {
+            Ok(())
+        } else {
+            Err(events.clone())
+        }
+    });
+    drop(fleet); // down: the stream ends by itself
+    reader.join().unwrap();
+    events.extend(rx.try_iter());
+    assert!(watcher.wait().unwrap().success());
+    let has = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
+    let link = |node: &str, state: &str| link_seen(&events[..], node, state);
     assert!(link("r1", "no-carrier") && link("r2", "down"), "{events:?}");
     assert!(link("r1", "up") && link("r2", "up"), "{events:?}");
     assert!(

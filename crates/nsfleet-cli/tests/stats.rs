@@ -108,18 +108,42 @@ fn watch_refreshes_with_rates_and_json_lines() {
     assert!(at(&second) - at(&first) >= 0.25, "{first} {second}");
     assert_eq!(second["nodes"].as_array().unwrap().len(), 6);
 
-    // For people: rates between readings, redrawn.
-    let out = env
+    // For people: rates between readings, redrawn. Read as it comes, until two frames
+    // are in, rather than for a fixed time that a loaded machine may not draw one in.
+    let mut out = env
         .cmd(&["stats", "st", "--watch", "--interval", "0.2"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut stdout = out.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut bytes = Vec::new();
+    let text = wait_until(
+        "two frames of `stats --watch`",
+        std::time::Duration::from_secs(30),
+        || {
+            bytes.extend(rx.try_iter().flatten());
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if text.matches("\x1b[H\x1b[2J").count() >= 2 {
+                Ok(text)
+            } else {
+                Err(text)
+            }
+        },
+    );
     // SAFETY: a signal to the process this test started.
     unsafe { libc::kill(out.id() as i32, libc::SIGINT) };
-    let text = String::from_utf8(out.wait_with_output().unwrap().stdout).unwrap();
-    assert!(text.contains("\x1b[H\x1b[2J"), "redrawn: {text:?}");
+    out.wait().unwrap();
+    reader.join().unwrap();
     assert!(text.contains("RX PPS") && text.contains("CPU"), "{text}");
 }
 

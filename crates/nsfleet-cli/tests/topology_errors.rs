@@ -144,11 +144,14 @@ fn the_hostile_corpus_is_refused_line_by_line_and_creates_nothing() {
     assert!(files.len() >= 150, "{} files in the corpus", files.len());
     // Other tests of this binary probe the kernel in scratch namespaces of their own,
     // which live for a moment: wait them out.
-    let settled = (0..50).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        netns_count() <= before
-    });
-    assert!(settled, "no namespace left behind");
+    wait_until(
+        "no namespace left behind",
+        std::time::Duration::from_secs(20),
+        || match netns_count() {
+            n if n <= before => Ok(()),
+            n => Err(format!("{n} namespaces in use, {before} before the corpus")),
+        },
+    );
 }
 
 /// The lines `err` names in `file`, in order.

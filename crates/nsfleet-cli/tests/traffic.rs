@@ -183,7 +183,33 @@ fn control_while_running_keeps_every_count() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // What the generator says of a device now, without changing anything.
+    let now = |dev: &str| -> Result<Value, String> {
+        let out = env.run(&["gen", "gc", "--results", "--json"]);
+        let r: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        (r["results"]["threads"].as_array().into_iter().flatten())
+            .flat_map(|t| t["devices"].as_array().into_iter().flatten())
+            .find(|d| d["dev"] == dev)
+            .cloned()
+            .ok_or_else(|| format!("no {dev} yet: {r}"))
+    };
+    // The first device runs (its `gen` has reset, added and started it) before the second
+    // is added: otherwise that reset could come after, and nothing would run "while".
+    wait_until(
+        "tx:eth0 to be sending",
+        std::time::Duration::from_secs(20),
+        || match now("tx:eth0") {
+            Ok(d) if d["state"] == "running" && d["sent"].as_u64() > Some(0) => Ok(()),
+            Ok(d) => Err(d.to_string()),
+            Err(e) => Err(e),
+        },
+    );
     // A device added on the other thread while the first runs.
     let more = env.file(
         "more.conf",
@@ -193,7 +219,21 @@ fn control_while_running_keeps_every_count() {
         &env,
         &["gc", "--keep", "--sink", "--file", more.to_str().unwrap()],
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Stopped only once the second is done and the first has sent enough to judge by,
+    // still running all along.
+    wait_until(
+        "tx:eth1 done while tx:eth0 still runs",
+        std::time::Duration::from_secs(20),
+        || {
+            let (a, b) = (now("tx:eth0")?, now("tx:eth1")?);
+            let a_runs = a["state"] == "running" && a["sent"].as_u64() > Some(1000);
+            if a_runs && b["state"] == "done" {
+                Ok(())
+            } else {
+                Err(format!("{a} {b}"))
+            }
+        },
+    );
     let stopped = gen(&env, &["gc", "--stop"]);
     let out = first.wait_with_output().unwrap();
     assert!(out.status.success());

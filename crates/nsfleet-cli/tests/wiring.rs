@@ -537,9 +537,28 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
         .success()
         .then_some(())
         .expect("host reaches the node");
-    // Someone keeps the node's namespace (and so the host link) alive past the crash.
+    // Someone keeps the node's namespace (and so the host link) alive past the crash: once
+    // the exec'd sleep is in box's namespace, not after a guess at how long that takes
+    // (without it, the assertion below could still pass, on the kernel's slowness alone).
     let mut holder = env.spawn(&["exec", "hl", "box", "--", "sleep", "60"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let box_inode = env.status("hl")["nodes"][0]["netns_inode"].as_u64();
+    let holder_pid = holder.id();
+    wait_until(
+        "the exec'd sleep to hold box's namespace",
+        std::time::Duration::from_secs(10),
+        || {
+            let cmdline =
+                std::fs::read_to_string(format!("/proc/{holder_pid}/cmdline")).unwrap_or_default();
+            let inode = netns_inode_of(holder_pid);
+            if cmdline.starts_with("sleep") && inode.is_some() && inode == box_inode {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{cmdline:?} in net:[{inode:?}], box is net:[{box_inode:?}]"
+                ))
+            }
+        },
+    );
     let pid = f.pid();
     unsafe { libc::kill(pid, libc::SIGKILL) };
     wait_gone(pid);
@@ -561,12 +580,17 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
     unsafe { libc::kill(pid, libc::SIGKILL) };
     wait_gone(pid);
     // The host end goes with its node, once the kernel's asynchronous cleanup gets to it.
-    for _ in 0..200 {
-        if !host_has(&name) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
+    wait_until(
+        "the host end to go with its node",
+        std::time::Duration::from_secs(20),
+        || {
+            if host_has(&name) {
+                Err(format!("{name} is still on the host"))
+            } else {
+                Ok(())
+            }
+        },
+    );
     let look_alike = HostIface::look_alike(&name);
     env.ok(&["clean", "hl2"]);
     assert!(

@@ -86,6 +86,9 @@ use std::sync::Arc;
 struct Forwarding {
     fail_on: Option<&'static str>,
     inits: Arc<AtomicUsize>,
+    /// Inits run by a registration, which sees the live nodes (a creation's Create phase
+    /// sees none: the node is not published yet).
+    by_registration: Arc<AtomicUsize>,
     exits: Arc<AtomicUsize>,
     batches: Arc<AtomicUsize>,
 }
@@ -105,6 +108,9 @@ impl Subsystem for Forwarding {
         std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")?;
         *on = true;
         self.inits.fetch_add(1, Ordering::SeqCst);
+        if !cx.peers().is_empty() {
+            self.by_registration.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(())
     }
     fn exit(&self, node: &Node, on: &mut bool) {
@@ -193,23 +199,47 @@ fn a_registration_racing_a_creation_reaches_every_node_exactly_once() {
     let t = Arc::new(fleet(2));
     register_defaults(&t.fleet, "engine", t.journal(), None).unwrap();
     let sub = Forwarding::default();
+    // The creation says when its first node is made, inside the registry's shared lock,
+    // and waits for the registration to be on its way: the race is certain, not left to
+    // how long a thread takes to start.
+    let (made_one, first_made) = std::sync::mpsc::channel::<()>();
+    let (go, going) = std::sync::mpsc::channel::<()>();
     let creator = {
         let t = t.clone();
         std::thread::spawn(move || {
+            let mut told = false;
             t.fleet
                 .create(
                     &topo("[fleet]\nname = \"race\"\n[[node]]\nname = \"n{i}\"\ncount = 300\n"),
-                    &mut |_, _, _| std::ops::ControlFlow::Continue(()),
+                    &mut |_, done, _| {
+                        if !told && done > 0 {
+                            told = true;
+                            let _ = made_one.send(());
+                            let _ = going.recv_timeout(std::time::Duration::from_secs(60));
+                        }
+                        std::ops::ControlFlow::Continue(())
+                    },
                 )
                 .unwrap();
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    first_made
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the creation made its first node");
+    // 299 nodes and three phases are still to come: the registration asks for the lock
+    // while the creation holds it.
+    go.send(()).unwrap();
     t.fleet.register(sub.clone()).unwrap();
     creator.join().unwrap();
-    // Either creation ran the subsystem's init (registered first) or registration did
-    // (creation first): the rwlock makes it one or the other for every node, never neither.
+    // The creation took its set of subsystems before the registration, so the
+    // registration ran every init, on every node the creation published: it waited for
+    // them rather than missing any, and no node got init twice or never.
     assert_eq!(sub.inits.load(Ordering::SeqCst), 300);
+    assert_eq!(
+        sub.by_registration.load(Ordering::SeqCst),
+        300,
+        "every init by the registration"
+    );
     assert!(t.fleet.nodes().iter().all(|n| forwarding(n) == "1"));
 }
 

@@ -227,6 +227,34 @@ pub fn wait_gone(pid: i32) {
     panic!("pid {pid} is still alive");
 }
 
+/// Polls `probe` every 25 ms until it returns `Ok`, and returns what it returned; after
+/// `timeout`, fails the test with `what` and the last state `probe` saw (its `Err`). For
+/// what the kernel or a supervisor does asynchronously: a deadline, never a fixed sleep.
+pub fn wait_until<T, S: std::fmt::Debug>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut probe: impl FnMut() -> Result<T, S>,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match probe() {
+            Ok(v) => return v,
+            Err(last) if std::time::Instant::now() >= deadline => {
+                panic!("waited {timeout:?} for {what}; last seen: {last:?}")
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(25)),
+        }
+    }
+}
+
+/// The network namespace inode of process `pid`, if it still exists.
+pub fn netns_inode_of(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|m| m.ino())
+}
+
 /// Weak references (nsfs handles) to every network namespace a process holds open, but
 /// our own. Unlike inode numbers, which parallel tests' new namespaces reuse at once, a
 /// handle names one namespace only.
