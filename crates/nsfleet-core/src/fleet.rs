@@ -21,7 +21,7 @@ use arc_swap::ArcSwap;
 use nsfleet_sys as sys;
 use nsfleet_topology::{NodeSpec, Topology};
 
-use parking_lot::Mutex;
+use nsfleet_locks::{order, Mutex};
 use std::os::fd::{AsFd, OwnedFd};
 
 use std::ops::ControlFlow;
@@ -129,11 +129,11 @@ impl Fleet {
             log_dir: opts.log_dir,
             registry,
             nodes: ArcSwap::from_pointee(NodeTable::default()),
-            table: Mutex::new(()),
+            table: Mutex::new(order::FLEET_TABLE, ()),
             reaper,
             workers,
             watch,
-            hub: Mutex::new(Some(hub)),
+            hub: Mutex::new(order::FLEET_HUB, Some(hub)),
             holders,
         })
     }
@@ -356,7 +356,7 @@ impl Fleet {
     {
         let table = self.nodes();
         let node = (table.get(name).cloned()).ok_or_else(|| anyhow!("no node named {name:?}"))?;
-        let (log_dir, f) = (self.log_dir.clone(), Mutex::new(Some(f)));
+        let (log_dir, f) = (self.log_dir.clone(), parking_lot::Mutex::new(Some(f)));
         let work = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
             let f = f.lock().take().expect("a single item");
             enter_node(w, &node)?;

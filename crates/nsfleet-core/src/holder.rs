@@ -12,8 +12,8 @@
 //! program that is not `nsfleet`) and named `nsfleet-hold`, which is how `ps` and the
 //! tests tell it. It never decides which nodes are held: the fleet does.
 
+use nsfleet_locks::{order, Mutex};
 use nsfleet_sys as sys;
-use parking_lot::Mutex;
 use std::ffi::CStr;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
@@ -63,7 +63,7 @@ impl Holders {
         Holders {
             cap: cap.map_or(most, |c| c.clamp(1, most)),
             home,
-            list: Mutex::new(Vec::new()),
+            list: Mutex::new(order::HOLDERS, Vec::new()),
         }
     }
 
@@ -142,7 +142,7 @@ impl Holder {
         let pidfd = sys::pidfd_open(pid)?;
         drop(guard);
         Ok(Holder {
-            conn: Mutex::new(ours),
+            conn: Mutex::new(order::HOLDER_CONN, ours),
             pidfd,
             held: AtomicUsize::new(0),
         })

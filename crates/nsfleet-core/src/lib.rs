@@ -13,25 +13,16 @@
 //!
 //! # Locking
 //!
-//! Each lock says next to its data what it protects. The order, outermost first: a thread
-//! holding one of these may take only locks further down the list.
-//!
-//! 1. the supervisor's `changes` (one change to the live fleet at a time), then its
-//!    `traffic` (generator control, pktgen_thread_lock), then its
-//!    `state` and `kernel_bytes`, which are leaves;
-//! 2. `Registry::list` (pernet_ops_rwsem): shared by creation and by the reaper (which
-//!    takes it recursively: a creation holding it may wait for the reaper in `admit`),
-//!    exclusive for registration;
-//! 3. `Fleet::table` (writers of the node table);
-//! 4. `Node::states`, one node's at a time;
-//! 5. `Node::netns`;
-//! 6. `Holders::list`, released before 7;
-//! 7. `Holder::conn`.
-//!
-//! Leaves, never held while taking another: `Backlog::count`, `Ticket::state`, every lock
-//! of `ReclaimWatch`, `Fleet::hub`, and nsfleet-sys's `SPAWNING` (held from a node
-//! process's fork until its pidfd is open). Readers of the node table take no lock at all
-//! (an `ArcSwap` snapshot), so status and exec never wait for a creation.
+//! Each lock says next to its data what it protects. The order is written once, as the
+//! ranks of `nsfleet-locks`' `order` module, and every lock of the order is made with
+//! its rank: in debug builds (the test suite) a lock taken out of order panics with both
+//! names before it blocks. Outermost first: the supervisor's `changes` and `traffic`, the
+//! event watch's `links`, `Registry::list`, `Fleet::table`, `Node::states` (one node's at
+//! a time), `Proc::run` (a batch's at once), `Node::netns`, `Holders::list`,
+//! `Holder::conn`, then nsfleet-sys's `SPAWNING` and `WATCHED`; leaves after them.
+//! `Registry::list` is taken recursively by the reaper: a creation holding it may wait
+//! for the reaper in `admit`. Readers of the node table take no lock at all (an `ArcSwap`
+//! snapshot), so status and exec never wait for a creation.
 
 pub mod fault;
 mod fleet;

@@ -10,7 +10,7 @@ use nsfleet_sys as sys;
 use nsfleet_topology::{NodeConfig, NodeSpec, NodeWiring};
 
 use arc_swap::ArcSwap;
-use parking_lot::Mutex;
+use nsfleet_locks::{order, Mutex};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -77,8 +77,8 @@ impl Node {
             }),
             inode,
             handle,
-            netns: Mutex::new(Some(netns)),
-            states: Mutex::new(Vec::new()),
+            netns: Mutex::new(order::NODE_NETNS, Some(netns)),
+            states: Mutex::new(order::NODE_STATES, Vec::new()),
         })
     }
 

@@ -11,7 +11,7 @@ use super::worker::{Worker, Workers};
 use super::SubsysId;
 use anyhow::{anyhow, Context};
 use arc_swap::ArcSwap;
-use parking_lot::{RwLock, RwLockReadGuard};
+use nsfleet_locks::{order, RwLock, RwLockReadGuard};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -22,14 +22,22 @@ pub(crate) struct Registered {
     pub ops: Arc<dyn Ops>,
 }
 
-#[derive(Default)]
 pub struct Registry {
     /// Protects the set of subsystems and their order (pernet_ops_rwsem). Shared for a
     /// whole creation run and a whole reaper batch, so that the subsystems that ran `init`
     /// on a node are the ones that run `exit` on it; exclusive for (un)registration, which
-    /// runs `init`/`exit` on every live node under it. Lock order: see `core`.
+    /// runs `init`/`exit` on every live node under it. Its rank: `order::REGISTRY`.
     list: RwLock<Vec<Registered>>,
     next: AtomicU32,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            list: RwLock::new(order::REGISTRY, Vec::new()),
+            next: AtomicU32::default(),
+        }
+    }
 }
 
 impl Registry {

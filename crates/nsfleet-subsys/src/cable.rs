@@ -9,11 +9,11 @@
 
 use anyhow::{anyhow, Context};
 use nsfleet_core::{Fleet, InitCtx};
+use nsfleet_locks::{order, Mutex};
 use nsfleet_netlink::rtnl::{self, LinkStats, RTNLGRP_LINK};
 use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_sys as sys;
 use nsfleet_topology::Link;
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -169,7 +169,7 @@ impl LinkWatch {
         tell: impl Fn(&str, String, &'static str) + Send + 'static,
     ) -> anyhow::Result<LinkWatch> {
         let names: Vec<String> = fleet.nodes().iter().map(|n| n.name().to_string()).collect();
-        let socks = Arc::new(Mutex::new(open(fleet, &names)?));
+        let socks = Arc::new(Mutex::new(order::LINK_SOCKS, open(fleet, &names)?));
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, shared) = (stop.clone(), socks.clone());
         let thread = std::thread::Builder::new()

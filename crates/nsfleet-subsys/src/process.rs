@@ -18,9 +18,9 @@ use crate::spawner::Spawner;
 use crate::world::{self, World};
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
+use nsfleet_locks::{order, Mutex};
 use nsfleet_sys::{self as sys, Exit};
 use nsfleet_topology::{template, FileSource, NodeConfig};
-use parking_lot::Mutex;
 use std::fs::OpenOptions;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -83,8 +83,8 @@ struct Proc {
     env: Vec<(String, String)>,
     restart: bool,
     events: Option<ProcessEvents>,
-    /// Protects the command's current run; taken by the watcher, `status` and teardown,
-    /// never with another lock held.
+    /// Protects the command's current run; taken by the watcher, `status` (under the
+    /// node's states) and teardown (a batch's at once); only `WATCHED` is taken under it.
     run: Mutex<Run>,
 }
 
@@ -284,15 +284,18 @@ impl Subsystem for Processes {
                         world: world_id,
                         env: env.clone(),
                         restart: node.config().restart_on_failure,
-                        run: Mutex::new(Run {
-                            pid,
-                            host_pid,
-                            pidfd: Arc::new(pidfd),
-                            exit: None,
-                            restarts: 0,
-                            again_at: None,
-                            stopping: false,
-                        }),
+                        run: Mutex::new(
+                            order::PROC_RUN,
+                            Run {
+                                pid,
+                                host_pid,
+                                pidfd: Arc::new(pidfd),
+                                exit: None,
+                                restarts: 0,
+                                again_at: None,
+                                stopping: false,
+                            },
+                        ),
                     });
                     p.tell_started(host_pid);
                     watcher.add(&p);
@@ -423,7 +426,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Watcher {
     fn start(spawner: Spawner) -> std::io::Result<Watcher> {
-        let procs: Arc<Mutex<Vec<Weak<Proc>>>> = Arc::default();
+        let procs = Arc::new(Mutex::new(order::WATCHED_PROCS, Vec::<Weak<Proc>>::new()));
         let list = procs.clone();
         // Started by a worker inside a node: the thread goes home before it makes its
         // socket pair, as a socket keeps the namespace it was made in alive.

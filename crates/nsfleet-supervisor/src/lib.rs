@@ -28,10 +28,10 @@ use crate::traffic::Traffic;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
 use nsfleet_core::{Fleet, FleetOptions, Holding, Phase};
+use nsfleet_locks::{order, Mutex};
 use nsfleet_subsys::{register_defaults, Defaults};
 use nsfleet_sys as sys;
 use nsfleet_topology::Topology;
-use parking_lot::Mutex;
 use std::ffi::CStr;
 use std::io::{Read, Write};
 use std::ops::ControlFlow;
@@ -145,14 +145,15 @@ struct Supervisor {
     kernel_bytes: Mutex<i64>,
     shutdown: Sender<Shutdown>,
     /// Protects the traffic generator and serialises its control, as pktgen's
-    /// pktgen_thread_lock does. Taken after `changes` (order: `core`).
+    /// pktgen_thread_lock does. Taken after `changes` (nsfleet-locks' `order`).
     traffic: Mutex<Traffic>,
-    /// Who watches the fleet (`nsfleet events`); its locks are leaves.
+    /// Who watches the fleet (`nsfleet events`); `links` is taken after `traffic`, `subs`
+    /// is a leaf (nsfleet-locks' `order`).
     watchers: Arc<watch::Watchers>,
     /// Serialises changes to the live fleet (`apply`, `impair`, `link`, `node`): each is
     /// all or nothing, and no two interleave on a node. `status` takes it to read between
     /// changes, and `events` to open its sockets in the nodes between changes; `exec` does
-    /// not. The outermost lock of the process (order: `core`).
+    /// not. The outermost lock of the process (nsfleet-locks' `order`).
     changes: Mutex<()>,
 }
 
@@ -213,12 +214,12 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         run_dir,
         fleet,
         defaults,
-        state: Mutex::new("starting"),
-        kernel_bytes: Mutex::new(0),
+        state: Mutex::new(order::STATE, "starting"),
+        kernel_bytes: Mutex::new(order::KERNEL_BYTES, 0),
         shutdown,
-        traffic: Mutex::new(Traffic::default()),
+        traffic: Mutex::new(order::TRAFFIC, Traffic::default()),
         watchers,
-        changes: Mutex::new(()),
+        changes: Mutex::new(order::CHANGES, ()),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());

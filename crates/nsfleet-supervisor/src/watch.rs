@@ -13,8 +13,8 @@
 
 use crate::control::{self, Reply};
 use nsfleet_core::Fleet;
+use nsfleet_locks::{order, Mutex};
 use nsfleet_subsys::cable;
-use parking_lot::Mutex;
 use serde::Serialize;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -43,7 +43,6 @@ pub enum FleetEvent {
     FleetDown,
 }
 
-#[derive(Default)]
 pub struct Watchers {
     /// The connections that asked. Lock order: `links` before `subs`.
     subs: Mutex<Vec<UnixStream>>,
@@ -68,6 +67,15 @@ fn line(event: &impl Serialize) -> String {
     let mut line = v.to_string();
     line.push('\n');
     line
+}
+
+impl Default for Watchers {
+    fn default() -> Self {
+        Watchers {
+            subs: Mutex::new(order::WATCH_SUBS, Vec::new()),
+            links: Mutex::new(order::WATCH_LINKS, Links::default()),
+        }
+    }
 }
 
 impl Watchers {

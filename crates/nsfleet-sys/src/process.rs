@@ -3,6 +3,7 @@
 
 use crate::check;
 use crate::poll::pollfds_in;
+use nsfleet_locks::{order, Mutex, RwLock};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -114,7 +115,7 @@ pub fn reap_any() {
 
 /// Children whose exit status their spawner collects ([`try_wait_pidfd`]), not
 /// [`reap_any`]. Named while [`spawn_guard`] is held, before the child can be swept.
-static WATCHED: parking_lot::Mutex<Vec<libc::pid_t>> = parking_lot::Mutex::new(Vec::new());
+static WATCHED: Mutex<Vec<libc::pid_t>> = Mutex::new(order::WATCHED, Vec::new());
 
 /// Keeps [`reap_any`] off child `pid` until [`unwatch_child`].
 pub fn watch_child(pid: libc::pid_t) {
@@ -297,7 +298,7 @@ pub fn die_with_spawner(cmd: &mut std::process::Command) {
 /// Held shared from fork until the child's pidfd exists, and exclusively by [`reap_any`]:
 /// otherwise a child that exits at once could be reaped by a PID-1 orphan sweep before we
 /// hold a pidfd for it, and its pid could be recycled under us.
-static SPAWNING: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+static SPAWNING: RwLock<()> = RwLock::new(order::SPAWNING, ());
 
 /// Spawns `cmd` as a node process ([`child_setup`] runs between fork and exec) and
 /// returns its pid. The caller holds [`spawn_guard`] until it has opened a pidfd for it.
@@ -310,7 +311,7 @@ pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<libc::p
 }
 
 /// Held from before a spawn until the child's pidfd is open (see `SPAWNING`).
-pub fn spawn_guard() -> parking_lot::RwLockReadGuard<'static, ()> {
+pub fn spawn_guard() -> nsfleet_locks::RwLockReadGuard<'static, ()> {
     SPAWNING.read()
 }
 

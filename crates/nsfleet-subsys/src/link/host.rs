@@ -9,10 +9,10 @@
 use super::{At, LinkKind};
 use anyhow::{anyhow, Context};
 use nsfleet_core::{Node, Phase, Requests};
+use nsfleet_locks::{order, Mutex};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_topology::{Iface, IpNet};
-use parking_lot::Mutex;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -37,7 +37,7 @@ impl HostLinks {
         Ok(HostLinks {
             journal,
             token: format!("nsfleet:{fleet}:{random:016x}"),
-            host: Mutex::new(NlSocket::open()?),
+            host: Mutex::new(order::HOST_SOCKET, NlSocket::open()?),
             home: nsfleet_sys::current_netns()?,
         })
     }

@@ -29,7 +29,7 @@ impl Supervisor {
             );
         }
         // Taken before the fleet is read, so that the plan is made against what stays; then
-        // the generator's, so that it takes no new node meanwhile (lock order: `core`).
+        // the generator's, so that it takes no new node meanwhile (nsfleet-locks' `order`).
         let _change = if dry_run { None } else { Some(self.change()?) };
         let mut traffic = (!dry_run).then(|| self.traffic.lock());
         let running: Vec<nsfleet_topology::NodeSpec> = (self.fleet.nodes().iter())

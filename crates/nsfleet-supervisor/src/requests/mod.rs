@@ -103,7 +103,7 @@ impl Supervisor {
 
     /// The right to change the live fleet: one change at a time, and none once the fleet
     /// is going down (or not up yet).
-    fn change(&self) -> anyhow::Result<parking_lot::MutexGuard<'_, ()>> {
+    fn change(&self) -> anyhow::Result<nsfleet_locks::MutexGuard<'_, ()>> {
         let guard = self.changes.lock();
         let state = *self.state.lock();
         if state != "up" {
