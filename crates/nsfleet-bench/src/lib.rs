@@ -530,7 +530,7 @@ pub(crate) fn rss_of(pid: i64) -> f64 {
 }
 
 pub(crate) fn which(cmd: &str) -> bool {
-    nsfleet::topology::software::which(cmd).is_some()
+    nsfleet::sys::host::which(cmd).is_some()
 }
 
 /// What a result depends on besides the code: kernel, its config, CPUs, memory.

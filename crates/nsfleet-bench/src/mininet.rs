@@ -32,8 +32,8 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     need_root("mininet")?;
     let c = &a.common;
     let fanout = c.size(a.fanout, 4);
-    let python = nsfleet::topology::software::python_with("nsfleet.mininet.net")
-        .map_err(anyhow::Error::msg)?;
+    let python =
+        nsfleet::sys::host::python_with("nsfleet.mininet.net").map_err(anyhow::Error::msg)?;
     let (mut api, mut up, mut mn) = (Times::default(), Times::default(), Times::default());
     let mut unavailable = serde_json::Map::new();
     let mut mininet_ok = true;

@@ -14,8 +14,7 @@ pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
     if !std::path::Path::new(script).is_file() {
         bail!("{script}: no such script");
     }
-    let python =
-        nsfleet::topology::software::python_with("nsfleet.mn").map_err(anyhow::Error::msg)?;
+    let python = nsfleet::sys::host::python_with("nsfleet.mn").map_err(anyhow::Error::msg)?;
     let err = std::process::Command::new(&python)
         .args(["-m", "nsfleet.mn"])
         .args(script_and_args)

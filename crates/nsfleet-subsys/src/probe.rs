@@ -1,12 +1,13 @@
-//! What the running kernel offers, found out for exactly what a topology asks
-//! ([`Asks`]): the value the topology is checked against ([`KernelCaps`]), and the netem
-//! answer the impairment subsystem acts on. Probes run in a scratch namespace on a thread
-//! of its own, which dies with the thread: nothing of the host is touched.
+//! What the running kernel offers and the host has installed, found out for exactly what
+//! a topology asks ([`Asks`]): the value the topology is checked against
+//! ([`KernelCaps`]), and the netem answer the impairment subsystem acts on. Kernel probes
+//! run in a scratch namespace on a thread of its own, which dies with the thread; the
+//! host is only read (PATH, files, /etc/passwd): nothing of it is touched.
 
 use nsfleet_netlink::rtnl::{self, Netem};
 use nsfleet_netlink::{Batch, NlSocket};
 use nsfleet_sys as sys;
-use nsfleet_topology::{Asks, Draft, KernelCaps, Topology, TopologyError};
+use nsfleet_topology::{Asks, Draft, HostFound, HostNeed, KernelCaps, Topology, TopologyError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::OnceLock;
@@ -40,7 +41,27 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
         netns_sysctls,
         host_sysctls: writable(&asks.sysctls),
         refused_values,
+        host: host_for(&asks.host),
     }
+}
+
+/// What the host has of `needs`: the programs on PATH, the files, the users' ids.
+fn host_for(needs: &BTreeSet<HostNeed>) -> HostFound {
+    let mut found = HostFound::default();
+    for need in needs {
+        let there = match need {
+            HostNeed::Program(p) => sys::host::which(p).is_some(),
+            HostNeed::File(f) => std::path::Path::new(f).exists(),
+            HostNeed::User(u) => match sys::host::user(u) {
+                Some(ids) => found.users.insert(u.clone(), ids).is_none(),
+                None => false,
+            },
+        };
+        if !there {
+            found.missing.insert(need.clone());
+        }
+    }
+    found
 }
 
 /// Of `values`, those whose writable key the namespace we are in refuses, with the

@@ -13,6 +13,7 @@ pub mod bpf;
 pub mod fdpass;
 pub mod fs;
 pub mod helper;
+pub mod host;
 pub mod iface;
 pub mod limits;
 pub mod meminfo;

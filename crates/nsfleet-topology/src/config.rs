@@ -62,6 +62,8 @@ pub(crate) struct Built {
     pub loopback: Option<(Vec<IpNet>, TopologyError)>,
     /// The per-namespace sysctls it sets, for the kernel to be asked about.
     pub asked: Vec<Asked>,
+    /// What its kind needs installed, for the host to be asked about.
+    pub needs: Vec<Needed>,
 }
 
 impl Built {
@@ -72,6 +74,7 @@ impl Built {
             templates: Templates::default(),
             loopback: None,
             asked: Vec::new(),
+            needs: Vec::new(),
         }
     }
 }
@@ -86,6 +89,15 @@ pub(crate) struct Asked {
     /// The key as the file writes it (`net.ipv4.conf.eth1.rp_filter`).
     pub key: String,
     pub value: String,
+    pub at: TopologyError,
+}
+
+/// Something a node's kind needs of the host, what to say without it, and where the
+/// kind is written.
+#[derive(Debug)]
+pub(crate) struct Needed {
+    pub need: crate::HostNeed,
+    pub why: String,
     pub at: TopologyError,
 }
 
@@ -106,6 +118,7 @@ pub(crate) fn build(
     };
     let mut templates = Templates::default();
     let mut asked = Vec::new();
+    let mut needs = Vec::new();
     for (key, value) in layers.iter().flat_map(|l| &l.sysctls) {
         let v = sysctl(cx, key, value)?;
         let mut path = crate::sysctl_path(key);
@@ -146,6 +159,11 @@ pub(crate) fn build(
         }
         config.dirs = parts.dirs;
         config.commands = parts.commands;
+        needs.extend(parts.needs.into_iter().map(|(need, why)| Needed {
+            need,
+            why,
+            at: cx.err(kind.span(), ""),
+        }));
         let at = cfg.map_or(kind.span(), |c| c.span());
         for f in parts.files {
             add_file(cx, &mut config, &mut templates, f, at.clone())?;
@@ -197,6 +215,7 @@ pub(crate) fn build(
         templates,
         loopback,
         asked,
+        needs,
     })
 }
 
@@ -353,6 +372,7 @@ fn dirs(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(
             path: path.clone(),
             from_host,
             owner: host.as_ref().map(|m| (m.uid(), m.gid())),
+            user: None,
             mode: host.as_ref().map(|m| m.permissions().mode() & 0o7777),
         });
         if config.dirs.len() > MAX_DIRS {

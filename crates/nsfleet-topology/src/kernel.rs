@@ -1,9 +1,11 @@
-//! What the running kernel offers that a topology's validity depends on, as a value.
+//! What the running kernel offers, and the host has installed, that a topology's validity
+//! depends on, as a value.
 //!
-//! The topology never looks at the kernel. A file read by [`read`](crate::read) says what
-//! it asks of the kernel ([`Asks`]); the engine probes for exactly that, once per run
+//! The topology never looks at the kernel or the host. A file read by [`read`](crate::read)
+//! says what it asks of them ([`Asks`]); the engine probes for exactly that, once per run
 //! (`nsfleet::subsys::probe::kernel_for`), and [`Draft::check`](crate::Draft::check)
-//! refuses, with its line, a file that needs what the kernel lacks, before anything exists.
+//! refuses, with its line, a file that needs what the kernel or the host lacks, before
+//! anything exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +18,28 @@ pub struct Asks {
     pub values: Vec<(String, String)>,
     /// Impairments only netem can apply (delay, jitter, loss, duplicate, corrupt).
     pub netem: bool,
+    /// What the nodes' kinds need installed on the host (FRR's daemons, BIRD, users).
+    pub host: BTreeSet<HostNeed>,
+}
+
+/// Something of the host's a node kind needs: its nodes run the host's software.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HostNeed {
+    /// A program found on `PATH`.
+    Program(String),
+    /// A file at this absolute path.
+    File(String),
+    /// A user, whose uid and gid own a kind's folders.
+    User(String),
+}
+
+/// What the host has of what was asked ([`Asks::host`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostFound {
+    /// The needs the host does not meet.
+    pub missing: BTreeSet<HostNeed>,
+    /// Each user asked for that exists: its uid and primary gid.
+    pub users: BTreeMap<String, (u32, u32)>,
 }
 
 /// The kernel's answer to [`Asks`]: it need say nothing of what was not asked.
@@ -32,6 +56,8 @@ pub struct KernelCaps {
     /// Of the values asked, those a fresh network namespace refused, with why (empty when
     /// not probed).
     pub refused_values: BTreeMap<(String, String), String>,
+    /// The host's answer to [`Asks::host`].
+    pub host: HostFound,
 }
 
 impl KernelCaps {
@@ -43,6 +69,8 @@ impl KernelCaps {
             netns_sysctls: None,
             host_sysctls: BTreeSet::new(),
             refused_values: BTreeMap::new(),
+            // Everything installed; users unknown, so a kind's folders stay root's.
+            host: HostFound::default(),
         }
     }
 }

@@ -23,7 +23,7 @@ mod values;
 mod yaml;
 
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
-pub use kernel::{netem_refusal, Asks, KernelCaps, NO_NETEM};
+pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::{MacvlanPort, Ports, MACVLANS_PER_LOWER};
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
@@ -150,6 +150,10 @@ pub struct PrivateDir {
     pub from_host: bool,
     /// Owner (uid, gid) and mode; the host directory's when it has one.
     pub owner: Option<(u32, u32)>,
+    /// The owner by name, as a kind says it (FRR's folders are `frr`'s): the check
+    /// against the host sets `owner` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub mode: Option<u32>,
 }
 

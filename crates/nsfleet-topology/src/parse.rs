@@ -383,6 +383,8 @@ pub struct Draft {
     topo: Topology,
     /// Each sysctl and value the nodes set, once, with where it is written.
     sysctls: Vec<config::Asked>,
+    /// What the nodes' kinds need of the host, with where.
+    needs: Vec<config::Needed>,
     netem_at: Option<TopologyError>,
     /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
     /// it has no use for).
@@ -400,6 +402,7 @@ impl Draft {
         Draft {
             topo,
             sysctls: groups.asked,
+            needs: groups.needs,
             netem_at: cx.netem_at.into_inner(),
             warnings,
         }
@@ -423,13 +426,21 @@ impl Draft {
                 .map(|a| (a.path.clone(), a.value.clone()))
                 .collect(),
             netem: self.netem_at.is_some(),
+            host: self.needs.iter().map(|n| n.need.clone()).collect(),
         }
     }
 
-    /// The topology, if the kernel offers what it asks for; otherwise every place it asks
-    /// what the kernel lacks or refuses.
-    pub fn check(self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
+    /// The topology, if the kernel offers and the host has what it asks for; otherwise
+    /// every place it asks what they lack or refuse. The kinds' folders get their owners.
+    pub fn check(mut self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
         let mut errors = Errors::default();
+        for n in self
+            .needs
+            .iter()
+            .filter(|n| kernel.host.missing.contains(&n.need))
+        {
+            errors.take::<()>(Err(n.at.with(n.why.clone())));
+        }
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
             errors.take::<()>(Err(at.with(NO_NETEM)));
         }
@@ -439,7 +450,23 @@ impl Draft {
             }
         }
         errors.done()?;
+        owners(&mut self.topo, &kernel.host.users);
         Ok(self.topo)
+    }
+}
+
+/// Each folder a kind gives to a user by name owned by that user's ids, where the host
+/// said them (unknown users leave the folder root's: only a check without the host does).
+fn owners(topo: &mut Topology, users: &std::collections::BTreeMap<String, (u32, u32)>) {
+    for g in &mut topo.groups {
+        if !g.config.dirs.iter().any(|d| d.user.is_some()) {
+            continue;
+        }
+        for d in &mut Arc::make_mut(&mut g.config).dirs {
+            if let Some(ids) = d.user.as_ref().and_then(|u| users.get(u)) {
+                d.owner = Some(*ids);
+            }
+        }
     }
 }
 
@@ -609,6 +636,8 @@ pub(crate) struct Groups {
     /// Every distinct per-namespace sysctl and value the groups set, with where (see
     /// `Draft`).
     asked: Vec<config::Asked>,
+    /// What each group's kind needs of the host, with where the kind is written.
+    needs: Vec<config::Needed>,
     seen: HashMap<String, usize>,
     total: u64,
 }
@@ -674,6 +703,7 @@ impl Groups {
                 self.asked.push(a);
             }
         }
+        self.needs.extend(built.needs);
         Ok(())
     }
 }

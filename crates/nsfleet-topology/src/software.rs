@@ -3,11 +3,11 @@
 //! `linux` is a node that runs its `commands`; `frr` and `bird` run the host's installed
 //! FRR or BIRD (Debian's paths) with the node's own configuration.
 //!
-//! This file reads the host's filesystem (is the software installed, who is `frr`) and
-//! never the kernel.
+//! It never looks at the host: what a kind needs installed (daemons, programs, a user)
+//! it says as [`HostNeed`]s, which the engine's probe answers and the check turns into
+//! errors at the `kind` key, before anything exists.
 
-use crate::{FileSource, PrivateDir, PrivateFile};
-use std::path::Path;
+use crate::{FileSource, HostNeed, PrivateDir, PrivateFile};
 
 pub const KINDS: &str = "\"linux\", \"frr\" or \"bird\"";
 
@@ -26,6 +26,8 @@ pub struct KindParts {
     pub dirs: Vec<PrivateDir>,
     pub files: Vec<PrivateFile>,
     pub commands: Vec<String>,
+    /// What the host must have, each with what to say if it has not.
+    pub needs: Vec<(HostNeed, String)>,
 }
 
 /// The parts of a node of `kind` whose configuration is `config` (its text, or an
@@ -92,35 +94,31 @@ fn frr(
             all.push(d.clone());
         }
     }
-    for d in &all {
-        let path = Path::new(FRR_DAEMON_DIR).join(d);
-        if !path.exists() {
-            return Err(("kind", format!("kind = \"frr\" needs FRR, which is not installed here ({} is missing): apt-get install frr", path.display())));
-        }
-    }
-    if which("vtysh").is_none() {
-        return Err((
-            "kind",
-            "kind = \"frr\" needs FRR's vtysh, which is not in PATH: apt-get install frr"
-                .to_string(),
-        ));
-    }
-    let frr = user("frr").ok_or_else(|| {
-        (
-            "kind",
-            "kind = \"frr\" needs the user `frr` that FRR's package creates: apt-get install frr"
-                .to_string(),
-        )
-    })?;
+    let mut needs: Vec<(HostNeed, String)> = (all.iter())
+        .map(|d| {
+            let path = format!("{FRR_DAEMON_DIR}/{d}");
+            let why = format!("kind = \"frr\" needs FRR, which is not installed here ({path} is missing): apt-get install frr");
+            (HostNeed::File(path), why)
+        })
+        .collect();
+    needs.push((
+        HostNeed::Program("vtysh".into()),
+        "kind = \"frr\" needs FRR's vtysh, which is not in PATH: apt-get install frr".into(),
+    ));
+    needs.push((
+        HostNeed::User("frr".into()),
+        "kind = \"frr\" needs the user `frr` that FRR's package creates: apt-get install frr"
+            .into(),
+    ));
     let starts: Vec<String> = all
         .iter()
         .map(|d| format!("{FRR_DAEMON_DIR}/{d} -d -F traditional -A 127.0.0.1"))
         .collect();
     Ok(KindParts {
         dirs: vec![
-            private("/etc/frr", Some(frr), 0o750),
-            private("/run/frr", Some(frr), 0o755),
-            private("/var/log/frr", Some(frr), 0o750),
+            private("/etc/frr", Some("frr"), 0o750),
+            private("/run/frr", Some("frr"), 0o755),
+            private("/var/log/frr", Some("frr"), 0o750),
             // FRR keeps a crash log folder per daemon under /var/tmp/frr.
             private("/var/tmp", None, 0o1777),
         ],
@@ -132,6 +130,7 @@ fn frr(
             ),
         ],
         commands: vec![format!("{} && vtysh -b", starts.join(" && "))],
+        needs,
     })
 }
 
@@ -148,11 +147,12 @@ fn bird(
             "`daemons` is for kind = \"frr\"; BIRD is one daemon".to_string(),
         ));
     }
-    for tool in ["bird", "birdc"] {
-        if which(tool).is_none() {
-            return Err(("kind", format!("kind = \"bird\" needs BIRD, which is not installed here (no `{tool}` in PATH): apt-get install bird2")));
-        }
-    }
+    let needs = (["bird", "birdc"].iter())
+        .map(|tool| {
+            let why = format!("kind = \"bird\" needs BIRD, which is not installed here (no `{tool}` in PATH): apt-get install bird2");
+            (HostNeed::Program(tool.to_string()), why)
+        })
+        .collect();
     Ok(KindParts {
         dirs: vec![
             private("/etc/bird", None, 0o755),
@@ -160,14 +160,18 @@ fn bird(
         ],
         files: vec![file("/etc/bird/bird.conf", config)],
         commands: vec!["exec bird -f -c /etc/bird/bird.conf".to_string()],
+        needs,
     })
 }
 
-fn private(path: &str, owner: Option<(u32, u32)>, mode: u32) -> PrivateDir {
+/// A folder of the node's own, owned by `user` (resolved against the host when the
+/// topology is checked), else root.
+fn private(path: &str, user: Option<&str>, mode: u32) -> PrivateDir {
     PrivateDir {
         path: path.to_string(),
         from_host: false,
-        owner: Some(owner.unwrap_or((0, 0))),
+        owner: Some((0, 0)),
+        user: user.map(str::to_string),
         mode: Some(mode),
     }
 }
@@ -177,44 +181,4 @@ fn file(path: &str, source: FileSource) -> PrivateFile {
         path: path.to_string(),
         source,
     }
-}
-
-/// The Python that has nsfleet's package (`import MODULE` works): the one installed
-/// beside the running executable (the virtual environment `pip install .` made), else
-/// python3 on PATH. The error says how to install the package.
-pub fn python_with(module: &str) -> Result<std::path::PathBuf, String> {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join("python3")))
-        .filter(|p| p.is_file());
-    let python = beside.unwrap_or_else(|| "python3".into());
-    let imports = std::process::Command::new(&python)
-        .args(["-c", &format!("import {module}")])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !imports {
-        return Err(format!(
-            "{} has no nsfleet package: pip install . in nsfleet's repository (into a virtual environment), and run that environment's nsfleet",
-            python.display()
-        ));
-    }
-    Ok(python)
-}
-
-/// A program's path, found as a shell would find it.
-pub fn which(program: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-}
-
-/// A user's uid and primary gid, from /etc/passwd (the host's users are the nodes').
-pub fn user(name: &str) -> Option<(u32, u32)> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() > 3 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
-    })
 }

@@ -1,7 +1,7 @@
-//! What a topology asks of the kernel, and how the kernel's answer (a value) decides: no
-//! kernel is touched here, which is the point of the crate.
+//! What a topology asks of the kernel and the host, and how their answer (a value)
+//! decides: no kernel or host is touched here, which is the point of the crate.
 
-use nsfleet_topology::{read, Asks, KernelCaps};
+use nsfleet_topology::{read, Asks, HostNeed, KernelCaps};
 use std::collections::BTreeSet;
 
 const FILE: &str = r#"[fleet]
@@ -25,6 +25,7 @@ fn caps(netem: bool, netns: &[&str], host: &[&str]) -> KernelCaps {
         netns_sysctls: Some(set(netns)),
         host_sysctls: set(host),
         refused_values: Default::default(),
+        host: Default::default(),
     }
 }
 
@@ -47,6 +48,7 @@ fn a_draft_asks_for_its_namespace_sysctls_and_netem_only() {
             ("net/ipv4/ip_forward".into(), "1".into()),
         ],
         netem: true,
+        host: BTreeSet::new(),
     };
     assert_eq!(asks, want);
     let plain = "[fleet]\nname = \"p\"\n[[node]]\nname = \"a\"\n";
@@ -113,4 +115,59 @@ fn a_value_the_kernel_refused_in_its_scratch_namespace_is_refused_with_its_line(
         e.message.contains("refuses this value (Invalid argument"),
         "{e}"
     );
+}
+
+#[test]
+fn a_kinds_needs_are_asked_of_the_host_and_its_answer_decides_with_the_kinds_line() {
+    let file = "[fleet]\nname = \"r\"\n[[node]]\nname = \"r1\"\nkind = \"frr\"\nconfig = { content = \"router bgp 1\\n\" }\ndaemons = [\"bgpd\"]\n";
+    let asks = read("r.toml", file).unwrap().asks();
+    let want: BTreeSet<HostNeed> = [
+        HostNeed::File("/usr/lib/frr/bgpd".into()),
+        HostNeed::File("/usr/lib/frr/staticd".into()),
+        HostNeed::File("/usr/lib/frr/zebra".into()),
+        HostNeed::Program("vtysh".into()),
+        HostNeed::User("frr".into()),
+    ]
+    .into();
+    assert_eq!(asks.host, want);
+
+    // A host without FRR's vtysh: refused at the kind's line, with how to get it.
+    let mut c = KernelCaps::assumed();
+    c.host.missing.insert(HostNeed::Program("vtysh".into()));
+    let e = read("r.toml", file).unwrap().check(&c).unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+    assert!(
+        e.message
+            .contains("needs FRR's vtysh, which is not in PATH: apt-get install frr"),
+        "{e}"
+    );
+
+    // The user's ids, as the host says them, own FRR's folders; without an answer
+    // (assumed), they stay root's.
+    let mut c = KernelCaps::assumed();
+    c.host.users.insert("frr".into(), (101, 102));
+    let topo = read("r.toml", file).unwrap().check(&c).unwrap();
+    let spec = topo.nodes().next().unwrap();
+    let etc = spec
+        .config
+        .dirs
+        .iter()
+        .find(|d| d.path == "/etc/frr")
+        .unwrap();
+    assert_eq!(etc.owner, Some((101, 102)));
+    let tmp = spec
+        .config
+        .dirs
+        .iter()
+        .find(|d| d.path == "/var/tmp")
+        .unwrap();
+    assert_eq!(tmp.owner, Some((0, 0)));
+    let topo = read("r.toml", file)
+        .unwrap()
+        .check(&KernelCaps::assumed())
+        .unwrap();
+    let etc = (topo.nodes().next().unwrap().config.dirs.iter())
+        .find(|d| d.path == "/etc/frr")
+        .map(|d| d.owner);
+    assert_eq!(etc, Some(Some((0, 0))));
 }

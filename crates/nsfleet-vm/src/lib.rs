@@ -455,7 +455,7 @@ fn quote(s: &str) -> String {
 }
 
 fn which(program: &str, install: &str) -> anyhow::Result<()> {
-    if nsfleet_topology::software::which(program).is_none() {
+    if nsfleet_sys::host::which(program).is_none() {
         bail!("{program} is not installed: {install}");
     }
     Ok(())
