@@ -22,9 +22,13 @@ impl Supervisor {
                 clab: n.config().clab.clone(),
             })
             .collect();
+        // Read alone: in the literal below, their guards (leaves) would live to its end,
+        // across the registry's lock that `subsystems` takes.
+        let state = self.state.lock().to_string();
+        let kernel_mem_bytes = *self.kernel_bytes.lock();
         FleetStatus {
             name: self.name.clone(),
-            state: self.state.lock().to_string(),
+            state,
             pid: sys::host_pid(),
             node_count: nodes.len(),
             processes_running: nodes
@@ -32,7 +36,7 @@ impl Supervisor {
                 .flat_map(|n| &n.processes)
                 .filter(|p| p.running)
                 .count(),
-            kernel_mem_bytes: *self.kernel_bytes.lock(),
+            kernel_mem_bytes,
             awaiting_reclaim: self.fleet.awaiting_reclaim(),
             workers: self.fleet.workers(),
             subsystems: self
