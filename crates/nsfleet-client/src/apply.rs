@@ -1,7 +1,8 @@
 //! `nsfleet apply FILE [--dry-run]`: changes the running fleet into FILE where they differ,
 //! and shows it object by object (`+` added, `-` removed, `~` changed), as `terraform
-//! apply` does. The supervisor reads and validates the file, compares it with what runs
-//! (live impairments included) and makes the change, all or nothing.
+//! apply` does. The file is read and checked against the kernel once, here; the
+//! supervisor gets the topology, compares it with what runs (live impairments included)
+//! and makes the change, all or nothing.
 
 use super::connect;
 use anyhow::{bail, Context};
@@ -24,18 +25,18 @@ pub struct ApplyArgs {
 
 pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let file = std::path::absolute(&a.file).with_context(|| format!("{}", a.file.display()))?;
-    // Read here too: a bad file is refused with its line before any fleet is asked.
+    // A bad file is refused with its line before any fleet is asked.
     let draft = topology::read_file(&file, a.format)?;
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }
-    // The supervisor validates it against the kernel; the name is all needed here.
     let name = a.name.clone().unwrap_or_else(|| draft.name().to_string());
     let rd = RunDir::new(&a.run_dir);
     let mut client = connect(&rd, &name)?;
+    let topology = serde_json::to_vec(&nsfleet::subsys::probe::validate(draft)?)?;
     let req = Request::Apply {
         file,
-        format: a.format,
+        topology_len: topology.len() as u64,
         dry_run: a.dry_run,
     };
     if !a.dry_run && !a.json {
@@ -50,7 +51,7 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
             topology::locate(&format!("{e:#}"), &a.file.display().to_string())
         )
     };
-    let (changes, applied, report) = match client.call(&req).map_err(located)? {
+    let (changes, applied, report) = match client.call_with(&req, &topology).map_err(located)? {
         Reply::Plan {
             changes,
             applied,

@@ -20,6 +20,10 @@ use std::time::Duration;
 /// Longest request line the supervisor reads; anything longer is refused.
 pub const MAX_REQUEST: usize = 64 << 10;
 
+/// The longest topology an `apply` may send after its request line (a fleet of the most
+/// nodes nsfleet accepts, each with a dozen interfaces, is well within it).
+pub const MAX_TOPOLOGY: u64 = 1 << 30;
+
 /// The environment variable `nsfleet exec` gives the commands it runs (the fleet's name
 /// as its value): how `apply` knows a node is in use.
 pub const EXEC_MARKER: &str = "NSFLEET_EXEC";
@@ -49,11 +53,12 @@ pub enum Request {
         iface: String,
         up: Option<bool>,
     },
-    /// Change the fleet to the topology in `file` (read and validated by the supervisor;
-    /// `file` is absolute), or with `dry_run` only say what that would change.
+    /// Change the fleet to the topology that follows this line, `topology_len` bytes of
+    /// JSON (read and checked against the kernel once, by the client; `file`, absolute,
+    /// names it in messages), or with `dry_run` only say what that would change.
     Apply {
         file: std::path::PathBuf,
-        format: Option<nsfleet_topology::Format>,
+        topology_len: u64,
         dry_run: bool,
     },
     /// Every node's configuration and wiring as they are now (after any `apply`).
@@ -373,7 +378,16 @@ impl Client {
 
     /// Sends one request and returns its first reply; an `Error` reply becomes an error.
     pub fn call(&mut self, req: &Request) -> anyhow::Result<Reply> {
+        self.call_with(req, &[])
+    }
+
+    /// [`Client::call`] with `payload` sent right after the request's line (an `apply`'s
+    /// topology).
+    pub fn call_with(&mut self, req: &Request, payload: &[u8]) -> anyhow::Result<Reply> {
         self.send(req)?;
+        (&self.sock)
+            .write_all(payload)
+            .context("sending to the supervisor")?;
         match self.next_reply()? {
             Some(Reply::Error { message }) => bail!("{message}"),
             Some(r) => Ok(r),

@@ -10,16 +10,15 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 impl Supervisor {
-    /// `nsfleet apply`: changes the running fleet into the topology in `file`, only where
-    /// they differ, all or nothing; with `dry_run`, only says what that would change.
+    /// `nsfleet apply`: changes the running fleet into `topo` (the client read `file` and
+    /// checked it against the kernel), only where they differ, all or nothing; with
+    /// `dry_run`, only says what that would change.
     pub(super) fn apply(
         &self,
         file: &std::path::Path,
-        format: Option<nsfleet_topology::Format>,
+        topo: nsfleet_topology::Topology,
         dry_run: bool,
     ) -> anyhow::Result<Reply> {
-        let draft = nsfleet_topology::read_file(file, format)?;
-        let topo = nsfleet_subsys::probe::validate(draft)?;
         if topo.name != self.name {
             anyhow::bail!(
                 "{} is fleet {:?}, not {:?}: apply changes the fleet a file names",

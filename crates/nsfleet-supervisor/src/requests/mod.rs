@@ -16,6 +16,7 @@ mod status;
 
 use crate::control::{self, Reply, Request, MAX_REQUEST};
 use crate::{Asker, Shutdown, Supervisor};
+use anyhow::Context;
 use nsfleet_core::Node;
 use nsfleet_subsys::impair::Impaired;
 use nsfleet_sys as sys;
@@ -34,7 +35,9 @@ impl Supervisor {
         // but its own connection thread.
         let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
         let mut line = Vec::new();
-        let read = BufReader::new(&conn)
+        // Kept for what follows the line: an `apply`'s topology.
+        let mut reader = BufReader::new(&conn);
+        let read = (&mut reader)
             .take(MAX_REQUEST as u64 + 1)
             .read_until(b'\n', &mut line);
         let req = match read {
@@ -82,9 +85,12 @@ impl Supervisor {
             Ok(Request::Node { node, action }) => reply(&answer(self.node(&node, action))),
             Ok(Request::Apply {
                 file,
-                format,
+                topology_len,
                 dry_run,
-            }) => reply(&answer(self.apply(&file, format, dry_run))),
+            }) => {
+                let topo = topology_after(&mut reader, topology_len);
+                reply(&answer(topo.and_then(|t| self.apply(&file, t, dry_run))))
+            }
             // `watching` is written by the subscription, before any event.
             Ok(Request::Events) => match self.subscribe(&conn) {
                 Ok(()) => Ok(()),
@@ -133,6 +139,18 @@ impl Supervisor {
         };
         anyhow::bail!("fleet {:?} has no node {node:?}{hint}", self.name)
     }
+}
+
+/// The topology an `apply` sends after its request line: `len` bytes of JSON.
+fn topology_after(reader: &mut impl Read, len: u64) -> anyhow::Result<nsfleet_topology::Topology> {
+    if len > control::MAX_TOPOLOGY {
+        anyhow::bail!(
+            "a topology of {len} bytes: at most {} are taken",
+            control::MAX_TOPOLOGY
+        );
+    }
+    let topo = serde_json::from_reader(reader.take(len)).context("reading the topology")?;
+    Ok(topo)
 }
 
 /// A change's reply, or its error as one.
