@@ -25,7 +25,7 @@ mod yaml;
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
-pub use link::macvlan::{MacvlanPort, Ports, MACVLANS_PER_LOWER};
+pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
 pub use parse::sysctl_path;
 pub use parse::{
@@ -120,6 +120,40 @@ impl WrittenAt {
     pub fn mark(&self, key: &str) -> String {
         (self.0.get(key)).map_or(String::new(), |l| format!(" {}", line_mark(*l)))
     }
+}
+
+/// What a switch's links to nodes are made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ports {
+    /// A veth pair per link, its near end a port of the switch's bridge.
+    #[default]
+    Veth,
+    /// A macvlan per link, in the node's namespace.
+    Macvlan,
+}
+
+impl Ports {
+    /// The value of a `ports` key.
+    pub fn parse(s: &str) -> Result<Ports, String> {
+        match s {
+            "veth" => Ok(Ports::Veth),
+            "macvlan" => Ok(Ports::Macvlan),
+            _ => Err(format!(
+                "ports: expected \"veth\" (a veth pair per link, its end a port of the switch's bridge) or \"macvlan\" (a macvlan per link: a third of the kernel objects, and no device on the switch's side), got {s:?}"
+            )),
+        }
+    }
+}
+
+/// A macvlan a switch makes for a node: the port's name on the switch (it has no device
+/// there, but holds the port's place and number), the lower it hangs from, and the
+/// interface it is in the node.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MacvlanPort {
+    pub name: String,
+    pub lower: u16,
+    pub peer: Peer,
+    pub line: u32,
 }
 
 /// A host path mounted at `target` in a node's world, as a container's bind is: the

@@ -4,9 +4,8 @@
 //! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
 //! sentences that the parser places at a file position.
 
-use crate::link::macvlan::{MacvlanPort, Ports, MACVLANS_PER_LOWER};
 use crate::link::{bridge, Link, Peer};
-use crate::{Iface, Impair, IpNet, NodeWiring, RouteSpec};
+use crate::{Iface, Impair, IpNet, NodeWiring, Ports, RouteSpec};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -119,22 +118,15 @@ impl Plan {
         Ok(())
     }
 
-    /// Whether switch `i`'s links to nodes are macvlans.
-    pub(crate) fn macvlan_ports(&self, i: u32) -> bool {
-        self.switches
-            .get(&i)
-            .is_some_and(|s| s.ports == Ports::Macvlan)
+    /// What switch `i`'s links to nodes are made of.
+    pub(crate) fn switch_ports(&self, i: u32) -> Ports {
+        self.switches.get(&i).map_or(Ports::Veth, |s| s.ports)
     }
 
-    /// Puts a macvlan port named by `sw` (or numbered) on switch `i`, made there for
-    /// `peer` on the lower its position falls in. Never on a shard: see `link/macvlan.rs`.
-    pub(crate) fn push_macvlan(
-        &mut self,
-        i: u32,
-        sw: &EndDecl,
-        peer: Peer,
-        line: u32,
-    ) -> Result<(), String> {
+    /// The name of switch `i`'s next port, as `sw` gives it or numbered, claimed in the
+    /// switch's one name space (over its shards) for a port with no device of its own
+    /// there (a macvlan's place; see `link/macvlan.rs`).
+    pub(crate) fn name_switch_port(&mut self, i: u32, sw: &EndDecl) -> Result<String, String> {
         let name = (sw.iface.clone()).unwrap_or_else(|| bridge::port_name(self.ports(i)));
         super::check_ifname(&name)?;
         bridge::check_port_name(&name)?;
@@ -145,15 +137,12 @@ impl Plan {
                 sw.node
             ));
         }
-        let w = &mut self.wiring[i as usize];
-        let lower = (w.macvlans.len() / MACVLANS_PER_LOWER) as u16;
-        (w.macvlans).push(MacvlanPort {
-            name,
-            lower,
-            peer,
-            line,
-        });
-        Ok(())
+        Ok(name)
+    }
+
+    /// Node `i`'s wiring, for a link kind to add what only it makes.
+    pub(crate) fn wiring_mut(&mut self, i: u32) -> &mut NodeWiring {
+        &mut self.wiring[i as usize]
     }
 
     /// Ports of switch `node` without addresses of their own get the next ones of `pool`.

@@ -24,10 +24,8 @@
 //! 2,500 macvlans, trunks were not forwarding 16 s after `up`. A lower pair is brought
 //! up so that neither end needs the link watch (nsfleet-subsys's `link/macvlan.rs`).
 
-use super::Peer;
 use crate::plan::{EndDecl, Plan};
-
-use serde::{Deserialize, Serialize};
+use crate::{MacvlanPort, Ports};
 
 /// Macvlans per lower device: a broadcast's copies to its siblings stay within a CPU's
 /// backlog.
@@ -44,40 +42,6 @@ pub fn lower(k: u16) -> (String, i32) {
 /// The other end of lower `k`'s pair, a port of the switch's bridge.
 pub fn lower_port(k: u16) -> (String, i32) {
     (format!("br-mvp{k}"), LOWER_BASE + 2 * k as i32 + 1)
-}
-
-/// What a switch's links to nodes are made of.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Ports {
-    /// A veth pair per link, its near end a port of the switch's bridge.
-    #[default]
-    Veth,
-    /// A macvlan per link, in the node's namespace.
-    Macvlan,
-}
-
-impl Ports {
-    /// The value of a `ports` key.
-    pub fn parse(s: &str) -> Result<Ports, String> {
-        match s {
-            "veth" => Ok(Ports::Veth),
-            "macvlan" => Ok(Ports::Macvlan),
-            _ => Err(format!(
-                "ports: expected \"veth\" (a veth pair per link, its end a port of the switch's bridge) or \"macvlan\" (a macvlan per link: a third of the kernel objects, and no device on the switch's side), got {s:?}"
-            )),
-        }
-    }
-}
-
-/// A macvlan a switch makes for a node: the port's name on the switch (it has no device
-/// there, but holds the port's place and number), the lower it hangs from, and the
-/// interface it is in the node.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct MacvlanPort {
-    pub name: String,
-    pub lower: u16,
-    pub peer: Peer,
-    pub line: u32,
 }
 
 impl Plan {
@@ -104,7 +68,21 @@ impl Plan {
             ));
         }
         let peer = self.push_far_end(ni, node, line)?;
-        self.push_macvlan(si, sw, peer, line)
+        let name = self.name_switch_port(si, sw)?;
+        let ports = &mut self.wiring_mut(si).macvlans;
+        let lower = (ports.len() / MACVLANS_PER_LOWER) as u16;
+        ports.push(MacvlanPort {
+            name,
+            lower,
+            peer,
+            line,
+        });
+        Ok(())
+    }
+
+    /// Whether switch `i`'s links to nodes are macvlans.
+    pub(crate) fn macvlan_ports(&self, i: u32) -> bool {
+        self.switch_ports(i) == Ports::Macvlan
     }
 }
 
