@@ -4,7 +4,8 @@
 //! directories, file sources, templates. Per-node checks (an address a template names) wait
 //! for the wiring: [`Templates`] keeps what they need.
 
-use crate::parse::{sysctl, Ctx, NodeKeys, TopologyError};
+use crate::decl::{sysctl, NodeKeys};
+use crate::error::{Ctx, TopologyError};
 use crate::software;
 use crate::template::{self, Placeholder, Vars};
 use crate::{FileSource, IpNet, NodeConfig, NodeWiring, PrivateDir, PrivateFile};

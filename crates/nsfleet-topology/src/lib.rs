@@ -10,7 +10,10 @@
 
 pub mod clab;
 mod config;
+mod decl;
 pub mod diff;
+mod draft;
+mod error;
 mod generate;
 mod kernel;
 pub mod link;
@@ -23,14 +26,16 @@ mod values;
 mod yaml;
 
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
+pub use decl::sysctl_path;
+pub use draft::Draft;
+pub use error::TopologyError;
 pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
-pub use parse::sysctl_path;
 pub use parse::{
-    parse, read, read_file, read_text, Draft, Format, TopologyError, DEFAULT_FLEET,
-    DEFAULT_FLEET_FILE, MAX_TOPOLOGY_BYTES,
+    parse, read, read_file, read_text, Format, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
+    MAX_TOPOLOGY_BYTES,
 };
 pub use values::{duration_ns, Impair, IpNet};
 

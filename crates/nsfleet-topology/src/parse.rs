@@ -1,15 +1,20 @@
-//! Reading a topology file (TOML) into a validated [`Topology`], or a precise error.
+//! nsfleet's own format (TOML), read into a [`Draft`], or a precise error: the sections
+//! ([fleet], [[node]], [[switch]], [[generate]], [[link]], [[route]] ...), then the
+//! groups and wiring they declare, with the shared pieces of `decl`, `draft`, `config`,
+//! `plan` and `link/`. Also the front door for every format ([`read_file`], [`Format`]).
 //!
-//! Every check happens here, before the first namespace exists: the engine trusts a
+//! Every check happens before the first namespace exists: the engine trusts a
 //! `Topology`. Errors name file:line:column and what was expected there.
 
 use super::config;
+use super::decl::{impair, mtu, value, ImpairMap, NodeKeys, Sysctls};
+use super::draft::{switch_config, Draft, Groups, MAX_COUNT};
+use super::error::{Ctx, Errors, TopologyError};
 use super::generate::{Generator, Shape};
 use super::link::{host, veth, vxlan};
 use super::plan::Plan;
 use super::{
-    check_name, Asks, Impair, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology,
-    MAX_FLEET_NAME, MAX_NODE_NAME, NO_NETEM,
+    check_name, IpNet, KernelCaps, Names, NodeConfig, Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
 };
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -23,83 +28,6 @@ use toml::Spanned;
 /// The fleet `nsfleet up` builds when given no file.
 pub const DEFAULT_FLEET: &str = include_str!("../../../examples/default.toml");
 pub const DEFAULT_FLEET_FILE: &str = "<built-in default fleet>";
-
-/// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
-const MAX_COUNT: u64 = 200_000;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopologyError {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-}
-
-impl std::fmt::Display for TopologyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.line == 0 {
-            // Not about a place in the file (it could not be read at all).
-            return write!(f, "{}: {}", self.file, self.message);
-        }
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.column, self.message
-        )
-    }
-}
-
-impl std::error::Error for TopologyError {}
-
-/// Most errors reported from one file at once.
-pub const MAX_ERRORS: usize = 20;
-
-/// The errors of one stage of reading a file, for items that do not depend on each
-/// other (the nodes, the links, the routes): each is checked, and all their errors are
-/// reported together, in the file's order, up to [`MAX_ERRORS`]. A stage with errors ends
-/// the reading: the next stages build on it.
-#[derive(Default)]
-pub(crate) struct Errors(Vec<TopologyError>);
-
-impl Errors {
-    /// The value of `r`, or `None` with its error kept.
-    pub(crate) fn take<T>(&mut self, r: Result<T, TopologyError>) -> Option<T> {
-        r.map_err(|e| self.0.push(e)).ok()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Ok if nothing failed; else every error (up to the limit), as one: the first, with
-    /// the others on lines of their own.
-    pub(crate) fn done(mut self) -> Result<(), TopologyError> {
-        self.0.sort_by_key(|e| (e.line, e.column));
-        let Some(mut first) = self.0.first().cloned() else {
-            return Ok(());
-        };
-        for e in self.0.iter().skip(1).take(MAX_ERRORS - 1) {
-            first.message.push_str(&format!("\n{e}"));
-        }
-        if self.0.len() > MAX_ERRORS {
-            let more = self.0.len() - MAX_ERRORS;
-            first
-                .message
-                .push_str(&format!("\n... and {more} more errors"));
-        }
-        Err(first)
-    }
-}
-
-impl TopologyError {
-    /// Another message at the same place.
-    pub(crate) fn with(&self, message: impl Into<String>) -> TopologyError {
-        TopologyError {
-            message: message.into(),
-            ..self.clone()
-        }
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,34 +51,6 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct FleetSection {
     name: Spanned<String>,
-}
-
-type Sysctls = IndexMap<String, Spanned<toml::Value>>;
-pub(crate) type ImpairMap = IndexMap<String, Spanned<String>>;
-
-/// The keys that say what a node is and runs: `[defaults]`, a `[[generate]]` group's
-/// `node` table, and (beside its name, links and routes) every `[[node]]`.
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NodeKeys {
-    #[serde(default)]
-    pub(crate) sysctls: Sysctls,
-    #[serde(default)]
-    pub(crate) commands: Vec<Spanned<String>>,
-    pub(crate) router: Option<bool>,
-    pub(crate) kind: Option<Spanned<String>>,
-    pub(crate) hostname: Option<Spanned<String>>,
-    pub(crate) config: Option<Spanned<toml::Value>>,
-    #[serde(default)]
-    pub(crate) daemons: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub(crate) dirs: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub(crate) dirs_from_host: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub(crate) files: IndexMap<String, Spanned<toml::Value>>,
-    pub(crate) restart: Option<Spanned<String>>,
-    pub(crate) loopback: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -236,39 +136,6 @@ struct GenSection {
     commands: Vec<Spanned<String>>,
     /// The node keys for every node of the group.
     node: Option<Spanned<NodeKeys>>,
-}
-
-pub(crate) struct Ctx<'a> {
-    pub(crate) file: &'a str,
-    text: &'a str,
-    /// Where the file first asks for an impairment only netem can apply.
-    netem_at: std::cell::RefCell<Option<TopologyError>>,
-}
-
-impl<'a> Ctx<'a> {
-    pub(crate) fn new(file: &'a str, text: &'a str) -> Self {
-        Ctx {
-            file,
-            text,
-            netem_at: Default::default(),
-        }
-    }
-
-    pub(crate) fn line(&self, span: Range<usize>) -> u32 {
-        self.err(span, "").line as u32
-    }
-
-    pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
-        let upto = &self.text[..span.start.min(self.text.len())];
-        let line = upto.matches('\n').count() + 1;
-        let column = upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1;
-        TopologyError {
-            file: self.file.to_string(),
-            line,
-            column,
-            message: message.into(),
-        }
-    }
 }
 
 /// The languages a topology file may be written in.
@@ -373,124 +240,6 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
 /// Parses and validates `text` against what `kernel` offers; `file` names it in errors.
 pub fn parse(file: &str, text: &str, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
     read(file, text)?.check(kernel)
-}
-
-/// A topology that is valid as far as the file alone can say, and what it asks of the
-/// kernel: the engine answers [`Draft::asks`] with a probe and hands the answer to
-/// [`Draft::check`]. So the kernel is probed for exactly what a file uses.
-#[derive(Debug)]
-pub struct Draft {
-    topo: Topology,
-    /// Each sysctl and value the nodes set, once, with where it is written.
-    sysctls: Vec<config::Asked>,
-    /// What the nodes' kinds need of the host, with where.
-    needs: Vec<config::Needed>,
-    netem_at: Option<TopologyError>,
-    /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
-    /// it has no use for).
-    warnings: Vec<TopologyError>,
-}
-
-impl Draft {
-    /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
-    pub(crate) fn new(
-        topo: Topology,
-        groups: Groups,
-        cx: Ctx<'_>,
-        warnings: Vec<TopologyError>,
-    ) -> Draft {
-        Draft {
-            topo,
-            sysctls: groups.asked,
-            needs: groups.needs,
-            netem_at: cx.netem_at.into_inner(),
-            warnings,
-        }
-    }
-
-    /// The fleet's name, as the file gives it.
-    pub fn name(&self) -> &str {
-        &self.topo.name
-    }
-
-    pub fn warnings(&self) -> &[TopologyError] {
-        &self.warnings
-    }
-
-    pub fn asks(&self) -> Asks {
-        let paths: std::collections::BTreeSet<&String> =
-            self.sysctls.iter().map(|a| &a.path).collect();
-        Asks {
-            sysctls: paths.into_iter().cloned().collect(),
-            values: (self.sysctls.iter())
-                .map(|a| (a.path.clone(), a.value.clone()))
-                .collect(),
-            netem: self.netem_at.is_some(),
-            host: self.needs.iter().map(|n| n.need.clone()).collect(),
-        }
-    }
-
-    /// The topology, if the kernel offers and the host has what it asks for; otherwise
-    /// every place it asks what they lack or refuse. The kinds' folders get their owners.
-    pub fn check(mut self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
-        let mut errors = Errors::default();
-        for n in self
-            .needs
-            .iter()
-            .filter(|n| kernel.host.missing.contains(&n.need))
-        {
-            errors.take::<()>(Err(n.at.with(n.why.clone())));
-        }
-        if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
-            errors.take::<()>(Err(at.with(NO_NETEM)));
-        }
-        if let Some(writable) = &kernel.netns_sysctls {
-            for a in &self.sysctls {
-                errors.take(sysctl_refusal(a, writable, kernel));
-            }
-        }
-        errors.done()?;
-        owners(&mut self.topo, &kernel.host.users);
-        Ok(self.topo)
-    }
-}
-
-/// Each folder a kind gives to a user by name owned by that user's ids, where the host
-/// said them (unknown users leave the folder root's: only a check without the host does).
-fn owners(topo: &mut Topology, users: &std::collections::BTreeMap<String, (u32, u32)>) {
-    for g in &mut topo.groups {
-        if !g.config.dirs.iter().any(|d| d.user.is_some()) {
-            continue;
-        }
-        for d in &mut Arc::make_mut(&mut g.config).dirs {
-            if let Some(ids) = d.user.as_ref().and_then(|u| users.get(u)) {
-                d.owner = Some(*ids);
-            }
-        }
-    }
-}
-
-/// Why `kernel` refuses the sysctl `a` asks for, if it does.
-fn sysctl_refusal(
-    a: &config::Asked,
-    writable: &std::collections::BTreeSet<String>,
-    kernel: &KernelCaps,
-) -> Result<(), TopologyError> {
-    let (key, value) = (&a.key, &a.value);
-    if writable.contains(&a.path) {
-        return match kernel.refused_values.get(&(a.path.clone(), value.clone())) {
-            Some(why) => Err(a.at.with(format!(
-                "sysctl {key:?} = {value:?}: the kernel refuses this value ({why})"
-            ))),
-            None => Ok(()),
-        };
-    }
-    let hint = if kernel.host_sysctls.contains(&a.path) {
-        "it exists on the host but is not per network namespace"
-    } else {
-        "no such sysctl on this kernel"
-    };
-    Err(a.at.with(format!("sysctl {key:?}: {hint}")))
 }
 
 /// Reads and validates what `text` alone decides; `file` names it in errors.
@@ -624,95 +373,6 @@ fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), Top
         }
     }
     Ok(())
-}
-
-/// Node groups as they are declared, with every name checked to be unique.
-#[derive(Default)]
-pub(crate) struct Groups {
-    pub(crate) list: Vec<NodeGroup>,
-    /// Per group: its templates, and its loopback pools with where they are written.
-    pub(crate) templates: Vec<config::Templates>,
-    loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
-    /// Every distinct per-namespace sysctl and value the groups set, with where (see
-    /// `Draft`).
-    asked: Vec<config::Asked>,
-    /// What each group's kind needs of the host, with where the kind is written.
-    needs: Vec<config::Needed>,
-    seen: HashMap<String, usize>,
-    total: u64,
-}
-
-impl Groups {
-    /// The wiring plan of every node of the groups, in their order.
-    pub(crate) fn plan(&self) -> Plan {
-        Plan::new(self.list.iter().flat_map(|g| {
-            let switch = g.config.switch;
-            g.names.iter().map(move |n| (n, switch))
-        }))
-    }
-
-    /// Every node's wiring from `plan`, with the shards of big switches added as groups.
-    pub(crate) fn finish(&mut self, plan: Plan) -> Vec<Arc<crate::NodeWiring>> {
-        let (wiring, shards) = plan.finish();
-        let config = Arc::new(switch_config().config);
-        for name in shards {
-            self.list.push(NodeGroup {
-                names: Names::One(name),
-                config: config.clone(),
-            });
-            self.templates.push(config::Templates::default());
-            self.loopbacks.push(None);
-        }
-        wiring
-    }
-
-    pub(crate) fn add(
-        &mut self,
-        cx: &Ctx<'_>,
-        names: Names,
-        built: config::Built,
-        at: &Spanned<String>,
-    ) -> Result<(), TopologyError> {
-        self.total += names.len();
-        if self.total > MAX_COUNT {
-            return Err(cx.err(
-                at.span(),
-                format!(
-                    "the fleet would have {} nodes; nsfleet accepts at most {MAX_COUNT}",
-                    self.total
-                ),
-            ));
-        }
-        let here = cx.line(at.span()) as usize;
-        for n in names.iter() {
-            if let Some(first) = self.seen.insert(n.clone(), here) {
-                return Err(cx.err(
-                    at.span(),
-                    format!("name {n:?} is already used by the node or switch at line {first}"),
-                ));
-            }
-        }
-        self.list.push(NodeGroup {
-            names,
-            config: Arc::new(built.config),
-        });
-        self.templates.push(built.templates);
-        self.loopbacks.push(built.loopback);
-        for a in built.asked {
-            if !(self.asked.iter()).any(|b| (&b.key, &b.value) == (&a.key, &a.value)) {
-                self.asked.push(a);
-            }
-        }
-        self.needs.extend(built.needs);
-        Ok(())
-    }
-}
-
-pub(crate) fn switch_config() -> config::Built {
-    config::Built::of(NodeConfig {
-        switch: true,
-        ..NodeConfig::default()
-    })
 }
 
 /// One stage of wiring: its items' errors go to the `Errors`.
@@ -1046,82 +706,4 @@ fn node_names(cx: &Ctx<'_>, n: &NodeSection) -> Result<Names, TopologyError> {
         start,
         count: c as u64,
     })
-}
-
-/// Parses a string value with `f`, placing its error at the value.
-pub(crate) fn value<T>(
-    cx: &Ctx<'_>,
-    v: &Spanned<String>,
-    f: impl Fn(&str) -> Result<T, String>,
-) -> Result<T, TopologyError> {
-    f(v.get_ref()).map_err(|m| cx.err(v.span(), m))
-}
-
-pub(crate) fn mtu(cx: &Ctx<'_>, m: &Spanned<i64>) -> Result<u32, TopologyError> {
-    match *m.get_ref() {
-        v @ 68..=65535 => Ok(v as u32),
-        v => Err(cx.err(
-            m.span(),
-            format!("expected an MTU from 68 to 65535, got {v}"),
-        )),
-    }
-}
-
-pub(crate) fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, TopologyError> {
-    let mut imp = Impair::default();
-    for (k, v) in map.get_ref() {
-        imp.set(k, v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
-    }
-    imp.check().map_err(|m| cx.err(map.span(), m))?;
-    if imp.is_empty() {
-        return Err(cx.err(
-            map.span(),
-            "an empty impairment: expected delay, jitter, loss, duplicate, corrupt, reorder or rate",
-        ));
-    }
-    if imp.needs_netem() {
-        cx.netem_at
-            .borrow_mut()
-            .get_or_insert_with(|| cx.err(map.span(), ""));
-    }
-    Ok(imp)
-}
-
-pub(crate) fn sysctl(
-    cx: &Ctx<'_>,
-    key: &str,
-    value: &Spanned<toml::Value>,
-) -> Result<String, TopologyError> {
-    let ok_key = key.starts_with("net.")
-        && key.len() < 256
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-        && !key.contains("..")
-        && !key.split(['.', '/']).any(|part| part.is_empty());
-    if !ok_key {
-        return Err(cx.err(
-            value.span(),
-            format!("sysctl {key:?}: expected a per-namespace key under `net.`, e.g. \"net.ipv4.ip_forward\""),
-        ));
-    }
-    match value.get_ref() {
-        toml::Value::String(s) if !s.contains(['\n', '\0']) => Ok(s.clone()),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        toml::Value::Boolean(b) => Ok(if *b { "1" } else { "0" }.into()),
-        _ => Err(cx.err(
-            value.span(),
-            format!("sysctl {key:?}: expected a string, an integer or a boolean"),
-        )),
-    }
-}
-
-/// `net.ipv4.conf.all.forwarding` -> `net/ipv4/conf/all/forwarding`. A key written with
-/// slashes is already a path (sysctl(8)'s way to name `eth0.100`).
-pub fn sysctl_path(key: &str) -> String {
-    if key.contains('/') {
-        key.to_string()
-    } else {
-        key.replace('.', "/")
-    }
 }

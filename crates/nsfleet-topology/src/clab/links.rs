@@ -7,7 +7,7 @@
 use super::mgmt::Mgmt;
 use super::node::{Kind, NodeDecl};
 use super::{keys, Lab};
-use crate::parse::TopologyError;
+use crate::error::TopologyError;
 use crate::plan::{EndDecl, Plan};
 use crate::values;
 use crate::yaml::Yaml;

@@ -7,7 +7,7 @@
 
 use super::node::NodeDecl;
 use super::{keys, Lab};
-use crate::parse::TopologyError;
+use crate::error::TopologyError;
 use crate::plan::{EndDecl, Plan};
 use crate::yaml::Yaml;
 use crate::IpNet;

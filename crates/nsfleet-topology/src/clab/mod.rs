@@ -22,7 +22,8 @@ mod mgmt;
 mod node;
 
 use crate::config;
-use crate::parse::{Ctx, Draft, Groups, TopologyError};
+use crate::draft::{Draft, Groups};
+use crate::error::{Ctx, TopologyError};
 use crate::yaml::{self, Yaml};
 use crate::{check_name, Names, Topology, MAX_FLEET_NAME, MAX_NODE_NAME};
 use std::ops::Range;
@@ -64,7 +65,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         let at = toml::Spanned::new(mgmt.at.clone(), mgmt.network.clone());
         check_name("management network name", &mgmt.network, MAX_NODE_NAME)
             .map_err(|m| cx.err(mgmt.at.clone(), m))?;
-        groups.add(&cx, Names::One(mgmt.network.clone()), crate::parse::switch_config(), &at)
+        groups.add(&cx, Names::One(mgmt.network.clone()), crate::draft::switch_config(), &at)
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
     let mut plan = groups.plan();

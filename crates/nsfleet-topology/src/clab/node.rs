@@ -14,7 +14,8 @@
 
 use super::{keys, Lab};
 use crate::config::{self, Built};
-use crate::parse::{NodeKeys, TopologyError};
+use crate::decl::NodeKeys;
+use crate::error::TopologyError;
 use crate::yaml::Yaml;
 use crate::{check_name, software, template, Bind, ClabNode, MAX_NODE_NAME};
 use std::ops::Range;
@@ -356,7 +357,7 @@ impl NodeDecl<'_> {
     /// The node configuration this node becomes (bridges and the host have none).
     pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
         if self.kind == Kind::Bridge {
-            return Ok(crate::parse::switch_config());
+            return Ok(crate::draft::switch_config());
         }
         self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
@@ -776,7 +777,7 @@ fn quote(w: &str) -> String {
 /// Gives every node `CLAB_INTFS`, the number of its interfaces besides `eth0`, as
 /// containerlab does (images wait for that many).
 pub(crate) fn count_interfaces(
-    groups: &mut crate::parse::Groups,
+    groups: &mut crate::draft::Groups,
     wiring: &[std::sync::Arc<crate::NodeWiring>],
 ) {
     for (g, w) in groups.list.iter_mut().zip(wiring) {

@@ -3,8 +3,9 @@
 //! one thing of a fleet outside it: its name must be unique on the host, so a host link
 //! belongs to one written-out node, never to a generated group.
 
+use crate::decl::value;
+use crate::error::Ctx;
 use crate::link::{HostEnd, Link};
-use crate::parse::{value, Ctx};
 use crate::plan::{EndDecl, Plan};
 use crate::{IpNet, Names, TopologyError};
 use serde::Deserialize;

@@ -14,8 +14,9 @@
 //! mtu = 1450
 //! ```
 
+use crate::decl::{mtu, value};
+use crate::error::Ctx;
 use crate::link::{Link, VxlanEnd};
-use crate::parse::{mtu, value, Ctx};
 use crate::plan::{EndDecl, Plan};
 use crate::{IpNet, TopologyError};
 use serde::Deserialize;

@@ -1,0 +1,222 @@
+//! What the front-ends hand to the resolver and the resolver to the engine: node
+//! [`Groups`] as they are declared (names unique, configurations built, what they ask of
+//! the kernel and the host), and the [`Draft`], a topology checked against everything but
+//! the machine, which [`Draft::check`] checks against the machine's answer.
+
+use crate::config;
+use crate::error::{Ctx, Errors, TopologyError};
+use crate::plan::Plan;
+use crate::{Asks, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology, NO_NETEM};
+use std::collections::HashMap;
+use std::sync::Arc;
+use toml::Spanned;
+
+/// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
+pub(crate) const MAX_COUNT: u64 = 200_000;
+
+/// A topology that is valid as far as the file alone can say, and what it asks of the
+/// kernel: the engine answers [`Draft::asks`] with a probe and hands the answer to
+/// [`Draft::check`]. So the kernel is probed for exactly what a file uses.
+#[derive(Debug)]
+pub struct Draft {
+    topo: Topology,
+    /// Each sysctl and value the nodes set, once, with where it is written.
+    sysctls: Vec<config::Asked>,
+    /// What the nodes' kinds need of the host, with where.
+    needs: Vec<config::Needed>,
+    netem_at: Option<TopologyError>,
+    /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
+    /// it has no use for).
+    warnings: Vec<TopologyError>,
+}
+
+impl Draft {
+    /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
+    pub(crate) fn new(
+        topo: Topology,
+        groups: Groups,
+        cx: Ctx<'_>,
+        warnings: Vec<TopologyError>,
+    ) -> Draft {
+        Draft {
+            topo,
+            sysctls: groups.asked,
+            needs: groups.needs,
+            netem_at: cx.netem_at.into_inner(),
+            warnings,
+        }
+    }
+
+    /// The fleet's name, as the file gives it.
+    pub fn name(&self) -> &str {
+        &self.topo.name
+    }
+
+    pub fn warnings(&self) -> &[TopologyError] {
+        &self.warnings
+    }
+
+    pub fn asks(&self) -> Asks {
+        let paths: std::collections::BTreeSet<&String> =
+            self.sysctls.iter().map(|a| &a.path).collect();
+        Asks {
+            sysctls: paths.into_iter().cloned().collect(),
+            values: (self.sysctls.iter())
+                .map(|a| (a.path.clone(), a.value.clone()))
+                .collect(),
+            netem: self.netem_at.is_some(),
+            host: self.needs.iter().map(|n| n.need.clone()).collect(),
+        }
+    }
+
+    /// The topology, if the kernel offers and the host has what it asks for; otherwise
+    /// every place it asks what they lack or refuse. The kinds' folders get their owners.
+    pub fn check(mut self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
+        let mut errors = Errors::default();
+        for n in self
+            .needs
+            .iter()
+            .filter(|n| kernel.host.missing.contains(&n.need))
+        {
+            errors.take::<()>(Err(n.at.with(n.why.clone())));
+        }
+        if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
+            errors.take::<()>(Err(at.with(NO_NETEM)));
+        }
+        if let Some(writable) = &kernel.netns_sysctls {
+            for a in &self.sysctls {
+                errors.take(sysctl_refusal(a, writable, kernel));
+            }
+        }
+        errors.done()?;
+        owners(&mut self.topo, &kernel.host.users);
+        Ok(self.topo)
+    }
+}
+
+/// Each folder a kind gives to a user by name owned by that user's ids, where the host
+/// said them (unknown users leave the folder root's: only a check without the host does).
+fn owners(topo: &mut Topology, users: &std::collections::BTreeMap<String, (u32, u32)>) {
+    for g in &mut topo.groups {
+        if !g.config.dirs.iter().any(|d| d.user.is_some()) {
+            continue;
+        }
+        for d in &mut Arc::make_mut(&mut g.config).dirs {
+            if let Some(ids) = d.user.as_ref().and_then(|u| users.get(u)) {
+                d.owner = Some(*ids);
+            }
+        }
+    }
+}
+
+/// Why `kernel` refuses the sysctl `a` asks for, if it does.
+fn sysctl_refusal(
+    a: &config::Asked,
+    writable: &std::collections::BTreeSet<String>,
+    kernel: &KernelCaps,
+) -> Result<(), TopologyError> {
+    let (key, value) = (&a.key, &a.value);
+    if writable.contains(&a.path) {
+        return match kernel.refused_values.get(&(a.path.clone(), value.clone())) {
+            Some(why) => Err(a.at.with(format!(
+                "sysctl {key:?} = {value:?}: the kernel refuses this value ({why})"
+            ))),
+            None => Ok(()),
+        };
+    }
+    let hint = if kernel.host_sysctls.contains(&a.path) {
+        "it exists on the host but is not per network namespace"
+    } else {
+        "no such sysctl on this kernel"
+    };
+    Err(a.at.with(format!("sysctl {key:?}: {hint}")))
+}
+
+/// Node groups as they are declared, with every name checked to be unique.
+#[derive(Default)]
+pub(crate) struct Groups {
+    pub(crate) list: Vec<NodeGroup>,
+    /// Per group: its templates, and its loopback pools with where they are written.
+    pub(crate) templates: Vec<config::Templates>,
+    pub(crate) loopbacks: Vec<Option<(Vec<IpNet>, TopologyError)>>,
+    /// Every distinct per-namespace sysctl and value the groups set, with where (see
+    /// `Draft`).
+    asked: Vec<config::Asked>,
+    /// What each group's kind needs of the host, with where the kind is written.
+    needs: Vec<config::Needed>,
+    seen: HashMap<String, usize>,
+    total: u64,
+}
+
+impl Groups {
+    /// The wiring plan of every node of the groups, in their order.
+    pub(crate) fn plan(&self) -> Plan {
+        Plan::new(self.list.iter().flat_map(|g| {
+            let switch = g.config.switch;
+            g.names.iter().map(move |n| (n, switch))
+        }))
+    }
+
+    /// Every node's wiring from `plan`, with the shards of big switches added as groups.
+    pub(crate) fn finish(&mut self, plan: Plan) -> Vec<Arc<crate::NodeWiring>> {
+        let (wiring, shards) = plan.finish();
+        let config = Arc::new(switch_config().config);
+        for name in shards {
+            self.list.push(NodeGroup {
+                names: Names::One(name),
+                config: config.clone(),
+            });
+            self.templates.push(config::Templates::default());
+            self.loopbacks.push(None);
+        }
+        wiring
+    }
+
+    pub(crate) fn add(
+        &mut self,
+        cx: &Ctx<'_>,
+        names: Names,
+        built: config::Built,
+        at: &Spanned<String>,
+    ) -> Result<(), TopologyError> {
+        self.total += names.len();
+        if self.total > MAX_COUNT {
+            return Err(cx.err(
+                at.span(),
+                format!(
+                    "the fleet would have {} nodes; nsfleet accepts at most {MAX_COUNT}",
+                    self.total
+                ),
+            ));
+        }
+        let here = cx.line(at.span()) as usize;
+        for n in names.iter() {
+            if let Some(first) = self.seen.insert(n.clone(), here) {
+                return Err(cx.err(
+                    at.span(),
+                    format!("name {n:?} is already used by the node or switch at line {first}"),
+                ));
+            }
+        }
+        self.list.push(NodeGroup {
+            names,
+            config: Arc::new(built.config),
+        });
+        self.templates.push(built.templates);
+        self.loopbacks.push(built.loopback);
+        for a in built.asked {
+            if !(self.asked.iter()).any(|b| (&b.key, &b.value) == (&a.key, &a.value)) {
+                self.asked.push(a);
+            }
+        }
+        self.needs.extend(built.needs);
+        Ok(())
+    }
+}
+
+pub(crate) fn switch_config() -> config::Built {
+    config::Built::of(NodeConfig {
+        switch: true,
+        ..NodeConfig::default()
+    })
+}
