@@ -7,7 +7,8 @@
 //! - [`supervisor`]: the process that owns a fleet, with its [`control`] protocol,
 //!   [`rundir`], [`preflight`] checks and [`traffic`] generator.
 //! - [`topology`]: the topology file, validated before anything exists; pure.
-//! - [`sys`]: the syscall boundary, where every `unsafe` lives.
+//! - [`sys`]: the syscall boundary, where the engine's `unsafe` lives (netlink's socket
+//!   and the traffic engine's rings keep boundaries of their own).
 //!
 //! It never parses command lines, prints, or draws progress: callers do (nsfleet-client).
 
