@@ -17,13 +17,23 @@ pub const RUN_PREFIX: &str = "nsfleet-vm-";
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// `PARENT/NAME`, made with this process's record in it.
+    /// `PARENT/NAME`, made with this process's record in it. One there already is
+    /// removed only if it is a killed run's (an earlier process of this pid); anything
+    /// else of that name is left alone, and refused.
     pub fn new(parent: &Path, name: &str) -> anyhow::Result<Scratch> {
         let dir = parent.join(name);
         let me = nsfleet_sys::host_pid();
         let since = nsfleet_sys::running_since(me)
             .ok_or_else(|| anyhow::anyhow!("reading our own start time in /proc"))?;
-        let _ = std::fs::remove_dir_all(&dir);
+        if dir.exists() {
+            if owner(&dir) != Owner::Gone {
+                anyhow::bail!(
+                    "{} exists and is not the folder of a killed nsfleet run: it was left alone; remove it to go on",
+                    dir.display()
+                );
+            }
+            std::fs::remove_dir_all(&dir)?;
+        }
         std::fs::create_dir_all(&dir)?;
         let scratch = Scratch(dir);
         std::fs::write(scratch.0.join(OWNER), format!("{me} {since}\n"))?;
