@@ -782,7 +782,17 @@ fn a_killed_runs_qemu_dies_with_it_and_its_folder_goes_with_the_next_run() {
         assert!(out.lines().map_while(Result::ok).any(|l| l == "ready"));
         child.kill().unwrap();
         child.wait().unwrap();
-        let folder = tmp.join(format!("nsfleet-vm-{}", child.id()));
+        // Named for the run's pid and start time.
+        let prefix = format!("nsfleet-vm-{}-", child.id());
+        let folder = (std::fs::read_dir(&tmp).unwrap().flatten())
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .unwrap_or_else(|| panic!("no {prefix}* folder in {}", tmp.display()));
         // QEMU dies with it (SIGKILL from the kernel, PR_SET_PDEATHSIG): no cleanup of
         // ours could run.
         let gone = (0..100).any(|_| {

@@ -53,6 +53,11 @@ pub fn raise_nofile(want: u64) -> io::Result<u64> {
 
 /// Whether we run as root, which creating network and PID namespaces requires.
 pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// Our effective uid.
+pub fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and has no side effects.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
 }

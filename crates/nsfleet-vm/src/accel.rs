@@ -67,14 +67,15 @@ pub enum Verdict {
     Tcg(String),
 }
 
-/// The verdict file of this host's kernel and QEMU.
+/// The verdict file of this host's kernel and QEMU; none without a cache folder (no
+/// HOME), and then nothing is remembered.
 pub struct Verdicts {
-    path: PathBuf,
+    path: Option<PathBuf>,
 }
 
 impl Verdicts {
     /// The verdict for this host's kernel build and `qemu`'s version.
-    pub fn here(qemu: &str) -> anyhow::Result<Verdicts> {
+    pub fn here(qemu: &str) -> Verdicts {
         let version = std::process::Command::new(qemu)
             .arg("--version")
             .output()
@@ -89,24 +90,27 @@ impl Verdicts {
             build.trim(),
             version
         );
-        Ok(Verdicts {
-            path: crate::cache::accel_dir(false)?.join(file_name(&key)),
-        })
+        Verdicts {
+            path: (crate::cache::accel_dir(false).ok()).map(|d| d.join(file_name(&key))),
+        }
     }
 
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
+    /// Where the verdict is kept, for messages.
+    pub fn location(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| "nowhere".into(), |p| p.display().to_string())
     }
 
     /// The verdict, if one was kept; a file that is not one is said and ignored.
     pub fn read(&self) -> Option<Verdict> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
+        let text = std::fs::read_to_string(self.path.as_ref()?).ok()?;
         match parse(&text) {
             Some(v) => Some(v),
             None => {
                 eprintln!(
                     "nsfleet: vm: {} is not a verdict (its first line should be `kvm` or `tcg`): ignored and left as it is; remove it to let nsfleet keep one",
-                    self.path.display()
+                    self.location()
                 );
                 None
             }
@@ -116,20 +120,23 @@ impl Verdicts {
     /// Keeps `v`, unless the file holds something that is not a verdict (left alone).
     /// A cache that cannot be written costs only the next run's probe.
     pub fn keep(&self, v: &Verdict) {
-        if std::fs::read_to_string(&self.path).is_ok_and(|t| parse(&t).is_none()) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        if std::fs::read_to_string(path).is_ok_and(|t| parse(&t).is_none()) {
             return;
         }
         let text = match v {
             Verdict::Kvm => "kvm\nKVM ran a guest here.\n".to_string(),
             Verdict::Tcg(why) => format!("tcg\nKVM did not run a guest here: {why}\n"),
         };
-        let Some(dir) = self.path.parent() else {
+        let Some(dir) = path.parent() else {
             return;
         };
         let tmp = dir.join(format!(".verdict-{}", std::process::id()));
         let _ = std::fs::create_dir_all(dir)
             .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
+            .and_then(|()| std::fs::rename(&tmp, path));
         let _ = std::fs::remove_file(&tmp);
     }
 }

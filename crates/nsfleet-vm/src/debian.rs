@@ -30,7 +30,7 @@ pub fn kernel(spec: &str, stop: &Stop) -> anyhow::Result<PathBuf> {
     // name starts with a dot, as the sweep of the cache expects).
     let partial = Scratch::new(
         &cache,
-        &format!(".{package}.partial-{}", nsfleet_sys::host_pid()),
+        &format!(".{package}.partial-{}", crate::scratch::me()?),
     )?;
     let dir = partial.path();
     run(

@@ -140,6 +140,16 @@ enum Booted {
     },
 }
 
+impl Booted {
+    /// Whether the guest's init ran: the accelerator runs guests.
+    fn lived(&self) -> bool {
+        matches!(
+            self,
+            Booted::Exit(_) | Booted::SetupFailed(_) | Booted::NoReport { started: true }
+        )
+    }
+}
+
 /// What one boot needs.
 struct Guest<'a> {
     args: &'a VmArgs,
@@ -171,20 +181,30 @@ impl Guest<'_> {
     /// Boots under `accel`: the verdict's accelerator for `auto`, with KVM's fallback
     /// to TCG (said in one line, and kept as the verdict).
     fn boot_with(&self, accel: Accel) -> anyhow::Result<i32> {
-        let verdicts = Verdicts::here(QEMU)?;
+        let verdicts = Verdicts::here(QEMU);
         let mut now = match (accel, verdicts.read()) {
             (Accel::Auto, Some(Verdict::Tcg(why))) => {
                 eprintln!(
                     "nsfleet: vm: booting under TCG (emulation): KVM did not run a guest on this host: {why} (kept in {}; --accel kvm tries it again)",
-                    verdicts.path().display()
+                    verdicts.location()
                 );
                 Accel::Tcg
             }
             (a, _) => a,
         };
+        // Why KVM failed; kept as the verdict only once the same guest lives under TCG,
+        // which shows that the guest and QEMU's other options were not the cause.
+        let mut kvm_failed: Option<String> = None;
         let mut retried = false;
         loop {
             let booted = self.boot(now)?;
+            if booted.lived() {
+                match (now, kvm_failed.take()) {
+                    (Accel::Tcg, Some(why)) => verdicts.keep(&Verdict::Tcg(why)),
+                    (Accel::Tcg, None) => {}
+                    _ => verdicts.keep(&Verdict::Kvm),
+                }
+            }
             let failed = match &booted {
                 Booted::NoLife => Some(format!(
                     "the guest showed no sign of life within {} s",
@@ -193,14 +213,12 @@ impl Guest<'_> {
                 Booted::AccelFailed(why) if now != Accel::Tcg => Some(why.clone()),
                 _ => None,
             };
-            if now != Accel::Tcg {
-                verdicts.keep(&failed.clone().map_or(Verdict::Kvm, Verdict::Tcg));
-            }
             if let Some(why) = failed {
                 if now == Accel::Kvm {
                     bail!("KVM does not run this guest here: {why}; --accel auto or tcg boots it under TCG (emulation)");
                 }
-                eprintln!("nsfleet: vm: KVM does not run this guest here: {why}; booting it under TCG (emulation) instead, as the next runs on this host will");
+                eprintln!("nsfleet: vm: KVM does not run this guest here: {why}; booting it under TCG (emulation) instead");
+                kvm_failed = Some(why);
                 now = Accel::Tcg;
                 continue;
             }
@@ -294,8 +312,10 @@ impl Guest<'_> {
         let deadline = started + self.args.timeout;
         let mut watchdog = (accel != Accel::Tcg).then_some(started + SIGN_OF_LIFE);
         let ended = loop {
-            if child.try_wait()?.is_some() {
-                break None;
+            match child.try_wait() {
+                Ok(Some(_)) => break None,
+                Ok(None) => {}
+                Err(e) => break Some(Err(anyhow::Error::new(e).context("waiting for QEMU"))),
             }
             if let Some(sig) = self.stop.signal() {
                 break Some(Err(Interrupted(sig).into()));

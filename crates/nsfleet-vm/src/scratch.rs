@@ -40,10 +40,11 @@ impl Scratch {
         Ok(scratch)
     }
 
-    /// This run's folder in the temporary folder: `/tmp/nsfleet-vm-PID`.
+    /// This run's folder in the temporary folder: `/tmp/nsfleet-vm-PID-START`, named
+    /// for this process alone (a later process of the same pid has another start time),
+    /// so that a sweep never meets a live run's folder under a dead run's name.
     pub fn for_run() -> anyhow::Result<Scratch> {
-        let name = format!("{RUN_PREFIX}{}", nsfleet_sys::host_pid());
-        Scratch::new(&std::env::temp_dir(), &name)
+        Scratch::new(&std::env::temp_dir(), &format!("{RUN_PREFIX}{}", me()?))
     }
 
     pub fn path(&self) -> &Path {
@@ -66,10 +67,38 @@ pub enum Owner {
     Gone,
 }
 
+/// `PID-START`: this process, as a name no other process will have.
+pub fn me() -> anyhow::Result<String> {
+    let pid = nsfleet_sys::host_pid();
+    let since = nsfleet_sys::running_since(pid)
+        .ok_or_else(|| anyhow::anyhow!("reading our own start time in /proc"))?;
+    Ok(format!("{pid}-{since}"))
+}
+
+/// Whose `dir` is: its record read only if the folder is ours (our uid) and the record a
+/// small regular file, opened without following links or blocking (a FIFO or a device
+/// put there cannot stall a run).
 pub fn owner(dir: &Path) -> Owner {
-    let Ok(text) = std::fs::read_to_string(dir.join(OWNER)) else {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let uid = nsfleet_sys::euid();
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid) {
         return Owner::Unknown;
-    };
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(OWNER));
+    let mut text = String::new();
+    let read = file.and_then(|f| {
+        if !f.metadata()?.is_file() {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+        f.take(64).read_to_string(&mut text)
+    });
+    if read.is_err() {
+        return Owner::Unknown;
+    }
     let mut words = text.split_whitespace().map(str::parse::<u64>);
     let (Some(Ok(pid)), Some(Ok(since)), None) = (words.next(), words.next(), words.next()) else {
         return Owner::Unknown;

@@ -1,7 +1,8 @@
 //! Ctrl-C and SIGTERM during a run, in every phase: fetching a kernel, writing the
 //! initramfs, booting, running. [`Stop::watch`] blocks both signals and takes them on a
 //! thread of its own, which at once kills (SIGKILL, through pidfds) the helpers the run
-//! registered (QEMU, apt-get, dpkg-deb; a bench's nsfleet on the host gets SIGTERM); the run sees [`Stop::signal`] at its next look
+//! registered (QEMU; apt-cache, apt-get and dpkg-deb with their process groups; a
+//! bench's nsfleet on the host gets SIGTERM); the run sees [`Stop::signal`] at its next look
 //! (its wait loops look every 20 ms), returns [`Interrupted`], and its folders go as
 //! their guards drop. The caller exits with 128+signal.
 //!
@@ -43,14 +44,32 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// A helper to end on a signal.
+struct Registered {
+    key: u64,
+    pidfd: OwnedFd,
+    signal: libc::c_int,
+    /// The helper leads a process group of its own, which the signal ends whole (a
+    /// dpkg-deb's decompressor and tar hold our pipes as long as they live).
+    group: Option<libc::pid_t>,
+}
+
+impl Registered {
+    fn end(&self) {
+        let _ = match self.group {
+            Some(g) => nsfleet_sys::kill_group(g, self.signal),
+            None => nsfleet_sys::kill_pidfd(self.pidfd.as_fd(), self.signal),
+        };
+    }
+}
+
 #[derive(Default)]
 struct Shared {
     /// The signal taken, 0 until one is.
     signal: AtomicI32,
     /// Set when the run is over: the thread stops taking signals.
     done: AtomicBool,
-    /// Each registered helper: its key, pidfd, and the signal that ends it.
-    helpers: Mutex<Vec<(u64, OwnedFd, libc::c_int)>>,
+    helpers: Mutex<Vec<Registered>>,
 }
 
 /// Signals taken for one run (see the module's doc). Dropping it ends the watch and
@@ -94,18 +113,28 @@ impl Stop {
     /// Registers a helper we started: a signal kills it (SIGKILL). Killed at once if
     /// the signal came already. Dropping the guard unregisters it.
     pub fn helper(&self, pid: u32) -> std::io::Result<Helper<'_>> {
-        self.helper_ended_by(pid, libc::SIGKILL)
+        self.register(pid, libc::SIGKILL, false)
     }
 
-    /// [`Stop::helper`], ended by `sig` instead: for a helper that cleans up after
-    /// itself (another nsfleet, which takes SIGTERM as `down`).
+    /// [`Stop::helper`], ended by `sig` instead: for a helper that should end its own
+    /// way (another nsfleet, which then ends what it started).
     pub fn helper_ended_by(&self, pid: u32, sig: libc::c_int) -> std::io::Result<Helper<'_>> {
-        let pidfd = nsfleet_sys::pidfd_open(pid as libc::pid_t)?;
+        self.register(pid, sig, false)
+    }
+
+    /// Registers helper `pid` (a group leader if `group`), ended by `signal`.
+    fn register(&self, pid: u32, signal: libc::c_int, group: bool) -> std::io::Result<Helper<'_>> {
+        let helper = Registered {
+            key: u64::from(pid),
+            pidfd: nsfleet_sys::pidfd_open(pid as libc::pid_t)?,
+            signal,
+            group: group.then_some(pid as libc::pid_t),
+        };
         if self.signal().is_some() {
-            let _ = nsfleet_sys::kill_pidfd(pidfd.as_fd(), sig);
+            helper.end();
         }
-        let key = u64::from(pid);
-        self.shared.helpers.lock().unwrap().push((key, pidfd, sig));
+        let key = helper.key;
+        self.shared.helpers.lock().unwrap().push(helper);
         // A signal taken between the check above and the push found the list without
         // it: look once more.
         if self.signal().is_some() {
@@ -114,17 +143,26 @@ impl Stop {
         Ok(Helper { stop: self, key })
     }
 
-    /// Runs `cmd` as a registered helper and returns its output, or `Interrupted` if a
-    /// signal killed it.
+    /// Runs `cmd` as a registered helper, in a process group of its own that a signal
+    /// kills whole, and returns its output, or `Interrupted` if a signal killed it.
     pub fn output(&self, cmd: &mut std::process::Command) -> anyhow::Result<std::process::Output> {
+        use std::os::unix::process::CommandExt;
         use std::process::Stdio;
         self.check()?;
         nsfleet_sys::die_with_spawner(cmd);
-        let child = (cmd.stdin(Stdio::null()))
+        let mut child = (cmd.stdin(Stdio::null()))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()?;
-        let _helper = self.helper(child.id())?;
+        let _helper = match self.register(child.id(), libc::SIGKILL, true) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
         let out = child.wait_with_output()?;
         self.check()?;
         Ok(out)
@@ -149,7 +187,7 @@ pub struct Helper<'a> {
 impl Drop for Helper<'_> {
     fn drop(&mut self) {
         let mut helpers = self.stop.shared.helpers.lock().unwrap();
-        helpers.retain(|(k, _, _)| *k != self.key);
+        helpers.retain(|h| h.key != self.key);
     }
 }
 
@@ -168,7 +206,7 @@ fn take(shared: &Shared) {
 }
 
 fn kill_helpers(shared: &Shared) {
-    for (_, pidfd, sig) in shared.helpers.lock().unwrap().iter() {
-        let _ = nsfleet_sys::kill_pidfd(pidfd.as_fd(), *sig);
+    for h in shared.helpers.lock().unwrap().iter() {
+        h.end();
     }
 }
