@@ -31,9 +31,19 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         eprintln!("nsfleet: warning: {w}");
     }
     let name = a.name.clone().unwrap_or_else(|| draft.name().to_string());
+    // Checked against the machine and serialized before connecting: the supervisor gives
+    // a connection 10 s to say what it wants.
+    let topology = serde_json::to_vec(&nsfleet::subsys::probe::validate(draft)?)?;
+    if topology.len() as u64 > nsfleet::control::MAX_TOPOLOGY {
+        bail!(
+            "{}: the topology is {} bytes as the supervisor takes it; at most {} are taken",
+            a.file.display(),
+            topology.len(),
+            nsfleet::control::MAX_TOPOLOGY
+        );
+    }
     let rd = RunDir::new(&a.run_dir);
     let mut client = connect(&rd, &name)?;
-    let topology = serde_json::to_vec(&nsfleet::subsys::probe::validate(draft)?)?;
     let req = Request::Apply {
         file,
         topology_len: topology.len() as u64,

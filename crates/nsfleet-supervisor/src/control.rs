@@ -383,12 +383,16 @@ impl Client {
 
     /// [`Client::call`] with `payload` sent right after the request's line (an `apply`'s
     /// topology).
+    /// A supervisor that answers before reading all of it (it refused the request) has
+    /// its answer read all the same: the write fails with EPIPE, never SIGPIPE.
     pub fn call_with(&mut self, req: &Request, payload: &[u8]) -> anyhow::Result<Reply> {
         self.send(req)?;
-        (&self.sock)
-            .write_all(payload)
-            .context("sending to the supervisor")?;
-        match self.next_reply()? {
+        let sent = sys::send_all(self.sock.as_fd(), payload);
+        let reply = self.next_reply();
+        if let (Err(e), Ok(None) | Err(_)) = (&sent, &reply) {
+            return Err(anyhow!("sending to the supervisor: {e}"));
+        }
+        match reply? {
             Some(Reply::Error { message }) => bail!("{message}"),
             Some(r) => Ok(r),
             None => bail!("the supervisor closed the connection without replying"),
