@@ -73,12 +73,16 @@ impl Draft {
     /// every place it asks what they lack or refuse. The kinds' folders get their owners.
     pub fn check(mut self, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
         let mut errors = Errors::default();
+        let mut said = std::collections::HashSet::new();
         for n in self
             .needs
             .iter()
             .filter(|n| kernel.host.missing.contains(&n.need))
         {
-            errors.take::<()>(Err(n.at.with(n.why.clone())));
+            // Once per place: every node of a group (or of `[defaults]`) says the same.
+            if said.insert((n.at.line, n.at.column, n.why.clone())) {
+                errors.take::<()>(Err(n.at.with(n.why.clone())));
+            }
         }
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
             errors.take::<()>(Err(at.with(NO_NETEM)));
