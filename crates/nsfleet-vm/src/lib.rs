@@ -9,6 +9,11 @@
 //! afterwards (Ctrl-C included): the initramfs and the share where the guest reports
 //! the command's status; and, from inside the guest, into the folders given as
 //! `--rwdir`. This crate never touches the host's network.
+//!
+//! Hosts differ in their KVM, so a guest under KVM has [`SIGN_OF_LIFE`] to show one
+//! before it is booted under TCG instead, and what was learnt is kept ([`accel`]).
+//! Ctrl-C and SIGTERM end a run in any phase ([`stop`]); the folders of a run killed
+//! outright are swept by the next one ([`scratch`]).
 
 pub mod accel;
 pub mod cache;
