@@ -221,10 +221,17 @@ fn events_stream_link_process_and_node_changes_until_the_fleet_ends() {
             Err(events.clone())
         }
     });
+    // A cable pulled just before `down`: its notification is queued in the node by the
+    // time `link` returns, and the watch reads what is queued before it stops.
+    env.ok(&["link", "ev", "r1:eth0", "down"]);
     drop(fleet); // down: the stream ends by itself
     reader.join().unwrap();
     events.extend(rx.try_iter());
     assert!(watcher.wait().unwrap().success());
+    assert!(
+        link_seen(&events[..], "r1", "down"),
+        "the last pull: {events:?}"
+    );
     let has = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
     let link = |node: &str, state: &str| link_seen(&events[..], node, state);
     assert!(link("r1", "no-carrier") && link("r2", "down"), "{events:?}");

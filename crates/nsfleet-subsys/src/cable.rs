@@ -216,21 +216,31 @@ fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<(String, NlSocket
 }
 
 /// Reads every node's link notifications until `stop`, telling each change of state.
+/// After `stop`, one last round reads what the sockets hold already, without waiting: a
+/// cable pulled just before `down` is told.
 fn watch_links(
     socks: &Mutex<Vec<(String, NlSocket)>>,
     stop: &AtomicBool,
     tell: impl Fn(&str, String, &'static str),
 ) {
     let mut last: HashMap<(String, String), &'static str> = HashMap::new();
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
         let mut socks = socks.lock();
         if socks.is_empty() {
             drop(socks);
+            if stopping {
+                return;
+            }
             std::thread::sleep(POLL);
             continue;
         }
         let fds: Vec<BorrowedFd<'_>> = socks.iter().map(|(_, s)| s.as_fd()).collect();
-        let Ok(ready) = sys::poll_readable(&fds, Some(POLL)) else {
+        let wait = if stopping { Duration::ZERO } else { POLL };
+        let Ok(ready) = sys::poll_readable(&fds, Some(wait)) else {
+            if stopping {
+                return;
+            }
             continue;
         };
         drop(fds);
@@ -254,6 +264,9 @@ fn watch_links(
         drop(socks);
         for (node, iface, state) in heard {
             tell(&node, iface, state);
+        }
+        if stopping {
+            return;
         }
     }
 }
