@@ -64,14 +64,12 @@ pub struct VmArgs {
     pub accel: Accel,
 }
 
-/// Removes what killed runs left (see [`scratch`]) and says so; for the start of a run
-/// and for `nsfleet clean`.
-pub fn sweep() -> Vec<PathBuf> {
-    let removed = scratch::sweep_all();
-    for r in &removed {
+/// Removes what killed runs left (see [`scratch`]) and says so, at the start of a run
+/// (`nsfleet clean --all` calls [`scratch::sweep_all`] and says it its own way).
+fn sweep() {
+    for r in scratch::sweep_all() {
         eprintln!("nsfleet: vm: removed {} (its run was killed)", r.display());
     }
-    removed
 }
 
 /// Boots the guest, runs the command, and returns its exit status; [`Interrupted`] if

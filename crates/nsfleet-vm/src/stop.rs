@@ -130,13 +130,9 @@ impl Stop {
             signal,
             group: group.then_some(pid as libc::pid_t),
         };
-        if self.signal().is_some() {
-            helper.end();
-        }
         let key = helper.key;
         self.shared.helpers.lock().unwrap().push(helper);
-        // A signal taken between the check above and the push found the list without
-        // it: look once more.
+        // A signal taken before the push found the list without it: it is ended here.
         if self.signal().is_some() {
             kill_helpers(&self.shared);
         }
