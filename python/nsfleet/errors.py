@@ -1,12 +1,15 @@
-"""The exceptions nsfleet raises, carrying the engine's own message."""
+"""The exceptions nsfleet raises, carrying the engine's own message.
+
+Every call runs the command-line tool with `--json`, which says each error as a JSON
+object of its own on a line of stderr: `{"error": {"message", "file", "line", "column"}}`
+(file, line and column null when the error names no place in a topology file). The
+place is read from those fields, never from the text.
+"""
 
 from __future__ import annotations
 
-import re
-from typing import Optional
-
-# `FILE:LINE:COL: message` or `FILE:LINE: message`, as nsfleet names a topology error.
-_AT_LINE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<msg>.*)$", re.S)
+import json
+from typing import Any, Dict, List, Optional
 
 
 class NsfleetError(Exception):
@@ -20,23 +23,47 @@ class NsfleetError(Exception):
 
 
 class TopologyError(NsfleetError):
-    """A topology nsfleet refused before creating anything, at `file`:`line`."""
+    """An error at a place of a topology file: `file`:`line`:`column` (from 1). nsfleet
+    refused the file before creating anything, or the kernel refused what the file
+    asks there and the change was rolled back. `others` are the errors found with it."""
 
     def __init__(self, message: str, file: str, line: int, column: Optional[int] = None,
-                 exit_status: int = 1) -> None:
+                 exit_status: int = 1, others: Optional[List["TopologyError"]] = None) -> None:
         super().__init__(message, exit_status)
         self.file = file
         self.line = line
         self.column = column
+        self.others: List[TopologyError] = others or []
+
+
+def _error_objects(stderr: str) -> List[Dict[str, Any]]:
+    """The `error` objects of the lines of `stderr` that are one (notes and warnings are
+    lines of text beside them)."""
+    found = []
+    for text in stderr.splitlines():
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+            found.append(obj["error"])
+    return found
 
 
 def from_stderr(stderr: str, exit_status: int) -> NsfleetError:
-    """The exception for a failed command, from what it wrote on its standard error."""
-    lines = [l.removeprefix("nsfleet: ") for l in stderr.strip().splitlines() if l.strip()]
-    text = "\n".join(lines) or f"nsfleet exited with status {exit_status}"
-    first = _AT_LINE.match(lines[0]) if lines else None
-    if first is not None:
-        col = first.group("col")
-        return TopologyError(text, first.group("file"), int(first.group("line")),
-                             int(col) if col else None, exit_status)
-    return NsfleetError(text, exit_status)
+    """The exception for a failed command, from the errors it said on stderr."""
+    errors = _error_objects(stderr)
+    if not errors:
+        # A failure before nsfleet could say one (a usage error of the tool itself).
+        lines = [l.removeprefix("nsfleet: ") for l in stderr.strip().splitlines() if l.strip()]
+        return NsfleetError("\n".join(lines) or f"nsfleet exited with status {exit_status}",
+                            exit_status)
+    placed = [TopologyError(str(e["message"]), str(e["file"]), int(e["line"]),
+                            int(e["column"]) if e.get("column") is not None else None,
+                            exit_status)
+              for e in errors if e.get("file") is not None and e.get("line") is not None]
+    if not placed:
+        return NsfleetError("\n".join(str(e["message"]) for e in errors), exit_status)
+    first = placed[0]
+    first.others = placed[1:]
+    return first

@@ -57,6 +57,20 @@ def test_a_topology_error_names_file_and_line(run_dir: Path, tmp_path: Path, nam
         nsfleet.Fleet.attach(f"{name}-none")
 
 
+def test_a_kernel_refusal_names_its_place_as_fields(run_dir: Path, tmp_path: Path,
+                                                    name: str) -> None:
+    # The kernel refuses a second VXLAN device of one VNI in a node while the fleet is
+    # wired: the engine's error comes back with its file, line and column as fields.
+    twin = tmp_path / "twin.toml"
+    twin.write_text(f'[fleet]\nname = "{name}"\n[[node]]\nname = "a"\n'
+                    '[[vxlan]]\nat = "a:vx0"\nvni = 70\nremote = "10.70.0.2"\n'
+                    '[[vxlan]]\nat = "a:vx1"\nvni = 70\nremote = "10.70.0.3"\n')
+    with pytest.raises(nsfleet.TopologyError) as e:
+        nsfleet.Fleet.from_file(twin)
+    assert (e.value.file, e.value.line, e.value.column) == (str(twin), 9, 1), e.value.message
+    assert "vxlan a:vx1" in e.value.message and "File exists" in e.value.message
+
+
 def test_a_dict_is_written_as_toml() -> None:
     text = _toml.dumps({"fleet": {"name": "x"}, "node": [{"name": "a", "sysctl": {"net.ipv4.ip_forward": 1}}],
                         "flag": True})

@@ -3,7 +3,7 @@
 
 mod commands;
 
-use clap::Parser;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use commands::Command;
 use std::path::PathBuf;
 
@@ -32,7 +32,9 @@ struct Cli {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let json = asks_json(&matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // `nsfleet status | head` ends quietly, as Unix tools do. The supervisor that `up`
     // forks ignores SIGPIPE again, for itself and its holders: they must outlive any reader
     // that goes away.
@@ -79,7 +81,16 @@ fn main() {
             eprintln!("nsfleet: {stopped}");
             std::process::exit(stopped.exit_code());
         }
-        eprintln!("nsfleet: {e:#}");
+        nsfleet_client::errors::report(&e, json);
         std::process::exit(1);
+    }
+}
+
+/// Whether the command given (a subcommand's, at any depth) has `--json`: its errors
+/// are then said as JSON too.
+fn asks_json(m: &ArgMatches) -> bool {
+    match m.subcommand() {
+        Some((_, sub)) => asks_json(sub),
+        None => matches!(m.try_get_one::<bool>("json"), Ok(Some(true))),
     }
 }

@@ -88,7 +88,7 @@ fn down_while_up_is_still_creating_takes_the_whole_fleet_down() {
                 reclaimed = Some((nodes, r));
                 break;
             }
-            Reply::Error { message } => panic!("down: {message}"),
+            Reply::Error { message, .. } => panic!("down: {message}"),
             _ => {}
         }
     }

@@ -194,3 +194,18 @@ fn every_error_of_a_file_is_reported_at_once_in_the_files_order() {
         assert!(env.fleet_dirs().is_empty(), "{name}: nothing created");
     }
 }
+
+#[test]
+fn what_only_the_kernel_refuses_during_up_is_named_at_its_place_and_rolled_back() {
+    let env = Env::new("kernelplace");
+    // Two VXLAN devices of one VNI in a node: the kernel refuses the second (EEXIST)
+    // while the fleet is wired. The engine's error carries the place as data through the
+    // supervisor to the client, which names the file.
+    let f = env.file(
+        "twin.toml",
+        "[fleet]\nname = \"kplace\"\n[[node]]\nname = \"a\"\n[[vxlan]]\nat = \"a:vx0\"\nvni = 70\nremote = \"10.70.0.2\"\n[[vxlan]]\nat = \"a:vx1\"\nvni = 70\nremote = \"10.70.0.3\"\n",
+    );
+    let args = ["up", f.to_str().unwrap()];
+    let expected = "vxlan a:vx1 (vni 70, remote 10.70.0.3): File exists";
+    env.refused("kernel", &args, &f, 9, expected);
+}

@@ -475,17 +475,9 @@ host_link = {{ iface = "m0", host_iface = "{host_iface}", host_addrs = [{host_ad
         )
     };
     let f = env.file("rb.toml", &topology(&taken.0, ""));
-    let out = env.run(&["up", f.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("nothing was created"), "{err}");
-    assert!(
-        err.contains(&format!(
-            "host interface {} already exists on the host (topology line 11)",
-            taken.0
-        )),
-        "{err}"
-    );
+    let args = ["up", f.to_str().unwrap()];
+    let expected = format!("host interface {} already exists on the host", taken.0);
+    env.refused("host interface", &args, &f, 11, &expected);
     assert!(
         host_has(&taken.0),
         "the look-alike on the host is untouched"

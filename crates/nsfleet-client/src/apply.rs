@@ -55,13 +55,8 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
             a.file.display()
         );
     }
-    let located = |e: anyhow::Error| {
-        anyhow::anyhow!(
-            "{}",
-            topology::locate(&format!("{e:#}"), &a.file.display().to_string())
-        )
-    };
-    let (changes, applied, report) = match client.call_with(&req, &topology).map_err(located)? {
+    let in_file = |e| crate::errors::in_file(e, &a.file);
+    let (changes, applied, report) = match client.call_with(&req, &topology).map_err(in_file)? {
         Reply::Plan {
             changes,
             applied,

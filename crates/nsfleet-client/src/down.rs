@@ -72,7 +72,7 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
                 }
                 return Ok(());
             }
-            Reply::Error { message } => bail!("{message}"),
+            Reply::Error { message, .. } => bail!("{message}"),
             _ => {}
         }
     }

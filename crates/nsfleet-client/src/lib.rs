@@ -10,6 +10,7 @@ pub mod capture;
 pub mod clab;
 pub mod clean;
 pub mod down;
+pub mod errors;
 pub mod events;
 pub mod exec;
 pub mod gen;

@@ -7,7 +7,7 @@ use nsfleet::control::UpEvent;
 use nsfleet::core::CreateReport;
 use nsfleet::rundir::{FleetRecord, ProcId, RunDir};
 use nsfleet::sys;
-use nsfleet::topology::{self, check_name, Topology, MAX_FLEET_NAME};
+use nsfleet::topology::{self, check_name, Subject, Topology, TopologyError, MAX_FLEET_NAME};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -90,32 +90,37 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     })
 }
 
-/// What the machine would refuse half-way is refused now, with what to change; notes go
-/// to stderr.
+/// What the machine would refuse half-way is refused now, with what to change, each
+/// refusal as an error of the file (at its place, where it is one); notes go to stderr.
 fn preflight(topo: &Topology, a: &UpArgs) -> anyhow::Result<()> {
     let mut refusals = Vec::new();
     for f in nsfleet::preflight::check(topo) {
         match f {
-            nsfleet::preflight::Finding::Refuse(m) => refusals.push(located(&m, a)),
+            nsfleet::preflight::Finding::Refuse(m) => refusals.push(TopologyError::new(
+                file_name(a).display().to_string(),
+                m.at.unwrap_or_default(),
+                m.text,
+            )),
             nsfleet::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
         }
     }
-    if !refusals.is_empty() {
-        bail!(
-            "fleet {:?} was not started (nothing was created):\n  {}",
-            topo.name,
-            refusals.join("\n  ")
-        );
-    }
-    Ok(())
+    let mut refusals = refusals.into_iter();
+    let Some(mut first) = refusals.next() else {
+        return Ok(());
+    };
+    first.more.extend(refusals);
+    let not_started = format!(
+        "fleet {:?} was not started (nothing was created)",
+        topo.name
+    );
+    Err(anyhow::Error::new(first).context(not_started))
 }
 
-/// An engine error as `FILE:LINE: ...` when it names a line of the topology file.
-fn located(message: &str, a: &UpArgs) -> String {
-    match &a.file {
-        Some(f) => topology::locate(message, &f.display().to_string()),
-        None => message.to_string(),
-    }
+/// The topology file as errors name it.
+fn file_name(a: &UpArgs) -> PathBuf {
+    a.file
+        .clone()
+        .unwrap_or(topology::DEFAULT_FLEET_FILE.into())
 }
 
 fn launch(
@@ -155,10 +160,11 @@ fn launch(
                 print_ready(topo, &report, validate, pid, a.json);
                 return Ok(());
             }
-            Ok(UpEvent::Failed { message }) => {
+            Ok(UpEvent::Failed { message, at }) => {
                 bar.finish();
                 let _ = sys::wait_child(pid);
-                bail!("{}", located(&message, a));
+                let failed = anyhow::Error::new(Subject { text: message, at });
+                return Err(crate::errors::in_file(failed, &file_name(a)));
             }
             Err(_) => {}
         }

@@ -10,7 +10,7 @@ use super::worker::Worker;
 use anyhow::Context;
 use nsfleet_netlink::socket::MAX_BATCH;
 use nsfleet_netlink::{Batch, NlSocket};
-use nsfleet_topology::NodeConfig;
+use nsfleet_topology::{NodeConfig, Subject};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -87,15 +87,16 @@ impl<'a> InitCtx<'a> {
     /// Sends the requests `build` makes for each item (up to [`Requests::MOST`] per item)
     /// from the node, up to a full batch per `sendmsg`, and reads the ACKs by sequence
     /// number. The first error, of `build` or of the kernel (but for what a change of
-    /// shape tolerates, see [`Subsystem::retire`]), is returned as `describe(item): error
-    /// (extended ACK)`, so it names the topology element at fault.
+    /// shape tolerates, see [`Subsystem::retire`]), is returned in the context of
+    /// `describe(item)` (`describe(item): error (extended ACK)`), a [`Subject`] that names
+    /// the topology element at fault and, as data, where the file wrote it.
     /// Requests after a failed one in the same batch still run; the caller's rollback (the
     /// node's teardown) removes them.
-    pub fn send_each<T>(
+    pub fn send_each<T, D: Into<Subject>>(
         &mut self,
         items: impl IntoIterator<Item = T>,
         mut build: impl FnMut(&mut Requests<'_>, &T) -> anyhow::Result<()>,
-        describe: impl Fn(&T) -> String,
+        describe: impl Fn(&T) -> D,
     ) -> anyhow::Result<()> {
         let mut items = items.into_iter().peekable();
         let mut batch = Batch::new();
@@ -114,7 +115,7 @@ impl<'a> InitCtx<'a> {
                     held: &mut held,
                 };
                 if let Err(e) = build(&mut out, &item) {
-                    anyhow::bail!("{}: {e:#}", describe(&item));
+                    return Err(e.context(describe(&item).into()));
                 }
                 let made = batch.seqs().len() - owner.len();
                 debug_assert!(made <= Requests::MOST, "an item made {made} requests");
@@ -127,7 +128,7 @@ impl<'a> InitCtx<'a> {
                 r.as_ref().is_err_and(|e| !self.tolerate.contains(&e.errno))
             };
             if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| fails(r)) {
-                anyhow::bail!("{}: {e}", describe(&chunk[*i]));
+                return Err(anyhow::Error::new(e).context(describe(&chunk[*i]).into()));
             }
         }
         Ok(())

@@ -3,7 +3,7 @@
 
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
-use nsfleet_topology::{Iface, IpNet, NodeWiring};
+use nsfleet_topology::{Iface, IpNet, NodeWiring, Place, Subject};
 
 pub struct Addresses;
 
@@ -55,8 +55,9 @@ impl Subsystem for Addresses {
     // No exit: addresses go with their interfaces.
 }
 
-/// One address of a node: (interface index, its name, the address, the topology line).
-type Addr<'a> = (i32, &'a str, IpNet, Option<u32>);
+/// One address of a node: (interface index, its name, the address, where the topology
+/// file wrote it).
+type Addr<'a> = (i32, &'a str, IpNet, Option<Place>);
 
 /// The addresses of `w` that `pick` picks, given their interface (`None`: `lo`), `lo`'s
 /// first.
@@ -67,7 +68,7 @@ fn on<'a>(w: &'a NodeWiring, pick: impl Fn(Option<&Iface>, &IpNet) -> bool) -> V
     let on_ifaces = (w.ifaces.iter()).flat_map(|i| {
         (i.addrs.iter())
             .filter(|a| pick(Some(i), a))
-            .map(move |a| (i.index, &*i.name, *a, Some(i.line)))
+            .map(move |a| (i.index, &*i.name, *a, Some(i.at)))
     });
     on_lo.chain(on_ifaces).collect()
 }
@@ -90,11 +91,9 @@ fn send(
     cx.send_each(
         addrs,
         |out, &&(index, _, a, _)| out.add(|b, seq| request(b, seq, index, a.addr, a.prefix)),
-        |(_, name, a, line)| {
-            let at = line.map_or(String::new(), |l| {
-                format!(" {}", nsfleet_topology::line_mark(l))
-            });
-            format!("address {a} on {}:{name}{at}", node.name())
+        |&&(_, name, a, at)| Subject {
+            text: format!("address {a} on {}:{name}", node.name()),
+            at,
         },
     )
 }

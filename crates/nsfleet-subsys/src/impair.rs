@@ -70,8 +70,8 @@ impl Impairments {
             |out, (i, imp)| out.add(|b, seq| request(b, seq, i.index, imp.as_ref())),
             |(i, imp)| {
                 let what = imp.map_or("no impairment".to_string(), |x| format!("impairment {x}"));
-                let at = nsfleet_topology::line_mark(i.line);
-                format!("{what} of {}:{} {at}", node.name(), i.name)
+                let text = format!("{what} of {}:{}", node.name(), i.name);
+                nsfleet_topology::Subject::new(text, i.at)
             },
         )?;
         for (i, imp) in todo {

@@ -79,12 +79,6 @@ fn send<'r>(
             };
             out.add(|b, seq| request(b, seq, &route))
         },
-        |r| {
-            format!(
-                "route {r} on {} {}",
-                node.name(),
-                nsfleet_topology::line_mark(r.line)
-            )
-        },
+        |r| nsfleet_topology::Subject::new(format!("route {r} on {}", node.name()), r.at),
     )
 }

@@ -2,6 +2,7 @@
 //! Configure phase so that per-interface keys find their interfaces.
 
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
+use nsfleet_topology::Subject;
 
 use anyhow::Context;
 
@@ -98,7 +99,9 @@ fn set(
             originals.push((key.to_string(), was));
         }
     }
-    let at = cx.node.config().sysctl_lines.mark(key);
-    cx.write_sysctl(key, value)
-        .with_context(|| format!("sysctl {key} = {value}{at}"))
+    let at = cx.node.config().sysctl_places.0.get(key).copied();
+    cx.write_sysctl(key, value).with_context(|| Subject {
+        text: format!("sysctl {key} = {value}"),
+        at,
+    })
 }

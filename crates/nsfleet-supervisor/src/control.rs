@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use nsfleet_core::{CreateReport, Held};
 use nsfleet_subsys::process::ProcInfo;
 use nsfleet_sys as sys;
-use nsfleet_topology::{ClabNode, Impair};
+use nsfleet_topology::{ClabNode, Impair, Place, Subject};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -145,8 +145,12 @@ impl std::str::FromStr for NodeAction {
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
     Status(FleetStatus),
+    /// The request failed; `at` is where the topology file wrote what the failure is
+    /// about (a kernel's refusal of a link, a route, a sysctl), when it is one place.
     Error {
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Place>,
     },
     /// The descriptor is the node's network namespace, or with `world`, a pidfd of the
     /// node's init, whose namespaces (network, mount, UTS, PID) are the node's.
@@ -308,9 +312,45 @@ pub enum UpEvent {
         report: CreateReport,
         pid: i32,
     },
+    /// Nothing of the fleet is left; `at` as in [`Reply::Error`].
     Failed {
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Place>,
     },
+}
+
+/// Where the topology file wrote what `e` is about, if the engine said (a [`Subject`] in
+/// its contexts).
+pub fn place_of(e: &anyhow::Error) -> Option<Place> {
+    e.downcast_ref::<Subject>().and_then(|s| s.at)
+}
+
+impl Reply {
+    /// An error that is about no place of the topology.
+    pub fn error(message: impl Into<String>) -> Reply {
+        Reply::Error {
+            message: message.into(),
+            at: None,
+        }
+    }
+
+    /// `e` as a reply, with its place in the topology when it has one.
+    pub fn failure(e: &anyhow::Error) -> Reply {
+        Reply::Error {
+            message: format!("{e:#}"),
+            at: place_of(e),
+        }
+    }
+}
+
+impl UpEvent {
+    pub fn failed(e: &anyhow::Error) -> UpEvent {
+        UpEvent::Failed {
+            message: format!("{e:#}"),
+            at: place_of(e),
+        }
+    }
 }
 
 pub fn write_line(mut w: impl Write, value: &impl Serialize) -> std::io::Result<()> {
@@ -393,7 +433,8 @@ impl Client {
             return Err(anyhow!("sending to the supervisor: {e}"));
         }
         match reply? {
-            Some(Reply::Error { message }) => bail!("{message}"),
+            // Its place, as data, for the client to name in the file it read.
+            Some(Reply::Error { message, at }) => Err(Subject { text: message, at }.into()),
             Some(r) => Ok(r),
             None => bail!("the supervisor closed the connection without replying"),
         }

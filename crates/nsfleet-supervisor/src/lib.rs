@@ -168,9 +168,8 @@ fn run(args: SupervisorArgs) -> anyhow::Result<i32> {
     supervise(args).inspect_err(|e| {
         log(format_args!("{e:#}"));
         // The log goes with the folder below: tell `up` directly, if it still listens.
-        let message = format!("{e:#}");
         if let Ok(out) = sys::dup_stdio(1) {
-            let _ = control::write_line(out, &UpEvent::Failed { message });
+            let _ = control::write_line(out, &UpEvent::failed(e));
         }
 
         // Whatever failed, the folder is ours and nobody else may be left to remove it
@@ -233,9 +232,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
             // to remove it.
             sup.fleet.shutdown();
             let _ = sup.run_dir.remove(&sup.name, true);
-            events.send(&UpEvent::Failed {
-                message: format!("{e:#}"),
-            });
+            events.send(&UpEvent::failed(&e));
             return Ok(1);
         }
 

@@ -5,7 +5,7 @@
 //! says so. Reads /proc only.
 
 use nsfleet_core::Holding;
-use nsfleet_topology::Topology;
+use nsfleet_topology::{Subject, Topology};
 use std::collections::HashMap;
 
 /// Kernel memory a node costs beyond its interfaces, and an interface (one veth end, with
@@ -21,8 +21,9 @@ pub const SPARE_DESCRIPTORS: u64 = 4096;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Finding {
-    /// Creating this fleet would fail half-way, or take the machine down with it.
-    Refuse(String),
+    /// Creating this fleet would fail half-way, or take the machine down with it; where
+    /// the file asks for it, if it is one place.
+    Refuse(Subject),
     /// Worth knowing; nothing is in the way.
     Note(String),
 }
@@ -57,18 +58,22 @@ fn host_ends(topo: &Topology, out: &mut Vec<Finding>) {
             .join(&h.name)
             .exists()
         {
-            out.push(Finding::Refuse(format!(
-                "host interface {} already exists on the host {}: give the host link another name",
-                h.name,
-                nsfleet_topology::line_mark(i.line)
+            out.push(Finding::Refuse(Subject::new(
+                format!(
+                    "host interface {} already exists on the host: give the host link another name",
+                    h.name
+                ),
+                i.at,
             )));
         }
         for a in h.addrs.iter().filter(|a| a.addr.is_ipv4()) {
             if let Some(dev) = routed_by(&routes, &a.network()) {
-                out.push(Finding::Refuse(format!(
-                    "the host already routes {} through {dev} {}: another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
-                    a.network(),
-                    nsfleet_topology::line_mark(i.line)
+                out.push(Finding::Refuse(Subject::new(
+                    format!(
+                        "the host already routes {} through {dev}: another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
+                        a.network()
+                    ),
+                    i.at,
                 )));
             }
         }
@@ -109,12 +114,15 @@ fn namespaces(nodes: u64, out: &mut Vec<Finding>) {
     };
     let need = nodes + OWN_NAMESPACES;
     if need > max {
-        out.push(Finding::Refuse(format!(
-            "this fleet needs {need} network namespaces and user.max_net_namespaces is {max} \
+        out.push(Finding::Refuse(
+            format!(
+                "this fleet needs {need} network namespaces and user.max_net_namespaces is {max} \
              (every namespace of this user counts): raise it with \
              `sysctl -w user.max_net_namespaces={}`",
-            need * 2
-        )));
+                need * 2
+            )
+            .into(),
+        ));
     } else if need > max / 10 * 9 {
         out.push(Finding::Note(format!(
             "this fleet takes {need} of the {max} network namespaces user.max_net_namespaces allows"
@@ -166,22 +174,28 @@ fn descriptors(topo: &Topology, out: &mut Vec<Finding>) {
         out.push(Finding::Note(why));
     }
     if need > hard && !nsfleet_sys::has_capability(CAP_SYS_RESOURCE) {
-        out.push(Finding::Refuse(format!(
-            "the supervisor holds a descriptor per node and per process, {need} in all, and \
+        out.push(Finding::Refuse(
+            format!(
+                "the supervisor holds a descriptor per node and per process, {need} in all, and \
              RLIMIT_NOFILE's hard limit is {hard}, which this process may not raise (it lacks \
              CAP_SYS_RESOURCE): raise the hard limit where nsfleet is started (`ulimit -Hn \
              {need}` as root, LimitNOFILE= for a service), or make the fleet at most {} nodes",
-            hard.saturating_sub(SPARE_DESCRIPTORS)
-        )));
+                hard.saturating_sub(SPARE_DESCRIPTORS)
+            )
+            .into(),
+        ));
         return;
     }
     if let Some(nr_open) = read_u64("/proc/sys/fs/nr_open") {
         if need > nr_open {
-            out.push(Finding::Refuse(format!(
-                "the supervisor holds a descriptor per node and per process, {need} in all; \
+            out.push(Finding::Refuse(
+                format!(
+                    "the supervisor holds a descriptor per node and per process, {need} in all; \
                  fs.nr_open caps any process at {nr_open}: raise it with `sysctl -w fs.nr_open={}`",
-                need * 2
-            )));
+                    need * 2
+                )
+                .into(),
+            ));
             return;
         }
     }
@@ -202,12 +216,15 @@ fn memory(nodes: u64, ifaces: u64, out: &mut Vec<Finding>) {
     }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     if need > available / 10 * 9 {
-        out.push(Finding::Refuse(format!(
+        out.push(Finding::Refuse(
+            format!(
             "this fleet would take about {:.1} GiB of kernel memory ({nodes} namespaces, {ifaces} \
              interfaces) and {:.1} GiB are available: make it smaller, or free memory",
             gib(need),
             gib(available)
-        )));
+        )
+            .into(),
+        ));
     } else if need > available / 2 {
         out.push(Finding::Note(format!(
             "this fleet will take about {:.1} GiB of the {:.1} GiB of memory available",
@@ -300,7 +317,7 @@ mod tests {
         .unwrap();
         let found = check(&topo);
         assert!(
-            found.iter().any(|f| matches!(f, Finding::Refuse(m) if m.contains("max_net_namespaces") || m.contains("memory"))),
+            found.iter().any(|f| matches!(f, Finding::Refuse(m) if m.text.contains("max_net_namespaces") || m.text.contains("memory"))),
             "{found:?}"
         );
         assert!(matches!(found[0], Finding::Refuse(_)), "refusals first");

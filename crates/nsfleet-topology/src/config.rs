@@ -135,7 +135,7 @@ pub(crate) fn build(
             value: v.clone(),
             at: cx.err(value.span(), ""),
         });
-        (config.sysctl_lines.0).insert(key.to_string(), cx.line(value.span()));
+        (config.sysctl_places.0).insert(key.to_string(), cx.place(value.span()));
         match config.sysctls.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = v,
             None => config.sysctls.push((key.to_string(), v)),
@@ -225,7 +225,7 @@ impl Templates {
         let used = template::check(text).map_err(|(off, m)| {
             // The offset is in the value; the span starts at its opening quote.
             let mut e = cx.err(span.clone(), m);
-            e.column += off + 1;
+            e.at.column += off as u32 + 1;
             e
         })?;
         if used.iter().any(|p| matches!(p, Placeholder::Addr { .. })) {
@@ -313,13 +313,7 @@ pub fn read_source(path: &str) -> Result<String, String> {
 
 /// An error at byte `off` of file `path`.
 fn place(path: &str, text: &str, off: usize, message: String) -> TopologyError {
-    let upto = &text[..off.min(text.len())];
-    TopologyError {
-        file: path.to_string(),
-        line: upto.matches('\n').count() + 1,
-        column: upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1,
-        message,
-    }
+    Ctx::new(path, text).err(off..off, message)
 }
 
 /// A path of the file, relative to the topology file's folder, made absolute.

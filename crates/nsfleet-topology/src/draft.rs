@@ -80,7 +80,7 @@ impl Draft {
             .filter(|n| kernel.host.missing.contains(&n.need))
         {
             // Once per place: every node of a group (or of `[defaults]`) says the same.
-            if said.insert((n.at.line, n.at.column, n.why.clone())) {
+            if said.insert((n.at.at, n.why.clone())) {
                 errors.take::<()>(Err(n.at.with(n.why.clone())));
             }
         }
@@ -148,7 +148,7 @@ pub(crate) struct Groups {
     asked: Vec<config::Asked>,
     /// What each group's kind needs of the host, with where the kind is written.
     needs: Vec<config::Needed>,
-    seen: HashMap<String, usize>,
+    seen: HashMap<String, u32>,
     total: u64,
 }
 
@@ -193,7 +193,7 @@ impl Groups {
                 ),
             ));
         }
-        let here = cx.line(at.span()) as usize;
+        let here = cx.place(at.span()).line;
         for n in names.iter() {
             if let Some(first) = self.seen.insert(n.clone(), here) {
                 return Err(cx.err(

@@ -1,29 +1,80 @@
-//! Where a topology's errors are: [`TopologyError`] (file, line, column and what was
-//! expected there), the collector that reports a stage's errors together ([`Errors`]),
-//! and [`Ctx`], which turns a span of the file's text into a place. Every front-end and
-//! the resolver use these; this file uses none of them.
+//! Where a topology's errors are: a [`Place`] in a file (line and column, as data, from
+//! the front-ends through the engine to the client), [`TopologyError`] (file, place and
+//! what was expected there), [`Subject`] (what an engine error is about, and where the
+//! file wrote it), the collector that reports a stage's errors together ([`Errors`]), and
+//! [`Ctx`], which turns a span of the file's text into a place. Every front-end, the
+//! resolver and the engine use these; this file uses none of them.
 
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
+/// Where something is written in a topology file: its line and column, from 1. The
+/// engine carries places without the file's name (the client knows it); `line` 0 is no
+/// place at all (a file that could not be read).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Place {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// An error about what a topology file wrote: where, and what was wrong or expected there.
+/// Several found together travel as one: the first, with the others in `more`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopologyError {
     pub file: String,
-    pub line: usize,
-    pub column: usize,
+    pub at: Place,
     pub message: String,
+    /// The other errors of the same reading, in the file's order (at most
+    /// [`MAX_ERRORS`] in all), and how many more there were beyond those.
+    pub more: Vec<TopologyError>,
+    pub unsaid: usize,
+}
+
+impl TopologyError {
+    pub fn new(file: impl Into<String>, at: Place, message: impl Into<String>) -> Self {
+        TopologyError {
+            file: file.into(),
+            at,
+            message: message.into(),
+            more: Vec::new(),
+            unsaid: 0,
+        }
+    }
+
+    /// This error and the others found with it, in the file's order.
+    pub fn all(&self) -> impl Iterator<Item = &TopologyError> {
+        std::iter::once(self).chain(&self.more)
+    }
+
+    /// One error, with its place, on a line of its own.
+    fn fmt_one(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.at.line == 0 {
+            // Not about a place in the file (it could not be read at all).
+            return write!(f, "{}: {}", self.file, self.message);
+        }
+        write!(f, "{}:{}: {}", self.file, self.at, self.message)
+    }
 }
 
 impl std::fmt::Display for TopologyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.line == 0 {
-            // Not about a place in the file (it could not be read at all).
-            return write!(f, "{}: {}", self.file, self.message);
+        self.fmt_one(f)?;
+        for e in &self.more {
+            writeln!(f)?;
+            e.fmt_one(f)?;
         }
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.column, self.message
-        )
+        if self.unsaid > 0 {
+            write!(f, "\n... and {} more errors", self.unsaid)?;
+        }
+        Ok(())
     }
 }
 
@@ -52,19 +103,15 @@ impl Errors {
     /// Ok if nothing failed; else every error (up to the limit), as one: the first, with
     /// the others on lines of their own.
     pub(crate) fn done(mut self) -> Result<(), TopologyError> {
-        self.0.sort_by_key(|e| (e.line, e.column));
-        let Some(mut first) = self.0.first().cloned() else {
+        self.0.sort_by_key(|e| e.at);
+        let unsaid = self.0.len().saturating_sub(MAX_ERRORS);
+        self.0.truncate(MAX_ERRORS);
+        let mut errors = self.0.into_iter();
+        let Some(mut first) = errors.next() else {
             return Ok(());
         };
-        for e in self.0.iter().skip(1).take(MAX_ERRORS - 1) {
-            first.message.push_str(&format!("\n{e}"));
-        }
-        if self.0.len() > MAX_ERRORS {
-            let more = self.0.len() - MAX_ERRORS;
-            first
-                .message
-                .push_str(&format!("\n... and {more} more errors"));
-        }
+        first.more.extend(errors);
+        first.unsaid = unsaid;
         Err(first)
     }
 }
@@ -72,12 +119,42 @@ impl Errors {
 impl TopologyError {
     /// Another message at the same place.
     pub(crate) fn with(&self, message: impl Into<String>) -> TopologyError {
-        TopologyError {
-            message: message.into(),
-            ..self.clone()
+        TopologyError::new(&self.file, self.at, message)
+    }
+}
+
+/// What an error of the engine is about (a link, a route, a sysctl of a node) and where
+/// the file wrote it: the context the engine gives a kernel's refusal, so that the place
+/// reaches the client as data however the error is wrapped on its way (find it with
+/// `anyhow::Error::downcast_ref::<Subject>()`, which searches the contexts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    pub text: String,
+    pub at: Option<Place>,
+}
+
+impl Subject {
+    pub fn new(text: impl Into<String>, at: Place) -> Self {
+        Subject {
+            text: text.into(),
+            at: Some(at),
         }
     }
 }
+
+impl From<String> for Subject {
+    fn from(text: String) -> Self {
+        Subject { text, at: None }
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Subject {}
 
 pub(crate) struct Ctx<'a> {
     pub(crate) file: &'a str,
@@ -95,19 +172,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(crate) fn line(&self, span: Range<usize>) -> u32 {
-        self.err(span, "").line as u32
-    }
-
-    pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
+    /// Where the span starts. The column counts bytes, as compilers' columns do.
+    pub(crate) fn place(&self, span: Range<usize>) -> Place {
         let upto = &self.text[..span.start.min(self.text.len())];
         let line = upto.matches('\n').count() + 1;
         let column = upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1;
-        TopologyError {
-            file: self.file.to_string(),
-            line,
-            column,
-            message: message.into(),
+        Place {
+            line: line as u32,
+            column: column as u32,
         }
+    }
+
+    pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {
+        TopologyError::new(self.file, self.place(span), message)
     }
 }

@@ -53,7 +53,7 @@ pub(crate) struct Generator {
     pub routes: bool,
     pub mtu: Option<u32>,
     pub impair: Option<Impair>,
-    pub line: u32,
+    pub at: crate::Place,
 }
 
 impl Shape {
@@ -85,7 +85,7 @@ impl Shape {
     }
 
     pub const KINDS: &'static str =
-        "star, fake-routers, line, ring, tree, mesh, grid, torus, random or linear";
+        "star, fake-routers, at, ring, tree, mesh, grid, torus, random or linear";
 
     /// Whether nodes hang off switches (and share a subnet) rather than being linked
     /// pairwise.
@@ -217,7 +217,7 @@ impl Generator {
     }
 
     pub fn wire(&self, plan: &mut Plan) -> Result<(), String> {
-        plan.declare_pool(self.pool, self.line)?;
+        plan.declare_pool(self.pool, self.at)?;
         match self.shape {
             Shape::Star | Shape::FakeRouters => {
                 plan.set_pool(&self.switch, self.pool)?;
@@ -225,7 +225,7 @@ impl Generator {
                 for i in 0..self.count {
                     let end = self.end(self.node(i), "eth0", Vec::new());
                     let port = self.end(self.switch.clone(), "", Vec::new());
-                    plan.add_link(end, port, self.line)?;
+                    plan.add_link(end, port, self.at)?;
                 }
                 Ok(())
             }
@@ -250,10 +250,10 @@ impl Generator {
         for i in 0..self.count {
             plan.set_ports(&switch(i), self.ports)?;
             let host = self.end(self.node(i), "eth0", vec![self.pool.host(i)]);
-            plan.add_link(host, self.end(switch(i), "", Vec::new()), self.line)?;
+            plan.add_link(host, self.end(switch(i), "", Vec::new()), self.at)?;
             if i > 0 {
                 let (a, b) = (switch(i - 1), switch(i));
-                plan.add_link(self.end(a, "", vec![]), self.end(b, "", vec![]), self.line)?;
+                plan.add_link(self.end(a, "", vec![]), self.end(b, "", vec![]), self.at)?;
             }
         }
         Ok(())
@@ -273,7 +273,7 @@ impl Generator {
                 self.end(self.node(x), &name, vec![net.host(host)])
             };
             let (a, b) = (end(u, 0), end(v, 1));
-            plan.add_link(a, b, self.line)?;
+            plan.add_link(a, b, self.at)?;
             adj[u as usize].push((v, k));
             adj[v as usize].push((u, k));
         }
@@ -329,7 +329,7 @@ impl Generator {
                 let (a, _) = edges[link];
                 let gw = net.host(if a == hop { 0 } else { 1 }).addr;
                 let dst = self.pool.subnet(len, k as u64);
-                plan.add_route(&self.node(s as u64), dst, Some(gw), None, self.line)?;
+                plan.add_route(&self.node(s as u64), dst, Some(gw), None, self.at)?;
             }
         }
         Ok(())

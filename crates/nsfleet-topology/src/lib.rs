@@ -28,7 +28,7 @@ mod yaml;
 pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use decl::sysctl_path;
 pub use draft::Draft;
-pub use error::TopologyError;
+pub use error::{Place, Subject, TopologyError};
 pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
@@ -72,13 +72,13 @@ pub enum Names {
 }
 
 /// What every subsystem reads about a node. Subsystems each read their own fields.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NodeConfig {
     /// Per-namespace sysctls as (`net.ipv4.ip_forward`, `1`), applied in this order.
     pub sysctls: Vec<(String, String)>,
-    /// The line each sysctl is written on, by key: for the kernel's refusals.
+    /// Where each sysctl is written, by key: for the kernel's refusals.
     #[serde(default)]
-    pub sysctl_lines: WrittenAt,
+    pub sysctl_places: WrittenAt,
     /// Shell command lines started inside the node once the fleet is built.
     pub commands: Vec<String>,
     /// IPv4 forwarding on every interface of the node (IPv6 too where it has addresses).
@@ -108,24 +108,50 @@ pub struct NodeConfig {
     pub clab: Option<ClabNode>,
 }
 
-/// Where in the file things are written, by key, for errors to name the line. Not part of
-/// what a node is: configurations that differ only in where they are written are equal,
-/// so an edit that moves lines changes no node.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WrittenAt(pub std::collections::BTreeMap<String, u32>);
-
-impl PartialEq for WrittenAt {
-    fn eq(&self, _: &WrittenAt) -> bool {
-        true
+impl PartialEq for NodeConfig {
+    /// Configurations are equal when they make the same node: where they are written is
+    /// not compared, so an edit that moves lines changes no node. The destructuring
+    /// names every field, so a new one cannot be forgotten here.
+    fn eq(&self, o: &NodeConfig) -> bool {
+        let NodeConfig {
+            sysctls,
+            sysctl_places: _,
+            commands,
+            router,
+            switch,
+            hostname,
+            dirs,
+            files,
+            restart_on_failure,
+            env,
+            binds,
+            aliases,
+            clab,
+        } = self;
+        (sysctls, commands, router, switch, hostname, dirs)
+            == (
+                &o.sysctls,
+                &o.commands,
+                &o.router,
+                &o.switch,
+                &o.hostname,
+                &o.dirs,
+            )
+            && (files, restart_on_failure, env, binds, aliases, clab)
+                == (
+                    &o.files,
+                    &o.restart_on_failure,
+                    &o.env,
+                    &o.binds,
+                    &o.aliases,
+                    &o.clab,
+                )
     }
 }
 
-impl WrittenAt {
-    /// ` (topology line N)` for `key`, or nothing if it was not written in a file.
-    pub fn mark(&self, key: &str) -> String {
-        (self.0.get(key)).map_or(String::new(), |l| format!(" {}", line_mark(*l)))
-    }
-}
+/// Where in the file things are written, by key, for errors to name the place.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WrittenAt(pub std::collections::BTreeMap<String, Place>);
 
 /// What a switch's links to nodes are made of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,7 +184,8 @@ pub struct MacvlanPort {
     pub name: String,
     pub lower: u16,
     pub peer: Peer,
-    pub line: u32,
+    /// Where the topology file declared its link.
+    pub at: Place,
 }
 
 /// A host path mounted at `target` in a node's world, as a container's bind is: the
@@ -248,7 +275,7 @@ pub struct Iface {
     pub bridge: Option<u16>,
     pub link: Link,
     /// Where the topology file declared it (for kernel errors).
-    pub line: u32,
+    pub at: Place,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -257,7 +284,7 @@ pub struct RouteSpec {
     pub via: Option<std::net::IpAddr>,
     /// Interface index of `dev`.
     pub dev: Option<i32>,
-    pub line: u32,
+    pub at: Place,
 }
 
 impl std::fmt::Display for RouteSpec {
@@ -355,24 +382,6 @@ impl Topology {
             }],
             wiring: Vec::new(),
         }
-    }
-}
-
-/// How an error from the engine (a kernel refusal, after validation) names the place in
-/// the topology file it comes from; [`locate`] turns it into `FILE:LINE:` once the file
-/// is known again (the engine runs in the supervisor, which has only the topology).
-pub fn line_mark(line: u32) -> String {
-    format!("(topology line {line})")
-}
-
-/// `message` as `FILE:LINE: message` when it carries a [`line_mark`]; as it is otherwise.
-pub fn locate(message: &str, file: &str) -> String {
-    let line = (message.split("(topology line ").nth(1))
-        .and_then(|r| r.split(')').next())
-        .and_then(|n| n.parse::<u32>().ok());
-    match line {
-        Some(n) => format!("{file}:{n}: {message}"),
-        None => message.to_string(),
     }
 }
 

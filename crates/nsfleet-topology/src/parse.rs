@@ -180,11 +180,12 @@ pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
 pub fn read_text(path: &Path) -> Result<String, TopologyError> {
     use std::io::Read;
     let file = path.display().to_string();
-    let at = |line: usize, column: usize, message: String| TopologyError {
-        file: file.clone(),
-        line,
-        column,
-        message,
+    let at = |line: usize, column: usize, message: String| {
+        let place = crate::Place {
+            line: line as u32,
+            column: column as u32,
+        };
+        TopologyError::new(&file, place, message)
     };
     let unreadable = |e: std::io::Error| at(0, 0, format!("cannot read the topology file: {e}"));
     let meta = std::fs::metadata(path).map_err(unreadable)?;
@@ -354,20 +355,15 @@ fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), Top
     {
         let mut seen: HashMap<[u8; 6], u32> = HashMap::new();
         let ends = (w.ifaces.iter())
-            .map(|i| ([i.mac, i.link.as_veth().and_then(|p| p.mac)], i.line))
-            .chain(w.macvlans.iter().map(|p| ([p.peer.mac, None], p.line)));
-        for (macs, line) in ends {
+            .map(|i| ([i.mac, i.link.as_veth().and_then(|p| p.mac)], i.at))
+            .chain(w.macvlans.iter().map(|p| ([p.peer.mac, None], p.at)));
+        for (macs, at) in ends {
             for mac in macs.into_iter().flatten() {
-                if let Some(first) = seen.insert(mac, line) {
+                if let Some(first) = seen.insert(mac, at.line) {
                     let m = nsfleet_values::format_mac(&mac);
-                    return Err(TopologyError {
-                        file: cx.file.to_string(),
-                        line: line as usize,
-                        column: 1,
-                        message: format!(
-                            "MAC address {m} is already on this switch (line {first}); each interface on a switch needs its own"
-                        ),
-                    });
+                    return Err(TopologyError::new(cx.file, at, format!(
+                        "MAC address {m} is already on this switch (line {first}); each interface on a switch needs its own"
+                    )));
                 }
             }
         }
@@ -429,9 +425,8 @@ fn pools(
 ) -> Result<(), TopologyError> {
     for (group, pools) in groups.list.iter().zip(&groups.loopbacks) {
         let Some((pools, at)) = pools else { continue };
-        let line = at.line as u32;
         for pool in pools {
-            plan.declare_pool(*pool, line).map_err(|m| at.with(m))?;
+            plan.declare_pool(*pool, at.at).map_err(|m| at.with(m))?;
             if pool.capacity() < group.names.len() {
                 return Err(at.with(format!(
                     "loopback pool {pool} has {} addresses; the group has {} nodes",
@@ -445,7 +440,7 @@ fn pools(
                     addr: host,
                     prefix: if host.is_ipv4() { 32 } else { 128 },
                 };
-                plan.add_loopback(&name, single, line)
+                plan.add_loopback(&name, single, at.at)
                     .map_err(|m| at.with(m))?;
             }
         }
@@ -468,7 +463,7 @@ fn pools(
                 };
                 return Err(cx.err(pool.span(), format!("{key}: expected {want}, got {net}")));
             }
-            (plan.declare_pool(net, cx.line(pool.span())))
+            (plan.declare_pool(net, cx.place(pool.span())))
                 .and_then(|()| plan.set_pool(s.name.get_ref(), net))
                 .map_err(|m| cx.err(pool.span(), m))?;
         }
@@ -489,7 +484,7 @@ fn routes(cx: &Ctx<'_>, doc: &File, groups: &Groups, plan: &mut Plan, errors: &m
             };
             // A route of a generated group: its error once, not once per node.
             let added = (group.names.iter()).try_for_each(|name| {
-                plan.add_route(&name, dst, via, dev.as_deref(), cx.line(r.span()))
+                plan.add_route(&name, dst, via, dev.as_deref(), cx.place(r.span()))
                     .map_err(|m| cx.err(r.span(), m))
             });
             errors.take(added);
@@ -645,7 +640,7 @@ fn generator(cx: &Ctx<'_>, g: &Spanned<GenSection>) -> Result<Generator, Topolog
         routes: sec.routes.unwrap_or(false),
         mtu: sec.mtu.as_ref().map(|m| mtu(cx, m)).transpose()?,
         impair: sec.impair.as_ref().map(|i| impair(cx, i)).transpose()?,
-        line: cx.line(g.span()),
+        at: cx.place(g.span()),
     };
     gen.check().map_err(|m| cx.err(g.span(), m))?;
     Ok(gen)

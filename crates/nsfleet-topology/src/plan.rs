@@ -5,7 +5,7 @@
 //! sentences that the parser places at a file position.
 
 use crate::link::{bridge, Link, Peer};
-use crate::{Iface, Impair, IpNet, NodeWiring, Ports, RouteSpec};
+use crate::{Iface, Impair, IpNet, NodeWiring, Place, Ports, RouteSpec};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -164,21 +164,21 @@ impl Plan {
 
     /// Records an address pool of the file. Pools must not overlap: they would hand out
     /// the same addresses, found only later, at whichever link ran into the other's.
-    pub fn declare_pool(&mut self, pool: IpNet, line: u32) -> Result<(), String> {
+    pub fn declare_pool(&mut self, pool: IpNet, at: Place) -> Result<(), String> {
         let pool = pool.network();
         if let Some((other, at)) = self.declared.iter().find(|(p, _)| p.overlaps(&pool)) {
             return Err(format!(
                 "pool {pool} overlaps pool {other} (line {at}): they would give out the same addresses"
             ));
         }
-        self.declared.push((pool, line));
+        self.declared.push((pool, at.line));
         Ok(())
     }
 
     /// Records addresses as taken; an address given twice in a fleet is a mistake.
-    pub fn claim(&mut self, addrs: &[IpNet], line: u32) -> Result<(), String> {
+    pub fn claim(&mut self, addrs: &[IpNet], at: Place) -> Result<(), String> {
         for a in addrs {
-            if let Some(first) = self.used.insert(a.addr, line) {
+            if let Some(first) = self.used.insert(a.addr, at.line) {
                 return Err(format!(
                     "address {} is already given to another interface (line {first})",
                     a.addr
@@ -188,7 +188,7 @@ impl Plan {
         Ok(())
     }
 
-    pub(crate) fn take_from_pools(&mut self, switch: u32, line: u32) -> Result<Vec<IpNet>, String> {
+    pub(crate) fn take_from_pools(&mut self, switch: u32, at: Place) -> Result<Vec<IpNet>, String> {
         let Some(pools) = self.pools.get_mut(&switch) else {
             return Ok(Vec::new());
         };
@@ -203,7 +203,7 @@ impl Plan {
             out.push(pool.host(*next));
             *next += 1;
         }
-        self.claim(&out, line)?;
+        self.claim(&out, at)?;
         Ok(out)
     }
 
@@ -214,7 +214,7 @@ impl Plan {
         i: u32,
         d: &EndDecl,
         link: Link,
-        line: u32,
+        at: Place,
     ) -> Result<(u32, String, i32), String> {
         let switch = self.switch[i as usize];
         let name = match &d.iface {
@@ -243,18 +243,18 @@ impl Plan {
             ));
         }
         let on = if switch {
-            self.port_shard(i, &name, line)?
+            self.port_shard(i, &name, at)?
         } else {
             i
         };
-        let index = self.put(on, name.clone(), d, link, line);
+        let index = self.put(on, name.clone(), d, link, at);
         Ok((on, name, index))
     }
 
     /// Adds the end of a link that its peer makes (`Link::FarEnd`) to node `i`, as
     /// `push_iface` does; returns it as the peer that makes it names it.
-    pub(crate) fn push_far_end(&mut self, i: u32, d: &EndDecl, line: u32) -> Result<Peer, String> {
-        let (on, name, index) = self.push_iface(i, d, Link::FarEnd, line)?;
+    pub(crate) fn push_far_end(&mut self, i: u32, d: &EndDecl, at: Place) -> Result<Peer, String> {
+        let (on, name, index) = self.push_iface(i, d, Link::FarEnd, at)?;
         Ok(Peer {
             node: self.name_of(on).to_string(),
             name,
@@ -270,17 +270,17 @@ impl Plan {
     }
 
     /// The shard node that switch `i`'s next port, `name`, goes on.
-    fn port_shard(&mut self, i: u32, name: &str, line: u32) -> Result<u32, String> {
+    fn port_shard(&mut self, i: u32, name: &str, at: Place) -> Result<u32, String> {
         // Bridge ports only: a switch's macvlans are not ports of a bridge.
         let ports = self.ports(i) - self.wiring[i as usize].macvlans.len();
-        let on = self.shard(i, ports / bridge::PORTS_PER_SHARD, line)?;
+        let on = self.shard(i, ports / bridge::PORTS_PER_SHARD, at)?;
         let sw = self.switches.get_mut(&i).expect("made by shard()");
         sw.names.insert(name.to_string());
         Ok(on)
     }
 
     /// The node of shard `k` of switch `i`, made (with its trunk) if it is new.
-    fn shard(&mut self, i: u32, k: usize, line: u32) -> Result<u32, String> {
+    fn shard(&mut self, i: u32, k: usize, at: Place) -> Result<u32, String> {
         let sw = self.switches.entry(i).or_default();
         if sw.shards.is_empty() {
             sw.shards.push(i);
@@ -308,7 +308,7 @@ impl Plan {
         // into its bridge with the other far ends.
         let (on_parent, on_shard) = bridge::trunk_names(k);
         let end = EndDecl::default();
-        let index = self.put(on, on_shard.clone(), &end, Link::FarEnd, line);
+        let index = self.put(on, on_shard.clone(), &end, Link::FarEnd, at);
         let peer = Peer {
             node: name,
             name: on_shard,
@@ -316,12 +316,12 @@ impl Plan {
             mtu: None,
             mac: None,
         };
-        self.put(parent, on_parent, &end, Link::Veth(peer), line);
+        self.put(parent, on_parent, &end, Link::Veth(peer), at);
         Ok(on)
     }
 
     /// Puts interface `name` on node `i`, at the next index; returns the index.
-    fn put(&mut self, i: u32, name: String, d: &EndDecl, link: Link, line: u32) -> i32 {
+    fn put(&mut self, i: u32, name: String, d: &EndDecl, link: Link, at: Place) -> i32 {
         let switch = self.switch[i as usize];
         let w = &mut self.wiring[i as usize];
         let pos = w.ifaces.len();
@@ -339,7 +339,7 @@ impl Plan {
             impair: d.impair,
             bridge: switch.then_some(0),
             link,
-            line,
+            at,
         });
         index
     }
@@ -357,7 +357,7 @@ impl Plan {
         dst: IpNet,
         via: Option<IpAddr>,
         dev: Option<&str>,
-        line: u32,
+        at: Place,
     ) -> Result<(), String> {
         let i = self.find(node)?;
         if via.is_some_and(|v| v.is_ipv4() != dst.addr.is_ipv4()) {
@@ -383,7 +383,7 @@ impl Plan {
         if let Some(r) = w.routes.iter().find(|r| r.dst == dst.network()) {
             return Err(format!(
                 "route to {dst}: {node} already has a route to {} (line {}); one route per destination",
-                r.dst, r.line
+                r.dst, r.at.line
             ));
         }
         if let Some(gw) = via {
@@ -393,15 +393,15 @@ impl Plan {
             dst: dst.network(),
             via,
             dev,
-            line,
+            at,
         });
         Ok(())
     }
 
     /// An address on node `node`'s `lo`.
-    pub fn add_loopback(&mut self, node: &str, addr: IpNet, line: u32) -> Result<(), String> {
+    pub fn add_loopback(&mut self, node: &str, addr: IpNet, at: Place) -> Result<(), String> {
         let i = self.find(node)?;
-        self.claim(&[addr], line)?;
+        self.claim(&[addr], at)?;
         self.wiring[i as usize].loopback.push(addr);
         Ok(())
     }

@@ -67,14 +67,14 @@ fn the_kernels_answer_decides_with_the_line_that_asked() {
 
     let e = check(caps(false, &all, &all)).unwrap_err();
     assert_eq!(
-        (e.line, e.message.contains("no netem qdisc")),
+        (e.at.line, e.message.contains("no netem qdisc")),
         (12, true),
         "{e}"
     );
 
     let netns = ["net/ipv4/ip_forward", "net/ipv4/conf/lo/rp_filter"];
     let e = check(caps(true, &netns, &all)).unwrap_err();
-    assert_eq!(e.line, 5, "{e}");
+    assert_eq!(e.at.line, 5, "{e}");
     assert!(
         e.message.contains(
             "\"net.core.rmem_max\": it exists on the host but is not per network namespace"
@@ -110,7 +110,7 @@ fn a_value_the_kernel_refused_in_its_scratch_namespace_is_refused_with_its_line(
     c.refused_values
         .insert(refused, "Invalid argument (os error 22)".into());
     let e = read("caps.toml", FILE).unwrap().check(&c).unwrap_err();
-    assert_eq!(e.line, 5, "{e}");
+    assert_eq!(e.at.line, 5, "{e}");
     assert!(
         e.message.contains("refuses this value (Invalid argument"),
         "{e}"
@@ -135,7 +135,7 @@ fn a_kinds_needs_are_asked_of_the_host_and_its_answer_decides_with_the_kinds_lin
     let mut c = KernelCaps::assumed();
     c.host.missing.insert(HostNeed::Program("vtysh".into()));
     let e = read("r.toml", file).unwrap().check(&c).unwrap_err();
-    assert_eq!(e.line, 5, "{e}");
+    assert_eq!(e.at.line, 5, "{e}");
     assert!(
         e.message
             .contains("needs FRR's vtysh, which is not in PATH: apt-get install frr"),

@@ -145,7 +145,7 @@ fn ready(events: std::io::PipeReader) -> Result<i32, String> {
             let Ok(line) = line else { break };
             match serde_json::from_str::<UpEvent>(&line) {
                 Ok(UpEvent::Ready { pid, .. }) => return tx.send(Ok(pid)),
-                Ok(UpEvent::Failed { message }) => return tx.send(Err(message)),
+                Ok(UpEvent::Failed { message, .. }) => return tx.send(Err(message)),
                 _ => {}
             }
         }

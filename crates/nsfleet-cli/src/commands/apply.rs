@@ -33,7 +33,9 @@ pub struct ApplyCommand {
     #[arg(long)]
     dry_run: bool,
     /// {"fleet", "dry_run", "applied", "changes": [{"op": "add" | "remove" | "change",
-    /// "object", "detail"}], "report": {"added", "changed", "removed", "steps"} | null}
+    /// "object", "detail"}], "report": {"added", "changed", "removed", "steps"} | null}.
+    /// Errors go to stderr as {"error": {"message", "file", "line", "column"}} objects,
+    /// one per line (a kernel refusal of the change is placed in FILE too).
     #[arg(long)]
     json: bool,
 }

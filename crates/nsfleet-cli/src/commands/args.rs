@@ -35,7 +35,9 @@ impl From<LabArgs> for cmd::clab::Lab {
 pub struct LaunchArgs {
     #[command(flatten)]
     engine: EngineArgs,
-    /// Print the result as one JSON object.
+    /// Print the result as one JSON object; errors go to stderr as JSON too, one
+    /// {"error": {"message", "file", "line", "column"}} object per error, its place in
+    /// the topology file as fields (null when it names none).
     #[arg(long)]
     json: bool,
     /// Validate the file and check it against this machine, then stop: nothing is

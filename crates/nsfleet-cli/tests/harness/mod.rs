@@ -96,25 +96,59 @@ impl Env {
     }
 
     /// Checks that `args` (naming `file`) fails with one error at `file:line` that says
-    /// `expected`, and creates nothing; `tag` names the case.
+    /// `expected`, as text and as JSON (see [`Env::refused_in_place`]), and creates
+    /// nothing; `tag` names the case.
     pub fn refused(&self, tag: &str, args: &[&str], file: &Path, line: usize, expected: &str) {
         let out = self.run(args);
-        let err = String::from_utf8_lossy(&out.stderr);
         if out.status.success() {
             // Accepted after all: take down what it made before failing the test.
             for name in self.fleet_dirs() {
                 self.run(&["down", &name]);
             }
         }
-        assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
-        let loc = format!("{}:{line}:", file.display());
-        assert!(err.contains(&loc), "{tag}: expected {loc} in {err}");
-        assert!(
-            err.contains(expected),
-            "{tag}: expected {expected:?} in {err}"
-        );
-        assert_eq!(err.trim().lines().count(), 1, "{tag}: one line: {err}");
+        says_in_place(tag, &out, file, line, expected);
         assert!(self.fleet_dirs().is_empty(), "{tag}: nothing created");
+        self.says_in_place_as_json(tag, args, file, line, expected);
+        assert!(
+            self.fleet_dirs().is_empty(),
+            "{tag} --json: nothing created"
+        );
+    }
+
+    /// Checks that `args` fails with one error at `file:line:COLUMN:` that says
+    /// `expected`; and with `--json`, with one JSON object on stderr whose file, line and
+    /// column are fields, not text to parse.
+    pub fn refused_in_place(
+        &self,
+        tag: &str,
+        args: &[&str],
+        file: &Path,
+        line: usize,
+        expected: &str,
+    ) {
+        says_in_place(tag, &self.run(args), file, line, expected);
+        self.says_in_place_as_json(tag, args, file, line, expected);
+    }
+
+    fn says_in_place_as_json(
+        &self,
+        tag: &str,
+        args: &[&str],
+        file: &Path,
+        line: usize,
+        expected: &str,
+    ) {
+        let out = self.run(&[args, &["--json"]].concat());
+        assert_eq!(out.status.code(), Some(1), "{tag} --json");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let e: serde_json::Value = serde_json::from_str(err.trim())
+            .unwrap_or_else(|x| panic!("{tag} --json: one JSON object, not {err:?}: {x}"));
+        let e = &e["error"];
+        assert_eq!(e["file"], file.display().to_string(), "{tag}: {e}");
+        assert_eq!(e["line"], line as u64, "{tag}: {e}");
+        assert!(e["column"].as_u64().is_some_and(|c| c >= 1), "{tag}: {e}");
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{tag}: {expected:?} in {e}");
     }
 
     /// Runs `args`, which must fail with exit status 1 and an error that says `expected`;
@@ -303,4 +337,21 @@ pub fn netns_count() -> usize {
         }
     }
     set.len()
+}
+
+/// Checks that `out` is a failure with one line of error, at `file:line:COLUMN:`, that
+/// says `expected`.
+fn says_in_place(tag: &str, out: &Output, file: &Path, line: usize, expected: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{tag}: {err}");
+    let at = format!("{}:{line}:", file.display());
+    let column = (err.split(&at).nth(1)).and_then(|r| r.split(':').next()?.parse::<u32>().ok());
+    assert!(column.is_some(), "{tag}: expected {at}COLUMN: in {err}");
+    assert!(
+        err.contains(expected),
+        "{tag}: expected {expected:?} in {err}"
+    );
+    // One line of error; a progress line ("applying ...") may come before it.
+    let said = err.trim().lines().filter(|l| !l.ends_with("...")).count();
+    assert_eq!(said, 1, "{tag}: one line: {err}");
 }

@@ -12,7 +12,7 @@ use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_locks::{order, Mutex};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::{Batch, NlSocket};
-use nsfleet_topology::{Iface, IpNet};
+use nsfleet_topology::{Iface, IpNet, Subject};
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -155,14 +155,14 @@ impl LinkKind for HostLinks {
         self.configure_host_end(&host.name, &host.addrs)
     }
 
-    fn describe(&self, node: &Node, i: &Iface) -> String {
+    fn describe(&self, node: &Node, i: &Iface) -> Subject {
         let host = i.link.as_host().expect("made by this kind");
-        format!(
-            "host link {}:{} <-> host:{} {}",
+        let text = format!(
+            "host link {}:{} <-> host:{}",
             node.name(),
             i.name,
-            host.name,
-            nsfleet_topology::line_mark(i.line)
-        )
+            host.name
+        );
+        Subject::new(text, i.at)
     }
 }

@@ -15,7 +15,7 @@ use nsfleet_core::{InitCtx, Node, Phase, Requests, Shape, Subsystem};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
 use nsfleet_netlink::Batch;
 use nsfleet_topology::link::macvlan::{lower, lower_port};
-use nsfleet_topology::{MacvlanPort, Peer, BRIDGE};
+use nsfleet_topology::{MacvlanPort, Peer, Subject, BRIDGE};
 use std::collections::HashSet;
 
 pub struct Macvlans;
@@ -118,16 +118,16 @@ impl Macvlans {
     }
 }
 
-/// A port as errors name it, with its topology line.
-fn describe(node: &Node, p: &MacvlanPort) -> String {
-    format!(
-        "macvlan {}:{} -> {}:{} {}",
+/// A port as errors name it, with where the topology file wrote its link.
+fn describe(node: &Node, p: &MacvlanPort) -> Subject {
+    let text = format!(
+        "macvlan {}:{} -> {}:{}",
         node.name(),
         p.name,
         p.peer.node,
         p.peer.name,
-        nsfleet_topology::line_mark(p.line)
-    )
+    );
+    Subject::new(text, p.at)
 }
 
 impl Subsystem for Macvlans {

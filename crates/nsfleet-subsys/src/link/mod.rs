@@ -22,7 +22,7 @@ use crate::Ipv6;
 use anyhow::{anyhow, Context};
 use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Requests, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
-use nsfleet_topology::Iface;
+use nsfleet_topology::{Iface, Subject};
 use std::os::fd::RawFd;
 
 /// Where a link is being made: the node, the fleet's nodes (for the far ends' namespaces),
@@ -80,8 +80,8 @@ pub trait LinkKind: Send + Sync + 'static {
         out.add(|b, seq| rtnl::del_link(b, seq, iface.index))
     }
 
-    /// The interface as an error names it, with its topology line.
-    fn describe(&self, node: &Node, iface: &Iface) -> String;
+    /// The interface as an error names it, with where the topology file wrote it.
+    fn describe(&self, node: &Node, iface: &Iface) -> Subject;
 }
 
 /// A link kind as a subsystem.
@@ -137,7 +137,7 @@ impl<K: LinkKind> Wired<K> {
     ) -> anyhow::Result<()> {
         let node = cx.node;
         let ifaces: Vec<&Iface> = ifaces.collect();
-        // Errors name the interface as the kernel's errors do: with its topology line.
+        // Errors name the interface as the kernel's errors do: with its topology place.
         let named = |i: &Iface, e: anyhow::Error| e.context(self.0.describe(node, i));
         for i in &ifaces {
             self.0.prepare(node, i).map_err(|e| named(i, e))?;

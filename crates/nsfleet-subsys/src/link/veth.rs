@@ -12,7 +12,7 @@
 use super::{bridge, At, LinkKind};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::{Iface, Link};
+use nsfleet_topology::{Iface, Link, Subject};
 
 /// The ends a node makes.
 pub struct Veths;
@@ -59,16 +59,16 @@ impl LinkKind for Veths {
         crate::link_local_policy(out, iface.index, iface.bridge.is_some(), at.ipv6)
     }
 
-    fn describe(&self, node: &Node, iface: &Iface) -> String {
+    fn describe(&self, node: &Node, iface: &Iface) -> Subject {
         let peer = iface.link.as_veth().expect("made by this kind");
-        format!(
-            "link {}:{} <-> {}:{} {}",
+        let text = format!(
+            "link {}:{} <-> {}:{}",
             node.name(),
             iface.name,
             peer.node,
             peer.name,
-            nsfleet_topology::line_mark(iface.line)
-        )
+        );
+        Subject::new(text, iface.at)
     }
 }
 
@@ -90,12 +90,7 @@ impl LinkKind for FarEnds {
         out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, bridge::master(i)))
     }
 
-    fn describe(&self, node: &Node, i: &Iface) -> String {
-        format!(
-            "{}:{} up {}",
-            node.name(),
-            i.name,
-            nsfleet_topology::line_mark(i.line)
-        )
+    fn describe(&self, node: &Node, i: &Iface) -> Subject {
+        Subject::new(format!("{}:{} up", node.name(), i.name), i.at)
     }
 }

@@ -7,7 +7,7 @@
 use super::{bridge, At, LinkKind};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
-use nsfleet_topology::Iface;
+use nsfleet_topology::{Iface, Subject};
 
 pub struct Vxlans;
 
@@ -46,15 +46,15 @@ impl LinkKind for Vxlans {
         out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, None))
     }
 
-    fn describe(&self, node: &Node, i: &Iface) -> String {
+    fn describe(&self, node: &Node, i: &Iface) -> Subject {
         let v = i.link.as_vxlan().expect("made by this kind");
-        format!(
-            "vxlan {}:{} (vni {}, remote {}) {}",
+        let text = format!(
+            "vxlan {}:{} (vni {}, remote {})",
             node.name(),
             i.name,
             v.vni,
             v.remote,
-            nsfleet_topology::line_mark(i.line)
-        )
+        );
+        Subject::new(text, i.at)
     }
 }

@@ -7,15 +7,11 @@ use nsfleet_traffic::Command;
 impl Supervisor {
     pub(super) fn gen(&self, commands: &[Command], threads: Option<usize>, sink: bool) -> Reply {
         if *self.state.lock() != "up" {
-            return Reply::Error {
-                message: format!("fleet {:?} is not up", self.name),
-            };
+            return Reply::error(format!("fleet {:?} is not up", self.name));
         }
         match (self.traffic.lock()).apply(&self.fleet, commands, threads, sink) {
             Ok(r) => Reply::Gen(r),
-            Err(e) => Reply::Error {
-                message: format!("{e:#}"),
-            },
+            Err(e) => Reply::failure(&e),
         }
     }
 }

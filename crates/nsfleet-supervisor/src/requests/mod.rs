@@ -57,12 +57,12 @@ impl Supervisor {
             who => {
                 let who = who.map_or_else(|e| format!("unknown ({e})"), |uid| format!("uid {uid}"));
                 let message = format!("refused: only root controls a fleet, and this is {who}");
-                let _ = reply(&Reply::Error { message });
+                let _ = reply(&Reply::error(message));
                 return;
             }
         }
         let _ = match req {
-            Err(message) => reply(&Reply::Error { message }),
+            Err(message) => reply(&Reply::error(message)),
             // Between changes: the fleet before one or after it, never half-way.
             Ok(Request::Status) => reply(&Reply::Status({
                 let _between = self.changes.lock();
@@ -94,9 +94,7 @@ impl Supervisor {
             // `watching` is written by the subscription, before any event.
             Ok(Request::Events) => match self.subscribe(&conn) {
                 Ok(()) => Ok(()),
-                Err(e) => reply(&Reply::Error {
-                    message: format!("watching the fleet: {e:#}"),
-                }),
+                Err(e) => reply(&Reply::error(format!("watching the fleet: {e:#}"))),
             },
             // The main thread answers on this connection as the teardown goes.
             Ok(Request::Down { wait }) => conn.try_clone().map(|conn| {
@@ -155,7 +153,5 @@ fn topology_after(reader: &mut impl Read, len: u64) -> anyhow::Result<nsfleet_to
 
 /// A change's reply, or its error as one.
 fn answer(r: anyhow::Result<Reply>) -> Reply {
-    r.unwrap_or_else(|e| Reply::Error {
-        message: format!("{e:#}"),
-    })
+    r.unwrap_or_else(|e| Reply::failure(&e))
 }

@@ -31,16 +31,17 @@ impl Supervisor {
             }
             Some((_, None, _)) => control::write_line(
                 conn,
-                &Reply::Error {
-                    message: format!("node {node:?} of fleet {:?} is being torn down", self.name),
-                },
+                &Reply::error(format!(
+                    "node {node:?} of fleet {:?} is being torn down",
+                    self.name
+                )),
             ),
             None => {
                 let message = match self.known_node(node) {
                     Err(e) => format!("{e:#}"),
                     Ok(_) => format!("fleet {:?} has no node {node:?}", self.name),
                 };
-                control::write_line(conn, &Reply::Error { message })
+                control::write_line(conn, &Reply::error(message))
             }
         }
     }

@@ -49,12 +49,12 @@ pub(crate) fn read_all(
             None => MTU,
         };
         let (a, b) = ends(lab, link, nodes, mtu)?;
-        let line = lab.cx.line(link.span.clone());
+        let at = lab.cx.place(link.span.clone());
         let placed = |m: String| lab.err(link.span.clone(), m);
         match (a, b) {
-            (End::Node(a), End::Node(b)) => plan.add_link(a, b, line).map_err(placed)?,
+            (End::Node(a), End::Node(b)) => plan.add_link(a, b, at).map_err(placed)?,
             (End::Node(n), End::Host(h)) | (End::Host(h), End::Node(n)) => {
-                plan.add_host_link(n, h, Vec::new(), line).map_err(placed)?
+                plan.add_host_link(n, h, Vec::new(), at).map_err(placed)?
             }
             (End::Node(n), End::Mgmt(port)) | (End::Mgmt(port), End::Node(n)) => {
                 if plan.find(&mgmt.network).is_err() {
@@ -68,7 +68,7 @@ pub(crate) fn read_all(
                     mtu: Some(mtu),
                     ..EndDecl::default()
                 };
-                plan.add_link(n, port, line).map_err(placed)?
+                plan.add_link(n, port, at).map_err(placed)?
             }
             _ => return Err(placed("a link needs at least one end on a node".into())),
         }

@@ -119,7 +119,7 @@ impl Mgmt {
         nodes: &[&NodeDecl],
         plan: &mut Plan,
     ) -> Result<(), TopologyError> {
-        let line = lab.cx.line(self.at.clone());
+        let at = lab.cx.place(self.at.clone());
         let gateways: Vec<IpNet> = self
             .subnets
             .iter()
@@ -134,7 +134,7 @@ impl Mgmt {
             mtu: Some(self.mtu),
             ..EndDecl::default()
         };
-        (plan.add_host_link(host_end, self.host_iface.clone(), gateways, line))
+        (plan.add_host_link(host_end, self.host_iface.clone(), gateways, at))
             .map_err(|m| lab.err(self.at.clone(), m))?;
         let (taken, given) = self.given(lab, nodes)?;
         let mut next: Vec<u64> = vec![0; self.subnets.len()];
@@ -176,7 +176,7 @@ impl Mgmt {
                 mtu: Some(self.mtu),
                 ..EndDecl::default()
             };
-            let at = lab.cx.line(n.at.clone());
+            let at = lab.cx.place(n.at.clone());
             plan.add_link(end, port, at)
                 .map_err(|m| lab.err(n.at.clone(), m))?;
             for (_, gw) in &self.subnets {

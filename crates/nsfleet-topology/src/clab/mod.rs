@@ -91,12 +91,8 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
 
 /// The file's text with the environment's variables in it, as containerlab reads it.
 fn expand_env(file: &str, text: &str) -> Result<String, TopologyError> {
-    envsubst::expand(text, |k| std::env::var(k).ok()).map_err(|m| TopologyError {
-        file: file.to_string(),
-        line: 0,
-        column: 0,
-        message: m,
-    })
+    envsubst::expand(text, |k| std::env::var(k).ok())
+        .map_err(|m| TopologyError::new(file, crate::Place::default(), m))
 }
 
 /// The file being read, and what it has warned about so far.

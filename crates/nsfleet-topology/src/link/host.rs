@@ -49,7 +49,7 @@ pub(crate) fn parse(
     };
     let host_addrs = parse_all(&sec.host_addrs)?;
     let host_name = sec.host_iface.get_ref().clone();
-    plan.add_host_link(end, host_name, host_addrs, cx.line(h.span()))
+    plan.add_host_link(end, host_name, host_addrs, cx.place(h.span()))
         .map_err(|m| cx.err(h.span(), m))
 }
 
@@ -60,20 +60,20 @@ impl Plan {
         end: EndDecl,
         host_name: String,
         host_addrs: Vec<IpNet>,
-        line: u32,
+        at: crate::Place,
     ) -> Result<(), String> {
         let i = self.find(&end.node)?;
         crate::check_ifname(&host_name)?;
         let owner = format!("the host's {host_name}");
         crate::plan::check_addrs(&owner, &host_addrs, end.mtu)?;
-        self.claim(&end.addrs, line)?;
-        self.claim(&host_addrs, line)?;
+        self.claim(&end.addrs, at)?;
+        self.claim(&host_addrs, at)?;
         let host = HostEnd {
             name: host_name,
             addrs: host_addrs,
             mtu: end.mtu,
         };
-        self.push_iface(i, &end, Link::Host(host), line)?;
+        self.push_iface(i, &end, Link::Host(host), at)?;
         Ok(())
     }
 }

@@ -52,7 +52,7 @@ impl Plan {
         &mut self,
         (si, sw): (u32, &EndDecl),
         (ni, node): (u32, &EndDecl),
-        line: u32,
+        at: crate::Place,
     ) -> Result<(), String> {
         if !sw.addrs.is_empty() || sw.mac.is_some() || sw.mtu.is_some() || sw.impair.is_some() {
             return Err(format!(
@@ -67,7 +67,7 @@ impl Plan {
                 node.mtu.unwrap_or_default()
             ));
         }
-        let peer = self.push_far_end(ni, node, line)?;
+        let peer = self.push_far_end(ni, node, at)?;
         let name = self.name_switch_port(si, sw)?;
         let ports = &mut self.wiring_mut(si).macvlans;
         let lower = (ports.len() / MACVLANS_PER_LOWER) as u16;
@@ -75,7 +75,7 @@ impl Plan {
             name,
             lower,
             peer,
-            line,
+            at,
         });
         Ok(())
     }

@@ -78,7 +78,7 @@ pub(crate) fn parse(
     plan: &mut Plan,
 ) -> Result<(), TopologyError> {
     let sec = l.get_ref();
-    let line = cx.line(l.span());
+    let at = cx.place(l.span());
     let mut a = end(cx, &sec.a, sec)?;
     let mut b = end(cx, &sec.b, sec)?;
     if let Some(pool) = &sec.pool {
@@ -89,14 +89,14 @@ pub(crate) fn parse(
                 format!("pool {net} has fewer than two host addresses"),
             ));
         }
-        (plan.declare_pool(net, cx.line(pool.span()))).map_err(|m| cx.err(pool.span(), m))?;
+        (plan.declare_pool(net, cx.place(pool.span()))).map_err(|m| cx.err(pool.span(), m))?;
         for (i, e) in [&mut a, &mut b].into_iter().enumerate() {
             if e.addrs.is_empty() && !plan.is_switch(&e.node) {
                 e.addrs.push(net.host(i as u64));
             }
         }
     }
-    plan.add_link(a, b, line).map_err(|m| cx.err(l.span(), m))
+    plan.add_link(a, b, at).map_err(|m| cx.err(l.span(), m))
 }
 
 /// One end of a `[[link]]`; the link's own `mtu` and `impair` apply to ends that set none.
@@ -143,7 +143,7 @@ impl Plan {
     /// end can be enslaved at creation); between two switches, the second end is
     /// enslaved once both exist. A switch with macvlan ports makes a macvlan for a node
     /// instead (`macvlan.rs`).
-    pub fn add_link(&mut self, a: EndDecl, b: EndDecl, line: u32) -> Result<(), String> {
+    pub fn add_link(&mut self, a: EndDecl, b: EndDecl, at: crate::Place) -> Result<(), String> {
         let (mut ai, mut bi) = (self.find(&a.node)?, self.find(&b.node)?);
         if ai == bi {
             return Err(format!("both ends of the link are on {:?}", a.node));
@@ -155,16 +155,16 @@ impl Plan {
         }
         for (me, other) in [(&mut a, bi), (&mut b, ai)] {
             if me.addrs.is_empty() && self.is_switch_at(other) {
-                me.addrs = self.take_from_pools(other, line)?;
+                me.addrs = self.take_from_pools(other, at)?;
             } else {
-                self.claim(&me.addrs, line)?;
+                self.claim(&me.addrs, at)?;
             }
         }
         if self.macvlan_ports(ai) && !self.is_switch_at(bi) {
-            return self.add_macvlan_port((ai, &a), (bi, &b), line);
+            return self.add_macvlan_port((ai, &a), (bi, &b), at);
         }
-        let peer = self.push_far_end(bi, &b, line)?;
-        self.push_iface(ai, &a, Link::Veth(peer), line)?;
+        let peer = self.push_far_end(bi, &b, at)?;
+        self.push_iface(ai, &a, Link::Veth(peer), at)?;
         Ok(())
     }
 }

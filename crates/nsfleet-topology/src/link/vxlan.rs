@@ -102,7 +102,7 @@ pub(crate) fn parse(
         underlay: None,
     };
     let dev = sec.dev.as_ref().map(|d| d.get_ref().as_str());
-    plan.add_vxlan(end, vx, dev, cx.line(v.span()))
+    plan.add_vxlan(end, vx, dev, cx.place(v.span()))
         .map_err(|m| cx.err(v.span(), m))
 }
 
@@ -113,7 +113,7 @@ impl Plan {
         end: EndDecl,
         mut vx: VxlanEnd,
         dev: Option<&str>,
-        line: u32,
+        at: crate::Place,
     ) -> Result<(), String> {
         let i = self.find(&end.node)?;
         if let Some(d) = dev {
@@ -122,9 +122,9 @@ impl Plan {
             })?;
             vx.underlay = Some(index);
         }
-        self.claim(&end.addrs, line)?;
+        self.claim(&end.addrs, at)?;
         let underlay = vx.underlay.is_some();
-        let (on, ..) = self.push_iface(i, &end, Link::Vxlan(vx), line)?;
+        let (on, ..) = self.push_iface(i, &end, Link::Vxlan(vx), at)?;
         if underlay && on != i {
             return Err(format!(
                 "a tunnel with `dev` on a switch of more than {} ports: the tunnel would be in another of its shards than its underlay",
