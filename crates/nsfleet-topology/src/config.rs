@@ -4,7 +4,7 @@
 //! directories, file sources, templates. Per-node checks (an address a template names) wait
 //! for the wiring: [`Templates`] keeps what they need.
 
-use crate::decl::{sysctl, NodeKeys};
+use crate::decl::{sysctl, NodeKeys, Spanned, Value};
 use crate::error::{Ctx, TopologyError};
 use crate::software;
 use crate::template::{self, Placeholder, Vars};
@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use toml::Spanned;
 
 const MAX_COMMAND_LEN: usize = 4096;
 const MAX_DIRS: usize = 64;
@@ -457,21 +456,22 @@ fn files(
 
 /// A file's content as a key gives it: a source path (relative to the topology file's
 /// folder), or `{ content = "..." }`.
-fn file_source(
-    cx: &Ctx<'_>,
-    key: &str,
-    v: &Spanned<toml::Value>,
-) -> Result<FileSource, TopologyError> {
+fn file_source(cx: &Ctx<'_>, key: &str, v: &Spanned<Value>) -> Result<FileSource, TopologyError> {
     match v.get_ref() {
-        toml::Value::String(s) => Ok(FileSource::Path(absolute(cx, s))),
-        toml::Value::Table(t) if t.len() == 1 && t.get("content").is_some_and(|c| c.is_str()) => Ok(
-            FileSource::Inline(t["content"].as_str().unwrap_or_default().to_string()),
-        ),
-        _ => Err(cx.err(
-            v.span(),
-            format!("{key}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}"),
-        )),
+        Value::Text(s) => return Ok(FileSource::Path(absolute(cx, s))),
+        Value::Table(t) if t.len() == 1 => {
+            if let Some(Value::Text(text)) = t.get("content") {
+                return Ok(FileSource::Inline(text.clone()));
+            }
+        }
+        _ => {}
     }
+    Err(cx.err(
+        v.span(),
+        format!(
+            "{key}: expected a source path (\"configs/{{name}}.conf\") or {{ content = \"...\" }}"
+        ),
+    ))
 }
 
 /// Adds a file to the node (a later one replaces one at the same path), after checking
@@ -575,13 +575,13 @@ pub fn private_holder<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str>
 
 /// `loopback = "10.255.0.0/16"` or a list of such pools (one per IP version): each node of
 /// the group gets the next address of each, as a /32 or /128.
-fn loopback(cx: &Ctx<'_>, v: &Spanned<toml::Value>) -> Result<Vec<IpNet>, TopologyError> {
+fn loopback(cx: &Ctx<'_>, v: &Spanned<Value>) -> Result<Vec<IpNet>, TopologyError> {
     let bad = || {
         cx.err(v.span(), "loopback: expected an address pool like \"10.255.0.0/16\" (or one IPv4 and one IPv6 pool in a list)")
     };
     let items: Vec<&str> = match v.get_ref() {
-        toml::Value::String(s) => vec![s.as_str()],
-        toml::Value::Array(a) => a
+        Value::Text(s) => vec![s.as_str()],
+        Value::List(a) => a
             .iter()
             .map(|x| x.as_str().ok_or_else(bad))
             .collect::<Result<_, _>>()?,

@@ -1,17 +1,105 @@
 //! The node keys as a front-end declares them ([`NodeKeys`]: what a node is and runs,
 //! each value with its span), and the readers of single values every front-end and the
 //! resolver share (an address, an MTU, an impairment, a sysctl), each placing its error
-//! at the value. Still TOML's values: containerlab's reader builds them too.
+//! at the value. Neutral: a key whose value may take several shapes (a sysctl, a file's
+//! source, `loopback`) holds a [`Value`], which any serde format can produce and a
+//! front-end can build, so that no format's own values reach the resolver.
 
 use crate::error::{Ctx, TopologyError};
 use crate::Impair;
 use indexmap::IndexMap;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use toml::Spanned;
+use std::fmt;
 
-pub(crate) type Sysctls = IndexMap<String, Spanned<toml::Value>>;
+/// A value with where it is written (byte offsets into the file). The one spanned type of
+/// every front-end and the resolver: TOML's reader fills it, others build it.
+pub(crate) use serde_spanned::Spanned;
+
+pub(crate) type Sysctls = IndexMap<String, Spanned<Value>>;
 
 pub(crate) type ImpairMap = IndexMap<String, Spanned<String>>;
+
+/// A value as a file writes it, whatever the format: what a key that takes several
+/// shapes holds until the resolver reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Value {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+    Bool(bool),
+    List(Vec<Value>),
+    /// A table (a mapping), its keys in the order written.
+    Table(IndexMap<String, Value>),
+}
+
+impl Value {
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+/// Reads a [`Value`] through serde's data model alone, so that any format gives one.
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, a number, a boolean, a list or a table")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Value, E> {
+        Ok(Value::Integer(i))
+    }
+
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Value, E> {
+        i64::try_from(u).map(Value::Integer).map_err(|_| {
+            E::invalid_value(de::Unexpected::Unsigned(u), &"an integer up to 2^63 - 1")
+        })
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Value, E> {
+        Ok(Value::Float(f))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::Text(s.to_string()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::Text(s))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(v) = seq.next_element()? {
+            list.push(v);
+        }
+        Ok(Value::List(list))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut table = IndexMap::new();
+        while let Some((k, v)) = map.next_entry::<String, Value>()? {
+            table.insert(k, v);
+        }
+        Ok(Value::Table(table))
+    }
+}
 
 /// The keys that say what a node is and runs: `[defaults]`, a `[[generate]]` group's
 /// `node` table, and (beside its name, links and routes) every `[[node]]`.
@@ -25,17 +113,20 @@ pub(crate) struct NodeKeys {
     pub(crate) router: Option<bool>,
     pub(crate) kind: Option<Spanned<String>>,
     pub(crate) hostname: Option<Spanned<String>>,
-    pub(crate) config: Option<Spanned<toml::Value>>,
+    /// A kind's configuration file: a source path, or `{ content = "..." }`.
+    pub(crate) config: Option<Spanned<Value>>,
     #[serde(default)]
     pub(crate) daemons: Vec<Spanned<String>>,
     #[serde(default)]
     pub(crate) dirs: Vec<Spanned<String>>,
     #[serde(default)]
     pub(crate) dirs_from_host: Vec<Spanned<String>>,
+    /// Each file's source, as `config` takes it.
     #[serde(default)]
-    pub(crate) files: IndexMap<String, Spanned<toml::Value>>,
+    pub(crate) files: IndexMap<String, Spanned<Value>>,
     pub(crate) restart: Option<Spanned<String>>,
-    pub(crate) loopback: Option<Spanned<toml::Value>>,
+    /// An address pool, or a list of them.
+    pub(crate) loopback: Option<Spanned<Value>>,
 }
 
 /// Parses a string value with `f`, placing its error at the value.
@@ -80,7 +171,7 @@ pub(crate) fn impair(cx: &Ctx<'_>, map: &Spanned<ImpairMap>) -> Result<Impair, T
 pub(crate) fn sysctl(
     cx: &Ctx<'_>,
     key: &str,
-    value: &Spanned<toml::Value>,
+    value: &Spanned<Value>,
 ) -> Result<String, TopologyError> {
     let ok_key = key.starts_with("net.")
         && key.len() < 256
@@ -96,9 +187,9 @@ pub(crate) fn sysctl(
         ));
     }
     match value.get_ref() {
-        toml::Value::String(s) if !s.contains(['\n', '\0']) => Ok(s.clone()),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        toml::Value::Boolean(b) => Ok(if *b { "1" } else { "0" }.into()),
+        Value::Text(s) if !s.contains(['\n', '\0']) => Ok(s.clone()),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
         _ => Err(cx.err(
             value.span(),
             format!("sysctl {key:?}: expected a string, an integer or a boolean"),
@@ -113,5 +204,43 @@ pub fn sysctl_path(key: &str) -> String {
         key.to_string()
     } else {
         key.replace('.', "/")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::value::{Error, MapDeserializer, SeqDeserializer};
+
+    #[test]
+    fn a_value_comes_from_any_format() {
+        // serde's own in-memory format, not TOML's.
+        let list = SeqDeserializer::<_, Error>::new(["10.0.0.0/8", "fd00::/64"].into_iter());
+        assert_eq!(
+            Value::deserialize(list),
+            Ok(Value::List(vec![
+                Value::Text("10.0.0.0/8".into()),
+                Value::Text("fd00::/64".into())
+            ]))
+        );
+        let table = MapDeserializer::<_, Error>::new([("content", "x")].into_iter());
+        let want = Value::Table([("content".to_string(), Value::Text("x".into()))].into());
+        assert_eq!(Value::deserialize(table), Ok(want));
+        let unsigned = serde::de::value::U64Deserializer::<Error>::new(u64::MAX);
+        assert!(Value::deserialize(unsigned).is_err());
+    }
+
+    #[test]
+    fn an_error_in_a_nodes_sysctl_is_placed_at_its_value() {
+        let text = "[fleet]\nname = \"f\"\n[defaults]\nsysctls = { \"net.ipv4.ip_forward\" = 2.5 }\n[[node]]\nname = \"a\"\n\n[node.sysctls]\n\"net.ipv6.conf.all.forwarding\" = [1]\n";
+        let e = crate::read("t.toml", text).unwrap_err();
+        assert_eq!((e.at.line, e.at.column), (4, 37), "{e}");
+        let text = text.replace("2.5", "1");
+        let e = crate::read("t.toml", &text).unwrap_err();
+        assert_eq!((e.at.line, e.at.column), (9, 34), "{e}");
+        assert_eq!(
+            e.message,
+            "sysctl \"net.ipv6.conf.all.forwarding\": expected a string, an integer or a boolean"
+        );
     }
 }

@@ -4,12 +4,12 @@
 //! the machine, which [`Draft::check`] checks against the machine's answer.
 
 use crate::config;
+use crate::decl::Spanned;
 use crate::error::{Ctx, Errors, TopologyError};
 use crate::plan::Plan;
 use crate::{Asks, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology, NO_NETEM};
 use std::collections::HashMap;
 use std::sync::Arc;
-use toml::Spanned;
 
 /// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
 pub(crate) const MAX_COUNT: u64 = 200_000;

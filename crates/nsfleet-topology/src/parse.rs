@@ -7,7 +7,7 @@
 //! `Topology`. Errors name file:line:column and what was expected there.
 
 use super::config;
-use super::decl::{impair, mtu, value, ImpairMap, NodeKeys, Sysctls};
+use super::decl::{impair, mtu, value, ImpairMap, NodeKeys, Spanned, Sysctls, Value};
 use super::draft::{switch_config, Draft, Groups, MAX_COUNT};
 use super::error::{Ctx, Errors, TopologyError};
 use super::generate::{Generator, Shape};
@@ -23,7 +23,6 @@ use std::net::IpAddr;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use toml::Spanned;
 
 /// The fleet `nsfleet up` builds when given no file.
 pub const DEFAULT_FLEET: &str = include_str!("../../../examples/default.toml");
@@ -70,7 +69,7 @@ struct NodeSection {
     router: Option<bool>,
     kind: Option<Spanned<String>>,
     hostname: Option<Spanned<String>>,
-    config: Option<Spanned<toml::Value>>,
+    config: Option<Spanned<Value>>,
     #[serde(default)]
     daemons: Vec<Spanned<String>>,
     #[serde(default)]
@@ -78,9 +77,9 @@ struct NodeSection {
     #[serde(default)]
     dirs_from_host: Vec<Spanned<String>>,
     #[serde(default)]
-    files: IndexMap<String, Spanned<toml::Value>>,
+    files: IndexMap<String, Spanned<Value>>,
     restart: Option<Spanned<String>>,
-    loopback: Option<Spanned<toml::Value>>,
+    loopback: Option<Spanned<Value>>,
 }
 
 impl NodeSection {

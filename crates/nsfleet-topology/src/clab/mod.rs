@@ -22,6 +22,7 @@ mod mgmt;
 mod node;
 
 use crate::config;
+use crate::decl::Spanned;
 use crate::draft::{Draft, Groups};
 use crate::error::{Ctx, TopologyError};
 use crate::yaml::{self, Yaml};
@@ -62,7 +63,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     }
     let managed: Vec<&node::NodeDecl> = nodes.iter().filter(|n| n.managed()).collect();
     if !managed.is_empty() {
-        let at = toml::Spanned::new(mgmt.at.clone(), mgmt.network.clone());
+        let at = Spanned::new(mgmt.at.clone(), mgmt.network.clone());
         check_name("management network name", &mgmt.network, MAX_NODE_NAME)
             .map_err(|m| cx.err(mgmt.at.clone(), m))?;
         groups.add(&cx, Names::One(mgmt.network.clone()), crate::draft::switch_config(), &at)

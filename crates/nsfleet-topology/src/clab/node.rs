@@ -14,13 +14,12 @@
 
 use super::{keys, Lab};
 use crate::config::{self, Built};
-use crate::decl::NodeKeys;
+use crate::decl::{NodeKeys, Spanned, Value};
 use crate::error::TopologyError;
 use crate::yaml::Yaml;
 use crate::{check_name, software, template, Bind, ClabNode, MAX_NODE_NAME};
 use std::ops::Range;
 use std::path::Path;
-use toml::Spanned;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -403,8 +402,7 @@ impl NodeDecl<'_> {
             keys.dirs.push(text(&path, &at));
         }
         for (k, v, at) in self.merged_map(lab, "sysctls")? {
-            keys.sysctls
-                .insert(k, Spanned::new(at, toml::Value::String(v)));
+            keys.sysctls.insert(k, Spanned::new(at, Value::Text(v)));
         }
         let main = self.main_command(lab)?;
         if let Some((config, daemons)) = frr {
@@ -613,35 +611,22 @@ impl NodeDecl<'_> {
             (Some(sc), _) if self.kind == Kind::Frr => {
                 let s = self.magic(&lab.string(sc)?);
                 if s.contains('\n') {
-                    let inline = toml::Value::Table(toml::map::Map::from_iter([(
-                        "content".to_string(),
-                        toml::Value::String(s.clone()),
-                    )]));
-                    (Spanned::new(sc.span.clone(), inline), s)
+                    (Spanned::new(sc.span.clone(), content(&s)), s)
                 } else {
                     let path = self.host_path(&s);
                     let text = config::read_source(&path)
                         .map_err(|m| lab.err(sc.span.clone(), format!("startup-config: {m}")))?;
-                    (
-                        Spanned::new(sc.span.clone(), toml::Value::String(path)),
-                        text,
-                    )
+                    (Spanned::new(sc.span.clone(), Value::Text(path)), text)
                 }
             }
             (_, Some((source, at))) => {
                 let text = config::read_source(&source).map_err(|m| lab.err(at.clone(), m))?;
-                (Spanned::new(at.clone(), toml::Value::String(source)), text)
+                (Spanned::new(at.clone(), Value::Text(source)), text)
             }
-            _ => {
-                let empty = toml::map::Map::from_iter([(
-                    "content".to_string(),
-                    toml::Value::String(String::new()),
-                )]);
-                (
-                    Spanned::new(self.kind_at.clone(), toml::Value::Table(empty)),
-                    String::new(),
-                )
-            }
+            _ => (
+                Spanned::new(self.kind_at.clone(), content("")),
+                String::new(),
+            ),
         };
         let daemons = match self.bound_file(binds, "/etc/frr/daemons") {
             Some((source, at)) => {
@@ -666,7 +651,12 @@ fn host_view(target: &str) -> String {
 }
 
 /// FRR's configuration (as the `config` key takes it) and the daemons it runs.
-type Frr = (Spanned<toml::Value>, Vec<String>);
+type Frr = (Spanned<Value>, Vec<String>);
+
+/// A file given by its text, as `config` takes it: `{ content = "..." }`.
+fn content(text: &str) -> Value {
+    Value::Table([("content".to_string(), Value::Text(text.to_string()))].into())
+}
 
 /// The variable containerlab exports a label as: `clab-node-kind` is `CLAB_LABEL_CLAB_NODE_KIND`.
 fn label_variable(label: &str) -> String {

@@ -3,13 +3,12 @@
 //! one thing of a fleet outside it: its name must be unique on the host, so a host link
 //! belongs to one written-out node, never to a generated group.
 
-use crate::decl::value;
+use crate::decl::{value, Spanned};
 use crate::error::Ctx;
 use crate::link::{HostEnd, Link};
 use crate::plan::{EndDecl, Plan};
 use crate::{IpNet, Names, TopologyError};
 use serde::Deserialize;
-use toml::Spanned;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

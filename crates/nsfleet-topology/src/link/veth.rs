@@ -2,13 +2,12 @@
 //! made from its node's side with the other end placed straight into the peer's namespace;
 //! the end on a switch is made from the switch, so that it can be enslaved at creation.
 
-use crate::decl::{impair, mtu, value, ImpairMap};
+use crate::decl::{impair, mtu, value, ImpairMap, Spanned};
 use crate::error::Ctx;
 use crate::link::Link;
 use crate::plan::{EndDecl, Plan};
 use crate::{values, IpNet, TopologyError};
 use serde::Deserialize;
-use toml::Spanned;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

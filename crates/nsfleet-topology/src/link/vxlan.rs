@@ -14,14 +14,13 @@
 //! mtu = 1450
 //! ```
 
-use crate::decl::{mtu, value};
+use crate::decl::{mtu, value, Spanned};
 use crate::error::Ctx;
 use crate::link::{Link, VxlanEnd};
 use crate::plan::{EndDecl, Plan};
 use crate::{IpNet, TopologyError};
 use serde::Deserialize;
 use std::net::IpAddr;
-use toml::Spanned;
 
 /// IANA's port for VXLAN.
 pub const DEFAULT_PORT: u16 = 4789;
