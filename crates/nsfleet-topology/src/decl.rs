@@ -1,14 +1,15 @@
-//! The node keys as a front-end declares them ([`NodeKeys`]: what a node is and runs,
-//! each value with its span), and the readers of single values every front-end and the
-//! resolver share (an address, an MTU, an impairment, a sysctl), each placing its error
-//! at the value. Neutral: a key whose value may take several shapes (a sysctl, a file's
-//! source, `loopback`) holds a [`Value`], which any serde format can produce and a
-//! front-end can build, so that no format's own values reach the resolver.
+//! The node keys as a front-end declares them ([`NodeKeys`]: what a node is and runs, each
+//! value with its span, read one key at a time, so that a section with keys of its own
+//! reads them through the same [`read_table`]), and the readers of single values every
+//! front-end and the resolver share (an address, an MTU, an impairment, a sysctl), each
+//! placing its error at the value. Neutral: a key whose value may take several shapes (a
+//! sysctl, a file's source, `loopback`) holds a [`Value`], which any serde format can
+//! produce and a front-end can build, so that no format's own values reach the resolver.
 
 use crate::error::{Ctx, TopologyError};
 use crate::Impair;
 use indexmap::IndexMap;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
@@ -102,31 +103,149 @@ impl<'de> Visitor<'de> for ValueVisitor {
 }
 
 /// The keys that say what a node is and runs: `[defaults]`, a `[[generate]]` group's
-/// `node` table, and (beside its name, links and routes) every `[[node]]`.
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
+/// `node` table, and (beside its name, links and routes) every `[[node]]`. Read one key at
+/// a time ([`NodeKeys::take_key`]), so that a section that holds them besides keys of its
+/// own reads them the same way, each value keeping its span (serde's `flatten` loses them).
+#[derive(Default, Clone)]
 pub(crate) struct NodeKeys {
-    #[serde(default)]
     pub(crate) sysctls: Sysctls,
-    #[serde(default)]
     pub(crate) commands: Vec<Spanned<String>>,
     pub(crate) router: Option<bool>,
     pub(crate) kind: Option<Spanned<String>>,
     pub(crate) hostname: Option<Spanned<String>>,
     /// A kind's configuration file: a source path, or `{ content = "..." }`.
     pub(crate) config: Option<Spanned<Value>>,
-    #[serde(default)]
     pub(crate) daemons: Vec<Spanned<String>>,
-    #[serde(default)]
     pub(crate) dirs: Vec<Spanned<String>>,
-    #[serde(default)]
     pub(crate) dirs_from_host: Vec<Spanned<String>>,
     /// Each file's source, as `config` takes it.
-    #[serde(default)]
     pub(crate) files: IndexMap<String, Spanned<Value>>,
     pub(crate) restart: Option<Spanned<String>>,
     /// An address pool, or a list of them.
     pub(crate) loopback: Option<Spanned<Value>>,
+}
+
+impl NodeKeys {
+    /// The node keys, in the order an unknown key's error lists them.
+    pub(crate) const FIELDS: &'static [&'static str] = &[
+        "sysctls",
+        "commands",
+        "router",
+        "kind",
+        "hostname",
+        "config",
+        "daemons",
+        "dirs",
+        "dirs_from_host",
+        "files",
+        "restart",
+        "loopback",
+    ];
+
+    /// `own` keys, then the node keys: every key of a section that holds node keys
+    /// besides its own, for its unknown key's error. `N` is their number.
+    pub(crate) const fn after<const N: usize>(own: &[&'static str]) -> [&'static str; N] {
+        let mut all = [""; N];
+        let mut i = 0;
+        while i < N {
+            all[i] = if i < own.len() {
+                own[i]
+            } else {
+                NodeKeys::FIELDS[i - own.len()]
+            };
+            i += 1;
+        }
+        all
+    }
+
+    /// Reads the value of `key` into its field, if `key` is a node key (false if not).
+    pub(crate) fn take_key<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        match key {
+            "sysctls" => self.sysctls = map.next_value()?,
+            "commands" => self.commands = map.next_value()?,
+            "router" => self.router = map.next_value()?,
+            "kind" => self.kind = map.next_value()?,
+            "hostname" => self.hostname = map.next_value()?,
+            "config" => self.config = map.next_value()?,
+            "daemons" => self.daemons = map.next_value()?,
+            "dirs" => self.dirs = map.next_value()?,
+            "dirs_from_host" => self.dirs_from_host = map.next_value()?,
+            "files" => self.files = map.next_value()?,
+            "restart" => self.restart = map.next_value()?,
+            "loopback" => self.loopback = map.next_value()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeKeys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NodeKeys, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = NodeKeys;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("struct NodeKeys")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<NodeKeys, A::Error> {
+                let mut keys = NodeKeys::default();
+                read_table(map, NodeKeys::FIELDS, |key, map| keys.take_key(key, map))?;
+                Ok(keys)
+            }
+        }
+        d.deserialize_struct("NodeKeys", NodeKeys::FIELDS, Keys)
+    }
+}
+
+/// Reads a table whose keys are `fields`, handing each key, once, to `take`, which reads
+/// its value (false: not a key it knows). An unknown key is refused with serde's error
+/// that lists `fields`, raised while the key is read, so that the format places it there.
+pub(crate) fn read_table<'de, A: MapAccess<'de>>(
+    mut map: A,
+    fields: &'static [&'static str],
+    mut take: impl FnMut(&'static str, &mut A) -> Result<bool, A::Error>,
+) -> Result<(), A::Error> {
+    let mut seen = Vec::new();
+    while let Some(key) = map.next_key_seed(Key(fields))? {
+        if seen.contains(&key) {
+            return Err(de::Error::duplicate_field(key));
+        }
+        seen.push(key);
+        if !take(key, &mut map)? {
+            return Err(de::Error::unknown_field(key, fields));
+        }
+    }
+    Ok(())
+}
+
+/// A key that must be one of its table's fields.
+struct Key(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = &'static str;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = &'static str;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("field identifier")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<&'static str, E> {
+        let known = self.0.iter().find(|f| **f == key);
+        known.copied().ok_or_else(|| E::unknown_field(key, self.0))
+    }
 }
 
 /// Parses a string value with `f`, placing its error at the value.
@@ -242,5 +361,17 @@ mod tests {
             e.message,
             "sysctl \"net.ipv6.conf.all.forwarding\": expected a string, an integer or a boolean"
         );
+    }
+
+    #[test]
+    fn an_unknown_key_is_placed_at_it_and_the_error_lists_the_keys() {
+        let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
+        let e = crate::read("t.toml", text).unwrap_err();
+        assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`");
+        let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
+        let e = crate::read("t.toml", text).unwrap_err();
+        assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`"), "{e}");
     }
 }

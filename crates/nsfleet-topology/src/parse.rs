@@ -7,7 +7,7 @@
 //! `Topology`. Errors name file:line:column and what was expected there.
 
 use super::config;
-use super::decl::{impair, mtu, value, ImpairMap, NodeKeys, Spanned, Sysctls, Value};
+use super::decl::{impair, mtu, read_table, value, ImpairMap, NodeKeys, Spanned, Sysctls};
 use super::draft::{switch_config, Draft, Groups, MAX_COUNT};
 use super::error::{Ctx, Errors, TopologyError};
 use super::generate::{Generator, Shape};
@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::{
     check_name, IpNet, KernelCaps, Names, NodeConfig, Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
 };
-use indexmap::IndexMap;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -52,52 +52,58 @@ struct FleetSection {
     name: Spanned<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A `[[node]]`: its own keys, and the node keys, which [`NodeKeys`] reads.
 struct NodeSection {
     name: Spanned<String>,
     count: Option<Spanned<i64>>,
     start: Option<Spanned<i64>>,
-    #[serde(default)]
     routes: Vec<Spanned<String>>,
     host_link: Option<Spanned<host::HostLinkSection>>,
-    // The node keys, as in `NodeKeys` (serde's `flatten` loses toml's spans).
-    #[serde(default)]
-    sysctls: Sysctls,
-    #[serde(default)]
-    commands: Vec<Spanned<String>>,
-    router: Option<bool>,
-    kind: Option<Spanned<String>>,
-    hostname: Option<Spanned<String>>,
-    config: Option<Spanned<Value>>,
-    #[serde(default)]
-    daemons: Vec<Spanned<String>>,
-    #[serde(default)]
-    dirs: Vec<Spanned<String>>,
-    #[serde(default)]
-    dirs_from_host: Vec<Spanned<String>>,
-    #[serde(default)]
-    files: IndexMap<String, Spanned<Value>>,
-    restart: Option<Spanned<String>>,
-    loopback: Option<Spanned<Value>>,
+    keys: NodeKeys,
 }
 
 impl NodeSection {
-    fn keys(&self) -> NodeKeys {
-        NodeKeys {
-            sysctls: self.sysctls.clone(),
-            commands: self.commands.clone(),
-            router: self.router,
-            kind: self.kind.clone(),
-            hostname: self.hostname.clone(),
-            config: self.config.clone(),
-            daemons: self.daemons.clone(),
-            dirs: self.dirs.clone(),
-            dirs_from_host: self.dirs_from_host.clone(),
-            files: self.files.clone(),
-            restart: self.restart.clone(),
-            loopback: self.loopback.clone(),
+    const OWN: &'static [&'static str] = &["name", "count", "start", "routes", "host_link"];
+    const FIELDS: &'static [&'static str] =
+        &NodeKeys::after::<{ Self::OWN.len() + NodeKeys::FIELDS.len() }>(Self::OWN);
+}
+
+impl<'de> Deserialize<'de> for NodeSection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NodeSection, D::Error> {
+        struct Node;
+        impl<'de> Visitor<'de> for Node {
+            type Value = NodeSection;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("struct NodeSection")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<NodeSection, A::Error> {
+                let (mut name, mut count, mut start, mut routes, mut host_link) =
+                    (None, None, None, Vec::new(), None);
+                let mut keys = NodeKeys::default();
+                read_table(map, NodeSection::FIELDS, |key, map| {
+                    match key {
+                        "name" => name = Some(map.next_value()?),
+                        "count" => count = map.next_value()?,
+                        "start" => start = map.next_value()?,
+                        "routes" => routes = map.next_value()?,
+                        "host_link" => host_link = map.next_value()?,
+                        _ => return keys.take_key(key, map),
+                    }
+                    Ok(true)
+                })?;
+                Ok(NodeSection {
+                    name: name.ok_or_else(|| de::Error::missing_field("name"))?,
+                    count,
+                    start,
+                    routes,
+                    host_link,
+                    keys,
+                })
+            }
         }
+        d.deserialize_struct("NodeSection", NodeSection::FIELDS, Node)
     }
 }
 
@@ -304,7 +310,7 @@ fn declare(
     for node in &doc.node {
         let n = node.get_ref();
         let names = errors.take(node_names(cx, n));
-        let built = errors.take(config::build(cx, &[defaults, &n.keys()], None));
+        let built = errors.take(config::build(cx, &[defaults, &n.keys], None));
         named &= names.is_some_and(|names| {
             let built = built.unwrap_or_else(|| config::Built::of(NodeConfig::default()));
             errors.take(groups.add(cx, names, built, &n.name)).is_some()
