@@ -6,7 +6,7 @@
 
 use crate::decl::{sysctl, NodeKeys, Spanned, Value};
 use crate::error::{Ctx, TopologyError};
-use crate::software;
+use crate::kind;
 use crate::template::{self, Placeholder, Vars};
 use crate::{FileSource, IpNet, NodeConfig, NodeWiring, PrivateDir, PrivateFile};
 use std::collections::HashMap;
@@ -146,7 +146,7 @@ pub(crate) fn build(
             l.daemons.iter().map(|d| d.get_ref().clone()).collect()
         });
         let source = cfg.map(|c| file_source(cx, "config", c)).transpose()?;
-        let parts = software::parts(kind.get_ref(), source, &daemons).map_err(|(key, m)| {
+        let parts = kind::parts(kind.get_ref(), source, &daemons).map_err(|(key, m)| {
             let at = match key {
                 "config" => cfg.map(|c| c.span()),
                 "daemons" => daemons_at.and_then(|l| l.daemons.first()).map(|d| d.span()),
@@ -154,7 +154,7 @@ pub(crate) fn build(
             };
             cx.err(at.unwrap_or(kind.span()), m)
         })?;
-        if kind.get_ref() != "linux" {
+        if parts.router {
             config.router = own_router.unwrap_or(true);
         }
         config.dirs = parts.dirs;

@@ -16,8 +16,9 @@ use super::{keys, Lab};
 use crate::config::{self, Built};
 use crate::decl::{NodeKeys, Spanned, Value};
 use crate::error::TopologyError;
+use crate::kind::frr;
 use crate::yaml::Yaml;
-use crate::{check_name, software, template, Bind, ClabNode, MAX_NODE_NAME};
+use crate::{check_name, template, Bind, ClabNode, MAX_NODE_NAME};
 use std::ops::Range;
 use std::path::Path;
 
@@ -674,7 +675,7 @@ fn label_variable(label: &str) -> String {
 fn daemons_enabled(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.trim().split_once('='))
-        .filter(|(d, v)| v.trim() == "yes" && software::FRR_DAEMONS.contains(d))
+        .filter(|(d, v)| v.trim() == "yes" && frr::DAEMONS.contains(d))
         .map(|(d, _)| d.to_string())
         .collect()
 }
