@@ -4,39 +4,41 @@
 //! deserialized from the supervisor's own hand-off of one. It never touches the kernel:
 //! what the kernel offers comes in as a [`KernelCaps`] value, probed by the engine.
 //!
+//! The rooms: `front/` (one front-end per format: nsfleet's TOML, containerlab's YAML)
+//! reads a file into neutral declarations (`decl`, each with its [`Place`]); `resolve/`
+//! (groups, configuration layers, templates, generators, the plan) turns them into a
+//! [`Draft`], and never imports a front-end; `kind/` and `link/` hold one module per
+//! node kind and per link kind; `error` is where places and errors are.
+//!
 //! Nodes come in groups sharing one [`NodeConfig`]; what differs per node (its interfaces,
 //! addresses and routes) is its [`NodeWiring`], laid out by `plan` with every interface
 //! index chosen in advance, so that no subsystem ever has to look a link up.
 
-pub mod clab;
-mod config;
 mod decl;
 pub mod diff;
-mod draft;
 mod error;
-mod generate;
+pub mod front;
 mod kernel;
 pub mod kind;
 pub mod link;
-mod parse;
-mod plan;
 pub mod reshape;
-pub mod template;
+mod resolve;
 mod values;
-mod yaml;
 
-pub use config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use decl::sysctl_path;
-pub use draft::Draft;
 pub use error::{Place, Subject, TopologyError};
+pub use front::clab;
+pub use front::toml::{parse, read};
+pub use front::{
+    read_file, read_text, Format, DEFAULT_FLEET, DEFAULT_FLEET_FILE, MAX_TOPOLOGY_BYTES,
+};
 pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, Link, Peer, VxlanEnd};
-pub use parse::{
-    parse, read, read_file, read_text, Format, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
-    MAX_TOPOLOGY_BYTES,
-};
+pub use resolve::config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
+pub use resolve::draft::Draft;
+pub use resolve::template;
 pub use values::{duration_ns, Impair, IpNet};
 
 use serde::{Deserialize, Serialize};

@@ -255,7 +255,9 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
 /// The lowest index above those in use, even for ends a node makes and odd for ends made
 /// from the other side (see `plan`).
 fn free_index(used: &mut BTreeSet<i32>, made_elsewhere: bool) -> i32 {
-    let mut k = used.last().map_or(crate::plan::IFACE_BASE, |m| m + 1);
+    let mut k = used
+        .last()
+        .map_or(crate::resolve::plan::IFACE_BASE, |m| m + 1);
     if (k % 2 == 1) != made_elsewhere {
         k += 1;
     }

@@ -6,7 +6,7 @@
 use crate::decl::{value, Spanned};
 use crate::error::Ctx;
 use crate::link::{HostEnd, Link};
-use crate::plan::{EndDecl, Plan};
+use crate::resolve::plan::{EndDecl, Plan};
 use crate::{IpNet, Names, TopologyError};
 use serde::Deserialize;
 
@@ -64,7 +64,7 @@ impl Plan {
         let i = self.find(&end.node)?;
         crate::check_ifname(&host_name)?;
         let owner = format!("the host's {host_name}");
-        crate::plan::check_addrs(&owner, &host_addrs, end.mtu)?;
+        crate::resolve::plan::check_addrs(&owner, &host_addrs, end.mtu)?;
         self.claim(&end.addrs, at)?;
         self.claim(&host_addrs, at)?;
         let host = HostEnd {

@@ -5,7 +5,7 @@
 //! fleets that span hosts).
 //!
 //! Each file owns its kind's part of the topology: the file's syntax (parse) and the
-//! interfaces it puts on nodes (plan, through [`Plan`](crate::plan::Plan)'s bookkeeping
+//! interfaces it puts on nodes (plan, through [`Plan`](crate::resolve::plan::Plan)'s bookkeeping
 //! of names, indexes and addresses). Each kind's other half, making the interfaces in the
 //! kernel (wire), is the file of the same name in nsfleet-subsys's `link/`: this crate
 //! never touches the kernel. A new kind is a variant of [`Link`] and a file here and there.

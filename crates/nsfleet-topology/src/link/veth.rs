@@ -5,7 +5,7 @@
 use crate::decl::{impair, mtu, value, ImpairMap, Spanned};
 use crate::error::Ctx;
 use crate::link::Link;
-use crate::plan::{EndDecl, Plan};
+use crate::resolve::plan::{EndDecl, Plan};
 use crate::{values, IpNet, TopologyError};
 use serde::Deserialize;
 
@@ -126,7 +126,7 @@ fn end(
         None => None,
     };
     // Checked again once the pool's addresses are added; here, to name this end's line.
-    crate::plan::check_addrs(&sec.at, &addrs, mtu).map_err(|m| cx.err(e.span(), m))?;
+    crate::resolve::plan::check_addrs(&sec.at, &addrs, mtu).map_err(|m| cx.err(e.span(), m))?;
     Ok(EndDecl {
         node,
         iface,

@@ -17,7 +17,7 @@
 use crate::decl::{mtu, value, Spanned};
 use crate::error::Ctx;
 use crate::link::{Link, VxlanEnd};
-use crate::plan::{EndDecl, Plan};
+use crate::resolve::plan::{EndDecl, Plan};
 use crate::{IpNet, TopologyError};
 use serde::Deserialize;
 use std::net::IpAddr;

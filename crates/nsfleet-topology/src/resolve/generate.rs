@@ -4,7 +4,7 @@
 //! `eth0`, `eth1`, ... in the order links reach a node.
 
 use super::plan::{EndDecl, Plan};
-use super::{Impair, IpNet, Names};
+use crate::{Impair, IpNet, Names};
 use std::collections::{HashSet, VecDeque};
 
 #[derive(Clone, Debug, PartialEq)]

@@ -3,10 +3,10 @@
 //! the kernel and the host), and the [`Draft`], a topology checked against everything but
 //! the machine, which [`Draft::check`] checks against the machine's answer.
 
-use crate::config;
 use crate::decl::Spanned;
 use crate::error::{Ctx, Errors, TopologyError};
-use crate::plan::Plan;
+use crate::resolve::config;
+use crate::resolve::plan::Plan;
 use crate::{Asks, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology, NO_NETEM};
 use std::collections::HashMap;
 use std::sync::Arc;

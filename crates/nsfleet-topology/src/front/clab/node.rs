@@ -13,14 +13,15 @@
 //! Kinds that run a vendor's image are refused, naming the node and its line.
 
 use super::{keys, Lab};
-use crate::config::{self, Built};
 use crate::decl::{NodeKeys, Spanned, Value};
 use crate::error::TopologyError;
+use crate::front::yaml::Yaml;
 use crate::kind::frr;
-use crate::yaml::Yaml;
+use crate::resolve::config::{self, Built};
 use crate::{check_name, template, Bind, ClabNode, MAX_NODE_NAME};
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -357,7 +358,7 @@ impl NodeDecl<'_> {
     /// The node configuration this node becomes (bridges and the host have none).
     pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
         if self.kind == Kind::Bridge {
-            return Ok(crate::draft::switch_config());
+            return Ok(crate::resolve::draft::switch_config());
         }
         self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
@@ -766,15 +767,13 @@ fn quote(w: &str) -> String {
 }
 
 /// Gives every node `CLAB_INTFS`, the number of its interfaces besides `eth0`, as
-/// containerlab does (images wait for that many).
-pub(crate) fn count_interfaces(
-    groups: &mut crate::draft::Groups,
-    wiring: &[std::sync::Arc<crate::NodeWiring>],
-) {
-    for (g, w) in groups.list.iter_mut().zip(wiring) {
+/// containerlab does (images wait for that many). A containerlab file's groups are one
+/// node each, so the groups and the nodes' wiring go in step.
+pub(crate) fn count_interfaces(groups: &mut [crate::NodeGroup], wiring: &[Arc<crate::NodeWiring>]) {
+    for (g, w) in groups.iter_mut().zip(wiring) {
         if g.config.clab.is_some() && !g.config.switch {
             let n = w.ifaces.iter().filter(|i| i.name != "eth0").count();
-            std::sync::Arc::make_mut(&mut g.config)
+            Arc::make_mut(&mut g.config)
                 .env
                 .push(("CLAB_INTFS".into(), n.to_string()));
         }

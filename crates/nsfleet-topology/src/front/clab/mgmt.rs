@@ -8,8 +8,8 @@
 use super::node::NodeDecl;
 use super::{keys, Lab};
 use crate::error::TopologyError;
-use crate::plan::{EndDecl, Plan};
-use crate::yaml::Yaml;
+use crate::front::yaml::Yaml;
+use crate::resolve::plan::{EndDecl, Plan};
 use crate::IpNet;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -39,7 +39,7 @@ impl Mgmt {
         lab_name: &str,
     ) -> Result<Mgmt, TopologyError> {
         let empty = Yaml {
-            value: crate::yaml::Value::Null,
+            value: crate::front::yaml::Value::Null,
             span: 0..0,
         };
         let y = y.unwrap_or(&empty);

@@ -7,7 +7,7 @@
 use crate::decl::{sysctl, NodeKeys, Spanned, Value};
 use crate::error::{Ctx, TopologyError};
 use crate::kind;
-use crate::template::{self, Placeholder, Vars};
+use crate::resolve::template::{self, Placeholder, Vars};
 use crate::{FileSource, IpNet, NodeConfig, NodeWiring, PrivateDir, PrivateFile};
 use std::collections::HashMap;
 use std::ops::Range;

@@ -21,12 +21,12 @@ mod links;
 mod mgmt;
 mod node;
 
-use crate::config;
 use crate::decl::Spanned;
-use crate::draft::{Draft, Groups};
 use crate::error::{Ctx, TopologyError};
-use crate::yaml::{self, Yaml};
-use crate::{check_name, Names, Topology, MAX_FLEET_NAME, MAX_NODE_NAME};
+use crate::front::yaml::{self, Yaml};
+use crate::resolve;
+use crate::resolve::draft::{Draft, Groups};
+use crate::{check_name, Names, MAX_FLEET_NAME, MAX_NODE_NAME};
 use std::ops::Range;
 
 /// Reads a containerlab topology file; `file` names it in errors.
@@ -66,7 +66,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         let at = Spanned::new(mgmt.at.clone(), mgmt.network.clone());
         check_name("management network name", &mgmt.network, MAX_NODE_NAME)
             .map_err(|m| cx.err(mgmt.at.clone(), m))?;
-        groups.add(&cx, Names::One(mgmt.network.clone()), crate::draft::switch_config(), &at)
+        groups.add(&cx, Names::One(mgmt.network.clone()), crate::resolve::draft::switch_config(), &at)
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
     let mut plan = groups.plan();
@@ -74,20 +74,15 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         mgmt.wire(&lab, &managed, &mut plan)?;
     }
     links::read_all(&mut lab, topology.get("links"), &nodes, &mgmt, &mut plan)?;
-    let wiring = groups.finish(plan);
-    node::count_interfaces(&mut groups, &wiring);
-    config::check_nodes(
-        &name_str,
-        groups.list.iter().zip(&groups.templates),
-        &wiring,
-    )?;
-    let topo = Topology {
-        name: name_str,
-        groups: std::mem::take(&mut groups.list),
-        wiring,
-    };
     let warnings = lab.warnings;
-    Ok(Draft::new(topo, groups, cx, warnings))
+    resolve::finish(
+        &name_str,
+        groups,
+        plan,
+        cx,
+        warnings,
+        node::count_interfaces,
+    )
 }
 
 /// The file's text with the environment's variables in it, as containerlab reads it.

@@ -1,32 +1,24 @@
 //! nsfleet's own format (TOML), read into a [`Draft`], or a precise error: the sections
-//! ([fleet], [[node]], [[switch]], [[generate]], [[link]], [[route]] ...), then the
-//! groups and wiring they declare, with the shared pieces of `decl`, `draft`, `config`,
-//! `plan` and `link/`. Also the front door for every format ([`read_file`], [`Format`]).
+//! ([fleet], [[node]], [[switch]], [[generate]], [[link]], [[route]] ...) declared into
+//! the resolver's groups and plan, with the shared pieces of `decl` and `link/`.
 //!
 //! Every check happens before the first namespace exists: the engine trusts a
 //! `Topology`. Errors name file:line:column and what was expected there.
 
-use super::config;
-use super::decl::{impair, mtu, read_table, value, ImpairMap, NodeKeys, Spanned, Sysctls};
-use super::draft::{switch_config, Draft, Groups, MAX_COUNT};
-use super::error::{Ctx, Errors, TopologyError};
-use super::generate::{Generator, Shape};
-use super::link::{host, veth, vxlan};
-use super::plan::Plan;
-use super::{
+use crate::decl::{impair, mtu, read_table, value, ImpairMap, NodeKeys, Spanned, Sysctls};
+use crate::error::{Ctx, Errors, TopologyError};
+use crate::link::{host, veth, vxlan};
+use crate::resolve::draft::{switch_config, Draft, Groups, MAX_COUNT};
+use crate::resolve::generate::{Generator, Shape};
+use crate::resolve::plan::Plan;
+use crate::resolve::{self, config};
+use crate::{
     check_name, IpNet, KernelCaps, Names, NodeConfig, Topology, MAX_FLEET_NAME, MAX_NODE_NAME,
 };
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use serde::Deserialize;
 use std::net::IpAddr;
 use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
-
-/// The fleet `nsfleet up` builds when given no file.
-pub const DEFAULT_FLEET: &str = include_str!("../../../examples/default.toml");
-pub const DEFAULT_FLEET_FILE: &str = "<built-in default fleet>";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,106 +135,6 @@ struct GenSection {
     node: Option<Spanned<NodeKeys>>,
 }
 
-/// The languages a topology file may be written in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    /// nsfleet's own (TOML).
-    Toml,
-    /// containerlab's topology file (YAML).
-    Clab,
-}
-
-impl Format {
-    /// What a file's name says it is: `.yml` and `.yaml` (`lab.clab.yml`) are
-    /// containerlab's, anything else nsfleet's TOML.
-    pub fn of(path: &Path) -> Format {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("yml" | "yaml") => Format::Clab,
-            _ => Format::Toml,
-        }
-    }
-}
-
-/// [`read`] (or [`read_clab`]) of a file, in `format` or the one its name says.
-pub fn read_file(path: &Path, format: Option<Format>) -> Result<Draft, TopologyError> {
-    let file = path.display().to_string();
-    let text = read_text(path)?;
-    match format.unwrap_or_else(|| Format::of(path)) {
-        Format::Toml => read(&file, &text),
-        Format::Clab => crate::clab::read(&file, &text),
-    }
-}
-
-/// Largest topology file read: a written fleet of 50,000 routers and their links is about
-/// a fifth of it. Bigger files are refused before reading on (a larger fleet is written
-/// with `[[generate]]`).
-pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
-
-/// A topology file's text: a regular file (a FIFO, device, socket or directory is refused
-/// without being opened), at most [`MAX_TOPOLOGY_BYTES`] (no more is read), UTF-8 (an
-/// invalid byte is named by its line and column).
-pub fn read_text(path: &Path) -> Result<String, TopologyError> {
-    use std::io::Read;
-    let file = path.display().to_string();
-    let at = |line: usize, column: usize, message: String| {
-        let place = crate::Place {
-            line: line as u32,
-            column: column as u32,
-        };
-        TopologyError::new(&file, place, message)
-    };
-    let unreadable = |e: std::io::Error| at(0, 0, format!("cannot read the topology file: {e}"));
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if !meta.is_file() {
-        let what = kind_of(&meta.file_type());
-        return Err(at(
-            0,
-            0,
-            format!("a topology file is a regular file, not {what}: not read"),
-        ));
-    }
-    let too_big = || {
-        at(0, 0, format!(
-            "over {} MiB: a topology file is at most that (write large fleets with [[generate]]); not read further",
-            MAX_TOPOLOGY_BYTES >> 20
-        ))
-    };
-    if meta.len() > MAX_TOPOLOGY_BYTES {
-        return Err(too_big());
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    let f = std::fs::File::open(path).map_err(unreadable)?;
-    f.take(MAX_TOPOLOGY_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_TOPOLOGY_BYTES {
-        return Err(too_big());
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
-        let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
-        at(line, column, "expected UTF-8 text: this byte is not".into())
-    })
-}
-
-/// What a file that is not a regular file is, as a user would say it.
-fn kind_of(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "a special file"
-    }
-}
-
 /// Parses and validates `text` against what `kernel` offers; `file` names it in errors.
 pub fn parse(file: &str, text: &str, kernel: &KernelCaps) -> Result<Topology, TopologyError> {
     read(file, text)?.check(kernel)
@@ -279,16 +171,7 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
         wire(&cx, &doc, &generators, &groups, &mut plan, &mut errors);
     }
     errors.done()?;
-    let wiring = groups.finish(plan);
-    let name = name.get_ref();
-    config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;
-    check_macs(&cx, &wiring)?;
-    let topo = Topology {
-        name: name.clone(),
-        groups: std::mem::take(&mut groups.list),
-        wiring,
-    };
-    Ok(Draft::new(topo, groups, cx, Vec::new()))
+    resolve::finish(name.get_ref(), groups, plan, cx, Vec::new(), |_, _| {})
 }
 
 /// Every node, switch and generated group into `groups`, their errors into `errors`. A
@@ -347,33 +230,6 @@ fn declare(
             .is_some();
     }
     named.then(|| generators.into_iter().flatten().collect())
-}
-
-/// Two interfaces with one MAC address on one switch would have its bridge send one's
-/// frames to the other (and the kernel refuses a second macvlan of one MAC on a lower):
-/// refused, at the second. A switch makes its ports, so each port knows both its own MAC
-/// and its far end's.
-fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<crate::NodeWiring>]) -> Result<(), TopologyError> {
-    for w in wiring
-        .iter()
-        .filter(|w| w.ifaces.iter().any(|i| i.bridge.is_some()) || !w.macvlans.is_empty())
-    {
-        let mut seen: HashMap<[u8; 6], u32> = HashMap::new();
-        let ends = (w.ifaces.iter())
-            .map(|i| ([i.mac, i.link.as_veth().and_then(|p| p.mac)], i.at))
-            .chain(w.macvlans.iter().map(|p| ([p.peer.mac, None], p.at)));
-        for (macs, at) in ends {
-            for mac in macs.into_iter().flatten() {
-                if let Some(first) = seen.insert(mac, at.line) {
-                    let m = nsfleet_values::format_mac(&mac);
-                    return Err(TopologyError::new(cx.file, at, format!(
-                        "MAC address {m} is already on this switch (line {first}); each interface on a switch needs its own"
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// One stage of wiring: its items' errors go to the `Errors`.

@@ -8,9 +8,9 @@ use super::mgmt::Mgmt;
 use super::node::{Kind, NodeDecl};
 use super::{keys, Lab};
 use crate::error::TopologyError;
-use crate::plan::{EndDecl, Plan};
+use crate::front::yaml::Yaml;
+use crate::resolve::plan::{EndDecl, Plan};
 use crate::values;
-use crate::yaml::Yaml;
 use std::ops::Range;
 
 /// containerlab's `DefaultLinkMTU`.

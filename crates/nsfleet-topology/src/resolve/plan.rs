@@ -128,7 +128,7 @@ impl Plan {
     /// there (a macvlan's place; see `link/macvlan.rs`).
     pub(crate) fn name_switch_port(&mut self, i: u32, sw: &EndDecl) -> Result<String, String> {
         let name = (sw.iface.clone()).unwrap_or_else(|| bridge::port_name(self.ports(i)));
-        super::check_ifname(&name)?;
+        crate::check_ifname(&name)?;
         bridge::check_port_name(&name)?;
         let names = &mut self.switches.entry(i).or_default().names;
         if !names.insert(name.clone()) {
@@ -227,7 +227,7 @@ impl Plan {
                 ))
             }
         };
-        super::check_ifname(&name)?;
+        crate::check_ifname(&name)?;
         check_addrs(&format!("{}:{name}", d.node), &d.addrs, d.mtu)?;
         if switch {
             bridge::check_port_name(&name)?;
@@ -298,7 +298,7 @@ impl Plan {
                 first + bridge::PORTS_PER_SHARD
             ));
         }
-        super::check_name("a switch's shard name", &name, super::MAX_NODE_NAME)?;
+        crate::check_name("a switch's shard name", &name, crate::MAX_NODE_NAME)?;
         let on = self.add_node(name.clone(), true);
         self.shards.push(name.clone());
         let sw = self.switches.get_mut(&i).expect("made above");
