@@ -296,7 +296,7 @@ def _in_dict(e: TopologyError, path: str, text: str) -> TopologyError:
     shown = lines[e.line - 1] if 0 < e.line <= len(lines) else ""
     message = e.message.replace(path, "<topology dict>")
     return TopologyError(f"{message}\n  in: {shown}", "<topology dict>", e.line, e.column,
-                         e.exit_status)
+                         e.exit_status, e.others)
 
 
 def up(topology: Topology, name: Optional[str] = None, workers: Optional[int] = None) -> Fleet:

@@ -48,7 +48,7 @@ fn main() {
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
-            eprintln!("nsfleet: {e:#}");
+            nsfleet_client::errors::report(&e, json);
             std::process::exit(1);
         }
     }
@@ -76,18 +76,23 @@ fn main() {
         Command::Mn(c) => c.run(),
     };
     if let Err(e) = result {
-        // A signal's end is said plainly, whatever phase it cut short.
-        if let Some(stopped) = e.downcast_ref::<nsfleet_vm::Interrupted>() {
-            eprintln!("nsfleet: {stopped}");
-            std::process::exit(stopped.exit_code());
-        }
+        // A signal's end is said plainly (its message alone, whatever phase it cut
+        // short), with the exit status a shell gives a command the signal killed.
+        let (e, code) = match e.downcast::<nsfleet_vm::Interrupted>() {
+            Ok(stopped) => {
+                let code = stopped.exit_code();
+                (anyhow::Error::new(stopped), code)
+            }
+            Err(e) => (e, 1),
+        };
         nsfleet_client::errors::report(&e, json);
-        std::process::exit(1);
+        std::process::exit(code);
     }
 }
 
 /// Whether the command given (a subcommand's, at any depth) has `--json`: its errors
-/// are then said as JSON too.
+/// are then said as JSON too. Every command's flag is the field `json: bool`, whose
+/// clap id is "json".
 fn asks_json(m: &ArgMatches) -> bool {
     match m.subcommand() {
         Some((_, sub)) => asks_json(sub),

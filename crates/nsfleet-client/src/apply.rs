@@ -26,7 +26,8 @@ pub struct ApplyArgs {
 pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let file = std::path::absolute(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // A bad file is refused with its line before any fleet is asked.
-    let draft = topology::read_file(&file, a.format)?;
+    // Named as the user wrote it, as the kernel's refusals of the change are below.
+    let draft = topology::read_file(&a.file, a.format)?;
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }

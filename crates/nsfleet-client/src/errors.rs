@@ -1,7 +1,9 @@
 //! How a command's failure is said: for people, `nsfleet: ` and the error's chain, each
 //! error about a place in a topology file as `FILE:LINE:COLUMN: message`; for machines
 //! (`--json`), one `{"error": {"message", "file", "line", "column"}}` object per error
-//! on its own line of stderr (file, line and column null when it names no place).
+//! on its own line of stderr: `file` null when the error is about no topology file,
+//! `line` and `column` null when it is about the file but no place in it (a file that
+//! cannot be read, the "... and N more errors" of a long list).
 //!
 //! Places travel as data: the topology reader's [`TopologyError`], and the engine's
 //! [`Subject`] (a kernel's refusal during `up` or `apply`, placed by line and column but
@@ -21,6 +23,36 @@ pub fn in_file(e: anyhow::Error, file: &Path) -> anyhow::Error {
     }
 }
 
+/// What was refused before anything was made (`up`'s preflight), all at once: what the
+/// file writes at a place (`placed`, errors of the file there) and what is about the
+/// machine (`unplaced`). Said after `what`, one per line if several; with `--json`, one
+/// object each.
+#[derive(Debug)]
+pub struct Refused {
+    pub what: String,
+    pub placed: Vec<TopologyError>,
+    pub unplaced: Vec<String>,
+}
+
+impl Refused {
+    fn each(&self) -> impl Iterator<Item = String> + '_ {
+        let placed = self.placed.iter().map(|e| e.to_string());
+        placed.chain(self.unplaced.iter().cloned())
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let each: Vec<String> = self.each().collect();
+        match each.as_slice() {
+            [one] => write!(f, "{}: {one}", self.what),
+            several => write!(f, "{}:\n  {}", self.what, several.join("\n  ")),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Says `e` on stderr, as `--json` asks or for people.
 pub fn report(e: &anyhow::Error, json: bool) {
     if !json {
@@ -35,6 +67,18 @@ pub fn report(e: &anyhow::Error, json: bool) {
 /// One JSON object per error `e` holds: each error of a topology file with its place,
 /// or `e` itself.
 fn objects(e: &anyhow::Error) -> Vec<serde_json::Value> {
+    if let Some(r) = e.downcast_ref::<Refused>() {
+        let placed = r
+            .placed
+            .iter()
+            .map(|p| object(&format!("{}: {}", r.what, p.message), p));
+        let unplaced = (r.unplaced.iter()).map(|m| {
+            json!({"error": {
+                "message": format!("{}: {m}", r.what), "file": null, "line": null, "column": null,
+            }})
+        });
+        return placed.chain(unplaced).collect();
+    }
     let Some(te) = e.chain().find_map(|c| c.downcast_ref::<TopologyError>()) else {
         return vec![json!({"error": {
             "message": format!("{e:#}"), "file": null, "line": null, "column": null,
@@ -52,13 +96,7 @@ fn objects(e: &anyhow::Error) -> Vec<serde_json::Value> {
                 .chain([one.message.as_str()])
                 .collect::<Vec<_>>()
                 .join(": ");
-            let placed = one.at.line > 0;
-            json!({"error": {
-                "message": message,
-                "file": one.file,
-                "line": placed.then_some(one.at.line),
-                "column": placed.then_some(one.at.column),
-            }})
+            object(&message, one)
         })
         .collect();
     if te.unsaid > 0 {
@@ -68,6 +106,17 @@ fn objects(e: &anyhow::Error) -> Vec<serde_json::Value> {
         }}));
     }
     objects
+}
+
+/// One error of a topology file as its JSON object, said as `message`.
+fn object(message: &str, e: &TopologyError) -> serde_json::Value {
+    let placed = e.at.line > 0;
+    json!({"error": {
+        "message": message,
+        "file": e.file,
+        "line": placed.then_some(e.at.line),
+        "column": placed.then_some(e.at.column),
+    }})
 }
 
 #[cfg(test)]
@@ -121,5 +170,36 @@ mod tests {
             (Some(9), Some(1))
         );
         assert_eq!(o[2]["error"]["message"], "... and 3 more errors");
+    }
+
+    #[test]
+    fn refusals_are_one_object_each_placed_where_the_file_writes_them() {
+        let refused = Refused {
+            what: "fleet \"x\" was not started".into(),
+            placed: vec![TopologyError::new(
+                "f.toml",
+                at(11, 13),
+                "host interface h0 exists",
+            )],
+            unplaced: vec!["too many namespaces".into()],
+        };
+        let e = anyhow::Error::new(refused);
+        let o = objects(&e);
+        assert_eq!(
+            (
+                o[0]["error"]["file"].as_str(),
+                o[0]["error"]["line"].as_u64()
+            ),
+            (Some("f.toml"), Some(11))
+        );
+        assert!(o[1]["error"]["file"].is_null() && o[1]["error"]["line"].is_null());
+        assert_eq!(
+            o[1]["error"]["message"],
+            "fleet \"x\" was not started: too many namespaces"
+        );
+        assert_eq!(
+            e.to_string(),
+            "fleet \"x\" was not started:\n  f.toml:11:13: host interface h0 exists\n  too many namespaces"
+        );
     }
 }

@@ -54,7 +54,6 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
             impair: Some(i), ..
         } => println!("{}:{iface}: {i}", node),
         Reply::Impaired { impair: None, .. } => println!("{}:{iface}: no impairment", node),
-        Reply::Error { message, .. } => bail!("{message}"),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     }
     Ok(())

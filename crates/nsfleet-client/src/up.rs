@@ -2,6 +2,7 @@
 //! return once the fleet is ready (leaving the supervisor running).
 
 use super::human_bytes;
+use crate::errors::Refused;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::control::UpEvent;
 use nsfleet::core::CreateReport;
@@ -90,30 +91,33 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     })
 }
 
-/// What the machine would refuse half-way is refused now, with what to change, each
-/// refusal as an error of the file (at its place, where it is one); notes go to stderr.
+/// What the machine would refuse half-way is refused now, with what to change; notes go
+/// to stderr. Refusals of what the file writes somewhere (a host link's name or subnet)
+/// are errors of the file at that place; the others are about the machine.
 fn preflight(topo: &Topology, a: &UpArgs) -> anyhow::Result<()> {
-    let mut refusals = Vec::new();
-    for f in nsfleet::preflight::check(topo) {
-        match f {
-            nsfleet::preflight::Finding::Refuse(m) => refusals.push(TopologyError::new(
-                file_name(a).display().to_string(),
-                m.at.unwrap_or_default(),
-                m.text,
-            )),
-            nsfleet::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
-        }
-    }
-    let mut refusals = refusals.into_iter();
-    let Some(mut first) = refusals.next() else {
-        return Ok(());
-    };
-    first.more.extend(refusals);
-    let not_started = format!(
+    let what = format!(
         "fleet {:?} was not started (nothing was created)",
         topo.name
     );
-    Err(anyhow::Error::new(first).context(not_started))
+    let mut refused = Refused {
+        what,
+        placed: Vec::new(),
+        unplaced: Vec::new(),
+    };
+    let file = file_name(a).display().to_string();
+    for f in nsfleet::preflight::check(topo) {
+        match f {
+            nsfleet::preflight::Finding::Refuse(Subject { text, at: Some(at) }) => {
+                refused.placed.push(TopologyError::new(&file, at, text))
+            }
+            nsfleet::preflight::Finding::Refuse(m) => refused.unplaced.push(m.text),
+            nsfleet::preflight::Finding::Note(m) => eprintln!("nsfleet: preflight: {m}"),
+        }
+    }
+    if refused.placed.is_empty() && refused.unplaced.is_empty() {
+        return Ok(());
+    }
+    Err(refused.into())
 }
 
 /// The topology file as errors name it.

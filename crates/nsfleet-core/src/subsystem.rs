@@ -115,7 +115,7 @@ impl<'a> InitCtx<'a> {
                     held: &mut held,
                 };
                 if let Err(e) = build(&mut out, &item) {
-                    return Err(e.context(describe(&item).into()));
+                    return Err(about(e, describe(&item)));
                 }
                 let made = batch.seqs().len() - owner.len();
                 debug_assert!(made <= Requests::MOST, "an item made {made} requests");
@@ -128,7 +128,7 @@ impl<'a> InitCtx<'a> {
                 r.as_ref().is_err_and(|e| !self.tolerate.contains(&e.errno))
             };
             if let Some((i, Err(e))) = owner.iter().zip(results).find(|(_, r)| fails(r)) {
-                return Err(anyhow::Error::new(e).context(describe(&chunk[*i]).into()));
+                return Err(about(anyhow::Error::new(e), describe(&chunk[*i])));
             }
         }
         Ok(())
@@ -157,6 +157,17 @@ impl<'a> InitCtx<'a> {
     /// Reads one of the node's sysctls, as [`write_sysctl`](Self::write_sysctl) names it.
     pub fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
         self.worker.read_sysctl(&below_net(key)?)
+    }
+}
+
+/// `e` in the context of what it is about. A [`Subject`] with a place goes in as itself,
+/// for the place to reach the client as data; one without goes in as its text, so that
+/// the outermost `Subject` of an error (the one `downcast_ref` finds) always has a place.
+pub fn about(e: anyhow::Error, subject: impl Into<Subject>) -> anyhow::Error {
+    let subject = subject.into();
+    match subject.at {
+        Some(_) => e.context(subject),
+        None => e.context(subject.text),
     }
 }
 

@@ -8,7 +8,7 @@
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
-use nsfleet_topology::{Iface, NodeWiring};
+use nsfleet_topology::{Iface, NodeWiring, Subject};
 
 pub struct Forwarding;
 
@@ -95,7 +95,7 @@ fn turn(
     cx.send_each(
         ifaces,
         |out, i| out.add(|b, seq| rtnl::set_forwarding(b, seq, i.index, on)),
-        |i| format!("forwarding on {}:{}", node.name(), i.name),
+        |i| Subject::new(format!("forwarding on {}:{}", node.name(), i.name), i.at),
     )?;
     let value = if on { "1" } else { "0" };
     if switches.ipv4 {

@@ -99,9 +99,12 @@ fn set(
             originals.push((key.to_string(), was));
         }
     }
-    let at = cx.node.config().sysctl_places.0.get(key).copied();
-    cx.write_sysctl(key, value).with_context(|| Subject {
-        text: format!("sysctl {key} = {value}"),
-        at,
+    let at = cx.node.config().sysctl_places.get(key);
+    cx.write_sysctl(key, value).map_err(|e| {
+        let subject = Subject {
+            text: format!("sysctl {key} = {value}"),
+            at,
+        };
+        nsfleet_core::about(e.into(), subject)
     })
 }

@@ -134,10 +134,11 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// What `text` names, written at `at` (no place if `at` is none: line 0).
     pub fn new(text: impl Into<String>, at: Place) -> Self {
         Subject {
             text: text.into(),
-            at: Some(at),
+            at: (at.line > 0).then_some(at),
         }
     }
 }
@@ -172,7 +173,8 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Where the span starts. The column counts bytes, as compilers' columns do.
+    /// Where the span starts. The column counts bytes from the line's start, as the
+    /// spans the parsers give do.
     pub(crate) fn place(&self, span: Range<usize>) -> Place {
         let upto = &self.text[..span.start.min(self.text.len())];
         let line = upto.matches('\n').count() + 1;

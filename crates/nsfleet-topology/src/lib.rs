@@ -113,7 +113,8 @@ pub struct NodeConfig {
 impl PartialEq for NodeConfig {
     /// Configurations are equal when they make the same node: where they are written is
     /// not compared, so an edit that moves lines changes no node. The destructuring
-    /// names every field, so a new one cannot be forgotten here.
+    /// names every field, so a new one cannot be forgotten here (two tuples: the
+    /// standard library compares tuples of at most 12).
     fn eq(&self, o: &NodeConfig) -> bool {
         let NodeConfig {
             sysctls,
@@ -151,9 +152,62 @@ impl PartialEq for NodeConfig {
     }
 }
 
+// What a node's wiring is compares without where it is written, as `NodeConfig` does:
+// an edit that only moves lines changes no interface, route or port (and restarts no
+// process). Each destructuring names every field, so a new one cannot be forgotten.
+
+impl PartialEq for Iface {
+    fn eq(&self, o: &Iface) -> bool {
+        let Iface {
+            name,
+            index,
+            mtu,
+            mac,
+            addrs,
+            impair,
+            bridge,
+            link,
+            at: _,
+        } = self;
+        (name, index, mtu, mac, addrs) == (&o.name, &o.index, &o.mtu, &o.mac, &o.addrs)
+            && (impair, bridge, link) == (&o.impair, &o.bridge, &o.link)
+    }
+}
+
+impl PartialEq for RouteSpec {
+    fn eq(&self, o: &RouteSpec) -> bool {
+        let RouteSpec {
+            dst,
+            via,
+            dev,
+            at: _,
+        } = self;
+        (dst, via, dev) == (&o.dst, &o.via, &o.dev)
+    }
+}
+
+impl PartialEq for MacvlanPort {
+    fn eq(&self, o: &MacvlanPort) -> bool {
+        let MacvlanPort {
+            name,
+            lower,
+            peer,
+            at: _,
+        } = self;
+        (name, lower, peer) == (&o.name, &o.lower, &o.peer)
+    }
+}
+
 /// Where in the file things are written, by key, for errors to name the place.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WrittenAt(pub std::collections::BTreeMap<String, Place>);
+
+impl WrittenAt {
+    /// Where `key` is written, if it was written in a file.
+    pub fn get(&self, key: &str) -> Option<Place> {
+        self.0.get(key).copied()
+    }
+}
 
 /// What a switch's links to nodes are made of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,7 +235,7 @@ impl Ports {
 /// A macvlan a switch makes for a node: the port's name on the switch (it has no device
 /// there, but holds the port's place and number), the lower it hangs from, and the
 /// interface it is in the node.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MacvlanPort {
     pub name: String,
     pub lower: u16,
@@ -265,7 +319,7 @@ pub struct NodeWiring {
 }
 
 /// One interface of a node, made by one kind of link ([`Link`]).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Iface {
     pub name: String,
     pub index: i32,
@@ -280,7 +334,7 @@ pub struct Iface {
     pub at: Place,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RouteSpec {
     pub dst: IpNet,
     pub via: Option<std::net::IpAddr>,

@@ -37,7 +37,8 @@ pub struct LaunchArgs {
     engine: EngineArgs,
     /// Print the result as one JSON object; errors go to stderr as JSON too, one
     /// {"error": {"message", "file", "line", "column"}} object per error, its place in
-    /// the topology file as fields (null when it names none).
+    /// the topology file as fields (file null when the error is about no file; line and
+    /// column null when it is about no place in it).
     #[arg(long)]
     json: bool,
     /// Validate the file and check it against this machine, then stop: nothing is

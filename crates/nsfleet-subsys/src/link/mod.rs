@@ -138,7 +138,7 @@ impl<K: LinkKind> Wired<K> {
         let node = cx.node;
         let ifaces: Vec<&Iface> = ifaces.collect();
         // Errors name the interface as the kernel's errors do: with its topology place.
-        let named = |i: &Iface, e: anyhow::Error| e.context(self.0.describe(node, i));
+        let named = |i: &Iface, e: anyhow::Error| nsfleet_core::about(e, self.0.describe(node, i));
         for i in &ifaces {
             self.0.prepare(node, i).map_err(|e| named(i, e))?;
         }

@@ -74,3 +74,33 @@ fn check_macs(cx: &Ctx<'_>, wiring: &[Arc<NodeWiring>]) -> Result<(), TopologyEr
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The resolver's checks are every front-end's: one MAC twice on a switch is refused
+    /// in a containerlab file too, at the second end.
+    #[test]
+    fn a_mac_twice_on_a_bridge_is_refused_in_a_containerlab_file() {
+        let end = |node: &str, iface: &str, mac: &str| {
+            format!("        - {{node: {node}, interface: {iface}, mac: \"{mac}\"}}\n")
+        };
+        let link = |node: &str, port: &str| {
+            format!(
+                "    - type: veth\n      endpoints:\n{}        - {{node: br1, interface: {port}}}\n",
+                end(node, "eth1", "02:00:00:00:00:01")
+            )
+        };
+        let text = format!(
+            "name: m\ntopology:\n  nodes:\n    br1: {{kind: bridge}}\n    a: {{kind: linux}}\n    b: {{kind: linux}}\n  links:\n{}{}",
+            link("a", "p1"),
+            link("b", "p2")
+        );
+        let e = crate::clab::read("m.clab.yml", &text).unwrap_err();
+        assert!(
+            e.message
+                .contains("MAC address 02:00:00:00:00:01 is already on this switch"),
+            "{e}"
+        );
+        assert_eq!(e.at.line, 12, "{e}");
+    }
+}

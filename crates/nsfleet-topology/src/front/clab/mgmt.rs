@@ -119,7 +119,13 @@ impl Mgmt {
         nodes: &[&NodeDecl],
         plan: &mut Plan,
     ) -> Result<(), TopologyError> {
-        let at = lab.cx.place(self.at.clone());
+        // Without a `mgmt` key the network is containerlab's default, written nowhere:
+        // what the kernel or the host refuses of it has no place in the file.
+        let at = if self.at.is_empty() {
+            crate::Place::default()
+        } else {
+            lab.cx.place(self.at.clone())
+        };
         let gateways: Vec<IpNet> = self
             .subnets
             .iter()
