@@ -522,13 +522,21 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
 "#
     ));
     assert!(host_has(&name));
-    Command::new("ping")
-        .args(["-c1", "-W2", "192.168.251.2"])
-        .status()
-        .unwrap()
-        .success()
-        .then_some(())
-        .expect("host reaches the node");
+    // The host's end may get its carrier a moment after `up` returns (the kernel's link
+    // watch defers a veth's carrier change on a loaded machine): ping until it answers,
+    // within a bound.
+    let bound = std::time::Duration::from_secs(10);
+    wait_until("the host to reach the node", bound, || {
+        let ping = Command::new("ping")
+            .args(["-c1", "-W1", "192.168.251.2"])
+            .output()
+            .unwrap();
+        if ping.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&ping.stdout).into_owned())
+        }
+    });
     // Someone keeps the node's namespace (and so the host link) alive past the crash: once
     // the exec'd sleep is in box's namespace, not after a guess at how long that takes
     // (without it, the assertion below could still pass, on the kernel's slowness alone).
