@@ -59,16 +59,16 @@ def test_a_topology_error_names_file_and_line(run_dir: Path, tmp_path: Path, nam
 
 def test_a_kernel_refusal_names_its_place_as_fields(run_dir: Path, tmp_path: Path,
                                                     name: str) -> None:
-    # The kernel refuses a second VXLAN device of one VNI in a node while the fleet is
-    # wired: the engine's error comes back with its file, line and column as fields.
-    twin = tmp_path / "twin.toml"
-    twin.write_text(f'[fleet]\nname = "{name}"\n[[node]]\nname = "a"\n'
-                    '[[vxlan]]\nat = "a:vx0"\nvni = 70\nremote = "10.70.0.2"\n'
-                    '[[vxlan]]\nat = "a:vx1"\nvni = 70\nremote = "10.70.0.3"\n')
+    # The kernel refuses an IPv6 MTU above eth0's once eth0 exists (a scratch namespace's
+    # `lo` takes it when the file is checked): the engine's error comes back with its
+    # file, line and column as fields.
+    mtu = tmp_path / "mtu.toml"
+    mtu.write_text(f'[fleet]\nname = "{name}"\n[[generate]]\nkind = "line"\ncount = 2\n'
+                   'node = { sysctls = { "net.ipv6.conf.eth0.mtu" = 9000 } }\n')
     with pytest.raises(nsfleet.TopologyError) as e:
-        nsfleet.Fleet.from_file(twin)
-    assert (e.value.file, e.value.line, e.value.column) == (str(twin), 9, 1), e.value.message
-    assert "vxlan a:vx1" in e.value.message and "File exists" in e.value.message
+        nsfleet.Fleet.from_file(mtu)
+    assert (e.value.file, e.value.line, e.value.column) == (str(mtu), 6, 49), e.value.message
+    assert "sysctl net.ipv6.conf.eth0.mtu = 9000" in e.value.message
 
 
 def test_a_dict_is_written_as_toml() -> None:

@@ -363,19 +363,19 @@ fn apply_refuses_another_fleets_file_a_bad_file_and_removing_a_node_exec_runs_in
         err.contains(&format!("{}:", bad.display())) && err.contains("h9"),
         "{err}"
     );
-    // What the kernel alone refuses (a second VXLAN device of the same VNI in a node) is
-    // named at its place in the file, as text and as JSON fields; nothing changes.
-    let vni = "[[vxlan]]\nat = \"h2:vx0\"\nvni = 70\nremote = \"10.72.0.9\"\n";
-    let twin = vni.replace("vx0", "vx1").replace(".9", ".8");
-    let base = named(BASE, "ab");
-    let line = base.lines().count() + vni.lines().count() + 1;
-    let kernel = env.file("twin.toml", &format!("{base}{vni}{twin}"));
+    // What the kernel alone refuses (an IPv6 MTU above eth0's, which a scratch
+    // namespace's `lo` accepts when the file is checked) is named at its place in the
+    // file, as text and as JSON fields; nothing changes.
+    let mtu = "sysctls = { \"net.ipv6.conf.eth0.mtu\" = 9000 }";
+    let text = named(BASE, "ab").replace("name = \"h2\"\n", &format!("name = \"h2\"\n{mtu}\n"));
+    let line = 1 + text.lines().position(|l| l == mtu).unwrap();
+    let kernel = env.file("mtu.toml", &text);
     env.refused_in_place(
         "apply",
         &["apply", kernel.to_str().unwrap()],
         &kernel,
         line,
-        "A VXLAN device with the specified VNI already exists",
+        "sysctl net.ipv6.conf.eth0.mtu = 9000: Invalid argument",
     );
     assert_eq!(processes(&env, "ab"), before, "nothing changed");
     // A shell in `old` (once it says it is there), then a file without `old`.

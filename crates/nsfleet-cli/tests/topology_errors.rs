@@ -196,16 +196,14 @@ fn every_error_of_a_file_is_reported_at_once_in_the_files_order() {
 }
 
 #[test]
-fn what_only_the_kernel_refuses_during_up_is_named_at_its_place_and_rolled_back() {
-    let env = Env::new("kernelplace");
-    // Two VXLAN devices of one VNI in a node: the kernel refuses the second (EEXIST)
-    // while the fleet is wired. The engine's error carries the place as data through the
-    // supervisor to the client, which names the file.
+fn two_vxlan_devices_of_one_vni_in_a_node_are_refused_before_anything_exists() {
+    let env = Env::new("vnitwin");
+    // The kernel would refuse the second (EEXIST) while the fleet is wired, half-way.
     let f = env.file(
         "twin.toml",
         "[fleet]\nname = \"kplace\"\n[[node]]\nname = \"a\"\n[[vxlan]]\nat = \"a:vx0\"\nvni = 70\nremote = \"10.70.0.2\"\n[[vxlan]]\nat = \"a:vx1\"\nvni = 70\nremote = \"10.70.0.3\"\n",
     );
     let args = ["up", f.to_str().unwrap()];
-    let expected = "vxlan a:vx1 (vni 70, remote 10.70.0.3): File exists";
-    env.refused("kernel", &args, &f, 9, expected);
+    let expected = "a already has a VXLAN device of VNI 70 on UDP port 4789 (vx0, line 5)";
+    env.refused("vni twice", &args, &f, 9, expected);
 }

@@ -115,6 +115,19 @@ impl Plan {
         at: crate::Place,
     ) -> Result<(), String> {
         let i = self.find(&end.node)?;
+        // The kernel keeps one device per VNI, UDP port and address family in a
+        // namespace (vxlan_vni_in_use: EEXIST), which would fail the run half-way.
+        let twin = (self.wiring_of(i).ifaces.iter()).find(|o| {
+            o.link.as_vxlan().is_some_and(|t| {
+                (t.vni, t.port, t.remote.is_ipv6()) == (vx.vni, vx.port, vx.remote.is_ipv6())
+            })
+        });
+        if let Some(o) = twin {
+            return Err(format!(
+                "{} already has a VXLAN device of VNI {} on UDP port {} ({}, line {}): the kernel takes one per VNI and port in a namespace",
+                end.node, vx.vni, vx.port, o.name, o.at.line
+            ));
+        }
         if let Some(d) = dev {
             let index = self.iface_index(i, d).ok_or_else(|| {
                 format!("{} has no interface {d:?} to carry the tunnel", end.node)

@@ -92,6 +92,11 @@ impl Plan {
             .ok_or_else(|| format!("there is no node or switch named {node:?}"))
     }
 
+    /// Node number `i`'s wiring so far.
+    pub(crate) fn wiring_of(&self, i: u32) -> &NodeWiring {
+        &self.wiring[i as usize]
+    }
+
     /// The index of node number `i`'s interface `name`, if it has one yet.
     pub(crate) fn iface_index(&self, i: u32, name: &str) -> Option<i32> {
         self.wiring[i as usize].iface(name).map(|f| f.index)
