@@ -230,8 +230,7 @@ fn ctrl_c_ends_a_capture_cleanly_with_its_counts() {
         Stdio::null(),
     );
     ping(&env, "r1", "10.0.0.2", "2");
-    // SAFETY: a signal to the capture this test started.
-    unsafe { libc::kill(cap.child.id() as i32, libc::SIGINT) };
+    signal(cap.child.id() as i32, libc::SIGINT);
     let (code, err) = cap.finish();
     assert_eq!(code, Some(0), "{err}");
     let captured: u64 = (err.lines())
@@ -265,8 +264,7 @@ fn packets_the_kernel_drops_are_counted_and_reported() {
         "exec", "cp", "r1", "--", "ping", "-q", "-f", "-c", "20000", "-s", "1400", "10.0.0.2",
     ]);
     let reader = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    // SAFETY: a signal to the capture this test started.
-    unsafe { libc::kill(cap.child.id() as i32, libc::SIGINT) };
+    signal(cap.child.id() as i32, libc::SIGINT);
     let (code, err) = cap.finish();
     reader.join().unwrap().unwrap();
     assert_eq!(code, Some(0), "{err}");

@@ -169,7 +169,7 @@ fn kill_9_of_the_supervisor_leaves_no_namespace_process_or_mount() {
         },
     );
     assert_eq!(escaped.len(), 40, "daemons found: {escaped:?}");
-    unsafe { libc::kill(sup, libc::SIGKILL) };
+    signal(sup, libc::SIGKILL);
     wait_gone(sup);
     // The kernel kills the PID namespace's processes and frees the namespaces (a closed
     // socket lets go of its namespace a grace period later) asynchronously: wait for it.
@@ -316,7 +316,7 @@ fn ctrl_c_of_up_during_creation_rolls_the_fleet_back() {
     );
     let mut up = env.spawn(&["up", f.to_str().unwrap()]);
     let sup = wait_for_state(&env, "cc", "starting");
-    unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
+    signal(up.id() as i32, libc::SIGINT);
     up.wait().unwrap();
     wait_gone(sup);
     assert!(
@@ -332,7 +332,7 @@ fn sigterm_to_the_supervisor_ends_the_fleet_cleanly() {
     let (_, pids) = fleet.footprint();
     let sup = fleet.pid();
     let namespaces = netns_held_by(sup);
-    unsafe { libc::kill(sup, libc::SIGTERM) };
+    signal(sup, libc::SIGTERM);
     wait_gone(sup);
     std::mem::forget(fleet);
     assert!(pids.iter().all(|p| !alive(*p)));
@@ -396,7 +396,7 @@ fn ctrl_c_of_up_at_any_moment_leaves_nothing() {
     for delay_ms in [0, 1, 3, 6, 10, 20, 40] {
         let mut up = env.spawn(&["up", f.to_str().unwrap()]);
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
+        signal(up.id() as i32, libc::SIGINT);
         let finished = up.wait().unwrap().success();
         if finished {
             // Too late to interrupt: the fleet came up. Take it down for the next round.
@@ -490,7 +490,7 @@ fn holder_processes_keep_namespaces_work_and_die_with_the_supervisor() {
     let holders = holders_of(sup);
     let held: Vec<_> = holders.iter().flat_map(|h| netns_held_by(*h)).collect();
     assert_eq!(held.len(), 12);
-    unsafe { libc::kill(sup, libc::SIGKILL) };
+    signal(sup, libc::SIGKILL);
     wait_gone(sup);
     for h in &holders {
         wait_gone(*h);

@@ -140,8 +140,7 @@ fn watch_refreshes_with_rates_and_json_lines() {
             }
         },
     );
-    // SAFETY: a signal to the process this test started.
-    unsafe { libc::kill(out.id() as i32, libc::SIGINT) };
+    signal(out.id() as i32, libc::SIGINT);
     out.wait().unwrap();
     reader.join().unwrap();
     assert!(text.contains("RX PPS") && text.contains("CPU"), "{text}");

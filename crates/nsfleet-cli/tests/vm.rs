@@ -708,8 +708,8 @@ fn sigterm_and_sigint_stop_every_phase_at_once_and_leave_nothing() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let sent = std::time::Instant::now();
-        // SAFETY: kill(2) on our own child's pid, which it still is (not waited for).
-        unsafe { libc::kill(child.id() as i32, sig) };
+        // Our own child's pid, which it still is: it has not been waited for.
+        signal(child.id() as i32, sig);
         let status = child.wait().unwrap();
         (status.code(), sent.elapsed().as_secs_f64())
     };

@@ -560,7 +560,7 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
         },
     );
     let pid = f.pid();
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    signal(pid, libc::SIGKILL);
     wait_gone(pid);
     assert!(
         host_has(&name),
@@ -577,7 +577,7 @@ host_link = {{ iface = "mgmt", host_iface = "{name}", addrs = ["192.168.251.2/30
         "[fleet]\nname = \"hl2\"\n[[node]]\nname = \"box\"\nhost_link = {{ iface = \"m\", host_iface = \"{name}\" }}\n"
     ));
     let pid = f2.pid();
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    signal(pid, libc::SIGKILL);
     wait_gone(pid);
     // The host end goes with its node, once the kernel's asynchronous cleanup gets to it.
     wait_until(

@@ -230,7 +230,7 @@ impl Drop for Fleet<'_> {
         {
             if let Ok(v) = serde_json::from_str::<Value>(&text) {
                 if let Some(pid) = v["supervisor"]["pid"].as_i64() {
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                    signal(pid as i32, libc::SIGKILL);
                     wait_gone(pid as i32);
                 }
             }
@@ -279,6 +279,13 @@ pub fn wait_until<T, S: std::fmt::Debug>(
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(25)),
         }
     }
+}
+
+/// Sends `sig` to process `pid` (a process the test started, or a fleet's supervisor it
+/// reads from the fleet's record); a process already gone is no error here.
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, sig) };
 }
 
 /// The network namespace inode of process `pid`, if it still exists.
