@@ -21,6 +21,10 @@ pub struct Reshape {
     pub change: Vec<NodeSpec>,
     /// Running nodes the file no longer has.
     pub remove: Vec<String>,
+    /// Running nodes the file keeps as they are: their new specs differ at most in where
+    /// they are written, which the fleet takes without touching the kernel, so that a
+    /// later error about them names the file as it is now.
+    pub keep: Vec<NodeSpec>,
 }
 
 impl Reshape {
@@ -60,7 +64,7 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
     for n in new {
         match live.get(n.name.as_str()).map(|r| r.spec) {
             None => out.add.push(n),
-            Some(was) if same_shape(was, &n) => {}
+            Some(was) if same_shape(was, &n) => out.keep.push(n),
             Some(was) if was.config.switch != n.config.switch => {
                 return Err(format!(
                     "{} would turn from {} into {}: remove it in one apply and add it in the next",
@@ -294,6 +298,17 @@ pub(crate) mod tests {
     }
 
     const OLD: &str = "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = \"a:eth0\"\nb = \"gone:eth0\"\n[[link]]\na = { at = \"a:eth1\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n";
+
+    #[test]
+    fn nodes_whose_lines_moved_are_kept_with_their_new_places() {
+        let running = nodes(OLD);
+        let r = reshape(&running, nodes(&format!("# moved\n\n{OLD}"))).unwrap();
+        assert!(r.is_empty(), "nothing to change");
+        assert_eq!(r.keep.len(), 3);
+        let (was, now) = (&running[0].wiring.ifaces[0], &r.keep[0].wiring.ifaces[0]);
+        assert_eq!(was, now, "the same interface");
+        assert_eq!(now.at.line, was.at.line + 2, "where the file now writes it");
+    }
 
     #[test]
     fn kept_interfaces_keep_their_indexes_and_new_ones_take_free_ones() {

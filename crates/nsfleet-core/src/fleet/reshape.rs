@@ -133,7 +133,21 @@ impl Fleet {
         drop(subs);
         report.held = self.destroy(&gone).wait_settled().held;
         report.steps.push(("remove".into(), t.elapsed()));
+        self.relabel(&plan.keep);
         Ok(report)
+    }
+
+    /// Takes where the file now writes the nodes a change keeps as they are
+    /// (`Reshape::keep`): each one's shape is swapped for its new spec's, equal but for
+    /// the places, so that a later error about it names the file as it is now. No
+    /// kernel work: nothing of the node changes. The caller serialises changes.
+    pub fn relabel(&self, keep: &[NodeSpec]) {
+        let table = self.nodes();
+        for spec in keep {
+            if let Some(node) = table.get(&spec.name) {
+                node.reshape(shape(spec));
+            }
+        }
     }
 
     /// Retire, create, then each phase: the change itself.

@@ -46,6 +46,10 @@ impl Supervisor {
             .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         let changes = nsfleet_topology::diff::diff(&running, &plan);
         if dry_run || plan.is_empty() {
+            if !dry_run {
+                // Nothing to change, but where the file writes things may have moved.
+                self.fleet.relabel(&plan.keep);
+            }
             return Ok(Reply::Plan {
                 changes,
                 applied: false,
