@@ -19,7 +19,12 @@ const AFTER: &str = "Examples:
   nsfleet status                     # every fleet; `--json` for machines
   nsfleet exec default h1 -- ip addr # a command inside node h1
   nsfleet down default               # tear down, wait for the kernel to reclaim
-  nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop";
+  nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop
+
+Errors name the topology file's place as FILE:LINE:COLUMN. With --json, any command's
+errors go to stderr as JSON, one {\"error\": {\"message\", \"file\", \"line\", \"column\"}} object
+per error (file null when the error is about no file, line and column null when it is
+about no place in it).";
 
 #[derive(Parser)]
 #[command(name = "nsfleet", version, about = ABOUT, after_help = AFTER)]
