@@ -6,18 +6,18 @@
 //! cannot be read, the "... and N more errors" of a long list).
 //!
 //! Places travel as data: the topology reader's [`TopologyError`], and the engine's
-//! [`Subject`] (a kernel's refusal during `up` or `apply`, placed by line and column but
+//! [`Subject`](nsfleet::topology::Subject) (a kernel's refusal during `up` or `apply`, placed by line and column but
 //! not by file, which only the client knows) made one here with [`in_file`].
 
-use nsfleet::topology::{Subject, TopologyError};
+use nsfleet::topology::TopologyError;
 use serde_json::json;
 use std::path::Path;
 
 /// `e` as an error of topology file `file` when the engine said where in it the failure
-/// is (a [`Subject`] with a place among its contexts); as it is otherwise. The message
+/// is (a [`Subject`](nsfleet::topology::Subject) with a place among its contexts); as it is otherwise. The message
 /// keeps the whole chain: what failed, in which node, and the kernel's word.
 pub fn in_file(e: anyhow::Error, file: &Path) -> anyhow::Error {
-    match e.downcast_ref::<Subject>().and_then(|s| s.at) {
+    match nsfleet::control::place_of(&e) {
         Some(at) => TopologyError::new(file.display().to_string(), at, format!("{e:#}")).into(),
         None => e,
     }
@@ -122,7 +122,7 @@ fn object(message: &str, e: &TopologyError) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nsfleet::topology::Place;
+    use nsfleet::topology::{Place, Subject};
 
     fn at(line: u32, column: u32) -> Place {
         Place { line, column }

@@ -19,6 +19,20 @@ pub struct Place {
     pub column: u32,
 }
 
+impl Place {
+    /// Where byte `offset` of `text` is: its line, and its column in bytes from the
+    /// line's start (as the parsers' spans count). Bytes, so that it also places a byte
+    /// of a file that is not valid UTF-8.
+    pub fn of(text: &[u8], offset: usize) -> Place {
+        let upto = &text[..offset.min(text.len())];
+        let line_start = upto.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        Place {
+            line: upto.iter().filter(|b| **b == b'\n').count() as u32 + 1,
+            column: (upto.len() - line_start) as u32 + 1,
+        }
+    }
+}
+
 impl std::fmt::Display for Place {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.line, self.column)
@@ -176,13 +190,7 @@ impl<'a> Ctx<'a> {
     /// Where the span starts. The column counts bytes from the line's start, as the
     /// spans the parsers give do.
     pub(crate) fn place(&self, span: Range<usize>) -> Place {
-        let upto = &self.text[..span.start.min(self.text.len())];
-        let line = upto.matches('\n').count() + 1;
-        let column = upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1;
-        Place {
-            line: line as u32,
-            column: column as u32,
-        }
+        Place::of(self.text.as_bytes(), span.start)
     }
 
     pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> TopologyError {

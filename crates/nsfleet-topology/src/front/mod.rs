@@ -62,25 +62,18 @@ pub const MAX_TOPOLOGY_BYTES: u64 = 16 << 20;
 pub fn read_text(path: &Path) -> Result<String, TopologyError> {
     use std::io::Read;
     let file = path.display().to_string();
-    let at = |line: usize, column: usize, message: String| {
-        let place = crate::Place {
-            line: line as u32,
-            column: column as u32,
-        };
-        TopologyError::new(&file, place, message)
-    };
-    let unreadable = |e: std::io::Error| at(0, 0, format!("cannot read the topology file: {e}"));
+    // About the file as a whole: no place in it.
+    let whole = |message: String| TopologyError::new(&file, crate::Place::default(), message);
+    let unreadable = |e: std::io::Error| whole(format!("cannot read the topology file: {e}"));
     let meta = std::fs::metadata(path).map_err(unreadable)?;
     if !meta.is_file() {
         let what = kind_of(&meta.file_type());
-        return Err(at(
-            0,
-            0,
-            format!("a topology file is a regular file, not {what}: not read"),
-        ));
+        return Err(whole(format!(
+            "a topology file is a regular file, not {what}: not read"
+        )));
     }
     let too_big = || {
-        at(0, 0, format!(
+        whole(format!(
             "over {} MiB: a topology file is at most that (write large fleets with [[generate]]); not read further",
             MAX_TOPOLOGY_BYTES >> 20
         ))
@@ -97,10 +90,8 @@ pub fn read_text(path: &Path) -> Result<String, TopologyError> {
         return Err(too_big());
     }
     String::from_utf8(bytes).map_err(|e| {
-        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
-        let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
-        at(line, column, "expected UTF-8 text: this byte is not".into())
+        let at = crate::Place::of(e.as_bytes(), e.utf8_error().valid_up_to());
+        TopologyError::new(&file, at, "expected UTF-8 text: this byte is not")
     })
 }
 
