@@ -1,4 +1,5 @@
-//! Files below a directory descriptor, the mount namespace of `exec`, descriptor tables.
+//! Files below a directory descriptor, the mount namespace of `exec`, descriptor tables,
+//! and the file primitives std lacks: flock(2), device and FIFO nodes, extended attributes.
 
 use crate::check;
 use std::ffi::CString;
@@ -91,4 +92,99 @@ pub fn private_fd_table(keep_below: u32) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A path as the C string a syscall takes (a path with a NUL byte is invalid input).
+fn c_path(path: &std::path::Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// What [`flock`] does to a file's lock: take it shared or exclusive, waiting for it or
+/// failing at once with `ErrorKind::WouldBlock`, or let go of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlockOp {
+    Shared,
+    SharedNoWait,
+    Exclusive,
+    ExclusiveNoWait,
+    Unlock,
+}
+
+/// flock(2): the lock belongs to the open file description, so a forked child that
+/// inherits the descriptor shares it, and it goes when the last descriptor closes (a
+/// process killed by SIGKILL lets go of it).
+pub fn flock(fd: BorrowedFd<'_>, op: FlockOp) -> io::Result<()> {
+    let operation = match op {
+        FlockOp::Shared => libc::LOCK_SH,
+        FlockOp::SharedNoWait => libc::LOCK_SH | libc::LOCK_NB,
+        FlockOp::Exclusive => libc::LOCK_EX,
+        FlockOp::ExclusiveNoWait => libc::LOCK_EX | libc::LOCK_NB,
+        FlockOp::Unlock => libc::LOCK_UN,
+    };
+    // SAFETY: flock(2) on a descriptor the caller borrows for the call, with plain flags.
+    check(unsafe { libc::flock(fd.as_raw_fd(), operation) })?;
+    Ok(())
+}
+
+/// mknod(2) of a character device `major`/`minor` with permissions `perm` (an overlayfs
+/// whiteout is the device 0/0). Fails if `path` exists; never follows a final symlink.
+pub fn make_char_device(
+    path: &std::path::Path,
+    perm: u32,
+    major: u32,
+    minor: u32,
+) -> io::Result<()> {
+    let c = c_path(path)?;
+    let dev = libc::makedev(major, minor);
+    let mode = libc::S_IFCHR | (perm & 0o7777) as libc::mode_t;
+    // SAFETY: c is NUL-terminated and outlives the call; mode and dev are plain integers.
+    check(unsafe { libc::mknod(c.as_ptr(), mode, dev) })?;
+    Ok(())
+}
+
+/// mknod(2) of a FIFO with permissions `perm`. Fails if `path` exists.
+pub fn make_fifo(path: &std::path::Path, perm: u32) -> io::Result<()> {
+    let c = c_path(path)?;
+    let mode = libc::S_IFIFO | (perm & 0o7777) as libc::mode_t;
+    // SAFETY: c is NUL-terminated and outlives the call; a FIFO takes no device number.
+    check(unsafe { libc::mknod(c.as_ptr(), mode, 0) })?;
+    Ok(())
+}
+
+/// lsetxattr(2): sets the extended attribute `name` of `path` itself (a symbolic link is
+/// not followed).
+pub fn lsetxattr(path: &std::path::Path, name: &str, value: &[u8]) -> io::Result<()> {
+    let c = c_path(path)?;
+    let n = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both strings are NUL-terminated and value is a live slice of value.len()
+    // bytes, all outliving the call.
+    check(unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })?;
+    Ok(())
+}
+
+/// lgetxattr(2): the extended attribute `name` of `path` itself (a symbolic link is not
+/// followed), read into a buffer of `max` bytes (ERANGE if the value is longer).
+pub fn lgetxattr(path: &std::path::Path, name: &str, max: usize) -> io::Result<Vec<u8>> {
+    let c = c_path(path)?;
+    let n = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0u8; max];
+    // SAFETY: both strings are NUL-terminated; buf is a writable buffer of buf.len() bytes
+    // that outlives the call, and the kernel writes at most that many.
+    let len =
+        unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if len < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(len as usize);
+    Ok(buf)
 }

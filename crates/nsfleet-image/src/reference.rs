@@ -1,0 +1,130 @@
+//! Image references as Docker reads them (`alpine` is `docker.io/library/alpine:latest`),
+//! ids and id prefixes, and the host's architecture in the images' words.
+
+use anyhow::{anyhow, bail};
+use oci_spec::distribution::Reference;
+
+/// `reference` normalized as Docker does: registry, repository (`library/` for Docker
+/// Hub's official images) and tag (`latest` when it names none); a digest is kept.
+pub fn normalize(reference: &str) -> anyhow::Result<String> {
+    let parsed: Reference = reference
+        .parse()
+        .map_err(|e| anyhow!("{reference:?} is not an image reference ({e}): write NAME[:TAG], as in alpine:3.20 or ghcr.io/org/app:1.0"))?;
+    Ok(parsed.whole())
+}
+
+/// `reference`'s repository (`docker.io/library/alpine`) and whether it names a tag or a
+/// digest of its own (`alpine` does not: its `latest` is Docker's default).
+pub(crate) fn repository_of(reference: &str) -> anyhow::Result<(String, bool)> {
+    let whole = normalize(reference)?;
+    let parsed: Reference = whole.parse().map_err(|e| anyhow!("{whole}: {e}"))?;
+    let repository = format!("{}/{}", parsed.registry(), parsed.repository());
+    // What follows the last `/` names a tag only if it has a `:` (a registry's port is
+    // before a `/`), and a digest has an `@`.
+    let last = reference.rsplit('/').next().unwrap_or(reference);
+    Ok((repository, last.contains(':') || reference.contains('@')))
+}
+
+/// An image id or a prefix of one, as `find` and `remove` take it: `sha256:` and 64 hex
+/// digits, or at least 4 hex digits (with or without `sha256:`). The hex digits, lowercase.
+pub(crate) fn id_prefix(reference: &str) -> Option<&str> {
+    let (hex, explicit) = match reference.strip_prefix("sha256:") {
+        Some(h) => (h, true),
+        None => (reference, false),
+    };
+    let is_hex = hex
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let long_enough = hex.len() >= 4 || (explicit && !hex.is_empty());
+    (is_hex && long_enough && hex.len() <= 64).then_some(hex)
+}
+
+/// The host's architecture as images name it (Go's GOARCH): amd64 on x86_64, arm64 on
+/// aarch64.
+pub fn host_arch() -> &'static str {
+    arch_name(std::env::consts::ARCH)
+}
+
+fn arch_name(rust_arch: &'static str) -> &'static str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "arm" => "arm",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        "loongarch64" => "loong64",
+        other => other,
+    }
+}
+
+/// Refuses an image whose config is for another machine than this one.
+pub(crate) fn check_platform(image: &str, arch: &str, os: &str) -> anyhow::Result<()> {
+    let host = host_arch();
+    if os != "linux" {
+        bail!("image {image} is for {os}/{arch}; nsfleet runs only linux images");
+    }
+    if arch != host {
+        bail!("image {image} is for {arch}; this machine is {host}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_are_docker_hub_official_images_at_latest() {
+        let n = |r| normalize(r).unwrap();
+        assert_eq!(n("alpine"), "docker.io/library/alpine:latest");
+        assert_eq!(n("alpine:3.20"), "docker.io/library/alpine:3.20");
+        assert_eq!(n("org/app"), "docker.io/org/app:latest");
+        assert_eq!(n("index.docker.io/org/app:1"), "docker.io/org/app:1");
+        assert_eq!(
+            n("localhost:5000/app"),
+            "localhost:5000/app:latest",
+            "a host with a port is a registry"
+        );
+        assert_eq!(n("ghcr.io/o/a:v1"), "ghcr.io/o/a:v1");
+    }
+
+    #[test]
+    fn unparseable_references_say_what_to_write() {
+        for bad in ["", "Alpine", "a b", "alpine:", "-x", "a:b:c"] {
+            let e = normalize(bad).unwrap_err().to_string();
+            assert!(e.contains("not an image reference"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn repository_and_whether_a_tag_was_given() {
+        let r = |s| repository_of(s).unwrap();
+        assert_eq!(r("alpine"), ("docker.io/library/alpine".into(), false));
+        assert_eq!(r("alpine:edge"), ("docker.io/library/alpine".into(), true));
+        assert_eq!(
+            r("localhost:5000/app"),
+            ("localhost:5000/app".into(), false)
+        );
+        assert_eq!(
+            r("localhost:5000/app:1"),
+            ("localhost:5000/app".into(), true)
+        );
+    }
+
+    #[test]
+    fn ids_and_prefixes() {
+        assert_eq!(id_prefix("sha256:abcd"), Some("abcd"));
+        assert_eq!(id_prefix("abcd12"), Some("abcd12"));
+        assert_eq!(id_prefix("abc"), None, "too short to be an id");
+        assert_eq!(id_prefix("alpine"), None);
+        assert_eq!(id_prefix("ABCD"), None, "ids are lowercase");
+    }
+
+    #[test]
+    fn architectures_in_go_words() {
+        assert_eq!(arch_name("x86_64"), "amd64");
+        assert_eq!(arch_name("aarch64"), "arm64");
+        assert_eq!(arch_name("riscv64"), "riscv64");
+    }
+}
