@@ -20,6 +20,7 @@ const AFTER: &str = "Examples:
   nsfleet exec default h1 -- ip addr # a command inside node h1
   nsfleet down default               # tear down, wait for the kernel to reclaim
   nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop
+  nsfleet image load alpine.tar      # a `docker save` archive into nsfleet's image store
 
 Errors name the topology file's place as FILE:LINE:COLUMN. With --json, any command's
 errors go to stderr as JSON, one {\"error\": {\"message\", \"file\", \"line\", \"column\"}} object
@@ -46,10 +47,15 @@ fn main() {
     nsfleet::sys::die_on_sigpipe();
     let run_dir = cli.run_dir;
     // Every command that makes, reads or reaches a fleet trusts the run directory: it is
-    // checked once, here (the bench and the report keep to folders of their own).
+    // checked once, here (the bench, the report and the image store keep to folders of
+    // their own).
     let trusts = !matches!(
         cli.command,
-        Command::Bench(_) | Command::Report(_) | Command::Vm(_) | Command::Mn(_)
+        Command::Bench(_)
+            | Command::Report(_)
+            | Command::Vm(_)
+            | Command::Mn(_)
+            | Command::Image(_)
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
@@ -79,6 +85,7 @@ fn main() {
         Command::Report(c) => c.run(),
         Command::Vm(c) => c.run(),
         Command::Mn(c) => c.run(),
+        Command::Image(c) => c.run(),
     };
     if let Err(e) = result {
         // A signal's end is said plainly (its message alone, whatever phase it cut

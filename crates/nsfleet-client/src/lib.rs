@@ -15,6 +15,7 @@ pub mod events;
 pub mod exec;
 pub mod gen;
 pub mod graph;
+pub mod image;
 pub mod impair;
 pub mod link;
 pub mod mn;

@@ -13,6 +13,7 @@ pub mod events;
 pub mod exec;
 pub mod gen;
 pub mod graph;
+pub mod image;
 pub mod impair;
 pub mod inspect;
 pub mod link;
@@ -49,6 +50,8 @@ pub enum Command {
     Vm(vm::VmCommand),
     Mn(mn::MnCommand),
     Clean(clean::CleanCommand),
+    #[command(subcommand)]
+    Image(image::ImageCommand),
     #[command(subcommand)]
     Bench(bench::Bench),
     Report(report::ReportCommand),

@@ -1,0 +1,124 @@
+//! `nsfleet image`: the image store's subcommands (`load`, `ls`, `rm`, `prune`), their
+//! arguments and help, handed to `nsfleet_client::image`.
+
+use clap::{Args, Subcommand};
+use nsfleet_client::image as cmd;
+use std::path::PathBuf;
+
+/// Container images for nodes, without a container engine: OCI and Docker images kept in
+/// nsfleet's own content-addressed store, each layer checked against its digest and
+/// unpacked once, shared by every image that has it.
+///
+///   docker save alpine:3.20 -o alpine.tar && nsfleet image load alpine.tar
+///   skopeo copy docker://alpine:3.20 oci:alpine-oci:3.20
+///   nsfleet image load alpine-oci --name alpine   # an OCI layout names only the tag
+///   nsfleet image ls
+///   nsfleet image rm alpine:3.20                  # or by id: nsfleet image rm 3f57d9401f8d
+///   nsfleet image prune --all                     # every image no running node uses
+///
+/// The store is /var/lib/nsfleet/images unless --store or $NSFLEET_IMAGES says otherwise.
+#[derive(Subcommand)]
+#[command(verbatim_doc_comment)]
+pub enum ImageCommand {
+    /// Load the images of a `docker save` archive or an OCI image layout
+    ///
+    /// The file is a `docker save` / `podman save` archive, an OCI image layout folder, or
+    /// a tar of one. Every blob is checked against its digest and every layer
+    /// against its config's diff_id; an image for another architecture, a layer that
+    /// would write outside itself (`..`, a path through a symbolic link, a hard link out)
+    /// or holds device files is refused, and the store is left as it was. Progress goes
+    /// to stderr.
+    ///
+    ///   nsfleet image load alpine.tar
+    ///   nsfleet image load ./oci-layout --name ghcr.io/me/app
+    #[command(verbatim_doc_comment)]
+    Load {
+        /// The archive (a tar) or the OCI layout folder.
+        file: PathBuf,
+        /// The name of an image the archive does not name (an OCI layout's tag is kept
+        /// when this names none): `alpine`, `ghcr.io/me/app:1.0`.
+        #[arg(long)]
+        name: Option<String>,
+        /// JSON on stdout, for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// List the images.
+    ///
+    /// A table of NAME, ID (12 hex digits), ARCH, LAYERS and unpacked SIZE, one row per
+    /// name; --json gives every field.
+    Ls {
+        /// JSON on stdout, for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Remove images by name or id
+    ///
+    /// A name is read as Docker reads it (`alpine` is docker.io/library/alpine:latest); an
+    /// id may be cut to its first hex digits (at least 4). A name goes; the image goes with its last name, and its
+    /// layers with the last image that has them. An image a running node uses is kept,
+    /// and the error says who uses it.
+    ///
+    ///   nsfleet image rm alpine:3.20 ghcr.io/me/app:1.0
+    #[command(verbatim_doc_comment)]
+    Rm {
+        /// Image names or ids.
+        #[arg(required = true)]
+        references: Vec<String>,
+        /// JSON on stdout, for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Remove what no image or node needs.
+    ///
+    /// Images without a name, layers no image uses, what interrupted loads left and holds
+    /// whose processes are gone. Never touches what a running node uses.
+    Prune {
+        /// Also every named image that no running node uses.
+        #[arg(long)]
+        all: bool,
+        /// JSON on stdout, for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+}
+
+#[derive(Args)]
+pub struct StoreArg {
+    /// The image store's folder.
+    #[arg(long = "store", env = "NSFLEET_IMAGES", default_value = cmd::DEFAULT_STORE)]
+    dir: PathBuf,
+}
+
+impl ImageCommand {
+    pub fn run(self) -> anyhow::Result<()> {
+        match self {
+            ImageCommand::Load {
+                file,
+                name,
+                json,
+                store,
+            } => cmd::load(cmd::LoadArgs {
+                file,
+                name,
+                json,
+                store: store.dir,
+            }),
+            ImageCommand::Ls { json, store } => cmd::ls(store.dir, json),
+            ImageCommand::Rm {
+                references,
+                json,
+                store,
+            } => cmd::rm(store.dir, &references, json),
+            ImageCommand::Prune { all, json, store } => cmd::prune(store.dir, all, json),
+        }
+    }
+}
