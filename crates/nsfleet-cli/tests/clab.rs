@@ -16,7 +16,9 @@ fn lab(tag: &str) -> String {
     format!("t{}{tag}", std::process::id() % 100_000)
 }
 
-/// Deploys `text` as FILE.clab.yml; returns the lab's guard and the file's path.
+/// Deploys `text` as FILE.clab.yml, its nodes running the host's software (the images
+/// these labs name are not in the test's image store: tests/images.rs runs images);
+/// returns the lab's guard and the file's path.
 fn deploy<'a>(env: &'a Env, name: &str, text: &str) -> (Fleet<'a>, String) {
     let file = env.file(&format!("{name}.clab.yml"), text);
     let file = file.to_str().unwrap().to_string();
@@ -24,7 +26,7 @@ fn deploy<'a>(env: &'a Env, name: &str, text: &str) -> (Fleet<'a>, String) {
         env,
         name: name.to_string(),
     };
-    env.ok(&["deploy", "-t", &file]);
+    env.ok(&["deploy", "--host-software", "-t", &file]);
     (guard, file)
 }
 

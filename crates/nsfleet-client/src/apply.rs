@@ -21,20 +21,27 @@ pub struct ApplyArgs {
     pub dry_run: bool,
     pub json: bool,
     pub run_dir: PathBuf,
+    /// What nodes that name an image run, and the image store's folder.
+    pub software: topology::Software,
+    pub images: PathBuf,
 }
 
 pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let file = std::path::absolute(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // A bad file is refused with its line before any fleet is asked.
     // Named as the user wrote it, as the kernel's refusals of the change are below.
-    let draft = topology::read_file(&a.file, a.format)?;
+    let draft = topology::read_file_with(&a.file, a.format, a.software)?;
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }
     let name = a.name.clone().unwrap_or_else(|| draft.name().to_string());
     // Checked against the machine and serialized before connecting: the supervisor gives
     // a connection 10 s to say what it wants.
-    let topology = serde_json::to_vec(&nsfleet::subsys::probe::validate(draft)?)?;
+    let mut topo = nsfleet::subsys::probe::validate(draft)?;
+    // Held while the change is made; once made, the fleet's new images are not held
+    // (the supervisor's hold names those it started with).
+    let _hold = crate::fleet_images::find(&mut topo, &a.file, &a.images)?;
+    let topology = serde_json::to_vec(&topo)?;
     if topology.len() as u64 > nsfleet::control::MAX_TOPOLOGY {
         bail!(
             "{}: the topology is {} bytes as the supervisor takes it; at most {} are taken",

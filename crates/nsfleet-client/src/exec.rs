@@ -36,6 +36,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         world,
         number,
         env,
+        image,
     } = node_namespace(&rd, &a.name, &a.node)?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
     // under them. Set while this process is still single-threaded.
@@ -44,7 +45,11 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
         sys::setns(ns.as_fd(), all).context("entering the node's namespaces")?;
         drop(ns);
-        let child = std::process::Command::new(&a.command[0])
+        let mut command = std::process::Command::new(&a.command[0]);
+        if let Some(image) = &image {
+            in_image(&mut command, image)?;
+        }
+        let child = command
             .args(&a.command[1..])
             .envs(env)
             .env("NSFLEET_FLEET", &a.name)
@@ -71,6 +76,25 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     // network namespace is what matters, /sys/class/net is a convenience.
     let _ = sys::remount_sys_for_netns();
     cannot_run(&a.command[0], sys::exec(&a.command))
+}
+
+/// A command in a node that runs an image, as `docker exec` runs one: the image's
+/// environment only (none of ours), its working directory and user (looked up in the
+/// node's root, which this process is in now).
+fn in_image(
+    command: &mut std::process::Command,
+    image: &nsfleet::control::ExecIn,
+) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    command.env_clear();
+    if let Some(w) = &image.workdir {
+        command.current_dir(w);
+    }
+    if let Some(u) = &image.user {
+        let (uid, gid) = sys::host::user_ids(u).context("the image's user")?;
+        command.uid(uid).gid(gid);
+    }
+    Ok(())
 }
 
 /// Says why `program` could not be run and exits as a shell would: 127 when it is not

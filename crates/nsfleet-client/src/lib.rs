@@ -13,6 +13,7 @@ pub mod down;
 pub mod errors;
 pub mod events;
 pub mod exec;
+pub mod fleet_images;
 pub mod gen;
 pub mod graph;
 pub mod image;
@@ -55,8 +56,10 @@ pub(crate) struct NodeNamespace {
     pub world: bool,
     /// The node's number (`{i}`).
     pub number: u64,
-    /// The node's environment variables (its `env`).
+    /// The node's environment variables (its image's, then its `env`).
     pub env: Vec<(String, String)>,
+    /// How commands run in it, when it runs an image.
+    pub image: Option<nsfleet::control::ExecIn>,
 }
 
 /// Node `node` of fleet `name`'s namespaces, or why not (the closest names of a node
@@ -68,7 +71,11 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
         node: node.to_string(),
     };
     let Reply::Netns {
-        world, number, env, ..
+        world,
+        number,
+        env,
+        image,
+        ..
     } = c.call(&request)?
     else {
         bail!("unexpected reply from the supervisor");
@@ -80,6 +87,7 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
         world,
         number,
         env,
+        image,
     })
 }
 

@@ -24,6 +24,10 @@ pub struct UpArgs {
     pub json: bool,
     /// Validate and check against this machine, then stop: nothing is created.
     pub dry_run: bool,
+    /// What nodes that name an image run: the image, or the host's software.
+    pub software: topology::Software,
+    /// The image store's folder.
+    pub images: PathBuf,
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -35,6 +39,8 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
 pub struct Validated {
     pub topo: Topology,
     took: Duration,
+    /// The image store's hold on the images the nodes run, handed to the supervisor.
+    hold: Option<nsfleet_image::Hold>,
 }
 
 /// The file (or the built-in default) read and checked against this kernel, its
@@ -42,7 +48,7 @@ pub struct Validated {
 pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     let started = Instant::now();
     let draft = match &a.file {
-        Some(f) => topology::read_file(f, a.format)?,
+        Some(f) => topology::read_file_with(f, a.format, a.software)?,
         None => topology::read(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
     };
     for w in draft.warnings() {
@@ -53,9 +59,11 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n.clone();
     }
+    let hold = crate::fleet_images::find(&mut topo, &file_name(a), &a.images)?;
     Ok(Validated {
         topo,
         took: started.elapsed(),
+        hold,
     })
 }
 
@@ -65,6 +73,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     let Validated {
         topo,
         took: validate,
+        hold,
     } = valid;
     if !sys::is_root() {
         bail!("up creates network and PID namespaces: run it as root");
@@ -86,7 +95,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
     let mut record = rd.claim(&topo.name)?;
     // From here on a failure must give the name back.
-    launch(&rd, &mut record, &topo, &a, validate, held).inspect_err(|_| {
+    launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
         let _ = rd.remove(&topo.name, true);
     })
 }
@@ -134,6 +143,7 @@ fn launch(
     a: &UpArgs,
     validate: Duration,
     held: sys::SignalsHeld,
+    hold: Option<nsfleet_image::Hold>,
 ) -> anyhow::Result<()> {
     let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
     let args = nsfleet::supervisor::SupervisorArgs {
@@ -142,6 +152,8 @@ fn launch(
         workers: a.workers,
         max_unreclaimed: a.max_unreclaimed,
         holding: None,
+        // The fleet's images stay held for as long as its supervisor lives.
+        keep: hold.map(nsfleet_image::Hold::into_fd),
     };
     let sup = nsfleet::supervisor::launch(args, log.into()).context("starting the supervisor")?;
     let pid = sup.pid;

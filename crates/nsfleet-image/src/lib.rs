@@ -33,6 +33,7 @@
 //! as long as some process has its descriptor, so a node that dies with SIGKILL lets go of
 //! its images, and a forked child that inherits the descriptor keeps them.
 
+pub mod build;
 mod digest;
 mod formats;
 mod hold;

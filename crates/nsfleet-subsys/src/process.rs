@@ -14,7 +14,7 @@
 //! takes every other process of their nodes (daemons) with them. Processes also die with
 //! the fleet's owner: PR_SET_PDEATHSIG, and the supervisor's PID namespace.
 
-use crate::spawner::Spawner;
+use crate::spawner::{Launch, Spawner};
 use crate::world::{self, World};
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
@@ -80,7 +80,7 @@ struct Proc {
     log: PathBuf,
     /// The node's init (pid, start time), whose world the command runs in.
     world: (libc::pid_t, u64),
-    env: Vec<(String, String)>,
+    launch: Launch,
     restart: bool,
     events: Option<ProcessEvents>,
     /// Protects the command's current run; taken by the watcher, `status` (under the
@@ -196,6 +196,49 @@ impl Procs {
     }
 }
 
+/// What a node runs, each as its line for people and how it is started: an image's
+/// process first (its entrypoint and cmd), then the node's `commands` (shell lines, its
+/// templates filled). In a node with an image, all run with the image's environment,
+/// working directory and user, as `docker exec` runs in a container.
+fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
+    let config = node.config();
+    // The node's own variables, then nsfleet's, which no node setting overrides.
+    let mut env = config.process_env();
+    env.extend([
+        ("NSFLEET_FLEET".to_string(), fleet.to_string()),
+        ("NSFLEET_NODE".to_string(), node.name().to_string()),
+        ("NSFLEET_INDEX".to_string(), node.number().to_string()),
+    ]);
+    let image = config.image.as_ref();
+    let base = Launch {
+        argv: Vec::new(),
+        env,
+        clear_env: image.is_some(),
+        workdir: image.and_then(|i| i.workdir()).map(String::from),
+        user: image.and_then(|i| i.user()).map(String::from),
+    };
+    let mut out = Vec::new();
+    let main = image.map(|i| i.argv()).unwrap_or_default();
+    if !main.is_empty() {
+        let line = main.join(" ");
+        out.push((
+            line,
+            Launch {
+                argv: main,
+                ..base.clone()
+            },
+        ));
+    }
+    let wiring = node.wiring();
+    let vars = world::vars(node, fleet, &wiring);
+    for c in &config.commands {
+        let line = template::expand(c, &vars);
+        let launch = Launch::shell(&line, &base);
+        out.push((line, launch));
+    }
+    out
+}
+
 /// Whether a node's processes must start again: what it runs, in what world, changes.
 /// Commands and files are templates of the node's wiring (`{eth0.addr}`): a node that
 /// has any and whose wiring changes starts again too.
@@ -209,6 +252,7 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             &c.dirs,
             &c.files,
             &c.binds,
+            &c.image,
         )
     }
     let templated = |c: &NodeConfig| {
@@ -247,7 +291,7 @@ impl Subsystem for Processes {
                 .ok()
                 .map(|_| path)
         });
-        let commands = &node.config().commands;
+        let commands = launches(node, &self.fleet);
         // Before the world: a failure here must not leave an init behind.
         let helpers = if commands.is_empty() {
             None
@@ -255,25 +299,16 @@ impl Subsystem for Processes {
             Some(self.helpers()?)
         };
         let log_file = OpenOptions::new().create(true).append(true).open(&log)?;
-        let w = world::start(node, &self.fleet, &log_file, hosts.as_deref())
+        let roots = cx.log_dir.with_file_name(world::ROOTS_DIR);
+        let w = world::start(node, &self.fleet, &log_file, hosts.as_deref(), &roots)
             .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
         let world_id = (w.pid, w.start_time);
         procs.world = Some(w);
         let Some((spawner, watcher)) = helpers else {
             return Ok(());
         };
-        let wiring = node.wiring();
-        let vars = world::vars(node, &self.fleet, &wiring);
-        // The node's own variables, then nsfleet's, which no node setting overrides.
-        let mut env = node.config().env.clone();
-        env.extend([
-            ("NSFLEET_FLEET".to_string(), self.fleet.clone()),
-            ("NSFLEET_NODE".to_string(), node.name().to_string()),
-            ("NSFLEET_INDEX".to_string(), node.number().to_string()),
-        ]);
-        for command in commands {
-            let command = template::expand(command, &vars);
-            match spawner.spawn(&command, &log, world_id, &env) {
+        for (command, launch) in commands {
+            match spawner.spawn(&launch, &log, world_id) {
                 Ok((pid, pidfd)) => {
                     let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
                     let p = Arc::new(Proc {
@@ -282,7 +317,7 @@ impl Subsystem for Processes {
                         command,
                         log: log.clone(),
                         world: world_id,
-                        env: env.clone(),
+                        launch,
                         restart: node.config().restart_on_failure,
                         run: Mutex::new(
                             order::PROC_RUN,
@@ -559,7 +594,7 @@ fn ended(p: &Proc) {
 }
 
 fn start_again(p: &Proc, spawner: &Spawner) {
-    let r = spawner.spawn(&p.command, &p.log, p.world, &p.env);
+    let r = spawner.spawn(&p.launch, &p.log, p.world);
     let mut run = p.run.lock();
     run.again_at = None;
     match r {

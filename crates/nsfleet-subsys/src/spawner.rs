@@ -24,10 +24,35 @@ struct Request {
     /// has a descriptor table of its own; with the start time, as the pid of an init that
     /// has died may have been given to another process (see `open_world`).
     world: (libc::pid_t, u64),
-    env: Vec<(String, String)>,
-    command: String,
+    launch: Launch,
     log: PathBuf,
     reply: Sender<io::Result<libc::pid_t>>,
+}
+
+/// What a node process is started as.
+#[derive(Clone, Debug)]
+pub(crate) struct Launch {
+    /// The program and its arguments: a command line is `/bin/sh -c LINE`.
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Only `env`, none of the supervisor's variables: a node running an image has the
+    /// image's environment, as a container has.
+    pub clear_env: bool,
+    /// The working directory, in the node's root.
+    pub workdir: Option<String>,
+    /// Who it runs as (`name`, `uid`, `name:group`, `uid:gid`), looked up in the node's
+    /// own /etc/passwd and /etc/group; root when `None`.
+    pub user: Option<String>,
+}
+
+impl Launch {
+    /// A shell command line, as `commands` are run.
+    pub(crate) fn shell(line: &str, like: &Launch) -> Launch {
+        Launch {
+            argv: ["/bin/sh", "-c", line].map(String::from).to_vec(),
+            ..like.clone()
+        }
+    }
 }
 
 impl Spawner {
@@ -66,14 +91,12 @@ impl Spawner {
         Ok(Spawner { tx })
     }
 
-    /// Starts `/bin/sh -c command` in the world of the init `world`, output appended to
-    /// `log`.
+    /// Starts `launch` in the world of the init `world`, output appended to `log`.
     pub(crate) fn spawn(
         &self,
-        command: &str,
+        launch: &Launch,
         log: &Path,
         world: (libc::pid_t, u64),
-        env: &[(String, String)],
     ) -> io::Result<(libc::pid_t, OwnedFd)> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         // Held until the child is watched: the PID-1 orphan sweep must not reap it, its
@@ -82,8 +105,7 @@ impl Spawner {
         self.tx
             .send(Request {
                 world,
-                env: env.to_vec(),
-                command: command.to_string(),
+                launch: launch.clone(),
                 log: log.to_path_buf(),
                 reply,
             })
@@ -138,13 +160,28 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .append(true)
         .open(&req.log)?;
     sys::setns(open_world(req.world)?.as_fd(), WORLD)?;
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(&req.command)
-        .envs(req.env.iter().map(|(k, v)| (k, v)))
+    let l = &req.launch;
+    let Some((program, args)) = l.argv.split_first() else {
+        return Err(io::Error::other("nothing to run"));
+    };
+    let mut cmd = Command::new(program);
+    if l.clear_env {
+        cmd.env_clear();
+    }
+    cmd.args(args)
+        .envs(l.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    if let Some(w) = &l.workdir {
+        cmd.current_dir(w);
+    }
+    if let Some(u) = &l.user {
+        // Read now, in the node's root: its users are its image's.
+        let (uid, gid) = sys::host::user_ids(u)?;
+        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+        std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+    }
     nsfleet_core::fault::point("starting a process")?;
     sys::spawn_node_process(&mut cmd)
 }

@@ -44,7 +44,31 @@ struct Layout {
     files: Vec<(String, String)>,
     binds: Vec<Bind>,
     hosts: Option<String>,
+    /// The image the node's root is made of, if it runs one.
+    image: Option<ImageLayout>,
 }
+
+/// A root made of an image's layers and a writable layer of the node's own.
+struct ImageLayout {
+    /// The layers as overlayfs's `lowerdir` (top first), relative to `layers_dir`.
+    lower: String,
+    /// The folder the layers share: the init works from there, so that `lower` fits in
+    /// the page that mount(2) takes its options in (about 60 layers).
+    layers_dir: String,
+    /// The node's folder: `upper` (its writes), `work` (overlayfs's), `root` (the
+    /// mount), and the files given to it as `/etc/hostname` and `/etc/resolv.conf`.
+    dir: String,
+}
+
+/// The host's devices a node with an image gets in its own /dev, as Docker's containers.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What an image node's /etc gets from nsfleet, as a container's from Docker: (the file
+/// in the node's folder, where it is mounted).
+const ETC_FILES: &[(&str, &str)] = &[
+    ("hostname", "/etc/hostname"),
+    ("resolv.conf", "/etc/resolv.conf"),
+];
 
 /// How long a world's init may take to set it up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,8 +79,15 @@ pub const GRACE: Duration = Duration::from_secs(3);
 
 /// Builds the world of `node`, whose network namespace the calling thread is in. `log` is
 /// where its init's own output goes; `hosts` the fleet's hosts file.
-pub fn start(node: &Node, fleet: &str, log: &File, hosts: Option<&Path>) -> anyhow::Result<World> {
-    let layout = layout(node, fleet, hosts)?;
+/// `roots` is the fleet's folder of image nodes' folders (writable layers).
+pub fn start(
+    node: &Node,
+    fleet: &str,
+    log: &File,
+    hosts: Option<&Path>,
+    roots: &Path,
+) -> anyhow::Result<World> {
+    let layout = layout(node, fleet, hosts, roots)?;
     let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
     let null = File::open("/dev/null")?;
     let how = sys::HelperStart {
@@ -129,7 +160,7 @@ pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str, wiring: &'a NodeWiring) -
     }
 }
 
-fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layout> {
+fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyhow::Result<Layout> {
     let (config, wiring) = (node.config(), node.wiring());
     let vars = vars(node, fleet, &wiring);
     let mut files = Vec::new();
@@ -148,7 +179,12 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layo
         .hostname
         .as_deref()
         .map_or(node.name().to_string(), |h| template::expand(h, &vars));
+    let image = match config.image.as_ref().and_then(|i| i.found.as_ref()) {
+        Some(found) => Some(image_layout(found, &roots.join(node.name()), &hostname)?),
+        None => None,
+    };
     Ok(Layout {
+        image,
         hostname,
         dirs: config.dirs.clone(),
         files,
@@ -157,6 +193,63 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>) -> anyhow::Result<Layo
             .filter(|_| Path::new(HOSTS).is_file())
             .map(|p| p.display().to_string()),
     })
+}
+
+/// The node's folder made (or kept from an earlier run of the node: its writes stay, as a
+/// restarted container's do), with the files its /etc is given.
+fn image_layout(
+    found: &nsfleet_topology::ImageRoot,
+    dir: &Path,
+    hostname: &str,
+) -> anyhow::Result<ImageLayout> {
+    let Some(layers_dir) = found.layers.first().and_then(|l| Path::new(l).parent()) else {
+        return Err(anyhow!("image {} has no layers", found.id));
+    };
+    let mut lower = Vec::new();
+    for l in found.layers.iter().rev() {
+        let l = Path::new(l);
+        if l.parent() != Some(layers_dir) {
+            return Err(anyhow!(
+                "image {}: its layers are not in one folder",
+                found.id
+            ));
+        }
+        lower.extend(l.file_name().and_then(|n| n.to_str()));
+    }
+    for sub in ["", "upper", "work", "root"] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir.join(sub))
+            .with_context(|| format!("making {}", dir.join(sub).display()))?;
+    }
+    std::fs::write(dir.join("hostname"), format!("{hostname}\n"))?;
+    std::fs::write(dir.join("resolv.conf"), resolv_conf())?;
+    Ok(ImageLayout {
+        lower: lower.join(":"),
+        layers_dir: layers_dir.display().to_string(),
+        dir: dir.display().to_string(),
+    })
+}
+
+/// The host's /etc/resolv.conf without the name servers on its loopback (which a node,
+/// in a network namespace of its own, cannot reach), as Docker gives a container.
+fn resolv_conf() -> String {
+    let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let loopback = |l: &str| {
+        let mut w = l.split_whitespace();
+        w.next() == Some("nameserver")
+            && w.next()
+                .is_some_and(|a| a.starts_with("127.") || a == "::1")
+    };
+    let mut out: String = (host.lines().filter(|l| !loopback(l)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    out.insert_str(
+        0,
+        "# nsfleet: the host's name servers, but those on its loopback\n",
+    );
+    out
 }
 
 /// Runs in the init, before anything else is started in the node. Errors are plain
@@ -171,23 +264,33 @@ fn setup(l: &Layout) -> Result<(), String> {
     sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
     // Opened before anything is mounted over them: the fleet's run folder and the host's
     // folders to copy are the host's.
-    let hosts =
-        (l.hosts.as_ref().map(File::open).transpose()).map_err(at("the fleet's hosts file"))?;
+    let detached = l.image.is_some();
+    let hosts = (l
+        .hosts
+        .as_ref()
+        .map(|h| Source::open(h, detached, false))
+        .transpose())
+    .map_err(at("the fleet's hosts file"))?;
     let mut sources = Vec::new();
     for d in l.dirs.iter().filter(|d| d.from_host) {
         sources.push(File::open(&d.path).map_err(at(&format!("opening the host's {}", d.path)))?);
     }
     let mut bound = Vec::new();
     for b in &l.binds {
-        bound.push(open_path(&b.source).map_err(at(&format!("bind source {}", b.source)))?);
+        let source = Source::open(&b.source, detached, !b.read_only);
+        bound.push(source.map_err(at(&format!("bind source {}", b.source)))?);
     }
-    // The host's named network namespaces would be copied into every node's mount
-    // namespace (and pinned there) otherwise.
-    sys::detach("/run/netns").map_err(at("/run/netns"))?;
-    sys::detach(PRIVATE_RUN).map_err(at("/run"))?;
-    sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
-    sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
-    sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
+    if let Some(image) = &l.image {
+        enter_image(image)?;
+    } else {
+        // The host's named network namespaces would be copied into every node's mount
+        // namespace (and pinned there) otherwise.
+        sys::detach("/run/netns").map_err(at("/run/netns"))?;
+        sys::detach(PRIVATE_RUN).map_err(at("/run"))?;
+        sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
+        sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
+        sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
+    }
     let mut sources = sources.into_iter();
     for (i, d) in l.dirs.iter().enumerate() {
         let source = if d.from_host { sources.next() } else { None };
@@ -198,11 +301,14 @@ fn setup(l: &Layout) -> Result<(), String> {
         write_private(path, text, &l.dirs).map_err(|e| format!("writing {path}: {e}"))?;
     }
     if let Some(h) = &hosts {
-        sys::bind(&through(h), HOSTS, true).map_err(at("the fleet's /etc/hosts"))?;
+        h.mount_at(HOSTS, true)
+            .map_err(at("the fleet's /etc/hosts"))?;
     }
-    // The node's own filesystems (its /run and private folders): the only places a
-    // mount point may be made.
+    // The node's own filesystems (its /run and private folders, or its image's root):
+    // the only places a mount point may be made.
+    let root = l.image.as_ref().map(|_| "/");
     let own: Vec<u64> = (l.dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
+        .chain(root)
         .filter_map(|p| {
             std::fs::metadata(p)
                 .ok()
@@ -210,10 +316,128 @@ fn setup(l: &Layout) -> Result<(), String> {
         })
         .collect();
     for (b, source) in l.binds.iter().zip(&bound) {
-        bind(b, source, &l.dirs, &own)
+        bind(b, source, &l.dirs, &own, root)
             .map_err(|e| format!("bind {} to {}: {e}", b.source, b.target))?;
     }
     Ok(())
+}
+
+/// The node's root made of its image (the init is in its new mount namespace, whose
+/// mounts are private): the layers under the node's writable one, overlayfs, made the
+/// root; then the kernel's filesystems, a /dev of the node's own with the host's plain
+/// devices, and the /etc files nsfleet gives it. Everything after `pivot_root` happens
+/// inside the image, where its links (`/etc/resolv.conf -> ...`) lead nowhere else.
+fn enter_image(image: &ImageLayout) -> Result<(), String> {
+    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+        move |e| format!("{what}: {e}")
+    }
+    let mut devices = Vec::new();
+    for d in DEVICES {
+        let path = format!("/dev/{d}");
+        devices.push(Source::open(&path, true, false).map_err(at(&path))?);
+    }
+    let mut etc = Vec::new();
+    for (file, _) in ETC_FILES {
+        let path = format!("{}/{file}", image.dir);
+        etc.push(Source::open(&path, true, false).map_err(at(file))?);
+    }
+    let root = format!("{}/root", image.dir);
+    std::env::set_current_dir(&image.layers_dir).map_err(at("the image store's layers"))?;
+    let (upper, work) = (
+        format!("{}/upper", image.dir),
+        format!("{}/work", image.dir),
+    );
+    sys::mount_overlay(&image.lower, &upper, &work, &root).map_err(at("overlayfs"))?;
+    std::env::set_current_dir(&root).map_err(at("the node's root"))?;
+    sys::pivot_root_to_cwd().map_err(at("pivot_root into the image"))?;
+    for d in ["/proc", "/sys", "/dev"] {
+        own_dir(d).map_err(at(d))?;
+    }
+    sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
+    sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
+    sys::mount_dev("tmpfs", "/dev", "mode=0755,size=65536k").map_err(at("/dev"))?;
+    for (d, source) in DEVICES.iter().zip(&devices) {
+        let path = format!("/dev/{d}");
+        File::create(&path).map_err(at(&path))?;
+        source.mount_at(&path, false).map_err(at(&path))?;
+    }
+    for d in ["/dev/pts", "/dev/shm", "/dev/mqueue"] {
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(d)
+            .map_err(at(d))?;
+    }
+    sys::mount_dev("devpts", "/dev/pts", "newinstance,ptmxmode=0666,mode=0620")
+        .map_err(at("/dev/pts"))?;
+    sys::mount_fs("tmpfs", "/dev/shm", "mode=1777,size=65536k").map_err(at("/dev/shm"))?;
+    for (link, to) in [
+        ("/dev/ptmx", "pts/ptmx"),
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, link).map_err(at(link))?;
+    }
+    for ((_, path), source) in ETC_FILES.iter().zip(&etc) {
+        own_file(path).map_err(at(path))?;
+        source.mount_at(path, false).map_err(at(path))?;
+    }
+    own_file(HOSTS).map_err(at(HOSTS))
+}
+
+/// A folder at `path` of the image's root (made if missing): a link there is replaced,
+/// as the node's own writable layer takes it.
+fn own_dir(path: &str) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    std::fs::DirBuilder::new().mode(0o555).create(path)
+}
+
+/// A plain file at `path` of the image's root, to mount over: a link there (a
+/// `resolv.conf` into a resolver's run folder) is replaced, and its folder made.
+fn own_file(path: &str) -> std::io::Result<()> {
+    if let Some(parent) = Path::new(path).parent() {
+        own_dir(&parent.display().to_string())?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(m) if m.is_dir() => return Err(std::io::Error::other("the image has a folder there")),
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    File::create(path).map(drop)
+}
+
+/// Something of the host's to mount in the node: a descriptor of its path, or, in a node
+/// whose root is an image, a detached copy of its mount (by the time it is mounted, the
+/// host's mounts are no longer in the node's mount namespace, and a bind from them would
+/// be refused).
+struct Source {
+    file: File,
+    detached: bool,
+}
+
+impl Source {
+    /// `path`'s source; with the mounts below it when `recursive` (a read-only bind
+    /// leaves them out, as they would stay writable).
+    fn open(path: &str, detached: bool, recursive: bool) -> std::io::Result<Source> {
+        let file = match detached {
+            true => File::from(sys::clone_tree(path, recursive)?),
+            false => open_path(path)?,
+        };
+        Ok(Source { file, detached })
+    }
+
+    fn mount_at(&self, target: &str, read_only: bool) -> std::io::Result<()> {
+        match self.detached {
+            true => sys::attach_tree(self.file.as_fd(), target, read_only),
+            false => sys::bind(&through(&self.file), target, read_only),
+        }
+    }
 }
 
 /// A descriptor of a path that mounts can be made from, whatever it is (file, folder,
@@ -229,10 +453,16 @@ fn open_path(path: &str) -> std::io::Result<File> {
 /// Mounts one of the host's paths at `b.target`; a mount point that does not exist is
 /// made, only ever on one of the node's own filesystems (`own`, their devices): never in
 /// a host folder that an earlier bind put there.
-fn bind(b: &Bind, source: &File, dirs: &[PrivateDir], own: &[u64]) -> std::io::Result<()> {
+fn bind(
+    b: &Bind,
+    source: &Source,
+    dirs: &[PrivateDir],
+    own: &[u64],
+    root: Option<&'static str>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     if !Path::new(&b.target).exists() {
-        let holder = private_holder(&b.target, dirs)
+        let holder = (private_holder(&b.target, dirs).or(root))
             .ok_or_else(|| std::io::Error::other("nothing there to mount over"))?;
         if !own.contains(&std::fs::metadata(holder)?.dev()) {
             return Err(std::io::Error::other(format!(
@@ -246,7 +476,7 @@ fn bind(b: &Bind, source: &File, dirs: &[PrivateDir], own: &[u64]) -> std::io::R
         if parent != holder {
             make_dirs_below(holder, parent)?;
         }
-        if source.metadata()?.is_dir() {
+        if source.file.metadata()?.is_dir() {
             std::fs::DirBuilder::new().mode(0o755).create(&b.target)?;
         } else {
             let mut o = std::fs::OpenOptions::new();
@@ -257,7 +487,7 @@ fn bind(b: &Bind, source: &File, dirs: &[PrivateDir], own: &[u64]) -> std::io::R
             o.open(&b.target)?;
         }
     }
-    sys::bind(&through(source), &b.target, b.read_only)
+    source.mount_at(&b.target, b.read_only)
 }
 
 /// A path to what `file` was opened on, even once something is mounted over it.
@@ -363,6 +593,10 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// The folder, beside the fleet's logs, of its image nodes' own folders (their writable
+/// layers): removed with the fleet's run folder.
+pub const ROOTS_DIR: &str = "roots";
 
 /// The fleet's hosts file, in its log folder.
 pub const HOSTS_FILE: &str = "hosts";

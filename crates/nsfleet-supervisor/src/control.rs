@@ -162,9 +162,14 @@ pub enum Reply {
         /// The node's number (`{i}`), for NSFLEET_INDEX.
         #[serde(default)]
         number: u64,
-        /// The node's environment variables (its `env`), which its commands have too.
+        /// The node's environment variables (its image's, then its `env`), which its
+        /// commands have too.
         #[serde(default)]
         env: Vec<(String, String)>,
+        /// The node runs an image: its commands have only `env` (none of the caller's
+        /// variables), in the image's working directory.
+        #[serde(default)]
+        image: Option<ExecIn>,
     },
     /// The events follow, one per line.
     Watching,
@@ -444,4 +449,11 @@ impl Client {
     pub fn take_fd(&mut self) -> Option<OwnedFd> {
         self.fd.take()
     }
+}
+
+/// How a command runs in a node with an image, as `docker exec` runs in a container.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExecIn {
+    pub workdir: Option<String>,
+    pub user: Option<String>,
 }

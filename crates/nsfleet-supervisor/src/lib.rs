@@ -51,6 +51,10 @@ pub struct SupervisorArgs {
     /// Who holds the nodes' namespaces; `None`: as [`preflight::holding`] decides from
     /// this machine's limits and `NSFLEET_HOLDER_CAP`.
     pub holding: Option<Holding>,
+    /// A descriptor the supervisor keeps open, untouched, for as long as it lives: the
+    /// image store's hold on the images its nodes run (a lock the kernel lets go of when
+    /// the supervisor ends, however it ends).
+    pub keep: Option<OwnedFd>,
 }
 
 /// A supervisor [`launch`] started: its pid and its two pipes.
@@ -94,12 +98,16 @@ pub const SUPERVISOR_NAME: &CStr = c"nsfleet-sup";
 /// - The caller's memory is shared copy-on-write: the child keeps alive what the caller
 ///   changes afterwards, and files or sockets the caller has mapped; a caller with big
 ///   or such mappings should launch early, or mark them MADV_DONTFORK.
-pub fn launch(args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
+pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
     let (stdin_r, topology) = std::io::pipe()?;
     let (events, stdout_w) = std::io::pipe()?;
+    // Kept at 3 in the supervisor; ours is closed once it is forked.
+    let keep = args.keep.take();
+    let mut fds = vec![stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()];
+    fds.extend(keep.as_ref().map(|k| k.as_fd()));
     let how = sys::HelperStart {
         name: SUPERVISOR_NAME,
-        fds: &[stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()],
+        fds: &fds,
         new_session: true,
         unblock_signals: false,
     };

@@ -15,9 +15,58 @@ pub fn which(program: &str) -> Option<PathBuf> {
 /// A user's uid and primary gid, from /etc/passwd (the host's users are the nodes').
 pub fn user(name: &str) -> Option<(u32, u32)> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
+    let (uid, gid) = entry(&passwd, |f| f[0] == name)?;
+    Some((uid, gid?))
+}
+
+/// The ids of `spec` (`name`, `uid`, `name:group`, `uid:gid`) as the /etc/passwd and
+/// /etc/group of the caller's root say, as Docker reads a container's `USER`: a number
+/// needs no entry; a name without one is an error.
+pub fn user_ids(spec: &str) -> std::io::Result<(u32, u32)> {
+    let (who, group) = match spec.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (spec, None),
+    };
+    let table = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let (uid, primary) = match (
+        entry(&table("/etc/passwd"), |f| f[0] == who || f[2] == who),
+        who.parse(),
+    ) {
+        (Some((uid, gid)), _) => (uid, gid.unwrap_or(0)),
+        (None, Ok(uid)) => (uid, 0),
+        (None, Err(_)) => {
+            return Err(std::io::Error::other(format!(
+                "user {who:?}: not in /etc/passwd"
+            )))
+        }
+    };
+    let gid = match group {
+        None => primary,
+        Some(g) => match (
+            entry(&table("/etc/group"), |f| f[0] == g || f[2] == g),
+            g.parse(),
+        ) {
+            (Some((gid, _)), _) => gid,
+            (None, Ok(gid)) => gid,
+            (None, Err(_)) => {
+                return Err(std::io::Error::other(format!(
+                    "group {g:?}: not in /etc/group"
+                )))
+            }
+        },
+    };
+    Ok((uid, gid))
+}
+
+/// The third and fourth fields of the first line of a `name:x:id:id:...` table whose
+/// fields `matches`.
+fn entry(table: &str, matches: impl Fn(&[&str]) -> bool) -> Option<(u32, Option<u32>)> {
+    table.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
-        (f.len() > 3 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+        if f.len() < 4 || !matches(&f) {
+            return None;
+        }
+        Some((f[2].parse().ok()?, f[3].parse().ok()))
     })
 }
 

@@ -44,6 +44,111 @@ pub fn mount_fs(fstype: &str, path: &str, options: &str) -> io::Result<()> {
     check(unsafe { libc::mount(t.as_ptr(), p.as_ptr(), t.as_ptr(), flags, data) }).map(drop)
 }
 
+/// Mounts an overlay at `target`: `lower` is overlayfs's `lowerdir` (its layers, top first,
+/// `:`-separated; relative paths are the caller's working directory's), `upper` and
+/// `work` the writable layer and overlayfs's scratch folder, on one filesystem.
+pub fn mount_overlay(lower: &str, upper: &str, work: &str, target: &str) -> io::Result<()> {
+    let options = cstr(&format!("lowerdir={lower},upperdir={upper},workdir={work}"))?;
+    let t = cstr(target)?;
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    check(unsafe {
+        libc::mount(
+            c"overlay".as_ptr(),
+            t.as_ptr(),
+            c"overlay".as_ptr(),
+            0,
+            options.as_ptr().cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// A container's /dev: a tmpfs in which device nodes bound from the host work (not
+/// `nodev`, unlike [`mount_fs`]'s), or a devpts instance of its own (`newinstance`).
+pub fn mount_dev(fstype: &str, path: &str, options: &str) -> io::Result<()> {
+    let (t, p, o) = (cstr(fstype)?, cstr(path)?, cstr(options)?);
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    check(unsafe {
+        libc::mount(
+            t.as_ptr(),
+            p.as_ptr(),
+            t.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            o.as_ptr().cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// `open_tree(2)`'s and `move_mount(2)`'s flags (linux/mount.h), which libc does not name.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// A copy of the mount of `path` (with the mounts below it when `recursive`), detached:
+/// it can be attached ([`attach_tree`]) after the caller's root has changed and the
+/// mount it came from is no longer in the caller's mount namespace, which a bind from a
+/// path could not (EINVAL).
+pub fn clone_tree(path: &str, recursive: bool) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let p = cstr(path)?;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    let flags = if recursive {
+        flags | AT_RECURSIVE
+    } else {
+        flags
+    };
+    // SAFETY: open_tree(2) on a NUL-terminated path; a descriptor it returns is ours.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) };
+    check(fd as libc::c_int)?;
+    // SAFETY: a new descriptor nobody else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Attaches a tree [`clone_tree`] made at `target` (read-only when asked: the top mount
+/// only, as [`bind`] does).
+pub fn attach_tree(tree: BorrowedFd<'_>, target: &str, read_only: bool) -> io::Result<()> {
+    let t = cstr(target)?;
+    // SAFETY: move_mount(2) of a descriptor borrowed for the call onto a NUL-terminated
+    // path.
+    unsafe {
+        check(libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        ) as libc::c_int)?;
+    }
+    if read_only {
+        remount_read_only(&t)?;
+    }
+    Ok(())
+}
+
+/// Makes the mount at `target` read-only (the mount only: what is below keeps its own).
+fn remount_read_only(target: &std::ffi::CStr) -> io::Result<()> {
+    let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+    let null = std::ptr::null();
+    // SAFETY: mount(2) on a NUL-terminated path that outlives the call, and nulls.
+    check(unsafe { libc::mount(null, target.as_ptr(), null, ro, null.cast()) }).map(drop)
+}
+
+/// Makes the working directory the root of the calling process's mount namespace, as
+/// container runtimes do: `pivot_root(".", ".")` stacks the old root on the new one, which
+/// is then detached, so nothing of the host's filesystems stays reachable. The working
+/// directory must be a mount point, in a mount namespace whose mounts are private.
+pub fn pivot_root_to_cwd() -> io::Result<()> {
+    // SAFETY: pivot_root(2) and umount2(2) on static NUL-terminated paths, chdir(2) too.
+    unsafe {
+        check(libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) as libc::c_int)?;
+        check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH))?;
+        check(libc::chdir(c"/".as_ptr()))?;
+    }
+    Ok(())
+}
+
 /// Binds `source` over `target` (with what is mounted below it, as a container engine's
 /// bind), or read-only: then without what is below, which a read-only remount of the top
 /// would leave writable.
@@ -54,26 +159,18 @@ pub fn bind(source: &str, target: &str, read_only: bool) -> io::Result<()> {
     } else {
         libc::MS_BIND | libc::MS_REC
     };
-    // SAFETY: mount(2) with NUL-terminated strings that outlive the calls; the second
-    // call remounts the bind.
-    unsafe {
-        check(libc::mount(
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    check(unsafe {
+        libc::mount(
             s.as_ptr(),
             t.as_ptr(),
             std::ptr::null(),
             flags,
             std::ptr::null(),
-        ))?;
-        if read_only {
-            let ro = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-            check(libc::mount(
-                std::ptr::null(),
-                t.as_ptr(),
-                std::ptr::null(),
-                ro,
-                std::ptr::null(),
-            ))?;
-        }
+        )
+    })?;
+    if read_only {
+        remount_read_only(&t)?;
     }
     Ok(())
 }

@@ -123,6 +123,8 @@ pub(crate) struct NodeKeys {
     pub(crate) restart: Option<Spanned<String>>,
     /// An address pool, or a list of them.
     pub(crate) loopback: Option<Spanned<Value>>,
+    /// The container image the node runs (`alpine:3.20`).
+    pub(crate) image: Option<Spanned<String>>,
 }
 
 impl NodeKeys {
@@ -140,6 +142,7 @@ impl NodeKeys {
         "files",
         "restart",
         "loopback",
+        "image",
     ];
 
     /// `own` keys, then the node keys: every key of a section that holds node keys
@@ -177,6 +180,7 @@ impl NodeKeys {
             "files" => self.files = map.next_value()?,
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,
+            "image" => self.image = map.next_value()?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -368,10 +372,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`, `image`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `files`, `restart`, `loopback`, `image`"), "{e}");
     }
 }

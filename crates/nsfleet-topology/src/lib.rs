@@ -30,7 +30,8 @@ pub use error::{Place, Subject, TopologyError};
 pub use front::clab;
 pub use front::toml::{parse, read};
 pub use front::{
-    read_file, read_text, Format, DEFAULT_FLEET, DEFAULT_FLEET_FILE, MAX_TOPOLOGY_BYTES,
+    read_file, read_file_with, read_text, Format, Software, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
+    MAX_TOPOLOGY_BYTES,
 };
 pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
@@ -108,6 +109,10 @@ pub struct NodeConfig {
     /// What a containerlab file declared it as: shown, not acted on.
     #[serde(default)]
     pub clab: Option<ClabNode>,
+    /// The container image it runs: its root filesystem, and its process unless
+    /// `commands` say otherwise. `None`: the host's own files and programs.
+    #[serde(default)]
+    pub image: Option<NodeImage>,
 }
 
 impl PartialEq for NodeConfig {
@@ -130,16 +135,18 @@ impl PartialEq for NodeConfig {
             binds,
             aliases,
             clab,
+            image,
         } = self;
-        (sysctls, commands, router, switch, hostname, dirs)
-            == (
-                &o.sysctls,
-                &o.commands,
-                &o.router,
-                &o.switch,
-                &o.hostname,
-                &o.dirs,
-            )
+        image == &o.image
+            && (sysctls, commands, router, switch, hostname, dirs)
+                == (
+                    &o.sysctls,
+                    &o.commands,
+                    &o.router,
+                    &o.switch,
+                    &o.hostname,
+                    &o.dirs,
+                )
             && (files, restart_on_failure, env, binds, aliases, clab)
                 == (
                     &o.files,
@@ -293,11 +300,101 @@ pub enum FileSource {
     Path(String),
 }
 
+/// A container image a node runs, as the file names it and as the image store has it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeImage {
+    /// The reference as written (`alpine:3.20`, `frrouting/frr:v8.4.1`).
+    pub reference: String,
+    /// Where the file names it.
+    pub at: Place,
+    /// containerlab's `entrypoint` and `cmd`, which replace the image's as Docker's do
+    /// (an `entrypoint` given drops the image's `cmd` too).
+    pub entrypoint: Option<Vec<String>>,
+    pub cmd: Option<Vec<String>>,
+    /// containerlab's `user`, over the image's.
+    pub user: Option<String>,
+    /// What the image store has for it. Set by the check against the machine (the
+    /// client's, which owns the store), never by a front-end: a topology with an image
+    /// not found is not started.
+    pub found: Option<ImageRoot>,
+}
+
+impl PartialEq for NodeImage {
+    /// Where it is written is not compared (see `NodeConfig`'s).
+    fn eq(&self, o: &NodeImage) -> bool {
+        let NodeImage {
+            reference,
+            at: _,
+            entrypoint,
+            cmd,
+            user,
+            found,
+        } = self;
+        (reference, entrypoint, cmd, user, found)
+            == (&o.reference, &o.entrypoint, &o.cmd, &o.user, &o.found)
+    }
+}
+
+/// An image as the store has it: its unpacked layers and its configuration's process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImageRoot {
+    /// The image's id (`sha256:` and its configuration's digest).
+    pub id: String,
+    /// Its layers' folders, lowest first, each in overlayfs's lower-layer form.
+    pub layers: Vec<String>,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `KEY=VALUE`, as the image configuration writes them.
+    pub env: Vec<String>,
+    pub workdir: Option<String>,
+    pub user: Option<String>,
+}
+
+impl NodeImage {
+    /// The node's main process, as Docker computes a container's from the image's
+    /// configuration and the overrides; empty when neither gives one.
+    pub fn argv(&self) -> Vec<String> {
+        let found = self.found.clone().unwrap_or_default();
+        match (&self.entrypoint, &self.cmd) {
+            (Some(e), cmd) => e.iter().chain(cmd.iter().flatten()).cloned().collect(),
+            (None, Some(c)) => found.entrypoint.iter().chain(c).cloned().collect(),
+            (None, None) => found.entrypoint.into_iter().chain(found.cmd).collect(),
+        }
+    }
+
+    /// The user its processes run as (`name`, `uid`, `name:group`, `uid:gid`), if not root.
+    pub fn user(&self) -> Option<&str> {
+        let image = self.found.as_ref().and_then(|f| f.user.as_deref());
+        self.user.as_deref().or(image).filter(|u| !u.is_empty())
+    }
+
+    /// The working directory of its processes.
+    pub fn workdir(&self) -> Option<&str> {
+        (self.found.as_ref().and_then(|f| f.workdir.as_deref())).filter(|w| !w.is_empty())
+    }
+
+    /// The image's environment, as (name, value).
+    pub fn env(&self) -> Vec<(String, String)> {
+        let env = self.found.iter().flat_map(|f| &f.env);
+        env.filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
 impl NodeConfig {
+    /// The environment of the node's processes besides nsfleet's own: its image's, then
+    /// its own `env` (which wins).
+    pub fn process_env(&self) -> Vec<(String, String)> {
+        let image = self.image.iter().flat_map(|i| i.env());
+        image.chain(self.env.iter().cloned()).collect()
+    }
+
     /// Whether the node gets a world of its own (PID, mount and UTS namespaces): it runs
     /// processes, or has a name, directories or files of its own.
     pub fn has_world(&self) -> bool {
         !self.commands.is_empty()
+            || self.image.is_some()
             || self.hostname.is_some()
             || !self.dirs.is_empty()
             || !self.files.is_empty()
@@ -356,7 +453,9 @@ impl std::fmt::Display for RouteSpec {
 /// Whether a node uses IPv6: it has IPv6 addresses, or runs processes (which may speak
 /// IPv6 over link-local addresses, as routing daemons do).
 pub fn uses_ipv6(config: &NodeConfig, wiring: &NodeWiring) -> bool {
-    !config.commands.is_empty() || wiring.addrs().any(|a| a.addr.is_ipv6())
+    !config.commands.is_empty()
+        || config.image.is_some()
+        || wiring.addrs().any(|a| a.addr.is_ipv6())
 }
 
 impl NodeWiring {
@@ -401,6 +500,54 @@ impl Names {
 }
 
 impl Topology {
+    /// Each image reference the nodes name, once, with the first place that names it.
+    pub fn images(&self) -> Vec<(String, Place)> {
+        let mut seen = Vec::<(String, Place)>::new();
+        for i in self.groups.iter().filter_map(|g| g.config.image.as_ref()) {
+            if !seen.iter().any(|(r, _)| *r == i.reference) {
+                seen.push((i.reference.clone(), i.at));
+            }
+        }
+        seen
+    }
+
+    /// Gives every node that names an image what the image store has for it: `found`
+    /// answers for each reference once. The references it has no image for, each with
+    /// every place that names it, when there are any.
+    pub fn find_images(
+        &mut self,
+        mut found: impl FnMut(&str) -> Result<ImageRoot, String>,
+    ) -> Result<(), Vec<(Place, String)>> {
+        let answers: std::collections::HashMap<String, Result<ImageRoot, String>> =
+            (self.images().into_iter())
+                .map(|(r, _)| {
+                    let a = found(&r);
+                    (r, a)
+                })
+                .collect();
+        let mut missing = Vec::new();
+        for g in &mut self.groups {
+            let Some(i) = &g.config.image else { continue };
+            match &answers[&i.reference] {
+                Ok(root) => {
+                    let root = root.clone();
+                    if let Some(i) = &mut Arc::make_mut(&mut g.config).image {
+                        i.found = Some(root);
+                    }
+                }
+                Err(why) if !missing.iter().any(|(at, _)| *at == i.at) => {
+                    missing.push((i.at, why.clone()))
+                }
+                Err(_) => {}
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+
     pub fn node_count(&self) -> u64 {
         self.groups.iter().map(|g| g.names.len()).sum()
     }

@@ -37,6 +37,7 @@ fn a_program_that_is_not_nsfleet_launches_a_supervisor_with_holders() {
         holding: Some(Holding::Holders {
             per_holder: Some(1),
         }),
+        keep: None,
     };
     let sup = launch(args, log.into()).expect("launching the supervisor (run as root)");
     let mut guard = Guard {

@@ -1,6 +1,6 @@
 //! `nsfleet apply`: change a running fleet into a topology file, only where they differ.
 
-use super::args::parse_format;
+use super::args::{parse_format, ImageArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -38,6 +38,8 @@ pub struct ApplyCommand {
     /// one per line (a kernel refusal of the change is placed in FILE too).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    images: ImageArgs,
 }
 
 impl ApplyCommand {
@@ -48,6 +50,7 @@ impl ApplyCommand {
             name,
             dry_run,
             json,
+            images,
         } = self;
         cmd::apply::apply(cmd::apply::ApplyArgs {
             file,
@@ -56,6 +59,8 @@ impl ApplyCommand {
             dry_run,
             json,
             run_dir,
+            software: images.software(),
+            images: images.images,
         })
     }
 }

@@ -45,6 +45,31 @@ pub struct LaunchArgs {
     /// created.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    images: ImageArgs,
+}
+
+/// Where nodes that name an image get it, or whether they run the host's software.
+#[derive(Args)]
+pub struct ImageArgs {
+    /// Nodes that name an image run the host's own files and programs instead (images
+    /// are only recorded; a containerlab node of FRR's image runs the host's FRR), as
+    /// nsfleet did before it ran images. Without it, an image the store lacks is an
+    /// error at the line that names it, and nothing starts.
+    #[arg(long)]
+    host_software: bool,
+    /// The image store's folder (see `nsfleet image --help`).
+    #[arg(long = "image-store", value_name = "DIR", env = "NSFLEET_IMAGES", default_value = cmd::image::DEFAULT_STORE)]
+    pub images: PathBuf,
+}
+
+impl ImageArgs {
+    pub fn software(&self) -> nsfleet::topology::Software {
+        match self.host_software {
+            true => nsfleet::topology::Software::Host,
+            false => nsfleet::topology::Software::Images,
+        }
+    }
 }
 
 impl LaunchArgs {
@@ -65,6 +90,8 @@ impl LaunchArgs {
             run_dir,
             json: self.json,
             dry_run: self.dry_run,
+            software: self.images.software(),
+            images: self.images.images,
         }
     }
 }

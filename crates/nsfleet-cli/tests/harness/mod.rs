@@ -28,8 +28,15 @@ impl Env {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_nsfleet"));
-        c.args(args).env("NSFLEET_RUN_DIR", &self.run_dir);
+        c.args(args)
+            .env("NSFLEET_RUN_DIR", &self.run_dir)
+            .env("NSFLEET_IMAGES", self.images());
         c
+    }
+
+    /// The test's own image store (empty until a test loads an image).
+    pub fn images(&self) -> PathBuf {
+        self.run_dir.with_file_name("images")
     }
 
     pub fn run(&self, args: &[&str]) -> Output {

@@ -24,7 +24,11 @@ impl Supervisor {
                     inode: n.inode(),
                     world,
                     number: n.number(),
-                    env: n.config().env.clone(),
+                    env: n.config().process_env(),
+                    image: n.config().image.as_ref().map(|i| control::ExecIn {
+                        workdir: i.workdir().map(String::from),
+                        user: i.user().map(String::from),
+                    }),
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())

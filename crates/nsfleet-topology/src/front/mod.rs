@@ -41,14 +41,39 @@ impl Format {
     }
 }
 
-/// A file read by the front-end of `format`, or of the one its name says.
+/// What the nodes that name an image run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Software {
+    /// Their images: the image's files and process.
+    #[default]
+    Images,
+    /// The host's own files and programs, as if no image were named (images are only
+    /// recorded); a containerlab node of FRR's image runs the host's FRR.
+    Host,
+}
+
+/// A file read by the front-end of `format`, or of the one its name says, its nodes
+/// running their images.
 pub fn read_file(path: &Path, format: Option<Format>) -> Result<Draft, TopologyError> {
+    read_file_with(path, format, Software::Images)
+}
+
+/// A file read by the front-end of `format`, its nodes running what `software` says.
+pub fn read_file_with(
+    path: &Path,
+    format: Option<Format>,
+    software: Software,
+) -> Result<Draft, TopologyError> {
     let file = path.display().to_string();
     let text = read_text(path)?;
-    match format.unwrap_or_else(|| Format::of(path)) {
+    let mut draft = match format.unwrap_or_else(|| Format::of(path)) {
         Format::Toml => toml::read(&file, &text),
-        Format::Clab => clab::read(&file, &text),
+        Format::Clab => clab::read_with(&file, &text, software),
+    }?;
+    if software == Software::Host {
+        draft.forget_images();
     }
+    Ok(draft)
 }
 
 /// Largest topology file read: a written fleet of 50,000 routers and their links is about

@@ -187,6 +187,9 @@ pub(crate) fn build(
         templates.add(cx, c, cmd.span())?;
         config.commands.push(c.clone());
     }
+    if let Some(i) = last(|l| l.image.as_ref()) {
+        config.image = Some(image(cx, i, last(|l| l.kind.as_ref()))?);
+    }
     if let Some(h) = last(|l| l.hostname.as_ref()) {
         templates.add(cx, h.get_ref(), h.span())?;
         templates.hostname_at = Some(cx.err(h.span(), ""));
@@ -216,6 +219,34 @@ pub(crate) fn build(
         loopback,
         asked,
         needs,
+    })
+}
+
+/// Longest image reference (Docker's is 255 for the name alone, plus tag and digest).
+const MAX_IMAGE_REF: usize = 512;
+
+/// An `image` key: a reference checked for its form only here (the image store, which
+/// parses it fully and finds the image, is the machine's); not beside a `kind`, whose
+/// daemons are the host's.
+fn image(
+    cx: &Ctx<'_>,
+    i: &Spanned<String>,
+    kind: Option<&Spanned<String>>,
+) -> Result<crate::NodeImage, TopologyError> {
+    let r = i.get_ref();
+    if r.is_empty()
+        || r.len() > MAX_IMAGE_REF
+        || r.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(cx.err(i.span(), format!("image {r:?}: expected a reference such as \"alpine:3.20\" or \"registry.example:5000/team/tool@sha256:...\" (no spaces, at most {MAX_IMAGE_REF} bytes)")));
+    }
+    if let Some(k) = kind {
+        return Err(cx.err(i.span(), format!("image {r:?} with kind = {:?}: a kind runs the host's daemons, an image its own software; give one of them", k.get_ref())));
+    }
+    Ok(crate::NodeImage {
+        reference: r.clone(),
+        at: cx.place(i.span()),
+        ..Default::default()
     })
 }
 

@@ -47,6 +47,15 @@ impl Draft {
         }
     }
 
+    /// Forgets the images the nodes name: they run the host's software (`Software::Host`).
+    pub(crate) fn forget_images(&mut self) {
+        for g in &mut self.topo.groups {
+            if g.config.image.is_some() {
+                Arc::make_mut(&mut g.config).image = None;
+            }
+        }
+    }
+
     /// The fleet's name, as the file gives it.
     pub fn name(&self) -> &str {
         &self.topo.name

@@ -102,12 +102,13 @@ pub(crate) const NODE: &[Key] = &[
     taken("labels"),
     taken("cmd"),
     taken("entrypoint"),
+    taken("user"),
     taken("hostname"),
     taken("sysctls"),
     taken("tmpfs"),
     taken("network-mode"),
     ignored("ports", "not published: the host reaches every node at its management address"),
-    ignored("image-pull-policy", "images are recorded, never pulled"),
+    ignored("image-pull-policy", "images come from nsfleet's image store, as loaded (`nsfleet image load`)"),
     ignored("runtime", NO_ENGINE),
     ignored("restart-policy", "a node's processes are not restarted (set restart = \"on-failure\" in nsfleet's own format)"),
     ignored("auto-remove", NO_ENGINE),
@@ -140,7 +141,6 @@ pub(crate) const NODE: &[Key] = &[
     ignored("components", "vendor kinds are not run"),
     ignored("link-apply-mode", "links are made when the fleet is"),
     ignored("stages", "all nodes start together, once their links exist"),
-    refused("user", "node processes run as root; running them as another user would change what they can do"),
     refused("pid-mode", "every node has a PID namespace of its own"),
 ];
 

@@ -1,6 +1,7 @@
 //! containerlab's topology files (`lab.clab.yml`), read as they are and built as a fleet
-//! with no container engine and no images: every node runs the host's own software in a
-//! world of its own (network, PID, mount and UTS namespaces), as a container would.
+//! with no container engine: every node runs its image (or, when asked, the host's own
+//! software) in a world of its own (network, PID, mount and UTS namespaces), as a
+//! container would.
 //!
 //! - [`node`]: a node's definition through containerlab's layers (defaults < kind <
 //!   group < node), its kind, and the node configuration it becomes;
@@ -29,14 +30,25 @@ use crate::resolve::draft::{Draft, Groups};
 use crate::{check_name, Names, MAX_FLEET_NAME, MAX_NODE_NAME};
 use std::ops::Range;
 
-/// Reads a containerlab topology file; `file` names it in errors.
+/// Reads a containerlab topology file; `file` names it in errors. Its nodes run their
+/// images.
 pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
+    read_with(file, text, crate::front::Software::Images)
+}
+
+/// Reads a containerlab topology file whose nodes run what `software` says.
+pub fn read_with(
+    file: &str,
+    text: &str,
+    software: crate::front::Software,
+) -> Result<Draft, TopologyError> {
     let text = expand_env(file, text)?;
     let cx = Ctx::new(file, &text);
     let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
     let mut lab = Lab {
         cx: &cx,
         warnings: Vec::new(),
+        software,
     };
     lab.map(&doc, "a containerlab topology: name, topology, ...")?;
     lab.check_keys(&doc, keys::TOP, "top-level")?;
@@ -95,6 +107,8 @@ fn expand_env(file: &str, text: &str) -> Result<String, TopologyError> {
 pub(crate) struct Lab<'a> {
     cx: &'a Ctx<'a>,
     warnings: Vec<TopologyError>,
+    /// Whether nodes run their images or the host's software.
+    software: crate::front::Software,
 }
 
 impl<'a> Lab<'a> {
@@ -197,6 +211,7 @@ pub fn lab_name(file: &str, text: &str) -> Result<String, TopologyError> {
     let lab = Lab {
         cx: &cx,
         warnings: Vec::new(),
+        software: crate::front::Software::Host,
     };
     lab.string(lab.need(&doc, "name", "the lab's name")?)
 }

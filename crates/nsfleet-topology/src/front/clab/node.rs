@@ -366,6 +366,13 @@ impl NodeDecl<'_> {
         let keys = self.keys(lab, frr.as_ref())?;
         let mut built = config::build(lab.cx, &[&keys], None)?;
         let c = &mut built.config;
+        if let Some(image) = &mut c.image {
+            image.entrypoint = self.words(lab, "entrypoint")?;
+            image.cmd = self.words(lab, "cmd")?;
+            image.user = self.first("user").map(|u| lab.string(u)).transpose()?;
+        } else if let Some(u) = self.first("user") {
+            return Err(lab.err(u.span.clone(), format!("node {}: `user` is for a node that runs its image; the host's software runs as root here (running it as another user would change what it can do)", self.name)));
+        }
         if let (Some(_), Some(script)) = (&frr, self.exec_script(lab)?) {
             // Once FRR has read its configuration, as the image's entrypoint has by the
             // time containerlab runs exec lines.
@@ -392,12 +399,20 @@ impl NodeDecl<'_> {
     /// its commands.
     fn keys(&self, lab: &mut Lab<'_>, frr: Option<&Frr>) -> Result<NodeKeys, TopologyError> {
         let text = |s: &str, at: &Range<usize>| Spanned::new(at.clone(), s.to_string());
+        let image = self.first("image").filter(|_| self.runs_image(lab));
         let mut keys = NodeKeys {
             hostname: Some(match self.first("hostname") {
                 Some(h) => text(&template::literal(&lab.string(h)?), &h.span),
                 None => text(&self.name, &self.at),
             }),
-            dirs: vec![text("/tmp", &self.at)],
+            // A container's own /tmp; an image's /tmp is the node's own already.
+            dirs: match image {
+                Some(_) => Vec::new(),
+                None => vec![text("/tmp", &self.at)],
+            },
+            image: image
+                .map(|i| Ok(text(&lab.string(i)?, &i.span)))
+                .transpose()?,
             ..NodeKeys::default()
         };
         for (path, _, at) in self.merged_map(lab, "tmpfs")? {
@@ -424,9 +439,31 @@ impl NodeDecl<'_> {
             let m = format!("node {}: `startup-config` is not applied to a linux node (bind its files, or use kind frr)", self.name);
             lab.warn(sc.span.clone(), m);
         }
-        keys.commands.extend(main);
+        if keys.image.is_none() {
+            // With an image, `entrypoint` and `cmd` override the image's (see `build`).
+            keys.commands.extend(main);
+        }
         keys.commands.extend(self.exec_script(lab)?);
         Ok(keys)
+    }
+
+    /// Whether the node runs its image: a linux node that names one, unless the host's
+    /// software was asked for.
+    fn runs_image(&self, lab: &Lab<'_>) -> bool {
+        lab.software == crate::front::Software::Images
+            && self.kind == Kind::Linux
+            && self.first("image").is_some()
+    }
+
+    /// `entrypoint` or `cmd` as words, split as containerlab splits them.
+    fn words(&self, lab: &Lab<'_>, key: &str) -> Result<Option<Vec<String>>, TopologyError> {
+        let Some(y) = self.first(key) else {
+            return Ok(None);
+        };
+        let line = self.magic(&lab.string(y)?);
+        shlex(&line)
+            .map(Some)
+            .map_err(|m| lab.err(y.span.clone(), m))
     }
 
     /// The node as the file declares it, for `inspect`.
@@ -603,7 +640,8 @@ impl NodeDecl<'_> {
         // registry:port/frrouting/frr:tag@digest -> frr
         let last = image.rsplit('/').next().unwrap_or("");
         let frr_image = last.split(['@', ':']).next() == Some("frr");
-        if self.kind != Kind::Frr && !(self.kind == Kind::Linux && frr_image) {
+        let host_frr = self.kind == Kind::Linux && frr_image && !self.runs_image(lab);
+        if self.kind != Kind::Frr && !host_frr {
             return Ok(None);
         }
         let (config, text) = match (

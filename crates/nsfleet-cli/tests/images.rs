@@ -1,0 +1,406 @@
+//! Nodes that run container images: images the test builds from files it controls (two
+//! layers, a whiteout and an opaque folder among them), loaded as an OCI layout and as a
+//! `docker save` archive (made by skopeo, where it is installed), run by nsfleet's own
+//! TOML and by a containerlab file. The image's own programs run, the host's files are
+//! not there, two nodes of one image do not see each other's writes, and `down` or a
+//! killed supervisor leaves no mount, overlay or writable layer behind.
+
+mod harness;
+
+use harness::*;
+use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::RunConfig;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A fleet name unique to this process and test.
+fn fleet(tag: &str) -> String {
+    format!("i{}{tag}", std::process::id() % 100_000)
+}
+
+/// The test image: the host's static busybox as its only program (Debian's
+/// busybox-static), its own /etc, a file a second layer deletes and a folder it makes
+/// opaque; its process writes a mark and sleeps.
+fn busy_image(version: &str) -> ImageSpec {
+    let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
+    let mut base = vec![
+        Entry::dir("bin"),
+        Entry::dir("etc"),
+        Entry::Dir {
+            path: "tmp".into(),
+            mode: 0o1777,
+        },
+        Entry::dir("work"),
+        Entry::dir("opq"),
+        Entry::file("bin/busybox", 0o755, busybox),
+        Entry::file(
+            "etc/passwd",
+            0o644,
+            "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/work:/bin/sh\n",
+        ),
+        Entry::file("etc/group", 0o644, "root:x:0:\napp:x:1000:\n"),
+        Entry::file("old.txt", 0o644, "deleted by the second layer\n"),
+        Entry::file("opq/a", 0o644, "hidden by the second layer\n"),
+    ];
+    for tool in [
+        "sh", "cat", "ls", "echo", "sleep", "id", "pwd", "ping", "ip", "test", "hostname",
+    ] {
+        base.push(Entry::symlink(&format!("bin/{tool}"), "busybox"));
+    }
+    let top = vec![
+        Entry::file("etc/image-release", 0o644, format!("busy {version}\n")),
+        Entry::Whiteout {
+            path: "old.txt".into(),
+        },
+        Entry::Opaque { path: "opq".into() },
+        Entry::file("opq/b", 0o644, "the second layer's\n"),
+    ];
+    ImageSpec {
+        layers: vec![
+            Layer {
+                entries: base,
+                compression: Compression::Gzip,
+            },
+            Layer {
+                entries: top,
+                compression: Compression::Zstd,
+            },
+        ],
+        run: RunConfig {
+            cmd: [
+                "/bin/sh",
+                "-c",
+                "echo started > /tmp/started; exec sleep 1000000",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env: vec!["PATH=/bin".into(), "IMG_VAR=from-image".into()],
+            workdir: Some("/work".into()),
+            ..RunConfig::default()
+        },
+        architecture: nsfleet_image::host_arch().to_string(),
+    }
+}
+
+/// Writes the test image as an OCI layout in the test's files.
+fn layout(env: &Env, version: &str) -> PathBuf {
+    layout_of(env, version, &busy_image(version))
+}
+
+fn layout_of(env: &Env, version: &str, image: &ImageSpec) -> PathBuf {
+    let dir = env.files.join(format!("busy-{version}"));
+    write_oci_layout(&dir, version, image).unwrap();
+    dir
+}
+
+/// Runs `cmd` in `node` and returns its output, failing the test if it fails.
+fn in_node(env: &Env, fleet: &str, node: &str, cmd: &[&str]) -> String {
+    let mut args = vec!["exec", fleet, node, "--"];
+    args.extend(cmd);
+    env.ok(&args)
+}
+
+/// Whether `cmd` succeeds in `node`.
+fn succeeds(env: &Env, fleet: &str, node: &str, cmd: &[&str]) -> bool {
+    let mut args = vec!["exec", fleet, node, "--"];
+    args.extend(cmd);
+    env.run(&args).status.success()
+}
+
+/// Overlay mounts anywhere on the machine whose writable layer is in `dir`: those of
+/// every node's mount namespace, as each process's mountinfo shows them.
+fn overlays_in(dir: &Path) -> usize {
+    let dir = dir.display().to_string();
+    let mut seen = std::collections::HashSet::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let info = std::fs::read_to_string(p.path().join("mountinfo")).unwrap_or_default();
+        for l in info
+            .lines()
+            .filter(|l| l.contains(" - overlay ") && l.contains(&dir))
+        {
+            seen.insert(l.split_whitespace().next().unwrap_or("").to_string() + l);
+        }
+    }
+    seen.len()
+}
+
+#[test]
+fn nodes_run_their_image_in_its_own_root() {
+    let env = Env::new("imgrun");
+    let name = fleet("run");
+    let oci = layout(&env, "1");
+    let loaded = env.ok(&[
+        "image",
+        "load",
+        oci.to_str().unwrap(),
+        "--name",
+        "test/busy:1",
+    ]);
+    assert!(loaded.contains("test/busy:1"), "{loaded}");
+    let text = format!(
+        r#"[fleet]
+name = "{name}"
+
+[[node]]
+name = "a"
+image = "test/busy:1"
+
+[[node]]
+name = "b"
+image = "test/busy:1"
+
+[[link]]
+a = {{ at = "a:eth0", addrs = ["10.77.0.1/24"] }}
+b = {{ at = "b:eth0", addrs = ["10.77.0.2/24"] }}
+"#
+    );
+    let guard = env.up(&text);
+    let run = |node: &str, cmd: &[&str]| in_node(&env, &name, node, cmd);
+    // The image's files, with its second layer's whiteout and opaque folder applied.
+    assert_eq!(run("a", &["cat", "/etc/image-release"]), "busy 1\n");
+    assert!(!succeeds(&env, &name, "a", &["test", "-e", "/old.txt"]));
+    assert_eq!(run("a", &["ls", "/opq"]).trim(), "b");
+    // None of the host's: Debian's own files are not there.
+    assert!(!succeeds(
+        &env,
+        &name,
+        "a",
+        &["test", "-e", "/etc/debian_version"]
+    ));
+    assert!(!succeeds(
+        &env,
+        &name,
+        "a",
+        &["test", "-e", "/usr/bin/nsenter"]
+    ));
+    // Its process ran, with the image's environment and working directory, as exec has.
+    wait_until("the image's process", Duration::from_secs(10), || {
+        succeeds(&env, &name, "a", &["test", "-e", "/tmp/started"])
+            .then_some(())
+            .ok_or("no /tmp/started")
+    });
+    assert_eq!(run("a", &["sh", "-c", "echo $IMG_VAR"]), "from-image\n");
+    assert_eq!(run("a", &["pwd"]), "/work\n");
+    // Docker's /etc files: its host name, the fleet's hosts.
+    assert_eq!(run("a", &["cat", "/etc/hostname"]), "a\n");
+    assert!(run("a", &["cat", "/etc/hosts"]).contains("10.77.0.2\tb"));
+    // Each node writes to a layer of its own.
+    run("a", &["sh", "-c", "echo mine > /work/note"]);
+    assert_eq!(run("a", &["cat", "/work/note"]), "mine\n");
+    assert!(!succeeds(&env, &name, "b", &["test", "-e", "/work/note"]));
+    // Wired as any node.
+    run("a", &["ping", "-c1", "-W2", "10.77.0.2"]);
+    // The layers are in use: `prune --all` leaves the image.
+    let pruned = env.ok(&["image", "prune", "--all", "--json"]);
+    assert!(env.ok(&["image", "ls"]).contains("test/busy:1"), "{pruned}");
+    let roots = env.run_dir.join(&name).join("roots");
+    assert!(roots.join("a/upper/work/note").is_file());
+    assert_eq!(overlays_in(&roots), 2);
+    drop(guard);
+    assert_eq!(overlays_in(&roots), 0);
+    assert!(!roots.exists(), "the writable layers go with the fleet");
+    // Nothing holds the image now.
+    env.ok(&["image", "prune", "--all"]);
+    assert!(!env.ok(&["image", "ls"]).contains("test/busy:1"));
+}
+
+#[test]
+fn a_killed_supervisor_leaves_no_overlay_and_clean_takes_the_layers() {
+    let env = Env::new("imgkill");
+    let name = fleet("kill");
+    env.ok(&[
+        "image",
+        "load",
+        layout(&env, "1").to_str().unwrap(),
+        "--name",
+        "busy",
+    ]);
+    let text = format!(
+        "[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"n{{i}}\"\ncount = 3\nimage = \"busy:1\"\n"
+    );
+    let guard = env.up(&text);
+    let roots = env.run_dir.join(&name).join("roots");
+    assert_eq!(overlays_in(&roots), 3);
+    let pid = guard.pid();
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    // The nodes' mount namespaces went with their inits, and their overlays with them.
+    wait_until(
+        "no overlay left",
+        Duration::from_secs(10),
+        || match overlays_in(&roots) {
+            0 => Ok(()),
+            n => Err(n),
+        },
+    );
+    // The image is free again: its hold went with the supervisor.
+    let out = env.run(&["image", "rm", "busy:1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.ok(&["clean", &name]);
+    assert!(!roots.exists());
+    std::mem::forget(guard);
+}
+
+#[test]
+fn a_containerlab_node_runs_its_image_with_exec_lines_cmd_and_user() {
+    let env = Env::new("imgclab");
+    let name = fleet("clab");
+    env.ok(&[
+        "image",
+        "load",
+        layout(&env, "2").to_str().unwrap(),
+        "--name",
+        "test/busy:2",
+    ]);
+    let text = format!(
+        r#"name: {name}
+mgmt: {{ipv4-subnet: 172.31.90.0/24}}
+topology:
+  nodes:
+    h1:
+      kind: linux
+      image: test/busy:2
+      cmd: sleep 999999
+      user: app
+      env: {{GREETING: hello}}
+      exec:
+        - sh -c "echo $GREETING > /tmp/exec-ran"
+    h2:
+      kind: linux
+      image: test/busy:2
+  links:
+    - endpoints: ["h1:eth1", "h2:eth1"]
+"#
+    );
+    let file = env.file(&format!("{name}.clab.yml"), &text);
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    env.ok(&["deploy", "-t", file.to_str().unwrap()]);
+    wait_until("h1's exec line", Duration::from_secs(10), || {
+        succeeds(&env, &name, "h1", &["test", "-e", "/tmp/exec-ran"])
+            .then_some(())
+            .ok_or("no /tmp/exec-ran")
+    });
+    assert_eq!(
+        in_node(&env, &name, "h1", &["cat", "/tmp/exec-ran"]),
+        "hello\n"
+    );
+    // `cmd` replaced the image's, and runs as the image's user `app`.
+    let status = env.status(&name);
+    let h1 = (status["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == "h1")
+        .unwrap();
+    let commands: Vec<&str> = (h1["processes"].as_array().unwrap().iter())
+        .filter_map(|p| p["command"].as_str())
+        .collect();
+    assert!(commands.contains(&"sleep 999999"), "{commands:?}");
+    assert_eq!(in_node(&env, &name, "h1", &["id", "-u"]), "1000\n");
+    // By containerlab's container name too, as `docker exec`.
+    let long = format!("clab-{name}-h2");
+    assert_eq!(
+        in_node(&env, &name, &long, &["cat", "/etc/image-release"]),
+        "busy 2\n"
+    );
+    env.ok(&["destroy", "-t", file.to_str().unwrap()]);
+    std::mem::forget(guard);
+}
+
+#[test]
+fn a_docker_archive_from_skopeo_runs_as_the_layout_does() {
+    let Ok(skopeo) = which("skopeo") else {
+        eprintln!("skopeo is not installed: the docker-archive test is skipped");
+        return;
+    };
+    let env = Env::new("imgskopeo");
+    let name = fleet("sko");
+    // Docker's archives have no zstd layers.
+    let mut image = busy_image("3");
+    image.layers[1].compression = Compression::Gzip;
+    let oci = layout_of(&env, "3", &image);
+    let archive = env.files.join("busy.tar");
+    let out = std::process::Command::new(skopeo)
+        .args(["copy", "--quiet"])
+        .arg(format!("oci:{}:3", oci.display()))
+        .arg(format!("docker-archive:{}:test/busy:3", archive.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let loaded = env.ok(&["image", "load", archive.to_str().unwrap()]);
+    assert!(loaded.contains("test/busy:3"), "{loaded}");
+    let text =
+        format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"test/busy:3\"\n");
+    let _guard = env.up(&text);
+    assert_eq!(
+        in_node(&env, &name, "a", &["cat", "/etc/image-release"]),
+        "busy 3\n"
+    );
+}
+
+#[test]
+fn an_image_the_store_lacks_is_refused_at_its_line_and_nothing_starts() {
+    let env = Env::new("imgmissing");
+    let name = fleet("miss");
+    let f = env.file(
+        "missing.toml",
+        &format!(
+            "[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"nosuch/image:1\"\n"
+        ),
+    );
+    let args = ["up", f.to_str().unwrap()];
+    env.refused(
+        "missing image",
+        &args,
+        &f,
+        6,
+        "is not in nsfleet's image store",
+    );
+    let err = String::from_utf8_lossy(&env.run(&args).stderr).into_owned();
+    assert!(err.contains("--host-software"), "{err}");
+    // A reference that cannot be one.
+    let f = env.file(
+        "bad.toml",
+        &format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"Not A/Ref\"\n"),
+    );
+    env.refused(
+        "bad reference",
+        &["up", f.to_str().unwrap()],
+        &f,
+        6,
+        "image \"Not A/Ref\"",
+    );
+    // The host's software, when asked for: the image is only recorded.
+    let f = env.file(
+        "host.toml",
+        &format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"nosuch/image:1\"\ncommands = [\"exec sleep 100000\"]\n"),
+    );
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    env.ok(&["up", "--host-software", f.to_str().unwrap()]);
+    assert!(succeeds(
+        &env,
+        &name,
+        "a",
+        &["test", "-e", "/etc/debian_version"]
+    ));
+    drop(guard);
+}
+
+/// `program` on PATH.
+fn which(program: &str) -> Result<PathBuf, ()> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    (path.split(':').map(|d| Path::new(d).join(program)))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
