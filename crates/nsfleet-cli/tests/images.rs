@@ -313,28 +313,11 @@ topology:
 
 #[test]
 fn a_docker_archive_from_skopeo_runs_as_the_layout_does() {
-    let Ok(skopeo) = which("skopeo") else {
-        eprintln!("skopeo is not installed: the docker-archive test is skipped");
+    let env = Env::new("imgskopeo");
+    let Some(archive) = docker_archive(&env, "3") else {
         return;
     };
-    let env = Env::new("imgskopeo");
     let name = fleet("sko");
-    // Docker's archives have no zstd layers.
-    let mut image = busy_image("3");
-    image.layers[1].compression = Compression::Gzip;
-    let oci = layout_of(&env, "3", &image);
-    let archive = env.files.join("busy.tar");
-    let out = std::process::Command::new(skopeo)
-        .args(["copy", "--quiet"])
-        .arg(format!("oci:{}:3", oci.display()))
-        .arg(format!("docker-archive:{}:test/busy:3", archive.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let loaded = env.ok(&["image", "load", archive.to_str().unwrap()]);
     assert!(loaded.contains("test/busy:3"), "{loaded}");
     let text =
@@ -344,6 +327,90 @@ fn a_docker_archive_from_skopeo_runs_as_the_layout_does() {
         in_node(&env, &name, "a", &["cat", "/etc/image-release"]),
         "busy 3\n"
     );
+}
+
+/// Makes a docker-archive of the test image with skopeo; None (and a note) without it.
+fn docker_archive(env: &Env, version: &str) -> Option<PathBuf> {
+    let Ok(skopeo) = which("skopeo") else {
+        eprintln!("skopeo is not installed: the docker-archive test is skipped");
+        return None;
+    };
+    // Docker's archives have no zstd layers.
+    let mut image = busy_image(version);
+    image.layers[1].compression = Compression::Gzip;
+    let oci = layout_of(env, version, &image);
+    let archive = env.files.join(format!("busy-{version}.tar"));
+    let out = std::process::Command::new(skopeo)
+        .args(["copy", "--quiet"])
+        .arg(format!("oci:{}:{version}", oci.display()))
+        .arg(format!(
+            "docker-archive:{}:test/busy:{version}",
+            archive.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(archive)
+}
+
+#[test]
+fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
+    let Ok(podman) = which("podman") else {
+        eprintln!("podman is not installed: taking an image from it is not tested");
+        return;
+    };
+    let env = Env::new("imgpodman");
+    let Some(archive) = docker_archive(&env, "4") else {
+        return;
+    };
+    // A podman storage of the test's own: the machine's is not touched.
+    let storage = env.files.join("podman");
+    let conf = env.file(
+        "storage.conf",
+        &format!(
+            "[storage]\ndriver = \"vfs\"\ngraphroot = \"{0}/graph\"\nrunroot = \"{0}/run\"\n",
+            storage.display()
+        ),
+    );
+    let podman_load = std::process::Command::new(&podman)
+        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .args(["load", "-q", "-i"])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        podman_load.status.success(),
+        "{}",
+        String::from_utf8_lossy(&podman_load.stderr)
+    );
+    let out = env
+        .cmd(&["image", "load", "--from", "podman", "test/busy:4"])
+        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = fleet("pod");
+    let text =
+        format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"test/busy:4\"\n");
+    let guard = env.up(&text);
+    assert_eq!(
+        in_node(&env, &name, "a", &["cat", "/etc/image-release"]),
+        "busy 4\n"
+    );
+    drop(guard);
+    // podman's own storage is the test's to remove: vfs layers are plain folders.
+    let _ = std::process::Command::new(&podman)
+        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .args(["system", "reset", "--force"])
+        .output();
 }
 
 #[test]

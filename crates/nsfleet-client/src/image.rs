@@ -12,6 +12,8 @@ pub const DEFAULT_STORE: &str = nsfleet_image::DEFAULT_ROOT;
 
 pub struct LoadArgs {
     pub file: PathBuf,
+    /// The engine (`docker`, `podman`) that holds `file`, an image's name there.
+    pub from: Option<String>,
     pub name: Option<String>,
     pub json: bool,
     pub store: PathBuf,
@@ -20,7 +22,14 @@ pub struct LoadArgs {
 /// Loads an archive's images; progress goes to stderr, the result to stdout.
 pub fn load(a: LoadArgs) -> anyhow::Result<()> {
     let store = Store::open(&a.store)?;
-    let loaded = store.load(&a.file, a.name.as_deref(), &mut |line| eprintln!("{line}"))?;
+    let mut say = |line: &str| eprintln!("{line}");
+    let loaded = match &a.from {
+        Some(engine) => {
+            let reference = a.file.to_string_lossy();
+            store.load_from(nsfleet_image::Engine::parse(engine)?, &reference, &mut say)?
+        }
+        None => store.load(&a.file, a.name.as_deref(), &mut say)?,
+    };
     if a.json {
         println!("{}", serde_json::json!({ "loaded": loaded }));
         return Ok(());

@@ -35,6 +35,7 @@
 
 pub mod build;
 mod digest;
+mod engine;
 mod formats;
 mod hold;
 mod records;
@@ -44,6 +45,7 @@ mod store;
 mod unpack;
 mod work;
 
+pub use engine::Engine;
 pub use hold::Hold;
 pub use reference::{host_arch, normalize};
 pub use store::{Store, DEFAULT_ROOT};

@@ -68,7 +68,7 @@ impl Store {
         &self.root
     }
 
-    fn tmp(&self) -> PathBuf {
+    pub(crate) fn tmp(&self) -> PathBuf {
         self.root.join("tmp")
     }
 

@@ -31,10 +31,16 @@ pub enum ImageCommand {
     ///
     ///   nsfleet image load alpine.tar
     ///   nsfleet image load ./oci-layout --name ghcr.io/me/app
+    ///   nsfleet image load --from podman alpine:3.20  # what this machine's podman holds
     #[command(verbatim_doc_comment)]
     Load {
-        /// The archive (a tar) or the OCI layout folder.
+        /// The archive (a tar) or the OCI layout folder; with --from, the image's name in
+        /// that engine.
         file: PathBuf,
+        /// Take the image from this machine's docker or podman, which already holds it
+        /// (its own `save`, no registry): `nsfleet image load --from podman alpine:3.20`.
+        #[arg(long, value_name = "ENGINE", value_parser = ["docker", "podman"])]
+        from: Option<String>,
         /// The name of an image the archive does not name (an OCI layout's tag is kept
         /// when this names none): `alpine`, `ghcr.io/me/app:1.0`.
         #[arg(long)]
@@ -103,11 +109,13 @@ impl ImageCommand {
         match self {
             ImageCommand::Load {
                 file,
+                from,
                 name,
                 json,
                 store,
             } => cmd::load(cmd::LoadArgs {
                 file,
+                from,
                 name,
                 json,
                 store: store.dir,
