@@ -11,6 +11,7 @@ mod cable;
 mod churn;
 mod create;
 mod daemons;
+mod images;
 pub mod kernels;
 mod mininet;
 mod raw;
@@ -25,6 +26,7 @@ pub use cable::{cable, CableArgs};
 pub use churn::{churn, ChurnArgs};
 pub use create::{create, CreateArgs};
 pub use daemons::{daemons, DaemonsArgs, Suite};
+pub use images::{images, ImagesArgs};
 pub use mininet::{mininet, MininetArgs};
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
@@ -132,6 +134,10 @@ pub fn all(c: &Common, dir: &std::path::Path) -> anyhow::Result<()> {
         adds: defaults.apply_adds.clone(),
         common: with("apply"),
     })?;
+    images(ImagesArgs {
+        counts: defaults.image_counts.clone(),
+        common: with("images"),
+    })?;
     daemons(DaemonsArgs {
         suite: Suite::FrrClab,
         count: defaults.clab_count,
@@ -164,6 +170,7 @@ pub struct Defaults {
     pub apply_sizes: Vec<u64>,
     pub apply_adds: Vec<u64>,
     pub loop_packets: u64,
+    pub image_counts: Vec<u64>,
 }
 
 impl Default for Defaults {
@@ -191,6 +198,7 @@ impl Default for Defaults {
             apply_sizes: vec![1000, 10_000],
             apply_adds: vec![100, 1000],
             loop_packets: 50_000_000,
+            image_counts: vec![100, 1000],
         }
     }
 }
@@ -330,6 +338,8 @@ pub(crate) fn need_root(scenario: &str) -> anyhow::Result<()> {
 pub(crate) struct Cli {
     run_dir: std::path::PathBuf,
     exe: std::path::PathBuf,
+    /// The image store its commands use, when not the default.
+    images: Option<std::path::PathBuf>,
     /// A fleet is up that nobody has taken down yet (the guard's `Drop` does then).
     up: bool,
 }
@@ -353,6 +363,7 @@ impl Cli {
         Ok(Cli {
             run_dir,
             exe: std::env::current_exe()?,
+            images: None,
             up: false,
         })
     }
@@ -361,7 +372,21 @@ impl Cli {
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args).env("NSFLEET_RUN_DIR", &self.run_dir);
+        if let Some(store) = &self.images {
+            cmd.env("NSFLEET_IMAGES", store);
+        }
         cmd
+    }
+
+    /// Its commands use the image store at `store`.
+    pub(crate) fn with_image_store(mut self, store: &std::path::Path) -> Self {
+        self.images = Some(store.to_path_buf());
+        self
+    }
+
+    /// Fleet `name`'s folder in this bench's run directory.
+    pub(crate) fn fleet_dir(&self, name: &str) -> std::path::PathBuf {
+        nsfleet::rundir::RunDir::new(&self.run_dir).fleet_dir(name)
     }
 
     /// The control socket of fleet `name` run by this bench.
@@ -376,7 +401,7 @@ impl Cli {
         Ok(path.to_string_lossy().into_owned())
     }
 
-    fn run(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    pub(crate) fn run(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
         let out = self.command(args).output()?;
         if !out.status.success() {
             bail!(

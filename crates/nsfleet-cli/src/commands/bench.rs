@@ -109,6 +109,19 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Nodes that run one container image (built here from the host's static busybox and
+    /// 16 MiB of incompressible data, loaded into a store of the bench's own), up and
+    /// reclaimed, against the same nodes running the host's software, alternated in the
+    /// same run: up and down times and their ratio (target: image nodes within 1.5x),
+    /// memory per node, the image's layers on disk (once, whatever the count) and each
+    /// node's writable layer.
+    Images {
+        /// Node counts, measured in turn, e.g. 100,1000.
+        #[arg(long, value_delimiter = ',', value_parser = within::<1, 1_000_000>, default_values_t = d().image_counts)]
+        count: Vec<u64>,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// One `nsfleet stats` refresh of a star of N hosts: the CPU time of the supervisor and
     /// the client per refresh (the target: under 1 s at 10,000 nodes), against reading the
     /// same counters with a process per node (`nsfleet exec NODE -- ip -s -j link`) over K
@@ -331,6 +344,10 @@ impl Bench {
                 adds,
                 common: common.common(),
             }),
+            Bench::Images { count, common } => images(ImagesArgs {
+                counts: count,
+                common: common.common(),
+            }),
             Bench::Cable { count, common } => cable(CableArgs {
                 count,
                 common: common.common(),
@@ -407,6 +424,7 @@ impl Bench {
             Bench::Daemons { common, .. } => ("daemons", common),
             Bench::Clab { common, .. } => ("clab", common),
             Bench::Cable { common, .. } => ("cable", common),
+            Bench::Images { common, .. } => ("images", common),
             Bench::Stats { common, .. } => ("stats", common),
             Bench::Apply { common, .. } => ("apply", common),
             Bench::Setns { common, .. } => ("setns", common),

@@ -1,0 +1,271 @@
+//! `nsfleet bench images`: N nodes that run one container image, up and reclaimed,
+//! against the same N nodes running the host's software (one process each, as the image
+//! nodes have), in the same run, alternated: up and down times, their ratio, memory per
+//! node, and what the image costs on disk (its layers once, however many nodes run it,
+//! and each node's writable layer). The image is built here (no registry is reachable)
+//! from the host's static busybox and a layer of incompressible data, and loaded into a
+//! store of the bench's own. containerlab with Docker on the same nodes is the issue's
+//! peer where both are installed; without them it is said, and not measured.
+
+use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
+use anyhow::{bail, Context};
+use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::RunConfig;
+use nsfleet_results::{Better, Results};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub struct ImagesArgs {
+    /// Node counts, each measured in turn.
+    pub counts: Vec<u64>,
+    pub common: Common,
+}
+
+/// The image's name in the bench's store.
+const IMAGE: &str = "bench/busy:1";
+
+/// The incompressible layer's size: what "on disk once" is measured against.
+const DATA_BYTES: usize = 16 << 20;
+
+/// One size's samples over the repetitions.
+#[derive(Default)]
+struct Samples {
+    image_up_s: Vec<f64>,
+    plain_up_s: Vec<f64>,
+    image_down_s: Vec<f64>,
+    plain_down_s: Vec<f64>,
+    image_mem_per_node: Vec<f64>,
+    plain_mem_per_node: Vec<f64>,
+    layers_bytes: Vec<f64>,
+    writable_per_node: Vec<f64>,
+}
+
+pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
+    need_root("images")?;
+    let c = &a.common;
+    if !Path::new("/bin/busybox").is_file() {
+        bail!("bench images builds its image from the host's static busybox: apt-get install busybox-static");
+    }
+    let counts: Vec<u64> = a.counts.iter().map(|&n| c.size(n, 20)).collect();
+    let store = Scratch::new()?;
+    let load_s = load_image(&store.0)?;
+    let mut res = Results::new(
+        "images",
+        machine(),
+        serde_json::json!({"counts": counts, "runs": c.repetitions(), "workers": c.workers, "quick": c.quick, "data_layer_bytes": DATA_BYTES}),
+    );
+    res.metric("load_s", metric("s", Better::Lower, vec![load_s]));
+    for &count in &counts {
+        let s = measure(count, c, &store.0)?;
+        metrics(&mut res, count, &s);
+    }
+    if which("containerlab") && which("docker") {
+        note("containerlab and Docker are installed, but bench images does not drive them yet");
+    } else {
+        note("containerlab with Docker is not installed here: not measured as a peer");
+    }
+    emit(
+        &res,
+        c,
+        &format!("nodes of one image vs the same nodes without ({counts:?})"),
+    )
+}
+
+/// A folder of the bench's own for the image store, removed however the bench ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!("nsfleet-bench-{}-images", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("making {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds the bench's image as an OCI layout and loads it; the load's seconds.
+fn load_image(store: &Path) -> anyhow::Result<f64> {
+    let layout = store.join("layout");
+    write_oci_layout(&layout, "1", &image())?;
+    let cli = Cli::new()?.with_image_store(&store.join("store"));
+    let t = Instant::now();
+    cli.run(&[
+        "image",
+        "load",
+        &layout.display().to_string(),
+        "--name",
+        IMAGE,
+        "--json",
+    ])?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// busybox and its `sleep`, and a layer of data no node reads: its process sleeps.
+fn image() -> ImageSpec {
+    let busybox = std::fs::read("/bin/busybox").unwrap_or_default();
+    let mut tools = vec![
+        Entry::dir("bin"),
+        Entry::file("bin/busybox", 0o755, busybox),
+    ];
+    for t in ["sh", "sleep", "cat", "ls"] {
+        tools.push(Entry::symlink(&format!("bin/{t}"), "busybox"));
+    }
+    let data = vec![
+        Entry::dir("data"),
+        Entry::file("data/blob", 0o644, noise(DATA_BYTES)),
+    ];
+    let layer = |entries, compression| Layer {
+        entries,
+        compression,
+    };
+    ImageSpec {
+        layers: vec![
+            layer(tools, Compression::Gzip),
+            layer(data, Compression::Gzip),
+        ],
+        run: RunConfig {
+            cmd: vec!["sleep".into(), "1000000".into()],
+            env: vec!["PATH=/bin".into()],
+            ..RunConfig::default()
+        },
+        architecture: nsfleet_image::host_arch().to_string(),
+    }
+}
+
+/// `n` bytes no compressor shrinks (xorshift).
+fn noise(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Every repetition at `count` nodes: image nodes and plain ones, who goes first
+/// alternating.
+fn measure(count: u64, c: &Common, store: &Path) -> anyhow::Result<Samples> {
+    let mut s = Samples::default();
+    for r in 0..c.repetitions() {
+        note(&format!("run {}/{}: {count} nodes", r + 1, c.repetitions()));
+        for image in [r % 2 == 0, r % 2 == 1] {
+            one(count, image, c.workers, store, &mut s)?;
+        }
+    }
+    Ok(s)
+}
+
+/// One fleet up and down: its times, memory, and (with the image) what it has on disk.
+fn one(
+    count: u64,
+    image: bool,
+    workers: usize,
+    store: &Path,
+    s: &mut Samples,
+) -> anyhow::Result<()> {
+    let runs = match image {
+        true => format!("image = \"{IMAGE}\""),
+        false => "commands = [\"exec sleep 1000000\"]".to_string(),
+    };
+    let body = format!("[[node]]\nname = \"n{{i}}\"\ncount = {count}\n{runs}\n");
+    let before = nsfleet::sys::meminfo("MemAvailable:");
+    let t = Instant::now();
+    let mut up = Cli::new()?
+        .with_image_store(&store.join("store"))
+        .up_with(&body, workers)?;
+    let up_s = t.elapsed().as_secs_f64();
+    let mem = (before - nsfleet::sys::meminfo("MemAvailable:")) as f64 / count as f64;
+    if image {
+        s.layers_bytes.push(du(&store.join("store/layers")) as f64);
+        let roots = up.cli.fleet_dir("bench").join("roots");
+        s.writable_per_node.push(du(&roots) as f64 / count as f64);
+    }
+    let t = Instant::now();
+    up.cli.down()?;
+    let down_s = t.elapsed().as_secs_f64();
+    let (ups, downs, mems) = match image {
+        true => (
+            &mut s.image_up_s,
+            &mut s.image_down_s,
+            &mut s.image_mem_per_node,
+        ),
+        false => (
+            &mut s.plain_up_s,
+            &mut s.plain_down_s,
+            &mut s.plain_mem_per_node,
+        ),
+    };
+    ups.push(up_s);
+    downs.push(down_s);
+    mems.push(mem);
+    Ok(())
+}
+
+/// Bytes of the regular files below `dir` (each inode once).
+fn du(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() && seen.insert(m.ino()) {
+                total += m.size();
+            }
+        }
+    }
+    total
+}
+
+fn metrics(res: &mut Results, count: u64, s: &Samples) {
+    use Better::*;
+    let k = |what: &str| format!("n{count}_{what}");
+    res.metric(&k("image_up_s"), metric("s", Lower, s.image_up_s.clone()))
+        .metric(&k("plain_up_s"), metric("s", Neither, s.plain_up_s.clone()))
+        .metric(
+            &k("image_vs_plain_up"),
+            metric("x", Lower, ratios(&s.image_up_s, &s.plain_up_s)).with_target("<= 1.5"),
+        )
+        .metric(
+            &k("image_down_s"),
+            metric("s", Lower, s.image_down_s.clone()),
+        )
+        .metric(
+            &k("plain_down_s"),
+            metric("s", Neither, s.plain_down_s.clone()),
+        )
+        .metric(
+            &k("image_vs_plain_down"),
+            metric("x", Lower, ratios(&s.image_down_s, &s.plain_down_s)),
+        )
+        .metric(
+            &k("image_mem_per_node_bytes"),
+            metric("bytes", Lower, s.image_mem_per_node.clone()),
+        )
+        .metric(
+            &k("plain_mem_per_node_bytes"),
+            metric("bytes", Neither, s.plain_mem_per_node.clone()),
+        )
+        .metric(
+            &k("image_layers_on_disk_bytes"),
+            metric("bytes", Lower, s.layers_bytes.clone())
+                .with_target("the image's layers once, whatever the count"),
+        )
+        .metric(
+            &k("writable_layer_per_node_bytes"),
+            metric("bytes", Lower, s.writable_per_node.clone()),
+        );
+}
