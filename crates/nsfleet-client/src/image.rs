@@ -108,7 +108,11 @@ impl PullView {
                 ..
             } => {
                 let size = human_bytes(bytes as i64);
-                self.line(&format!("{image}: {platform}, {layers} layers, {size}"));
+                let layers = match layers {
+                    1 => "1 layer".to_string(),
+                    n => format!("{n} layers"),
+                };
+                self.line(&format!("{image}: {platform}, {layers}, {size}"));
             }
             PullProgress::LayerPresent { digest, .. } => {
                 self.line(&format!("{}: already in the store", short(&digest)));
@@ -141,7 +145,7 @@ impl PullView {
         let bar = multi.add(ProgressBar::new(size));
         bar.set_style(
             ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+                "{prefix} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} {eta}",
             )
             .expect("valid template")
             .progress_chars("=> "),

@@ -150,9 +150,12 @@ impl Store {
         let names = vec![vec![remote.label.clone()]];
         let source = Source::Dir(work.path().to_path_buf());
         let mut lines = |line: &str| {
-            progress(PullProgress::Store {
-                line: line.to_string(),
-            })
+            // The layers the store had were reported as `LayerPresent` already.
+            if !line.ends_with(": already in the store") {
+                progress(PullProgress::Store {
+                    line: line.to_string(),
+                })
+            }
         };
         let mut records = self.ingest(&source, &[found], names, &work, &mut lines)?;
         Ok(records.remove(0))
