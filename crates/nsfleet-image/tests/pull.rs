@@ -2,7 +2,8 @@
 //! registry v2), started by each test on 127.0.0.1 at a free port with its storage in the
 //! test's folder, and fed by skopeo with OCI layouts the tests build
 //! (`build::write_oci_layout`). Nothing of the registry is mocked: a corrupted blob is a
-//! blob file overwritten in the registry's own storage.
+//! blob file overwritten in the registry's own storage. A pull killed mid-download is this
+//! test binary run again as the puller (`killed_pull_child`), SIGKILLed.
 //!
 //! Every test works in its own /tmp/nsfleet-test-pull-* folder; guards kill and reap the
 //! registries and remove the folders even when a test fails. Skipped, with a note, where
@@ -586,4 +587,104 @@ fn a_registry_with_basic_auth_takes_docker_config_credentials() {
 fn base64_of(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A process, killed (SIGKILL) and reaped whatever happens.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The files under `dir` whose names end with `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            found.extend(files_ending(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The child's half of `a_killed_pull_leaves_only_tmp_entries`: a pull, run only when
+/// that test runs this binary again with NSFLEET_TEST_PULL_CHILD="STORE REFERENCE".
+#[test]
+fn killed_pull_child() {
+    let Ok(args) = std::env::var("NSFLEET_TEST_PULL_CHILD") else {
+        return;
+    };
+    let (root, reference) = args.split_once(' ').unwrap();
+    let opts = PullOptions {
+        docker_config: Some(PathBuf::from(root).join("no-docker-config.json")),
+        ..PullOptions::default()
+    };
+    let store = Store::open(Path::new(root)).unwrap();
+    store.pull(reference, &opts, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn a_killed_pull_leaves_only_tmp_entries() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("killed");
+    let registry = Registry::start(&s.0, "registry", None);
+    // Big enough to be caught in the middle of its download.
+    let big = layer(
+        vec![Entry::file("big", 0o644, vec![0x5a; 32 << 20])],
+        Compression::None,
+    );
+    let app = layout(&s.0, "app", &spec(vec![big], host_arch()));
+    let reference = registry.push(&app, "app", None, false);
+    let store = s.store("store");
+
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["killed_pull_child", "--exact", "--test-threads=1"])
+        .env(
+            "NSFLEET_TEST_PULL_CHILD",
+            format!("{} {reference}", store.root().display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Killed(child);
+    let tmp = store.root().join("tmp");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while files_ending(&tmp, ".part").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the pull never started its download"
+        );
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the pull ended before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+
+    assert!(store.list().unwrap().is_empty(), "no image recorded");
+    let layers = fs::read_dir(store.root().join("layers")).unwrap().count();
+    assert_eq!(layers, 0, "no layer moved into place");
+    assert!(
+        fs::read_dir(&tmp).unwrap().count() > 0,
+        "its tmp entries stay"
+    );
+
+    // The next writer sweeps them, and the pull succeeds.
+    let (record, _) = pull(&store, &reference, &s.opts());
+    assert_eq!(record.unwrap().names, [reference]);
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "swept");
 }
