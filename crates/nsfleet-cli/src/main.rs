@@ -20,7 +20,8 @@ const AFTER: &str = "Examples:
   nsfleet exec default h1 -- ip addr # a command inside node h1
   nsfleet down default               # tear down, wait for the kernel to reclaim
   nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop
-  nsfleet image load alpine.tar      # a `docker save` archive into nsfleet's image store
+  nsfleet image pull alpine:3.20     # an image from its registry into nsfleet's image store
+  nsfleet image load alpine.tar      # a `docker save` archive into the same store
 
 Errors name the topology file's place as FILE:LINE:COLUMN. With --json, any command's
 errors go to stderr as JSON, one {\"error\": {\"message\", \"file\", \"line\", \"column\"}} object

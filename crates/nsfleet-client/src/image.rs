@@ -1,10 +1,14 @@
-//! `nsfleet image`: the image store on the client side (`load`, `ls`, `rm`, `prune`),
-//! printed for people or, with `--json`, for machines. The store itself, its checks and
-//! its unpacking are `nsfleet-image`'s; nothing here touches a node.
+//! `nsfleet image`: the image store on the client side (`pull`, `load`, `ls`, `rm`,
+//! `prune`), printed for people or, with `--json`, for machines, with progress bars for a
+//! pull on a terminal. The store itself, the registry protocol, the checks and the
+//! unpacking are `nsfleet-image`'s; nothing here touches a node.
 
 use super::human_bytes;
 use anyhow::bail;
-use nsfleet_image::{ImageRecord, Store};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nsfleet_image::{ImageRecord, PullOptions, PullProgress, Store};
+use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// The store when neither `--store` nor `$NSFLEET_IMAGES` names one.
@@ -35,19 +39,167 @@ pub fn load(a: LoadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     for r in &loaded {
-        let names = if r.names.is_empty() {
-            "no name".to_string()
-        } else {
-            r.names.join(", ")
-        };
-        let layers = match r.layers.len() {
-            1 => "1 layer".to_string(),
-            n => format!("{n} layers"),
-        };
-        let size = human_bytes(r.size as i64);
-        println!("Loaded {names} ({}, {layers}, {size})", r.id.short());
+        print_stored("Loaded", r);
     }
     Ok(())
+}
+
+pub struct PullArgs {
+    pub references: Vec<String>,
+    pub json: bool,
+    pub store: PathBuf,
+    /// Registries reached over plain HTTP besides the loopback ones.
+    pub insecure_registries: Vec<String>,
+}
+
+/// Pulls each reference in turn; one that fails does not stop the others, and the command
+/// fails after them naming every failure. Progress goes to stderr (bars on a terminal,
+/// lines otherwise), the result to stdout.
+pub fn pull(a: PullArgs) -> anyhow::Result<()> {
+    let store = Store::open(&a.store)?;
+    let opts = PullOptions {
+        insecure_registries: a.insecure_registries.clone(),
+        ..PullOptions::default()
+    };
+    let bars = std::io::stderr().is_terminal() && !a.json;
+    let mut pulled = Vec::new();
+    let mut failed = Vec::new();
+    for r in &a.references {
+        let mut view = PullView::new(bars);
+        let result = store.pull(r, &opts, &mut |p| view.show(p));
+        view.finish();
+        match result {
+            Ok(record) => {
+                if !a.json {
+                    print_stored("Pulled", &record);
+                }
+                pulled.push(record);
+            }
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::json!({ "pulled": pulled }));
+    }
+    match failed.as_slice() {
+        [] => Ok(()),
+        [one] => bail!("{one}"),
+        several => bail!(
+            "{} images not pulled:\n  {}",
+            several.len(),
+            several.join("\n  ")
+        ),
+    }
+}
+
+/// A pull's progress on stderr: a bar per layer being fetched on a terminal, else a line
+/// per step (the bytes of a layer are not told line by line).
+struct PullView {
+    bars: Option<MultiProgress>,
+    layers: HashMap<String, ProgressBar>,
+}
+
+impl PullView {
+    fn new(bars: bool) -> PullView {
+        PullView {
+            bars: bars.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+            layers: HashMap::new(),
+        }
+    }
+
+    fn show(&mut self, p: PullProgress) {
+        match p {
+            PullProgress::Resolved {
+                image,
+                platform,
+                layers,
+                bytes,
+                ..
+            } => {
+                let size = human_bytes(bytes as i64);
+                let layers = match layers {
+                    1 => "1 layer".to_string(),
+                    n => format!("{n} layers"),
+                };
+                self.line(&format!("{image}: {platform}, {layers}, {size}"));
+            }
+            PullProgress::LayerPresent { digest, .. } => {
+                self.line(&format!("{}: already in the store", short(&digest)));
+            }
+            PullProgress::LayerStarted { digest, size } => self.started(digest, size),
+            PullProgress::LayerBytes { digest, done, .. } => {
+                if let Some(bar) = self.layers.get(&digest) {
+                    bar.set_position(done);
+                }
+            }
+            PullProgress::LayerFetched { digest, size } => {
+                if let Some(bar) = self.layers.remove(&digest) {
+                    bar.finish_and_clear();
+                }
+                let size = human_bytes(size as i64);
+                self.line(&format!("{}: fetched {size}", short(&digest)));
+            }
+            PullProgress::Store { line } => self.line(&line),
+            // A kind of progress this client does not know yet: nothing to draw.
+            _ => {}
+        }
+    }
+
+    fn started(&mut self, digest: String, size: u64) {
+        let Some(multi) = &self.bars else {
+            let size = human_bytes(size as i64);
+            self.line(&format!("{}: fetching {size}", short(&digest)));
+            return;
+        };
+        let bar = multi.add(ProgressBar::new(size));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(short(&digest).to_string());
+        self.layers.insert(digest, bar);
+    }
+
+    /// A line above the bars, or on its own.
+    fn line(&self, text: &str) {
+        match &self.bars {
+            Some(multi) => {
+                let _ = multi.println(text);
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn finish(&mut self) {
+        // A failed pull leaves bars of layers it did not finish.
+        for (_, bar) in self.layers.drain() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The first 12 hex digits of a digest, as Docker shows a layer.
+fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
+}
+
+/// `Pulled docker.io/library/alpine:3.20 (3f57d9401f8d, 1 layer, 8.1 MB)` on stdout.
+fn print_stored(verb: &str, r: &ImageRecord) {
+    let names = if r.names.is_empty() {
+        "no name".to_string()
+    } else {
+        r.names.join(", ")
+    };
+    let layers = match r.layers.len() {
+        1 => "1 layer".to_string(),
+        n => format!("{n} layers"),
+    };
+    let size = human_bytes(r.size as i64);
+    println!("{verb} {names} ({}, {layers}, {size})", r.id.short());
 }
 
 pub fn ls(store: PathBuf, json: bool) -> anyhow::Result<()> {

@@ -157,25 +157,43 @@ fn manifest_for_host(source: &Source, d: &Descriptor) -> anyhow::Result<ImageMan
     let bytes = checked_json(source, d)?;
     let index = ImageIndex::from_reader(&bytes[..])
         .with_context(|| format!("{} is not an image index", d.digest()))?;
+    manifest(
+        source,
+        entry_for_host(&index, &format!("the index {}", d.digest()))?,
+    )
+}
+
+/// The entry of a multi-platform index for linux and this machine's architecture, or an
+/// error saying what `index` (named `what`) offers instead.
+pub(crate) fn entry_for_host<'a>(
+    index: &'a ImageIndex,
+    what: &str,
+) -> anyhow::Result<&'a Descriptor> {
     let host = host_arch();
     let mut offered = Vec::new();
     for m in index.manifests() {
         let Some(p) = m.platform() else { continue };
         let (arch, os) = (p.architecture().to_string(), p.os().to_string());
         if arch == host && os == "linux" {
-            return manifest(source, m);
+            return Ok(m);
         }
-        offered.push(format!("{os}/{arch}"));
+        // Attestations (Docker's build provenance) are entries for `unknown/unknown`.
+        if os != "unknown" {
+            offered.push(format!("{os}/{arch}"));
+        }
     }
     bail!(
-        "the index {} has no image for linux/{host}; it has {}",
-        d.digest(),
+        "{what} has no image for linux/{host}; it has {}",
         if offered.is_empty() {
             "none with a platform".to_string()
         } else {
             offered.join(", ")
         }
     )
+}
+
+pub(crate) fn is_index_type(media_type: &str) -> bool {
+    is_index(&MediaType::from(media_type))
 }
 
 #[cfg(test)]

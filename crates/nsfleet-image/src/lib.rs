@@ -1,12 +1,14 @@
 //! nsfleet-image: nsfleet's content-addressed image store. It lets fleet nodes run OCI and
 //! Docker container images without a container engine: `docker save` / `podman save`
-//! archives and OCI image layouts (folders or tars) are loaded, every blob checked against
-//! its digest, each layer unpacked once into the form overlayfs takes as a lower layer,
-//! and an image found by name or id hands a node its layer folders and process fields.
+//! archives and OCI image layouts (folders or tars) are loaded, and images are pulled from
+//! registries (the OCI distribution API), every blob checked against its digest, each
+//! layer unpacked once into the form overlayfs takes as a lower layer, and an image found
+//! by name or id hands a node its layer folders and process fields.
 //!
-//! It never touches a namespace, a mount or a network, never talks to a Docker daemon or a
-//! registry, and writes only under its root. It has no `unsafe`: the syscalls std lacks
-//! (flock, mknod, extended attributes) are `nsfleet-sys` wrappers.
+//! It never touches a namespace or a mount, never talks to a Docker daemon, reaches the
+//! network only to pull from a registry (`pull`), and writes only under its root. It has
+//! no `unsafe`: the syscalls std lacks (flock, mknod, extended attributes) are
+//! `nsfleet-sys` wrappers.
 //!
 //! # The store on disk
 //!
@@ -22,7 +24,7 @@
 //! ```
 //!
 //! Every write goes to `ROOT/tmp` first and is renamed into place only once its digests
-//! are checked, so an interrupted load (Ctrl-C, SIGKILL) leaves only tmp entries, and those
+//! are checked, so an interrupted load or pull (Ctrl-C, SIGKILL) leaves only tmp entries, and those
 //! are never trusted. A writer keeps a flock on its `<work>.lock`; the next writer that can
 //! take that lock knows the writer is gone and sweeps its entry. Removal goes the other way:
 //! a layer is renamed into tmp before it is deleted, so a half-deleted layer is never in
@@ -34,10 +36,12 @@
 //! its images, and a forked child that inherits the descriptor keeps them.
 
 pub mod build;
+mod credentials;
 mod digest;
 mod engine;
 mod formats;
 mod hold;
+mod pull;
 mod records;
 mod reference;
 mod source;
@@ -47,6 +51,7 @@ mod work;
 
 pub use engine::Engine;
 pub use hold::Hold;
+pub use pull::{PullOptions, PullProgress};
 pub use reference::{host_arch, normalize};
 pub use store::{Store, DEFAULT_ROOT};
 

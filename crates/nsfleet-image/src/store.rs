@@ -76,7 +76,7 @@ impl Store {
         self.root.join("holds")
     }
 
-    fn layer_dir(&self, hex: &str) -> PathBuf {
+    pub(crate) fn layer_dir(&self, hex: &str) -> PathBuf {
         self.root.join("layers").join(hex)
     }
 
@@ -100,10 +100,25 @@ impl Store {
         let mut names = archive_names(&found)?;
         name_the_unnamed(&found, &mut names, name, progress)?;
         let work = Work::new(&self.tmp())?;
+        self.ingest(&source, &found, names, &work, progress)
+    }
+
+    /// Puts images into the store from their blobs in `source` (an archive for `load`, the
+    /// folder a pull fetched them into for `pull`): every config and layer checked, the
+    /// layers the store lacks unpacked into `work`, then all committed under the write
+    /// lock. All or nothing. Layers already in the store need no blob in `source`.
+    pub(crate) fn ingest(
+        &self,
+        source: &Source,
+        found: &[Found],
+        names: Vec<Vec<String>>,
+        work: &Work,
+        progress: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<Vec<ImageRecord>> {
         let mut unpacked = HashMap::new();
         let mut prepared = Vec::new();
         for (f, names) in found.iter().zip(names) {
-            let p = self.prepare(&source, f, names, &work, &mut unpacked, progress)?;
+            let p = self.prepare(source, f, names, work, &mut unpacked, progress)?;
             prepared.push(p);
         }
         let _lock = write_lock(&self.root)?;
@@ -111,11 +126,11 @@ impl Store {
         let mut table = records::read_names(&self.root)?;
         let mut loaded = Vec::new();
         for p in &prepared {
-            self.commit(&source, p, &work, &mut unpacked, &mut table)?;
-            progress(&format!("loaded {} ({})", p.label, p.image.id.short()));
+            self.commit(source, p, work, &mut unpacked, &mut table)?;
+            progress(&format!("stored {} ({})", p.label, p.image.id.short()));
             loaded.push(p.image.id.clone());
         }
-        records::write_names(&self.root, &work, &table)?;
+        records::write_names(&self.root, work, &table)?;
         let records = loaded.iter().map(|id| self.record(id, &table));
         records.collect()
     }
@@ -263,6 +278,14 @@ impl Store {
                 continue;
             }
             if !unpacked.contains_key(hex) {
+                if !source.has(&blob.path) {
+                    // A pull fetches only the layers the store has not: this one was
+                    // removed (`rm`, `prune`) while the image was being added.
+                    bail!(
+                        "image {}: its layer {diff_id} was removed from the store meanwhile: add the image again",
+                        p.label
+                    );
+                }
                 let step = format!("{}: layer {}", p.label, &hex[..12]);
                 let done =
                     self.unpack_layer(source, blob, diff_id, work, &p.label, &step, &mut |_| {})?;

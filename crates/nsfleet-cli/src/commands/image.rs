@@ -1,5 +1,5 @@
-//! `nsfleet image`: the image store's subcommands (`load`, `ls`, `rm`, `prune`), their
-//! arguments and help, handed to `nsfleet_client::image`.
+//! `nsfleet image`: the image store's subcommands (`pull`, `load`, `ls`, `rm`, `prune`),
+//! their arguments and help, handed to `nsfleet_client::image`.
 
 use clap::{Args, Subcommand};
 use nsfleet_client::image as cmd;
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 /// nsfleet's own content-addressed store, each layer checked against its digest and
 /// unpacked once, shared by every image that has it.
 ///
+///   nsfleet image pull alpine:3.20                # from its registry (Docker Hub here)
 ///   docker save alpine:3.20 -o alpine.tar && nsfleet image load alpine.tar
 ///   skopeo copy docker://alpine:3.20 oci:alpine-oci:3.20
 ///   nsfleet image load alpine-oci --name alpine   # an OCI layout names only the tag
@@ -20,6 +21,39 @@ use std::path::PathBuf;
 #[derive(Subcommand)]
 #[command(verbatim_doc_comment)]
 pub enum ImageCommand {
+    /// Pull images from their registries
+    ///
+    /// Each reference is read as Docker reads it (`alpine` is
+    /// docker.io/library/alpine:latest). From a multi-platform image, the one for linux and
+    /// this machine's architecture is taken. Only the layers the store lacks are fetched,
+    /// three at a time, each checked against its digest before it is unpacked; an image
+    /// whose layers are all here already only has its name checked again.
+    ///
+    /// Registries are reached over HTTPS, except loopback ones (127.0.0.0/8, ::1,
+    /// localhost), which are plain HTTP as Docker allows, and those named with
+    /// --insecure-registry. Credentials are those `docker login` saves:
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json (`auths`); without an entry
+    /// for the registry, the pull is anonymous. Progress goes to stderr: bars on a
+    /// terminal, lines otherwise.
+    ///
+    ///   nsfleet image pull alpine:3.20 ghcr.io/me/app:1.0
+    ///   nsfleet image pull localhost:5000/lab/router:dev       # a local registry, plain HTTP
+    ///   nsfleet image pull --insecure-registry 192.0.2.7:5000 192.0.2.7:5000/lab/app:1
+    ///   nsfleet image pull frrouting/frr:v8.4.0 --json | jq -r '.pulled[0].id'
+    #[command(verbatim_doc_comment)]
+    Pull {
+        /// Image references: NAME[:TAG] or NAME@sha256:DIGEST.
+        #[arg(required = true)]
+        references: Vec<String>,
+        /// A registry (HOST or HOST:PORT) to reach over plain HTTP; may be repeated.
+        #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+        insecure_registry: Vec<String>,
+        /// JSON on stdout, for machines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
     /// Load the images of a `docker save` archive or an OCI image layout
     ///
     /// The file is a `docker save` / `podman save` archive, an OCI image layout folder, or
@@ -107,6 +141,17 @@ pub struct StoreArg {
 impl ImageCommand {
     pub fn run(self) -> anyhow::Result<()> {
         match self {
+            ImageCommand::Pull {
+                references,
+                insecure_registry,
+                json,
+                store,
+            } => cmd::pull(cmd::PullArgs {
+                references,
+                json,
+                store: store.dir,
+                insecure_registries: insecure_registry,
+            }),
             ImageCommand::Load {
                 file,
                 from,

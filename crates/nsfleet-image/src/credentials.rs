@@ -1,0 +1,178 @@
+//! Registry credentials as `docker login` saves them: the `auths` of Docker's config file
+//! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), each entry's `auth` the
+//! base64 of `user:password`. Docker Hub's entry is under `https://index.docker.io/v1/`.
+//!
+//! It only reads that one file: it never runs a credential helper (`credsStore`,
+//! `credHelpers`) and never writes. Credentials it finds but cannot use (a helper's, an
+//! `identitytoken` alone) are said in `unused`, so that a refused pull can tell why.
+
+use anyhow::Context;
+use base64::Engine;
+use oci_client::secrets::RegistryAuth;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// How a pull logs in to one registry.
+pub(crate) struct Login {
+    pub auth: RegistryAuth,
+    /// Where the credentials came from (`/root/.docker/config.json, entry "ghcr.io"`);
+    /// None when the pull is anonymous.
+    pub from: Option<String>,
+    /// Why credentials the file has for this registry are not used, if it has some.
+    pub unused: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+}
+
+/// Docker's config file: `$DOCKER_CONFIG/config.json`, else `$HOME/.docker/config.json`.
+pub(crate) fn default_config_path() -> Option<PathBuf> {
+    let dir = match std::env::var_os("DOCKER_CONFIG") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME")?).join(".docker"),
+    };
+    Some(dir.join("config.json"))
+}
+
+/// The login for `registry` (`127.0.0.1:5000`, `docker.io`) from the config file at
+/// `path`: anonymous when the file or its entry is missing; an error when the file cannot
+/// be read or is not Docker's JSON.
+pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<Login> {
+    let anonymous = Login {
+        auth: RegistryAuth::Anonymous,
+        from: None,
+        unused: None,
+    };
+    let Some(path) = path else {
+        return Ok(anonymous);
+    };
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(anonymous),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let config: DockerConfig = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a Docker config file", path.display()))?;
+    let Some((key, entry)) = config
+        .auths
+        .iter()
+        .find(|(k, _)| same_registry(k, registry))
+    else {
+        return Ok(Login {
+            unused: helper_of(&config, registry),
+            ..anonymous
+        });
+    };
+    let from = format!("{}, entry {key:?}", path.display());
+    match user_password(entry) {
+        Some((user, password)) => Ok(Login {
+            auth: RegistryAuth::Basic(user, password),
+            from: Some(from),
+            unused: None,
+        }),
+        None => Ok(Login {
+            unused: Some(unusable(entry, &from)),
+            ..anonymous
+        }),
+    }
+}
+
+/// A config entry's user and password: its `auth` (base64 of `user:password`), or
+/// `username` and `password` as some tools write them.
+fn user_password(entry: &AuthEntry) -> Option<(String, String)> {
+    if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let (user, password) = text.split_once(':')?;
+        return Some((user.to_string(), password.to_string()));
+    }
+    Some((entry.username.clone()?, entry.password.clone()?))
+}
+
+/// Why an entry without a usable user and password is not used.
+fn unusable(entry: &AuthEntry, from: &str) -> String {
+    if entry.identitytoken.is_some() {
+        format!("{from} has only an identitytoken (an OAuth refresh token), which nsfleet does not use: log in with a user and password or an access token")
+    } else {
+        format!("{from} has no user and password nsfleet can read (its auth is not base64 of user:password)")
+    }
+}
+
+/// A credential helper the config names for this registry, said as unused.
+fn helper_of(config: &DockerConfig, registry: &str) -> Option<String> {
+    let helper = config
+        .cred_helpers
+        .iter()
+        .find(|(k, _)| same_registry(k, registry))
+        .map(|(_, h)| h)
+        .or(config.creds_store.as_ref())?;
+    Some(format!("the credentials are kept by the helper docker-credential-{helper}, which nsfleet does not run"))
+}
+
+/// Whether a config key names `registry`. Keys are written as Docker writes them: a host
+/// with a port, sometimes with a scheme and a path (`https://index.docker.io/v1/`).
+fn same_registry(key: &str, registry: &str) -> bool {
+    let host = |s: &str| {
+        let s = s
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
+        let s = s.split('/').next().unwrap_or(s);
+        match s {
+            "docker.io" | "index.docker.io" | "registry-1.docker.io" => "docker.io".to_string(),
+            other => other.to_ascii_lowercase(),
+        }
+    };
+    host(key) == host(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_hub_is_its_v1_key() {
+        assert!(same_registry("https://index.docker.io/v1/", "docker.io"));
+        assert!(same_registry("127.0.0.1:5000", "127.0.0.1:5000"));
+        assert!(same_registry("http://127.0.0.1:5000", "127.0.0.1:5000"));
+        assert!(!same_registry("127.0.0.1:5000", "127.0.0.1:5001"));
+        assert!(!same_registry("ghcr.io", "docker.io"));
+    }
+
+    #[test]
+    fn auth_is_base64_of_user_and_password() {
+        let entry = AuthEntry {
+            auth: Some("dXNlcjpwYTpzcw==".into()), // user:pa:ss
+            ..AuthEntry::default()
+        };
+        assert_eq!(user_password(&entry), Some(("user".into(), "pa:ss".into())));
+        let token_only = AuthEntry {
+            identitytoken: Some("t".into()),
+            ..AuthEntry::default()
+        };
+        assert_eq!(user_password(&token_only), None);
+        assert!(unusable(&token_only, "f").contains("identitytoken"));
+    }
+}

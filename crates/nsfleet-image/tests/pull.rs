@@ -1,0 +1,690 @@
+//! `Store::pull` against a real registry: Debian's docker-registry (the distribution
+//! registry v2), started by each test on 127.0.0.1 at a free port with its storage in the
+//! test's folder, and fed by skopeo with OCI layouts the tests build
+//! (`build::write_oci_layout`). Nothing of the registry is mocked: a corrupted blob is a
+//! blob file overwritten in the registry's own storage. A pull killed mid-download is this
+//! test binary run again as the puller (`killed_pull_child`), SIGKILLed.
+//!
+//! Every test works in its own /tmp/nsfleet-test-pull-* folder; guards kill and reap the
+//! registries and remove the folders even when a test fails. Skipped, with a note, where
+//! docker-registry or skopeo is not installed.
+
+use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::{host_arch, ImageRecord, PullOptions, PullProgress, RunConfig, Store};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+// ---- what the tests need installed ----
+
+fn installed(program: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(program).is_file())
+}
+
+/// True when the tools are here; else says why the test is skipped.
+fn tools() -> bool {
+    let missing: Vec<&str> = ["docker-registry", "skopeo"]
+        .into_iter()
+        .filter(|p| !installed(p))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "skipped: {} not installed (apt-get install docker-registry skopeo)",
+            missing.join(" and ")
+        );
+    }
+    missing.is_empty()
+}
+
+// ---- a folder removed whatever happens ----
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = PathBuf::from(format!(
+            "/tmp/nsfleet-test-pull-{test}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn store(&self, name: &str) -> Store {
+        Store::open(&self.0.join(name)).unwrap()
+    }
+
+    /// Options that read no one's real Docker config.
+    fn opts(&self) -> PullOptions {
+        PullOptions {
+            docker_config: Some(self.0.join("no-docker-config.json")),
+            ..PullOptions::default()
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---- a registry, killed and reaped whatever happens ----
+
+struct Registry {
+    child: Child,
+    port: u16,
+    storage: PathBuf,
+    log: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Registry {
+    /// A registry storing under `dir/<name>`; with `htpasswd` (a file's text), one that
+    /// asks for HTTP basic auth.
+    fn start(dir: &Path, name: &str, htpasswd: Option<&str>) -> Registry {
+        let home = dir.join(name);
+        let storage = home.join("storage");
+        fs::create_dir_all(&storage).unwrap();
+        let port = free_port();
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            storage.display()
+        );
+        if let Some(text) = htpasswd {
+            let file = home.join("htpasswd");
+            fs::write(&file, text).unwrap();
+            config += &format!(
+                "auth:\n  htpasswd:\n    realm: nsfleet-test\n    path: {}\n",
+                file.display()
+            );
+        }
+        let config_file = home.join("config.yml");
+        fs::write(&config_file, config).unwrap();
+        let log = home.join("log");
+        let out = fs::File::create(&log).unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config_file)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("docker-registry starts");
+        let mut registry = Registry {
+            child,
+            port,
+            storage,
+            log,
+        };
+        registry.wait_ready();
+        registry
+    }
+
+    /// Waits until `GET /v2/` answers (200, or 401 with auth).
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("docker-registry exited ({status}): {}", self.log_text());
+            }
+            if self.answers() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("docker-registry did not answer: {}", self.log_text());
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let ask = format!("GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n", self.port);
+        let mut head = [0u8; 12];
+        s.write_all(ask.as_bytes()).is_ok()
+            && s.read_exact(&mut head).is_ok()
+            && head.starts_with(b"HTTP/1.")
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `skopeo copy`s the layout's image tagged `1` to `test/<name>:1` here: the reference
+    /// to pull it by.
+    fn push(&self, layout: &Path, name: &str, creds: Option<&str>, all: bool) -> String {
+        let reference = format!("{}/test/{name}:1", self.addr());
+        let mut cmd = Command::new("skopeo");
+        cmd.args([
+            "--insecure-policy",
+            "copy",
+            "--quiet",
+            "--dest-tls-verify=false",
+        ]);
+        if let Some(c) = creds {
+            cmd.args(["--dest-creds", c]);
+        }
+        if all {
+            cmd.arg("--all");
+        }
+        let out = cmd
+            .arg(format!("oci:{}:1", layout.display()))
+            .arg(format!("docker://{reference}"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("skopeo runs");
+        assert!(
+            out.status.success(),
+            "skopeo copy to {reference}: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log_text()
+        );
+        reference
+    }
+
+    /// The file of a blob in the registry's storage.
+    fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- images ----
+
+fn layer(entries: Vec<Entry>, compression: Compression) -> Layer {
+    Layer {
+        entries,
+        compression,
+    }
+}
+
+fn spec(layers: Vec<Layer>, architecture: &str) -> ImageSpec {
+    ImageSpec {
+        layers,
+        run: RunConfig {
+            cmd: vec!["/bin/app".into()],
+            env: vec!["PATH=/bin".into()],
+            ..RunConfig::default()
+        },
+        architecture: architecture.to_string(),
+    }
+}
+
+fn base_layer() -> Layer {
+    layer(
+        vec![
+            Entry::dir("bin"),
+            Entry::file("bin/app", 0o755, b"#!/bin/sh\necho base\n".to_vec()),
+            Entry::symlink("bin/sh", "app"),
+        ],
+        Compression::Gzip,
+    )
+}
+
+fn top_layer(text: &str, compression: Compression) -> Layer {
+    layer(
+        vec![
+            Entry::dir("etc"),
+            Entry::file("etc/motd", 0o644, text.as_bytes().to_vec()),
+        ],
+        compression,
+    )
+}
+
+/// An OCI layout under `dir/<name>` of `image`, tagged `1`.
+fn layout(dir: &Path, name: &str, image: &ImageSpec) -> PathBuf {
+    let path = dir.join(name);
+    write_oci_layout(&path, "1", image).unwrap();
+    path
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+}
+
+fn blob(layout: &Path, digest: &str) -> PathBuf {
+    layout
+        .join("blobs/sha256")
+        .join(digest.strip_prefix("sha256:").unwrap())
+}
+
+/// The layer blob digests of a layout's one image, lowest first.
+fn layer_digests(layout: &Path) -> Vec<String> {
+    let index = read_json(&layout.join("index.json"));
+    let digest = index["manifests"][0]["digest"].as_str().unwrap();
+    let manifest = read_json(&blob(layout, digest));
+    let layers = manifest["layers"].as_array().unwrap();
+    layers
+        .iter()
+        .map(|l| l["digest"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Makes a layout's one image the only entry of a multi-platform index (for `arch`).
+fn wrap_in_index(layout: &Path, arch: &str) {
+    let index = read_json(&layout.join("index.json"));
+    let entry = &index["manifests"][0];
+    let inner = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": entry["mediaType"],
+            "digest": entry["digest"],
+            "size": entry["size"],
+            "platform": {"architecture": arch, "os": "linux"},
+        }],
+    });
+    let bytes = serde_json::to_vec(&inner).unwrap();
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    fs::write(blob(layout, &digest), &bytes).unwrap();
+    let outer = json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": digest,
+            "size": bytes.len(),
+            "annotations": {"org.opencontainers.image.ref.name": "1"},
+        }],
+    });
+    fs::write(
+        layout.join("index.json"),
+        serde_json::to_vec(&outer).unwrap(),
+    )
+    .unwrap();
+}
+
+// ---- pulling ----
+
+fn pull(
+    store: &Store,
+    reference: &str,
+    opts: &PullOptions,
+) -> (anyhow::Result<ImageRecord>, Vec<PullProgress>) {
+    let mut events = Vec::new();
+    let result = store.pull(reference, opts, &mut |p| events.push(p));
+    (result, events)
+}
+
+fn fetched(events: &[PullProgress]) -> Vec<String> {
+    let digests = events.iter().filter_map(|e| match e {
+        PullProgress::LayerStarted { digest, .. } => Some(digest.clone()),
+        _ => None,
+    });
+    digests.collect()
+}
+
+fn present(events: &[PullProgress]) -> Vec<String> {
+    let digests = events.iter().filter_map(|e| match e {
+        PullProgress::LayerPresent { digest, .. } => Some(digest.clone()),
+        _ => None,
+    });
+    digests.collect()
+}
+
+/// What a store holds: its files, relative, with their sizes (tmp's entries included).
+fn contents(root: &Path) -> Vec<(String, u64)> {
+    let mut all = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if rel == "lock" {
+                continue;
+            }
+            if meta.is_dir() {
+                stack.push(path);
+            }
+            all.push((rel, if meta.is_file() { meta.len() } else { 0 }));
+        }
+    }
+    all.sort();
+    all
+}
+
+fn err_text(result: anyhow::Result<ImageRecord>) -> String {
+    format!("{:#}", result.expect_err("the pull fails"))
+}
+
+#[test]
+fn a_pull_gives_what_load_gives_and_fetches_each_layer_once() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("same");
+    let registry = Registry::start(&s.0, "registry", None);
+    let image = spec(
+        vec![base_layer(), top_layer("one\n", Compression::Zstd)],
+        host_arch(),
+    );
+    let app = layout(&s.0, "app", &image);
+    let reference = registry.push(&app, "app", None, false);
+
+    let loaded = s
+        .store("loaded")
+        .load(&app, Some("app"), &mut |_| {})
+        .unwrap();
+    let store = s.store("pulled");
+    let (record, events) = pull(&store, &reference, &s.opts());
+    let record = record.unwrap();
+    assert_eq!(record.id, loaded[0].id, "the same image id as load's");
+    assert_eq!(record.layers, loaded[0].layers, "the same layers as load's");
+    assert_eq!(record.size, loaded[0].size);
+    assert_eq!(record.names, std::slice::from_ref(&reference));
+    assert_eq!(fetched(&events), layer_digests(&app));
+    assert!(matches!(
+        &events[0],
+        PullProgress::Resolved { layers: 2, .. }
+    ));
+    let found = store.find(&reference).unwrap().expect("found by its name");
+    assert_eq!(found.run.cmd, ["/bin/app"]);
+    assert_eq!(
+        fs::read(found.layers[1].join("etc/motd")).unwrap(),
+        b"one\n"
+    );
+
+    // Pulled again: nothing fetched, the names checked again.
+    let (again, events) = pull(&store, &reference, &s.opts());
+    assert_eq!(again.unwrap().id, record.id);
+    assert_eq!(fetched(&events), Vec::<String>::new());
+    assert_eq!(present(&events), layer_digests(&app));
+
+    // An image sharing the base layer: only its own layer is fetched.
+    let other = spec(
+        vec![base_layer(), top_layer("two\n", Compression::Gzip)],
+        host_arch(),
+    );
+    let other_layout = layout(&s.0, "other", &other);
+    let other_ref = registry.push(&other_layout, "other", None, false);
+    let (pulled, events) = pull(&store, &other_ref, &s.opts());
+    let pulled = pulled.unwrap();
+    let digests = layer_digests(&other_layout);
+    assert_eq!(present(&events), digests[..1]);
+    assert_eq!(fetched(&events), digests[1..]);
+    assert_eq!(pulled.layers[0], record.layers[0]);
+    assert_eq!(store.list().unwrap().len(), 2);
+    let tmp = fs::read_dir(store.root().join("tmp")).unwrap().count();
+    assert_eq!(tmp, 0, "a finished pull leaves nothing in tmp");
+}
+
+#[test]
+fn missing_tags_repositories_and_registries_are_named() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("missing");
+    let registry = Registry::start(&s.0, "registry", None);
+    let app = layout(&s.0, "app", &spec(vec![base_layer()], host_arch()));
+    registry.push(&app, "app", None, false);
+    let store = s.store("store");
+    let addr = registry.addr();
+
+    let e = err_text(pull(&store, &format!("{addr}/test/app:nope"), &s.opts()).0);
+    assert!(e.contains(&format!("image {addr}/test/app:nope")), "{e}");
+    assert!(e.contains("no tag nope in repository test/app"), "{e}");
+
+    let e = err_text(pull(&store, &format!("{addr}/test/nothere:1"), &s.opts()).0);
+    assert!(e.contains(&format!("image {addr}/test/nothere:1")), "{e}");
+    assert!(e.contains("no repository test/nothere"), "{e}");
+
+    let closed = free_port();
+    let e = err_text(pull(&store, &format!("127.0.0.1:{closed}/test/app:1"), &s.opts()).0);
+    assert!(e.contains(&format!("http://127.0.0.1:{closed}")), "{e}");
+    assert!(e.contains("connection refused"), "{e}");
+
+    let e = err_text(pull(&store, "Not A Reference", &s.opts()).0);
+    assert!(e.contains("not an image reference"), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn images_for_other_platforms_are_refused_naming_theirs() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("platform");
+    let registry = Registry::start(&s.0, "registry", None);
+    let other_arch = if host_arch() == "arm64" {
+        "s390x"
+    } else {
+        "arm64"
+    };
+    let image = spec(vec![base_layer()], other_arch);
+
+    let multi = layout(&s.0, "multi", &image);
+    wrap_in_index(&multi, other_arch);
+    let multi_ref = registry.push(&multi, "multi", None, true);
+    let store = s.store("store");
+    let e = err_text(pull(&store, &multi_ref, &s.opts()).0);
+    assert!(e.contains(&format!("image {multi_ref}")), "{e}");
+    assert!(
+        e.contains(&format!("no image for linux/{}", host_arch())),
+        "{e}"
+    );
+    assert!(e.contains(&format!("it has linux/{other_arch}")), "{e}");
+
+    let single = layout(&s.0, "single", &image);
+    let single_ref = registry.push(&single, "single", None, false);
+    let e = err_text(pull(&store, &single_ref, &s.opts()).0);
+    assert!(e.contains(&format!("is for {other_arch}")), "{e}");
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn a_corrupted_blob_is_refused_and_the_store_is_unchanged() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("corrupt");
+    let registry = Registry::start(&s.0, "registry", None);
+    let kept = layout(&s.0, "kept", &spec(vec![base_layer()], host_arch()));
+    let kept_ref = registry.push(&kept, "kept", None, false);
+    let image = spec(
+        vec![base_layer(), top_layer("damaged\n", Compression::Gzip)],
+        host_arch(),
+    );
+    let app = layout(&s.0, "app", &image);
+    let reference = registry.push(&app, "app", None, false);
+    let store = s.store("store");
+    pull(&store, &kept_ref, &s.opts()).0.unwrap();
+    let before = contents(store.root());
+
+    // The same length, other bytes: only the digest can tell.
+    let top = layer_digests(&app)[1].clone();
+    let file = registry.blob_file(&top);
+    let mut bytes = fs::read(&file).unwrap();
+    for b in bytes.iter_mut().skip(10) {
+        *b ^= 0x5a;
+    }
+    fs::write(&file, &bytes).unwrap();
+
+    let e = err_text(pull(&store, &reference, &s.opts()).0);
+    assert!(e.contains(&format!("image {reference}")), "{e}");
+    assert!(e.contains(&format!("layer {top}")), "{e}");
+    assert!(e.contains("digest"), "{e}");
+    assert_eq!(contents(store.root()), before, "the store is as it was");
+}
+
+#[test]
+fn a_registry_with_basic_auth_takes_docker_config_credentials() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("auth");
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let registry = Registry::start(&s.0, "registry", Some(&format!("tester:{hash}\n")));
+    let app = layout(&s.0, "app", &spec(vec![base_layer()], host_arch()));
+    let reference = registry.push(&app, "app", Some("tester:s3cret"), false);
+    let store = s.store("store");
+
+    let e = err_text(pull(&store, &reference, &s.opts()).0);
+    assert!(e.contains(&format!("image {reference}")), "{e}");
+    assert!(e.contains("401"), "{e}");
+    assert!(e.contains("anonymously"), "{e}");
+
+    let config = |dir: &str, password: &str| {
+        let dir = s.0.join(dir);
+        fs::create_dir_all(&dir).unwrap();
+        let auth = base64_of(&format!("tester:{password}"));
+        let text = json!({"auths": {registry.addr(): {"auth": auth}}});
+        fs::write(dir.join("config.json"), text.to_string()).unwrap();
+        dir
+    };
+    let wrong = config("wrong", "guess").join("config.json");
+    let opts = PullOptions {
+        docker_config: Some(wrong.clone()),
+        ..PullOptions::default()
+    };
+    let e = err_text(pull(&store, &reference, &opts).0);
+    assert!(
+        e.contains(&format!("credentials of {}", wrong.display())),
+        "{e}"
+    );
+
+    // As `docker login` leaves it: $DOCKER_CONFIG/config.json, found by default.
+    std::env::set_var("DOCKER_CONFIG", config("right", "s3cret"));
+    let (record, _) = pull(&store, &reference, &PullOptions::default());
+    std::env::remove_var("DOCKER_CONFIG");
+    assert_eq!(record.unwrap().names, [reference]);
+}
+
+/// Base64 as Docker's config writes `auth` (standard alphabet, padded).
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// A process, killed (SIGKILL) and reaped whatever happens.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The files under `dir` whose names end with `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            found.extend(files_ending(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The child's half of `a_killed_pull_leaves_only_tmp_entries`: a pull, run only when
+/// that test runs this binary again with NSFLEET_TEST_PULL_CHILD="STORE REFERENCE".
+#[test]
+fn killed_pull_child() {
+    let Ok(args) = std::env::var("NSFLEET_TEST_PULL_CHILD") else {
+        return;
+    };
+    let (root, reference) = args.split_once(' ').unwrap();
+    let opts = PullOptions {
+        docker_config: Some(PathBuf::from(root).join("no-docker-config.json")),
+        ..PullOptions::default()
+    };
+    let store = Store::open(Path::new(root)).unwrap();
+    store.pull(reference, &opts, &mut |_| {}).unwrap();
+}
+
+#[test]
+fn a_killed_pull_leaves_only_tmp_entries() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("killed");
+    let registry = Registry::start(&s.0, "registry", None);
+    // Big enough to be caught in the middle of its download.
+    let big = layer(
+        vec![Entry::file("big", 0o644, vec![0x5a; 32 << 20])],
+        Compression::None,
+    );
+    let app = layout(&s.0, "app", &spec(vec![big], host_arch()));
+    let reference = registry.push(&app, "app", None, false);
+    let store = s.store("store");
+
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["killed_pull_child", "--exact", "--test-threads=1"])
+        .env(
+            "NSFLEET_TEST_PULL_CHILD",
+            format!("{} {reference}", store.root().display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Killed(child);
+    let tmp = store.root().join("tmp");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while files_ending(&tmp, ".part").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the pull never started its download"
+        );
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the pull ended before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+
+    assert!(store.list().unwrap().is_empty(), "no image recorded");
+    let layers = fs::read_dir(store.root().join("layers")).unwrap().count();
+    assert_eq!(layers, 0, "no layer moved into place");
+    assert!(
+        fs::read_dir(&tmp).unwrap().count() > 0,
+        "its tmp entries stay"
+    );
+
+    // The next writer sweeps them, and the pull succeeds.
+    let (record, _) = pull(&store, &reference, &s.opts());
+    assert_eq!(record.unwrap().names, [reference]);
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "swept");
+}
