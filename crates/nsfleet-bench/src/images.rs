@@ -4,12 +4,16 @@
 //! node, and what the image costs on disk (its layers once, however many nodes run it,
 //! and each node's writable layer). The image is built here (no registry is reachable)
 //! from the host's static busybox and a layer of incompressible data, and loaded into a
-//! store of the bench's own. containerlab with Docker on the same nodes is the issue's
-//! peer where both are installed; without them it is said, and not measured.
+//! store of the bench's own. And a pull of a 100 MB image from a registry on loopback
+//! (Debian's docker-registry, fed by skopeo) into an empty store, against `skopeo copy`
+//! of it, alternated (skopeo only writes the blobs; nsfleet also unpacks them). containerlab
+//! with Docker on the same nodes is the peer where both are installed; without
+//! them it is said, and not measured.
 
 use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
 use anyhow::{bail, Context};
 use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::local_registry::{missing_tools, LocalRegistry};
 use nsfleet_image::RunConfig;
 use nsfleet_results::{Better, Results};
 use std::path::{Path, PathBuf};
@@ -46,7 +50,8 @@ pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
     if !Path::new("/bin/busybox").is_file() {
         bail!("bench images builds its image from the host's static busybox: apt-get install busybox-static");
     }
-    let counts: Vec<u64> = a.counts.iter().map(|&n| c.size(n, 20)).collect();
+    let mut counts: Vec<u64> = a.counts.iter().map(|&n| c.size(n, 20)).collect();
+    counts.dedup();
     let store = Scratch::new()?;
     let load_s = load_image(&store.0)?;
     let mut res = Results::new(
@@ -58,6 +63,23 @@ pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
     for &count in &counts {
         let s = measure(count, c, &store.0)?;
         metrics(&mut res, count, &s);
+    }
+    let missing = missing_tools();
+    if missing.is_empty() {
+        let (nsfleet, skopeo) = pulls(c, &store.0)?;
+        res.metric("pull_s", metric("s", Better::Lower, nsfleet.clone()))
+            .metric(
+                "skopeo_copy_s",
+                metric("s", Better::Neither, skopeo.clone()),
+            )
+            .metric(
+                "pull_vs_skopeo",
+                metric("x", Better::Lower, ratios(&nsfleet, &skopeo)).with_target("<= 1.2"),
+            );
+    } else {
+        note(&format!(
+            "{missing:?} not installed: the pull is not measured"
+        ));
     }
     if which("containerlab") && which("docker") {
         note("containerlab and Docker are installed, but bench images does not drive them yet");
@@ -206,6 +228,71 @@ fn one(
     ups.push(up_s);
     downs.push(down_s);
     mems.push(mem);
+    Ok(())
+}
+
+/// The pulled image's size: what a pull's time is against.
+const PULL_BYTES: usize = 100 << 20;
+
+/// `nsfleet image pull` into an empty store and `skopeo copy` into an empty OCI layout of
+/// one image of [`PULL_BYTES`] from a registry on loopback, alternated: their seconds.
+fn pulls(c: &Common, scratch: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let bytes = c.size(PULL_BYTES as u64, 8 << 20) as usize;
+    let registry = LocalRegistry::start(&scratch.join("registry"), None)?;
+    let spec = ImageSpec {
+        layers: vec![Layer {
+            entries: vec![Entry::file("blob", 0o644, noise(bytes))],
+            compression: Compression::Gzip,
+        }],
+        run: RunConfig::default(),
+        architecture: nsfleet_image::host_arch().to_string(),
+    };
+    let layout = scratch.join("big-layout");
+    write_oci_layout(&layout, "1", &spec)?;
+    let reference = registry.push(&layout, "1", "bench/big:1", None, false)?;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for r in 0..c.repetitions() {
+        note(&format!(
+            "pull {}/{}: {} MB",
+            r + 1,
+            c.repetitions(),
+            bytes >> 20
+        ));
+        for nsfleet_first in [r % 2 == 0, r % 2 == 1] {
+            let into = scratch.join("pulled");
+            let _ = std::fs::remove_dir_all(&into);
+            let t = Instant::now();
+            if nsfleet_first {
+                let store = into.display().to_string();
+                Cli::new()?.run(&["image", "pull", &reference, "--store", &store, "--json"])?;
+                ours.push(t.elapsed().as_secs_f64());
+            } else {
+                skopeo_copy(&reference, &into)?;
+                theirs.push(t.elapsed().as_secs_f64());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(scratch.join("pulled"));
+    Ok((ours, theirs))
+}
+
+fn skopeo_copy(reference: &str, into: &Path) -> anyhow::Result<()> {
+    let out = std::process::Command::new("skopeo")
+        .args([
+            "--insecure-policy",
+            "copy",
+            "--quiet",
+            "--src-tls-verify=false",
+        ])
+        .arg(format!("docker://{reference}"))
+        .arg(format!("oci:{}:1", into.display()))
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "skopeo copy: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod harness;
 
 use harness::*;
 use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::local_registry::{self, LocalRegistry};
 use nsfleet_image::RunConfig;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -414,15 +415,43 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
 }
 
 #[test]
+fn up_pulls_an_image_the_store_lacks_from_its_registry() {
+    let missing = local_registry::missing_tools();
+    if !missing.is_empty() {
+        eprintln!("{missing:?} not installed: up's pull is not tested");
+        return;
+    }
+    let env = Env::new("imgpull");
+    let registry = LocalRegistry::start(&env.files.join("registry"), None).unwrap();
+    let mut image = busy_image("6");
+    image.layers[1].compression = Compression::Gzip;
+    let oci = layout_of(&env, "6", &image);
+    let reference = registry
+        .push(&oci, "6", "test/busy:6", None, false)
+        .unwrap();
+    let name = fleet("pull");
+    let text =
+        format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"{reference}\"\n");
+    let guard = env.up(&text);
+    assert_eq!(
+        in_node(&env, &name, "a", &["cat", "/etc/image-release"]),
+        "busy 6\n"
+    );
+    assert!(env.ok(&["image", "ls"]).contains(&reference));
+    drop(guard);
+}
+
+#[test]
 fn an_image_the_store_lacks_is_refused_at_its_line_and_nothing_starts() {
     let env = Env::new("imgmissing");
     let name = fleet("miss");
     let f = env.file(
         "missing.toml",
         &format!(
-            "[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"nosuch/image:1\"\n"
+            "[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"a\"\nimage = \"127.0.0.1:9/nosuch/image:1\"\n"
         ),
     );
+    // Not in the store, and its registry (a closed port) cannot be reached.
     let args = ["up", f.to_str().unwrap()];
     env.refused(
         "missing image",
@@ -433,6 +462,10 @@ fn an_image_the_store_lacks_is_refused_at_its_line_and_nothing_starts() {
     );
     let err = String::from_utf8_lossy(&env.run(&args).stderr).into_owned();
     assert!(err.contains("--host-software"), "{err}");
+    assert!(
+        err.contains("pulling it failed") && err.contains("127.0.0.1:9"),
+        "{err}"
+    );
     // A reference that cannot be one.
     let f = env.file(
         "bad.toml",
@@ -462,6 +495,75 @@ fn an_image_the_store_lacks_is_refused_at_its_line_and_nothing_starts() {
         &["test", "-e", "/etc/debian_version"]
     ));
     drop(guard);
+}
+
+/// A tmpfs of `bytes` mounted at `dir` for one test, unmounted by its guard.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn new(dir: PathBuf, bytes: u64) -> SmallDisk {
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={bytes},mode=0700"),
+                "nsfleet-test",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_layer_bigger_than_the_disk_is_refused_and_leaves_nothing_half_written() {
+    let env = Env::new("imgfull");
+    // A store on a disk of 4 MiB, and an image whose second layer is 8 MiB of data.
+    let disk = SmallDisk::new(env.images(), 4 << 20);
+    let mut image = busy_image("5");
+    let mut x: u32 = 1;
+    let noise: Vec<u8> = (0..8 << 20)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
+    image.layers.push(Layer {
+        entries: vec![Entry::file("big", 0o644, noise)],
+        compression: Compression::Gzip,
+    });
+    image.layers[0].entries.clear();
+    image.layers[0].entries.push(Entry::dir("etc"));
+    let oci = layout_of(&env, "5", &image);
+    let out = env.run(&["image", "load", oci.to_str().unwrap(), "--name", "big:5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("big:5") || err.contains("No space left"),
+        "{err}"
+    );
+    // Nothing of it stays: no layer, no image, no name, no work in progress.
+    for sub in ["layers", "images", "tmp"] {
+        let left: Vec<_> = std::fs::read_dir(disk.0.join(sub))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{sub}: {left:?}");
+    }
+    assert!(!env.ok(&["image", "ls"]).contains("big"));
 }
 
 /// `program` on PATH.

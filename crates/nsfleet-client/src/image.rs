@@ -65,10 +65,7 @@ pub fn pull(a: PullArgs) -> anyhow::Result<()> {
     let mut pulled = Vec::new();
     let mut failed = Vec::new();
     for r in &a.references {
-        let mut view = PullView::new(bars);
-        let result = store.pull(r, &opts, &mut |p| view.show(p));
-        view.finish();
-        match result {
+        match pull_one(&store, r, &opts, bars) {
             Ok(record) => {
                 if !a.json {
                     print_stored("Pulled", &record);
@@ -90,6 +87,19 @@ pub fn pull(a: PullArgs) -> anyhow::Result<()> {
             several.join("\n  ")
         ),
     }
+}
+
+/// Pulls `reference` into `store`, its progress on stderr (bars when `bars`).
+pub(crate) fn pull_one(
+    store: &Store,
+    reference: &str,
+    opts: &PullOptions,
+    bars: bool,
+) -> anyhow::Result<ImageRecord> {
+    let mut view = PullView::new(bars);
+    let result = store.pull(reference, opts, &mut |p| view.show(p));
+    view.finish();
+    result
 }
 
 /// A pull's progress on stderr: a bar per layer being fetched on a terminal, else a line

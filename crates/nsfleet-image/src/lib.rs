@@ -41,6 +41,7 @@ mod digest;
 mod engine;
 mod formats;
 mod hold;
+pub mod local_registry;
 mod pull;
 mod records;
 mod reference;

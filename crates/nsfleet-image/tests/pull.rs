@@ -10,12 +10,12 @@
 //! docker-registry or skopeo is not installed.
 
 use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+use nsfleet_image::local_registry::{self, LocalRegistry};
 use nsfleet_image::{host_arch, ImageRecord, PullOptions, PullProgress, RunConfig, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,17 +23,9 @@ use std::time::{Duration, Instant};
 
 // ---- what the tests need installed ----
 
-fn installed(program: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| d.join(program).is_file())
-}
-
 /// True when the tools are here; else says why the test is skipped.
 fn tools() -> bool {
-    let missing: Vec<&str> = ["docker-registry", "skopeo"]
-        .into_iter()
-        .filter(|p| !installed(p))
-        .collect();
+    let missing = local_registry::missing_tools();
     if !missing.is_empty() {
         eprintln!(
             "skipped: {} not installed (apt-get install docker-registry skopeo)",
@@ -80,148 +72,6 @@ impl Drop for Scratch {
 }
 
 // ---- a registry, killed and reaped whatever happens ----
-
-struct Registry {
-    child: Child,
-    port: u16,
-    storage: PathBuf,
-    log: PathBuf,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Registry {
-    /// A registry storing under `dir/<name>`; with `htpasswd` (a file's text), one that
-    /// asks for HTTP basic auth.
-    fn start(dir: &Path, name: &str, htpasswd: Option<&str>) -> Registry {
-        let home = dir.join(name);
-        let storage = home.join("storage");
-        fs::create_dir_all(&storage).unwrap();
-        let port = free_port();
-        let mut config = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            storage.display()
-        );
-        if let Some(text) = htpasswd {
-            let file = home.join("htpasswd");
-            fs::write(&file, text).unwrap();
-            config += &format!(
-                "auth:\n  htpasswd:\n    realm: nsfleet-test\n    path: {}\n",
-                file.display()
-            );
-        }
-        let config_file = home.join("config.yml");
-        fs::write(&config_file, config).unwrap();
-        let log = home.join("log");
-        let out = fs::File::create(&log).unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config_file)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("docker-registry starts");
-        let mut registry = Registry {
-            child,
-            port,
-            storage,
-            log,
-        };
-        registry.wait_ready();
-        registry
-    }
-
-    /// Waits until `GET /v2/` answers (200, or 401 with auth).
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("docker-registry exited ({status}): {}", self.log_text());
-            }
-            if self.answers() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("docker-registry did not answer: {}", self.log_text());
-    }
-
-    fn answers(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let ask = format!("GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n", self.port);
-        let mut head = [0u8; 12];
-        s.write_all(ask.as_bytes()).is_ok()
-            && s.read_exact(&mut head).is_ok()
-            && head.starts_with(b"HTTP/1.")
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// `skopeo copy`s the layout's image tagged `1` to `test/<name>:1` here: the reference
-    /// to pull it by.
-    fn push(&self, layout: &Path, name: &str, creds: Option<&str>, all: bool) -> String {
-        let reference = format!("{}/test/{name}:1", self.addr());
-        let mut cmd = Command::new("skopeo");
-        cmd.args([
-            "--insecure-policy",
-            "copy",
-            "--quiet",
-            "--dest-tls-verify=false",
-        ]);
-        if let Some(c) = creds {
-            cmd.args(["--dest-creds", c]);
-        }
-        if all {
-            cmd.arg("--all");
-        }
-        let out = cmd
-            .arg(format!("oci:{}:1", layout.display()))
-            .arg(format!("docker://{reference}"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("skopeo runs");
-        assert!(
-            out.status.success(),
-            "skopeo copy to {reference}: {}{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.log_text()
-        );
-        reference
-    }
-
-    /// The file of a blob in the registry's storage.
-    fn blob_file(&self, digest: &str) -> PathBuf {
-        let hex = digest.strip_prefix("sha256:").unwrap();
-        self.storage
-            .join("docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 // ---- images ----
 
@@ -387,13 +237,13 @@ fn a_pull_gives_what_load_gives_and_fetches_each_layer_once() {
         return;
     }
     let s = Scratch::new("same");
-    let registry = Registry::start(&s.0, "registry", None);
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
     let image = spec(
         vec![base_layer(), top_layer("one\n", Compression::Zstd)],
         host_arch(),
     );
     let app = layout(&s.0, "app", &image);
-    let reference = registry.push(&app, "app", None, false);
+    let reference = registry.push(&app, "1", "test/app:1", None, false).unwrap();
 
     let loaded = s
         .store("loaded")
@@ -430,7 +280,9 @@ fn a_pull_gives_what_load_gives_and_fetches_each_layer_once() {
         host_arch(),
     );
     let other_layout = layout(&s.0, "other", &other);
-    let other_ref = registry.push(&other_layout, "other", None, false);
+    let other_ref = registry
+        .push(&other_layout, "1", "test/other:1", None, false)
+        .unwrap();
     let (pulled, events) = pull(&store, &other_ref, &s.opts());
     let pulled = pulled.unwrap();
     let digests = layer_digests(&other_layout);
@@ -448,9 +300,9 @@ fn missing_tags_repositories_and_registries_are_named() {
         return;
     }
     let s = Scratch::new("missing");
-    let registry = Registry::start(&s.0, "registry", None);
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
     let app = layout(&s.0, "app", &spec(vec![base_layer()], host_arch()));
-    registry.push(&app, "app", None, false);
+    registry.push(&app, "1", "test/app:1", None, false).unwrap();
     let store = s.store("store");
     let addr = registry.addr();
 
@@ -462,7 +314,12 @@ fn missing_tags_repositories_and_registries_are_named() {
     assert!(e.contains(&format!("image {addr}/test/nothere:1")), "{e}");
     assert!(e.contains("no repository test/nothere"), "{e}");
 
-    let closed = free_port();
+    // A port nobody listens on: bound, read, and let go.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let e = err_text(pull(&store, &format!("127.0.0.1:{closed}/test/app:1"), &s.opts()).0);
     assert!(e.contains(&format!("http://127.0.0.1:{closed}")), "{e}");
     assert!(e.contains("connection refused"), "{e}");
@@ -478,7 +335,7 @@ fn images_for_other_platforms_are_refused_naming_theirs() {
         return;
     }
     let s = Scratch::new("platform");
-    let registry = Registry::start(&s.0, "registry", None);
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
     let other_arch = if host_arch() == "arm64" {
         "s390x"
     } else {
@@ -488,7 +345,9 @@ fn images_for_other_platforms_are_refused_naming_theirs() {
 
     let multi = layout(&s.0, "multi", &image);
     wrap_in_index(&multi, other_arch);
-    let multi_ref = registry.push(&multi, "multi", None, true);
+    let multi_ref = registry
+        .push(&multi, "1", "test/multi:1", None, true)
+        .unwrap();
     let store = s.store("store");
     let e = err_text(pull(&store, &multi_ref, &s.opts()).0);
     assert!(e.contains(&format!("image {multi_ref}")), "{e}");
@@ -499,7 +358,9 @@ fn images_for_other_platforms_are_refused_naming_theirs() {
     assert!(e.contains(&format!("it has linux/{other_arch}")), "{e}");
 
     let single = layout(&s.0, "single", &image);
-    let single_ref = registry.push(&single, "single", None, false);
+    let single_ref = registry
+        .push(&single, "1", "test/single:1", None, false)
+        .unwrap();
     let e = err_text(pull(&store, &single_ref, &s.opts()).0);
     assert!(e.contains(&format!("is for {other_arch}")), "{e}");
     assert!(store.list().unwrap().is_empty());
@@ -511,15 +372,17 @@ fn a_corrupted_blob_is_refused_and_the_store_is_unchanged() {
         return;
     }
     let s = Scratch::new("corrupt");
-    let registry = Registry::start(&s.0, "registry", None);
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
     let kept = layout(&s.0, "kept", &spec(vec![base_layer()], host_arch()));
-    let kept_ref = registry.push(&kept, "kept", None, false);
+    let kept_ref = registry
+        .push(&kept, "1", "test/kept:1", None, false)
+        .unwrap();
     let image = spec(
         vec![base_layer(), top_layer("damaged\n", Compression::Gzip)],
         host_arch(),
     );
     let app = layout(&s.0, "app", &image);
-    let reference = registry.push(&app, "app", None, false);
+    let reference = registry.push(&app, "1", "test/app:1", None, false).unwrap();
     let store = s.store("store");
     pull(&store, &kept_ref, &s.opts()).0.unwrap();
     let before = contents(store.root());
@@ -547,9 +410,12 @@ fn a_registry_with_basic_auth_takes_docker_config_credentials() {
     }
     let s = Scratch::new("auth");
     let hash = bcrypt::hash("s3cret", 4).unwrap();
-    let registry = Registry::start(&s.0, "registry", Some(&format!("tester:{hash}\n")));
+    let registry =
+        LocalRegistry::start(&s.0.join("registry"), Some(&format!("tester:{hash}\n"))).unwrap();
     let app = layout(&s.0, "app", &spec(vec![base_layer()], host_arch()));
-    let reference = registry.push(&app, "app", Some("tester:s3cret"), false);
+    let reference = registry
+        .push(&app, "1", "test/app:1", Some("tester:s3cret"), false)
+        .unwrap();
     let store = s.store("store");
 
     let e = err_text(pull(&store, &reference, &s.opts()).0);
@@ -617,19 +483,31 @@ fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 }
 
 /// The child's half of `a_killed_pull_leaves_only_tmp_entries`: a pull, run only when
-/// that test runs this binary again with NSFLEET_TEST_PULL_CHILD="STORE REFERENCE".
+/// that test runs this binary again with NSFLEET_TEST_PULL_CHILD="STORE REFERENCE MARK".
+/// Once its first bytes are written, it makes the file MARK and stops there (the download
+/// is mid-way, its blob half-written) until it is killed: whatever the machine's pace.
 #[test]
 fn killed_pull_child() {
     let Ok(args) = std::env::var("NSFLEET_TEST_PULL_CHILD") else {
         return;
     };
-    let (root, reference) = args.split_once(' ').unwrap();
+    let mut args = args.split(' ');
+    let (root, reference, mark) = (
+        args.next().unwrap(),
+        args.next().unwrap(),
+        args.next().unwrap(),
+    );
     let opts = PullOptions {
         docker_config: Some(PathBuf::from(root).join("no-docker-config.json")),
         ..PullOptions::default()
     };
     let store = Store::open(Path::new(root)).unwrap();
-    store.pull(reference, &opts, &mut |_| {}).unwrap();
+    let _ = store.pull(reference, &opts, &mut |p| {
+        if matches!(p, PullProgress::LayerBytes { .. }) {
+            fs::write(mark, "mid-way").unwrap();
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    });
 }
 
 #[test]
@@ -638,21 +516,22 @@ fn a_killed_pull_leaves_only_tmp_entries() {
         return;
     }
     let s = Scratch::new("killed");
-    let registry = Registry::start(&s.0, "registry", None);
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
     // Big enough to be caught in the middle of its download.
     let big = layer(
         vec![Entry::file("big", 0o644, vec![0x5a; 32 << 20])],
         Compression::None,
     );
     let app = layout(&s.0, "app", &spec(vec![big], host_arch()));
-    let reference = registry.push(&app, "app", None, false);
+    let reference = registry.push(&app, "1", "test/app:1", None, false).unwrap();
     let store = s.store("store");
 
+    let mark = s.0.join("mid-way");
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["killed_pull_child", "--exact", "--test-threads=1"])
         .env(
             "NSFLEET_TEST_PULL_CHILD",
-            format!("{} {reference}", store.root().display()),
+            format!("{} {reference} {}", store.root().display(), mark.display()),
         )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -661,7 +540,7 @@ fn a_killed_pull_leaves_only_tmp_entries() {
     let mut child = Killed(child);
     let tmp = store.root().join("tmp");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while files_ending(&tmp, ".part").is_empty() {
+    while !mark.exists() {
         assert!(
             Instant::now() < deadline,
             "the pull never started its download"
@@ -672,6 +551,10 @@ fn a_killed_pull_leaves_only_tmp_entries() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+    assert!(
+        !files_ending(&tmp, ".part").is_empty(),
+        "a blob half-written"
+    );
     child.0.kill().unwrap();
     child.0.wait().unwrap();
 
