@@ -1,8 +1,8 @@
 //! `nsfleet bench images`: N nodes that run one container image, up and reclaimed,
 //! against the same N nodes running the host's software (one process each, as the image
 //! nodes have), in the same run, alternated: up and down times, their ratio, memory per
-//! node, and what the image costs on disk (its layers once, however many nodes run it,
-//! and each node's writable layer). The image is built here (no registry is reachable)
+//! node (each node's writable layer is a tmpfs of its own: memory, counted there), and
+//! what the image costs on disk (its layers once, however many nodes run it). The image is built here (no registry is reachable)
 //! from the host's static busybox and a layer of incompressible data, and loaded into a
 //! store of the bench's own. And a pull of a 100 MB image from a registry on loopback
 //! (Debian's docker-registry, fed by skopeo) into an empty store, against `skopeo copy`
@@ -41,7 +41,6 @@ struct Samples {
     image_mem_per_node: Vec<f64>,
     plain_mem_per_node: Vec<f64>,
     layers_bytes: Vec<f64>,
-    writable_per_node: Vec<f64>,
 }
 
 pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
@@ -207,8 +206,6 @@ fn one(
     let mem = (before - nsfleet::sys::meminfo("MemAvailable:")) as f64 / count as f64;
     if image {
         s.layers_bytes.push(du(&store.join("store/layers")) as f64);
-        let roots = up.cli.fleet_dir("bench").join("roots");
-        s.writable_per_node.push(du(&roots) as f64 / count as f64);
     }
     let t = Instant::now();
     up.cli.down()?;
@@ -350,9 +347,5 @@ fn metrics(res: &mut Results, count: u64, s: &Samples) {
             &k("image_layers_on_disk_bytes"),
             metric("bytes", Lower, s.layers_bytes.clone())
                 .with_target("the image's layers once, whatever the count"),
-        )
-        .metric(
-            &k("writable_layer_per_node_bytes"),
-            metric("bytes", Lower, s.writable_per_node.clone()),
         );
 }

@@ -384,11 +384,6 @@ impl Cli {
         self
     }
 
-    /// Fleet `name`'s folder in this bench's run directory.
-    pub(crate) fn fleet_dir(&self, name: &str) -> std::path::PathBuf {
-        nsfleet::rundir::RunDir::new(&self.run_dir).fleet_dir(name)
-    }
-
     /// The control socket of fleet `name` run by this bench.
     pub(crate) fn socket(&self, name: &str) -> std::path::PathBuf {
         nsfleet::rundir::RunDir::new(&self.run_dir).socket(name)

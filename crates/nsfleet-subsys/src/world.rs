@@ -55,20 +55,18 @@ struct ImageLayout {
     /// The folder the layers share: the init works from there, so that `lower` fits in
     /// the page that mount(2) takes its options in (about 60 layers).
     layers_dir: String,
-    /// The node's folder: `upper` (its writes), `work` (overlayfs's), `root` (the
-    /// mount), and the files given to it as `/etc/hostname` and `/etc/resolv.conf`.
+    /// The fleet's folder of writable layers, over which the init mounts a tmpfs of the
+    /// node's own: the node's writes live in memory, as its /run does, and go with it.
+    roots: String,
+    /// The node's folder in that tmpfs: `upper` (its writes), `work` (overlayfs's) and
+    /// `root` (the mount).
     dir: String,
+    /// What the node's /etc/hostname and /etc/resolv.conf say.
+    etc: [(&'static str, String); 2],
 }
 
 /// The host's devices a node with an image gets in its own /dev, as Docker's containers.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
-
-/// What an image node's /etc gets from nsfleet, as a container's from Docker: (the file
-/// in the node's folder, where it is mounted).
-const ETC_FILES: &[(&str, &str)] = &[
-    ("hostname", "/etc/hostname"),
-    ("resolv.conf", "/etc/resolv.conf"),
-];
 
 /// How long a world's init may take to set it up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -180,7 +178,7 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyho
         .as_deref()
         .map_or(node.name().to_string(), |h| template::expand(h, &vars));
     let image = match config.image.as_ref().and_then(|i| i.found.as_ref()) {
-        Some(found) => Some(image_layout(found, &roots.join(node.name()), &hostname)?),
+        Some(found) => Some(image_layout(found, roots, node.name(), &hostname)?),
         None => None,
     };
     Ok(Layout {
@@ -195,11 +193,12 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyho
     })
 }
 
-/// The node's folder made (or kept from an earlier run of the node: its writes stay, as a
-/// restarted container's do), with the files its /etc is given.
+/// Where the node's root comes from, and what its /etc is given; the fleet's `roots`
+/// folder made (once: it only holds the nodes' own tmpfs mounts).
 fn image_layout(
     found: &nsfleet_topology::ImageRoot,
-    dir: &Path,
+    roots: &Path,
+    node: &str,
     hostname: &str,
 ) -> anyhow::Result<ImageLayout> {
     let Some(layers_dir) = found.layers.first().and_then(|l| Path::new(l).parent()) else {
@@ -216,19 +215,23 @@ fn image_layout(
         }
         lower.extend(l.file_name().and_then(|n| n.to_str()));
     }
-    for sub in ["", "upper", "work", "root"] {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir.join(sub))
-            .with_context(|| format!("making {}", dir.join(sub).display()))?;
-    }
-    std::fs::write(dir.join("hostname"), format!("{hostname}\n"))?;
-    std::fs::write(dir.join("resolv.conf"), resolv_conf())?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(roots)
+        .or_else(|e| match e.kind() {
+            ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(e),
+        })
+        .with_context(|| format!("making {}", roots.display()))?;
     Ok(ImageLayout {
         lower: lower.join(":"),
         layers_dir: layers_dir.display().to_string(),
-        dir: dir.display().to_string(),
+        roots: roots.display().to_string(),
+        dir: roots.join(node).display().to_string(),
+        etc: [
+            ("/etc/hostname", format!("{hostname}\n")),
+            ("/etc/resolv.conf", resolv_conf()),
+        ],
     })
 }
 
@@ -336,17 +339,17 @@ fn enter_image(image: &ImageLayout) -> Result<(), String> {
         let path = format!("/dev/{d}");
         devices.push(Source::open(&path, true, false).map_err(at(&path))?);
     }
-    let mut etc = Vec::new();
-    for (file, _) in ETC_FILES {
-        let path = format!("{}/{file}", image.dir);
-        etc.push(Source::open(&path, true, false).map_err(at(file))?);
+    // The node's writable layer: a tmpfs of its own, in its mount namespace only.
+    sys::mount_fs("tmpfs", &image.roots, "mode=0700").map_err(at("the node's writable layer"))?;
+    let [upper, work, root] = ["upper", "work", "root"].map(|d| format!("{}/{d}", image.dir));
+    for d in [&upper, &work, &root] {
+        (std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(d))
+        .map_err(at(d))?;
     }
-    let root = format!("{}/root", image.dir);
     std::env::set_current_dir(&image.layers_dir).map_err(at("the image store's layers"))?;
-    let (upper, work) = (
-        format!("{}/upper", image.dir),
-        format!("{}/work", image.dir),
-    );
     sys::mount_overlay(&image.lower, &upper, &work, &root).map_err(at("overlayfs"))?;
     std::env::set_current_dir(&root).map_err(at("the node's root"))?;
     sys::pivot_root_to_cwd().map_err(at("pivot_root into the image"))?;
@@ -379,9 +382,9 @@ fn enter_image(image: &ImageLayout) -> Result<(), String> {
     ] {
         std::os::unix::fs::symlink(to, link).map_err(at(link))?;
     }
-    for ((_, path), source) in ETC_FILES.iter().zip(&etc) {
+    for (path, text) in &image.etc {
         own_file(path).map_err(at(path))?;
-        source.mount_at(path, false).map_err(at(path))?;
+        std::fs::write(path, text).map_err(at(path))?;
     }
     own_file(HOSTS).map_err(at(HOSTS))
 }
@@ -594,8 +597,8 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The folder, beside the fleet's logs, of its image nodes' own folders (their writable
-/// layers): removed with the fleet's run folder.
+/// The folder, beside the fleet's logs, over which each image node mounts the tmpfs of
+/// its writable layer, in its own mount namespace: the host sees it empty.
 pub const ROOTS_DIR: &str = "roots";
 
 /// The fleet's hosts file, in its log folder.
