@@ -199,7 +199,11 @@ fn compress(tar: &[u8], c: Compression) -> anyhow::Result<(Vec<u8>, &'static str
     Ok(match c {
         Compression::None => (tar.to_vec(), "application/vnd.oci.image.layer.v1.tar"),
         Compression::Gzip => {
-            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            // gzip's default level, as image builders compress: incompressible data goes
+            // in stored blocks. The fastest level codes it with static Huffman codes
+            // instead, 12% larger and several times slower to inflate than any real
+            // image's (measured: a 100 MB pull 1.8x skopeo's, against 1.0x).
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             z.write_all(tar)?;
             (z.finish()?, "application/vnd.oci.image.layer.v1.tar+gzip")
         }

@@ -618,7 +618,8 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 /// (28 b5 2f fd), or a plain tar.
 enum Decoder<R: Read> {
     Plain(BufReader<R>),
-    Gzip(flate2::bufread::MultiGzDecoder<BufReader<R>>),
+    /// Boxed: zlib-rs's state is large, and the other variants small.
+    Gzip(Box<flate2::bufread::MultiGzDecoder<BufReader<R>>>),
     Zstd(zstd::stream::read::Decoder<'static, BufReader<R>>),
 }
 
@@ -627,7 +628,7 @@ impl<R: Read> Decoder<R> {
         let mut buffered = BufReader::with_capacity(1 << 16, inner);
         let magic = buffered.fill_buf()?;
         Ok(if magic.starts_with(&[0x1f, 0x8b]) {
-            Decoder::Gzip(flate2::bufread::MultiGzDecoder::new(buffered))
+            Decoder::Gzip(Box::new(flate2::bufread::MultiGzDecoder::new(buffered)))
         } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
             Decoder::Zstd(zstd::stream::read::Decoder::with_buffer(buffered)?)
         } else {
