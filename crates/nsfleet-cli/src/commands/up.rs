@@ -15,7 +15,14 @@ use std::path::PathBuf;
 /// A node that runs software gets a world of its own, as a container would: host name,
 /// PID namespace, private /run, /proc, /sys, folders and files, and the fleet's
 /// /etc/hosts. Node keys: kind ("linux", "frr", "bird"), config, daemons, commands,
-/// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes.
+/// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes,
+/// image.
+///
+/// image = "alpine:3.20": the node runs a container image, its root filesystem over
+/// overlayfs with a writable layer of its own (in memory), its entrypoint and cmd, env,
+/// working directory and user. An image nsfleet's store lacks is pulled first; one that
+/// cannot be had is an error at its line. --host-software runs the host's programs
+/// instead. See `nsfleet image --help`.
 /// Templates {name} {i} {fleet} {addr.IF} {addr6.IF} are filled per node. Examples:
 /// examples/frr-ospf-ring.toml, examples/bird-grid.toml; the README has every key.
 ///
