@@ -10,7 +10,7 @@
 //! with Docker on the same nodes is the peer where both are installed; without
 //! them it is said, and not measured.
 
-use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
+use super::{emit, machine, metric, need_root, note, ratios, Cli, Common};
 use anyhow::{bail, Context};
 use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
 use nsfleet_image::local_registry::{missing_tools, LocalRegistry};
@@ -80,10 +80,14 @@ pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
             "{missing:?} not installed: the pull is not measured"
         ));
     }
-    if which("containerlab") && which("docker") {
-        note("containerlab and Docker are installed, but bench images does not drive them yet");
-    } else {
-        note("containerlab with Docker is not installed here: not measured as a peer");
+    match Containerlab::find() {
+        Some(clab) => {
+            for &count in &counts {
+                let p = clab.measure(count, c, &store.0)?;
+                peer_metrics(&mut res, count, &p);
+            }
+        }
+        None => note("containerlab with a running Docker is not here: not measured as a peer"),
     }
     emit(
         &res,
@@ -226,6 +230,176 @@ fn one(
     downs.push(down_s);
     mems.push(mem);
     Ok(())
+}
+
+/// containerlab with Docker: its `containerlab` (on PATH, or `$CLAB_PEER_DIR`'s, as
+/// ../shared/tools/clab-peer/setup.sh builds it) and a Docker daemon that answers.
+struct Containerlab(PathBuf);
+
+/// Both tools' samples of one size, on the same containerlab file.
+#[derive(Default)]
+struct PeerSamples {
+    clab_deploy_s: Vec<f64>,
+    clab_destroy_s: Vec<f64>,
+    clab_mem_per_node: Vec<f64>,
+    nsfleet_deploy_s: Vec<f64>,
+    nsfleet_destroy_s: Vec<f64>,
+    nsfleet_mem_per_node: Vec<f64>,
+}
+
+impl Containerlab {
+    fn find() -> Option<Containerlab> {
+        let peer_dir = std::env::var("CLAB_PEER_DIR").unwrap_or("/var/tmp/clab-peer".into());
+        let exe = nsfleet::sys::host::which("containerlab")
+            .or_else(|| Some(Path::new(&peer_dir).join("containerlab")).filter(|p| p.is_file()))?;
+        let docker = std::process::Command::new("docker").arg("info").output();
+        docker.ok()?.status.success().then_some(Containerlab(exe))
+    }
+
+    /// The bench's image in Docker (from skopeo's docker-archive of its layout), then
+    /// each repetition deploys and destroys `count` nodes of it with containerlab and
+    /// with nsfleet, alternating who goes first.
+    fn measure(&self, count: u64, c: &Common, scratch: &Path) -> anyhow::Result<PeerSamples> {
+        let archive = scratch.join("docker.tar");
+        if !archive.exists() {
+            let layout = scratch.join("layout").display().to_string();
+            run(std::process::Command::new("skopeo")
+                .args(["--insecure-policy", "copy", "--quiet"])
+                .arg(format!("oci:{layout}:1"))
+                .arg(format!("docker-archive:{}:{IMAGE}", archive.display())))?;
+            run(std::process::Command::new("docker")
+                .arg("load")
+                .arg("-i")
+                .arg(&archive))?;
+        }
+        let nodes: String = (1..=count)
+            .map(|i| format!("    n{i}: {{kind: linux, image: {IMAGE}}}\n"))
+            .collect();
+        let text = format!("name: benchimg\nmgmt: {{network: benchimg, ipv4-subnet: 10.231.0.0/16}}\ntopology:\n  nodes:\n{nodes}");
+        let file = scratch.join("benchimg.clab.yml");
+        std::fs::write(&file, text)?;
+        let mut s = PeerSamples::default();
+        for r in 0..c.repetitions() {
+            note(&format!(
+                "containerlab run {}/{}: {count} nodes",
+                r + 1,
+                c.repetitions()
+            ));
+            for clab_first in [r % 2 == 0, r % 2 == 1] {
+                if clab_first {
+                    self.once(&file, count, &mut s)?;
+                } else {
+                    nsfleet_once(&file, count, c.workers, scratch, &mut s)?;
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    fn once(&self, file: &Path, count: u64, s: &mut PeerSamples) -> anyhow::Result<()> {
+        let clab = |verb: &str| {
+            let mut cmd = std::process::Command::new(&self.0);
+            cmd.args([verb, "-t"])
+                .arg(file)
+                .env("CLAB_VERSION_CHECK", "disable");
+            if verb == "destroy" {
+                cmd.arg("--cleanup");
+            }
+            cmd
+        };
+        let before = nsfleet::sys::meminfo("MemAvailable:");
+        let t = Instant::now();
+        run(&mut clab("deploy"))?;
+        s.clab_deploy_s.push(t.elapsed().as_secs_f64());
+        let used = before - nsfleet::sys::meminfo("MemAvailable:");
+        s.clab_mem_per_node.push(used as f64 / count as f64);
+        let t = Instant::now();
+        run(&mut clab("destroy"))?;
+        s.clab_destroy_s.push(t.elapsed().as_secs_f64());
+        Ok(())
+    }
+}
+
+/// nsfleet's deploy and destroy of the same containerlab file, timed as containerlab's.
+fn nsfleet_once(
+    file: &Path,
+    count: u64,
+    workers: usize,
+    scratch: &Path,
+    s: &mut PeerSamples,
+) -> anyhow::Result<()> {
+    let cli = Cli::new()?.with_image_store(&scratch.join("store"));
+    let (file, workers) = (file.display().to_string(), workers.to_string());
+    let before = nsfleet::sys::meminfo("MemAvailable:");
+    let t = Instant::now();
+    run(&mut cli.command(&["deploy", "-t", &file, "--workers", &workers]))?;
+    s.nsfleet_deploy_s.push(t.elapsed().as_secs_f64());
+    let used = before - nsfleet::sys::meminfo("MemAvailable:");
+    s.nsfleet_mem_per_node.push(used as f64 / count as f64);
+    let t = Instant::now();
+    run(&mut cli.command(&["destroy", "-t", &file]))?;
+    s.nsfleet_destroy_s.push(t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs `cmd`, its output kept for the error it may explain.
+fn run(cmd: &mut std::process::Command) -> anyhow::Result<()> {
+    let out = cmd.stdin(std::process::Stdio::null()).output()?;
+    if !out.status.success() {
+        bail!(
+            "{:?}: {}{}",
+            cmd.get_program(),
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn peer_metrics(res: &mut Results, count: u64, s: &PeerSamples) {
+    use Better::*;
+    let k = |what: &str| format!("clab{count}_{what}");
+    res.metric(
+        &k("containerlab_deploy_s"),
+        metric("s", Neither, s.clab_deploy_s.clone()),
+    )
+    .metric(
+        &k("nsfleet_deploy_s"),
+        metric("s", Lower, s.nsfleet_deploy_s.clone()),
+    )
+    .metric(
+        &k("deploy_vs_containerlab"),
+        metric("x", Higher, ratios(&s.clab_deploy_s, &s.nsfleet_deploy_s)).with_target(">= 50"),
+    )
+    .metric(
+        &k("containerlab_destroy_s"),
+        metric("s", Neither, s.clab_destroy_s.clone()),
+    )
+    .metric(
+        &k("nsfleet_destroy_s"),
+        metric("s", Lower, s.nsfleet_destroy_s.clone()),
+    )
+    .metric(
+        &k("destroy_vs_containerlab"),
+        metric("x", Higher, ratios(&s.clab_destroy_s, &s.nsfleet_destroy_s)),
+    )
+    .metric(
+        &k("containerlab_mem_per_node_bytes"),
+        metric("bytes", Neither, s.clab_mem_per_node.clone()),
+    )
+    .metric(
+        &k("nsfleet_mem_per_node_bytes"),
+        metric("bytes", Lower, s.nsfleet_mem_per_node.clone()),
+    )
+    .metric(
+        &k("memory_vs_containerlab"),
+        metric(
+            "x",
+            Higher,
+            ratios(&s.clab_mem_per_node, &s.nsfleet_mem_per_node),
+        )
+        .with_target(">= 10"),
+    );
 }
 
 /// The pulled image's size: what a pull's time is against.

@@ -683,4 +683,23 @@ mod tests {
         );
         assert!(closest("zzzzzz", &["eth0"]).is_empty());
     }
+
+    /// `image` is a node key: `[defaults]`, a `[[generate]]`'s node table and a
+    /// `[[node]]` take it (the most specific wins), and it goes with no `kind`.
+    #[test]
+    fn image_is_taken_from_every_layer_of_node_keys() {
+        let text = "[fleet]\nname = \"f\"\n[defaults]\nimage = \"base:1\"\n\
+            [[node]]\nname = \"a\"\n\
+            [[node]]\nname = \"b\"\nimage = \"own:2\"\n\
+            [[generate]]\nkind = \"line\"\ncount = 2\nname = \"g{i}\"\nnode = { image = \"gen:3\" }\n";
+        let topo = parse("f.toml", text, &KernelCaps::assumed()).unwrap();
+        let images: Vec<_> = topo.images().into_iter().map(|(r, _)| r).collect();
+        assert_eq!(images, ["base:1", "own:2", "gen:3"]);
+        assert_eq!(topo.images()[1].1.line, 9);
+        let both =
+            "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\nkind = \"linux\"\nimage = \"frr:1\"\n";
+        let e = parse("f.toml", both, &KernelCaps::assumed()).unwrap_err();
+        assert!(e.message.contains("give one of them"), "{e}");
+        assert_eq!(e.at.line, 6, "{e}");
+    }
 }
