@@ -259,6 +259,11 @@ fn a_containerlab_node_runs_its_image_with_exec_lines_cmd_and_user() {
         "--name",
         "test/busy:2",
     ]);
+    let motd = env.file("motd", "from the host\n").display().to_string();
+    let data = env.files.join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("shared"), "").unwrap();
+    let data = data.display().to_string();
     let text = format!(
         r#"name: {name}
 mgmt: {{ipv4-subnet: 172.31.90.0/24}}
@@ -270,6 +275,9 @@ topology:
       cmd: sleep 999999
       user: app
       env: {{GREETING: hello}}
+      binds:
+        - {motd}:/etc/motd:ro
+        - {data}:/data/in/image
       exec:
         - sh -c "echo $GREETING > /tmp/exec-ran"
     h2:
@@ -285,6 +293,21 @@ topology:
         name: name.clone(),
     };
     env.ok(&["deploy", "-t", file.to_str().unwrap()]);
+    // Binds land in the image's root, where the image has nothing (and the host neither).
+    assert_eq!(
+        in_node(&env, &name, "h1", &["cat", "/etc/motd"]),
+        "from the host\n"
+    );
+    assert_eq!(
+        in_node(&env, &name, "h1", &["ls", "/data/in/image"]),
+        "shared\n"
+    );
+    assert!(!succeeds(
+        &env,
+        &name,
+        "h1",
+        &["sh", "-c", "echo x > /etc/motd"]
+    ));
     wait_until("h1's exec line", Duration::from_secs(10), || {
         succeeds(&env, &name, "h1", &["test", "-e", "/tmp/exec-ran"])
             .then_some(())

@@ -557,8 +557,13 @@ fn check_file_path(path: &str, dirs: &[PrivateDir]) -> Result<(), String> {
 /// Checks where a bind is mounted in a node whose private folders are `dirs`: a plain
 /// absolute path, not in the kernel's filesystems, and either on the host already (to be
 /// mounted over, in the node's world only) or inside a private folder, where the mount
-/// point is made. The host never gets a new file.
-pub(crate) fn check_bind(bind: &crate::Bind, dirs: &[PrivateDir]) -> Result<(), String> {
+/// point is made; in a node that runs an image (`in_image`), anywhere in its root. The
+/// host never gets a new file.
+pub(crate) fn check_bind(
+    bind: &crate::Bind,
+    dirs: &[PrivateDir],
+    in_image: bool,
+) -> Result<(), String> {
     let t = &bind.target;
     if !plain_absolute(t) || t == HOSTS {
         return Err(format!("bind target {t:?}: expected an absolute path without `.`, `..` or `//`, other than /etc/hosts"));
@@ -572,7 +577,9 @@ pub(crate) fn check_bind(bind: &crate::Bind, dirs: &[PrivateDir]) -> Result<(), 
         ));
     }
     let source_dir = Path::new(&bind.source).is_dir();
-    if private_holder(t, dirs).is_some() || dirs.iter().any(|d| d.path == *t) {
+    // An image's root is the node's own, wherever the target is; what the image has
+    // there is known only once it is found.
+    if in_image || private_holder(t, dirs).is_some() || dirs.iter().any(|d| d.path == *t) {
         return Ok(());
     }
     match std::fs::metadata(t) {

@@ -382,7 +382,8 @@ impl NodeDecl<'_> {
             }
         }
         for (b, at) in &binds {
-            config::check_bind(b, &c.dirs).map_err(|m| lab.err(at.clone(), m))?;
+            config::check_bind(b, &c.dirs, c.image.is_some())
+                .map_err(|m| lab.err(at.clone(), m))?;
         }
         c.binds = binds.into_iter().map(|(b, _)| b).collect();
         c.env = self.env(lab)?;
