@@ -1,7 +1,8 @@
 //! `nsfleet bench images`: N nodes that run one container image, up and reclaimed,
 //! against the same N nodes running the host's software (one process each, as the image
 //! nodes have), in the same run, alternated: up and down times, their ratio, memory per
-//! node (each node's writable layer is a tmpfs of its own: memory, counted there), and
+//! node (each node's writable layer is a tmpfs of its own: memory, counted there;
+//! against containerlab, the PSS of the processes each tool runs for the nodes), and
 //! what the image costs on disk (its layers once, however many nodes run it). The image is built here (no registry is reachable)
 //! from the host's static busybox and a layer of incompressible data, and loaded into a
 //! store of the bench's own. And a pull of a 100 MB image from a registry on loopback
@@ -307,12 +308,15 @@ impl Containerlab {
             }
             cmd
         };
-        let before = nsfleet::sys::meminfo("MemAvailable:");
         let t = Instant::now();
         run(&mut clab("deploy"))?;
         s.clab_deploy_s.push(t.elapsed().as_secs_f64());
-        let used = before - nsfleet::sys::meminfo("MemAvailable:");
-        s.clab_mem_per_node.push(used as f64 / count as f64);
+        // Each container's shim and what it runs.
+        let shims = processes()
+            .into_iter()
+            .filter(|p| p.comm.starts_with("containerd-shim"));
+        let pss = pss_of_trees(&shims.map(|p| p.pid).collect::<Vec<_>>());
+        s.clab_mem_per_node.push(pss as f64 / count as f64);
         let t = Instant::now();
         run(&mut clab("destroy"))?;
         s.clab_destroy_s.push(t.elapsed().as_secs_f64());
@@ -330,16 +334,59 @@ fn nsfleet_once(
 ) -> anyhow::Result<()> {
     let cli = Cli::new()?.with_image_store(&scratch.join("store"));
     let (file, workers) = (file.display().to_string(), workers.to_string());
-    let before = nsfleet::sys::meminfo("MemAvailable:");
     let t = Instant::now();
     run(&mut cli.command(&["deploy", "-t", &file, "--workers", &workers]))?;
     s.nsfleet_deploy_s.push(t.elapsed().as_secs_f64());
-    let used = before - nsfleet::sys::meminfo("MemAvailable:");
-    s.nsfleet_mem_per_node.push(used as f64 / count as f64);
+    // The supervisor, its nodes' inits and what they run.
+    let status = cli.run(&["status", "benchimg", "--json"])?;
+    let supervisor = status["fleets"][0]["pid"].as_i64().unwrap_or(0) as i32;
+    s.nsfleet_mem_per_node
+        .push(pss_of_trees(&[supervisor]) as f64 / count as f64);
     let t = Instant::now();
     run(&mut cli.command(&["destroy", "-t", &file]))?;
     s.nsfleet_destroy_s.push(t.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// A process as /proc/PID/stat says.
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    comm: String,
+}
+
+fn processes() -> Vec<Proc> {
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    entries
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_string();
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some(Proc { pid, ppid, comm })
+        })
+        .collect()
+}
+
+/// The proportional set size (bytes) of the processes `roots` and all their
+/// descendants: what they cost in memory, shared pages split between their users.
+fn pss_of_trees(roots: &[i32]) -> u64 {
+    let all = processes();
+    let mut todo = roots.to_vec();
+    let mut total = 0;
+    while let Some(pid) = todo.pop() {
+        total += pss_of(pid);
+        todo.extend(all.iter().filter(|p| p.ppid == pid).map(|p| p.pid));
+    }
+    total
+}
+
+fn pss_of(pid: i32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let kb = rollup.lines().find_map(|l| l.strip_prefix("Pss:"));
+    kb.and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// Runs `cmd`, its output kept for the error it may explain.
@@ -384,11 +431,11 @@ fn peer_metrics(res: &mut Results, count: u64, s: &PeerSamples) {
         metric("x", Higher, ratios(&s.clab_destroy_s, &s.nsfleet_destroy_s)),
     )
     .metric(
-        &k("containerlab_mem_per_node_bytes"),
+        &k("containerlab_pss_per_node_bytes"),
         metric("bytes", Neither, s.clab_mem_per_node.clone()),
     )
     .metric(
-        &k("nsfleet_mem_per_node_bytes"),
+        &k("nsfleet_pss_per_node_bytes"),
         metric("bytes", Lower, s.nsfleet_mem_per_node.clone()),
     )
     .metric(
