@@ -108,6 +108,15 @@ fn succeeds(env: &Env, fleet: &str, node: &str, cmd: &[&str]) -> bool {
     env.run(&args).status.success()
 }
 
+/// Waits until `path` exists in `node` (what a node's process makes once it runs).
+fn appears(env: &Env, fleet: &str, node: &str, path: &str) {
+    wait_until(path, Duration::from_secs(10), || {
+        succeeds(env, fleet, node, &["test", "-e", path])
+            .then_some(())
+            .ok_or("not yet")
+    });
+}
+
 /// Overlay mounts anywhere on the machine whose writable layer is in `dir`: those of
 /// every node's mount namespace, as each process's mountinfo shows them.
 fn overlays_in(dir: &Path) -> usize {
@@ -175,11 +184,7 @@ b = {{ at = "b:eth0", addrs = ["10.77.0.2/24"] }}
         &["test", "-e", "/usr/bin/nsenter"]
     ));
     // Its process ran, with the image's environment and working directory, as exec has.
-    wait_until("the image's process", Duration::from_secs(10), || {
-        succeeds(&env, &name, "a", &["test", "-e", "/tmp/started"])
-            .then_some(())
-            .ok_or("no /tmp/started")
-    });
+    appears(&env, &name, "a", "/tmp/started");
     assert_eq!(run("a", &["sh", "-c", "echo $IMG_VAR"]), "from-image\n");
     assert_eq!(run("a", &["pwd"]), "/work\n");
     // Docker's /etc files: its host name, the fleet's hosts.
@@ -308,11 +313,7 @@ topology:
         "h1",
         &["sh", "-c", "echo x > /etc/motd"]
     ));
-    wait_until("h1's exec line", Duration::from_secs(10), || {
-        succeeds(&env, &name, "h1", &["test", "-e", "/tmp/exec-ran"])
-            .then_some(())
-            .ok_or("no /tmp/exec-ran")
-    });
+    appears(&env, &name, "h1", "/tmp/exec-ran");
     assert_eq!(
         in_node(&env, &name, "h1", &["cat", "/tmp/exec-ran"]),
         "hello\n"
