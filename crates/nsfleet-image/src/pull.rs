@@ -15,7 +15,7 @@
 use crate::credentials::{self, Login};
 use crate::digest;
 use crate::formats::{entry_for_host, is_index_type, Blob, Found};
-use crate::reference::{check_platform, normalize};
+use crate::reference::check_platform;
 use crate::source::Source;
 use crate::work::Work;
 use crate::{ImageRecord, Store};
@@ -134,10 +134,8 @@ impl Store {
         opts: &PullOptions,
         progress: &mut dyn FnMut(PullProgress),
     ) -> anyhow::Result<ImageRecord> {
-        let label = normalize(reference)?;
-        let parsed: Reference = label
-            .parse()
-            .map_err(|e| anyhow!("{reference:?} is not an image reference: {e}"))?;
+        let parsed = crate::reference::parse(reference)?;
+        let label = parsed.whole();
         let remote = Remote::new(parsed, label, opts)?;
         let work = Work::new(&self.tmp())?;
         let blobs = work.path().join("blobs/sha256");

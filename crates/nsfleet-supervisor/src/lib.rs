@@ -118,6 +118,9 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
         // not the fleet.
         sys::ignore_sigpipe();
+        // What `up` had freed before it forked us (clap's commands, the file's text)
+        // goes before we fork an init per node (measured: 3.9 MB of 16.4 at 100 nodes).
+        sys::release_free_heap();
         // Its error is logged and told to the caller already.
         run(args).unwrap_or(1)
     })?;

@@ -244,3 +244,13 @@ pub fn set_cmdline(line: &str) -> io::Result<()> {
     mem.seek(SeekFrom::Start(start))?;
     mem.write_all(&area)
 }
+
+/// Gives the kernel back the free pages of this process's heap (glibc's `malloc_trim`). A
+/// helper forked from a program inherits what that program allocated and freed before the
+/// fork: freed, those pages stay resident in the child, and every later fork of the child
+/// copies their page tables.
+pub fn release_free_heap() {
+    // SAFETY: malloc_trim(3) only walks glibc's own arenas, each under its lock (reset
+    // in a forked child by glibc's fork), and releases pages no allocation holds.
+    unsafe { libc::malloc_trim(0) };
+}
