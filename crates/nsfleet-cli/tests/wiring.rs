@@ -257,6 +257,14 @@ b = "sw4"
         let port = addrs6(&env, "v6", "sw", dev);
         assert!(!port.contains("fe80::"), "{dev}: {port}");
     }
+    // ... and forwards them without iptables' hooks, where the kernel has bridge
+    // netfilter; the host's setting stays as it was.
+    let nf = "/proc/sys/net/bridge/bridge-nf-call-iptables";
+    if let Ok(host) = std::fs::read_to_string(nf) {
+        let sw = env.ok(&["exec", "v6", "sw", "--", "cat", nf]);
+        assert_eq!(sw.trim(), "0");
+        assert_eq!(std::fs::read_to_string(nf).unwrap(), host);
+    }
     let v4 = r#"
 [fleet]
 name = "v4"

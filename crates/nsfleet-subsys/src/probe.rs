@@ -87,6 +87,14 @@ pub fn has_ipv6() -> bool {
     *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/ipv6").exists())
 }
 
+/// Whether the kernel has bridge netfilter (`br_netfilter`: built in, or loaded, by
+/// Docker among others), whose `net.bridge.bridge-nf-call-*` each namespace has. Looked up
+/// once, as [`has_ipv6`]: a module loaded later is seen by the next fleet.
+pub fn has_bridge_netfilter() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/bridge").exists())
+}
+
 /// Whether the running kernel has netem, found out once by trying it on `lo` of a
 /// scratch namespace.
 pub fn has_netem() -> bool {
