@@ -237,6 +237,9 @@ fn one(
 /// ../shared/tools/clab-peer/setup.sh builds it) and a Docker daemon that answers.
 struct Containerlab(PathBuf);
 
+/// The containerlab file's management network (Docker's, under containerlab).
+const NETWORK: &str = "benchimg";
+
 /// Both tools' samples of one size, on the same containerlab file.
 #[derive(Default)]
 struct PeerSamples {
@@ -276,9 +279,17 @@ impl Containerlab {
         let nodes: String = (1..=count)
             .map(|i| format!("    n{i}: {{kind: linux, image: {IMAGE}}}\n"))
             .collect();
-        let text = format!("name: benchimg\nmgmt: {{network: benchimg, ipv4-subnet: 10.231.0.0/16}}\ntopology:\n  nodes:\n{nodes}");
-        let file = scratch.join("benchimg.clab.yml");
-        std::fs::write(&file, text)?;
+        // One file each, but for the management subnet: what either tool leaves behind
+        // (containerlab's destroy of 1,000 nodes left its network, and its route, in
+        // Docker) must not stop the other.
+        let file_for = |tool: &str, subnet: &str| -> anyhow::Result<PathBuf> {
+            let text = format!("name: benchimg\nmgmt: {{network: {NETWORK}, ipv4-subnet: {subnet}}}\ntopology:\n  nodes:\n{nodes}");
+            let file = scratch.join(format!("benchimg-{tool}.clab.yml"));
+            std::fs::write(&file, text)?;
+            Ok(file)
+        };
+        let clab_file = file_for("containerlab", "10.231.0.0/16")?;
+        let nsfleet_file = file_for("nsfleet", "10.232.0.0/16")?;
         let mut s = PeerSamples::default();
         for r in 0..c.repetitions() {
             note(&format!(
@@ -288,9 +299,9 @@ impl Containerlab {
             ));
             for clab_first in [r % 2 == 0, r % 2 == 1] {
                 if clab_first {
-                    self.once(&file, count, &mut s)?;
+                    self.once(&clab_file, count, &mut s)?;
                 } else {
-                    nsfleet_once(&file, count, c.workers, scratch, &mut s)?;
+                    nsfleet_once(&nsfleet_file, count, c.workers, scratch, &mut s)?;
                 }
             }
         }
@@ -320,6 +331,12 @@ impl Containerlab {
         let t = Instant::now();
         run(&mut clab("destroy"))?;
         s.clab_destroy_s.push(t.elapsed().as_secs_f64());
+        let inspect = std::process::Command::new("docker")
+            .args(["network", "inspect", NETWORK])
+            .output();
+        if inspect.is_ok_and(|o| o.status.success()) {
+            note("containerlab's destroy left its management network in Docker");
+        }
         Ok(())
     }
 }
