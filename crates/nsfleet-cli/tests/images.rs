@@ -213,6 +213,39 @@ b = {{ at = "b:eth0", addrs = ["10.77.0.2/24"] }}
 }
 
 #[test]
+fn images_that_apply_brings_are_held_by_the_fleet_and_let_go_once_unused() {
+    let env = Env::new("imgapply");
+    let name = fleet("apply");
+    for v in ["1", "2"] {
+        let oci = layout(&env, v);
+        let tag = format!("test/busy:{v}");
+        env.ok(&["image", "load", oci.to_str().unwrap(), "--name", &tag]);
+    }
+    let file = |nodes: &str| format!("[fleet]\nname = \"{name}\"\n{nodes}");
+    let one = file("[[node]]\nname = \"a\"\nimage = \"test/busy:1\"\n");
+    let two = file(
+        "[[node]]\nname = \"a\"\nimage = \"test/busy:1\"\n[[node]]\nname = \"c\"\nimage = \"test/busy:2\"\n",
+    );
+    let guard = env.up(&one);
+    let listed = |tag: &str| env.ok(&["image", "ls"]).contains(tag);
+    // busy:2 came with `apply`: the fleet holds it as it holds busy:1.
+    env.ok(&["apply", env.file("two.toml", &two).to_str().unwrap()]);
+    assert_eq!(
+        in_node(&env, &name, "c", &["cat", "/etc/image-release"]),
+        "busy 2\n"
+    );
+    env.ok(&["image", "prune", "--all"]);
+    assert!(listed("test/busy:1") && listed("test/busy:2"));
+    // Its node gone, nothing holds busy:2 any more; busy:1 is still used.
+    env.ok(&["apply", env.file("one.toml", &one).to_str().unwrap()]);
+    env.ok(&["image", "prune", "--all"]);
+    assert!(listed("test/busy:1") && !listed("test/busy:2"));
+    drop(guard);
+    env.ok(&["image", "prune", "--all"]);
+    assert!(!listed("test/busy:1"));
+}
+
+#[test]
 fn a_killed_supervisor_leaves_no_overlay_and_clean_takes_the_layers() {
     let env = Env::new("imgkill");
     let name = fleet("kill");

@@ -38,9 +38,9 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     // Checked against the machine and serialized before connecting: the supervisor gives
     // a connection 10 s to say what it wants.
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
-    // Held while the change is made; once made, the fleet's new images are not held
-    // (the supervisor's hold names those it started with).
-    let _hold = crate::fleet_images::find(&mut topo, &a.file, &a.images)?;
+    // Held while the change is made; once made, the fleet's supervisor holds them by
+    // this hold's file, and it stays.
+    let hold = crate::fleet_images::find(&mut topo, &a.file, &a.images)?;
     let topology = serde_json::to_vec(&topo)?;
     if topology.len() as u64 > nsfleet::control::MAX_TOPOLOGY {
         bail!(
@@ -56,6 +56,7 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         file,
         topology_len: topology.len() as u64,
         dry_run: a.dry_run,
+        hold: hold.as_ref().map(|h| h.path().to_path_buf()),
     };
     if !a.dry_run && !a.json {
         eprintln!(
@@ -72,6 +73,10 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         } => (changes, applied, report),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
+    if applied {
+        // The supervisor holds the images by the hold's file now: it stays when we go.
+        drop(hold.map(nsfleet_image::Hold::into_fd));
+    }
     if a.json {
         let out = serde_json::json!({
             "fleet": name,

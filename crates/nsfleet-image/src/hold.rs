@@ -1,8 +1,10 @@
 //! Holds: which process uses which images. A hold is a file `ROOT/holds/<hold>.json`
 //! (who, pid, image ids) that its holder keeps flock(2)ed. The lock belongs to the open file
 //! description, so it lasts as long as any process has the descriptor: a holder killed with
-//! SIGKILL lets go of it, a forked child that inherits it keeps it. A hold file nobody has
-//! locked is stale, and `prune` removes it.
+//! SIGKILL lets go of it, a forked child that inherits it keeps it. The lock is shared, so
+//! that another process may take a hold over by opening and locking its file (a fleet's
+//! supervisor takes over the hold `apply` made). A hold file nobody has locked is stale,
+//! and `prune` removes it.
 
 use crate::work::{held, remove_any};
 use crate::ImageId;
@@ -85,7 +87,7 @@ pub(crate) fn create(dir: &Path, note: &HoldNote) -> anyhow::Result<Hold> {
         .mode(0o600)
         .open(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
-    flock(file.as_fd(), FlockOp::Exclusive)?;
+    flock(file.as_fd(), FlockOp::Shared)?;
     // Made before the write: if the write fails, dropping it removes the file.
     let hold = Hold {
         file: Some(file),

@@ -53,6 +53,8 @@ pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Fleet::hub`: the fleet's hub namespace.
 pub const FLEET_HUB: Rank = Rank::leaf("Fleet::hub");
+/// The supervisor's `images`: its hold on the images its nodes run.
+pub const IMAGES_HELD: Rank = Rank::leaf("Supervisor::images");
 
 // Leaves not checked (parking_lot's own, see above): `Backlog::count`, `Ticket::state`,
 // `ReclaimWatch::{awaited, hub, wake, listener}`, `Fleet::on_node`'s hand-off cell, the

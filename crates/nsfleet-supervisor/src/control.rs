@@ -56,10 +56,15 @@ pub enum Request {
     /// Change the fleet to the topology that follows this line, `topology_len` bytes of
     /// JSON (read and checked against the kernel once, by the client; `file`, absolute,
     /// names it in messages), or with `dry_run` only say what that would change.
+    /// `hold`: the image store's hold file on the images the topology's nodes run, which
+    /// the client made (locked shared) and keeps until the reply: once the change is made,
+    /// the supervisor holds it in place of the one it held.
     Apply {
         file: std::path::PathBuf,
         topology_len: u64,
         dry_run: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hold: Option<std::path::PathBuf>,
     },
     /// Every node's configuration and wiring as they are now (after any `apply`).
     Shapes,

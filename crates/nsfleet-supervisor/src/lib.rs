@@ -101,7 +101,7 @@ pub const SUPERVISOR_NAME: &CStr = c"nsfleet-sup";
 pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
     let (stdin_r, topology) = std::io::pipe()?;
     let (events, stdout_w) = std::io::pipe()?;
-    // Kept at 3 in the supervisor; ours is closed once it is forked.
+    // Kept at KEPT_AT in the supervisor; ours is closed once it is forked.
     let keep = args.keep.take();
     let mut fds = vec![stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()];
     fds.extend(keep.as_ref().map(|k| k.as_fd()));
@@ -112,7 +112,11 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         unblock_signals: false,
     };
     let cmdline = format!("nsfleet-sup {}", args.name);
-    let pid = sys::fork_pid_ns_init(&how, move |_| {
+    let kept = keep.is_some();
+    let pid = sys::fork_pid_ns_init(&how, move |fds| {
+        let mut args = args;
+        // Ours again, at the place `how` gave it: `apply` may replace it.
+        args.keep = kept.then(|| fds.take(KEPT_AT)).flatten();
         // `ps` shows what we are, not the command that forked us.
         let _ = sys::set_cmdline(&cmdline);
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
@@ -130,6 +134,9 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         events,
     })
 }
+
+/// Where [`SupervisorArgs::keep`] is in the supervisor: after its stdin, stdout and stderr.
+const KEPT_AT: usize = 3;
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
 
@@ -166,6 +173,9 @@ struct Supervisor {
     /// changes, and `events` to open its sockets in the nodes between changes; `exec` does
     /// not. The outermost lock of the process (nsfleet-locks' `order`).
     changes: Mutex<()>,
+    /// Protects the image store's hold on the images the nodes run ([`SupervisorArgs::keep`]),
+    /// which `apply` replaces by its own. A leaf.
+    images: Mutex<Option<OwnedFd>>,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -230,6 +240,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         traffic: Mutex::new(order::TRAFFIC, Traffic::default()),
         watchers,
         changes: Mutex::new(order::CHANGES, ()),
+        images: Mutex::new(order::IMAGES_HELD, args.keep),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());

@@ -11,7 +11,7 @@
 use crate::check;
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// How a helper starts.
 pub struct HelperStart<'a> {
@@ -41,15 +41,34 @@ const INIT_STACK: usize = 8 << 20;
 /// The descriptors a helper kept, at 0, 1, 2, ... (see [`HelperStart::fds`]).
 pub struct KeptFds {
     n: usize,
+    /// Those [`take`](Self::take)n, one bit each: owned elsewhere from then on.
+    taken: std::cell::Cell<u8>,
 }
 
 impl KeptFds {
-    /// The `i`-th kept descriptor, if there is one.
+    /// The `i`-th kept descriptor, if there is one and it was not taken.
     pub fn get(&self, i: usize) -> Option<BorrowedFd<'_>> {
         // SAFETY: the prelude put an open descriptor at every number below n, and the
-        // helper never owns them (no OwnedFd is made for them), so they stay open until it
+        // helper owns none of them but those taken (checked), so they stay open until it
         // exits; the borrow lives no longer than self.
-        (i < self.n).then(|| unsafe { BorrowedFd::borrow_raw(i as RawFd) })
+        self.kept(i)
+            .then(|| unsafe { BorrowedFd::borrow_raw(i as RawFd) })
+    }
+
+    /// The `i`-th kept descriptor as the helper's own, to close when it is done with it;
+    /// `None` if there is none or it was taken already.
+    pub fn take(&self, i: usize) -> Option<OwnedFd> {
+        if !self.kept(i) {
+            return None;
+        }
+        self.taken.set(self.taken.get() | 1 << i);
+        // SAFETY: an open descriptor (see `get`) that nothing else in this process owns:
+        // nobody took it before (checked and marked above), and `get` no longer lends it.
+        Some(unsafe { OwnedFd::from_raw_fd(i as RawFd) })
+    }
+
+    fn kept(&self, i: usize) -> bool {
+        i < self.n && self.taken.get() & (1 << i) == 0
     }
 }
 
@@ -99,7 +118,10 @@ where
     }
     let code = match prelude(&fds[..n], how) {
         Ok(()) => {
-            let kept = KeptFds { n };
+            let kept = KeptFds {
+                n,
+                taken: Default::default(),
+            };
             // A panic must not unwind out of the child into the caller's frames.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&kept))).unwrap_or(101)
         }

@@ -8,16 +8,20 @@ use nsfleet_core::Phase;
 use nsfleet_sys as sys;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 
 impl Supervisor {
     /// `nsfleet apply`: changes the running fleet into `topo` (the client read `file` and
     /// checked it against the kernel), only where they differ, all or nothing; with
-    /// `dry_run`, only says what that would change.
+    /// `dry_run`, only says what that would change. Once changed, the fleet holds the
+    /// images of `hold` (see `Request::Apply`) in place of those it held.
     pub(super) fn apply(
         &self,
-        file: &std::path::Path,
+        file: &Path,
         topo: nsfleet_topology::Topology,
         dry_run: bool,
+        hold: Option<&Path>,
     ) -> anyhow::Result<Reply> {
         if topo.name != self.name {
             anyhow::bail!(
@@ -78,6 +82,7 @@ impl Supervisor {
             log(format_args!("events: watching links of {watch:?}: {e:#}"));
         }
         let report = done?;
+        self.hold_images(hold);
         let hosts = (self.run_dir.log_dir(&self.name)).join(nsfleet_subsys::world::HOSTS_FILE);
         if hosts.exists() {
             let nodes = self.fleet.nodes();
@@ -98,6 +103,25 @@ impl Supervisor {
             applied: true,
             report: Some(report),
         })
+    }
+
+    /// Holds the images the fleet's nodes run now: the client's hold file `hold`, locked
+    /// shared as the client locked it, in place of the hold kept so far (whose lock goes
+    /// with its descriptor); nothing if they run none. A hold that cannot be taken leaves
+    /// the old one, and is logged: the change is made.
+    fn hold_images(&self, hold: Option<&Path>) {
+        let take = |path: &Path| -> std::io::Result<OwnedFd> {
+            let file = std::fs::File::open(path)?;
+            sys::flock(file.as_fd(), sys::FlockOp::Shared)?;
+            Ok(file.into())
+        };
+        match hold
+            .map(|path| take(path).map_err(|e| (path, e)))
+            .transpose()
+        {
+            Ok(held) => *self.images.lock() = held,
+            Err((path, e)) => log(format_args!("apply: holding {}: {e}", path.display())),
+        }
     }
 
     /// The generator's sockets in nodes to remove would keep them from being reclaimed:

@@ -87,9 +87,11 @@ impl Supervisor {
                 file,
                 topology_len,
                 dry_run,
+                hold,
             }) => {
                 let topo = topology_after(&mut reader, topology_len);
-                reply(&answer(topo.and_then(|t| self.apply(&file, t, dry_run))))
+                let applied = topo.and_then(|t| self.apply(&file, t, dry_run, hold.as_deref()));
+                reply(&answer(applied))
             }
             // `watching` is written by the subscription, before any event.
             Ok(Request::Events) => match self.subscribe(&conn) {
