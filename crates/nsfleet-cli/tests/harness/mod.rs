@@ -57,10 +57,20 @@ impl Env {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// Starts nsfleet in the background, its standard streams closed.
+    /// Starts nsfleet in the background, its standard streams closed, with SIGINT's
+    /// default action: a suite started where SIGINT is ignored (a background job of a
+    /// shell without job control) must still see what Ctrl-C does to nsfleet.
     pub fn spawn(&self, args: &[&str]) -> std::process::Child {
-        self.cmd(args)
-            .stdin(Stdio::null())
+        let mut cmd = self.cmd(args);
+        // SAFETY: signal(2) between fork and exec, async-signal-safe; it touches no
+        // memory of the parent.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
