@@ -41,16 +41,14 @@ pub fn parse(reference: &str) -> anyhow::Result<Reference> {
     }
     let tag = caps.get(2).map(|m| m.as_str().to_string());
     let digest = caps.get(3).map(|m| m.as_str().to_string());
-    if let Some(d) = &digest {
-        let hex_len = match d.split_once(':') {
-            Some(("sha256", _)) => 64,
-            Some(("sha384", _)) => 96,
-            Some(("sha512", _)) => 128,
+    if let Some((algorithm, hex)) = digest.as_deref().and_then(|d| d.split_once(':')) {
+        let hex_len = match algorithm {
+            "sha256" => 64,
+            "sha384" => 96,
+            "sha512" => 128,
             _ => return Err(bad("unsupported digest algorithm")),
         };
-        if d.split_once(':')
-            .is_some_and(|(_, hex)| hex.len() != hex_len)
-        {
+        if hex.len() != hex_len {
             return Err(bad("invalid checksum digest length"));
         }
     }
@@ -92,8 +90,7 @@ pub fn normalize(reference: &str) -> anyhow::Result<String> {
 /// `reference`'s repository (`docker.io/library/alpine`) and whether it names a tag or a
 /// digest of its own (`alpine` does not: its `latest` is Docker's default).
 pub(crate) fn repository_of(reference: &str) -> anyhow::Result<(String, bool)> {
-    let whole = normalize(reference)?;
-    let parsed = parse(&whole)?;
+    let parsed = parse(reference)?;
     let repository = format!("{}/{}", parsed.registry(), parsed.repository());
     // What follows the last `/` names a tag only if it has a `:` (a registry's port is
     // before a `/`), and a digest has an `@`.

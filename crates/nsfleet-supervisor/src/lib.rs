@@ -101,9 +101,10 @@ pub const SUPERVISOR_NAME: &CStr = c"nsfleet-sup";
 pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launched> {
     let (stdin_r, topology) = std::io::pipe()?;
     let (events, stdout_w) = std::io::pipe()?;
-    // Kept at KEPT_AT in the supervisor; ours is closed once it is forked.
+    // Kept after the standard streams in the supervisor; ours is closed once it is forked.
     let keep = args.keep.take();
     let mut fds = vec![stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()];
+    let kept_at = fds.len();
     fds.extend(keep.as_ref().map(|k| k.as_fd()));
     let how = sys::HelperStart {
         name: SUPERVISOR_NAME,
@@ -112,11 +113,11 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         unblock_signals: false,
     };
     let cmdline = format!("nsfleet-sup {}", args.name);
-    let kept = keep.is_some();
     let pid = sys::fork_pid_ns_init(&how, move |fds| {
         let mut args = args;
-        // Ours again, at the place `how` gave it: `apply` may replace it.
-        args.keep = kept.then(|| fds.take(KEPT_AT)).flatten();
+        // Ours again, at the place `how` gave it (none if there was none): `apply` may
+        // replace it.
+        args.keep = fds.take(kept_at);
         // `ps` shows what we are, not the command that forked us.
         let _ = sys::set_cmdline(&cmdline);
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
@@ -134,9 +135,6 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         events,
     })
 }
-
-/// Where [`SupervisorArgs::keep`] is in the supervisor: after its stdin, stdout and stderr.
-const KEPT_AT: usize = 3;
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];
 

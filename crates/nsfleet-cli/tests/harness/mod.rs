@@ -31,6 +31,16 @@ impl Env {
         c.args(args)
             .env("NSFLEET_RUN_DIR", &self.run_dir)
             .env("NSFLEET_IMAGES", self.images());
+        // With SIGINT's default action: a suite started where it is ignored (a background
+        // job of a shell without job control) must still see what Ctrl-C does to nsfleet.
+        // SAFETY: signal(2) between fork and exec, async-signal-safe; it touches no
+        // memory of the parent.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         c
     }
 
@@ -57,20 +67,10 @@ impl Env {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// Starts nsfleet in the background, its standard streams closed, with SIGINT's
-    /// default action: a suite started where SIGINT is ignored (a background job of a
-    /// shell without job control) must still see what Ctrl-C does to nsfleet.
+    /// Starts nsfleet in the background, its standard streams closed.
     pub fn spawn(&self, args: &[&str]) -> std::process::Child {
-        let mut cmd = self.cmd(args);
-        // SAFETY: signal(2) between fork and exec, async-signal-safe; it touches no
-        // memory of the parent.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        cmd.stdin(Stdio::null())
+        self.cmd(args)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -115,13 +115,14 @@ impl Supervisor {
             sys::flock(file.as_fd(), sys::FlockOp::Shared)?;
             Ok(file.into())
         };
-        match hold
-            .map(|path| take(path).map_err(|e| (path, e)))
-            .transpose()
-        {
-            Ok(held) => *self.images.lock() = held,
-            Err((path, e)) => log(format_args!("apply: holding {}: {e}", path.display())),
-        }
+        let held = match hold.map(|path| (path, take(path))) {
+            None => None,
+            Some((_, Ok(fd))) => Some(fd),
+            Some((path, Err(e))) => {
+                return log(format_args!("apply: holding {}: {e}", path.display()));
+            }
+        };
+        *self.images.lock() = held;
     }
 
     /// The generator's sockets in nodes to remove would keep them from being reclaimed:
