@@ -110,7 +110,7 @@ fn bridges_up(b: &mut Batch, s: &mut NlSocket, n: u16) {
             index: bridge_index(k),
             ..Default::default()
         };
-        rtnl::new_bridge(b, s.next_seq(), &spec);
+        rtnl::new_bridge(b, s.next_seq(), &spec, None);
         rtnl::set_link(b, s.next_seq(), spec.index, true, None);
     }
 }

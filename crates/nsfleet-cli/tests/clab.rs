@@ -276,6 +276,39 @@ topology:
 }
 
 #[test]
+fn the_management_switch_snoops_and_queries_and_neighbours_still_find_each_other() {
+    let env = Env::new("clabmld");
+    let name = lab("mld");
+    let net = format!("{name}n");
+    let text = format!(
+        "name: {name}
+mgmt: {{network: {net}, ipv4-subnet: 172.31.73.0/24, ipv6-subnet: fd31:73::/64}}
+topology:
+  nodes:
+    a: {{kind: linux}}
+    b: {{kind: linux}}
+    c: {{kind: linux}}
+"
+    );
+    let (guard, _file) = deploy(&env, &name, &text);
+    let bridge = |knob: &str| {
+        let path = format!("/sys/class/net/br0/bridge/multicast_{knob}");
+        env.ok(&["exec", &name, &net, "--", "cat", &path])
+    };
+    assert_eq!(bridge("snooping").trim(), "1");
+    assert_eq!(bridge("querier").trim(), "1");
+    // Neighbour discovery asks the target's solicited-node group, which the switch now
+    // sends only to the ports that reported it: c's.
+    let c6 = "fd31:73::4";
+    let ping6 = ["ping", "-6", "-c1", "-W1", c6];
+    until_ok(&env, &name, "a", &ping6, Duration::from_secs(10));
+    // IPv4's ARP is broadcast, as before.
+    let ping4 = ["ping", "-c1", "-W1", "172.31.73.4"];
+    until_ok(&env, &name, "b", &ping4, Duration::from_secs(10));
+    drop(guard);
+}
+
+#[test]
 fn inheritance_and_extended_links_are_containerlab_s() {
     let env = Env::new("clabext");
     let name = lab("ext");

@@ -88,6 +88,12 @@ pub struct NodeConfig {
     pub router: bool,
     /// The node is a switch: its namespace holds bridges, and its interfaces are ports.
     pub switch: bool,
+    /// The switch's bridge snoops IGMP and MLD and is its segment's querier, sending a
+    /// multicast group's frames only to its members and to routers: a containerlab
+    /// management network, where every node that runs software has IPv6 and would
+    /// otherwise flood its reports and router solicitations to every other node.
+    #[serde(default)]
+    pub querier: bool,
     /// Its host name (a template); the node's name when `None`.
     pub hostname: Option<String>,
     /// Directories the node has to itself, mounted over the host's in its own mount
@@ -127,6 +133,7 @@ impl PartialEq for NodeConfig {
             commands,
             router,
             switch,
+            querier,
             hostname,
             dirs,
             files,
@@ -137,7 +144,7 @@ impl PartialEq for NodeConfig {
             clab,
             image,
         } = self;
-        image == &o.image
+        (image, querier) == (&o.image, &o.querier)
             && (sysctls, commands, router, switch, hostname, dirs)
                 == (
                     &o.sysctls,

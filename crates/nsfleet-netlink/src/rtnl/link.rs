@@ -23,6 +23,8 @@ const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
 const IFLA_BR_MCAST_SNOOPING: u16 = 23;
+const IFLA_BR_MCAST_QUERIER: u16 = 25;
+const IFLA_BR_MCAST_QUERY_RESPONSE_INTVL: u16 = 34;
 const IFLA_MACVLAN_MODE: u16 = 1;
 const MACVLAN_MODE_BRIDGE: u32 = 4;
 const IFLA_VXLAN_ID: u16 = 1;
@@ -113,17 +115,41 @@ pub fn new_veth(b: &mut Batch, seq: u32, local: &LinkSpec<'_>, peer: &LinkSpec<'
     b.nest_end(p).nest_end(data).nest_end(info).end();
 }
 
-/// A Linux bridge (STP off, the kernel's default).
-pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
+/// Multicast snooping on a bridge: it learns which ports joined which group from their
+/// IGMP and MLD reports and, once a querier exists on the segment (see
+/// [`bridge_querier`]), sends a group's traffic only to its members and to routers.
+pub struct Snooping {
+    /// How long the bridge waits for answers to its queries, in centiseconds (clock_t):
+    /// also how long it waits before it trusts a querier of its own, flooding meanwhile.
+    pub query_response_interval_cs: u64,
+}
+
+/// A Linux bridge (STP off, the kernel's default); without `snooping`, it floods
+/// multicast to every port.
+pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, snooping: Option<&Snooping>) {
     b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
         .header(&spec_header(spec));
     spec_attrs(b, spec);
     let info = b.nest_begin(IFLA_LINKINFO);
     b.attr_str(IFLA_INFO_KIND, "bridge");
-    // Snooping off: with it on, every port that comes up re-arms the multicast timers of
-    // every other port (br_port_state_selection), a cost quadratic in the port count.
     let data = b.nest_begin(IFLA_INFO_DATA);
-    b.attr(IFLA_BR_MCAST_SNOOPING, &[0]);
+    b.attr(IFLA_BR_MCAST_SNOOPING, &[snooping.is_some() as u8]);
+    if let Some(s) = snooping {
+        let interval = s.query_response_interval_cs.to_ne_bytes();
+        b.attr(IFLA_BR_MCAST_QUERY_RESPONSE_INTVL, &interval);
+    }
+    b.nest_end(data).nest_end(info).end();
+}
+
+/// Makes bridge `index` its segment's IGMP and MLD querier. Apart from [`new_bridge`]: the
+/// kernel reads the response interval it waits when the querier is turned on. An MLD
+/// query needs an IPv6 source address on the bridge, without which it keeps flooding.
+pub fn bridge_querier(b: &mut Batch, seq: u32, index: i32) {
+    b.begin(RTM_NEWLINK, 0, seq).header(&ifinfomsg(index, 0, 0));
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "bridge");
+    let data = b.nest_begin(IFLA_INFO_DATA);
+    b.attr(IFLA_BR_MCAST_QUERIER, &[1]);
     b.nest_end(data).nest_end(info).end();
 }
 

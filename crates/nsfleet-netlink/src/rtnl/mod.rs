@@ -10,11 +10,12 @@ mod route;
 mod tc;
 
 pub use addr::{del_addr, new_addr};
+pub use link::{bridge_querier, new_bridge, new_macvlan, new_veth, new_vxlan, no_link_local};
 pub use link::{
     del_link, del_link_by_name, dump_links, dump_stats, get_link, get_link_by_name, parse_link,
     parse_stats, set_forwarding, set_link, set_link_alias, LinkInfo, LinkSpec, LinkStats, IFF_UP,
 };
-pub use link::{new_bridge, new_macvlan, new_veth, new_vxlan, no_link_local, Vxlan};
+pub use link::{Snooping, Vxlan};
 pub use nsid::*;
 pub use route::{del_route, new_route, Route};
 pub use tc::{del_root_qdisc, set_netem, set_tbf, Netem};

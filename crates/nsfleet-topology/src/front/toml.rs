@@ -203,7 +203,9 @@ fn declare(
         let n = &sw.get_ref().name;
         let added = check_name("switch name", n.get_ref(), MAX_NODE_NAME)
             .map_err(|m| cx.err(n.span(), m))
-            .and_then(|()| groups.add(cx, Names::One(n.get_ref().clone()), switch_config(), n));
+            .and_then(|()| {
+                groups.add(cx, Names::One(n.get_ref().clone()), switch_config(false), n)
+            });
         named &= errors.take(added).is_some();
     }
     for (g, section) in generators.iter().zip(&doc.generate) {
@@ -211,7 +213,7 @@ fn declare(
         let sec = section.get_ref();
         if let Some(names) = g.switch_names() {
             named &= errors
-                .take(groups.add(cx, names, switch_config(), &sec.kind))
+                .take(groups.add(cx, names, switch_config(false), &sec.kind))
                 .is_some();
         }
         let router = sec

@@ -120,6 +120,24 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_is_configured_as_its_switch_is() {
+        // A file's own switch floods; a containerlab management network queries, over
+        // all its shards.
+        assert!(nodes(&star(1001, "")).iter().all(|n| !n.config.querier));
+        let hosts: String = (1..=1001)
+            .map(|i| format!("    h{i}: {{kind: linux}}\n"))
+            .collect();
+        let text = format!("name: m\nmgmt: {{network: net, ipv4-subnet: 10.9.0.0/16}}\ntopology:\n  nodes:\n{hosts}");
+        let draft =
+            crate::front::clab::read_with("t.clab.yml", &text, crate::front::Software::Host);
+        let all: Vec<_> = (draft.unwrap().check(&crate::KernelCaps::assumed()).unwrap())
+            .nodes()
+            .collect();
+        let querier = |name: &str| all.iter().find(|n| n.name == name).unwrap().config.querier;
+        assert!(querier("net") && querier("net.2") && !querier("h1"));
+    }
+
+    #[test]
     fn a_shard_name_taken_by_a_node_is_refused() {
         let err = crate::read("t.toml", &star(1001, "[[node]]\nname = \"sw.2\"\n"))
             .and_then(|d| d.check(&crate::KernelCaps::assumed()))

@@ -170,19 +170,32 @@ impl Groups {
         }))
     }
 
-    /// Every node's wiring from `plan`, with the shards of big switches added as groups.
+    /// Every node's wiring from `plan`, with the shards of big switches added as groups,
+    /// each configured as its switch is.
     pub(crate) fn finish(&mut self, plan: Plan) -> Vec<Arc<crate::NodeWiring>> {
         let (wiring, shards) = plan.finish();
-        let config = Arc::new(switch_config().config);
-        for name in shards {
+        for shard in shards {
+            let config = self.group_of(shard.switch).config.clone();
             self.list.push(NodeGroup {
-                names: Names::One(name),
-                config: config.clone(),
+                names: Names::One(shard.name),
+                config,
             });
             self.templates.push(config::Templates::default());
             self.loopbacks.push(None);
         }
         wiring
+    }
+
+    /// The group of the node numbered `node` (in creation order).
+    fn group_of(&self, node: u32) -> &NodeGroup {
+        let mut first = 0;
+        for g in &self.list {
+            first += g.names.len();
+            if u64::from(node) < first {
+                return g;
+            }
+        }
+        panic!("node {node} is in no group")
     }
 
     pub(crate) fn add(
@@ -227,9 +240,11 @@ impl Groups {
     }
 }
 
-pub(crate) fn switch_config() -> config::Built {
+/// A switch's configuration; `querier`: see [`NodeConfig::querier`].
+pub(crate) fn switch_config(querier: bool) -> config::Built {
     config::Built::of(NodeConfig {
         switch: true,
+        querier,
         ..NodeConfig::default()
     })
 }

@@ -33,15 +33,22 @@ pub(crate) struct Plan {
     wiring: Vec<NodeWiring>,
     /// Switches with ports, by their own node's number: where their ports go.
     switches: HashMap<u32, Switch>,
-    /// Shard nodes made for big switches, in the order they were made: after the file's
-    /// nodes in the fleet (see `link::bridge`).
-    shards: Vec<String>,
+    /// Shard nodes made for big switches, in the order they were made (after the file's
+    /// nodes in the fleet, see `link::bridge`), each with its switch's name.
+    shards: Vec<Shard>,
     /// Address pools of switches, with how many addresses each has handed out.
     pools: HashMap<u32, Vec<(IpNet, u64)>>,
     /// Every address given out so far, and the line that gave it.
     used: HashMap<IpAddr, u32>,
     /// Every pool of the file (switches', links', generators'), and its line.
     declared: Vec<(IpNet, u32)>,
+}
+
+/// A node made to carry a big switch's ports beyond the first shard's.
+pub struct Shard {
+    pub name: String,
+    /// The node number of the switch it is part of, whose configuration it takes.
+    pub switch: u32,
 }
 
 /// A switch's ports so far, over its shards.
@@ -305,7 +312,10 @@ impl Plan {
         }
         crate::check_name("a switch's shard name", &name, crate::MAX_NODE_NAME)?;
         let on = self.add_node(name.clone(), true);
-        self.shards.push(name.clone());
+        self.shards.push(Shard {
+            name: name.clone(),
+            switch: i,
+        });
         let sw = self.switches.get_mut(&i).expect("made above");
         sw.shards.push(on);
         let parent = sw.shards[bridge::parent_shard(k)];
@@ -412,8 +422,8 @@ impl Plan {
     }
 
     /// Every node's wiring, in order (the file's nodes, then the shards of big switches),
-    /// and the shards' names.
-    pub fn finish(self) -> (Vec<Arc<NodeWiring>>, Vec<String>) {
+    /// and the shards.
+    pub fn finish(self) -> (Vec<Arc<NodeWiring>>, Vec<Shard>) {
         let shards = self.shards;
         if self.wiring.iter().all(|w| *w == NodeWiring::default()) {
             return (Vec::new(), shards);

@@ -78,7 +78,7 @@ pub fn read_with(
         let at = Spanned::new(mgmt.at.clone(), mgmt.network.clone());
         check_name("management network name", &mgmt.network, MAX_NODE_NAME)
             .map_err(|m| cx.err(mgmt.at.clone(), m))?;
-        groups.add(&cx, Names::One(mgmt.network.clone()), crate::resolve::draft::switch_config(), &at)
+        groups.add(&cx, Names::One(mgmt.network.clone()), crate::resolve::draft::switch_config(true), &at)
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
     let mut plan = groups.plan();

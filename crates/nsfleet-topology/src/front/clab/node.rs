@@ -358,7 +358,7 @@ impl NodeDecl<'_> {
     /// The node configuration this node becomes (bridges and the host have none).
     pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
         if self.kind == Kind::Bridge {
-            return Ok(crate::resolve::draft::switch_config());
+            return Ok(crate::resolve::draft::switch_config(false));
         }
         self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
