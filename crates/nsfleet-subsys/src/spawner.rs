@@ -2,11 +2,11 @@
 
 use crossbeam_channel::Sender;
 use nsfleet_sys as sys;
-use std::fs::OpenOptions;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// Spawns node processes from a thread with a file-descriptor table of its own. A fork
 /// copies the parent's descriptor table and exec then closes the copies, so spawning from
@@ -164,24 +164,35 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
     let Some((program, args)) = l.argv.split_first() else {
         return Err(io::Error::other("nothing to run"));
     };
-    let mut cmd = Command::new(program);
-    if l.clear_env {
-        cmd.env_clear();
-    }
-    cmd.args(args)
-        .envs(l.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    if let Some(w) = &l.workdir {
-        cmd.current_dir(w);
-    }
-    if let Some(u) = &l.user {
+    let ids = match &l.user {
         // Read now, in the node's root: its users are its image's.
-        let (uid, gid) = sys::host::user_ids(u)?;
-        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
-        std::os::unix::process::CommandExt::gid(&mut cmd, gid);
-    }
+        Some(u) => Some(sys::host::user_ids(u)?),
+        None => None,
+    };
+    let null = File::open("/dev/null")?;
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let env = environment(l);
     nsfleet_core::fault::point("starting a process")?;
-    sys::spawn_node_process(&mut cmd)
+    sys::spawn_node_process(&sys::Exec {
+        program: OsStr::new(program),
+        args: &args,
+        env: &env,
+        stdio: [null.as_fd(), log.as_fd(), log.as_fd()],
+        cwd: l.workdir.as_deref().map(OsStr::new),
+        ids,
+    })
+}
+
+/// The process's whole environment: the launch's variables, over the supervisor's unless
+/// the launch has only its own.
+fn environment(l: &Launch) -> Vec<(OsString, OsString)> {
+    let ours = (l.env.iter()).map(|(k, v)| (OsString::from(k), OsString::from(v)));
+    if l.clear_env {
+        return ours.collect();
+    }
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !l.env.iter().any(|(o, _)| OsStr::new(o) == k))
+        .collect();
+    env.extend(ours);
+    env
 }

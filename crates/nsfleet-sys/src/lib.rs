@@ -23,6 +23,7 @@ pub mod poll;
 pub mod process;
 pub mod procfs;
 pub mod signals;
+pub mod spawn;
 pub mod world;
 
 // The wrappers by name, for callers that use a few of several domains.
@@ -37,6 +38,7 @@ pub use poll::*;
 pub use process::*;
 pub use procfs::*;
 pub use signals::*;
+pub use spawn::*;
 pub use world::*;
 
 use std::io;

@@ -199,8 +199,8 @@ pub fn cmdline_of(pid: i64) -> Option<String> {
 /// daemons, started as it is built, otherwise starve its construction. Profiled with 306
 /// FRR routers on 2 CPUs: each spawn waited for its forked child to reach exec, which at
 /// nice 0 queued behind the running daemons' hundreds of threads (deploy 77-88 s; FRR 92%
-/// of the CPU, nsfleet under 1%). A forked child is reset to nice 0 right before it
-/// execs the node's software, and a node's init once its world is set up.
+/// of the CPU, nsfleet under 1%). A spawned child is put back to nice 0 once it has
+/// exec'd the node's software, and a node's init once its world is set up.
 pub fn prefer_this_thread() -> io::Result<()> {
     // SAFETY: setpriority(2) on the calling thread (id 0): nice is per thread on Linux.
     check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) }).map(drop)
@@ -218,30 +218,6 @@ pub fn is_stopped(pid: i64) -> bool {
     // The state follows the command name, which is in parentheses and may hold anything.
     stat.rsplit_once(") ")
         .is_some_and(|(_, rest)| rest.starts_with('T'))
-}
-
-/// Runs in a freshly forked child before exec: only async-signal-safe syscalls here.
-/// Puts the child into its own process group, arranges SIGKILL when the spawning thread
-/// dies, and clears the signal mask the supervisor keeps blocked for its signal thread.
-/// The child's network namespace is the spawning thread's (fork copies the calling
-/// task's namespaces), so a worker inside a node spawns into that node.
-fn child_setup() -> io::Result<()> {
-    // SAFETY: each call is a plain syscall on integers or on a local sigset; all are
-    // async-signal-safe, as required between fork and exec.
-    unsafe {
-        check(libc::setpgid(0, 0))?;
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        let rc = libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        // Last: up to here the child was nsfleet's work (see `prefer_this_thread`); what
-        // it execs is the node's, at the node's priority.
-        libc::setpriority(libc::PRIO_PROCESS, 0, 0);
-    }
-    Ok(())
 }
 
 /// Our pid as the host sees it. Inside a new PID namespace getpid() says 1, but /proc is
@@ -299,16 +275,6 @@ pub fn die_with_spawner(cmd: &mut std::process::Command) {
 /// otherwise a child that exits at once could be reaped by a PID-1 orphan sweep before we
 /// hold a pidfd for it, and its pid could be recycled under us.
 static SPAWNING: RwLock<()> = RwLock::new(order::SPAWNING, ());
-
-/// Spawns `cmd` as a node process ([`child_setup`] runs between fork and exec) and
-/// returns its pid. The caller holds [`spawn_guard`] until it has opened a pidfd for it.
-pub fn spawn_node_process(cmd: &mut std::process::Command) -> io::Result<libc::pid_t> {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure only makes async-signal-safe syscalls (see child_setup), as
-    // required of code running in a forked child of a multi-threaded process.
-    unsafe { cmd.pre_exec(child_setup) };
-    Ok(cmd.spawn()?.id() as libc::pid_t)
-}
 
 /// Held from before a spawn until the child's pidfd is open (see `SPAWNING`).
 pub fn spawn_guard() -> nsfleet_locks::RwLockReadGuard<'static, ()> {
