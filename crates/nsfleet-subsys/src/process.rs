@@ -56,8 +56,8 @@ pub struct Processes {
     events: Option<ProcessEvents>,
     spawner: OnceLock<Spawner>,
     watcher: OnceLock<Watcher>,
-    /// The fleet's /etc/hosts, written on the first node's start.
-    hosts: OnceLock<Option<PathBuf>>,
+    /// What the fleet's worlds share, made on the first node's start.
+    shared: OnceLock<world::Shared>,
 }
 
 impl Processes {
@@ -68,7 +68,7 @@ impl Processes {
             events,
             spawner: OnceLock::new(),
             watcher: OnceLock::new(),
-            hosts: OnceLock::new(),
+            shared: OnceLock::new(),
         }
     }
 }
@@ -285,12 +285,8 @@ impl Subsystem for Processes {
     fn init(&self, cx: &mut InitCtx<'_>, procs: &mut Procs) -> anyhow::Result<()> {
         let node = cx.node;
         let log = cx.log_dir.join(format!("{}.log", node.name()));
-        let hosts = self.hosts.get_or_init(|| {
-            let path = cx.log_dir.join(world::HOSTS_FILE);
-            world::write_hosts(&path, cx.peers().iter().map(|n| &**n))
-                .ok()
-                .map(|_| path)
-        });
+        let shared = (self.shared)
+            .get_or_init(|| world::Shared::new(cx.log_dir, cx.peers().iter().map(|n| &**n)));
         let commands = launches(node, &self.fleet);
         // Before the world: a failure here must not leave an init behind.
         let helpers = if commands.is_empty() {
@@ -299,8 +295,7 @@ impl Subsystem for Processes {
             Some(self.helpers()?)
         };
         let log_file = OpenOptions::new().create(true).append(true).open(&log)?;
-        let roots = cx.log_dir.with_file_name(world::ROOTS_DIR);
-        let w = world::start(node, &self.fleet, &log_file, hosts.as_deref(), &roots)
+        let w = world::start(node, &self.fleet, &log_file, shared)
             .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
         let world_id = (w.pid, w.start_time);
         procs.world = Some(w);

@@ -21,7 +21,8 @@ use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The name of a node's init (`comm`), as `ps -e` shows it.
@@ -75,17 +76,48 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// (and the kernel kills the rest).
 pub const GRACE: Duration = Duration::from_secs(3);
 
+/// What every world of a fleet shares, made once, on the first node's start.
+pub struct Shared {
+    /// The fleet's hosts file, if it could be written (see [`write_hosts`]).
+    pub hosts: Option<PathBuf>,
+    /// The fleet's folder of image nodes' writable layers (see [`ROOTS_DIR`]), made on
+    /// the first image node's start.
+    roots: PathBuf,
+    roots_made: OnceLock<Result<(), String>>,
+    /// What an image node's /etc/resolv.conf says (see [`resolv_conf`]).
+    resolv_conf: String,
+}
+
+impl Shared {
+    /// For the fleet whose nodes are `peers` and whose logs go to `log_dir`.
+    pub fn new<'a>(log_dir: &Path, peers: impl Iterator<Item = &'a Node>) -> Shared {
+        let hosts = log_dir.join(HOSTS_FILE);
+        Shared {
+            hosts: write_hosts(&hosts, peers).ok().map(|()| hosts),
+            roots: log_dir.with_file_name(ROOTS_DIR),
+            roots_made: OnceLock::new(),
+            resolv_conf: resolv_conf(),
+        }
+    }
+
+    /// The roots folder, made if it is not yet: it only holds the nodes' own tmpfs mounts.
+    fn roots(&self) -> anyhow::Result<&Path> {
+        let made = self.roots_made.get_or_init(|| {
+            let made = std::fs::DirBuilder::new().mode(0o700).create(&self.roots);
+            made.or_else(|e| match e.kind() {
+                ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(format!("making {}: {e}", self.roots.display())),
+            })
+        });
+        made.as_ref().map_err(|e| anyhow!("{e}"))?;
+        Ok(&self.roots)
+    }
+}
+
 /// Builds the world of `node`, whose network namespace the calling thread is in. `log` is
-/// where its init's own output goes; `hosts` the fleet's hosts file.
-/// `roots` is the fleet's folder of image nodes' folders (writable layers).
-pub fn start(
-    node: &Node,
-    fleet: &str,
-    log: &File,
-    hosts: Option<&Path>,
-    roots: &Path,
-) -> anyhow::Result<World> {
-    let layout = layout(node, fleet, hosts, roots)?;
+/// where its init's own output goes.
+pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::Result<World> {
+    let layout = layout(node, fleet, shared)?;
     let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
     let null = File::open("/dev/null")?;
     let how = sys::HelperStart {
@@ -158,7 +190,7 @@ pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str, wiring: &'a NodeWiring) -
     }
 }
 
-fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyhow::Result<Layout> {
+fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
     let (config, wiring) = (node.config(), node.wiring());
     let vars = vars(node, fleet, &wiring);
     let mut files = Vec::new();
@@ -178,7 +210,7 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyho
         .as_deref()
         .map_or(node.name().to_string(), |h| template::expand(h, &vars));
     let image = match config.image.as_ref().and_then(|i| i.found.as_ref()) {
-        Some(found) => Some(image_layout(found, roots, node.name(), &hostname)?),
+        Some(found) => Some(image_layout(found, shared, node.name(), &hostname)?),
         None => None,
     };
     Ok(Layout {
@@ -187,17 +219,16 @@ fn layout(node: &Node, fleet: &str, hosts: Option<&Path>, roots: &Path) -> anyho
         dirs: config.dirs.clone(),
         files,
         binds: config.binds.clone(),
-        hosts: hosts
+        hosts: (shared.hosts.as_deref())
             .filter(|_| Path::new(HOSTS).is_file())
             .map(|p| p.display().to_string()),
     })
 }
 
-/// Where the node's root comes from, and what its /etc is given; the fleet's `roots`
-/// folder made (once: it only holds the nodes' own tmpfs mounts).
+/// Where the node's root comes from, and what its /etc is given.
 fn image_layout(
     found: &nsfleet_topology::ImageRoot,
-    roots: &Path,
+    shared: &Shared,
     node: &str,
     hostname: &str,
 ) -> anyhow::Result<ImageLayout> {
@@ -215,14 +246,7 @@ fn image_layout(
         }
         lower.extend(l.file_name().and_then(|n| n.to_str()));
     }
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(roots)
-        .or_else(|e| match e.kind() {
-            ErrorKind::AlreadyExists => Ok(()),
-            _ => Err(e),
-        })
-        .with_context(|| format!("making {}", roots.display()))?;
+    let roots = shared.roots()?;
     Ok(ImageLayout {
         lower: lower.join(":"),
         layers_dir: layers_dir.display().to_string(),
@@ -230,7 +254,7 @@ fn image_layout(
         dir: roots.join(node).display().to_string(),
         etc: [
             ("/etc/hostname", format!("{hostname}\n")),
-            ("/etc/resolv.conf", resolv_conf()),
+            ("/etc/resolv.conf", shared.resolv_conf.clone()),
         ],
     })
 }
