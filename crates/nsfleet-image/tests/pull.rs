@@ -3,7 +3,9 @@
 //! test's folder, and fed by skopeo with OCI layouts the tests build
 //! (`build::write_oci_layout`). Nothing of the registry is mocked: a corrupted blob is a
 //! blob file overwritten in the registry's own storage. A pull killed mid-download is this
-//! test binary run again as the puller (`killed_pull_child`), SIGKILLed.
+//! test binary run again as the puller (`killed_pull_child`), SIGKILLed. Docker Hub's
+//! bearer-token flow is that registry behind a front of the test's own (`TokenFront`),
+//! which only asks for the token and gives it.
 //!
 //! Every test works in its own /tmp/nsfleet-test-pull-* folder; guards kill and reap the
 //! registries and remove the folders even when a test fails. Skipped, with a note, where
@@ -447,6 +449,165 @@ fn a_registry_with_basic_auth_takes_docker_config_credentials() {
     let (record, _) = pull(&store, &reference, &PullOptions::default());
     std::env::remove_var("DOCKER_CONFIG");
     assert_eq!(record.unwrap().names, [reference]);
+}
+
+#[test]
+fn a_registry_that_wants_a_bearer_token_gets_one_for_the_docker_config_credentials() {
+    if !tools() {
+        return;
+    }
+    let s = Scratch::new("token");
+    let registry = LocalRegistry::start(&s.0.join("registry"), None).unwrap();
+    let app = layout(&s.0, "app", &spec(vec![base_layer()], host_arch()));
+    registry.push(&app, "1", "test/app:1", None, false).unwrap();
+    let front = TokenFront::start(registry.addr(), "tester:s3cret");
+    let reference = format!("{}/test/app:1", front.addr);
+    let store = s.store("store");
+
+    // Anonymously, the token service refuses: said, with where credentials would be.
+    let e = err_text(pull(&store, &reference, &s.opts()).0);
+    assert!(e.contains(&format!("image {reference}")), "{e}");
+    assert!(e.contains("token service"), "{e}");
+    assert!(e.contains("anonymously"), "{e}");
+
+    // As `docker login` leaves it, for the registry (not the token service).
+    let dir = s.0.join("docker");
+    fs::create_dir_all(&dir).unwrap();
+    let auth = base64_of("tester:s3cret");
+    let text = json!({"auths": {front.addr.clone(): {"auth": auth}}});
+    fs::write(dir.join("config.json"), text.to_string()).unwrap();
+    let opts = PullOptions {
+        docker_config: Some(dir.join("config.json")),
+        ..PullOptions::default()
+    };
+    let (record, events) = pull(&store, &reference, &opts);
+    assert_eq!(record.unwrap().names, [reference]);
+    assert!(!fetched(&events).is_empty());
+    let scopes = front.scopes.lock().unwrap().clone();
+    assert!(
+        scopes
+            .iter()
+            .any(|q| q.contains("scope=repository%3Atest%2Fapp%3Apull")),
+        "the token asked for: {scopes:?}"
+    );
+}
+
+/// A registry that wants a bearer token, as Docker Hub does, in front of a real one: a
+/// `/v2/` request without `Authorization: Bearer TOKEN` gets 401 and a challenge naming
+/// the token service (`/token` here, as Docker Hub's auth.docker.io), which gives TOKEN
+/// for the basic credentials `user:password` only; with it, the registry's own answer.
+/// Each connection gets one answer and is closed. Its threads end with the test process.
+struct TokenFront {
+    addr: String,
+    /// The query strings the token service was asked with (scope, service).
+    scopes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+const TOKEN: &str = "nsfleet-test-token";
+
+impl TokenFront {
+    fn start(registry: String, credentials: &str) -> TokenFront {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let scopes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let front = TokenFront {
+            addr: addr.clone(),
+            scopes: scopes.clone(),
+        };
+        let basic = format!("Basic {}", base64_of(credentials));
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (registry, basic, addr, scopes) = (
+                    registry.clone(),
+                    basic.clone(),
+                    addr.clone(),
+                    scopes.clone(),
+                );
+                std::thread::spawn(move || {
+                    let _ = answer(conn, &registry, &basic, &addr, &scopes);
+                });
+            }
+        });
+        front
+    }
+}
+
+/// One request of `conn`, answered (see [`TokenFront`]).
+fn answer(
+    mut conn: std::net::TcpStream,
+    registry: &str,
+    basic: &str,
+    addr: &str,
+    scopes: &std::sync::Mutex<Vec<String>>,
+) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end().to_string();
+        if line.is_empty() {
+            break;
+        }
+        headers.push(line);
+    }
+    let header = |name: &str| {
+        (headers.iter())
+            .find_map(|h| {
+                h.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            })
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let target = request_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .to_string();
+    let reply = |conn: &mut std::net::TcpStream, status: &str, extra: &str, body: &str| {
+        write!(
+            conn,
+            "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    if let Some(query) = target.strip_prefix("/token") {
+        scopes.lock().unwrap().push(query.to_string());
+        if header("Authorization").as_deref() != Some(basic) {
+            return reply(&mut conn, "401 Unauthorized", "", "{}");
+        }
+        let token = json!({"token": TOKEN, "access_token": TOKEN, "expires_in": 300});
+        let json = "Content-Type: application/json\r\n";
+        return reply(&mut conn, "200 OK", json, &token.to_string());
+    }
+    if header("Authorization") != Some(format!("Bearer {TOKEN}")) {
+        let repository = (target.strip_prefix("/v2/"))
+            .and_then(|t| t.split_once("/manifests/").or(t.split_once("/blobs/")))
+            .map(|(name, _)| format!(",scope=\"repository:{name}:pull\""))
+            .unwrap_or_default();
+        let challenge = format!(
+            "WWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"nsfleet-test\"{repository}\r\n"
+        );
+        return reply(&mut conn, "401 Unauthorized", &challenge, "{}");
+    }
+    // The registry's answer, relayed as it comes.
+    let mut upstream = std::net::TcpStream::connect(registry)?;
+    let method = request_line.split_whitespace().next().unwrap_or("GET");
+    let mut ask =
+        format!("{method} {target} HTTP/1.1\r\nHost: {registry}\r\nConnection: close\r\n");
+    for h in &headers {
+        let name = h.split(':').next().unwrap_or("").to_ascii_lowercase();
+        if !["host", "authorization", "connection"].contains(&name.as_str()) {
+            ask.push_str(&format!("{h}\r\n"));
+        }
+    }
+    ask.push_str("\r\n");
+    upstream.write_all(ask.as_bytes())?;
+    std::io::copy(&mut upstream, &mut conn)?;
+    Ok(())
 }
 
 /// Base64 as Docker's config writes `auth` (standard alphabet, padded).
