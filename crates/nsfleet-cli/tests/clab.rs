@@ -239,6 +239,19 @@ topology:
         Duration::from_secs(10),
     );
     assert_eq!(said.trim(), "hi 1");
+    // A container's environment: the file's and containerlab's variables, nsfleet's names,
+    // and no NSFLEET_INDEX, which a containerlab node has no number for.
+    let vars = env.ok(&["exec", &name, "a", "--", "env"]);
+    assert!(vars.lines().any(|l| l == "GREETING=hi"), "{vars}");
+    assert!(vars.lines().any(|l| l == "HOSTNAME=a"), "{vars}");
+    assert!(
+        vars.lines().any(|l| l == format!("NSFLEET_FLEET={name}")),
+        "{vars}"
+    );
+    assert!(
+        !vars.contains("NSFLEET_INDEX") && !vars.contains("NSFLEET_RUN_DIR"),
+        "{vars}"
+    );
     let log = std::fs::read_to_string(env.run_dir.join(&name).join("logs/a.log")).unwrap();
     assert!(
         log.contains("exec: false") && log.contains("exec failed with status 1"),

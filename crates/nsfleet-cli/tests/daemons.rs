@@ -126,7 +126,7 @@ hostname = "host-{{name}}"
 dirs = ["/mnt"]
 dirs_from_host = ["{shared}"]
 files = {{ "/mnt/who" = {{ content = "{{name}} {{i}} {{fleet}}" }}, "/run/app/conf" = "app.tpl" }}
-commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run/app/env; exec sleep 1000", "setsid sh -c 'sleep 1003 &'"]
+commands = ["env > /run/app/environ; echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run/app/env; exec sleep 1000", "setsid sh -c 'sleep 1003 &'"]
 "#,
         shared = shared.display()
     ));
@@ -147,6 +147,22 @@ commands = ["echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_FLEET $(hostname) > /run
         },
     );
     assert_eq!(written, "w2 2 wo host-w2\n");
+    // The node's own environment, as a container's, for its processes and for exec:
+    // nothing of the shell that ran `up` (the harness gives nsfleet NSFLEET_RUN_DIR).
+    for environ in [exec("w2", "cat /run/app/environ"), exec("w2", "env")] {
+        let vars: Vec<&str> = environ.lines().collect();
+        for expected in [
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root",
+            "HOSTNAME=host-w2",
+            "NSFLEET_FLEET=wo",
+            "NSFLEET_NODE=w2",
+            "NSFLEET_INDEX=2",
+        ] {
+            assert!(vars.contains(&expected), "{expected} in {vars:?}");
+        }
+        assert!(!environ.contains("NSFLEET_RUN_DIR"), "{environ}");
+    }
     assert_eq!(exec("w1", "hostname"), "host-w1\n");
     assert_eq!(
         exec("w2", "echo $NSFLEET_FLEET $NSFLEET_NODE $NSFLEET_INDEX"),

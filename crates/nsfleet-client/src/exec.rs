@@ -2,8 +2,8 @@
 //! processes), this process enters all of the world's namespaces (network, mount, UTS and
 //! PID, through a pidfd of its init the supervisor passes us) and forks the command, as
 //! `nsenter --fork` does, to be in the PID namespace; it waits and exits with the
-//! command's status, with the node's environment (its `env`, as `docker exec` has the
-//! container's). In any other node it does what `ip netns exec` does: enters the
+//! command's status, with the node's environment only (as `docker exec` has the
+//! container's, see nsfleet-subsys's `process::environment`). In any other node it does what `ip netns exec` does: enters the
 //! network namespace, gets a private mount namespace with /sys remounted for it, and
 //! becomes the command. Standard input, output and error are the command's own.
 
@@ -34,7 +34,6 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     let NodeNamespace {
         fd: ns,
         world,
-        number,
         env,
         image,
     } = node_namespace(&rd, &a.name, &a.node)?;
@@ -49,13 +48,8 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         if let Some(image) = &image {
             in_image(&mut command, image)?;
         }
-        let child = command
-            .args(&a.command[1..])
-            .envs(env)
-            .env("NSFLEET_FLEET", &a.name)
-            .env("NSFLEET_NODE", &a.node)
-            .env("NSFLEET_INDEX", number.to_string())
-            .spawn();
+        // The node's environment only, as its processes have it: none of ours.
+        let child = command.args(&a.command[1..]).env_clear().envs(env).spawn();
         let mut child = match child {
             Ok(c) => c,
             Err(e) => cannot_run(&a.command[0], e),
@@ -78,15 +72,14 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     cannot_run(&a.command[0], sys::exec(&a.command))
 }
 
-/// A command in a node that runs an image, as `docker exec` runs one: the image's
-/// environment only (none of ours), its working directory and user (looked up in the
-/// node's root, which this process is in now).
+/// A command in a node that runs an image, as `docker exec` runs one: in the image's
+/// working directory, as its user (looked up in the node's root, which this process is
+/// in now).
 fn in_image(
     command: &mut std::process::Command,
     image: &nsfleet::control::ExecIn,
 ) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
-    command.env_clear();
     if let Some(w) = &image.workdir {
         command.current_dir(w);
     }

@@ -54,9 +54,7 @@ pub(crate) fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
 pub(crate) struct NodeNamespace {
     pub fd: std::os::fd::OwnedFd,
     pub world: bool,
-    /// The node's number (`{i}`).
-    pub number: u64,
-    /// The node's environment variables (its image's, then its `env`).
+    /// The node's whole environment, as its processes have it.
     pub env: Vec<(String, String)>,
     /// How commands run in it, when it runs an image.
     pub image: Option<nsfleet::control::ExecIn>,
@@ -71,11 +69,7 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
         node: node.to_string(),
     };
     let Reply::Netns {
-        world,
-        number,
-        env,
-        image,
-        ..
+        world, env, image, ..
     } = c.call(&request)?
     else {
         bail!("unexpected reply from the supervisor");
@@ -85,7 +79,6 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
     Ok(NodeNamespace {
         fd,
         world,
-        number,
         env,
         image,
     })

@@ -1,7 +1,7 @@
 //! Processes per node: the topology's `commands`, started inside the node's world (see
 //! `world`) once the fleet is configured, each through `/bin/sh -c` in a process group of
-//! its own, with NSFLEET_FLEET, NSFLEET_NODE and NSFLEET_INDEX set, their placeholders
-//! filled, stdout and stderr appended to `<log dir>/<node>.log`.
+//! its own, with an environment of the node's own (see [`environment`]), their
+//! placeholders filled, stdout and stderr appended to `<log dir>/<node>.log`.
 //!
 //! A watcher thread collects every command's exit status as it ends, and with
 //! `restart = "on-failure"` starts a failed one again after a backoff (1 s, doubling to
@@ -202,18 +202,10 @@ impl Procs {
 /// working directory and user, as `docker exec` runs in a container.
 fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
     let config = node.config();
-    // The node's own variables, then nsfleet's, which no node setting overrides.
-    let mut env = config.process_env();
-    env.extend([
-        ("NSFLEET_FLEET".to_string(), fleet.to_string()),
-        ("NSFLEET_NODE".to_string(), node.name().to_string()),
-        ("NSFLEET_INDEX".to_string(), node.number().to_string()),
-    ]);
     let image = config.image.as_ref();
     let base = Launch {
         argv: Vec::new(),
-        env,
-        clear_env: image.is_some(),
+        env: environment(node, fleet),
         workdir: image.and_then(|i| i.workdir()).map(String::from),
         user: image.and_then(|i| i.user()).map(String::from),
     };
@@ -237,6 +229,42 @@ fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
         out.push((line, launch));
     }
     out
+}
+
+/// The whole environment of a node's processes and of `nsfleet exec` in it, as a
+/// container's is its own and none of the deploying shell's: a standard PATH, HOME and
+/// HOSTNAME (as Docker gives them), then the image's variables, the node's `env`
+/// (containerlab's `CLAB_*` among them), and nsfleet's, which nothing overrides:
+/// NSFLEET_FLEET, NSFLEET_NODE and, but on containerlab's nodes, which have no number of
+/// their own, NSFLEET_INDEX (`{i}`). A variable set twice keeps its last value.
+pub fn environment(node: &Node, fleet: &str) -> Vec<(String, String)> {
+    let config = node.config();
+    let wiring = node.wiring();
+    let hostname = world::hostname(node, &world::vars(node, fleet, &wiring));
+    let base = [
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("HOME", "/root"),
+        ("HOSTNAME", &hostname),
+    ];
+    let mut ours = vec![
+        ("NSFLEET_FLEET".to_string(), fleet.to_string()),
+        ("NSFLEET_NODE".to_string(), node.name().to_string()),
+    ];
+    if config.clab.is_none() {
+        ours.push(("NSFLEET_INDEX".to_string(), node.number().to_string()));
+    }
+    let all = (base.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .chain(config.process_env())
+        .chain(ours);
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, v) in all {
+        env.retain(|(o, _)| *o != k);
+        env.push((k, v));
+    }
+    env
 }
 
 /// Whether a node's processes must start again: what it runs, in what world, changes.

@@ -34,10 +34,8 @@ struct Request {
 pub(crate) struct Launch {
     /// The program and its arguments: a command line is `/bin/sh -c LINE`.
     pub argv: Vec<String>,
+    /// Its whole environment (see `process::environment`).
     pub env: Vec<(String, String)>,
-    /// Only `env`, none of the supervisor's variables: a node running an image has the
-    /// image's environment, as a container has.
-    pub clear_env: bool,
     /// The working directory, in the node's root.
     pub workdir: Option<String>,
     /// Who it runs as (`name`, `uid`, `name:group`, `uid:gid`), looked up in the node's
@@ -171,7 +169,9 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
     };
     let null = File::open("/dev/null")?;
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let env = environment(l);
+    let env: Vec<(OsString, OsString)> = (l.env.iter())
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
     nsfleet_core::fault::point("starting a process")?;
     sys::spawn_node_process(&sys::Exec {
         program: OsStr::new(program),
@@ -181,18 +181,4 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         cwd: l.workdir.as_deref().map(OsStr::new),
         ids,
     })
-}
-
-/// The process's whole environment: the launch's variables, over the supervisor's unless
-/// the launch has only its own.
-fn environment(l: &Launch) -> Vec<(OsString, OsString)> {
-    let ours = (l.env.iter()).map(|(k, v)| (OsString::from(k), OsString::from(v)));
-    if l.clear_env {
-        return ours.collect();
-    }
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !l.env.iter().any(|(o, _)| OsStr::new(o) == k))
-        .collect();
-    env.extend(ours);
-    env
 }

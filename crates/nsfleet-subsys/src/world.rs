@@ -180,6 +180,12 @@ impl World {
     }
 }
 
+/// The node's host name: its `hostname` template filled, else its name.
+pub(crate) fn hostname(node: &Node, vars: &Vars<'_>) -> String {
+    let config = node.config();
+    (config.hostname.as_deref()).map_or(node.name().to_string(), |h| template::expand(h, vars))
+}
+
 /// What a node's templates are filled with.
 pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str, wiring: &'a NodeWiring) -> Vars<'a> {
     Vars {
@@ -205,10 +211,7 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
             template::expand(&text, &vars),
         ));
     }
-    let hostname = config
-        .hostname
-        .as_deref()
-        .map_or(node.name().to_string(), |h| template::expand(h, &vars));
+    let hostname = hostname(node, &vars);
     let image = match config.image.as_ref().and_then(|i| i.found.as_ref()) {
         Some(found) => Some(image_layout(found, shared, node.name(), &hostname)?),
         None => None,

@@ -164,15 +164,12 @@ pub enum Reply {
         inode: u64,
         #[serde(default)]
         world: bool,
-        /// The node's number (`{i}`), for NSFLEET_INDEX.
-        #[serde(default)]
-        number: u64,
-        /// The node's environment variables (its image's, then its `env`), which its
-        /// commands have too.
+        /// The node's whole environment (nsfleet-subsys's `process::environment`), as
+        /// its commands have it: a command run in a world has only this.
         #[serde(default)]
         env: Vec<(String, String)>,
-        /// The node runs an image: its commands have only `env` (none of the caller's
-        /// variables), in the image's working directory.
+        /// The node runs an image: its commands run in the image's working directory, as
+        /// its user.
         #[serde(default)]
         image: Option<ExecIn>,
     },

@@ -23,8 +23,7 @@ impl Supervisor {
                     node: node.into(),
                     inode: n.inode(),
                     world,
-                    number: n.number(),
-                    env: n.config().process_env(),
+                    env: nsfleet_subsys::process::environment(n, &self.name),
                     image: n.config().image.as_ref().map(|i| control::ExecIn {
                         workdir: i.workdir().map(String::from),
                         user: i.user().map(String::from),
