@@ -163,6 +163,8 @@ commands = ["env > /run/app/environ; echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_
         }
         assert!(!environ.contains("NSFLEET_RUN_DIR"), "{environ}");
     }
+    // exec's command carries the mark by which `apply` will not remove its node.
+    assert!(exec("w2", "env").lines().any(|l| l == "NSFLEET_EXEC=wo"));
     assert_eq!(exec("w1", "hostname"), "host-w1\n");
     assert_eq!(
         exec("w2", "echo $NSFLEET_FLEET $NSFLEET_NODE $NSFLEET_INDEX"),

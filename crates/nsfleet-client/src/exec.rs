@@ -11,6 +11,7 @@ use super::{node_namespace, NodeNamespace};
 use anyhow::{bail, Context};
 use nsfleet::rundir::RunDir;
 use nsfleet::sys;
+use std::io::IsTerminal;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
@@ -48,8 +49,15 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         if let Some(image) = &image {
             in_image(&mut command, image)?;
         }
-        // The node's environment only, as its processes have it: none of ours.
-        let child = command.args(&a.command[1..]).env_clear().envs(env).spawn();
+        // The node's environment only, as its processes have it: none of ours, but the
+        // marker `apply` looks for, and the terminal's type when the command has ours
+        // (as `docker exec -t` gives one).
+        command.args(&a.command[1..]).env_clear().envs(env);
+        command.env(nsfleet::control::EXEC_MARKER, &a.name);
+        if let Some(term) = std::env::var_os("TERM").filter(|_| std::io::stdin().is_terminal()) {
+            command.env("TERM", term);
+        }
+        let child = command.spawn();
         let mut child = match child {
             Ok(c) => c,
             Err(e) => cannot_run(&a.command[0], e),
