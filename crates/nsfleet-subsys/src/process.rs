@@ -242,10 +242,7 @@ pub fn environment(node: &Node, fleet: &str) -> Vec<(String, String)> {
     let wiring = node.wiring();
     let hostname = world::hostname(node, &world::vars(node, fleet, &wiring));
     let base = [
-        (
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        ),
+        ("PATH", sys::DEFAULT_PATH),
         ("HOME", "/root"),
         ("HOSTNAME", &hostname),
     ];

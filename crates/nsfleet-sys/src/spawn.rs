@@ -39,8 +39,9 @@ pub struct Exec<'a> {
     pub ids: Option<(libc::uid_t, libc::gid_t)>,
 }
 
-/// Where execvp looks when PATH is not set (glibc's default, root's part first).
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Where execvp looks when PATH is not set (glibc's default, root's part first), and a
+/// node's PATH unless its image sets one (Docker's default is the same).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The child's stack: its few syscalls and the frames that make them.
 const CHILD_STACK: usize = 64 << 10;
