@@ -489,3 +489,45 @@ fn keys_nsfleet_does_not_apply_are_warned_about_with_their_line() {
     assert!(err.contains(&at(8, "unknown node key `colour`")), "{err}");
     drop(guard);
 }
+
+/// Whether this kernel makes dummy devices (its module may be missing), asked in a
+/// namespace of the question's own.
+fn kernel_has_dummy() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-n", "ip", "link", "add", "d0", "type", "dummy"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A `type: dummy` link is a dummy device on its node, with containerlab's MTU, where the
+/// kernel can make one; where it cannot, the file is refused at the link's line before
+/// anything exists (tests/vm.rs makes one in a Debian kernel).
+#[test]
+fn a_dummy_link_is_a_dummy_device_or_refused_at_its_line_where_the_kernel_has_none() {
+    let env = Env::new("clabdummy");
+    let name = lab("dum");
+    let text = format!(
+        "name: {name}
+topology:
+  nodes:
+    r1: {{kind: linux}}
+  links:
+    - type: dummy
+      endpoint: {{node: r1, interface: dum0}}
+"
+    );
+    if !kernel_has_dummy() {
+        let f = env.file(&format!("{name}.clab.yml"), &text);
+        let args = ["deploy", "--host-software", "-t", f.to_str().unwrap()];
+        env.refused("dummy", &args, &f, 6, "cannot make dummy devices");
+        return;
+    }
+    let (guard, file) = deploy(&env, &name, &text);
+    let dev = env.ok(&[
+        "exec", &name, "r1", "--", "ip", "-d", "link", "show", "dum0",
+    ]);
+    assert!(dev.contains("dummy") && dev.contains("mtu 9500"), "{dev}");
+    env.ok(&["destroy", "-t", &file]);
+    std::mem::forget(guard);
+}

@@ -82,13 +82,14 @@ fn a_debian_kernel_runs_a_command_and_netem_delays_pings() {
         "root in the guest: {text}"
     );
 
-    // netem, for real: 20 ms each way on a veth pair made by this nsfleet in the guest.
+    // netem, for real: 20 ms each way on a veth pair made by this nsfleet in the guest;
+    // and a dummy device (this host's kernel may have none), reached through the pair.
     let topo = env.file(
         "nm.toml",
-        "[fleet]\nname = \"nm\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.1/24\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/24\"] }\nimpair = { delay = \"20ms\" }\n",
+        "[fleet]\nname = \"nm\"\n[[node]]\nname = \"a\"\nroutes = [\"10.255.0.0/24 via 10.0.0.2\"]\n[[node]]\nname = \"b\"\n[[link]]\na = { at = \"a:eth0\", addrs = [\"10.0.0.1/24\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/24\"] }\nimpair = { delay = \"20ms\" }\n[[dummy]]\nat = \"b:dum0\"\naddrs = [\"10.255.0.2/32\"]\n",
     );
     let script = format!(
-        "export NSFLEET_RUN_DIR=/run/nsf; {nsfleet} up {} >/dev/null 2>&1 || exit 3; {nsfleet} exec nm a -- ping -c 5 -i 0.2 10.0.0.2; rc=$?; {nsfleet} down nm >/dev/null; exit $rc",
+        "export NSFLEET_RUN_DIR=/run/nsf; {nsfleet} up {} >/dev/null 2>&1 || exit 3; {nsfleet} exec nm a -- ping -c 5 -i 0.2 10.0.0.2; rc=$?; {nsfleet} exec nm a -- ping -c 1 -W 2 10.255.0.2 >/dev/null || rc=4; {nsfleet} exec nm b -- ip -d link show dum0 | grep -q dummy || rc=5; {nsfleet} down nm >/dev/null; exit $rc",
         topo.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);

@@ -87,7 +87,7 @@ pub fn far_end(cx: &InitCtx<'_>, iface: &str) -> Far {
     match &i.link {
         Link::Veth(p) => Far::Node(p.node.clone(), p.name.clone()),
         Link::Host(h) => Far::Host(h.name.clone()),
-        Link::Vxlan(_) => Far::None,
+        Link::Vxlan(_) | Link::Dummy => Far::None,
         Link::FarEnd => (cx.peers().iter())
             .find_map(|n| {
                 let made = n.wiring().ifaces.iter().find_map(|f| {

@@ -44,6 +44,7 @@ pub fn register_defaults(
     // Wire
     fleet.register(Wired(link::veth::Veths))?;
     fleet.register(link::macvlan::Macvlans)?;
+    fleet.register(Wired(link::dummy::Dummies))?;
     fleet.register(Wired(link::host::HostLinks::new(host_journal, fleet_name)?))?;
     // Configure: links that need every veth, before the addresses they carry
     fleet.register(Wired(link::veth::FarEnds))?;

@@ -41,6 +41,10 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
         netns_sysctls,
         host_sysctls: writable(&asks.sysctls),
         refused_values,
+        missing_devices: (asks.devices.iter())
+            .filter(|k| !can_make(k))
+            .cloned()
+            .collect(),
         host: host_for(&asks.host),
     }
 }
@@ -108,6 +112,39 @@ fn netem_works() -> bool {
     };
     let mut b = Batch::new();
     rtnl::set_netem(&mut b, sock.next_seq(), 1, &Netem::default());
+    sock.execute_all(&b).is_ok()
+}
+
+/// Whether the kernel makes devices of `kind` (`dummy`), found out once per kind by making
+/// one in a scratch namespace: the kernel loads the kind's module if it can. Without
+/// root, assumed: `up` finds out.
+fn can_make(kind: &str) -> bool {
+    static CAN: std::sync::Mutex<BTreeMap<String, bool>> = std::sync::Mutex::new(BTreeMap::new());
+    let mut known = CAN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&can) = known.get(kind) {
+        return can;
+    }
+    let owned = kind.to_string();
+    let Some(can) = in_scratch_namespace(move || device_works(&owned)) else {
+        return true;
+    };
+    known.insert(kind.to_string(), can);
+    can
+}
+
+fn device_works(kind: &str) -> bool {
+    let Ok(mut sock) = NlSocket::open() else {
+        return false;
+    };
+    let mut b = Batch::new();
+    let spec = rtnl::LinkSpec {
+        name: "probe0",
+        ..Default::default()
+    };
+    match kind {
+        "dummy" => rtnl::new_dummy(&mut b, sock.next_seq(), &spec),
+        _ => return false,
+    }
     sock.execute_all(&b).is_ok()
 }
 

@@ -268,6 +268,7 @@ fn link_of(i: &Iface) -> String {
         Link::FarEnd => "made by its peer".to_string(),
         Link::Host(h) => format!("host link to host:{}", h.name),
         Link::Vxlan(v) => format!("vxlan {} to {}", v.vni, v.remote),
+        Link::Dummy => "dummy".to_string(),
     }
 }
 

@@ -18,6 +18,9 @@ pub struct Asks {
     pub values: Vec<(String, String)>,
     /// Impairments only netem can apply (delay, jitter, loss, duplicate, corrupt).
     pub netem: bool,
+    /// Kinds of device the kernel must be able to make that a kernel may lack (a module
+    /// it was built without): `dummy`. veth and bridge are nsfleet's floor, not asked.
+    pub devices: BTreeSet<String>,
     /// What the nodes' kinds need installed on the host (FRR's daemons, BIRD, users).
     pub host: BTreeSet<HostNeed>,
 }
@@ -56,6 +59,8 @@ pub struct KernelCaps {
     /// Of the values asked, those a fresh network namespace refused, with why (empty when
     /// not probed).
     pub refused_values: BTreeMap<(String, String), String>,
+    /// Of the device kinds asked ([`Asks::devices`]), those the kernel cannot make.
+    pub missing_devices: BTreeSet<String>,
     /// The host's answer to [`Asks::host`].
     pub host: HostFound,
 }
@@ -69,6 +74,7 @@ impl KernelCaps {
             netns_sysctls: None,
             host_sysctls: BTreeSet::new(),
             refused_values: BTreeMap::new(),
+            missing_devices: BTreeSet::new(),
             // Everything installed; users unknown, so a kind's folders stay root's.
             host: HostFound::default(),
         }
@@ -77,6 +83,13 @@ impl KernelCaps {
 
 /// Why a kernel without netem refuses an impairment.
 pub const NO_NETEM: &str = "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is off): only `rate` can be applied (with tbf); delay, jitter, loss, duplicate and corrupt need netem";
+
+/// Why a kernel that cannot make devices of `kind` refuses an interface of that kind.
+pub fn no_device(kind: &str) -> String {
+    format!(
+        "this kernel cannot make {kind} devices (its module is not there): run the lab under `nsfleet vm`, whose Debian kernels have them"
+    )
+}
 
 /// Why a kernel with or without netem cannot apply `imp`, if it cannot.
 pub fn netem_refusal(imp: &crate::Impair, netem: bool) -> Option<String> {

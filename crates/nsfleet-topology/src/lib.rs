@@ -33,7 +33,7 @@ pub use front::{
     read_file, read_file_with, read_text, Format, Software, DEFAULT_FLEET, DEFAULT_FLEET_FILE,
     MAX_TOPOLOGY_BYTES,
 };
-pub use kernel::{netem_refusal, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
+pub use kernel::{netem_refusal, no_device, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, Link, Peer, VxlanEnd};

@@ -25,6 +25,7 @@ fn caps(netem: bool, netns: &[&str], host: &[&str]) -> KernelCaps {
         netns_sysctls: Some(set(netns)),
         host_sysctls: set(host),
         refused_values: Default::default(),
+        missing_devices: Default::default(),
         host: Default::default(),
     }
 }
@@ -48,6 +49,7 @@ fn a_draft_asks_for_its_namespace_sysctls_and_netem_only() {
             ("net/ipv4/ip_forward".into(), "1".into()),
         ],
         netem: true,
+        devices: BTreeSet::new(),
         host: BTreeSet::new(),
     };
     assert_eq!(asks, want);
@@ -170,4 +172,22 @@ fn a_kinds_needs_are_asked_of_the_host_and_its_answer_decides_with_the_kinds_lin
         .find(|d| d.path == "/etc/frr")
         .map(|d| d.owner);
     assert_eq!(etc, Some(Some((0, 0))));
+}
+
+#[test]
+fn a_device_kind_the_kernel_may_lack_is_asked_and_refused_at_its_first_line() {
+    let file = "[fleet]\nname = \"d\"\n[[node]]\nname = \"a\"\n[[dummy]]\nat = \"a:dum0\"\naddrs = [\"10.255.0.1/32\"]\n[[dummy]]\nat = \"a:dum1\"\n";
+    let asks = read("d.toml", file).unwrap().asks();
+    assert_eq!(asks.devices, BTreeSet::from(["dummy".to_string()]));
+    assert!(read("d.toml", file)
+        .unwrap()
+        .check(&KernelCaps::assumed())
+        .is_ok());
+
+    let mut c = KernelCaps::assumed();
+    c.missing_devices.insert("dummy".into());
+    let e = read("d.toml", file).unwrap().check(&c).unwrap_err();
+    assert_eq!(e.at.line, 5, "{e}");
+    assert!(e.message.contains("cannot make dummy devices"), "{e}");
+    assert!(e.message.contains("nsfleet vm"), "{e}");
 }

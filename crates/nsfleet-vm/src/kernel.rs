@@ -6,8 +6,9 @@ use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
 /// Modules the guest loads, with what they depend on (see [`Kernel::module_files`]): the
-/// virtio bus (built in from 6.12 in Debian, a module in 6.1), the host's filesystem over 9p, the writable overlay, then what fleets use. One that is
-/// built in has no file and is skipped.
+/// virtio bus (built in from 6.12 in Debian, a module in 6.1), the host's filesystem over
+/// 9p, the writable overlay, then what fleets use. One that is built in has no file and is
+/// skipped.
 pub const MODULES: &[&str] = &[
     "virtio_pci",
     "9pnet_virtio",
@@ -18,6 +19,7 @@ pub const MODULES: &[&str] = &[
     "sch_netem",
     "sch_tbf",
     "vxlan",
+    "dummy",
 ];
 
 /// A kernel option nsfleet or the guest's start needs.

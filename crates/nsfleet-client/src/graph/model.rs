@@ -73,8 +73,9 @@ impl Graph {
                         let far = g.external(&mut index, &format!("vxlan {}", v.remote));
                         (far, format!("vni {}", v.vni), "vxlan")
                     }
-                    // The far end of a pair made from its peer: that peer's edge.
-                    Link::FarEnd => continue,
+                    // The far end of a pair made from its peer: that peer's edge. A dummy
+                    // leads nowhere.
+                    Link::FarEnd | Link::Dummy => continue,
                 };
                 g.links.push(GraphLink {
                     a: i,

@@ -1,4 +1,4 @@
-//! Links (RTM_*LINK): veth pairs, bridges, macvlans, VXLAN devices, masters, flags and per-device
+//! Links (RTM_*LINK): veth pairs, bridges, macvlans, VXLAN and dummy devices, masters, flags and per-device
 //! IPv4 settings.
 
 use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
@@ -139,6 +139,16 @@ pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, snooping: Option
         b.attr(IFLA_BR_MCAST_QUERY_RESPONSE_INTVL, &interval);
     }
     b.nest_end(data).nest_end(info).end();
+}
+
+/// A dummy device: an interface with nothing behind it.
+pub fn new_dummy(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(spec));
+    spec_attrs(b, spec);
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, "dummy");
+    b.nest_end(info).end();
 }
 
 /// Makes bridge `index` its segment's IGMP and MLD querier. Apart from [`new_bridge`]: the

@@ -10,7 +10,9 @@ mod route;
 mod tc;
 
 pub use addr::{del_addr, new_addr};
-pub use link::{bridge_querier, new_bridge, new_macvlan, new_veth, new_vxlan, no_link_local};
+pub use link::{
+    bridge_querier, new_bridge, new_dummy, new_macvlan, new_veth, new_vxlan, no_link_local,
+};
 pub use link::{
     del_link, del_link_by_name, dump_links, dump_stats, get_link, get_link_by_name, parse_link,
     parse_stats, set_forwarding, set_link, set_link_alias, LinkInfo, LinkSpec, LinkStats, IFF_UP,

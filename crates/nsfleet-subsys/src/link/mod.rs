@@ -1,6 +1,7 @@
 //! Making links in the kernel, one file per kind of link behind one interface
 //! ([`LinkKind`]): [`veth`] (pairs between nodes, and their far ends), [`host`] (pairs to
-//! the host's namespace) and [`vxlan`] (tunnel endpoints); and [`bridge`], a switch's
+//! the host's namespace), [`vxlan`] (tunnel endpoints) and [`dummy`] (interfaces that lead
+//! nowhere); and [`bridge`], a switch's
 //! bridges, which the other kinds' ends on a switch are ports of, and [`macvlan`], the
 //! macvlans a switch makes for its nodes, on lower devices joined to its bridge
 //! (subsystems of their own, not `LinkKind`s: neither is an interface of the node that
@@ -13,6 +14,7 @@
 //! and lets the kind finish. A kind knows nothing of the others.
 
 pub mod bridge;
+pub mod dummy;
 pub mod host;
 pub mod macvlan;
 pub mod veth;

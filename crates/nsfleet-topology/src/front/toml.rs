@@ -7,7 +7,7 @@
 
 use crate::decl::{impair, mtu, read_table, value, ImpairMap, NodeKeys, Spanned, Sysctls};
 use crate::error::{Ctx, Errors, TopologyError};
-use crate::link::{host, veth, vxlan};
+use crate::link::{dummy, host, veth, vxlan};
 use crate::resolve::draft::{switch_config, Draft, Groups, MAX_COUNT};
 use crate::resolve::generate::{Generator, Shape};
 use crate::resolve::plan::Plan;
@@ -34,6 +34,8 @@ struct File {
     link: Vec<Spanned<veth::LinkSection>>,
     #[serde(default)]
     vxlan: Vec<Spanned<vxlan::VxlanSection>>,
+    #[serde(default)]
+    dummy: Vec<Spanned<dummy::DummySection>>,
     #[serde(default)]
     generate: Vec<Spanned<GenSection>>,
 }
@@ -261,6 +263,9 @@ fn wire(
                 if let Some(h) = &node.get_ref().host_link {
                     e.take(host::parse(cx, h, &group.names, plan));
                 }
+            }
+            for d in &doc.dummy {
+                e.take(dummy::parse(cx, d, plan));
             }
             for v in &doc.vxlan {
                 e.take(vxlan::parse(cx, v, plan));

@@ -2,7 +2,7 @@
 //! nodes), [`host`] (a pair from a node to the host's namespace), [`bridge`] (a switch's
 //! bridges and the ports on them), [`macvlan`] (a node's interface on a switch that has no
 //! device of the switch's own) and [`vxlan`] (a tunnel endpoint to a far address, for
-//! fleets that span hosts).
+//! fleets that span hosts) and [`dummy`] (an interface with nothing behind it).
 //!
 //! Each file owns its kind's part of the topology: the file's syntax (parse) and the
 //! interfaces it puts on nodes (plan, through [`Plan`](crate::resolve::plan::Plan)'s bookkeeping
@@ -11,14 +11,47 @@
 //! never touches the kernel. A new kind is a variant of [`Link`] and a file here and there.
 
 pub mod bridge;
+pub mod dummy;
 pub mod host;
 pub mod macvlan;
 pub mod veth;
 pub mod vxlan;
 
-use crate::IpNet;
+use crate::decl::{mtu, value, Spanned};
+use crate::error::Ctx;
+use crate::resolve::plan::EndDecl;
+use crate::{IpNet, TopologyError};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+
+/// A device on one node, as a `[[vxlan]]` or `[[dummy]]` table writes it: `at =
+/// "node:iface"` (`like` shows one), its addresses and MTU.
+pub(crate) fn device_end(
+    cx: &Ctx<'_>,
+    at: &Spanned<String>,
+    addrs: &[Spanned<String>],
+    mtu_of: Option<&Spanned<i64>>,
+    like: &str,
+) -> Result<EndDecl, TopologyError> {
+    let Some((node, iface)) = at.get_ref().split_once(':') else {
+        return Err(cx.err(
+            at.span(),
+            format!(
+                "expected \"node:iface\", like \"{like}\", got {:?}",
+                at.get_ref()
+            ),
+        ));
+    };
+    Ok(EndDecl {
+        node: node.to_string(),
+        iface: Some(iface.to_string()),
+        addrs: (addrs.iter())
+            .map(|a| value(cx, a, str::parse::<IpNet>))
+            .collect::<Result<_, _>>()?,
+        mtu: mtu_of.map(|m| mtu(cx, m)).transpose()?,
+        ..EndDecl::default()
+    })
+}
 
 /// What makes an interface of a node, by kind of link.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -33,6 +66,8 @@ pub enum Link {
     Host(HostEnd),
     /// A VXLAN device: an overlay link to a far tunnel endpoint.
     Vxlan(VxlanEnd),
+    /// A dummy device: addresses on an interface that leads nowhere.
+    Dummy,
 }
 
 /// The far end of a link a node makes in another node: a veth pair's, or a macvlan's.
@@ -78,6 +113,15 @@ impl Link {
     pub fn as_host(&self) -> Option<&HostEnd> {
         match self {
             Link::Host(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The kind of device this end is, if a kernel may lack it (built without its
+    /// module): the kernel is asked before anything is made.
+    pub fn optional_device(&self) -> Option<&'static str> {
+        match self {
+            Link::Dummy => Some("dummy"),
             _ => None,
         }
     }

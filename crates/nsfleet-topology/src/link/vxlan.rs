@@ -14,11 +14,11 @@
 //! mtu = 1450
 //! ```
 
-use crate::decl::{mtu, value, Spanned};
+use crate::decl::{value, Spanned};
 use crate::error::Ctx;
 use crate::link::{Link, VxlanEnd};
 use crate::resolve::plan::{EndDecl, Plan};
-use crate::{IpNet, TopologyError};
+use crate::TopologyError;
 use serde::Deserialize;
 use std::net::IpAddr;
 
@@ -49,15 +49,7 @@ pub(crate) fn parse(
     plan: &mut Plan,
 ) -> Result<(), TopologyError> {
     let sec = v.get_ref();
-    let Some((node, iface)) = sec.at.get_ref().split_once(':') else {
-        return Err(cx.err(
-            sec.at.span(),
-            format!(
-                "expected \"node:iface\", like \"r1:vx0\", got {:?}",
-                sec.at.get_ref()
-            ),
-        ));
-    };
+    let end = super::device_end(cx, &sec.at, &sec.addrs, sec.mtu.as_ref(), "r1:vx0")?;
     let vni = match *sec.vni.get_ref() {
         n @ 1..=MAX_VNI => n as u32,
         n => return Err(cx.err(sec.vni.span(), format!("vni {n}: expected 1 to {MAX_VNI}"))),
@@ -81,17 +73,6 @@ pub(crate) fn parse(
             n @ 1..=65535 => n as u16,
             n => return Err(cx.err(p.span(), format!("port {n}: expected 1 to 65535"))),
         },
-    };
-    let mut addrs = Vec::new();
-    for a in &sec.addrs {
-        addrs.push(value(cx, a, str::parse::<IpNet>)?);
-    }
-    let end = EndDecl {
-        node: node.to_string(),
-        iface: Some(iface.to_string()),
-        addrs,
-        mtu: sec.mtu.as_ref().map(|m| mtu(cx, m)).transpose()?,
-        ..EndDecl::default()
     };
     let vx = VxlanEnd {
         vni,

@@ -25,6 +25,8 @@ pub struct Draft {
     /// What the nodes' kinds need of the host, with where.
     needs: Vec<config::Needed>,
     netem_at: Option<TopologyError>,
+    /// Each kind of device a kernel may lack, with the first place that asks for one.
+    devices_at: Vec<(&'static str, TopologyError)>,
     /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
     /// it has no use for).
     warnings: Vec<TopologyError>,
@@ -38,11 +40,20 @@ impl Draft {
         cx: Ctx<'_>,
         warnings: Vec<TopologyError>,
     ) -> Draft {
+        let mut devices_at: Vec<(&'static str, TopologyError)> = Vec::new();
+        for i in topo.wiring.iter().flat_map(|w| &w.ifaces) {
+            if let Some(kind) = i.link.optional_device() {
+                if !devices_at.iter().any(|(k, _)| *k == kind) {
+                    devices_at.push((kind, TopologyError::new(cx.file, i.at, "")));
+                }
+            }
+        }
         Draft {
             topo,
             sysctls: groups.asked,
             needs: groups.needs,
             netem_at: cx.netem_at.into_inner(),
+            devices_at,
             warnings,
         }
     }
@@ -74,6 +85,9 @@ impl Draft {
                 .map(|a| (a.path.clone(), a.value.clone()))
                 .collect(),
             netem: self.netem_at.is_some(),
+            devices: (self.devices_at.iter())
+                .map(|(k, _)| k.to_string())
+                .collect(),
             host: self.needs.iter().map(|n| n.need.clone()).collect(),
         }
     }
@@ -95,6 +109,11 @@ impl Draft {
         }
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
             errors.take::<()>(Err(at.with(NO_NETEM)));
+        }
+        for (kind, at) in &self.devices_at {
+            if kernel.missing_devices.contains(*kind) {
+                errors.take::<()>(Err(at.with(crate::no_device(kind))));
+            }
         }
         if let Some(writable) = &kernel.netns_sysctls {
             for a in &self.sysctls {

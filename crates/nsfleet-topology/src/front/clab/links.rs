@@ -1,8 +1,9 @@
 //! `topology.links`: the brief form (`endpoints: ["a:eth1", "b:eth1"]`, where `host:IF`
-//! and `mgmt-net:IF` are special ends) and the extended forms `type: veth`, `host` and
-//! `mgmt-net`. Every link is a veth pair, 9500 bytes of MTU unless it says otherwise, as
-//! containerlab makes them; an end on a bridge node is a port of that switch, and an end
-//! on the host (or on a `kind: host` node) is a host link.
+//! and `mgmt-net:IF` are special ends) and the extended forms `type: veth`, `host`,
+//! `mgmt-net` and `dummy` (one end: a dummy interface). Every other link is a veth pair.
+//! Each is 9500 bytes of MTU unless it says otherwise, as containerlab makes them; an end
+//! on a bridge node is a port of that switch, and an end on the host (or on a `kind:
+//! host` node) is a host link.
 
 use super::mgmt::Mgmt;
 use super::node::{Kind, NodeDecl};
@@ -23,6 +24,8 @@ enum End {
     Host(String),
     /// A port of the management network's switch, so named.
     Mgmt(String),
+    /// Nothing: the node's end is a dummy interface.
+    Nowhere,
 }
 
 pub(crate) fn read_all(
@@ -38,7 +41,7 @@ pub(crate) fn read_all(
     for link in lab.list(links, "links, each with `endpoints`")? {
         lab.map(
             link,
-            "a link: endpoints: [\"a:eth1\", \"b:eth1\"], or type: veth | host | mgmt-net",
+            "a link: endpoints: [\"a:eth1\", \"b:eth1\"], or type: veth | host | mgmt-net | dummy",
         )?;
         lab.check_keys(link, keys::LINK, "link")?;
         let mtu = match link.get("mtu").filter(|m| !m.is_null()) {
@@ -56,6 +59,7 @@ pub(crate) fn read_all(
             (End::Node(n), End::Host(h)) | (End::Host(h), End::Node(n)) => {
                 plan.add_host_link(n, h, Vec::new(), at).map_err(placed)?
             }
+            (End::Node(n), End::Nowhere) => plan.add_dummy(n, at).map_err(placed)?,
             (End::Node(n), End::Mgmt(port)) | (End::Mgmt(port), End::Node(n)) => {
                 if plan.find(&mgmt.network).is_err() {
                     return Err(placed(
@@ -118,9 +122,13 @@ fn ends(
             let name = lab.string(h)?;
             Ok((node, if kind == "host" { End::Host(name) } else { End::Mgmt(name) }))
         }
+        "dummy" => {
+            let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
+            Ok((extended(lab, e, nodes, mtu)?, End::Nowhere))
+        }
         "macvlan" => Err(lab.err(at, "link type macvlan attaches a node to one of the host's physical interfaces, which nsfleet never changes")),
-        "vxlan" | "vxlan-stitch" | "veth-stitch" | "dummy" => Err(lab.err(at, format!("link type {kind} is not taken from containerlab files yet: nsfleet's own format has [[vxlan]] links"))),
-        other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host or mgmt-net"))),
+        "vxlan" | "vxlan-stitch" | "veth-stitch" => Err(lab.err(at, format!("link type {kind} is not taken from containerlab files yet: nsfleet's own format has [[vxlan]] links"))),
+        other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host, mgmt-net or dummy"))),
     }
 }
 
