@@ -339,6 +339,7 @@ topology:
   kinds:
     linux:
       image: debian:12
+      env-files: [vars.env]
       env: {{LEVEL: kind}}
       labels: {{team: net}}
   groups:
@@ -367,6 +368,11 @@ topology:
       host-interface: x-m1
 "
     );
+    // An env file beside the topology file: its variables under `env`'s.
+    env.file(
+        "vars.env",
+        "# env-files\nLEVEL=file\nexport FROM_FILE='f $x'\n",
+    );
     let (guard, file) = deploy(&env, &name, &text);
     let env_of = |node: &str, var: &str| {
         env.ok(&[
@@ -385,6 +391,7 @@ topology:
     assert_eq!(env_of("x", "FROM_DEFAULTS"), "d");
     assert_eq!(env_of("x", "OWN"), "x");
     assert_eq!(env_of("y", "LEVEL"), "kind");
+    assert_eq!(env_of("x", "FROM_FILE"), "f $x");
     assert_eq!(env_of("x", "CLAB_LABEL_TEAM"), "net");
     // exec lines are appended, defaults first.
     let order = until_ok(
@@ -460,6 +467,26 @@ fn a_bad_containerlab_file_given_to_deploy_gets_its_line_and_creates_nothing() {
     );
     let args = ["deploy", "-t", f.to_str().unwrap()];
     env.refused("deploy", &args, &f, 6, "there is no node \"b\"");
+    // An env file's bad line is named, at the env-files entry that reads it.
+    env.file("bad.env", "A=1\nnot a variable\n");
+    let f = env.file(
+        "bad-env.clab.yml",
+        "name: x\ntopology:\n  nodes:\n    a:\n      kind: linux\n      env-files: [missing.env, bad.env]\n",
+    );
+    let args = ["deploy", "-t", f.to_str().unwrap()];
+    env.refused("env-files", &args, &f, 6, "missing.env");
+    let f = env.file(
+        "bad-env2.clab.yml",
+        "name: x\ntopology:\n  nodes:\n    a:\n      kind: linux\n      env-files:\n        - bad.env\n",
+    );
+    let args = ["deploy", "-t", f.to_str().unwrap()];
+    env.refused(
+        "env-file line",
+        &args,
+        &f,
+        7,
+        "bad.env, line 2: expected KEY=VALUE",
+    );
 }
 
 #[test]

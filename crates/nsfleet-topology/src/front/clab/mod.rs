@@ -16,6 +16,7 @@
 //! the kernel; it reads the host's files that the lab names (startup configurations,
 //! bind sources).
 
+mod envfile;
 mod envsubst;
 mod keys;
 mod links;

@@ -519,8 +519,9 @@ impl NodeDecl<'_> {
         Ok(Some(Spanned::new(at.clone(), template::literal(&script))))
     }
 
-    /// The node's environment: `env` merged over the layers, and containerlab's own
-    /// variables (labels as `CLAB_LABEL_*`); `CLAB_INTFS` comes with the wiring.
+    /// The node's environment: containerlab's own variables (labels as `CLAB_LABEL_*`),
+    /// then `env-files`', then `env` merged over the layers; `CLAB_INTFS` comes with the
+    /// wiring.
     fn env(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
         let mut env = Vec::new();
         let mut labels = vec![
@@ -545,6 +546,10 @@ impl NodeDecl<'_> {
         for (k, v) in labels {
             env.push((label_variable(&k), v));
         }
+        for (k, v) in self.env_files(lab)? {
+            env.retain(|(x, _)| *x != k);
+            env.push((k, v));
+        }
         for (k, v, at) in self.merged_map(lab, "env")? {
             let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -558,6 +563,26 @@ impl NodeDecl<'_> {
             env.push((k, v));
         }
         Ok(env)
+    }
+
+    /// The variables of `env-files` merged over the layers (defaults first), each file
+    /// relative to the topology file's folder; a later file's value wins, and `env`'s over
+    /// all of them.
+    fn env_files(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
+        let mut vars: Vec<(String, String)> = Vec::new();
+        for (file, at) in self.merged_list(lab, "env-files")? {
+            let path = self.host_path(&file);
+            let text = config::read_source(&path)
+                .map_err(|m| lab.err(at.clone(), format!("env-files: {m}")))?;
+            let shell = |k: &str| std::env::var(k).ok();
+            let read = super::envfile::parse(&text, &shell)
+                .map_err(|(n, m)| lab.err(at.clone(), format!("env-file {path}, line {n}: {m}")))?;
+            for (k, v) in read {
+                vars.retain(|(x, _)| *x != k);
+                vars.push((k, v));
+            }
+        }
+        Ok(vars)
     }
 
     /// `binds` merged over the layers: one per target (the most specific wins), a folder
