@@ -558,3 +558,92 @@ topology:
     env.ok(&["destroy", "-t", &file]);
     std::mem::forget(guard);
 }
+
+/// A namespace the test names itself (`ip netns add`), deleted even if the test fails.
+struct OwnNetns(String);
+
+impl Drop for OwnNetns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+fn named(name: &str) -> bool {
+    std::path::Path::new(&format!("/run/netns/{name}")).exists()
+}
+
+/// `deploy --netns-names` names each node's namespace as containerlab does, for `ip netns
+/// exec`; the names go with `destroy`, and with `clean` after the supervisor was killed
+/// (a name holds its namespace alive); a name someone else holds is refused before
+/// anything is made, and left as it is.
+#[test]
+fn named_namespaces_go_with_the_lab_and_with_clean_and_someone_elses_are_left_alone() {
+    let env = Env::new("clabnetns");
+    let name = lab("ns");
+    let text = format!(
+        "name: {name}
+mgmt:
+  ipv4-subnet: 172.31.75.0/24
+  ipv6-subnet: 3fff:172:31:75::/64
+topology:
+  nodes:
+    a: {{kind: linux}}
+    b: {{kind: linux}}
+  links:
+    - endpoints: [a:eth1, b:eth1]
+"
+    );
+    let file = env.file(&format!("{name}.clab.yml"), &text);
+    let file = file.to_str().unwrap();
+    let deploy = ["deploy", "--host-software", "--netns-names", "-t", file];
+    let (a, b) = (format!("clab-{name}-a"), format!("clab-{name}-b"));
+
+    let theirs = OwnNetns(b.clone());
+    assert!(std::process::Command::new("ip")
+        .args(["netns", "add", &b])
+        .status()
+        .unwrap()
+        .success());
+    let err = env.fails(&deploy, "another lab's or tool's namespaces");
+    assert!(err.contains(&b) && !err.contains(&a), "{err}");
+    assert!(env.fleet_dirs().is_empty() && named(&b) && !named(&a));
+    drop(theirs);
+
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    let guard_env = &env;
+    guard_env.ok(&deploy);
+    let link = std::process::Command::new("ip")
+        .args(["netns", "exec", &a, "cat", "/sys/class/net/eth1/mtu"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&link.stdout), "9500\n");
+    let held = netns_held_by(guard.pid());
+    guard_env.ok(&["destroy", "-t", file]);
+    assert!(!named(&a) && !named(&b));
+    assert_eq!(still_alive(&held), 0, "destroy waits for every namespace");
+
+    // Killed: the names hold the namespaces until `clean` takes them away.
+    guard_env.ok(&deploy);
+    let sup = guard.pid();
+    let held = netns_held_by(sup);
+    signal(sup, libc::SIGKILL);
+    wait_gone(sup);
+    assert!(named(&a) && named(&b));
+    let out = guard_env.ok(&["clean", &name]);
+    assert!(out.contains(&format!("/run/netns/{a}")), "{out}");
+    assert!(!named(&a) && !named(&b));
+    std::mem::forget(guard);
+    wait_until(
+        "the namespaces to be freed once their names are gone",
+        Duration::from_secs(20),
+        || match still_alive(&held) {
+            0 => Ok(()),
+            n => Err(n),
+        },
+    );
+}

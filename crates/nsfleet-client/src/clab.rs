@@ -82,6 +82,9 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
             run_dir: a.up.run_dir.clone(),
         })?;
     }
+    if a.up.netns_names {
+        names_are_free(&valid.topo)?;
+    }
     let (quiet, run_dir) = (a.up.json || a.up.dry_run, a.up.run_dir.clone());
     super::up::start(a.up, valid)?;
     if quiet {
@@ -98,6 +101,24 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
         wide: false,
         run_dir,
     })
+}
+
+/// Refuses, before anything exists, names of namespaces that someone else holds already
+/// (`deploy --netns-names`).
+fn names_are_free(topo: &topology::Topology) -> anyhow::Result<()> {
+    let dir = Path::new(nsfleet::sys::NETNS_DIR);
+    let taken: Vec<String> = (topo.groups.iter())
+        .filter_map(|g| g.config.clab.as_ref().map(|c| c.container.clone()))
+        .filter(|n| dir.join(n).exists())
+        .collect();
+    if !taken.is_empty() {
+        bail!(
+            "{} already has {}: another lab's or tool's namespaces, which nsfleet does not take over (`ip netns del NAME` if they are yours and unused)",
+            dir.display(),
+            taken.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Which lab: the one a file names, one by name, or every one.

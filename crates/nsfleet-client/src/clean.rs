@@ -1,8 +1,10 @@
 //! `nsfleet clean`: remove what a crashed fleet left behind. A fleet's namespaces and
 //! processes die with its supervisor; what can remain is its run folder (record, stale
-//! socket, logs) and, if a node was held alive, a journalled host link. Only folders with
-//! an nsfleet record whose owner is gone are touched, and only host interfaces that carry
-//! the fleet's token: never anything matched by name alone.
+//! socket, logs) and, if a node was held alive, a journalled host link; and the names of
+//! its nodes' namespaces (`deploy --netns-names`), which hold them alive. Only folders
+//! with an nsfleet record whose owner is gone are touched, only host interfaces that
+//! carry the fleet's token and only names that still hold the namespace journalled with
+//! them: never anything matched by name alone.
 
 use anyhow::bail;
 use nsfleet::rundir::RunDir;
@@ -36,6 +38,10 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
         }
         for ifname in nsfleet::subsys::link::host::clean_journal(&rd.host_journal(&n))? {
             println!("removed host interface {ifname} (journalled by fleet {n:?})");
+        }
+        let names = &rd.netns_journal(&n);
+        for name in nsfleet::subsys::netns_names::clean_journal(names)? {
+            println!("removed the namespace name /run/netns/{name} (journalled by fleet {n:?})");
         }
         rd.remove(&n, false)?;
         removed += 1;

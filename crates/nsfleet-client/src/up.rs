@@ -28,6 +28,8 @@ pub struct UpArgs {
     pub software: topology::Software,
     /// The image store's folder.
     pub images: PathBuf,
+    /// Name each containerlab node's namespace after its container (`/run/netns`).
+    pub netns_names: bool,
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -154,6 +156,7 @@ fn launch(
         holding: None,
         // The fleet's images stay held for as long as its supervisor lives.
         keep: hold.map(nsfleet_image::Hold::into_fd),
+        netns_names: a.netns_names,
     };
     let sup = nsfleet::supervisor::launch(args, log.into()).context("starting the supervisor")?;
     let pid = sup.pid;

@@ -9,6 +9,7 @@ pub mod impair;
 pub mod ipv6_dad;
 pub mod link;
 pub mod loopback;
+pub mod netns_names;
 pub mod probe;
 pub mod process;
 pub mod routes;

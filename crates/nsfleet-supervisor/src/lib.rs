@@ -55,6 +55,8 @@ pub struct SupervisorArgs {
     /// image store's hold on the images its nodes run (a lock the kernel lets go of when
     /// the supervisor ends, however it ends).
     pub keep: Option<OwnedFd>,
+    /// Name each containerlab node's namespace after its container, below /run/netns.
+    pub netns_names: bool,
 }
 
 /// A supervisor [`launch`] started: its pid and its two pipes.
@@ -226,6 +228,10 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let process_events: nsfleet_subsys::process::ProcessEvents = Arc::new(move |e| to.publish(&e));
     let journal = run_dir.host_journal(&args.name);
     let defaults = register_defaults(&fleet, &args.name, journal, Some(process_events))?;
+    if args.netns_names {
+        let journal = run_dir.netns_journal(&args.name);
+        fleet.register(nsfleet_subsys::netns_names::NetnsNames::new(journal)?)?;
+    }
     let (shutdown, shutdown_rx) = crossbeam_channel::unbounded();
     let sup = Arc::new(Supervisor {
         name: args.name.clone(),

@@ -82,6 +82,12 @@ impl RunDir {
         self.fleet_dir(name).join("host-links")
     }
 
+    /// Names given to the nodes' namespaces (`/run/netns/NAME`), journalled before they
+    /// are given (for `clean`).
+    pub fn netns_journal(&self, name: &str) -> PathBuf {
+        self.fleet_dir(name).join("netns-names")
+    }
+
     pub fn supervisor_log(&self, name: &str) -> PathBuf {
         self.fleet_dir(name).join("supervisor.log")
     }

@@ -38,6 +38,7 @@ fn a_program_that_is_not_nsfleet_launches_a_supervisor_with_holders() {
             per_holder: Some(1),
         }),
         keep: None,
+        netns_names: false,
     };
     let sup = launch(args, log.into()).expect("launching the supervisor (run as root)");
     let mut guard = Guard {

@@ -92,6 +92,7 @@ impl LaunchArgs {
             dry_run: self.dry_run,
             software: self.images.software(),
             images: self.images.images,
+            netns_names: false,
         }
     }
 }

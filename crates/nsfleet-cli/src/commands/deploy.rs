@@ -29,6 +29,14 @@ pub struct DeployCommand {
     /// Destroy the lab first if it is deployed.
     #[arg(short = 'c', long)]
     reconfigure: bool,
+    /// Name each node's network namespace after its container, as containerlab does:
+    /// /run/netns/clab-LAB-NODE, for `ip netns exec` (netlab uses it). The names go with
+    /// the lab (`destroy`, or `clean` after a supervisor was killed: a name holds its
+    /// namespace alive); a name that exists already is refused before anything is made.
+    /// /run/netns becomes a shared mount point of its own, as the first `ip netns add`
+    /// makes it, and stays so.
+    #[arg(long)]
+    netns_names: bool,
     #[command(flatten)]
     launch: LaunchArgs,
 }
@@ -38,12 +46,17 @@ impl DeployCommand {
         let DeployCommand {
             topo,
             reconfigure,
+            netns_names,
             launch,
         } = self;
+        let up = cmd::up::UpArgs {
+            netns_names,
+            ..launch.up(None, None, None, run_dir)
+        };
         cmd::clab::deploy(cmd::clab::DeployArgs {
             topo,
             reconfigure,
-            up: launch.up(None, None, None, run_dir),
+            up,
         })
     }
 }
