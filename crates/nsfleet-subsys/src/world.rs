@@ -330,6 +330,8 @@ fn setup(l: &Layout) -> Result<(), String> {
     for (path, text) in &l.files {
         write_private(path, text, &l.dirs).map_err(|e| format!("writing {path}: {e}"))?;
     }
+    // A bind to /etc/hosts is the node's hosts file instead (mounted below).
+    let hosts = hosts.filter(|_| !l.binds.iter().any(|b| b.target == HOSTS));
     if let Some(h) = &hosts {
         h.mount_at(HOSTS, true)
             .map_err(at("the fleet's /etc/hosts"))?;

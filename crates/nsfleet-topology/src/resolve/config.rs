@@ -565,8 +565,12 @@ pub(crate) fn check_bind(
     in_image: bool,
 ) -> Result<(), String> {
     let t = &bind.target;
-    if !plain_absolute(t) || t == HOSTS {
-        return Err(format!("bind target {t:?}: expected an absolute path without `.`, `..` or `//`, other than /etc/hosts"));
+    // A bind to /etc/hosts is the node's hosts file instead of the fleet's, as a bind
+    // there replaces the one Docker writes.
+    if !plain_absolute(t) {
+        return Err(format!(
+            "bind target {t:?}: expected an absolute path without `.`, `..` or `//`"
+        ));
     }
     if let Some(f) = FORBIDDEN
         .iter()

@@ -363,7 +363,10 @@ impl NodeDecl<'_> {
         self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
         let frr = self.frr(lab, &binds)?;
-        let keys = self.keys(lab, frr.as_ref())?;
+        let mut keys = self.keys(lab, frr.as_ref())?;
+        if !self.runs_image(lab) {
+            keys.dirs_from_host = holders_to_copy(&binds, &keys);
+        }
         let mut built = config::build(lab.cx, &[&keys], None)?;
         let c = &mut built.config;
         if let Some(image) = &mut c.image {
@@ -406,10 +409,11 @@ impl NodeDecl<'_> {
                 Some(h) => text(&template::literal(&lab.string(h)?), &h.span),
                 None => text(&self.name, &self.at),
             }),
-            // A container's own /tmp; an image's /tmp is the node's own already.
+            // A container's own /tmp and /root (what its processes write there stays
+            // the node's, not the host's); an image's are the node's own already.
             dirs: match image {
                 Some(_) => Vec::new(),
-                None => vec![text("/tmp", &self.at)],
+                None => vec![text("/tmp", &self.at), text("/root", &self.at)],
             },
             image: image
                 .map(|i| Ok(text(&lab.string(i)?, &i.span)))
@@ -703,6 +707,35 @@ impl NodeDecl<'_> {
         };
         Ok(Some((config, daemons)))
     }
+}
+
+/// The folders a host-software node gets a copy of, for binds whose target folder the
+/// host does not have (netlab binds its scripts to /etc/config/, which a container's
+/// root gets made for it): the nearest folder above the target that the host has,
+/// copied into the node's world, where the mount point can then be made. The host
+/// never gets a new folder.
+fn holders_to_copy(binds: &[(Bind, Range<usize>)], keys: &NodeKeys) -> Vec<Spanned<String>> {
+    let mut copies: Vec<Spanned<String>> = Vec::new();
+    let private = |t: &str| {
+        (keys.dirs.iter()).any(|d| t == d.get_ref() || t.starts_with(&format!("{}/", d.get_ref())))
+    };
+    for (b, at) in binds {
+        let target = Path::new(&b.target);
+        let Some(parent) = target.parent() else {
+            continue;
+        };
+        if parent.exists() || private(&b.target) {
+            continue;
+        }
+        let Some(holder) = parent.ancestors().find(|a| a.is_dir()) else {
+            continue;
+        };
+        let holder = holder.display().to_string();
+        if holder != "/" && !copies.iter().any(|c| *c.get_ref() == holder) {
+            copies.push(Spanned::new(at.clone(), holder));
+        }
+    }
+    copies
 }
 
 /// A node path as the host resolves its folders (`/var/run/x` is `/run/x`), so that the
