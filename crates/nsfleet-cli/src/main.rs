@@ -87,6 +87,8 @@ fn main() {
         Command::Vm(c) => c.run(),
         Command::Mn(c) => c.run(),
         Command::Image(c) => c.run(),
+        Command::Netlab(c) => c.run(run_dir),
+        Command::StandIn(c) => c.run(run_dir),
     };
     if let Err(e) = result {
         // A signal's end is said plainly (its message alone, whatever phase it cut

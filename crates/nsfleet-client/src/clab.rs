@@ -167,7 +167,7 @@ pub struct InspectArgs {
 }
 
 /// Every running fleet that came from a containerlab file.
-fn labs(rd: &RunDir) -> Vec<FleetStatus> {
+pub(crate) fn labs(rd: &RunDir) -> Vec<FleetStatus> {
     (rd.fleets().iter())
         .map(|n| query(rd, n))
         .filter(|f| f.nodes.iter().any(|n| n.clab.is_some()))

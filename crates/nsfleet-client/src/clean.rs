@@ -51,6 +51,15 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
             rd.fleet_dir(&n).display()
         );
     }
+    if a.all {
+        for dir in crate::netlab::clean_stale(&rd) {
+            println!(
+                "removed {} (a killed `nsfleet netlab`'s stand-ins)",
+                dir.display()
+            );
+            removed += 1;
+        }
+    }
     if removed == 0 && a.all {
         println!("nothing to clean under {}", rd.root().display());
     }

@@ -18,6 +18,7 @@ pub mod impair;
 pub mod inspect;
 pub mod link;
 pub mod mn;
+pub mod netlab;
 pub mod node;
 pub mod report;
 pub mod stats;
@@ -49,10 +50,13 @@ pub enum Command {
     Gen(Box<gen::GenCommand>),
     Vm(vm::VmCommand),
     Mn(mn::MnCommand),
+    Netlab(netlab::NetlabCommand),
     Clean(clean::CleanCommand),
     #[command(subcommand)]
     Image(image::ImageCommand),
     #[command(subcommand)]
     Bench(bench::Bench),
     Report(report::ReportCommand),
+    #[command(hide = true)]
+    StandIn(netlab::StandInCommand),
 }
