@@ -647,3 +647,54 @@ topology:
         },
     );
 }
+
+/// A containerlab file that is a Go template is rendered as containerlab renders it: with
+/// the variables of the file beside it named after it, or of `--vars`; a template error
+/// is refused at its line before anything exists.
+#[test]
+fn a_go_templated_file_is_rendered_with_its_variables() {
+    let env = Env::new("clabtmpl");
+    let name = lab("tmpl");
+    let text = "name: {{ .lab }}
+mgmt:
+  ipv4-subnet: 172.31.76.0/24
+  ipv6-subnet: 3fff:172:31:76::/64
+topology:
+  nodes:
+{{- range $i := seq 1 .count }}
+    n{{ $i }}: {kind: linux, env: {SLOT: \"{{ mul $i 10 }}\"}}
+{{- end }}
+";
+    let file = env.file("t.clab.yml", text);
+    env.file("t.clab_vars.yml", &format!("lab: {name}\ncount: 3\n"));
+    let other = env.file("more.yml", "count: 2\n");
+    let file = file.to_str().unwrap();
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    env.ok(&["deploy", "--host-software", "-t", file]);
+    assert_eq!(
+        env.status(&name)["nodes"].as_array().unwrap().len(),
+        4,
+        "3 nodes and the management switch"
+    );
+    let slot = env.ok(&["exec", &name, "n3", "--", "sh", "-c", "echo $SLOT"]);
+    assert_eq!(slot.trim(), "30");
+    env.ok(&["destroy", "-t", file]);
+    // --vars instead of the file beside it: its count, and no lab name (a template error).
+    let vars = [
+        "deploy",
+        "--host-software",
+        "--vars",
+        other.to_str().unwrap(),
+        "-t",
+        file,
+    ];
+    let err = env.fails(&vars, "t.clab.yml:1:");
+    assert!(err.contains("lab name"), "{err}");
+    std::mem::forget(guard);
+    let bad = env.file("bad.clab.yml", "name: x\ntopology:\n  nodes: {{ if }}\n");
+    let args = ["deploy", "-t", bad.to_str().unwrap()];
+    env.refused("template", &args, &bad, 3, "Go template:");
+}

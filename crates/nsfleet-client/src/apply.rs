@@ -30,7 +30,7 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     let file = std::path::absolute(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // A bad file is refused with its line before any fleet is asked.
     // Named as the user wrote it, as the kernel's refusals of the change are below.
-    let draft = topology::read_file_with(&a.file, a.format, a.software)?;
+    let draft = topology::read_file_with(&a.file, a.format, a.software, &[])?;
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }

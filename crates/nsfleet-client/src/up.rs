@@ -30,6 +30,8 @@ pub struct UpArgs {
     pub images: PathBuf,
     /// Name each containerlab node's namespace after its container (`/run/netns`).
     pub netns_names: bool,
+    /// A containerlab file's template variables (`deploy --vars`).
+    pub vars: Vec<PathBuf>,
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -50,7 +52,7 @@ pub struct Validated {
 pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     let started = Instant::now();
     let draft = match &a.file {
-        Some(f) => topology::read_file_with(f, a.format, a.software)?,
+        Some(f) => topology::read_file_with(f, a.format, a.software, &a.vars)?,
         None => topology::read(topology::DEFAULT_FLEET_FILE, topology::DEFAULT_FLEET)?,
     };
     for w in draft.warnings() {

@@ -93,6 +93,7 @@ impl LaunchArgs {
             software: self.images.software(),
             images: self.images.images,
             netns_names: false,
+            vars: Vec::new(),
         }
     }
 }

@@ -37,6 +37,12 @@ pub struct DeployCommand {
     /// makes it, and stays so.
     #[arg(long)]
     netns_names: bool,
+    /// The file is a Go template (as containerlab renders it): its variables from these
+    /// YAML or JSON files, merged in order. Without it, the files beside the topology
+    /// file named after it (`lab.clab_vars.yml`, `.yaml`, `.json`) are used, if any.
+    /// Subtemplates are `clab_templates/*.gotmpl` beside it.
+    #[arg(long, value_name = "FILE")]
+    vars: Vec<PathBuf>,
     #[command(flatten)]
     launch: LaunchArgs,
 }
@@ -47,10 +53,12 @@ impl DeployCommand {
             topo,
             reconfigure,
             netns_names,
+            vars,
             launch,
         } = self;
         let up = cmd::up::UpArgs {
             netns_names,
+            vars,
             ..launch.up(None, None, None, run_dir)
         };
         cmd::clab::deploy(cmd::clab::DeployArgs {

@@ -71,6 +71,7 @@ fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
         software: nsfleet::topology::Software::Host,
         images: PathBuf::from(crate::image::DEFAULT_STORE),
         netns_names: true,
+        vars: Vec::new(),
     };
     clab::deploy(clab::DeployArgs {
         topo: file,

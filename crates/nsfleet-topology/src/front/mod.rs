@@ -55,20 +55,28 @@ pub enum Software {
 /// A file read by the front-end of `format`, or of the one its name says, its nodes
 /// running their images.
 pub fn read_file(path: &Path, format: Option<Format>) -> Result<Draft, TopologyError> {
-    read_file_with(path, format, Software::Images)
+    read_file_with(path, format, Software::Images, &[])
 }
 
-/// A file read by the front-end of `format`, its nodes running what `software` says.
+/// A file read by the front-end of `format`, its nodes running what `software` says; a
+/// containerlab file rendered with the template variables of `vars` (see
+/// [`clab::read_with_vars`]).
 pub fn read_file_with(
     path: &Path,
     format: Option<Format>,
     software: Software,
+    vars: &[std::path::PathBuf],
 ) -> Result<Draft, TopologyError> {
     let file = path.display().to_string();
     let text = read_text(path)?;
-    let mut draft = match format.unwrap_or_else(|| Format::of(path)) {
+    let format = format.unwrap_or_else(|| Format::of(path));
+    if format == Format::Toml && !vars.is_empty() {
+        let m = "template variables (--vars) are for containerlab files, which are Go templates";
+        return Err(TopologyError::new(&file, crate::Place::default(), m));
+    }
+    let mut draft = match format {
         Format::Toml => toml::read(&file, &text),
-        Format::Clab => clab::read_with(&file, &text, software),
+        Format::Clab => clab::read_with_vars(&file, &text, software, vars),
     }?;
     if software == Software::Host {
         draft.forget_images();

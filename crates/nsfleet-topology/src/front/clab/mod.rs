@@ -18,6 +18,7 @@
 
 mod envfile;
 mod envsubst;
+mod gotemplate;
 mod keys;
 mod links;
 mod mgmt;
@@ -43,7 +44,20 @@ pub fn read_with(
     text: &str,
     software: crate::front::Software,
 ) -> Result<Draft, TopologyError> {
-    let text = expand_env(file, text)?;
+    read_with_vars(file, text, software, &[])
+}
+
+/// Reads a containerlab topology file, rendered as a Go template with the variables of
+/// `vars` (or of the vars files beside it, as containerlab finds them), whose nodes run
+/// what `software` says.
+pub fn read_with_vars(
+    file: &str,
+    text: &str,
+    software: crate::front::Software,
+    vars: &[std::path::PathBuf],
+) -> Result<Draft, TopologyError> {
+    let rendered = gotemplate::render(file, text, vars)?;
+    let text = expand_env(file, rendered.as_deref().unwrap_or(text))?;
     let cx = Ctx::new(file, &text);
     let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
     let mut lab = Lab {
@@ -204,9 +218,11 @@ impl<'a> Lab<'a> {
 }
 
 /// The lab's name in a containerlab file, read without validating the rest (so that a
-/// lab whose file has since changed can still be destroyed).
+/// lab whose file has since changed can still be destroyed); a Go-templated file is
+/// rendered with the variables beside it.
 pub fn lab_name(file: &str, text: &str) -> Result<String, TopologyError> {
-    let text = expand_env(file, text)?;
+    let rendered = gotemplate::render(file, text, &[])?;
+    let text = expand_env(file, rendered.as_deref().unwrap_or(text))?;
     let cx = Ctx::new(file, &text);
     let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
     let lab = Lab {

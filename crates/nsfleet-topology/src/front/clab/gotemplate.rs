@@ -1,0 +1,402 @@
+//! A containerlab file as the Go template containerlab renders it before reading it
+//! (`text/template`, with containerlab's functions), with its variables: the files
+//! `deploy --vars` names, or else those beside the topology file named after it
+//! (`lab.clab_vars.yml`, `.yaml`, `.json`, merged in name order), and the subtemplates of
+//! its `clab_templates/*.gotmpl`. Rendering is gotmpl's, a port of Go's `text/template`;
+//! a template's error names its line and column in the file.
+//!
+//! A file without `{{` is not a template: it is read as it is, and its lines stay the
+//! lines errors name. A rendered file's later errors name lines of the rendered text.
+
+use crate::error::TopologyError;
+use crate::front::yaml::{self, Yaml};
+use gotmpl::{Template, TemplateError, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Loops may not run longer than this (Go's templates have no bound; a file is not a
+/// program).
+const MAX_RANGE: u64 = 1_000_000;
+
+/// `text` rendered, if it is a template (or variables are given); `None` otherwise.
+pub(crate) fn render(
+    file: &str,
+    text: &str,
+    vars: &[PathBuf],
+) -> Result<Option<String>, TopologyError> {
+    if !text.contains("{{") && vars.is_empty() {
+        return Ok(None);
+    }
+    let path = Path::new(file);
+    let found;
+    let vars = if vars.is_empty() {
+        found = vars_beside(path);
+        &found
+    } else {
+        vars
+    };
+    let mut data = Value::Nil;
+    for v in vars {
+        data = merge(data, read_vars(v)?);
+    }
+    let name = path
+        .file_name()
+        .map_or(file.to_string(), |n| n.to_string_lossy().into_owned());
+    let placed = |e: TemplateError| error(file, text, &name, e);
+    let mut t = functions(Template::new(&name)).max_range_iters(MAX_RANGE);
+    t = t.parse(text).map_err(placed)?;
+    for sub in subtemplates(path) {
+        let sub_text = std::fs::read_to_string(&sub).map_err(|e| {
+            TopologyError::new(
+                file,
+                crate::Place::default(),
+                format!("subtemplate {}: {e}", sub.display()),
+            )
+        })?;
+        t = (t.parse(&sub_text))
+            .map_err(|e| error(&sub.display().to_string(), &sub_text, &name, e))?;
+    }
+    let out = t.execute_to_string(&data).map_err(placed)?;
+    Ok(Some(out))
+}
+
+/// `lab.clab_vars.*` beside `lab.clab.yml`, as containerlab finds them.
+fn vars_beside(topo: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(stem)) = (topo.parent(), topo.file_name()) else {
+        return Vec::new();
+    };
+    let stem = stem.to_string_lossy();
+    let stem = stem.rsplit_once('.').map_or(&*stem, |(s, _)| s);
+    let prefix = format!("{stem}_vars.");
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            n.starts_with(&prefix) && [".yml", ".yaml", ".json"].iter().any(|x| n.ends_with(x))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// `clab_templates/*.gotmpl` beside the topology file, in name order.
+fn subtemplates(topo: &Path) -> Vec<PathBuf> {
+    let dir = topo
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("clab_templates");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "gotmpl"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// A variables file (YAML, or JSON, which is YAML) as the template's data.
+fn read_vars(path: &Path) -> Result<Value, TopologyError> {
+    let file = path.display().to_string();
+    let text = crate::front::read_text(path)?;
+    let doc = yaml::load(&text).map_err(|(at, m)| {
+        TopologyError::new(
+            &file,
+            crate::Place::of(text.as_bytes(), at.start),
+            format!("YAML: {m}"),
+        )
+    })?;
+    Ok(value(&doc))
+}
+
+/// A YAML node as Go's YAML reader types it: plain scalars that are numbers, booleans or
+/// null become those.
+fn value(y: &Yaml) -> Value {
+    match &y.value {
+        yaml::Value::Null => Value::Nil,
+        yaml::Value::Str(s, plain) => match (plain, s.as_str()) {
+            (false, _) => Value::String(s.as_str().into()),
+            (true, "true" | "True" | "TRUE") => Value::Bool(true),
+            (true, "false" | "False" | "FALSE") => Value::Bool(false),
+            (true, "~" | "null" | "Null" | "NULL") => Value::Nil,
+            (true, t) => match (t.parse::<i64>(), t.parse::<f64>()) {
+                (Ok(i), _) => Value::Int(i),
+                (_, Ok(f)) if t.contains(['.', 'e', 'E']) => Value::Float(f),
+                _ => Value::String(t.into()),
+            },
+        },
+        yaml::Value::Seq(items) => Value::List(items.iter().map(value).collect()),
+        yaml::Value::Map(entries) => {
+            let map: BTreeMap<Arc<str>, Value> = entries
+                .iter()
+                .map(|(k, v)| (Arc::from(k.str().unwrap_or_default()), value(v)))
+                .collect();
+            Value::Map(Arc::new(map))
+        }
+    }
+}
+
+/// Maps merged key by key (the later file's value wins), as containerlab merges them.
+fn merge(into: Value, from: Value) -> Value {
+    match (into, from) {
+        (Value::Map(a), Value::Map(b)) => {
+            let mut a = Arc::unwrap_or_clone(a);
+            for (k, v) in Arc::unwrap_or_clone(b) {
+                let merged = match a.remove(&k) {
+                    Some(old) => merge(old, v),
+                    None => v,
+                };
+                a.insert(k, merged);
+            }
+            Value::Map(Arc::new(a))
+        }
+        (_, from) => from,
+    }
+}
+
+/// A template error at its place in `file`, whose text is `text`: gotmpl says `template:
+/// NAME:LINE:COL: ...`; an undefined function, which it names without a place, is found
+/// where the text first calls it.
+fn error(file: &str, text: &str, name: &str, e: TemplateError) -> TopologyError {
+    let said = e.to_string();
+    let rest = said.strip_prefix("template: ").unwrap_or(&said);
+    let rest = rest.strip_prefix(&format!("{name}:")).unwrap_or(rest);
+    let mut parts = rest.splitn(3, ':');
+    let line = parts.next().and_then(|l| l.parse().ok());
+    let column = parts.next().and_then(|c| c.trim().parse().ok());
+    if let (Some(line), Some(column), Some(message)) = (line, column, parts.next()) {
+        let message = format!("Go template: {}", message.trim());
+        return TopologyError::new(file, crate::Place { line, column }, message);
+    }
+    let at = match &e {
+        TemplateError::UndefinedFunction(f) => first_call(text, f),
+        _ => None,
+    };
+    let place = at.map_or_else(crate::Place::default, |o| {
+        crate::Place::of(text.as_bytes(), o)
+    });
+    TopologyError::new(file, place, format!("Go template: {rest}"))
+}
+
+/// Where `text` first names `function` inside an action.
+fn first_call(text: &str, function: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(open) = text[from..].find("{{").map(|o| o + from) {
+        let close = text[open..].find("}}").map_or(text.len(), |c| c + open);
+        let found = text[open..close].match_indices(function).find(|(i, _)| {
+            let before = text[open..open + i].chars().last();
+            let after = text[open + i + function.len()..].chars().next();
+            let word =
+                |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
+            !word(before) && !word(after)
+        });
+        if let Some((i, _)) = found {
+            return Some(open + i);
+        }
+        from = close;
+    }
+    None
+}
+
+/// containerlab's template functions (its `utils.CreateFuncs`): arithmetic and `seq`,
+/// `ToJSON`; the namespaced ones (`strings.Split`, `conv.Join`, `net.CIDRHost`) are not.
+fn functions(t: Template) -> Template {
+    t.func("add", |a| {
+        arith(a, "add", |x, y| x + y, |x, y| x.checked_add(y))
+    })
+    .func("subtract", |a| {
+        arith(a, "subtract", |x, y| x - y, |x, y| x.checked_sub(y))
+    })
+    .func("mul", |a| {
+        arith(a, "mul", |x, y| x * y, |x, y| x.checked_mul(y))
+    })
+    .func("div", |a| {
+        let [x, y] = numbers(a, "div")?;
+        if y == 0.0 {
+            return Err(TemplateError::Exec("div: division by zero".into()));
+        }
+        Ok(Value::Float(x / y))
+    })
+    .func("idiv", |a| ints(a, "idiv", i64::checked_div))
+    .func("rem", |a| ints(a, "rem", i64::checked_rem))
+    .func("seq", seq)
+    .func("ToJSON", |a| {
+        Ok(Value::String(json(a.first().unwrap_or(&Value::Nil)).into()))
+    })
+}
+
+fn float(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Uint(u) => Some(*u as f64),
+        Value::Float(f) => Some(*f),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::Uint(u) => i64::try_from(*u).ok(),
+        Value::Float(f) if f.fract() == 0.0 => Some(*f as i64),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn numbers(a: &[Value], name: &str) -> gotmpl::Result<[f64; 2]> {
+    match a {
+        [x, y] => match (float(x), float(y)) {
+            (Some(x), Some(y)) => Ok([x, y]),
+            _ => Err(TemplateError::Exec(format!(
+                "{name}: expected numbers, got {x} and {y}"
+            ))),
+        },
+        _ => Err(TemplateError::ArgCount {
+            name: name.into(),
+            expected: 2,
+            got: a.len(),
+        }),
+    }
+}
+
+/// Integers stay integers (as gomplate's arithmetic does), unless one side is a float.
+fn arith(
+    a: &[Value],
+    name: &str,
+    on_floats: fn(f64, f64) -> f64,
+    on_ints: fn(i64, i64) -> Option<i64>,
+) -> gotmpl::Result<Value> {
+    let [x, y] = numbers(a, name)?;
+    if let (Some(i), Some(j)) = (int(&a[0]), int(&a[1])) {
+        if !matches!(a[0], Value::Float(_)) && !matches!(a[1], Value::Float(_)) {
+            return on_ints(i, j)
+                .map(Value::Int)
+                .ok_or_else(|| TemplateError::Exec(format!("{name}: integer overflow")));
+        }
+    }
+    Ok(Value::Float(on_floats(x, y)))
+}
+
+fn ints(a: &[Value], name: &str, f: fn(i64, i64) -> Option<i64>) -> gotmpl::Result<Value> {
+    match a {
+        [x, y] => match (int(x), int(y)) {
+            (Some(x), Some(y)) => f(x, y)
+                .map(Value::Int)
+                .ok_or_else(|| TemplateError::Exec(format!("{name}: division by zero"))),
+            _ => Err(TemplateError::Exec(format!(
+                "{name}: expected integers, got {x} and {y}"
+            ))),
+        },
+        _ => Err(TemplateError::ArgCount {
+            name: name.into(),
+            expected: 2,
+            got: a.len(),
+        }),
+    }
+}
+
+/// `seq END`, `seq START END`, `seq START END STEP`: gomplate's inclusive sequence.
+fn seq(a: &[Value]) -> gotmpl::Result<Value> {
+    let n: Vec<i64> = a.iter().filter_map(int).collect();
+    if n.len() != a.len() || a.is_empty() || a.len() > 3 {
+        return Err(TemplateError::Exec(
+            "seq: expected END, START END or START END STEP, as integers".into(),
+        ));
+    }
+    let (start, end, step) = match n[..] {
+        [end] => (1, end, 1),
+        [start, end] => (start, end, if end >= start { 1 } else { -1 }),
+        [start, end, step] => (start, end, step),
+        _ => unreachable!("checked above"),
+    };
+    if step == 0 || (end - start).signum() * step.signum() < 0 {
+        return Err(TemplateError::Exec(format!(
+            "seq {start} {end} {step}: the step never reaches the end"
+        )));
+    }
+    let count = (end - start) / step + 1;
+    if count as u64 > MAX_RANGE {
+        return Err(TemplateError::Exec(format!(
+            "seq: more than {MAX_RANGE} numbers"
+        )));
+    }
+    Ok(Value::List(
+        (0..count).map(|i| Value::Int(start + i * step)).collect(),
+    ))
+}
+
+/// A value as JSON text.
+fn json(v: &Value) -> String {
+    match v {
+        Value::Nil => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Uint(u) => u.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::String(s) => format!("{:?}", &**s),
+        Value::List(l) => format!("[{}]", l.iter().map(json).collect::<Vec<_>>().join(",")),
+        Value::Map(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{:?}:{}", &**k, json(v)))
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+        _ => "null".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(text: &str, vars: &str) -> Result<String, TopologyError> {
+        let dir = std::env::temp_dir().join(format!("nsfleet-gotemplate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let v = dir.join("vars.yml");
+        std::fs::write(&v, vars).unwrap();
+        let out = render("lab.clab.yml", text, &[v]).map(Option::unwrap);
+        std::fs::remove_dir_all(&dir).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_file_without_actions_is_not_a_template() {
+        assert_eq!(render("x.clab.yml", "name: x\n", &[]).unwrap(), None);
+    }
+
+    #[test]
+    fn variables_loops_and_containerlab_s_functions_render_as_containerlab_renders_them() {
+        let text = "name: {{ .lab }}\ntopology:\n  nodes:\n{{- range $i := seq 1 .count }}\n    n{{ $i }}: {kind: linux, mgmt-ipv4: 172.20.20.{{ add $i 10 }}}\n{{- end }}\n# {{ ToJSON .tags }} {{ idiv 7 2 }} {{ div 1 4 }}\n";
+        let out = rendered(text, "lab: big\ncount: 3\ntags: [a, 'b']\n").unwrap();
+        assert_eq!(
+            out,
+            "name: big\ntopology:\n  nodes:\n    n1: {kind: linux, mgmt-ipv4: 172.20.20.11}\n    n2: {kind: linux, mgmt-ipv4: 172.20.20.12}\n    n3: {kind: linux, mgmt-ipv4: 172.20.20.13}\n# [\"a\",\"b\"] 3 0.25\n"
+        );
+    }
+
+    #[test]
+    fn a_template_error_names_its_line_and_column() {
+        let e = rendered("name: x\ntopology:\n  nodes: {{ if }}\n", "x: [1]\n").unwrap_err();
+        assert_eq!(e.at.line, 3, "{e}");
+        assert!(e.message.starts_with("Go template:"), "{e}");
+        let e = rendered("name: {{ nosuch 1 }}\n", "{}\n").unwrap_err();
+        assert_eq!(e.at.line, 1, "{e}");
+        assert!(e.message.contains("nosuch"), "{e}");
+    }
+}
