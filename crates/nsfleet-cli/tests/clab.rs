@@ -698,3 +698,33 @@ topology:
     let args = ["deploy", "-t", bad.to_str().unwrap()];
     env.refused("template", &args, &bad, 3, "Go template:");
 }
+
+/// `startup-delay`: the node's processes (its exec lines too) start that many seconds
+/// after the lab is up, as containerlab starts the container that much later.
+#[test]
+fn startup_delay_holds_a_node_s_processes_back() {
+    let env = Env::new("clabdelay");
+    let name = lab("dly");
+    let text = format!(
+        "name: {name}
+topology:
+  nodes:
+    a:
+      kind: linux
+      startup-delay: 4
+      exec: [\"touch /tmp/started\"]
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let early = env.run(&["exec", &name, "a", "--", "test", "-e", "/tmp/started"]);
+    assert!(!early.status.success(), "exec lines ran before the delay");
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["test", "-e", "/tmp/started"],
+        Duration::from_secs(30),
+    );
+    env.ok(&["destroy", "-t", &file]);
+    std::mem::forget(guard);
+}

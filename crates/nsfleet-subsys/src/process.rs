@@ -210,13 +210,23 @@ fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
         user: image.and_then(|i| i.user()).map(String::from),
     };
     let mut out = Vec::new();
+    // containerlab's `startup-delay`: every process waits, through the node's shell.
+    let delay = config.start_delay_s;
     let main = image.map(|i| i.argv()).unwrap_or_default();
     if !main.is_empty() {
         let line = main.join(" ");
+        let argv = match delay {
+            0 => main,
+            d => ["/bin/sh", "-c", &format!("sleep {d}; exec \"$@\""), "sh"]
+                .into_iter()
+                .map(String::from)
+                .chain(main)
+                .collect(),
+        };
         out.push((
             line,
             Launch {
-                argv: main,
+                argv,
                 ..base.clone()
             },
         ));
@@ -225,7 +235,10 @@ fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
     let vars = world::vars(node, fleet, &wiring);
     for c in &config.commands {
         let line = template::expand(c, &vars);
-        let launch = Launch::shell(&line, &base);
+        let launch = match delay {
+            0 => Launch::shell(&line, &base),
+            d => Launch::shell(&format!("sleep {d}; {line}"), &base),
+        };
         out.push((line, launch));
     }
     out

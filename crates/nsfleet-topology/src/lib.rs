@@ -103,6 +103,9 @@ pub struct NodeConfig {
     pub files: Vec<PrivateFile>,
     /// Start a command again when it fails (exits non-zero or by a signal), with backoff.
     pub restart_on_failure: bool,
+    /// Seconds its processes wait before they start (containerlab's `startup-delay`).
+    #[serde(default)]
+    pub start_delay_s: u32,
     /// Environment variables of its commands, besides nsfleet's own.
     #[serde(default)]
     pub env: Vec<(String, String)>,
@@ -138,13 +141,14 @@ impl PartialEq for NodeConfig {
             dirs,
             files,
             restart_on_failure,
+            start_delay_s,
             env,
             binds,
             aliases,
             clab,
             image,
         } = self;
-        (image, querier) == (&o.image, &o.querier)
+        (image, querier, start_delay_s) == (&o.image, &o.querier, &o.start_delay_s)
             && (sysctls, commands, router, switch, hostname, dirs)
                 == (
                     &o.sysctls,

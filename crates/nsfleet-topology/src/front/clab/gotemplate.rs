@@ -400,3 +400,29 @@ mod tests {
         assert!(e.message.contains("nosuch"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    use super::render;
+
+    /// Whatever a file's actions say, rendering ends, with an error or a text.
+    #[test]
+    fn hostile_templates_end_with_an_error_not_a_crash() {
+        let nasty = [
+            "{{",
+            "{{}}",
+            "{{ .a.b.c }}",
+            "{{ range }}",
+            "{{ template \"none\" }}",
+            "{{ define \"a\" }}{{ template \"a\" }}{{ end }}{{ template \"a\" }}",
+            "{{ range seq 1 100000000 }}x{{ end }}",
+            "{{ seq 1 10 0 }}",
+            "{{ idiv 1 0 }}",
+            "{{ add 9223372036854775807 1 }}",
+            "{{ printf \"%s\" }}",
+        ];
+        for t in nasty {
+            let _ = render("h.clab.yml", t, &[]);
+        }
+    }
+}

@@ -98,6 +98,8 @@ pub(crate) const NODE: &[Key] = &[
     taken("binds"),
     taken("env"),
     taken("env-files"),
+    taken("stages"),
+    taken("startup-delay"),
     taken("mgmt-ipv4"),
     taken("mgmt-ipv6"),
     taken("labels"),
@@ -113,7 +115,6 @@ pub(crate) const NODE: &[Key] = &[
     ignored("runtime", NO_ENGINE),
     ignored("restart-policy", "a node's processes are not restarted (set restart = \"on-failure\" in nsfleet's own format)"),
     ignored("auto-remove", NO_ENGINE),
-    ignored("startup-delay", "all nodes start together"),
     ignored("enforce-startup-config", "the startup configuration is always applied"),
     ignored("suppress-startup-config", "the startup configuration is always applied"),
     ignored("memory", NO_LIMITS),
@@ -140,7 +141,6 @@ pub(crate) const NODE: &[Key] = &[
     ignored("extras", "vendor kinds are not run"),
     ignored("components", "vendor kinds are not run"),
     ignored("link-apply-mode", "links are made when the fleet is"),
-    ignored("stages", "all nodes start together, once their links exist"),
     refused("pid-mode", "every node has a PID namespace of its own"),
 ];
 

@@ -23,6 +23,7 @@ mod keys;
 mod links;
 mod mgmt;
 mod node;
+mod stages;
 
 use crate::decl::Spanned;
 use crate::error::{Ctx, TopologyError};
@@ -81,6 +82,7 @@ pub fn read_with_vars(
     lab.check_keys(topology, keys::TOPOLOGY, "topology")?;
     let mgmt = mgmt::Mgmt::read(&mut lab, doc.get("mgmt"), &name_str)?;
     let nodes = node::read_all(&mut lab, topology, &name_str, prefix.as_deref())?;
+    stages::check(&mut lab, &nodes)?;
 
     let mut groups = Groups::default();
     // A `kind: host` node is the host itself: its link ends are host links.

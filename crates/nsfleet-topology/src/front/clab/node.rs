@@ -390,6 +390,17 @@ impl NodeDecl<'_> {
         }
         c.binds = binds.into_iter().map(|(b, _)| b).collect();
         c.env = self.env(lab)?;
+        if let Some(d) = self.first("startup-delay") {
+            c.start_delay_s = match d.int() {
+                Some(s @ 0..=86_400) => s as u32,
+                _ => {
+                    return Err(lab.err(
+                        d.span.clone(),
+                        "startup-delay: expected seconds, from 0 to 86400",
+                    ))
+                }
+            };
+        }
         c.aliases = Some(self.container.clone())
             .filter(|a| *a != self.name)
             .into_iter()
