@@ -728,3 +728,62 @@ topology:
     env.ok(&["destroy", "-t", &file]);
     std::mem::forget(guard);
 }
+
+/// A `type: vxlan` link is a VXLAN device in the node made from the host's namespace: its
+/// packets leave as the host routes them, here to another node reached through a host
+/// link (the far machine of a real lab), and it never appears among the host's links.
+#[test]
+fn a_vxlan_link_tunnels_through_the_host_to_its_remote() {
+    let env = Env::new("clabvx");
+    let name = lab("vx");
+    let hif = format!("{name}h");
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.77.0/24, ipv6-subnet: \"3fff:172:31:77::/64\"}}
+topology:
+  nodes:
+    a:
+      kind: linux
+      exec: [\"ip addr add 192.168.77.1/24 dev vx1\"]
+    c:
+      kind: linux
+      exec:
+        - ip addr add 10.77.0.2/24 dev up1
+        - ip link add vx1 type vxlan id 77 remote 10.77.0.1 dstport 14789 dev up1
+        - ip addr add 192.168.77.2/24 dev vx1
+        - ip link set vx1 up
+  links:
+    - type: vxlan
+      endpoint: {{node: a, interface: vx1}}
+      remote: 10.77.0.2
+      vni: 77
+    - type: host
+      endpoint: {{node: c, interface: up1}}
+      host-interface: {hif}
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let dev = env.ok(&["exec", &name, "a", "--", "ip", "-d", "link", "show", "vx1"]);
+    assert!(
+        dev.contains("vxlan id 77 remote 10.77.0.2") && dev.contains("dstport 14789"),
+        "{dev}"
+    );
+    assert!(
+        !host_has_link("vx1"),
+        "the tunnel is the node's, not the host's"
+    );
+    // The host's end of c's link carries the far side's underlay address.
+    let added = std::process::Command::new("ip")
+        .args(["addr", "add", "10.77.0.1/24", "dev", &hif])
+        .status()
+        .unwrap();
+    assert!(added.success());
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["ping", "-c1", "-W1", "192.168.77.2"],
+        Duration::from_secs(20),
+    );
+    destroy(&env, guard, &file, &hif);
+}

@@ -51,6 +51,9 @@ pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
 /// `HostLinks::host`: the netlink socket in the host's namespace.
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
+/// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through
+/// the host.
+pub const VXLAN_HOST_SOCKET: Rank = Rank::leaf("Vxlans::host");
 /// `Fleet::hub`: the fleet's hub namespace.
 pub const FLEET_HUB: Rank = Rank::leaf("Fleet::hub");
 /// The supervisor's `images`: its hold on the images its nodes run.

@@ -49,7 +49,7 @@ pub fn register_defaults(
     fleet.register(Wired(link::host::HostLinks::new(host_journal, fleet_name)?))?;
     // Configure: links that need every veth, before the addresses they carry
     fleet.register(Wired(link::veth::FarEnds))?;
-    fleet.register(Wired(link::vxlan::Vxlans))?;
+    fleet.register(Wired(link::vxlan::Vxlans::new()?))?;
     fleet.register(sysctl::Sysctls)?;
     fleet.register(addresses::Addresses)?;
     fleet.register(forwarding::Forwarding)?;

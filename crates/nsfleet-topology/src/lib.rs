@@ -36,7 +36,7 @@ pub use front::{
 pub use kernel::{netem_refusal, no_device, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
-pub use link::{HostEnd, Link, Peer, VxlanEnd};
+pub use link::{HostEnd, HostUnderlay, Link, Peer, VxlanEnd};
 pub use resolve::config::{private_holder, read_source, HOSTS, PRIVATE_RUN};
 pub use resolve::draft::Draft;
 pub use resolve::template;

@@ -98,6 +98,17 @@ pub struct VxlanEnd {
     pub port: u16,
     /// The index of the node's interface the tunnel's packets leave by.
     pub underlay: Option<i32>,
+    /// Made from the host's namespace (containerlab's `type: vxlan`): the tunnel's packets
+    /// leave through the host, to a machine elsewhere, and the device is the node's.
+    #[serde(default)]
+    pub through_host: Option<HostUnderlay>,
+}
+
+/// A tunnel's underlay in the host's namespace: its packets go out as the host routes
+/// them, or by `parent`, an interface of the host's.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostUnderlay {
+    pub parent: Option<String>,
 }
 
 impl Link {

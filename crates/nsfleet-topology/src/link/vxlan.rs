@@ -80,6 +80,7 @@ pub(crate) fn parse(
         local,
         port,
         underlay: None,
+        through_host: None,
     };
     let dev = sec.dev.as_ref().map(|d| d.get_ref().as_str());
     plan.add_vxlan(end, vx, dev, cx.place(v.span()))
@@ -87,6 +88,39 @@ pub(crate) fn parse(
 }
 
 impl Plan {
+    /// A VXLAN device on `end.node` whose packets leave through the host (made from the
+    /// host's namespace). The host has one tunnel socket per UDP port and family, shared
+    /// by every such device of the fleet: their VNIs on a port must differ.
+    pub fn add_host_vxlan(
+        &mut self,
+        end: EndDecl,
+        vx: VxlanEnd,
+        at: crate::Place,
+    ) -> Result<(), String> {
+        let i = self.find(&end.node)?;
+        if self.is_switch_at(i) {
+            return Err(format!(
+                "{} is a switch: a tunnel through the host belongs on a node",
+                end.node
+            ));
+        }
+        let key = (vx.vni, vx.port, vx.remote.is_ipv6());
+        let twin = (self.wiring.iter()).flat_map(|w| &w.ifaces).find(|o| {
+            (o.link.as_vxlan()).is_some_and(|t| {
+                t.through_host.is_some() && (t.vni, t.port, t.remote.is_ipv6()) == key
+            })
+        });
+        if let Some(o) = twin {
+            return Err(format!(
+                "another tunnel through the host has VNI {} on UDP port {} ({}, line {}): the host takes one per VNI and port",
+                vx.vni, vx.port, o.name, o.at.line
+            ));
+        }
+        self.claim(&end.addrs, at)?;
+        self.push_iface(i, &end, Link::Vxlan(vx), at)?;
+        Ok(())
+    }
+
     /// A VXLAN device on `end.node`, its packets leaving by the node's interface `dev`.
     pub fn add_vxlan(
         &mut self,

@@ -30,7 +30,7 @@ pub(crate) struct Plan {
     index: HashMap<String, u32>,
     names: Vec<String>,
     switch: Vec<bool>,
-    wiring: Vec<NodeWiring>,
+    pub(crate) wiring: Vec<NodeWiring>,
     /// Switches with ports, by their own node's number: where their ports go.
     switches: HashMap<u32, Switch>,
     /// Shard nodes made for big switches, in the order they were made (after the file's

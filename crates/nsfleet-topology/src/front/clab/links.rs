@@ -10,8 +10,10 @@ use super::node::{Kind, NodeDecl};
 use super::{keys, Lab};
 use crate::error::TopologyError;
 use crate::front::yaml::Yaml;
+use crate::link::{HostUnderlay, VxlanEnd};
 use crate::resolve::plan::{EndDecl, Plan};
 use crate::values;
+use std::net::IpAddr;
 use std::ops::Range;
 
 /// containerlab's `DefaultLinkMTU`.
@@ -26,6 +28,8 @@ enum End {
     Mgmt(String),
     /// Nothing: the node's end is a dummy interface.
     Nowhere,
+    /// A VXLAN tunnel through the host to a far endpoint.
+    Tunnel(VxlanEnd),
 }
 
 pub(crate) fn read_all(
@@ -41,7 +45,7 @@ pub(crate) fn read_all(
     for link in lab.list(links, "links, each with `endpoints`")? {
         lab.map(
             link,
-            "a link: endpoints: [\"a:eth1\", \"b:eth1\"], or type: veth | host | mgmt-net | dummy",
+            "a link: endpoints: [\"a:eth1\", \"b:eth1\"], or type: veth | host | mgmt-net | dummy | vxlan",
         )?;
         lab.check_keys(link, keys::LINK, "link")?;
         let mtu = match link.get("mtu").filter(|m| !m.is_null()) {
@@ -60,6 +64,11 @@ pub(crate) fn read_all(
                 plan.add_host_link(n, h, Vec::new(), at).map_err(placed)?
             }
             (End::Node(n), End::Nowhere) => plan.add_dummy(n, at).map_err(placed)?,
+            (End::Node(mut n), End::Tunnel(vx)) => {
+                // A tunnel's MTU is the kernel's (its underlay's less the headers) unless set.
+                n.mtu = link.get("mtu").filter(|m| !m.is_null()).map(|_| mtu);
+                plan.add_host_vxlan(n, vx, at).map_err(placed)?
+            }
             (End::Node(n), End::Mgmt(port)) | (End::Mgmt(port), End::Node(n)) => {
                 if plan.find(&mgmt.network).is_err() {
                     return Err(placed(
@@ -126,10 +135,61 @@ fn ends(
             let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
             Ok((extended(lab, e, nodes, mtu)?, End::Nowhere))
         }
+        "vxlan" => {
+            let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
+            Ok((extended(lab, e, nodes, mtu)?, End::Tunnel(tunnel(lab, link)?)))
+        }
         "macvlan" => Err(lab.err(at, "link type macvlan attaches a node to one of the host's physical interfaces, which nsfleet never changes")),
-        "vxlan" | "vxlan-stitch" | "veth-stitch" => Err(lab.err(at, format!("link type {kind} is not taken from containerlab files yet: nsfleet's own format has [[vxlan]] links"))),
-        other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host, mgmt-net or dummy"))),
+        "vxlan-stitch" => Err(lab.err(at, "link type vxlan-stitch (a veth to the host, tc-stitched to a VXLAN there) is not made: type vxlan makes the same tunnel, its device in the node")),
+        "veth-stitch" => Err(lab.err(at, "link type veth-stitch is containerlab's own piece of vxlan-stitch, not a link to write")),
+        other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host, mgmt-net, dummy or vxlan"))),
     }
+}
+
+/// containerlab's default UDP port for its VXLAN links (not IANA's 4789).
+const VXLAN_PORT: u16 = 14789;
+
+/// A `type: vxlan` link's tunnel: `remote` (an address), `vni`, `dst-port` (or the older
+/// `udp-port`), `parent-interface` (the host's; else as the host routes to `remote`).
+fn tunnel(lab: &mut Lab<'_>, link: &Yaml) -> Result<VxlanEnd, TopologyError> {
+    let r = lab.need(link, "remote", "the far tunnel endpoint's address")?;
+    let remote = lab.string(r)?.parse::<IpAddr>().map_err(|_| {
+        lab.err(
+            r.span.clone(),
+            "remote: expected an IP address (nsfleet looks up no names)",
+        )
+    })?;
+    let v = lab.need(link, "vni", "the VXLAN network identifier, 1 to 16777215")?;
+    let vni = match v.int() {
+        Some(n @ 1..=16_777_215) => n as u32,
+        _ => return Err(lab.err(v.span.clone(), "vni: expected 1 to 16777215")),
+    };
+    let port_of = |y: &Yaml| match y.int() {
+        Some(p @ 1..=65535) => Ok(p as u16),
+        _ => Err(lab.err(y.span.clone(), "expected a UDP port, 1 to 65535")),
+    };
+    let given = |k: &str| link.get(k).filter(|y| !y.is_null());
+    let port = match given("dst-port").or_else(|| given("udp-port")) {
+        Some(p) => port_of(p)?,
+        None => VXLAN_PORT,
+    };
+    if let Some(s) = given("src-port") {
+        lab.warn(
+            s.span.clone(),
+            "`src-port` is not applied: the kernel chooses the tunnel's source ports",
+        );
+    }
+    let parent = given("parent-interface")
+        .map(|p| lab.string(p))
+        .transpose()?;
+    Ok(VxlanEnd {
+        vni,
+        remote,
+        local: None,
+        port,
+        underlay: None,
+        through_host: Some(HostUnderlay { parent }),
+    })
 }
 
 /// `"node:iface"`, `"host:iface"` or `"mgmt-net:iface"`.
@@ -200,4 +260,49 @@ fn node_end(
         mac,
         ..EndDecl::default()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::front::Software;
+
+    fn lab(links: &str) -> Result<crate::Draft, crate::TopologyError> {
+        let text =
+            format!("name: v\ntopology:\n  nodes:\n    a: {{kind: linux}}\n  links:\n{links}");
+        crate::clab::read_with("v.clab.yml", &text, Software::Host)
+    }
+
+    #[test]
+    fn a_vxlan_link_is_a_tunnel_through_the_host_on_containerlab_s_port() {
+        let d = lab("    - type: vxlan\n      endpoint: {node: a, interface: vx1}\n      remote: 192.0.2.9\n      vni: 5\n").unwrap();
+        let topo = d.check(&crate::KernelCaps::assumed()).unwrap();
+        let vx = (topo.wiring.iter())
+            .flat_map(|w| &w.ifaces)
+            .find(|i| i.name == "vx1")
+            .unwrap();
+        let v = vx.link.as_vxlan().unwrap();
+        assert_eq!(
+            (v.vni, v.port, v.through_host.is_some(), vx.mtu),
+            (5, 14789, true, None)
+        );
+    }
+
+    #[test]
+    fn what_a_tunnel_cannot_be_is_refused_at_its_line() {
+        let twice = "    - type: vxlan\n      endpoint: {node: a, interface: vx1}\n      remote: 192.0.2.9\n      vni: 5\n    - type: vxlan\n      endpoint: {node: a, interface: vx2}\n      remote: 192.0.2.8\n      vni: 5\n";
+        let e = lab(twice).unwrap_err();
+        assert_eq!(e.at.line, 10, "{e}");
+        assert!(
+            e.message.contains("the host takes one per VNI and port"),
+            "{e}"
+        );
+        let e = lab("    - type: vxlan\n      endpoint: {node: a, interface: vx1}\n      remote: far.example\n      vni: 5\n").unwrap_err();
+        assert!(e.message.contains("expected an IP address"), "{e}");
+        let e = lab("    - type: vxlan-stitch\n      endpoint: {node: a, interface: vx1}\n")
+            .unwrap_err();
+        assert!(
+            e.message.contains("type vxlan makes the same tunnel"),
+            "{e}"
+        );
+    }
 }
