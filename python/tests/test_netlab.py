@@ -1,7 +1,7 @@
 """netlab (PyPI `networklab`, a test dependency) run by `nsfleet netlab`, with nsfleet
 standing in for containerlab, Docker and sudo: a lab of FRR routers and a Linux host
 comes up, netlab configures it, validates it, connects to it, captures on it and takes it
-down, leaving nothing; and a chosen subset of netlab's own integration tests (copied
+down, leaving nothing; a LAN's bridge is a switch of the lab's own, not the host's; and a chosen subset of netlab's own integration tests (copied
 under netlab/integration, MIT, from ipspace/netlab) passes its validation as netlab's
 harness runs them. The README lists which of them pass and why the others do not."""
 
@@ -101,12 +101,32 @@ def test_up_validate_connect_capture_status_down_leave_nothing(run_dir: Path, tm
     assert left_behind(run_dir, lab.name) == []
 
 
+def test_a_multi_access_link_is_a_switch_of_the_lab_s_own_and_not_a_bridge_on_the_host(
+        run_dir: Path, tmp_path: Path) -> None:
+    lab = lab_dir(tmp_path)
+    (lab / "topology.yml").write_text(
+        "provider: clab\ndefaults.device: frr\nnodes: [ r1, r2, r3 ]\nlinks:\n- r1:\n  r2:\n  r3:\n")
+    try:
+        up = netlab(lab, "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        clab = (lab / "clab.yml").read_text()
+        bridge = f"{lab.name}_1"
+        assert f"    {bridge}:\n      kind: bridge" in clab, clab
+        assert not os.path.exists(f"/sys/class/net/{bridge}"), "no bridge on the host"
+        ping = netlab(lab, "connect", "r1", "ping", "-c1", "-W2", "172.16.0.3")
+        assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+    finally:
+        down = netlab(lab, "down", "--cleanup")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert left_behind(run_dir, lab.name) == []
+
+
 def test_what_is_not_stood_in_for_is_named_and_fails(run_dir: Path, tmp_path: Path) -> None:
     for tool, args, said in [
         ("docker", ["network", "ls"], "does not answer `docker network ls`"),
         ("docker", ["exec", "-u", "frr", "clab-x-r1", "id"], "does not take option -u"),
         ("containerlab", ["save", "-t", "x.clab.yml"], "does not answer `containerlab save"),
-        ("sudo", ["ip", "link", "add", "name", "br9", "type", "bridge"], "multi-access link"),
+        ("sudo", ["ip", "link", "add", "name", "br9", "type", "bridge"], "not one the lab's clab.yml declares"),
     ]:
         done = subprocess.run([_binary.executable(), "stand-in", tool, *args],
                               capture_output=True, text=True)

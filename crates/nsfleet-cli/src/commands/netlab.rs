@@ -18,8 +18,9 @@ use std::path::PathBuf;
 /// answer fails, naming it. Nothing is installed on the host: the stand-ins are scripts
 /// in a folder under the run directory, removed when netlab ends (`nsfleet clean --all`
 /// removes it if nsfleet netlab was killed). A real Docker or containerlab on the
-/// machine is not touched. Not stood in for yet: multi-access links (LANs: netlab makes
-/// a bridge on the host for them), and what netlab does through Ansible (`netlab config`,
+/// machine is not touched. A LAN's bridge, which netlab makes on the host for
+/// containerlab, is a switch of the lab's own: those steps are answered without running
+/// them. Not stood in for yet: what netlab does through Ansible (`netlab config`,
 /// `collect`). Example: `nsfleet netlab up` in a folder with netlab's topology.yml.
 #[derive(Args)]
 pub struct NetlabCommand {

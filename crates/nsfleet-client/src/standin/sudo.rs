@@ -1,9 +1,9 @@
 //! `sudo`, for the commands netlab runs as root on the host (`ip netns exec NS ...` into a
 //! node's named namespace, `tcpdump`, `tc`): nsfleet runs as root already, so the command
-//! runs as it is, with this environment (as `sudo -E` keeps it). What would change the
-//! host itself for a lab is refused: the Linux bridges netlab makes for multi-access
-//! links (containerlab needs them on the host; nsfleet's switches are namespaces of
-//! their own, and netlab's LANs are not stood in for yet).
+//! runs as it is, with this environment (as `sudo -E` keeps it). The Linux bridges netlab
+//! makes on the host for multi-access links (containerlab needs them there) are answered
+//! without touching the host, for the bridges the lab's `clab.yml` declares as `kind:
+//! bridge`: nsfleet makes each as a switch of the lab's own. Any other bridge is refused.
 
 use super::{options, Tool};
 use anyhow::{bail, Context};
@@ -18,11 +18,18 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("nsfleet's sudo stand-in runs commands as root only, and this is not root");
     }
-    if makes_a_host_bridge(command) {
-        bail!(
-            "`sudo {}`: netlab makes a Linux bridge on the host for a multi-access link, which nsfleet does not let a lab do (its switches are namespaces of their own); netlab's LANs are not stood in for yet",
+    if let Some(bridge) = host_bridge(command) {
+        if !lab_bridges().contains(&bridge.to_string()) {
+            bail!(
+                "`sudo {}`: a Linux bridge on the host, which is not one the lab's clab.yml declares (kind: bridge): nsfleet does not make it",
+                command.join(" ")
+            );
+        }
+        eprintln!(
+            "nsfleet: {bridge} is made by nsfleet as a switch of the lab's own, not on the host: `{}` is not run",
             command.join(" ")
         );
+        return Ok(0);
     }
     let e = std::process::Command::new(program)
         .args(&command[1..])
@@ -30,12 +37,31 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
     Err(e).with_context(|| format!("sudo: running {program}"))
 }
 
-/// `ip link add ... type bridge`, `brctl addbr ...`.
-fn makes_a_host_bridge(command: &[String]) -> bool {
+/// The bridge a command makes, brings up, sets forwarding on or deletes on the host, as
+/// netlab's Linux-bridge steps say it: `ip link add name BR type bridge`, `ip link set
+/// dev BR up`, `sh -c 'echo N >/sys/class/net/BR/bridge/group_fwd_mask'`, `ip link del dev
+/// BR`, `brctl addbr BR`.
+fn host_bridge(command: &[String]) -> Option<&str> {
     let words: Vec<&str> = command.iter().map(String::as_str).collect();
     match words.as_slice() {
-        ["ip", "link", "add", rest @ ..] => rest.windows(2).any(|w| w == ["type", "bridge"]),
-        ["brctl", "addbr", ..] => true,
-        _ => false,
+        ["ip", "link", "add", "name", br, "type", "bridge"]
+        | ["ip", "link", "add", br, "type", "bridge"] => Some(br),
+        ["ip", "link", "set", "dev", br, "up"] | ["ip", "link", "del", "dev", br] => Some(br),
+        ["brctl", "addbr", br] => Some(br),
+        ["sh", "-c", script] => script
+            .strip_prefix("echo ")
+            .and_then(|s| s.split_once(">/sys/class/net/"))
+            .and_then(|(_, rest)| rest.strip_suffix("/bridge/group_fwd_mask")),
+        _ => None,
     }
+}
+
+/// The `kind: bridge` nodes of the lab's clab.yml in the current folder (netlab runs in
+/// the lab's); none without one.
+fn lab_bridges() -> Vec<String> {
+    let file = "clab.yml";
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return Vec::new();
+    };
+    nsfleet::topology::clab::bridge_nodes(file, &text).unwrap_or_default()
 }

@@ -219,6 +219,23 @@ impl<'a> Lab<'a> {
     }
 }
 
+/// The nodes a containerlab file declares as `kind: bridge` (on the node itself), read
+/// without validating the rest: the bridges a tool that drives containerlab would make on
+/// the host, which nsfleet makes as switches of the lab's own.
+pub fn bridge_nodes(file: &str, text: &str) -> Result<Vec<String>, TopologyError> {
+    let rendered = gotemplate::render(file, text, &[])?;
+    let text = expand_env(file, rendered.as_deref().unwrap_or(text))?;
+    let cx = Ctx::new(file, &text);
+    let doc = yaml::load(&text).map_err(|(at, m)| cx.err(at, format!("YAML: {m}")))?;
+    let nodes = (doc.get("topology").and_then(|t| t.get("nodes")))
+        .and_then(|n| n.entries())
+        .unwrap_or_default();
+    Ok((nodes.iter())
+        .filter(|(_, def)| def.get("kind").and_then(|k| k.str()) == Some("bridge"))
+        .filter_map(|(name, _)| name.str().map(String::from))
+        .collect())
+}
+
 /// The lab's name in a containerlab file, read without validating the rest (so that a
 /// lab whose file has since changed can still be destroyed); a Go-templated file is
 /// rendered with the variables beside it.
