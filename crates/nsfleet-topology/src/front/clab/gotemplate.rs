@@ -365,8 +365,12 @@ fn json(v: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// Renders `text` with a vars file of its own: tests run side by side.
     fn rendered(text: &str, vars: &str) -> Result<String, TopologyError> {
-        let dir = std::env::temp_dir().join(format!("nsfleet-gotemplate-{}", std::process::id()));
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("nsfleet-gotemplate-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let v = dir.join("vars.yml");
         std::fs::write(&v, vars).unwrap();
