@@ -7,7 +7,7 @@
 
 use crate::standin::Tool;
 use anyhow::{bail, Context};
-use nsfleet::rundir::RunDir;
+use nsfleet::rundir::{ProcId, RunDir};
 use nsfleet::sys;
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 pub const TESTED: &str = "26.10";
 const MAJOR: u32 = 26;
 
-/// Where a run's stand-ins are, below the run directory: not a fleet's folder (no fleet
-/// name starts with a dot).
+/// Where a run's stand-ins are, below the run directory (`.netlab-PID-STARTTIME`): not a
+/// fleet's folder (no fleet name starts with a dot).
 const PREFIX: &str = ".netlab-";
 
 pub struct NetlabArgs {
@@ -105,9 +105,11 @@ impl StandIns {
             .mode(0o755)
             .create(rd.root())
             .with_context(|| format!("creating run directory {}", rd.root().display()))?;
-        let dir = rd.root().join(format!("{PREFIX}{}", std::process::id()));
-        // A folder of a dead run of the same pid: ours to replace.
-        let _ = std::fs::remove_dir_all(&dir);
+        // Named after this process as `clean` can tell it from a later one of its pid.
+        let me_now = ProcId::of(std::process::id() as i32).context("this process's start time")?;
+        let dir = rd
+            .root()
+            .join(format!("{PREFIX}{}-{}", me_now.pid, me_now.start_time));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
@@ -155,15 +157,15 @@ pub fn clean_stale(rd: &RunDir) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(PREFIX)
-            .and_then(|p| p.parse::<i32>().ok())
+        let Some((pid, start_time)) = name.strip_prefix(PREFIX).and_then(|p| p.split_once('-'))
         else {
             continue;
         };
-        // SAFETY: kill(2) with signal 0 only checks that the process exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
-        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+        let (Ok(pid), Ok(start_time)) = (pid.parse(), start_time.parse()) else {
+            continue;
+        };
+        let gone = !ProcId { pid, start_time }.alive();
+        if gone && std::fs::remove_dir_all(e.path()).is_ok() {
             removed.push(e.path());
         }
     }

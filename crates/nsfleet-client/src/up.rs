@@ -13,6 +13,15 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// One worker per CPU, the default of `--workers` (2 when the count is unknown).
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// The default of `--max-unreclaimed`: torn-down namespaces the kernel may still be
+/// reclaiming at once.
+pub const DEFAULT_MAX_UNRECLAIMED: usize = 4096;
+
 pub struct UpArgs {
     pub file: Option<PathBuf>,
     /// The file's language, when its name does not say.

@@ -106,14 +106,11 @@ struct EngineArgs {
     workers: usize,
     /// Most torn-down namespaces the kernel may still be reclaiming at once; bounds
     /// memory under create/destroy churn.
-    #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = 4096)]
+    #[arg(long, value_parser = within_usize::<1, 10_000_000>, default_value_t = cmd::up::DEFAULT_MAX_UNRECLAIMED)]
     max_unreclaimed: usize,
 }
 
-/// One worker per CPU, the default of `--workers` (2 when the count is unknown).
-pub fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
+pub use cmd::up::default_workers;
 
 /// A whole number from LO to HI, as the parser checks it: out of range is a usage error,
 /// never a value that fails (or divides by zero) later.

@@ -39,7 +39,11 @@ impl Vxlans {
             .context("a descriptor of the node's namespace")?;
         let mut sock = self.host.lock();
         let underlay = match parent {
-            Some(p) => Some(host_index(&mut sock, p)?),
+            Some(p) => Some(
+                (super::host::lookup(&mut sock, p)?)
+                    .ok_or_else(|| anyhow!("the host has no interface {p}"))?
+                    .index,
+            ),
             None => None,
         };
         let spec = LinkSpec {
@@ -54,18 +58,6 @@ impl Vxlans {
         rtnl::new_vxlan(&mut b, sock.next_seq(), &spec, &tunnel(v, underlay));
         sock.execute_all(&b).map_err(|e| anyhow!("{e}"))
     }
-}
-
-/// The index of the host's interface `name`.
-fn host_index(sock: &mut NlSocket, name: &str) -> anyhow::Result<i32> {
-    let mut b = Batch::new();
-    rtnl::get_link_by_name(&mut b, sock.next_seq(), name);
-    let mut found = None;
-    sock.dump(&b, |m| found = found.take().or_else(|| rtnl::parse_link(m)))
-        .map_err(|e| anyhow!("the host's interface {name}: {e}"))?;
-    found
-        .map(|l| l.index)
-        .ok_or_else(|| anyhow!("the host has no interface {name}"))
 }
 
 fn tunnel(v: &VxlanEnd, underlay: Option<i32>) -> rtnl::Vxlan {

@@ -43,7 +43,7 @@ pub(crate) fn render(
     let name = path
         .file_name()
         .map_or(file.to_string(), |n| n.to_string_lossy().into_owned());
-    let placed = |e: TemplateError| error(file, text, &name, e);
+    let placed = |e: TemplateError| error(file, text, e);
     let mut t = functions(Template::new(&name)).max_range_iters(MAX_RANGE);
     t = t.parse(text).map_err(placed)?;
     for sub in subtemplates(path) {
@@ -54,8 +54,7 @@ pub(crate) fn render(
                 format!("subtemplate {}: {e}", sub.display()),
             )
         })?;
-        t = (t.parse(&sub_text))
-            .map_err(|e| error(&sub.display().to_string(), &sub_text, &name, e))?;
+        t = (t.parse(&sub_text)).map_err(|e| error(&sub.display().to_string(), &sub_text, e))?;
     }
     let out = t.execute_to_string(&data).map_err(placed)?;
     Ok(Some(out))
@@ -63,46 +62,36 @@ pub(crate) fn render(
 
 /// `lab.clab_vars.*` beside `lab.clab.yml`, as containerlab finds them.
 fn vars_beside(topo: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(stem)) = (topo.parent(), topo.file_name()) else {
+    let Some(stem) = topo.file_name() else {
         return Vec::new();
     };
     let stem = stem.to_string_lossy();
-    let stem = stem.rsplit_once('.').map_or(&*stem, |(s, _)| s);
-    let prefix = format!("{stem}_vars.");
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            n.starts_with(&prefix) && [".yml", ".yaml", ".json"].iter().any(|x| n.ends_with(x))
-        })
-        .collect();
-    found.sort();
-    found
+    let prefix = format!("{}_vars.", stem.rsplit_once('.').map_or(&*stem, |(s, _)| s));
+    files_in(&folder_of(topo), |n| {
+        n.starts_with(&prefix) && [".yml", ".yaml", ".json"].iter().any(|x| n.ends_with(x))
+    })
 }
 
 /// `clab_templates/*.gotmpl` beside the topology file, in name order.
 fn subtemplates(topo: &Path) -> Vec<PathBuf> {
-    let dir = topo
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("clab_templates");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
+    files_in(&folder_of(topo).join("clab_templates"), |n| {
+        n.ends_with(".gotmpl")
+    })
+}
+
+/// The folder a file is in (`.` for a bare name).
+fn folder_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The files of `dir` whose names `keep` takes, in name order (none if it cannot be read).
+fn files_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = (std::fs::read_dir(dir).into_iter().flatten().flatten())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "gotmpl"))
+        .filter(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy())))
         .collect();
     found.sort();
     found
@@ -111,7 +100,13 @@ fn subtemplates(topo: &Path) -> Vec<PathBuf> {
 /// A variables file (YAML, or JSON, which is YAML) as the template's data.
 fn read_vars(path: &Path) -> Result<Value, TopologyError> {
     let file = path.display().to_string();
-    let text = crate::front::read_text(path)?;
+    let text = crate::resolve::config::read_source(&file).map_err(|m| {
+        TopologyError::new(
+            &file,
+            crate::Place::default(),
+            format!("template variables: {m}"),
+        )
+    })?;
     let doc = yaml::load(&text).map_err(|(at, m)| {
         TopologyError::new(
             &file,
@@ -167,28 +162,31 @@ fn merge(into: Value, from: Value) -> Value {
     }
 }
 
-/// A template error at its place in `file`, whose text is `text`: gotmpl says `template:
-/// NAME:LINE:COL: ...`; an undefined function, which it names without a place, is found
-/// where the text first calls it.
-fn error(file: &str, text: &str, name: &str, e: TemplateError) -> TopologyError {
-    let said = e.to_string();
-    let rest = said.strip_prefix("template: ").unwrap_or(&said);
-    let rest = rest.strip_prefix(&format!("{name}:")).unwrap_or(rest);
-    let mut parts = rest.splitn(3, ':');
-    let line = parts.next().and_then(|l| l.parse().ok());
-    let column = parts.next().and_then(|c| c.trim().parse().ok());
-    if let (Some(line), Some(column), Some(message)) = (line, column, parts.next()) {
-        let message = format!("Go template: {}", message.trim());
-        return TopologyError::new(file, crate::Place { line, column }, message);
-    }
-    let at = match &e {
-        TemplateError::UndefinedFunction(f) => first_call(text, f),
+/// A template error at its place in `file`, whose text is `text`: a parse error carries
+/// its line and column; an undefined function, which gotmpl names without a place, is
+/// found where the text first calls it; any other is about the file as a whole.
+fn error(file: &str, text: &str, e: TemplateError) -> TopologyError {
+    let place = match &e {
+        TemplateError::Parse { line, col, .. } | TemplateError::Lex { line, col, .. } => {
+            Some(crate::Place {
+                line: *line as u32,
+                column: *col as u32,
+            })
+        }
+        TemplateError::UndefinedFunction(f) => {
+            first_call(text, f).map(|o| crate::Place::of(text.as_bytes(), o))
+        }
         _ => None,
     };
-    let place = at.map_or_else(crate::Place::default, |o| {
-        crate::Place::of(text.as_bytes(), o)
-    });
-    TopologyError::new(file, place, format!("Go template: {rest}"))
+    let message = match e {
+        TemplateError::Parse { message, .. } | TemplateError::Lex { message, .. } => message,
+        other => other.to_string(),
+    };
+    TopologyError::new(
+        file,
+        place.unwrap_or_default(),
+        format!("Go template: {message}"),
+    )
 }
 
 /// Where `text` first names `function` inside an action.
