@@ -787,3 +787,91 @@ topology:
     );
     destroy(&env, guard, &file, &hif);
 }
+
+/// Whether the host has the fleet's nf_tables table (`nft` is the independent observer).
+fn has_nft_table(lab: &str) -> bool {
+    std::process::Command::new("nft")
+        .args(["list", "table", "inet", &format!("nsfleet-{lab}")])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// An HTTP GET of `/` from the host to 127.0.0.1:`port`, retried until it answers.
+fn http_get_until_ok(port: u16, within: Duration) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + within;
+    loop {
+        let got = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        match got {
+            Ok(text) if text.starts_with("HTTP/") => return text,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(300)),
+            other => panic!("127.0.0.1:{port} does not answer after {within:?}: {other:?}"),
+        }
+    }
+}
+
+/// A port no program of the host listens on now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn ports_are_published_through_a_table_of_the_lab_s_own_which_goes_with_it() {
+    let env = Env::new("clabports");
+    let name = lab("pt");
+    let port = free_port();
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.78.0/24}}
+topology:
+  nodes:
+    web:
+      kind: linux
+      ports: [\"{port}:80\"]
+      exec: [\"python3 -m http.server 80 --bind 172.31.78.2 --directory /etc/nsfleet-no-such\"]
+"
+    );
+    let file = env.file(&format!("{name}.clab.yml"), &text);
+    let file = file.to_str().unwrap().to_string();
+    let deploy = ["deploy", "--host-software", "-t", &file];
+
+    // A port the host listens on is refused before anything exists.
+    let theirs = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let err = env.fails(&deploy, "is taken");
+    assert!(
+        err.contains(&format!("{name}.clab.yml:7")) && err.contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert!(env.fleet_dirs().is_empty() && !has_nft_table(&name));
+    drop(theirs);
+
+    let guard = Fleet {
+        env: &env,
+        name: name.clone(),
+    };
+    env.ok(&deploy);
+    assert!(has_nft_table(&name));
+    // python's server answers 404 for a folder it cannot list: the node answered.
+    let reply = http_get_until_ok(port, Duration::from_secs(20));
+    assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
+    env.ok(&["destroy", "-t", &file]);
+    assert!(!has_nft_table(&name), "destroy removes the table");
+
+    // Killed: the kernel removes the table with the supervisor's socket.
+    env.ok(&deploy);
+    let sup = guard.pid();
+    signal(sup, libc::SIGKILL);
+    wait_gone(sup);
+    assert!(!has_nft_table(&name), "the table went with the supervisor");
+    env.ok(&["clean", &name]);
+    std::mem::forget(guard);
+}

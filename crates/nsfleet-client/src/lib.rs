@@ -22,6 +22,7 @@ pub mod link;
 pub mod mn;
 pub mod netlab;
 pub mod node;
+mod ports;
 pub mod report;
 pub mod standin;
 pub mod stats;

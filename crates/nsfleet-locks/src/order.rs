@@ -54,6 +54,9 @@ pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through
 /// the host.
 pub const VXLAN_HOST_SOCKET: Rank = Rank::leaf("Vxlans::host");
+/// `Ports::host`: the published ports' nf_tables and route sockets in the host's
+/// namespace, and what they have made.
+pub const PORTS_HOST: Rank = Rank::leaf("Ports::host");
 /// `Fleet::hub`: the fleet's hub namespace.
 pub const FLEET_HUB: Rank = Rank::leaf("Fleet::hub");
 /// The supervisor's `images`: its hold on the images its nodes run.

@@ -40,10 +40,21 @@ impl Batch {
 
     /// Starts a message; every request asks for an ACK so that errors come back per message.
     pub fn begin(&mut self, ty: u16, flags: u16, seq: u32) -> &mut Self {
+        self.seqs.push(seq);
+        self.start(ty, flags | NLM_F_ACK, seq)
+    }
+
+    /// Starts a message that asks for no ACK, and whose sequence number the socket does
+    /// not wait for: nf_tables' batch end, which the kernel acknowledges only when the
+    /// batch commits (an aborted batch's errors come back on the messages that failed).
+    pub fn begin_unacked(&mut self, ty: u16, flags: u16, seq: u32) -> &mut Self {
+        self.start(ty, flags, seq)
+    }
+
+    fn start(&mut self, ty: u16, flags: u16, seq: u32) -> &mut Self {
         assert!(self.open.is_none(), "netlink message begun inside another");
         self.open = Some(self.buf.len());
-        self.seqs.push(seq);
-        let flags = flags | NLM_F_REQUEST | NLM_F_ACK;
+        let flags = flags | NLM_F_REQUEST;
         self.buf.extend_from_slice(&0u32.to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
         self.buf.extend_from_slice(&flags.to_ne_bytes());

@@ -1,4 +1,4 @@
-//! A synchronous NETLINK_ROUTE socket that sends a batch of requests in one `sendmsg` and
+//! A synchronous netlink socket (NETLINK_ROUTE unless asked otherwise) that sends a batch of requests in one `sendmsg` and
 //! matches the ACKs back to them by sequence number.
 //!
 //! The socket lives in the network namespace of the thread that called [`NlSocket::open`];
@@ -61,12 +61,18 @@ pub struct NlSocket {
 impl NlSocket {
     /// Opens a route socket in the calling thread's current network namespace.
     pub fn open() -> io::Result<Self> {
+        Self::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    /// Opens a socket of a netlink `protocol` (NETLINK_ROUTE, NETLINK_NETFILTER, ...) in
+    /// the calling thread's current network namespace.
+    pub fn open_protocol(protocol: libc::c_int) -> io::Result<Self> {
         // SAFETY: plain socket(2); the returned descriptor is checked and then owned.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if raw < 0 {

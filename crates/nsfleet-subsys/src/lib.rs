@@ -10,6 +10,7 @@ pub mod ipv6_dad;
 pub mod link;
 pub mod loopback;
 pub mod netns_names;
+pub mod ports;
 pub mod probe;
 pub mod process;
 pub mod routes;
@@ -54,6 +55,7 @@ pub fn register_defaults(
     fleet.register(addresses::Addresses)?;
     fleet.register(forwarding::Forwarding)?;
     fleet.register(routes::Routes)?;
+    fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
     let process = fleet.register(process::Processes::new(fleet_name, process_events))?;

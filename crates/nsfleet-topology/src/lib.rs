@@ -122,6 +122,73 @@ pub struct NodeConfig {
     /// `commands` say otherwise. `None`: the host's own files and programs.
     #[serde(default)]
     pub image: Option<NodeImage>,
+    /// Its ports published on the host (containerlab's `ports`), one entry per port.
+    #[serde(default)]
+    pub ports: Vec<PublishedPort>,
+}
+
+/// A port of a node published on the host, as Docker publishes a container's: what
+/// comes to the host's `host_port` (on `host_addr`, or on any of the host's addresses)
+/// goes to `node_port` at the node's address on `iface`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublishedPort {
+    pub proto: Proto,
+    pub host_addr: Option<std::net::IpAddr>,
+    pub host_port: u16,
+    pub node_port: u16,
+    /// The node's interface whose address receives (containerlab's `eth0`).
+    pub iface: String,
+    /// The host's end of the link that reaches that interface: what the host sends from
+    /// its loopback addresses leaves through it.
+    pub host_iface: String,
+    pub at: Place,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    /// Its IPPROTO_* number.
+    pub fn number(self) -> u8 {
+        match self {
+            Proto::Tcp => 6,
+            Proto::Udp => 17,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+impl PartialEq for PublishedPort {
+    fn eq(&self, o: &PublishedPort) -> bool {
+        let PublishedPort {
+            proto,
+            host_addr,
+            host_port,
+            node_port,
+            iface,
+            host_iface,
+            at: _,
+        } = self;
+        (proto, host_addr, host_port, node_port, iface, host_iface)
+            == (
+                &o.proto,
+                &o.host_addr,
+                &o.host_port,
+                &o.node_port,
+                &o.iface,
+                &o.host_iface,
+            )
+    }
 }
 
 impl PartialEq for NodeConfig {
@@ -147,8 +214,9 @@ impl PartialEq for NodeConfig {
             aliases,
             clab,
             image,
+            ports,
         } = self;
-        (image, querier, start_delay_s) == (&o.image, &o.querier, &o.start_delay_s)
+        (image, querier, start_delay_s, ports) == (&o.image, &o.querier, &o.start_delay_s, &o.ports)
             && (sysctls, commands, router, switch, hostname, dirs)
                 == (
                     &o.sysctls,

@@ -38,6 +38,7 @@ const IFLA_INET_CONF: u16 = 1;
 const IFLA_INET6_ADDR_GEN_MODE: u16 = 8;
 const IN6_ADDR_GEN_MODE_NONE: u8 = 1;
 const IPV4_DEVCONF_FORWARDING: u16 = 1;
+const IPV4_DEVCONF_ROUTE_LOCALNET: u16 = 26;
 
 pub const IFF_UP: u32 = libc::IFF_UP as u32;
 
@@ -249,11 +250,22 @@ pub fn set_link_alias(
 /// IPv4 forwarding on one device (its `conf/<dev>/forwarding`), over netlink rather than
 /// /proc/sys. IPv4 forwards a packet when its *input* device has forwarding on.
 pub fn set_forwarding(b: &mut Batch, seq: u32, index: i32, on: bool) {
+    set_ipv4_conf(b, seq, index, IPV4_DEVCONF_FORWARDING, on as u32)
+}
+
+/// Routes 127.0.0.0/8 through the link (`route_localnet`): what the host sends from its
+/// loopback addresses may leave, and replies to them come in, through it.
+pub fn set_route_localnet(b: &mut Batch, seq: u32, index: i32, on: bool) {
+    set_ipv4_conf(b, seq, index, IPV4_DEVCONF_ROUTE_LOCALNET, on as u32)
+}
+
+/// One of the link's IPv4 settings (`net.ipv4.conf.IFACE.*`, IPV4_DEVCONF_*).
+fn set_ipv4_conf(b: &mut Batch, seq: u32, index: i32, key: u16, value: u32) {
     b.begin(RTM_NEWLINK, 0, seq).header(&ifinfomsg(index, 0, 0));
     let spec = b.nest_begin(IFLA_AF_SPEC);
     let inet = b.nest_begin(libc::AF_INET as u16);
     let conf = b.nest_begin(IFLA_INET_CONF);
-    b.attr_u32(IPV4_DEVCONF_FORWARDING, on as u32);
+    b.attr_u32(key, value);
     b.nest_end(conf).nest_end(inet).nest_end(spec).end();
 }
 

@@ -110,7 +110,7 @@ pub(crate) const NODE: &[Key] = &[
     taken("sysctls"),
     taken("tmpfs"),
     taken("network-mode"),
-    ignored("ports", "not published: the host reaches every node at its management address"),
+    taken("ports"),
     ignored("image-pull-policy", "images come from nsfleet's image store, as pulled or loaded (`nsfleet image pull`, `nsfleet image load`)"),
     ignored("runtime", NO_ENGINE),
     ignored("restart-policy", "a node's processes are not restarted (set restart = \"on-failure\" in nsfleet's own format)"),

@@ -112,6 +112,11 @@ impl Mgmt {
         })
     }
 
+    /// The host's end of the network's host link.
+    pub fn host_iface(&self) -> &str {
+        &self.host_iface
+    }
+
     /// The switch, its host link, every managed node's `eth0` and default routes.
     pub fn wire(
         &self,

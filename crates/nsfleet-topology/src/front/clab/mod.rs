@@ -9,7 +9,8 @@
 //!   does not apply, or refuses it because ignoring it would change what the lab is;
 //! - [`mgmt`]: the management network (every node's `eth0` on one switch, reachable from
 //!   the host through a host link), with addresses as containerlab gives them;
-//! - [`links`]: `topology.links`, brief and extended.
+//! - [`links`]: `topology.links`, brief and extended;
+//! - [`ports`]: ports published on the host.
 //!
 //! Errors and warnings name file:line:column of the YAML, as for nsfleet's own files, and
 //! everything is checked before the first namespace exists. This module never touches
@@ -23,6 +24,7 @@ mod keys;
 mod links;
 mod mgmt;
 mod node;
+mod ports;
 mod stages;
 
 use crate::decl::Spanned;
@@ -87,9 +89,10 @@ pub fn read_with_vars(
     let mut groups = Groups::default();
     // A `kind: host` node is the host itself: its link ends are host links.
     for n in nodes.iter().filter(|n| n.kind != node::Kind::Host) {
-        let built = n.build(&mut lab)?;
+        let built = n.build(&mut lab, mgmt.host_iface())?;
         groups.add(&cx, Names::One(n.name.clone()), built, &n.spanned_name())?;
     }
+    ports::check_unique(&lab, groups.list.iter().flat_map(|g| g.config.ports.iter()))?;
     let managed: Vec<&node::NodeDecl> = nodes.iter().filter(|n| n.managed()).collect();
     if !managed.is_empty() {
         let at = Spanned::new(mgmt.at.clone(), mgmt.network.clone());

@@ -18,7 +18,7 @@ use crate::error::TopologyError;
 use crate::front::yaml::Yaml;
 use crate::kind::frr;
 use crate::resolve::config::{self, Built};
-use crate::{check_name, template, Bind, ClabNode, MAX_NODE_NAME};
+use crate::{check_name, template, Bind, ClabNode, PublishedPort, MAX_NODE_NAME};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -356,7 +356,9 @@ impl NodeDecl<'_> {
     }
 
     /// The node configuration this node becomes (bridges and the host have none).
-    pub fn build(&self, lab: &mut Lab<'_>) -> Result<Built, TopologyError> {
+    /// `host_iface` is the host's end of the management network, which published ports
+    /// are reached through.
+    pub fn build(&self, lab: &mut Lab<'_>, host_iface: &str) -> Result<Built, TopologyError> {
         if self.kind == Kind::Bridge {
             return Ok(crate::resolve::draft::switch_config(false));
         }
@@ -401,6 +403,7 @@ impl NodeDecl<'_> {
                 }
             };
         }
+        c.ports = self.ports(lab, host_iface)?;
         c.aliases = Some(self.container.clone())
             .filter(|a| *a != self.name)
             .into_iter()
@@ -480,6 +483,18 @@ impl NodeDecl<'_> {
         shlex(&line)
             .map(Some)
             .map_err(|m| lab.err(y.span.clone(), m))
+    }
+
+    /// `ports`, from the first layer that sets it (as containerlab takes it).
+    fn ports(&self, lab: &Lab<'_>, host_iface: &str) -> Result<Vec<PublishedPort>, TopologyError> {
+        let Some(list) = self.first("ports") else {
+            return Ok(Vec::new());
+        };
+        if !self.managed() {
+            let m = format!("node {}: `ports` are published to a node's management address, and network-mode none gives it none", self.name);
+            return Err(lab.err(list.span.clone(), m));
+        }
+        super::ports::read(lab, &lab.strings(list, "ports")?, host_iface)
     }
 
     /// The node as the file declares it, for `inspect`.

@@ -1,0 +1,301 @@
+//! Published ports (containerlab's `ports`): what comes to a port of the host goes to a
+//! node's port at its address on one of its interfaces, as Docker publishes a
+//! container's. Destination NAT in an nf_tables table of the fleet's own, in the host's
+//! namespace: `inet nsfleet-FLEET`, with two base chains per node (`pre-NODE` on
+//! prerouting for what comes from elsewhere, `out-NODE` on output for the host's own
+//! connections) and one `postrouting` chain that masquerades what the host sends from its
+//! loopback addresses.
+//!
+//! The table is made with the owner flag: it belongs to this process's netlink socket,
+//! nobody else may change it, and the kernel removes it when the socket closes, however
+//! the supervisor ended (`kill -9` included). A node's chains go at its exit. Nothing of
+//! the host's other tables is read or written.
+//!
+//! The host's own connections to 127.0.0.1 can leave only through an interface whose
+//! `route_localnet` is on (as Docker sets it on its bridge): nsfleet sets it on the host
+//! end of the link that reaches the node, which is the fleet's own interface. Connections
+//! from other machines need the host to forward (`net.ipv4.ip_forward`), which nsfleet
+//! does not change; IPv6 ports are published to the node's IPv6 address too, but the
+//! host's `::1` cannot be routed out at all.
+
+use anyhow::{anyhow, bail};
+use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
+use nsfleet_locks::{order, Mutex};
+use nsfleet_netlink::nft::{self, Base, Expr, Hook, MetaKey, Reg};
+use nsfleet_netlink::{rtnl, Batch, NlError, NlSocket};
+use nsfleet_topology::PublishedPort;
+use std::net::IpAddr;
+
+/// Where the node chains run among a hook's chains: nf_tables' `dstnat` and `srcnat`.
+const DSTNAT: i32 = -100;
+const SRCNAT: i32 = 100;
+const FAMILY: u8 = nft::NFPROTO_INET;
+
+pub struct Ports {
+    table: String,
+    /// The host's side: the table's owning socket, a route socket, and what is made.
+    host: Mutex<Host>,
+}
+
+struct Host {
+    /// The socket that owns the table: it must stay open as long as the fleet lives.
+    nft: NlSocket,
+    route: NlSocket,
+    table_made: bool,
+    /// Host interfaces whose loopback traffic is let out and masqueraded already.
+    localnet: Vec<String>,
+}
+
+impl Ports {
+    /// Must be called from a thread in the host's namespace. Makes nothing yet: the
+    /// table comes with the first node that publishes a port.
+    pub fn new(fleet: &str) -> std::io::Result<Self> {
+        Ok(Ports {
+            table: table_name(fleet),
+            host: Mutex::new(
+                order::PORTS_HOST,
+                Host {
+                    nft: NlSocket::open_protocol(nft::NETLINK_NETFILTER)?,
+                    route: NlSocket::open()?,
+                    table_made: false,
+                    localnet: Vec::new(),
+                },
+            ),
+        })
+    }
+
+    /// The table, its postrouting chain, and what each host interface needs, once.
+    fn prepare(&self, host: &mut Host, ports: &[PublishedPort]) -> anyhow::Result<()> {
+        let t = &self.table;
+        if !host.table_made {
+            let mut b = Batch::new();
+            let sock = &mut host.nft;
+            nft::batch_begin(&mut b, sock.next_seq());
+            nft::new_owned_table(&mut b, sock.next_seq(), FAMILY, t);
+            nft::new_nat_chain(
+                &mut b,
+                sock.next_seq(),
+                FAMILY,
+                t,
+                "postrouting",
+                Hook::Postrouting,
+                SRCNAT,
+            );
+            nft::batch_end(&mut b, sock.next_seq());
+            execute(sock, &b).map_err(|e| match e.errno {
+                libc::EEXIST => anyhow!("the host has an nf_tables table inet {t} already: another fleet of this name, under another run folder"),
+                _ => anyhow!("making the table inet {t} for published ports: {e}"),
+            })?;
+            host.table_made = true;
+        }
+        for p in ports {
+            if host.localnet.contains(&p.host_iface) {
+                continue;
+            }
+            let link = (crate::link::host::lookup(&mut host.route, &p.host_iface)?)
+                .ok_or_else(|| anyhow!("the host has no interface {}", p.host_iface))?;
+            let mut b = Batch::new();
+            rtnl::set_route_localnet(&mut b, host.route.next_seq(), link.index, true);
+            (host.route.execute_all(&b))
+                .map_err(|e| anyhow!("route_localnet on {}: {e}", p.host_iface))?;
+            let sock = &mut host.nft;
+            let mut b = Batch::new();
+            nft::batch_begin(&mut b, sock.next_seq());
+            nft::new_rule(
+                &mut b,
+                sock.next_seq(),
+                FAMILY,
+                t,
+                "postrouting",
+                &masquerade_loopback(&p.host_iface),
+            );
+            nft::batch_end(&mut b, sock.next_seq());
+            execute(sock, &b).map_err(|e| {
+                anyhow!(
+                    "masquerading the host's loopback through {}: {e}",
+                    p.host_iface
+                )
+            })?;
+            host.localnet.push(p.host_iface.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The fleet's table: `nsfleet-FLEET`.
+pub fn table_name(fleet: &str) -> String {
+    format!("nsfleet-{fleet}")
+}
+
+fn chains(node: &Node) -> [(String, Hook); 2] {
+    [
+        (format!("pre-{}", node.name()), Hook::Prerouting),
+        (format!("out-{}", node.name()), Hook::Output),
+    ]
+}
+
+impl Subsystem for Ports {
+    /// Whether the node's chains exist.
+    type State = bool;
+
+    fn name(&self) -> &'static str {
+        "ports"
+    }
+
+    /// Once every link is made: the host's end of the management network is made by
+    /// the switch's Wire phase, and the node's address is on its interface.
+    fn phase(&self) -> Phase {
+        Phase::Configure
+    }
+
+    fn wants(&self, node: &Node) -> bool {
+        !node.config().ports.is_empty()
+    }
+
+    fn init(&self, cx: &mut InitCtx<'_>, made: &mut bool) -> anyhow::Result<()> {
+        let config = cx.node.config();
+        let mut rules = Vec::new();
+        for p in &config.ports {
+            for to in targets(cx.node, p)? {
+                rules.push(dnat(p, to));
+            }
+        }
+        let mut host = self.host.lock();
+        self.prepare(&mut host, &config.ports)?;
+        let (t, sock) = (&self.table, &mut host.nft);
+        let mut b = Batch::new();
+        nft::batch_begin(&mut b, sock.next_seq());
+        for (chain, hook) in chains(cx.node) {
+            nft::new_nat_chain(&mut b, sock.next_seq(), FAMILY, t, &chain, hook, DSTNAT);
+            for r in &rules {
+                nft::new_rule(&mut b, sock.next_seq(), FAMILY, t, &chain, r);
+            }
+        }
+        nft::batch_end(&mut b, sock.next_seq());
+        execute(sock, &b).map_err(|e| anyhow!("publishing {}'s ports: {e}", cx.node.name()))?;
+        *made = true;
+        Ok(())
+    }
+
+    fn exit(&self, node: &Node, made: &mut bool) {
+        if !std::mem::take(made) {
+            return;
+        }
+        let mut host = self.host.lock();
+        let (t, sock) = (&self.table, &mut host.nft);
+        let mut b = Batch::new();
+        nft::batch_begin(&mut b, sock.next_seq());
+        for (chain, _) in chains(node) {
+            nft::del_chain(
+                &mut b,
+                [sock.next_seq(), sock.next_seq()],
+                FAMILY,
+                t,
+                &chain,
+            );
+        }
+        nft::batch_end(&mut b, sock.next_seq());
+        // If this fails the table goes with the supervisor's socket anyway.
+        let _ = execute(sock, &b);
+    }
+}
+
+/// The node's addresses a port goes to: on its interface, of the host address's family
+/// (both families when the port is published on all of the host's addresses).
+fn targets(node: &Node, p: &PublishedPort) -> anyhow::Result<Vec<IpAddr>> {
+    let wiring = node.wiring();
+    let Some(iface) = wiring.iface(&p.iface) else {
+        return Err(crate::no_interface(node, &p.iface));
+    };
+    let mut to: Vec<IpAddr> = Vec::new();
+    for a in &iface.addrs {
+        let family_fits = p.host_addr.is_none_or(|h| h.is_ipv4() == a.addr.is_ipv4());
+        if family_fits && !to.iter().any(|t| t.is_ipv4() == a.addr.is_ipv4()) {
+            to.push(a.addr);
+        }
+    }
+    if to.is_empty() {
+        bail!(
+            "{}: port {} has no address to go to on {}",
+            node.name(),
+            p.node_port,
+            p.iface
+        );
+    }
+    Ok(to)
+}
+
+/// `[ip daddr HOST | fib daddr type local] PROTO dport HOST_PORT dnat to NODE:PORT`.
+fn dnat(p: &PublishedPort, to: IpAddr) -> Vec<Expr> {
+    let family = if to.is_ipv4() {
+        nft::NFPROTO_IPV4
+    } else {
+        nft::NFPROTO_IPV6
+    };
+    let mut e = vec![
+        Expr::Meta(MetaKey::NfProto, Reg::R1),
+        Expr::CmpEq(Reg::R1, vec![family]),
+    ];
+    match p.host_addr {
+        Some(a) => {
+            // The destination address: 16 bytes into an IPv4 header, 24 into IPv6's.
+            let (offset, len) = if a.is_ipv4() { (16, 4) } else { (24, 16) };
+            e.push(Expr::Payload {
+                base: Base::Network,
+                offset,
+                len,
+                to: Reg::R1,
+            });
+            e.push(Expr::CmpEq(Reg::R1, nft::addr_bytes(a)));
+        }
+        None => {
+            e.push(Expr::FibDaddrType(Reg::R1));
+            e.push(Expr::CmpEq(Reg::R1, nft::RTN_LOCAL.to_ne_bytes().to_vec()));
+        }
+    }
+    e.extend([
+        Expr::Meta(MetaKey::L4Proto, Reg::R1),
+        Expr::CmpEq(Reg::R1, vec![p.proto.number()]),
+        // The destination port: two bytes into a TCP or UDP header.
+        Expr::Payload {
+            base: Base::Transport,
+            offset: 2,
+            len: 2,
+            to: Reg::R1,
+        },
+        Expr::CmpEq(Reg::R1, p.host_port.to_be_bytes().to_vec()),
+        Expr::Immediate(Reg::R1, nft::addr_bytes(to)),
+        Expr::Immediate(Reg::R2, p.node_port.to_be_bytes().to_vec()),
+        Expr::Dnat {
+            family,
+            addr: Reg::R1,
+            port: Reg::R2,
+        },
+    ]);
+    e
+}
+
+/// `ip saddr 127.0.0.0/8 oifname IFACE masquerade`: the host's own connections to a
+/// published port leave with the interface's address, which the node can answer.
+fn masquerade_loopback(iface: &str) -> Vec<Expr> {
+    vec![
+        Expr::Meta(MetaKey::NfProto, Reg::R1),
+        Expr::CmpEq(Reg::R1, vec![nft::NFPROTO_IPV4]),
+        // The source address's first byte: 12 bytes into an IPv4 header.
+        Expr::Payload {
+            base: Base::Network,
+            offset: 12,
+            len: 1,
+            to: Reg::R1,
+        },
+        Expr::CmpEq(Reg::R1, vec![127]),
+        Expr::Meta(MetaKey::OifName, Reg::R1),
+        Expr::CmpEq(Reg::R1, nft::ifname_bytes(iface)),
+        Expr::Masquerade,
+    ]
+}
+
+fn execute(sock: &mut NlSocket, b: &Batch) -> Result<(), NlError> {
+    nsfleet_core::fault::point("publishing ports")?;
+    sock.execute_all(b)
+}
