@@ -875,3 +875,68 @@ topology:
     env.ok(&["clean", &name]);
     std::mem::forget(guard);
 }
+
+#[test]
+fn exec_with_labels_runs_each_command_on_the_matching_nodes_as_containerlab_does() {
+    let env = Env::new("clabexec");
+    let name = lab("ex");
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.79.0/24}}
+topology:
+  kinds:
+    linux: {{labels: {{role: edge}}}}
+  nodes:
+    a: {{kind: linux}}
+    b: {{kind: linux, labels: {{role: core}}}}
+    c: {{kind: linux, group: spine}}
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let out = env.ok(&[
+        "exec",
+        "-t",
+        &file,
+        "--label",
+        "role=edge",
+        "--cmd",
+        "hostname",
+        "--cmd",
+        "sh -c 'echo $CLAB_LABEL_ROLE; exit 3'",
+        "-f",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ran = v.as_object().unwrap();
+    let (a, c) = (format!("clab-{name}-a"), format!("clab-{name}-c"));
+    assert_eq!(ran.keys().collect::<Vec<_>>(), [&a, &c], "{out}");
+    assert_eq!(v[&a][0]["stdout"], "a\n");
+    assert_eq!(v[&c][1]["return-code"], 3);
+    assert_eq!(v[&c][1]["stdout"], "edge\n");
+    assert_eq!(v[&c][1]["cmd"][0], "sh");
+
+    // containerlab's own labels, without -t: every lab.
+    let out = env.ok(&[
+        "exec",
+        "--label",
+        "clab-node-group=spine",
+        "--label",
+        &format!("containerlab={name}"),
+        "--cmd",
+        "hostname",
+    ]);
+    assert!(
+        out.contains(&format!("clab-{name}-c: hostname\nc\n")) && !out.contains("-a:"),
+        "{out}"
+    );
+    env.fails(
+        &["exec", "-t", &file, "--label", "role=none", "--cmd", "true"],
+        "matches no node",
+    );
+    env.fails(
+        &["exec", "-t", &file, "--label", "a=b=c", "--cmd", "true"],
+        "expected KEY=VALUE or KEY",
+    );
+    env.ok(&["destroy", "-t", &file]);
+    std::mem::forget(guard);
+}

@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod capture;
 pub mod clab;
+pub mod clab_exec;
 pub mod clean;
 pub mod down;
 pub mod errors;

@@ -348,6 +348,8 @@ pub struct ClabNode {
     pub kind: String,
     /// Recorded, never pulled: the node runs the host's software.
     pub image: Option<String>,
+    /// Its labels as containerlab sets them on a container: its own (`containerlab`,
+    /// `clab-node-name`, ...) and the file's.
     pub labels: Vec<(String, String)>,
 }
 

@@ -103,7 +103,9 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
             "Image": c.image.clone().unwrap_or_default(),
             "State": if f.state == "up" { "running" } else { f.state.as_str() },
             "Status": up_since(rd, &f.name),
-            "Labels": format!("containerlab={},clab-node-name={}", f.name, n.name),
+            "Labels": (c.labels.iter().map(|(k, v)| format!("{k}={v}")))
+                .collect::<Vec<_>>()
+                .join(","),
             "ID": format!("{:x}", n.netns_inode),
         });
         println!("{line}");

@@ -117,6 +117,12 @@ pub fn read_with_vars(
     )
 }
 
+/// A command line split into words as containerlab splits `exec` lines and `exec
+/// --cmd` (Go's shlex: quotes and backslashes, no shell).
+pub fn split_words(line: &str) -> Result<Vec<String>, String> {
+    node::shlex(line)
+}
+
 /// The file's text with the environment's variables in it, as containerlab reads it.
 fn expand_env(file: &str, text: &str) -> Result<String, TopologyError> {
     envsubst::expand(text, |k| std::env::var(k).ok())

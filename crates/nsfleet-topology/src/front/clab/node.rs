@@ -499,12 +499,11 @@ impl NodeDecl<'_> {
 
     /// The node as the file declares it, for `inspect`.
     fn declared(&self, lab: &Lab<'_>) -> Result<ClabNode, TopologyError> {
-        let labels = self.merged_map(lab, "labels")?;
         Ok(ClabNode {
             container: self.container.clone(),
             kind: self.kind_name.clone(),
             image: self.first("image").map(|i| lab.string(i)).transpose()?,
-            labels: labels.into_iter().map(|(k, v, _)| (k, v)).collect(),
+            labels: self.labels(lab)?,
         })
     }
 
@@ -549,11 +548,9 @@ impl NodeDecl<'_> {
         Ok(Some(Spanned::new(at.clone(), template::literal(&script))))
     }
 
-    /// The node's environment: containerlab's own variables (labels as `CLAB_LABEL_*`),
-    /// then `env-files`', then `env` merged over the layers; `CLAB_INTFS` comes with the
-    /// wiring.
-    fn env(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
-        let mut env = Vec::new();
+    /// Its labels as containerlab sets them on the container: its own (`containerlab`,
+    /// `clab-node-name`, ...), then `labels` merged over the layers.
+    fn labels(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
         let mut labels = vec![
             ("containerlab".to_string(), self.lab.clone()),
             ("clab-node-name".into(), self.name.clone()),
@@ -573,7 +570,15 @@ impl NodeDecl<'_> {
             labels.retain(|(x, _)| *x != k);
             labels.push((k, v));
         }
-        for (k, v) in labels {
+        Ok(labels)
+    }
+
+    /// The node's environment: containerlab's own variables (labels as `CLAB_LABEL_*`),
+    /// then `env-files`', then `env` merged over the layers; `CLAB_INTFS` comes with the
+    /// wiring.
+    fn env(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
+        let mut env = Vec::new();
+        for (k, v) in self.labels(lab)? {
             env.push((label_variable(&k), v));
         }
         for (k, v) in self.env_files(lab)? {
