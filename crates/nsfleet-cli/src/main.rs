@@ -72,6 +72,7 @@ fn main() {
         Command::Down(c) => c.run(run_dir),
         Command::Status(c) => c.run(run_dir),
         Command::Exec(c) => c.run(run_dir),
+        Command::Tools(c) => c.run(run_dir),
         Command::Impair(c) => c.run(run_dir),
         Command::Gen(c) => c.run(run_dir),
         Command::Apply(c) => c.run(run_dir),

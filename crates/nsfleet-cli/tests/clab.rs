@@ -940,3 +940,139 @@ topology:
     env.ok(&["destroy", "-t", &file]);
     std::mem::forget(guard);
 }
+
+#[test]
+fn tools_make_veths_by_hand_and_impair_interfaces_as_containerlab_s_do() {
+    let env = Env::new("clabtools");
+    let name = lab("tl");
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.80.0/24}}
+topology:
+  nodes:
+    a: {{kind: linux}}
+    b: {{kind: linux}}
+    br: {{kind: bridge}}
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    let c = |n: &str| format!("clab-{name}-{n}");
+    let hostend = format!("{name}v");
+    env.ok(&[
+        "tools",
+        "veth",
+        "create",
+        "-a",
+        &format!("{}:eth5", c("a")),
+        "-b",
+        &format!("{}:eth5", c("b")),
+        "--mtu",
+        "1400",
+    ]);
+    env.ok(&[
+        "tools",
+        "veth",
+        "create",
+        "-a",
+        &format!("{}:eth6", c("a")),
+        "-b",
+        "bridge:br:p1",
+    ]);
+    env.ok(&[
+        "tools",
+        "veth",
+        "create",
+        "-a",
+        &format!("{}:eth6", c("b")),
+        "-b",
+        "bridge:br:p2",
+    ]);
+    env.ok(&[
+        "tools",
+        "veth",
+        "create",
+        "-a",
+        &format!("{}:eth7", c("a")),
+        "-b",
+        &format!("host:{hostend}"),
+    ]);
+    assert!(host_has_link(&hostend));
+    let mtu = env.ok(&["exec", &name, "b", "--", "cat", "/sys/class/net/eth5/mtu"]);
+    assert_eq!(mtu, "1400\n");
+    for (n, x) in [("a", 1), ("b", 2)] {
+        for (dev, net) in [("eth5", 5), ("eth6", 6)] {
+            env.ok(&[
+                "exec",
+                &name,
+                n,
+                "--",
+                "ip",
+                "addr",
+                "add",
+                &format!("10.{net}.0.{x}/24"),
+                "dev",
+                dev,
+            ]);
+        }
+    }
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["ping", "-c1", "-W1", "10.5.0.2"],
+        Duration::from_secs(10),
+    );
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["ping", "-c1", "-W1", "10.6.0.2"],
+        Duration::from_secs(10),
+    );
+    env.fails(
+        &[
+            "tools",
+            "veth",
+            "create",
+            "-a",
+            &format!("{}:eth5", c("a")),
+            "-b",
+            &format!("{}:eth9", c("b")),
+        ],
+        "eth5 exists already",
+    );
+    env.fails(
+        &[
+            "tools",
+            "veth",
+            "create",
+            "-a",
+            &format!("{}:eth8", c("a")),
+            "-b",
+            "bridge:docker0:x1",
+        ],
+        "adds no port to it",
+    );
+
+    let node = c("a");
+    env.ok(&[
+        "tools", "netem", "set", "-n", &node, "-i", "eth0", "--rate", "1000",
+    ]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&env.ok(&["tools", "netem", "show", "-n", &node, "-f", "json"]))
+            .unwrap();
+    assert_eq!(shown[&node][0]["interface"], "eth0", "{shown}");
+    assert_eq!(shown[&node][0]["rate"], 1000, "{shown}");
+    env.ok(&["tools", "netem", "reset", "-n", &node, "-i", "eth0"]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&env.ok(&["tools", "netem", "show", "-n", &node, "-f", "json"]))
+            .unwrap();
+    assert_eq!(shown[&node], serde_json::json!([]), "{shown}");
+    env.fails(
+        &["tools", "netem", "show", "-n", "clab-nosuch-x"],
+        "no such container",
+    );
+
+    // The host's end goes with its node.
+    destroy(&env, guard, &file, &hostend);
+}

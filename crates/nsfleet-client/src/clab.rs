@@ -175,6 +175,27 @@ pub(crate) fn labs(rd: &RunDir) -> Vec<FleetStatus> {
         .collect()
 }
 
+/// Every node of every deployed lab, with its lab.
+pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
+    let mut out = Vec::new();
+    for f in labs(rd) {
+        for n in f.nodes.iter().filter(|n| n.clab.is_some()) {
+            out.push((f.clone(), n.clone()));
+        }
+    }
+    out
+}
+
+/// The lab and node that are container `name` (clab-LAB-NODE).
+pub(crate) fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
+    containers(rd)
+        .into_iter()
+        .find(|(_, n)| n.clab.as_ref().is_some_and(|c| c.container == name))
+        .with_context(|| {
+            format!("no such container: {name} (no running lab has a node of that name)")
+        })
+}
+
 /// `inspect`: containerlab's table (Name, Kind/Image, State, IPv4/6 Address), or its
 /// JSON (`{"LAB": [{"lab_name", "name", "kind", "image", "state", "ipv4_address", ...}]}`).
 pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {

@@ -37,24 +37,37 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
         }
     };
     let rd = RunDir::new(&a.run_dir);
-    let mut client = connect(&rd, &a.name)?;
+    let impair = set(&rd, &a.name, node, iface, impair)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({ "fleet": a.name, "node": node, "iface": iface, "impair": impair })
+        );
+        return Ok(());
+    }
+    match impair {
+        Some(i) => println!("{node}:{iface}: {i}"),
+        None => println!("{node}:{iface}: no impairment"),
+    }
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) an interface's impairment; returns the one it has now.
+pub(crate) fn set(
+    rd: &RunDir,
+    fleet: &str,
+    node: &str,
+    iface: &str,
+    impair: Option<Impair>,
+) -> anyhow::Result<Option<Impair>> {
+    let mut client = connect(rd, fleet)?;
     let req = Request::Impair {
         node: node.into(),
         iface: iface.into(),
         impair,
     };
     match client.call(&req)? {
-        Reply::Impaired { impair, .. } if a.json => {
-            println!(
-                "{}",
-                serde_json::json!({ "fleet": a.name, "node": node, "iface": iface, "impair": impair })
-            );
-        }
-        Reply::Impaired {
-            impair: Some(i), ..
-        } => println!("{}:{iface}: {i}", node),
-        Reply::Impaired { impair: None, .. } => println!("{}:{iface}: no impairment", node),
+        Reply::Impaired { impair, .. } => Ok(impair),
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     }
-    Ok(())
 }

@@ -28,6 +28,7 @@ pub mod report;
 pub mod standin;
 pub mod stats;
 pub mod status;
+pub mod tools;
 pub mod up;
 
 use anyhow::bail;

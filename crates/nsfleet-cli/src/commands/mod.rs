@@ -23,6 +23,7 @@ pub mod node;
 pub mod report;
 pub mod stats;
 pub mod status;
+pub mod tools;
 pub mod up;
 pub mod vm;
 
@@ -51,6 +52,8 @@ pub enum Command {
     Vm(vm::VmCommand),
     Mn(mn::MnCommand),
     Netlab(netlab::NetlabCommand),
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
     Clean(clean::CleanCommand),
     #[command(subcommand)]
     Image(image::ImageCommand),

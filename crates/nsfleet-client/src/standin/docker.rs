@@ -7,7 +7,6 @@
 
 use super::{options, unanswered, Tool};
 use anyhow::{bail, Context};
-use nsfleet::control::{FleetStatus, NodeStatus};
 use nsfleet::rundir::RunDir;
 use std::path::PathBuf;
 
@@ -61,17 +60,6 @@ fn images(args: &[String]) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The containerlab nodes of every running lab, with their fleet.
-fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
-    let mut out = Vec::new();
-    for f in crate::clab::labs(rd) {
-        for n in f.nodes.iter().filter(|n| n.clab.is_some()) {
-            out.push((f.clone(), n.clone()));
-        }
-    }
-    out
-}
-
 /// How long the lab has been up, as `docker ps` says it.
 fn up_since(rd: &RunDir, lab: &str) -> String {
     let now = std::time::SystemTime::now()
@@ -96,7 +84,7 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
     if !rest.is_empty() {
         bail!("docker ps: unexpected {:?}", rest.join(" "));
     }
-    for (f, n) in containers(rd) {
+    for (f, n) in crate::clab::containers(rd) {
         let c = n.clab.as_ref().expect("filtered");
         let line = serde_json::json!({
             "Names": c.container,
@@ -115,13 +103,7 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
 
 /// The lab that runs container `name`.
 fn lab_of(rd: &RunDir, name: &str) -> anyhow::Result<String> {
-    containers(rd)
-        .into_iter()
-        .find(|(_, n)| n.clab.as_ref().is_some_and(|c| c.container == name))
-        .map(|(f, _)| f.name)
-        .with_context(|| {
-            format!("no such container: {name} (no running lab has a node of that name)")
-        })
+    crate::clab::find_container(rd, name).map(|(f, _)| f.name)
 }
 
 fn exec(rd: &RunDir, args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
@@ -210,7 +192,7 @@ fn stats(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
         bail!("nsfleet stands in for `docker stats --no-stream --format json` only");
     }
     let total = nsfleet::sys::meminfo("MemTotal:") / 1024;
-    for (_, n) in containers(rd) {
+    for (_, n) in crate::clab::containers(rd) {
         let c = n.clab.as_ref().expect("filtered");
         let kib: u64 = n
             .processes

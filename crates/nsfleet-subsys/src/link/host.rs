@@ -73,7 +73,7 @@ impl HostLinks {
 }
 
 /// The host's interface `name`, if it has one (`sock` is in the host's namespace).
-pub(crate) fn lookup(sock: &mut NlSocket, name: &str) -> anyhow::Result<Option<rtnl::LinkInfo>> {
+pub fn lookup(sock: &mut NlSocket, name: &str) -> anyhow::Result<Option<rtnl::LinkInfo>> {
     let mut b = Batch::new();
     rtnl::get_link_by_name(&mut b, sock.next_seq(), name);
     let mut found = None;

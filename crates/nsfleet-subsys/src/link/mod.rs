@@ -16,6 +16,7 @@
 pub mod bridge;
 pub mod dummy;
 pub mod host;
+pub mod loose;
 pub mod macvlan;
 pub mod veth;
 pub mod vxlan;
