@@ -151,6 +151,26 @@ fn dot_mermaid_and_json_for_other_tools() {
     assert_eq!(h1["impairments"][0], "eth0: rate 10mbit");
 }
 
+#[test]
+fn containerlab_s_graph_flags_draw_a_lab_s_file() {
+    let env = Env::new("graphclab");
+    let text = "name: gc\ntopology:\n  nodes:\n    a: {kind: linux}\n    b: {kind: linux}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n";
+    let file = env.file("gc.clab.yml", text);
+    let f = file.to_str().unwrap();
+    let mermaid = env.ok(&["graph", "-t", f, "--mermaid"]);
+    assert!(
+        mermaid.starts_with("graph LR\n") && mermaid.contains("(\"a\")"),
+        "{mermaid}"
+    );
+    let dot = env.ok(&["graph", "-t", f, "--offline", "--dot"]);
+    assert!(dot.starts_with("graph \"gc\" {"), "{dot}");
+    env.fails(&["graph", "-t", f, "--drawio"], "clab-io-draw");
+    env.fails(
+        &["graph", "-t", f, "--srv", "nonsense"],
+        "expected ADDR:PORT",
+    );
+}
+
 /// An HTTP GET of `path` on 127.0.0.1:`port`: the status line and the body.
 fn get(port: u16, path: &str) -> (String, String) {
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();

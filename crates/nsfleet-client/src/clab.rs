@@ -175,6 +175,17 @@ pub(crate) fn labs(rd: &RunDir) -> Vec<FleetStatus> {
         .collect()
 }
 
+/// What `graph -t FILE` draws: the lab as it runs when it is deployed (unless
+/// `offline`), else the file.
+pub fn graph_source(file: &Path, offline: bool, run_dir: &Path) -> anyhow::Result<String> {
+    let file = topology_file(Some(file))?;
+    let name = lab_name(&file)?;
+    if !offline && RunDir::new(run_dir).record(&name).is_some() {
+        return Ok(name);
+    }
+    Ok(file.display().to_string())
+}
+
 /// Every node of every deployed lab, with its lab.
 pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
     let mut out = Vec::new();

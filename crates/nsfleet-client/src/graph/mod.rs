@@ -24,6 +24,21 @@ use std::time::Duration;
 const PAGE: &str = include_str!("page.html");
 const HTML: &str = "text/html; charset=utf-8";
 
+/// The port of containerlab's `--srv ADDR:PORT`. nsfleet serves the page on 127.0.0.1
+/// only (it shows the lab's addresses and follows its events): another address is said.
+pub fn port_of(addr: &str) -> anyhow::Result<u16> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("--srv {addr:?}: expected ADDR:PORT, like 0.0.0.0:50080"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--srv {addr:?}: {port:?} is not a port"))?;
+    if !matches!(host, "" | "127.0.0.1" | "localhost") {
+        eprintln!("note: the page is served on 127.0.0.1:{port} only, not on {host}");
+    }
+    Ok(port)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Html,
