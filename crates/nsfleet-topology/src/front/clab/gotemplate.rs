@@ -2,8 +2,9 @@
 //! (`text/template`, with containerlab's functions), with its variables: the files
 //! `deploy --vars` names, or else those beside the topology file named after it
 //! (`lab.clab_vars.yml`, `.yaml`, `.json`, merged in name order), and the subtemplates of
-//! its `clab_templates/*.gotmpl`. Rendering is gotmpl's, a port of Go's `text/template`;
-//! a template's error names its line and column in the file.
+//! its `clab_templates/*.gotmpl`. Rendering is gotmpl's, a port of Go's `text/template`,
+//! with every function containerlab gives its templates; a template's error names its
+//! line and column in the file.
 //!
 //! A file without `{{` is not a template: it is read as it is, and its lines stay the
 //! lines errors name. A rendered file's later errors name lines of the rendered text.
@@ -45,7 +46,7 @@ pub(crate) fn render(
         .map_or(file.to_string(), |n| n.to_string_lossy().into_owned());
     let placed = |e: TemplateError| error(file, text, e);
     let mut t = functions(Template::new(&name)).max_range_iters(MAX_RANGE);
-    t = t.parse(text).map_err(placed)?;
+    t = t.parse(&namespaced(text)).map_err(placed)?;
     for sub in subtemplates(path) {
         let sub_text = std::fs::read_to_string(&sub).map_err(|e| {
             TopologyError::new(
@@ -54,7 +55,8 @@ pub(crate) fn render(
                 format!("subtemplate {}: {e}", sub.display()),
             )
         })?;
-        t = (t.parse(&sub_text)).map_err(|e| error(&sub.display().to_string(), &sub_text, e))?;
+        t = (t.parse(&namespaced(&sub_text)))
+            .map_err(|e| error(&sub.display().to_string(), &sub_text, e))?;
     }
     let out = t.execute_to_string(&data).map_err(placed)?;
     Ok(Some(out))
@@ -174,7 +176,7 @@ fn error(file: &str, text: &str, e: TemplateError) -> TopologyError {
             })
         }
         TemplateError::UndefinedFunction(f) => {
-            first_call(text, f).map(|o| crate::Place::of(text.as_bytes(), o))
+            first_call(&namespaced(text), f).map(|o| crate::Place::of(text.as_bytes(), o))
         }
         _ => None,
     };
@@ -182,6 +184,9 @@ fn error(file: &str, text: &str, e: TemplateError) -> TopologyError {
         TemplateError::Parse { message, .. } | TemplateError::Lex { message, .. } => message,
         other => other.to_string(),
     };
+    let message = NAMESPACED
+        .iter()
+        .fold(message, |m, (dotted, flat)| m.replace(flat, dotted));
     TopologyError::new(
         file,
         place.unwrap_or_default(),
@@ -209,8 +214,78 @@ fn first_call(text: &str, function: &str) -> Option<usize> {
     None
 }
 
-/// containerlab's template functions (its `utils.CreateFuncs`): arithmetic and `seq`,
-/// `ToJSON`; the namespaced ones (`strings.Split`, `conv.Join`, `net.CIDRHost`) are not.
+/// containerlab's namespaced functions, and the names they are called by here: Go
+/// calls `strings.Split` as a method of what the function `strings` returns, which
+/// gotmpl does not, so inside actions the text names a function of the same length
+/// instead (columns stay right), and errors name it back.
+const NAMESPACED: [(&str, &str); 5] = [
+    ("strings.Split", "strings_Split"),
+    ("strings.ReplaceAll", "strings_ReplaceAll"),
+    ("conv.Join", "conv_Join"),
+    ("conv.ToInt", "conv_ToInt"),
+    ("net.CIDRHost", "net_CIDRHost"),
+];
+
+/// `text` with containerlab's namespaced calls renamed (see [`NAMESPACED`]) inside its
+/// actions, outside their quoted strings; a name that is a field (`.strings.Split`) or
+/// part of a longer one is left alone.
+fn namespaced(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let action = &rest[open..];
+        let close = action.find("}}").map_or(action.len(), |c| c + 2);
+        out.push_str(&rename_in_action(&action[..close]));
+        rest = &action[close..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn rename_in_action(action: &str) -> String {
+    let b = action.as_bytes();
+    let mut out = String::with_capacity(action.len());
+    let (mut i, mut quote) = (0, None::<u8>);
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' && q != b'`' && i + 1 < b.len() {
+                    out.push_str(&action[i..i + 2]);
+                    i += 2;
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+            }
+            None if matches!(c, b'"' | b'`' | b'\'') => quote = Some(c),
+            None => {
+                let word_before = i > 0
+                    && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.');
+                let found = NAMESPACED.iter().find(|(dotted, _)| {
+                    action[i..].starts_with(dotted)
+                        && !action[i + dotted.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                });
+                if let (false, Some((dotted, flat))) = (word_before, found) {
+                    out.push_str(flat);
+                    i += dotted.len();
+                    continue;
+                }
+            }
+        }
+        let ch = action[i..].chars().next().expect("on a char boundary");
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// containerlab's template functions (its `utils.CreateFuncs`): arithmetic, `seq`,
+/// `slice`, `ToJSON`, `ToJSONPretty`, and `strings.Split`, `strings.ReplaceAll`,
+/// `conv.Join`, `conv.ToInt`, `net.CIDRHost` (see [`NAMESPACED`]).
 fn functions(t: Template) -> Template {
     t.func("add", |a| {
         arith(a, "add", |x, y| x + y, |x, y| x.checked_add(y))
@@ -233,6 +308,127 @@ fn functions(t: Template) -> Template {
     .func("seq", seq)
     .func("ToJSON", |a| {
         Ok(Value::String(json(a.first().unwrap_or(&Value::Nil)).into()))
+    })
+    .func("ToJSONPretty", |a| match a {
+        [v, prefix, indent] => Ok(Value::String(
+            pretty(v, &text(prefix), &text(indent), 0).into(),
+        )),
+        _ => Err(arg_count("ToJSONPretty", 3, a.len())),
+    })
+    .func("slice", |a| Ok(Value::List(a.to_vec().into())))
+    .func("strings_Split", |a| match a {
+        [sep, s] => Ok(Value::List(
+            split(&text(s), &text(sep))
+                .into_iter()
+                .map(|p| Value::String(p.into()))
+                .collect(),
+        )),
+        _ => Err(arg_count("strings.Split", 2, a.len())),
+    })
+    .func("strings_ReplaceAll", |a| match a {
+        [_, _, Value::Nil] => Ok(Value::String("".into())),
+        [old, new, s] if text(old).is_empty() => {
+            let _ = new;
+            Ok(Value::String(text(s).into()))
+        }
+        [old, new, s] => Ok(Value::String(
+            text(s).replace(&*text(old), &text(new)).into(),
+        )),
+        _ => Err(arg_count("strings.ReplaceAll", 3, a.len())),
+    })
+    .func("conv_Join", |a| match a {
+        [Value::List(l), sep] => Ok(Value::String(
+            l.iter()
+                .map(text)
+                .collect::<Vec<_>>()
+                .join(&text(sep))
+                .into(),
+        )),
+        [other, _] => Err(TemplateError::Exec(format!(
+            "conv.Join: input to Join must be an array, got {other}"
+        ))),
+        _ => Err(arg_count("conv.Join", 2, a.len())),
+    })
+    .func("conv_ToInt", |a| match a {
+        [v] => int(v).map(Value::Int).ok_or_else(|| {
+            TemplateError::Exec(format!("conv.ToInt: could not convert {v} to int"))
+        }),
+        _ => Err(arg_count("conv.ToInt", 1, a.len())),
+    })
+    .func("net_CIDRHost", |a| match a {
+        [n, prefix] => {
+            let n = int(n).ok_or_else(|| {
+                TemplateError::Exec(format!("net.CIDRHost: expected a number, got {n}"))
+            })?;
+            cidr_host(n, &text(prefix))
+                .map(|ip| Value::String(ip.into()))
+                .map_err(|m| TemplateError::Exec(format!("net.CIDRHost: {m}")))
+        }
+        _ => Err(arg_count("net.CIDRHost", 2, a.len())),
+    })
+}
+
+fn arg_count(name: &str, expected: usize, got: usize) -> TemplateError {
+    TemplateError::ArgCount {
+        name: name.into(),
+        expected,
+        got,
+    }
+}
+
+/// A value as gomplate's `ToString` gives it: a string as it is, anything else printed.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Go's `strings.Split`: an empty separator splits after each character; an empty
+/// string split by an empty separator is no element.
+fn split(s: &str, sep: &str) -> Vec<String> {
+    if sep.is_empty() {
+        return s.chars().map(String::from).collect();
+    }
+    s.split(sep).map(String::from).collect()
+}
+
+/// gomplate's `net.CIDRHost`: host `n` of `prefix` (from its end when negative).
+fn cidr_host(n: i64, prefix: &str) -> Result<String, String> {
+    let net: crate::IpNet = prefix
+        .parse()
+        .map_err(|_| format!("{prefix:?} is not a prefix"))?;
+    let bits: u32 = if net.addr.is_ipv4() { 32 } else { 128 };
+    let host_bits = bits - u32::from(net.prefix);
+    let max: u128 = if host_bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << host_bits) - 1
+    };
+    let num: u128 = if n < 0 {
+        let back = n.unsigned_abs() as u128 - 1;
+        max.checked_sub(back).ok_or_else(|| {
+            format!(
+                "prefix of {} does not accommodate a host numbered {n}",
+                net.prefix
+            )
+        })?
+    } else {
+        n as u128
+    };
+    if num > max {
+        return Err(format!(
+            "prefix of {} does not accommodate a host numbered {n}",
+            net.prefix
+        ));
+    }
+    let base = match net.addr {
+        std::net::IpAddr::V4(a) => u128::from(u32::from(a) & !(max as u32)),
+        std::net::IpAddr::V6(a) => u128::from(a) & !max,
+    };
+    Ok(match net.addr {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::from((base | num) as u32).to_string(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::from(base | num).to_string(),
     })
 }
 
@@ -338,6 +534,33 @@ fn seq(a: &[Value]) -> gotmpl::Result<Value> {
     ))
 }
 
+/// A value as Go's `json.MarshalIndent(v, prefix, indent)` writes it (map keys sorted).
+fn pretty(v: &Value, prefix: &str, indent: &str, depth: usize) -> String {
+    let pad = |d: usize| format!("\n{prefix}{}", indent.repeat(d));
+    let items: Vec<String> = match v {
+        Value::List(l) if !l.is_empty() => l
+            .iter()
+            .map(|x| pretty(x, prefix, indent, depth + 1))
+            .collect(),
+        Value::Map(m) if !m.is_empty() => m
+            .iter()
+            .map(|(k, x)| format!("{:?}: {}", &**k, pretty(x, prefix, indent, depth + 1)))
+            .collect(),
+        other => return json(other),
+    };
+    let (open, close) = if matches!(v, Value::List(_)) {
+        ("[", "]")
+    } else {
+        ("{", "}")
+    };
+    let inner = items
+        .iter()
+        .map(|i| format!("{}{i}", pad(depth + 1)))
+        .collect::<Vec<_>>()
+        .join(",");
+    format!("{open}{inner}{}{close}", pad(depth))
+}
+
 /// A value as JSON text.
 fn json(v: &Value) -> String {
     match v {
@@ -389,6 +612,31 @@ mod tests {
         assert_eq!(
             out,
             "name: big\ntopology:\n  nodes:\n    n1: {kind: linux, mgmt-ipv4: 172.20.20.11}\n    n2: {kind: linux, mgmt-ipv4: 172.20.20.12}\n    n3: {kind: linux, mgmt-ipv4: 172.20.20.13}\n# [\"a\",\"b\"] 3 0.25\n"
+        );
+    }
+
+    #[test]
+    fn containerlab_s_namespaced_functions_render_as_gomplate_s() {
+        let text = "{{ $p := strings.Split \",\" .ports }}{{ index $p 1 }} {{ strings.ReplaceAll \"-\" \"_\" .name }} {{ conv.Join .tags \"+\" }} {{ add (conv.ToInt \"41\") 1 }} {{ net.CIDRHost 5 \"10.1.0.0/16\" }} {{ net.CIDRHost -2 \"10.1.0.0/24\" }} {{ net.CIDRHost 1 \"3fff::/64\" }} {{ ToJSON (slice 1 \"a\") }} \"strings.Split\" {{ \"strings.Split\" }}\n{{ ToJSONPretty .m \"\" \"  \" }}";
+        let out = rendered(
+            text,
+            "ports: 'a,b,c'\nname: r-1\ntags: [x, y]\nm: {k: [1]}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "b r_1 x+y 42 10.1.0.5 10.1.0.254 3fff::1 [1,\"a\"] \"strings.Split\" strings.Split\n{\n  \"k\": [\n    1\n  ]\n}"
+        );
+        let e = rendered("name: x\n# {{ strings.Split 1 }}\n", "{}\n").unwrap_err();
+        assert!(
+            e.message.contains("strings.Split") && !e.message.contains("strings_Split"),
+            "{e}"
+        );
+        let e = rendered("# {{ net.CIDRHost 300 \"10.0.0.0/24\" }}\n", "{}\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("does not accommodate a host numbered 300"),
+            "{e}"
         );
     }
 
