@@ -1,7 +1,8 @@
-//! Before a lab with published ports (containerlab's `ports`) is made: a host port that
-//! a program of the host listens on already is refused, naming the file's line and the
-//! listener, since the lab's rules would take that program's connections away. Read
-//! from the host's socket tables (`/proc/net/{tcp,udp}{,6}`); nothing is bound.
+//! Before a lab with published ports (containerlab's `ports`) is made: a kernel without
+//! nf_tables is refused, and so is a host port that a program of the host listens on
+//! already, naming the file's line and the listener, since the lab's rules would take
+//! that program's connections away. Listeners are read from the host's socket tables
+//! (`/proc/net/{tcp,udp}{,6}`); nothing is bound.
 
 use anyhow::bail;
 use nsfleet::topology::{Proto, PublishedPort, Topology};
@@ -18,6 +19,13 @@ pub fn check_free(file: &Path, topo: &Topology) -> anyhow::Result<()> {
         .collect();
     if ports.is_empty() {
         return Ok(());
+    }
+    if let Err(e) = nsfleet::subsys::ports::nf_tables_here() {
+        bail!(
+            "{}:{}: ports: this kernel has no nf_tables netlink ({e}), which publishes them (CONFIG_NF_TABLES, or the nf_tables module loaded)",
+            file.display(),
+            ports[0].at.line
+        );
     }
     let listening = listeners();
     for p in ports {

@@ -39,7 +39,9 @@ pub struct Ports {
 
 struct Host {
     /// The socket that owns the table: it must stay open as long as the fleet lives.
-    nft: NlSocket,
+    /// A kernel without nf_tables (or with it as a module not loaded) has no such
+    /// socket: only a fleet that publishes a port needs one.
+    nft: std::io::Result<NlSocket>,
     route: NlSocket,
     table_made: bool,
     /// Host interfaces whose loopback traffic is let out and masqueraded already.
@@ -48,14 +50,15 @@ struct Host {
 
 impl Ports {
     /// Must be called from a thread in the host's namespace. Makes nothing yet: the
-    /// table comes with the first node that publishes a port.
+    /// table comes with the first node that publishes a port (and a kernel without
+    /// nf_tables fails only a fleet that publishes one).
     pub fn new(fleet: &str) -> std::io::Result<Self> {
         Ok(Ports {
             table: table_name(fleet),
             host: Mutex::new(
                 order::PORTS_HOST,
                 Host {
-                    nft: NlSocket::open_protocol(nft::NETLINK_NETFILTER)?,
+                    nft: NlSocket::open_protocol(nft::NETLINK_NETFILTER),
                     route: NlSocket::open()?,
                     table_made: false,
                     localnet: Vec::new(),
@@ -67,9 +70,12 @@ impl Ports {
     /// The table, its postrouting chain, and what each host interface needs, once.
     fn prepare(&self, host: &mut Host, ports: &[PublishedPort]) -> anyhow::Result<()> {
         let t = &self.table;
+        if let Err(e) = &host.nft {
+            bail!("this kernel has no nf_tables netlink ({e}): ports cannot be published (CONFIG_NF_TABLES, or the nf_tables module loaded)");
+        }
         if !host.table_made {
             let mut b = Batch::new();
-            let sock = &mut host.nft;
+            let sock = host.nft.as_mut().expect("checked");
             nft::batch_begin(&mut b, sock.next_seq());
             nft::new_owned_table(&mut b, sock.next_seq(), FAMILY, t);
             nft::new_nat_chain(
@@ -98,7 +104,7 @@ impl Ports {
             rtnl::set_route_localnet(&mut b, host.route.next_seq(), link.index, true);
             (host.route.execute_all(&b))
                 .map_err(|e| anyhow!("route_localnet on {}: {e}", p.host_iface))?;
-            let sock = &mut host.nft;
+            let sock = host.nft.as_mut().expect("checked");
             let mut b = Batch::new();
             nft::batch_begin(&mut b, sock.next_seq());
             nft::new_rule(
@@ -120,6 +126,11 @@ impl Ports {
         }
         Ok(())
     }
+}
+
+/// Whether this kernel answers nf_tables requests here: `Err` says why not.
+pub fn nf_tables_here() -> std::io::Result<()> {
+    NlSocket::open_protocol(nft::NETLINK_NETFILTER).map(drop)
 }
 
 /// The fleet's table: `nsfleet-FLEET`.
@@ -162,7 +173,7 @@ impl Subsystem for Ports {
         }
         let mut host = self.host.lock();
         self.prepare(&mut host, &config.ports)?;
-        let (t, sock) = (&self.table, &mut host.nft);
+        let (t, sock) = (&self.table, host.nft.as_mut().expect("prepared"));
         let mut b = Batch::new();
         nft::batch_begin(&mut b, sock.next_seq());
         for (chain, hook) in chains(cx.node) {
@@ -182,7 +193,8 @@ impl Subsystem for Ports {
             return;
         }
         let mut host = self.host.lock();
-        let (t, sock) = (&self.table, &mut host.nft);
+        let Ok(sock) = host.nft.as_mut() else { return };
+        let t = &self.table;
         let mut b = Batch::new();
         nft::batch_begin(&mut b, sock.next_seq());
         for (chain, _) in chains(node) {
