@@ -69,6 +69,7 @@ fn main() {
         Command::Deploy(c) => c.run(run_dir),
         Command::Destroy(c) => c.run(run_dir),
         Command::Inspect(c) => c.run(run_dir),
+        Command::Save(c) => c.run(run_dir),
         Command::Down(c) => c.run(run_dir),
         Command::Status(c) => c.run(run_dir),
         Command::Exec(c) => c.run(run_dir),

@@ -141,6 +141,39 @@ topology:
         "show ip ospf neighbor",
     ]);
     assert_eq!(neighbours.matches("Full").count(), 2, "{neighbours}");
+    // containerlab's save: a running change saved in the node, and copied out.
+    env.ok(&[
+        "exec",
+        &name,
+        "r2",
+        "--",
+        "vtysh",
+        "-c",
+        "conf t",
+        "-c",
+        "router ospf",
+        "-c",
+        "ospf router-id 10.9.9.9",
+    ]);
+    let saved_dir = env.file("r2.conf", &conf("2", "192.168.1.2/24", "192.168.2.1/24"));
+    let saved_dir = saved_dir.parent().unwrap().join("saved");
+    let out = env.ok(&[
+        "save",
+        "-t",
+        &file,
+        "--node-filter",
+        "r2,h1",
+        "--copy",
+        saved_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains(&format!("clab-{name}-r2: saved")) && out.contains("nothing to save"),
+        "{out}"
+    );
+    let inside = env.ok(&["exec", &name, "r2", "--", "cat", "/etc/frr/frr.conf"]);
+    assert!(inside.contains("ospf router-id 10.9.9.9"), "{inside}");
+    let copied = std::fs::read_to_string(saved_dir.join("r2/frr.conf")).unwrap();
+    assert_eq!(copied, inside);
     // The management network, as containerlab builds it: eth0 from .2 in file order,
     // reachable from the host, names in the fleet's /etc/hosts.
     let inspect = env.ok(&["inspect", "-t", &file]);
@@ -1071,6 +1104,12 @@ topology:
     env.fails(
         &["tools", "netem", "show", "-n", "clab-nosuch-x"],
         "no such container",
+    );
+    env.fails(
+        &[
+            "tools", "vxlan", "create", "--remote", "10.0.0.1", "--id", "10", "--link", "x",
+        ],
+        "type: vxlan",
     );
 
     // The host's end goes with its node.

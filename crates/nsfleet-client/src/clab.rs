@@ -197,11 +197,22 @@ pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
     out
 }
 
-/// The lab and node that are container `name` (clab-LAB-NODE).
+/// The lab and node that are container `name` (clab-LAB-NODE). The labs whose name the
+/// container's contains are asked first, and the search stops at the first that has
+/// it: `docker exec` through the stand-in asks this once per call.
 pub(crate) fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
-    containers(rd)
-        .into_iter()
-        .find(|(_, n)| n.clab.as_ref().is_some_and(|c| c.container == name))
+    let mut fleets = rd.fleets();
+    fleets
+        .sort_by_key(|f| !name.contains(&format!("-{f}-")) && !name.starts_with(&format!("{f}-")));
+    fleets
+        .iter()
+        .find_map(|f| {
+            let status = query(rd, f);
+            let node = (status.nodes.iter())
+                .find(|n| n.clab.as_ref().is_some_and(|c| c.container == name))?
+                .clone();
+            Some((status, node))
+        })
         .with_context(|| {
             format!("no such container: {name} (no running lab has a node of that name)")
         })

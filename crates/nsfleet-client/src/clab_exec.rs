@@ -72,13 +72,7 @@ pub fn exec_labs(a: ExecLabsArgs) -> anyhow::Result<()> {
     for (lab, n, container) in nodes {
         let mut ran = Vec::new();
         for words in &cmds {
-            let out = std::process::Command::new(&exe)
-                .arg("--run-dir")
-                .arg(&a.run_dir)
-                .args(["exec", lab, &n.name, "--"])
-                .args(words)
-                .stdin(std::process::Stdio::null())
-                .output()
+            let out = run_in(&exe, &a.run_dir, lab, &n.name, words)
                 .with_context(|| format!("running nsfleet exec in {container}"))?;
             let r = Ran {
                 cmd: words.clone(),
@@ -97,6 +91,23 @@ pub fn exec_labs(a: ExecLabsArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     }
     Ok(())
+}
+
+/// `words` run in node `node` of `lab` as `nsfleet exec` runs them, its output captured.
+pub(crate) fn run_in(
+    exe: &std::path::Path,
+    run_dir: &std::path::Path,
+    lab: &str,
+    node: &str,
+    words: &[String],
+) -> std::io::Result<std::process::Output> {
+    std::process::Command::new(exe)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .args(["exec", lab, node, "--"])
+        .args(words)
+        .stdin(std::process::Stdio::null())
+        .output()
 }
 
 /// `KEY=VALUE` (the label is that) or `KEY` (the node has the label).

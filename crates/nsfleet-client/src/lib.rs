@@ -9,6 +9,7 @@ pub mod apply;
 pub mod capture;
 pub mod clab;
 pub mod clab_exec;
+pub mod clab_save;
 pub mod clean;
 pub mod down;
 pub mod errors;

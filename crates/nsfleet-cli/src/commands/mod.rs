@@ -21,6 +21,7 @@ pub mod mn;
 pub mod netlab;
 pub mod node;
 pub mod report;
+pub mod save;
 pub mod stats;
 pub mod status;
 pub mod tools;
@@ -37,6 +38,7 @@ pub enum Command {
     Deploy(deploy::DeployCommand),
     Destroy(destroy::DestroyCommand),
     Inspect(inspect::InspectCommand),
+    Save(save::SaveCommand),
     Down(down::DownCommand),
     Status(status::StatusCommand),
     Exec(exec::ExecCommand),

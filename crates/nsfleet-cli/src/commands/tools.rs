@@ -6,13 +6,16 @@ use nsfleet_client as cmd;
 use std::path::PathBuf;
 
 /// containerlab's tools: netem (impairments) and veth (links made by hand), on the
-/// nodes of running labs named as containers (clab-LAB-NODE).
+/// nodes of running labs named as containers (clab-LAB-NODE). `vxlan` is refused, saying
+/// what to use instead.
 #[derive(Subcommand)]
 pub enum ToolsCommand {
     #[command(subcommand)]
     Netem(NetemCommand),
     #[command(subcommand)]
     Veth(VethCommand),
+    #[command(subcommand)]
+    Vxlan(VxlanCommand),
 }
 
 /// An interface's impairment, as `nsfleet impair` sets it (on kernels without netem,
@@ -98,6 +101,22 @@ pub struct VethCreate {
     mtu: Option<u32>,
 }
 
+/// containerlab's VXLAN tunnels stitched on the host: refused, with what to use instead.
+#[derive(Subcommand)]
+pub enum VxlanCommand {
+    /// Refused: containerlab makes a VXLAN device on the host and ties it to a host
+    /// interface with tc; nsfleet makes the same tunnel from a `type: vxlan` link.
+    Create {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
+    /// Refused, as `create` is.
+    Delete {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
+}
+
 impl ToolsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         match self {
@@ -119,6 +138,9 @@ impl ToolsCommand {
             ToolsCommand::Netem(NetemCommand::Reset(r)) => {
                 cmd::tools::netem_reset(&r.node, &r.interface, run_dir)
             }
+            ToolsCommand::Vxlan(_) => anyhow::bail!(
+                "nsfleet does not stitch VXLAN tunnels on the host (containerlab's tools vxlan: a VXLAN device on the host tied to a host interface with tc, outside the lab's record and left behind by a kill): give the link `type: vxlan` in the file (remote, vni, dst-port), the same tunnel made from the host into the node and gone with it"
+            ),
             ToolsCommand::Veth(VethCommand::Create(v)) => {
                 cmd::tools::veth_create(cmd::tools::VethCreateArgs {
                     a: v.a,
