@@ -113,6 +113,12 @@ def test_a_multi_access_link_is_a_switch_of_the_lab_s_own_and_not_a_bridge_on_th
         bridge = f"{lab.name}_1"
         assert f"    {bridge}:\n      kind: bridge" in clab, clab
         assert not os.path.exists(f"/sys/class/net/{bridge}"), "no bridge on the host"
+        # netlab asks its bridges to forward LLDP and the other link-local groups: the
+        # lab's switch does.
+        mask = subprocess.run([_binary.executable(), "exec", lab.name, bridge, "--", "cat",
+                               "/sys/class/net/br0/bridge/group_fwd_mask"],
+                              capture_output=True, text=True)
+        assert mask.stdout.strip() == "0xfff8", mask.stdout + mask.stderr
         ping = netlab(lab, "connect", "r1", "ping", "-c1", "-W2", "172.16.0.3")
         assert "1 received" in ping.stdout, ping.stdout + ping.stderr
     finally:

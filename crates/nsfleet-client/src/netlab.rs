@@ -92,6 +92,11 @@ fn check_version(version: &str, untested: bool) -> anyhow::Result<()> {
     }
 }
 
+/// The variable that tells the stand-ins their run's folder, where they keep what one
+/// step tells a later one (the forwarding masks netlab asks of its bridges before the
+/// lab exists).
+pub(crate) const STATE: &str = "NSFLEET_STANDIN_DIR";
+
 /// The run's folder of stand-in scripts, removed when dropped.
 struct StandIns {
     dir: PathBuf,
@@ -117,11 +122,12 @@ impl StandIns {
         let stand_ins = StandIns { dir };
         for tool in Tool::ALL {
             let script = format!(
-                "#!/bin/sh\n# nsfleet netlab's stand-in for {0}, for one run (pid {1})\nexec {2} --run-dir {3} stand-in {0} \"$@\"\n",
+                "#!/bin/sh\n# nsfleet netlab's stand-in for {0}, for one run (pid {1})\n{STATE}={4} exec {2} --run-dir {3} stand-in {0} \"$@\"\n",
                 tool.name(),
                 std::process::id(),
                 quote(&me.display().to_string()),
                 quote(&rd.root().display().to_string()),
+                quote(&stand_ins.dir.display().to_string()),
             );
             let path = stand_ins.dir.join(tool.name());
             std::fs::write(&path, script)?;

@@ -25,6 +25,10 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
                 command.join(" ")
             );
         }
+        if let Some(mask) = fwd_mask(command) {
+            // For the bridge's switch, once the lab is deployed (containerlab's stand-in).
+            super::containerlab::remember_fwd_mask(bridge, mask)?;
+        }
         eprintln!(
             "nsfleet: {bridge} is made by nsfleet as a switch of the lab's own, not on the host: `{}` is not run",
             command.join(" ")
@@ -52,6 +56,20 @@ fn host_bridge(command: &[String]) -> Option<&str> {
             .strip_prefix("echo ")
             .and_then(|s| s.split_once(">/sys/class/net/"))
             .and_then(|(_, rest)| rest.strip_suffix("/bridge/group_fwd_mask")),
+        _ => None,
+    }
+}
+
+/// The mask of `sh -c 'echo N >/sys/class/net/BR/bridge/group_fwd_mask'`.
+fn fwd_mask(command: &[String]) -> Option<u16> {
+    match command {
+        [sh, c, script] if sh == "sh" && c == "-c" => {
+            let n = script
+                .strip_prefix("echo ")?
+                .split_once(">/sys/class/net/")?
+                .0;
+            n.trim().parse().ok()
+        }
         _ => None,
     }
 }
