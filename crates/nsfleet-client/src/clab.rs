@@ -238,7 +238,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
     };
     let rows: Vec<Row> = fleets
         .iter()
-        .flat_map(|f| f.nodes.iter().filter_map(|n| Row::of(f, n)))
+        .flat_map(|f| f.nodes.iter().filter_map(|n| Row::of(&rd, f, n)))
         .collect();
     if a.json {
         let mut out = serde_json::Map::new();
@@ -264,8 +264,27 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long the lab has been up, as Docker says it of a container (`Up 5 minutes`).
+pub(crate) fn up_since(rd: &RunDir, lab: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let since = rd.record(lab).map_or(now, |r| r.created_unix);
+    match now.saturating_sub(since) {
+        s if s < 60 => format!("Up {s} seconds"),
+        s if s < 3600 => format!("Up {} minutes", s / 60),
+        s => format!("Up {} hours", s / 3600),
+    }
+}
+
 /// One node of `inspect`.
 struct Row {
+    /// Its namespace's inode, as the stand-in's `docker ps` gives a container's id.
+    id: String,
+    status: String,
+    /// The topology file from the current folder, and absolute.
+    lab_path: String,
+    abs_lab_path: String,
     lab: String,
     name: String,
     kind: String,
@@ -276,8 +295,24 @@ struct Row {
 }
 
 impl Row {
-    fn of(f: &FleetStatus, n: &NodeStatus) -> Option<Row> {
+    fn of(rd: &RunDir, f: &FleetStatus, n: &NodeStatus) -> Option<Row> {
         let c = n.clab.as_ref()?;
+        // containerlab's labPath is the file from the current folder, absLabPath as is.
+        let abs_lab_path = (c.labels.iter())
+            .find(|(k, _)| k == "clab-topo-file")
+            .map_or(String::new(), |(_, v)| v.clone());
+        let lab_path = std::env::current_dir()
+            .ok()
+            .and_then(|d| {
+                Some(
+                    Path::new(&abs_lab_path)
+                        .strip_prefix(d)
+                        .ok()?
+                        .display()
+                        .to_string(),
+                )
+            })
+            .unwrap_or_else(|| abs_lab_path.clone());
         let eth0 = n
             .interfaces
             .iter()
@@ -294,6 +329,10 @@ impl Row {
             f.state.as_str()
         };
         Some(Row {
+            id: format!("{:x}", n.netns_inode),
+            status: up_since(rd, &f.name),
+            lab_path,
+            abs_lab_path,
             lab: f.name.clone(),
             name: c.container.clone(),
             kind: c.kind.clone(),
@@ -307,10 +346,14 @@ impl Row {
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "lab_name": self.lab,
+            "labPath": self.lab_path,
+            "absLabPath": self.abs_lab_path,
             "name": self.name,
+            "container_id": self.id,
             "image": self.image,
             "kind": self.kind,
             "state": self.state,
+            "status": self.status,
             "ipv4_address": self.ipv4.clone().unwrap_or_default(),
             "ipv6_address": self.ipv6.clone().unwrap_or_default(),
         })

@@ -60,19 +60,6 @@ fn images(args: &[String]) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// How long the lab has been up, as `docker ps` says it.
-fn up_since(rd: &RunDir, lab: &str) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let since = rd.record(lab).map_or(now, |r| r.created_unix);
-    match now.saturating_sub(since) {
-        s if s < 60 => format!("Up {s} seconds"),
-        s if s < 3600 => format!("Up {} minutes", s / 60),
-        s => format!("Up {} hours", s / 3600),
-    }
-}
-
 fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
     let (opts, rest) = options(
         Tool::Docker,
@@ -90,7 +77,7 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
             "Names": c.container,
             "Image": c.image.clone().unwrap_or_default(),
             "State": if f.state == "up" { "running" } else { f.state.as_str() },
-            "Status": up_since(rd, &f.name),
+            "Status": crate::clab::up_since(rd, &f.name),
             "Labels": (c.labels.iter().map(|(k, v)| format!("{k}={v}")))
                 .collect::<Vec<_>>()
                 .join(","),

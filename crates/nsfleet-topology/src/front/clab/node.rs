@@ -551,11 +551,23 @@ impl NodeDecl<'_> {
     /// Its labels as containerlab sets them on the container: its own (`containerlab`,
     /// `clab-node-name`, ...), then `labels` merged over the layers.
     fn labels(&self, lab: &Lab<'_>) -> Result<Vec<(String, String)>, TopologyError> {
+        let node_type = match self.first("type") {
+            Some(t) => lab.string(t)?,
+            None => String::new(),
+        };
+        // As containerlab: the deploying user (through sudo, the one who ran sudo).
+        let owner = ["SUDO_USER", "USER"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+            .unwrap_or_default();
+        let topo_file = std::path::absolute(lab.cx.file)
+            .map_or(lab.cx.file.to_string(), |p| p.display().to_string());
         let mut labels = vec![
             ("containerlab".to_string(), self.lab.clone()),
             ("clab-node-name".into(), self.name.clone()),
             ("clab-node-longname".into(), self.container.clone()),
             ("clab-node-kind".into(), self.kind_name.clone()),
+            ("clab-node-type".into(), node_type),
             (
                 "clab-node-group".into(),
                 self.group.clone().unwrap_or_default(),
@@ -564,7 +576,8 @@ impl NodeDecl<'_> {
                 "clab-node-lab-dir".into(),
                 format!("{}/{}", self.lab_dir, self.name),
             ),
-            ("clab-topo-file".into(), lab.cx.file.to_string()),
+            ("clab-topo-file".into(), topo_file),
+            ("clab-owner".into(), owner),
         ];
         for (k, v, _) in self.merged_map(lab, "labels")? {
             labels.retain(|(x, _)| *x != k);
