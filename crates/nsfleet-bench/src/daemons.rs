@@ -70,10 +70,22 @@ impl Suite {
     }
 }
 
-/// A containerlab file of `rows` x `cols` FRR routers in a grid, and each router's
-/// startup configuration beside it, as a containerlab user writes them: loopback
-/// 10.255.x.y/32, a /31 per link from 10.0/16, OSPF area 0 on everything.
-fn frr_grid_lab(cli: &Cli, rows: u64, cols: u64) -> anyhow::Result<String> {
+/// The rows and columns of a grid of about `want` routers, as close to square as the
+/// count allows (at least 2 x 2).
+pub(crate) fn square(want: u64) -> (u64, u64) {
+    let rows = ((want as f64).sqrt().round() as u64).max(2);
+    (rows, want.div_ceil(rows).max(2))
+}
+
+/// A grid's wiring: each router's interfaces (name, /31 address) and the file's links.
+pub(crate) struct Grid {
+    pub ifaces: Vec<Vec<(String, String)>>,
+    pub yaml_links: String,
+}
+
+/// `rows` x `cols` routers, each linked to its right and lower neighbours: a /31 per
+/// link from 10.0/16, interfaces eth1, eth2, ... in link order.
+pub(crate) fn grid(rows: u64, cols: u64) -> Grid {
     let at = |r: u64, c: u64| r * cols + c;
     let mut links = Vec::new();
     for r in 0..rows {
@@ -103,18 +115,31 @@ fn frr_grid_lab(cli: &Cli, rows: u64, cols: u64) -> anyhow::Result<String> {
             nb.last().map_or("", |i| i.0.as_str())
         ));
     }
+    Grid { ifaces, yaml_links }
+}
+
+/// Router `i`'s FRR configuration: loopback 10.255.x.y/32, OSPF area 0 on everything,
+/// hellos every 2 s on point-to-point links.
+pub(crate) fn ospf_conf(i: usize, ifaces: &[(String, String)]) -> String {
+    let lo = format!("10.255.{}.{}", i / 256, i % 256);
+    let mut conf =
+        format!("frr defaults traditional\nhostname r{i}\ninterface lo\n ip address {lo}/32\n");
+    for (name, addr) in ifaces {
+        conf.push_str(&format!("interface {name}\n ip address {addr}\n ip ospf network point-to-point\n ip ospf hello-interval 2\n ip ospf dead-interval 40\n"));
+    }
+    conf.push_str(&format!(
+        "router ospf\n ospf router-id {lo}\n network 10.0.0.0/8 area 0\n"
+    ));
+    conf
+}
+
+/// A containerlab file of `rows` x `cols` FRR routers in a grid (see [`grid`]), and each
+/// router's startup configuration beside it, as a containerlab user writes them.
+fn frr_grid_lab(cli: &Cli, rows: u64, cols: u64) -> anyhow::Result<String> {
+    let Grid { ifaces, yaml_links } = grid(rows, cols);
     let mut nodes = String::new();
     for (i, list) in ifaces.iter().enumerate() {
-        let lo = format!("10.255.{}.{}", i / 256, i % 256);
-        let mut conf =
-            format!("frr defaults traditional\nhostname r{i}\ninterface lo\n ip address {lo}/32\n");
-        for (name, addr) in list {
-            conf.push_str(&format!("interface {name}\n ip address {addr}\n ip ospf network point-to-point\n ip ospf hello-interval 2\n ip ospf dead-interval 40\n"));
-        }
-        conf.push_str(&format!(
-            "router ospf\n ospf router-id {lo}\n network 10.0.0.0/8 area 0\n"
-        ));
-        cli.file(&format!("r{i}.conf"), &conf)?;
+        cli.file(&format!("r{i}.conf"), &ospf_conf(i, list))?;
         nodes.push_str(&format!("    r{i}: {{startup-config: r{i}.conf}}\n"));
     }
     // containerlab's management /24 has 253 node addresses.
@@ -157,8 +182,7 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
     a.suite.check_installed()?;
     let c = &a.common;
     let want = c.size(a.count, 16);
-    let rows = ((want as f64).sqrt().round() as u64).max(2);
-    let cols = want.div_ceil(rows).max(2);
+    let (rows, cols) = square(want);
     let count = rows * cols;
     let mut s = Samples::default();
     for r in 0..c.repetitions() {

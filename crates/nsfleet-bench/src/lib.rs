@@ -9,6 +9,7 @@
 mod apply;
 mod cable;
 mod churn;
+mod clab_peer;
 mod create;
 mod daemons;
 mod images;
@@ -24,6 +25,7 @@ mod traffic;
 pub use apply::{apply, ApplyArgs};
 pub use cable::{cable, CableArgs};
 pub use churn::{churn, ChurnArgs};
+pub use clab_peer::{clab_peer, ClabPeerArgs};
 pub use create::{create, CreateArgs};
 pub use daemons::{daemons, DaemonsArgs, Suite};
 pub use images::{images, ImagesArgs};
@@ -382,6 +384,11 @@ impl Cli {
     pub(crate) fn with_image_store(mut self, store: &std::path::Path) -> Self {
         self.images = Some(store.to_path_buf());
         self
+    }
+
+    /// This bench's run folder (removed with it).
+    pub(crate) fn run_dir(&self) -> &std::path::Path {
+        &self.run_dir
     }
 
     /// The control socket of fleet `name` run by this bench.

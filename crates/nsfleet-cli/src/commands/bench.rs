@@ -88,7 +88,16 @@ pub enum Bench {
     /// A containerlab lab of N FRR routers in a grid, as its users write one (a .clab.yml
     /// and a startup configuration per router): `up` of the file to full OSPF
     /// convergence, memory per router (kernel, FRR's daemons, nsfleet's init), and down to
-    /// reclamation. Needs frr. The README sets it beside containerlab's published figures.
+    /// reclamation. Needs frr.
+    ///
+    /// With --peer containerlab (where Docker and containerlab run: see
+    /// ../shared/notes/containerlab-peer.md), the same files with both tools in the same
+    /// run: first what each node sees (interfaces, MTUs, MACs' form, addresses, routes,
+    /// hostname, /etc/hosts, DNS, environment, exec lines' effects, forwarding,
+    /// reachability, inspect's JSON), every difference listed with the README's reason
+    /// or as undocumented; then deploy and destroy of lines of --lines linux nodes, and
+    /// FRR grids of --grids routers from deploy to converged, runs alternated, medians,
+    /// ranges and ratios.
     Clab {
         /// Routers (a grid as close to square as the count allows).
         #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().clab_count)]
@@ -96,6 +105,31 @@ pub enum Bench {
         /// Give up if OSPF has not converged after this many seconds.
         #[arg(long, value_parser = within::<1, 86_400>, default_value_t = d().daemons_timeout.as_secs())]
         timeout: u64,
+        /// Measure against this peer, on the same files: containerlab.
+        #[arg(long, value_parser = ["containerlab"])]
+        peer: Option<String>,
+        /// containerlab's executable (with --peer).
+        #[arg(long, default_value = "containerlab", requires = "peer")]
+        containerlab: PathBuf,
+        /// Docker's client (with --peer).
+        #[arg(long, default_value = "docker", requires = "peer")]
+        docker: PathBuf,
+        /// With --peer: lines of this many linux nodes, comma-separated.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "20,100,200",
+            requires = "peer"
+        )]
+        lines: Vec<u64>,
+        /// With --peer: FRR grids of about this many routers, comma-separated.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "25,100",
+            requires = "peer"
+        )]
+        grids: Vec<u64>,
         #[command(flatten)]
         common: BenchRuns,
     },
@@ -362,9 +396,27 @@ impl Bench {
                 common: common.common(),
             }),
             Bench::Clab {
+                peer: Some(_),
+                containerlab,
+                docker,
+                lines,
+                grids,
+                timeout,
+                common,
+                ..
+            } => nsfleet_bench::clab_peer(nsfleet_bench::ClabPeerArgs {
+                containerlab,
+                docker,
+                lines,
+                grids,
+                timeout: std::time::Duration::from_secs(timeout),
+                common: common.common(),
+            }),
+            Bench::Clab {
                 count,
                 timeout,
                 common,
+                ..
             } => daemons(DaemonsArgs {
                 suite: Suite::FrrClab,
                 count,
