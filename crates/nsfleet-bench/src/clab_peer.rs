@@ -188,6 +188,29 @@ impl Peers<'_> {
         }
     }
 
+    /// containerlab's destroy leaves its management network (Docker's `clab`, routing
+    /// 172.20.20.0/24 on the host) behind at times, which the next deploy of the same
+    /// files by nsfleet refuses (the host routes that subnet elsewhere). Once no
+    /// container uses it, the bench removes it: every deploy starts from the same host.
+    fn remove_idle_mgmt_network(&self) -> anyhow::Result<()> {
+        let out = Command::new(&self.a.docker)
+            .args(["network", "inspect", "clab", "--format", "{{len .Containers}}"])
+            .output()?;
+        if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "0" {
+            note("removing containerlab's management network, which its destroy left");
+            let rm = Command::new(&self.a.docker)
+                .args(["network", "rm", "clab"])
+                .output()?;
+            if !rm.status.success() {
+                bail!(
+                    "containerlab's destroy left its management network `clab`, and Docker cannot remove it ({}): restart dockerd, then run the bench again (../shared/notes/containerlab-peer.md)",
+                    String::from_utf8_lossy(&rm.stderr).trim()
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Deploys `file` with `tool`; the guard destroys it, whatever happens next.
     fn deploy(&self, tool: Tool, file: &str) -> anyhow::Result<(Deployed<'_>, f64)> {
         let t = Instant::now();
@@ -463,7 +486,11 @@ impl Deployed<'_> {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        Ok(t.elapsed().as_secs_f64())
+        let took = t.elapsed().as_secs_f64();
+        if self.tool == Tool::Containerlab {
+            self.peers.remove_idle_mgmt_network()?;
+        }
+        Ok(took)
     }
 }
 
