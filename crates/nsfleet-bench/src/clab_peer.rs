@@ -194,7 +194,13 @@ impl Peers<'_> {
     /// container uses it, the bench removes it: every deploy starts from the same host.
     fn remove_idle_mgmt_network(&self) -> anyhow::Result<()> {
         let out = Command::new(&self.a.docker)
-            .args(["network", "inspect", "clab", "--format", "{{len .Containers}}"])
+            .args([
+                "network",
+                "inspect",
+                "clab",
+                "--format",
+                "{{len .Containers}}",
+            ])
             .output()?;
         if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "0" {
             note("removing containerlab's management network, which its destroy left");

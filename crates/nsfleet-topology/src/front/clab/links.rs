@@ -135,12 +135,14 @@ fn ends(
             let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
             Ok((extended(lab, e, nodes, mtu)?, End::Nowhere))
         }
-        "vxlan" => {
+        "vxlan" | "vxlan-stitch" => {
+            if kind == "vxlan-stitch" {
+                lab.warn(at.clone(), "vxlan-stitch is made as type vxlan: the same tunnel, its device in the node (containerlab makes the node's end a veth to the host, tc-stitched to a VXLAN device there)");
+            }
             let e = lab.need(link, "endpoint", "the node's end, as {node, interface}")?;
             Ok((extended(lab, e, nodes, mtu)?, End::Tunnel(tunnel(lab, link)?)))
         }
         "macvlan" => Err(lab.err(at, "link type macvlan attaches a node to one of the host's physical interfaces, which nsfleet never changes")),
-        "vxlan-stitch" => Err(lab.err(at, "link type vxlan-stitch (a veth to the host, tc-stitched to a VXLAN there) is not made: type vxlan makes the same tunnel, its device in the node")),
         "veth-stitch" => Err(lab.err(at, "link type veth-stitch is containerlab's own piece of vxlan-stitch, not a link to write")),
         other => Err(lab.err(at, format!("unknown link type {other:?}: expected veth, host, mgmt-net, dummy or vxlan"))),
     }
@@ -298,11 +300,13 @@ mod tests {
         );
         let e = lab("    - type: vxlan\n      endpoint: {node: a, interface: vx1}\n      remote: far.example\n      vni: 5\n").unwrap_err();
         assert!(e.message.contains("expected an IP address"), "{e}");
-        let e = lab("    - type: vxlan-stitch\n      endpoint: {node: a, interface: vx1}\n")
-            .unwrap_err();
+        let d = lab("    - type: vxlan-stitch\n      endpoint: {node: a, interface: vx1}\n      remote: 192.0.2.9\n      vni: 6\n").unwrap();
         assert!(
-            e.message.contains("type vxlan makes the same tunnel"),
-            "{e}"
+            (d.warnings().iter()).any(|w| w.message.contains("made as type vxlan")),
+            "vxlan-stitch is made as vxlan, and said"
         );
+        let e = lab("    - type: veth-stitch\n      endpoint: {node: a, interface: vx1}\n")
+            .unwrap_err();
+        assert!(e.message.contains("containerlab's own piece"), "{e}");
     }
 }
