@@ -85,7 +85,6 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     if a.up.netns_names {
         names_are_free(&valid.topo)?;
     }
-    super::ports::check_free(&file, &valid.topo)?;
     let (quiet, run_dir) = (a.up.json || a.up.dry_run, a.up.run_dir.clone());
     super::up::start(a.up, valid)?;
     if quiet {

@@ -111,12 +111,16 @@ pub(crate) fn run_in(
 }
 
 /// `KEY=VALUE` (the label is that) or `KEY` (the node has the label).
+/// Split at the first `=`, as Docker's label filters are (a value may hold more).
 fn parse_label(l: &str) -> anyhow::Result<(String, Option<String>)> {
-    match l.split('=').collect::<Vec<_>>()[..] {
-        [k] if !k.trim().is_empty() => Ok((k.trim().to_string(), None)),
-        [k, v] if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
-        _ => bail!("--label {l:?}: expected KEY=VALUE or KEY"),
+    let (k, v) = match l.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.to_string())),
+        None => (l.trim(), None),
+    };
+    if k.is_empty() {
+        bail!("--label {l:?}: expected KEY=VALUE or KEY");
     }
+    Ok((k.to_string(), v))
 }
 
 fn matches(n: &NodeStatus, filters: &[(String, Option<String>)]) -> bool {
@@ -158,7 +162,10 @@ mod tests {
             ("clab-node-kind".into(), Some("linux".into()))
         );
         assert_eq!(parse_label("role").unwrap(), ("role".into(), None));
-        assert!(parse_label("a=b=c").is_err());
+        assert_eq!(
+            parse_label("a=b=c").unwrap(),
+            ("a".into(), Some("b=c".into()))
+        );
         assert!(parse_label("=x").is_err());
     }
 }

@@ -92,6 +92,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         bail!("up creates network and PID namespaces: run it as root");
     }
     preflight(&topo, &a)?;
+    crate::ports::check_free(&file_name(&a), &topo)?;
     if a.dry_run {
         let links: usize = topo.wiring.iter().map(|w| w.ifaces.len()).sum();
         println!(

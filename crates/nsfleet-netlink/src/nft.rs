@@ -4,9 +4,11 @@
 //!
 //! Only the wire layout lives here. nf_tables applies a batch as one transaction: the
 //! requests go between [`batch_begin`] and [`batch_end`], and the kernel commits all of
-//! them or none. Every message but the end asks for an ACK (the kernel acknowledges
-//! the batch's begin too when asked), so [`NlSocket::execute`](crate::NlSocket::execute)
-//! matches them as for rtnetlink. What the rules say is the caller's business.
+//! them or none. The begin and the end ask for no ACK (kernels before 6.10 never send
+//! one, and none comes for an aborted batch's end); every request between them does, and
+//! a failure of the whole (nf_tables missing, a failed commit) comes back on the begin's
+//! sequence number: [`NlSocket::execute_transaction`](crate::NlSocket::execute_transaction)
+//! waits for exactly that. What the rules say is the caller's business.
 
 use crate::msg::{Batch, NLM_F_CREATE, NLM_F_EXCL};
 use std::net::IpAddr;
@@ -24,6 +26,7 @@ const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_DELRULE: u16 = 8;
+const NFT_MSG_GETGEN: u16 = 16;
 
 const NFTA_TABLE_NAME: u16 = 1;
 const NFTA_TABLE_FLAGS: u16 = 2;
@@ -58,6 +61,7 @@ const NFTA_CMP_SREG: u16 = 1;
 const NFTA_CMP_OP: u16 = 2;
 const NFTA_CMP_DATA: u16 = 3;
 const NFT_CMP_EQ: u32 = 0;
+const NFT_CMP_NEQ: u32 = 1;
 const NFTA_IMMEDIATE_DREG: u16 = 1;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_NAT_TYPE: u16 = 1;
@@ -118,6 +122,8 @@ pub enum Expr {
     FibDaddrType(Reg),
     /// The rule stops here unless the register equals `value`.
     CmpEq(Reg, Vec<u8>),
+    /// The rule stops here if the register equals `value`.
+    CmpNeq(Reg, Vec<u8>),
     Immediate(Reg, Vec<u8>),
     /// Destination NAT to the address in `addr` and the port (network order) in `port`.
     Dnat {
@@ -132,18 +138,24 @@ pub enum Expr {
 pub const RTN_LOCAL: u32 = 2;
 
 /// Starts a transaction; the requests that follow, up to [`batch_end`], commit together.
+/// Its `seq` is the one a failure of the whole transaction comes back on.
 pub fn batch_begin(b: &mut Batch, seq: u32) {
-    b.begin(NFNL_MSG_BATCH_BEGIN, 0, seq)
+    b.begin_unacked(NFNL_MSG_BATCH_BEGIN, 0, seq)
         .header(&nfgenmsg(0, NFNL_SUBSYS_NFTABLES))
         .end();
 }
 
-/// Ends a transaction begun by [`batch_begin`]. The end asks for no ACK: the kernel
-/// sends none when the batch aborts, and the failing request's error says it all.
+/// Ends a transaction begun by [`batch_begin`].
 pub fn batch_end(b: &mut Batch, seq: u32) {
     b.begin_unacked(NFNL_MSG_BATCH_END, 0, seq)
         .header(&nfgenmsg(0, NFNL_SUBSYS_NFTABLES))
         .end();
+}
+
+/// Asks for the ruleset's generation: a request outside any transaction that every
+/// kernel with nf_tables answers, and any other refuses (a probe).
+pub fn get_gen(b: &mut Batch, seq: u32) {
+    message(b, NFT_MSG_GETGEN, 0, seq, 0).end();
 }
 
 /// A table of the socket sending it (see [`NFT_TABLE_F_OWNER`]); refused if it exists.
@@ -231,7 +243,7 @@ fn expr(b: &mut Batch, e: &Expr) {
         Expr::Meta(..) => "meta",
         Expr::Payload { .. } => "payload",
         Expr::FibDaddrType(_) => "fib",
-        Expr::CmpEq(..) => "cmp",
+        Expr::CmpEq(..) | Expr::CmpNeq(..) => "cmp",
         Expr::Immediate(..) => "immediate",
         Expr::Dnat { .. } => "nat",
         Expr::Masquerade => "masq",
@@ -259,9 +271,13 @@ fn expr(b: &mut Batch, e: &Expr) {
             be32(b, NFTA_FIB_RESULT, NFT_FIB_RESULT_ADDRTYPE);
             be32(b, NFTA_FIB_FLAGS, NFTA_FIB_F_DADDR);
         }
-        Expr::CmpEq(from, value) => {
+        Expr::CmpEq(from, value) | Expr::CmpNeq(from, value) => {
+            let op = match e {
+                Expr::CmpEq(..) => NFT_CMP_EQ,
+                _ => NFT_CMP_NEQ,
+            };
             be32(b, NFTA_CMP_SREG, *from as u32);
-            be32(b, NFTA_CMP_OP, NFT_CMP_EQ);
+            be32(b, NFTA_CMP_OP, op);
             data(b, NFTA_CMP_DATA, value);
         }
         Expr::Immediate(to, value) => {

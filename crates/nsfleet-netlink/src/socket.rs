@@ -193,6 +193,55 @@ impl NlSocket {
         Ok(results.into_iter().map(Option::unwrap).collect())
     }
 
+    /// Sends a transaction (nf_tables': its begin and end unacknowledged, see
+    /// [`Batch::begin_unacked`]) and waits for every acknowledged request. A failure of
+    /// the transaction as a whole (its subsystem missing, a failed commit) comes back on
+    /// the begin's sequence number `begin`, and is the error; so is a kernel that does
+    /// not answer within `timeout`.
+    pub fn execute_transaction(
+        &mut self,
+        batch: &Batch,
+        begin: u32,
+        timeout: Duration,
+    ) -> Result<(), NlError> {
+        let seqs = batch.seqs().to_vec();
+        assert!(
+            seqs.len() < MAX_BATCH && batch.bytes().len() <= SNDBUF_SAFE,
+            "netlink transaction over {MAX_BATCH} messages or {SNDBUF_SAFE} bytes: split it"
+        );
+        if seqs.len() > SMALL_BATCH {
+            self.grow_rcvbuf();
+        }
+        self.send(batch.bytes())?;
+        let mut pending: Vec<u32> = seqs;
+        let mut first_error = None;
+        while !pending.is_empty() {
+            let n = self.recv_raw(Some(timeout))?;
+            for m in msg::messages(&self.buf[..n]) {
+                let Some((errno, text)) = msg::parse_error(&m) else {
+                    continue;
+                };
+                let error = (errno != 0).then_some(NlError {
+                    errno,
+                    message: text,
+                });
+                if m.seq == begin {
+                    if let Some(e) = error {
+                        return Err(e);
+                    }
+                    continue;
+                }
+                if let Some(i) = pending.iter().position(|s| *s == m.seq) {
+                    pending.swap_remove(i);
+                    if first_error.is_none() {
+                        first_error = error;
+                    }
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Sends the batch; the first failure (in batch order) is the error.
     pub fn execute_all(&mut self, batch: &Batch) -> Result<(), NlError> {
         for r in self.execute(batch)? {

@@ -25,6 +25,7 @@ use nsfleet_netlink::nft::{self, Base, Expr, Hook, MetaKey, Reg};
 use nsfleet_netlink::{rtnl, Batch, NlError, NlSocket};
 use nsfleet_topology::PublishedPort;
 use std::net::IpAddr;
+use std::time::Duration;
 
 /// Where the node chains run among a hook's chains: nf_tables' `dstnat` and `srcnat`.
 const DSTNAT: i32 = -100;
@@ -70,26 +71,18 @@ impl Ports {
     /// The table, its postrouting chain, and what each host interface needs, once.
     fn prepare(&self, host: &mut Host, ports: &[PublishedPort]) -> anyhow::Result<()> {
         let t = &self.table;
-        if let Err(e) = &host.nft {
-            bail!("this kernel has no nf_tables netlink ({e}): ports cannot be published (CONFIG_NF_TABLES, or the nf_tables module loaded)");
-        }
+        let sock = match &mut host.nft {
+            Ok(s) => s,
+            Err(e) => bail!("this kernel has no nf_tables netlink ({e}): ports cannot be published (CONFIG_NF_TABLES, or the nf_tables module loaded)"),
+        };
         if !host.table_made {
-            let mut b = Batch::new();
-            let sock = host.nft.as_mut().expect("checked");
-            nft::batch_begin(&mut b, sock.next_seq());
-            nft::new_owned_table(&mut b, sock.next_seq(), FAMILY, t);
-            nft::new_nat_chain(
-                &mut b,
-                sock.next_seq(),
-                FAMILY,
-                t,
-                "postrouting",
-                Hook::Postrouting,
-                SRCNAT,
-            );
-            nft::batch_end(&mut b, sock.next_seq());
-            execute(sock, &b).map_err(|e| match e.errno {
+            commit(sock, |b, seq| {
+                nft::new_owned_table(b, seq(), FAMILY, t);
+                nft::new_nat_chain(b, seq(), FAMILY, t, "postrouting", Hook::Postrouting, SRCNAT);
+            })
+            .map_err(|e| match e.errno {
                 libc::EEXIST => anyhow!("the host has an nf_tables table inet {t} already: another fleet of this name, under another run folder"),
+                libc::EOPNOTSUPP => anyhow!("making the table inet {t} for published ports: {e}: ports need Linux 5.12 or later (a table owned by its socket)"),
                 _ => anyhow!("making the table inet {t} for published ports: {e}"),
             })?;
             host.table_made = true;
@@ -104,19 +97,11 @@ impl Ports {
             rtnl::set_route_localnet(&mut b, host.route.next_seq(), link.index, true);
             (host.route.execute_all(&b))
                 .map_err(|e| anyhow!("route_localnet on {}: {e}", p.host_iface))?;
-            let sock = host.nft.as_mut().expect("checked");
-            let mut b = Batch::new();
-            nft::batch_begin(&mut b, sock.next_seq());
-            nft::new_rule(
-                &mut b,
-                sock.next_seq(),
-                FAMILY,
-                t,
-                "postrouting",
-                &masquerade_loopback(&p.host_iface),
-            );
-            nft::batch_end(&mut b, sock.next_seq());
-            execute(sock, &b).map_err(|e| {
+            let masq = masquerade_loopback(&p.host_iface);
+            commit(sock, |b, seq| {
+                nft::new_rule(b, seq(), FAMILY, t, "postrouting", &masq)
+            })
+            .map_err(|e| {
                 anyhow!(
                     "masquerading the host's loopback through {}: {e}",
                     p.host_iface
@@ -126,11 +111,47 @@ impl Ports {
         }
         Ok(())
     }
+
+    /// Removes node `node`'s chains (and their rules), whichever exist.
+    fn remove_chains(&self, sock: &mut NlSocket, node: &Node) {
+        for (chain, _) in chains(node) {
+            // One transaction each: a chain never made fails alone. If this fails, the
+            // table goes with the supervisor's socket anyway.
+            let _ = commit(sock, |b, seq| {
+                nft::del_chain(b, [seq(), seq()], FAMILY, &self.table, &chain)
+            });
+        }
+    }
+}
+
+/// How long the kernel may take to answer a transaction: it answers at once, so this
+/// only bounds a kernel that never does.
+const ANSWER: Duration = Duration::from_secs(10);
+
+/// Rules per transaction: each a message, well under what a batch's ACKs may be.
+const RULES_PER_COMMIT: usize = 200;
+
+/// One nf_tables transaction of what `build` appends (each request taking a sequence
+/// number from `seq`), sent on `sock`: all of it, or none.
+fn commit(
+    sock: &mut NlSocket,
+    build: impl FnOnce(&mut Batch, &mut dyn FnMut() -> u32),
+) -> Result<(), NlError> {
+    nsfleet_core::fault::point("publishing ports")?;
+    let mut b = Batch::new();
+    let begin = sock.next_seq();
+    nft::batch_begin(&mut b, begin);
+    build(&mut b, &mut || sock.next_seq());
+    nft::batch_end(&mut b, sock.next_seq());
+    sock.execute_transaction(&b, begin, ANSWER)
 }
 
 /// Whether this kernel answers nf_tables requests here: `Err` says why not.
-pub fn nf_tables_here() -> std::io::Result<()> {
-    NlSocket::open_protocol(nft::NETLINK_NETFILTER).map(drop)
+pub fn nf_tables_here() -> anyhow::Result<()> {
+    let mut sock = NlSocket::open_protocol(nft::NETLINK_NETFILTER)?;
+    let mut b = Batch::new();
+    nft::get_gen(&mut b, sock.next_seq());
+    sock.dump(&b, |_| {}).map_err(|e| anyhow!("{e}"))
 }
 
 /// The fleet's table: `nsfleet-FLEET`.
@@ -174,16 +195,27 @@ impl Subsystem for Ports {
         let mut host = self.host.lock();
         self.prepare(&mut host, &config.ports)?;
         let (t, sock) = (&self.table, host.nft.as_mut().expect("prepared"));
-        let mut b = Batch::new();
-        nft::batch_begin(&mut b, sock.next_seq());
-        for (chain, hook) in chains(cx.node) {
-            nft::new_nat_chain(&mut b, sock.next_seq(), FAMILY, t, &chain, hook, DSTNAT);
-            for r in &rules {
-                nft::new_rule(&mut b, sock.next_seq(), FAMILY, t, &chain, r);
+        let name = cx.node.name();
+        let chains = chains(cx.node);
+        commit(sock, |b, seq| {
+            for (chain, hook) in &chains {
+                nft::new_nat_chain(b, seq(), FAMILY, t, chain, *hook, DSTNAT);
+            }
+        })
+        .map_err(|e| anyhow!("publishing {name}'s ports: {e}"))?;
+        for batch in rules.chunks(RULES_PER_COMMIT / chains.len()) {
+            let added = commit(sock, |b, seq| {
+                for (chain, _) in &chains {
+                    for r in batch {
+                        nft::new_rule(b, seq(), FAMILY, t, chain, r);
+                    }
+                }
+            });
+            if let Err(e) = added {
+                self.remove_chains(sock, cx.node);
+                bail!("publishing {name}'s ports: {e}");
             }
         }
-        nft::batch_end(&mut b, sock.next_seq());
-        execute(sock, &b).map_err(|e| anyhow!("publishing {}'s ports: {e}", cx.node.name()))?;
         *made = true;
         Ok(())
     }
@@ -193,22 +225,9 @@ impl Subsystem for Ports {
             return;
         }
         let mut host = self.host.lock();
-        let Ok(sock) = host.nft.as_mut() else { return };
-        let t = &self.table;
-        let mut b = Batch::new();
-        nft::batch_begin(&mut b, sock.next_seq());
-        for (chain, _) in chains(node) {
-            nft::del_chain(
-                &mut b,
-                [sock.next_seq(), sock.next_seq()],
-                FAMILY,
-                t,
-                &chain,
-            );
+        if let Ok(sock) = host.nft.as_mut() {
+            self.remove_chains(sock, node);
         }
-        nft::batch_end(&mut b, sock.next_seq());
-        // If this fails the table goes with the supervisor's socket anyway.
-        let _ = execute(sock, &b);
     }
 }
 
@@ -237,7 +256,8 @@ fn targets(node: &Node, p: &PublishedPort) -> anyhow::Result<Vec<IpAddr>> {
     Ok(to)
 }
 
-/// `[ip daddr HOST | fib daddr type local] PROTO dport HOST_PORT dnat to NODE:PORT`.
+/// `[ip daddr HOST | fib daddr type local (ip6 daddr != ::1)] PROTO dport HOST_PORT dnat
+/// to NODE:PORT`.
 fn dnat(p: &PublishedPort, to: IpAddr) -> Vec<Expr> {
     let family = if to.is_ipv4() {
         nft::NFPROTO_IPV4
@@ -263,6 +283,20 @@ fn dnat(p: &PublishedPort, to: IpAddr) -> Vec<Expr> {
         None => {
             e.push(Expr::FibDaddrType(Reg::R1));
             e.push(Expr::CmpEq(Reg::R1, nft::RTN_LOCAL.to_ne_bytes().to_vec()));
+            if !to.is_ipv4() {
+                // Not ::1, which the kernel never routes out of the host: a connection
+                // to it is refused at once rather than left to time out.
+                e.push(Expr::Payload {
+                    base: Base::Network,
+                    offset: 24,
+                    len: 16,
+                    to: Reg::R1,
+                });
+                e.push(Expr::CmpNeq(
+                    Reg::R1,
+                    nft::addr_bytes(std::net::Ipv6Addr::LOCALHOST.into()),
+                ));
+            }
         }
     }
     e.extend([
@@ -305,9 +339,4 @@ fn masquerade_loopback(iface: &str) -> Vec<Expr> {
         Expr::CmpEq(Reg::R1, nft::ifname_bytes(iface)),
         Expr::Masquerade,
     ]
-}
-
-fn execute(sock: &mut NlSocket, b: &Batch) -> Result<(), NlError> {
-    nsfleet_core::fault::point("publishing ports")?;
-    sock.execute_all(b)
 }

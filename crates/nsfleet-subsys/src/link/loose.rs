@@ -42,18 +42,37 @@ pub fn make_pair(a: &LooseEnd<'_>, b: &LooseEnd<'_>, mtu: Option<u32>) -> anyhow
         netns_fd: Some(b_ns),
         ..LinkSpec::default()
     };
+    // Whatever can fail before the pair exists is asked first.
+    let mut bridges = [None, None];
+    for ((s, e), br) in socks.iter_mut().zip([a, b]).zip(bridges.iter_mut()) {
+        if let Some(name) = e.bridge {
+            *br = Some(
+                lookup(s, name)?
+                    .ok_or_else(|| anyhow!("no bridge {name}"))?
+                    .index,
+            );
+        }
+    }
     let mut batch = Batch::new();
     rtnl::new_veth(&mut batch, socks[0].next_seq(), &local, &peer);
     (socks[0].execute_all(&batch)).map_err(|e| anyhow!("making the veth pair: {e}"))?;
-    for (s, e) in socks.iter_mut().zip([a, b]) {
-        let bridge = match e.bridge {
-            Some(br) => Some(
-                lookup(s, br)?
-                    .ok_or_else(|| anyhow!("no bridge {br}"))?
-                    .index,
-            ),
-            None => None,
-        };
+    let up = bring_up(&mut socks, [a, b], bridges);
+    if up.is_err() {
+        // The pair goes whole with either end.
+        let mut batch = Batch::new();
+        rtnl::del_link_by_name(&mut batch, socks[0].next_seq(), a.name);
+        let _ = socks[0].execute_all(&batch);
+    }
+    up
+}
+
+/// Each end up, a port of its bridge where it has one.
+fn bring_up(
+    socks: &mut [NlSocket; 2],
+    ends: [&LooseEnd<'_>; 2],
+    bridges: [Option<i32>; 2],
+) -> anyhow::Result<()> {
+    for ((s, e), bridge) in socks.iter_mut().zip(ends).zip(bridges) {
         let link =
             lookup(s, e.name)?.ok_or_else(|| anyhow!("{} is gone as soon as made", e.name))?;
         let mut batch = Batch::new();

@@ -544,7 +544,13 @@ fn pretty(v: &Value, prefix: &str, indent: &str, depth: usize) -> String {
             .collect(),
         Value::Map(m) if !m.is_empty() => m
             .iter()
-            .map(|(k, x)| format!("{:?}: {}", &**k, pretty(x, prefix, indent, depth + 1)))
+            .map(|(k, x)| {
+                format!(
+                    "{}: {}",
+                    json_string(k),
+                    pretty(x, prefix, indent, depth + 1)
+                )
+            })
             .collect(),
         other => return json(other),
     };
@@ -561,6 +567,29 @@ fn pretty(v: &Value, prefix: &str, indent: &str, depth: usize) -> String {
     format!("{open}{inner}{}{close}", pad(depth))
 }
 
+/// A string as Go's `encoding/json` writes it: quotes, backslashes and control
+/// characters escaped, and `<`, `>`, `&`, U+2028 and U+2029 as `\u` escapes (Go's
+/// HTML-safe default).
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A value as JSON text.
 fn json(v: &Value) -> String {
     match v {
@@ -569,12 +598,12 @@ fn json(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Uint(u) => u.to_string(),
         Value::Float(f) => f.to_string(),
-        Value::String(s) => format!("{:?}", &**s),
+        Value::String(s) => json_string(s),
         Value::List(l) => format!("[{}]", l.iter().map(json).collect::<Vec<_>>().join(",")),
         Value::Map(m) => {
             let items: Vec<String> = m
                 .iter()
-                .map(|(k, v)| format!("{:?}:{}", &**k, json(v)))
+                .map(|(k, v)| format!("{}:{}", json_string(k), json(v)))
                 .collect();
             format!("{{{}}}", items.join(","))
         }
@@ -637,6 +666,14 @@ mod tests {
             e.message
                 .contains("does not accommodate a host numbered 300"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn strings_are_json_as_go_writes_them() {
+        assert_eq!(
+            json_string("a\"b\\c\n\u{1b}<&>"),
+            "\"a\\\"b\\\\c\\n\\u001b\\u003c\\u0026\\u003e\""
         );
     }
 

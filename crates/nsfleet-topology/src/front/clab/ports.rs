@@ -93,6 +93,9 @@ fn parse(spec: &str) -> Result<Entry, String> {
         None => (spec, Proto::Tcp),
     };
     let (addr, rest) = split_addr(ports)?;
+    if addr.is_some_and(|a| a.is_loopback() && a.is_ipv6()) {
+        return Err("the host's IPv6 loopback (::1) cannot reach a node: the kernel never routes it out of the host (publish on 127.0.0.1, or on all addresses)".into());
+    }
     let Some((host, node)) = rest.rsplit_once(':') else {
         return Err(chosen());
     };
@@ -179,9 +182,12 @@ mod tests {
             )
         );
         assert_eq!(
-            pairs("[::1]:2222:22").unwrap().0,
-            Some("::1".parse().unwrap())
+            pairs("[3fff::1]:2222:22").unwrap().0,
+            Some("3fff::1".parse().unwrap())
         );
+        assert!(pairs("[::1]:2222:22")
+            .unwrap_err()
+            .contains("IPv6 loopback"));
         assert_eq!(
             pairs("9000-9001:8000-8001").unwrap().1,
             vec![(9000, 8000), (9001, 8001)]
