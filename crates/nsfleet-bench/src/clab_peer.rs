@@ -266,7 +266,8 @@ impl Peers<'_> {
 
     /// `lineN`: N plain linux nodes, each linked to the next.
     fn line_lab(&self, n: u64) -> anyhow::Result<String> {
-        let mut y = format!("name: pline{n}\ntopology:\n  defaults:\n    kind: linux\n    image: {LINUX_IMAGE}\n  nodes:\n");
+        let name = lab_name(&format!("line{n}"));
+        let mut y = format!("name: {name}\ntopology:\n  defaults:\n    kind: linux\n    image: {LINUX_IMAGE}\n  nodes:\n");
         for i in 1..=n {
             y.push_str(&format!("    n{i}: {{}}\n"));
         }
@@ -278,13 +279,13 @@ impl Peers<'_> {
                 i + 1
             ));
         }
-        self.write(&format!("pline{n}/pline{n}.clab.yml"), &y)
+        self.write(&format!("{name}/{name}.clab.yml"), &y)
     }
 
     /// `gridN`: FRR routers in a grid, FRR's image with `frr.conf` and `daemons` bound
     /// into /etc/frr, as containerlab users write FRR labs.
     fn grid_lab(&self, rows: u64, cols: u64) -> anyhow::Result<String> {
-        let lab = format!("pgrid{}", rows * cols);
+        let lab = lab_name(&format!("grid{}", rows * cols));
         let g = crate::daemons::grid(rows, cols);
         let mut nodes = String::new();
         for (i, list) in g.ifaces.iter().enumerate() {
@@ -308,7 +309,7 @@ impl Peers<'_> {
         routers: Option<u64>,
         metrics: &mut BTreeMap<String, nsfleet_results::Metric>,
     ) -> anyhow::Result<()> {
-        let name = lab_name_of(file)?;
+        let name = lab_name(lab);
         let mut samples: BTreeMap<(Tool, &str), Vec<f64>> = BTreeMap::new();
         for run in 0..self.a.common.repetitions() {
             let order = if run % 2 == 0 {
@@ -508,12 +509,10 @@ impl Drop for Deployed<'_> {
     }
 }
 
-fn lab_name_of(file: &str) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(file)?;
-    (text.lines())
-        .find_map(|l| l.strip_prefix("name: "))
-        .map(|n| n.trim().to_string())
-        .ok_or_else(|| anyhow!("{file} has no name"))
+/// A bench lab's name: its label (`line20`, `grid25`) with a `p` in front, so that its
+/// containers (`clab-pline20-n1`) meet none of a lab of the user's.
+fn lab_name(label: &str) -> String {
+    format!("p{label}")
 }
 
 /// How many IPv4 /32 routes into 10.255/16 the main table of `pid`'s namespace has.

@@ -185,6 +185,23 @@ pub fn graph_source(file: &Path, offline: bool, run_dir: &Path) -> anyhow::Resul
     Ok(file.display().to_string())
 }
 
+/// The deployed lab that `name` names, or else the file (`-t`, or the one of the
+/// current folder); refused if it is not deployed. Returns its name and status.
+pub(crate) fn deployed(
+    rd: &RunDir,
+    topo: Option<&Path>,
+    name: Option<&str>,
+) -> anyhow::Result<FleetStatus> {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => lab_name(&topology_file(topo)?)?,
+    };
+    if rd.record(&name).is_none() {
+        bail!("lab {name:?} is not deployed");
+    }
+    Ok(query(rd, &name))
+}
+
 /// Every node of every deployed lab, with its lab.
 pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
     let mut out = Vec::new();
@@ -231,8 +248,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
         },
     };
     let fleets: Vec<FleetStatus> = match &wanted {
-        Some(n) if rd.record(n).is_none() => bail!("lab {n:?} is not deployed"),
-        Some(n) => vec![query(&rd, n)],
+        Some(n) => vec![deployed(&rd, None, Some(n))?],
         None => labs(&rd),
     };
     let rows: Vec<Row> = fleets

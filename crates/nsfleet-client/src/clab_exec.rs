@@ -6,8 +6,7 @@
 //! node after another, in container-name order. As containerlab, a failing command is
 //! reported and does not fail the whole; a filter that matches no node does.
 
-use super::clab::{lab_name, labs, topology_file};
-use super::status::query;
+use super::clab::{deployed, labs};
 use anyhow::{bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
@@ -49,13 +48,7 @@ pub fn exec_labs(a: ExecLabsArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
     let fleets = match (&a.topo, filters.is_empty()) {
         (None, false) => labs(&rd),
-        (topo, _) => {
-            let name = lab_name(&topology_file(topo.as_deref())?)?;
-            if rd.record(&name).is_none() {
-                bail!("lab {name:?} is not deployed");
-            }
-            vec![query(&rd, &name)]
-        }
+        (topo, _) => vec![deployed(&rd, topo.as_deref(), None)?],
     };
     let mut nodes: Vec<(&str, &NodeStatus, &str)> = (fleets.iter())
         .flat_map(|f| f.nodes.iter().map(move |n| (f.name.as_str(), n)))

@@ -6,9 +6,8 @@
 //! have nothing to save. `--copy DIR` also copies each saved configuration to
 //! DIR/NODE/frr.conf, since a node's own folders go with it.
 
-use super::clab::{lab_name, topology_file};
+use super::clab::deployed;
 use super::clab_exec::run_in;
-use super::status::query;
 use anyhow::{bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
@@ -24,15 +23,9 @@ pub struct SaveArgs {
 }
 
 pub fn save(a: SaveArgs) -> anyhow::Result<()> {
-    let lab = match a.name {
-        Some(n) => n,
-        None => lab_name(&topology_file(a.topo.as_deref())?)?,
-    };
     let rd = RunDir::new(&a.run_dir);
-    if rd.record(&lab).is_none() {
-        bail!("lab {lab:?} is not deployed");
-    }
-    let status = query(&rd, &lab);
+    let status = deployed(&rd, a.topo.as_deref(), a.name.as_deref())?;
+    let lab = status.name.clone();
     let nodes: Vec<&NodeStatus> = (status.nodes.iter())
         .filter(|n| n.clab.is_some())
         .filter(|n| a.nodes.is_empty() || a.nodes.contains(&n.name))

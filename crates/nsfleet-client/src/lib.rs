@@ -99,3 +99,31 @@ pub(crate) fn human_bytes(b: i64) -> String {
         b => format!("{b:.0} B"),
     }
 }
+
+/// Rows under a header, each column as wide as its widest cell; numbers to the right,
+/// the first and last columns (names, commands) to the left.
+pub(crate) fn columns(head: &[&str], rows: &[&Vec<String>]) -> String {
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let last = width.len() - 1;
+        let mut l: Vec<String> = Vec::new();
+        for (k, (c, w)) in cells.zip(&width).enumerate() {
+            l.push(match k {
+                0 => format!("{c:<w$}"),
+                k if k == last && head[0] == "NODE" => c.to_string(),
+                _ => format!("{c:>w$}"),
+            });
+        }
+        l.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut head.iter().copied());
+    for r in rows {
+        out.push_str(&line(&mut r.iter().map(String::as_str)));
+    }
+    out
+}

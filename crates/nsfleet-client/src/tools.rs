@@ -158,23 +158,11 @@ fn print_table(rows: &[(String, Option<Impair>)]) {
             ],
         })
         .collect();
-    let width = |c: usize| {
-        (cells.iter().map(|r| r[c].chars().count()))
-            .chain([header[c].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..6).map(width).collect();
-    let line = |r: &[String]| {
-        let padded: Vec<String> = (r.iter().zip(&widths))
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", padded.join("  ").trim_end());
-    };
-    line(&header.map(String::from));
-    for r in &cells {
-        line(r);
-    }
+    let rows: Vec<Vec<String>> = cells.into_iter().map(Vec::from).collect();
+    print!(
+        "{}",
+        crate::columns(&header, &rows.iter().collect::<Vec<_>>())
+    );
 }
 
 /// One end of `tools veth create`: a node's interface, a port of a lab's bridge node,

@@ -154,6 +154,35 @@ impl NlSocket {
     /// Sends the batch and returns one result per message, in batch order. An `Err` of the
     /// outer result means the socket itself failed and nothing is known about the batch.
     pub fn execute(&mut self, batch: &Batch) -> io::Result<Vec<Result<(), NlError>>> {
+        self.exchange(batch, None, None)
+    }
+
+    /// Sends a transaction (nf_tables': its begin and end unacknowledged, see
+    /// [`Batch::begin_unacked`]) and waits for every acknowledged request; the first
+    /// failure is the error. A failure of the transaction as a whole (its subsystem
+    /// missing, a failed commit) comes back on the begin's sequence number `begin`; so
+    /// is a kernel that does not answer within `timeout` an error.
+    pub fn execute_transaction(
+        &mut self,
+        batch: &Batch,
+        begin: u32,
+        timeout: Duration,
+    ) -> Result<(), NlError> {
+        for r in self.exchange(batch, Some(begin), Some(timeout))? {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Sends the batch and collects one result per acknowledged message, in batch order.
+    /// An error on sequence number `abort` (no message of the batch's own) is every
+    /// pending message's result. Each wait for the kernel lasts at most `timeout`.
+    fn exchange(
+        &mut self,
+        batch: &Batch,
+        abort: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> io::Result<Vec<Result<(), NlError>>> {
         let bytes = batch.bytes();
         assert!(
             batch.seqs().len() <= MAX_BATCH && bytes.len() <= SNDBUF_SAFE,
@@ -170,76 +199,36 @@ impl NlSocket {
         self.send(bytes)?;
         let mut pending = results.len();
         while pending > 0 {
-            let n = self.recv_raw(None)?;
+            let n = self.recv_raw(timeout)?;
             for m in msg::messages(&self.buf[..n]) {
                 let Some((errno, text)) = msg::parse_error(&m) else {
                     continue;
                 };
+                let result = match errno {
+                    0 => Ok(()),
+                    _ => Err(NlError {
+                        errno,
+                        message: text,
+                    }),
+                };
+                if Some(m.seq) == abort {
+                    if result.is_err() {
+                        for r in results.iter_mut().filter(|r| r.is_none()) {
+                            *r = Some(result.clone());
+                        }
+                        pending = 0;
+                    }
+                    continue;
+                }
                 // Sequence numbers of one batch are consecutive, so an ACK's slot is its offset.
                 let slot = m.seq.wrapping_sub(first) as usize;
                 if slot < results.len() && results[slot].is_none() {
-                    results[slot] = Some(if errno == 0 {
-                        Ok(())
-                    } else {
-                        Err(NlError {
-                            errno,
-                            message: text,
-                        })
-                    });
+                    results[slot] = Some(result);
                     pending -= 1;
                 }
             }
         }
         Ok(results.into_iter().map(Option::unwrap).collect())
-    }
-
-    /// Sends a transaction (nf_tables': its begin and end unacknowledged, see
-    /// [`Batch::begin_unacked`]) and waits for every acknowledged request. A failure of
-    /// the transaction as a whole (its subsystem missing, a failed commit) comes back on
-    /// the begin's sequence number `begin`, and is the error; so is a kernel that does
-    /// not answer within `timeout`.
-    pub fn execute_transaction(
-        &mut self,
-        batch: &Batch,
-        begin: u32,
-        timeout: Duration,
-    ) -> Result<(), NlError> {
-        let seqs = batch.seqs().to_vec();
-        assert!(
-            seqs.len() < MAX_BATCH && batch.bytes().len() <= SNDBUF_SAFE,
-            "netlink transaction over {MAX_BATCH} messages or {SNDBUF_SAFE} bytes: split it"
-        );
-        if seqs.len() > SMALL_BATCH {
-            self.grow_rcvbuf();
-        }
-        self.send(batch.bytes())?;
-        let mut pending: Vec<u32> = seqs;
-        let mut first_error = None;
-        while !pending.is_empty() {
-            let n = self.recv_raw(Some(timeout))?;
-            for m in msg::messages(&self.buf[..n]) {
-                let Some((errno, text)) = msg::parse_error(&m) else {
-                    continue;
-                };
-                let error = (errno != 0).then_some(NlError {
-                    errno,
-                    message: text,
-                });
-                if m.seq == begin {
-                    if let Some(e) = error {
-                        return Err(e);
-                    }
-                    continue;
-                }
-                if let Some(i) = pending.iter().position(|s| *s == m.seq) {
-                    pending.swap_remove(i);
-                    if first_error.is_none() {
-                        first_error = error;
-                    }
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
     }
 
     /// Sends the batch; the first failure (in batch order) is the error.

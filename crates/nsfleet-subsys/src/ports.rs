@@ -112,15 +112,14 @@ impl Ports {
         Ok(())
     }
 
-    /// Removes node `node`'s chains (and their rules), whichever exist.
+    /// Removes node `node`'s chains and their rules (they exist together).
     fn remove_chains(&self, sock: &mut NlSocket, node: &Node) {
-        for (chain, _) in chains(node) {
-            // One transaction each: a chain never made fails alone. If this fails, the
-            // table goes with the supervisor's socket anyway.
-            let _ = commit(sock, |b, seq| {
-                nft::del_chain(b, [seq(), seq()], FAMILY, &self.table, &chain)
-            });
-        }
+        // If this fails, the table goes with the supervisor's socket anyway.
+        let _ = commit(sock, |b, seq| {
+            for (chain, _) in chains(node) {
+                nft::del_chain(b, [seq(), seq()], FAMILY, &self.table, &chain);
+            }
+        });
     }
 }
 
@@ -197,22 +196,28 @@ impl Subsystem for Ports {
         let (t, sock) = (&self.table, host.nft.as_mut().expect("prepared"));
         let name = cx.node.name();
         let chains = chains(cx.node);
-        commit(sock, |b, seq| {
-            for (chain, hook) in &chains {
-                nft::new_nat_chain(b, seq(), FAMILY, t, chain, *hook, DSTNAT);
-            }
-        })
-        .map_err(|e| anyhow!("publishing {name}'s ports: {e}"))?;
-        for batch in rules.chunks(RULES_PER_COMMIT / chains.len()) {
+        // The chains come with the first rules, in one transaction; more rules than one
+        // transaction holds follow in others, and a failure then takes the chains away.
+        let per_commit = RULES_PER_COMMIT / chains.len();
+        let batches: Vec<&[Vec<Expr>]> = match rules.len() {
+            0 => vec![&[]],
+            _ => rules.chunks(per_commit).collect(),
+        };
+        for (k, batch) in batches.into_iter().enumerate() {
             let added = commit(sock, |b, seq| {
-                for (chain, _) in &chains {
+                for (chain, hook) in &chains {
+                    if k == 0 {
+                        nft::new_nat_chain(b, seq(), FAMILY, t, chain, *hook, DSTNAT);
+                    }
                     for r in batch {
                         nft::new_rule(b, seq(), FAMILY, t, chain, r);
                     }
                 }
             });
             if let Err(e) = added {
-                self.remove_chains(sock, cx.node);
+                if k > 0 {
+                    self.remove_chains(sock, cx.node);
+                }
                 bail!("publishing {name}'s ports: {e}");
             }
         }

@@ -37,10 +37,15 @@ pub struct ExecCommand {
     #[arg(short = 't', long = "topo")]
     topo: Option<PathBuf>,
     /// containerlab's form: a command to run on every matching node (repeat for more).
-    #[arg(long = "cmd", id = "cmds")]
+    #[arg(long = "cmd", id = "cmds", value_name = "CMD")]
     cmds: Vec<String>,
     /// containerlab's form: only nodes with this label (KEY=VALUE), or that have it (KEY).
-    #[arg(long = "label", id = "labels", requires = "cmds")]
+    #[arg(
+        long = "label",
+        id = "labels",
+        value_name = "KEY[=VALUE]",
+        requires = "cmds"
+    )]
     labels: Vec<String>,
     /// containerlab's form: `plain` (each node's output in turn) or `json`
     /// ({CONTAINER: [{cmd, return-code, stdout, stderr}]}, containerlab's).

@@ -76,6 +76,7 @@ pub struct NetemReset {
     interface: String,
 }
 
+/// Veth pairs made by hand between nodes of running labs, or a node and the host.
 #[derive(Subcommand)]
 pub enum VethCommand {
     Create(VethCreate),

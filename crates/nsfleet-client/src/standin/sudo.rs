@@ -18,14 +18,14 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("nsfleet's sudo stand-in runs commands as root only, and this is not root");
     }
-    if let Some(bridge) = host_bridge(command) {
+    if let Some((bridge, mask)) = host_bridge(command) {
         if !lab_bridges().contains(&bridge.to_string()) {
             bail!(
                 "`sudo {}`: a Linux bridge on the host, which is not one the lab's clab.yml declares (kind: bridge): nsfleet does not make it",
                 command.join(" ")
             );
         }
-        if let Some(mask) = fwd_mask(command) {
+        if let Some(mask) = mask {
             // For the bridge's switch, once the lab is deployed (containerlab's stand-in).
             super::containerlab::remember_fwd_mask(bridge, mask)?;
         }
@@ -43,32 +43,23 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
 
 /// The bridge a command makes, brings up, sets forwarding on or deletes on the host, as
 /// netlab's Linux-bridge steps say it: `ip link add name BR type bridge`, `ip link set
-/// dev BR up`, `sh -c 'echo N >/sys/class/net/BR/bridge/group_fwd_mask'`, `ip link del dev
-/// BR`, `brctl addbr BR`.
-fn host_bridge(command: &[String]) -> Option<&str> {
+/// dev BR up`, `sh -c 'echo N >/sys/class/net/BR/bridge/group_fwd_mask'` (and its mask
+/// N), `ip link del dev BR`, `brctl addbr BR`.
+fn host_bridge(command: &[String]) -> Option<(&str, Option<u16>)> {
     let words: Vec<&str> = command.iter().map(String::as_str).collect();
     match words.as_slice() {
         ["ip", "link", "add", "name", br, "type", "bridge"]
-        | ["ip", "link", "add", br, "type", "bridge"] => Some(br),
-        ["ip", "link", "set", "dev", br, "up"] | ["ip", "link", "del", "dev", br] => Some(br),
-        ["brctl", "addbr", br] => Some(br),
-        ["sh", "-c", script] => script
-            .strip_prefix("echo ")
-            .and_then(|s| s.split_once(">/sys/class/net/"))
-            .and_then(|(_, rest)| rest.strip_suffix("/bridge/group_fwd_mask")),
-        _ => None,
-    }
-}
-
-/// The mask of `sh -c 'echo N >/sys/class/net/BR/bridge/group_fwd_mask'`.
-fn fwd_mask(command: &[String]) -> Option<u16> {
-    match command {
-        [sh, c, script] if sh == "sh" && c == "-c" => {
-            let n = script
+        | ["ip", "link", "add", br, "type", "bridge"] => Some((br, None)),
+        ["ip", "link", "set", "dev", br, "up"] | ["ip", "link", "del", "dev", br] => {
+            Some((br, None))
+        }
+        ["brctl", "addbr", br] => Some((br, None)),
+        ["sh", "-c", script] => {
+            let (mask, path) = script
                 .strip_prefix("echo ")?
-                .split_once(">/sys/class/net/")?
-                .0;
-            n.trim().parse().ok()
+                .split_once(">/sys/class/net/")?;
+            let br = path.strip_suffix("/bridge/group_fwd_mask")?;
+            Some((br, mask.trim().parse().ok()))
         }
         _ => None,
     }

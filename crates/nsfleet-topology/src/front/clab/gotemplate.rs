@@ -326,11 +326,9 @@ fn functions(t: Template) -> Template {
         _ => Err(arg_count("strings.Split", 2, a.len())),
     })
     .func("strings_ReplaceAll", |a| match a {
+        // containerlab's: nil is "", and an empty `old` replaces nothing.
         [_, _, Value::Nil] => Ok(Value::String("".into())),
-        [old, new, s] if text(old).is_empty() => {
-            let _ = new;
-            Ok(Value::String(text(s).into()))
-        }
+        [old, _, s] if text(old).is_empty() => Ok(Value::String(text(s).into())),
         [old, new, s] => Ok(Value::String(
             text(s).replace(&*text(old), &text(new)).into(),
         )),
