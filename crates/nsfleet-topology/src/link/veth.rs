@@ -152,8 +152,9 @@ impl Plan {
             std::mem::swap(&mut a, &mut b);
             std::mem::swap(&mut ai, &mut bi);
         }
-        for (me, other) in [(&mut a, bi), (&mut b, ai)] {
-            if me.addrs.is_empty() && self.is_switch_at(other) {
+        // A switch's pool addresses the nodes on it, not another switch's port.
+        for (me, mine, other) in [(&mut a, ai, bi), (&mut b, bi, ai)] {
+            if me.addrs.is_empty() && self.is_switch_at(other) && !self.is_switch_at(mine) {
                 me.addrs = self.take_from_pools(other, at)?;
             } else {
                 self.claim(&me.addrs, at)?;
@@ -165,5 +166,27 @@ impl Plan {
         let peer = self.push_far_end(bi, &b, at)?;
         self.push_iface(ai, &a, Link::Veth(peer), at)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::reshape::tests::nodes;
+
+    #[test]
+    fn a_link_between_switches_takes_no_address_from_their_pools() {
+        let text = "[fleet]\nname = \"x\"\n[[node]]\nname = \"h{i}\"\ncount = 2\n[[switch]]\nname = \"s1\"\npool = \"10.0.0.0/24\"\n[[switch]]\nname = \"s2\"\npool = \"10.0.1.0/24\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n[[link]]\na = \"h2:eth0\"\nb = \"s2\"\n";
+        let all = nodes(text);
+        let addrs = |name: &str| -> Vec<String> {
+            let n = all.iter().find(|n| n.name == name).unwrap();
+            n.wiring.addrs().map(|a| a.to_string()).collect()
+        };
+        assert_eq!(addrs("h1"), ["10.0.0.1/24"]);
+        assert_eq!(
+            addrs("h2"),
+            ["10.0.1.1/24"],
+            "s1's trunk took no address of s2's"
+        );
+        assert!(addrs("s1").is_empty() && addrs("s2").is_empty());
     }
 }
