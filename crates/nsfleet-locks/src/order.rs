@@ -49,6 +49,8 @@ pub const WATCH_SUBS: Rank = Rank::leaf("Watchers::subs");
 pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 /// `Watcher::procs`: the commands the process watcher watches.
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
+/// `Relay::conns`: an Open vSwitch controller relay's open connections.
+pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");
 /// `HostLinks::host`: the netlink socket in the host's namespace.
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through

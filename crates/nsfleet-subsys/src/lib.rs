@@ -10,6 +10,7 @@ pub mod ipv6_dad;
 pub mod link;
 pub mod loopback;
 pub mod netns_names;
+pub mod ovs;
 pub mod ports;
 pub mod probe;
 pub mod process;
@@ -58,7 +59,9 @@ pub fn register_defaults(
     fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
+    fleet.register(ovs::Controllers)?;
     let process = fleet.register(process::Processes::new(fleet_name, process_events))?;
+    fleet.register(ovs::Ready)?;
     Ok(Defaults { process, impair })
 }
 
@@ -102,6 +105,9 @@ pub(crate) fn kept(was: &NodeWiring, i: &Iface) -> bool {
 pub(crate) fn ipv6(node: &Node) -> Ipv6 {
     if !probe::has_ipv6() {
         Ipv6::Off
+    } else if node.config().ovs.is_some() {
+        // Its ports carry frames for ovs-vswitchd; its commands are Open vSwitch's.
+        Ipv6::Quiet
     } else if nsfleet_topology::uses_ipv6(&node.config(), &node.wiring()) {
         Ipv6::Used
     } else if node.config().switch {

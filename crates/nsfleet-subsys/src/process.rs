@@ -231,6 +231,9 @@ fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
             },
         ));
     }
+    if let Some((label, line)) = crate::ovs::start_command(node) {
+        out.push((label, Launch::shell(&line, &base)));
+    }
     let wiring = node.wiring();
     let vars = world::vars(node, fleet, &wiring);
     for c in &config.commands {
@@ -291,10 +294,13 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             &c.files,
             &c.binds,
             &c.image,
+            &c.ovs,
         )
     }
+    // An OVS switch's ports are its wiring's.
     let templated = |c: &NodeConfig| {
-        c.commands.iter().any(|x| x.contains('{'))
+        c.ovs.is_some()
+            || c.commands.iter().any(|x| x.contains('{'))
             || (c.files.iter()).any(|f| match &f.source {
                 FileSource::Inline(t) => t.contains('{'),
                 FileSource::Path(p) => p.contains('{'),

@@ -34,6 +34,7 @@ pub use front::{
     MAX_TOPOLOGY_BYTES,
 };
 pub use kernel::{netem_refusal, no_device, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
+pub use kind::ovs::{Datapath, FailMode, OvsSwitch};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, HostUnderlay, Link, Peer, VxlanEnd};
@@ -125,6 +126,9 @@ pub struct NodeConfig {
     /// Its ports published on the host (containerlab's `ports`), one entry per port.
     #[serde(default)]
     pub ports: Vec<PublishedPort>,
+    /// On a switch: an Open vSwitch bridge in place of the Linux bridge.
+    #[serde(default)]
+    pub ovs: Option<OvsSwitch>,
 }
 
 /// A port of a node published on the host, as Docker publishes a container's: what
@@ -215,8 +219,10 @@ impl PartialEq for NodeConfig {
             clab,
             image,
             ports,
+            ovs,
         } = self;
-        (image, querier, start_delay_s, ports) == (&o.image, &o.querier, &o.start_delay_s, &o.ports)
+        (image, querier, start_delay_s, ports, ovs)
+            == (&o.image, &o.querier, &o.start_delay_s, &o.ports, &o.ovs)
             && (sysctls, commands, router, switch, hostname, dirs)
                 == (
                     &o.sysctls,
@@ -715,6 +721,11 @@ pub fn check_ifname(name: &str) -> Result<(), String> {
     Err(format!(
         "interface name {name:?}: expected 1 to 15 letters, digits, '-', '_' or '.', starting with a letter or digit (and not \"lo\", nor \"all\" or \"default\", which /proc/sys/net/*/conf uses)"
     ))
+}
+
+/// A word as the shell reads it back unchanged.
+pub fn shell_quote(w: &str) -> String {
+    format!("'{}'", w.replace('\'', "'\\''"))
 }
 
 /// The names among `have` closest to `name` (at most three, within an edit distance of

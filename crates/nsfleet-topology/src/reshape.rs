@@ -65,12 +65,12 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
         match live.get(n.name.as_str()).map(|r| r.spec) {
             None => out.add.push(n),
             Some(was) if same_shape(was, &n) => out.keep.push(n),
-            Some(was) if was.config.switch != n.config.switch => {
+            Some(was) if kind(&was.config) != kind(&n.config) => {
                 return Err(format!(
                     "{} would turn from {} into {}: remove it in one apply and add it in the next",
                     n.name,
-                    kind(was.config.switch),
-                    kind(n.config.switch)
+                    kind(&was.config),
+                    kind(&n.config)
                 ))
             }
             Some(_) => out.change.push(n),
@@ -79,11 +79,13 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
     Ok(out)
 }
 
-fn kind(switch: bool) -> &'static str {
-    if switch {
-        "a switch"
-    } else {
-        "a node"
+/// What a node is, as far as its devices go: a bridge and an Open vSwitch switch hold
+/// their ports differently (see `kind/ovs.rs`).
+fn kind(c: &crate::NodeConfig) -> &'static str {
+    match (c.switch, c.ovs.is_some()) {
+        (true, true) => "an Open vSwitch switch",
+        (true, false) => "a switch",
+        (false, _) => "a node",
     }
 }
 

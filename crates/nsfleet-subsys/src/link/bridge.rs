@@ -88,7 +88,8 @@ impl Subsystem for Bridges {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        node.config().switch
+        // An Open vSwitch switch's ports are ovs-vswitchd's (see `ovs.rs`).
+        node.config().switch && node.config().ovs.is_none()
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {

@@ -55,8 +55,18 @@ impl Supervisor {
 fn describe_ifaces(n: &Node) -> Vec<String> {
     if n.config().switch {
         let w = n.wiring();
-        let bridge = nsfleet_topology::BRIDGE.0;
-        let mut line = format!("bridge {bridge}, {} ports", w.ifaces.len());
+        let mut line = match n.config().ovs {
+            Some(_) => format!(
+                "Open vSwitch bridge {}, {} ports",
+                nsfleet_subsys::ovs::bridge_name(n),
+                w.ifaces.len()
+            ),
+            None => format!(
+                "bridge {}, {} ports",
+                nsfleet_topology::BRIDGE.0,
+                w.ifaces.len()
+            ),
+        };
         if !w.macvlans.is_empty() {
             line += &format!(", {} macvlans", w.macvlans.len());
         }

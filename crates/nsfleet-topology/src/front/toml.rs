@@ -8,6 +8,8 @@
 use crate::decl::{impair, mtu, read_table, value, ImpairMap, NodeKeys, Spanned, Sysctls};
 use crate::error::{Ctx, Errors, TopologyError};
 use crate::link::{dummy, host, veth, vxlan};
+
+mod ovs;
 use crate::resolve::draft::{switch_config, Draft, Groups, MAX_COUNT};
 use crate::resolve::generate::{Generator, Shape};
 use crate::resolve::plan::Plan;
@@ -105,9 +107,20 @@ impl<'de> Deserialize<'de> for NodeSection {
 #[serde(deny_unknown_fields)]
 struct SwitchSection {
     name: Spanned<String>,
+    /// "bridge" (a Linux bridge) or "ovs" (Open vSwitch).
+    kind: Option<Spanned<String>>,
     pool: Option<Spanned<String>>,
     pool6: Option<Spanned<String>>,
     ports: Option<Spanned<String>>,
+    // Open vSwitch's keys (kind = "ovs"), read by `ovs.rs`.
+    #[serde(default)]
+    controller: Vec<Spanned<String>>,
+    #[serde(default)]
+    protocols: Vec<Spanned<String>>,
+    fail_mode: Option<Spanned<String>>,
+    datapath: Option<Spanned<String>>,
+    dpid: Option<Spanned<String>>,
+    port_numbers: Option<Spanned<std::collections::BTreeMap<String, Spanned<i64>>>>,
 }
 
 #[derive(Deserialize)]
@@ -205,9 +218,8 @@ fn declare(
         let n = &sw.get_ref().name;
         let added = check_name("switch name", n.get_ref(), MAX_NODE_NAME)
             .map_err(|m| cx.err(n.span(), m))
-            .and_then(|()| {
-                groups.add(cx, Names::One(n.get_ref().clone()), switch_config(false), n)
-            });
+            .and_then(|()| ovs::switch_config(cx, sw.get_ref()))
+            .and_then(|built| groups.add(cx, Names::One(n.get_ref().clone()), built, n));
         named &= errors.take(added).is_some();
     }
     for (g, section) in generators.iter().zip(&doc.generate) {
@@ -249,7 +261,7 @@ fn wire(
     plan: &mut Plan,
     errors: &mut Errors,
 ) {
-    let stages: [&Stage; 4] = [
+    let stages: [&Stage; 5] = [
         &|plan, e| {
             e.take(pools(cx, doc, generators, groups, plan));
         },
@@ -272,6 +284,7 @@ fn wire(
             }
         },
         &|plan, e| routes(cx, doc, groups, plan, e),
+        &|plan, e| ovs::check_switches(cx, doc.switch.iter().map(|s| s.get_ref()), plan, e),
     ];
     for stage in stages {
         let before = errors.len();
@@ -315,6 +328,9 @@ fn pools(
     }
     for sw in &doc.switch {
         let s = sw.get_ref();
+        if ovs::is_ovs(s.kind.as_ref()) {
+            (plan.set_ovs(s.name.get_ref())).map_err(|m| cx.err(s.name.span(), m))?;
+        }
         if let Some(p) = &s.ports {
             let ports = value(cx, p, crate::Ports::parse)?;
             (plan.set_ports(s.name.get_ref(), ports)).map_err(|m| cx.err(p.span(), m))?;

@@ -11,6 +11,7 @@
 mod bird;
 pub mod frr;
 mod linux;
+pub mod ovs;
 
 use crate::{FileSource, HostNeed, PrivateDir, PrivateFile};
 

@@ -61,6 +61,10 @@ struct Switch {
     names: HashSet<String>,
     /// What its links to nodes are made of.
     ports: Ports,
+    /// An Open vSwitch switch: its ports are nobody's bridge ports, and it is never
+    /// sharded (Open vSwitch has no bridge's 1,024 ports, and its ports must share the
+    /// namespace its ovs-vswitchd runs in).
+    ovs: bool,
 }
 
 impl Plan {
@@ -128,6 +132,17 @@ impl Plan {
         }
         self.switches.entry(i).or_default().ports = ports;
         Ok(())
+    }
+
+    /// Makes switch `node` an Open vSwitch switch (before its first port).
+    pub fn set_ovs(&mut self, node: &str) -> Result<(), String> {
+        let i = self.find(node)?;
+        self.switches.entry(i).or_default().ovs = true;
+        Ok(())
+    }
+
+    fn is_ovs(&self, i: u32) -> bool {
+        self.switches.get(&i).is_some_and(|s| s.ovs)
     }
 
     /// What switch `i`'s links to nodes are made of.
@@ -285,7 +300,11 @@ impl Plan {
     fn port_shard(&mut self, i: u32, name: &str, at: Place) -> Result<u32, String> {
         // Bridge ports only: a switch's macvlans are not ports of a bridge.
         let ports = self.ports(i) - self.wiring[i as usize].macvlans.len();
-        let on = self.shard(i, ports / bridge::PORTS_PER_SHARD, at)?;
+        let shard = match self.is_ovs(i) {
+            true => 0,
+            false => ports / bridge::PORTS_PER_SHARD,
+        };
+        let on = self.shard(i, shard, at)?;
         let sw = self.switches.get_mut(&i).expect("made by shard()");
         sw.names.insert(name.to_string());
         Ok(on)
@@ -337,7 +356,7 @@ impl Plan {
 
     /// Puts interface `name` on node `i`, at the next index; returns the index.
     fn put(&mut self, i: u32, name: String, d: &EndDecl, link: Link, at: Place) -> i32 {
-        let switch = self.switch[i as usize];
+        let bridge = self.switch[i as usize] && !self.is_ovs(i);
         let w = &mut self.wiring[i as usize];
         let pos = w.ifaces.len();
         // The two ends of a pair never share an index: the kernel treats a carrier change
@@ -352,7 +371,7 @@ impl Plan {
             mac: d.mac,
             addrs: d.addrs.clone(),
             impair: d.impair,
-            bridge: switch.then_some(0),
+            bridge: bridge.then_some(0),
             link,
             at,
         });

@@ -902,10 +902,7 @@ pub(crate) fn shlex(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// A word as the shell reads it back unchanged.
-fn quote(w: &str) -> String {
-    format!("'{}'", w.replace('\'', "'\\''"))
-}
+use crate::shell_quote as quote;
 
 /// Gives every node `CLAB_INTFS`, the number of its interfaces besides `eth0`, as
 /// containerlab does (images wait for that many). A containerlab file's groups are one

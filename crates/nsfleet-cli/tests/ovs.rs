@@ -1,0 +1,270 @@
+//! Open vSwitch switches (`[[switch]] kind = "ovs"`): Debian's openvswitch-switch run per
+//! switch inside its node, forwarding on the userspace datapath here (this kernel has no
+//! openvswitch module), driven by a real OpenFlow controller on the host, and leaving
+//! nothing behind, an Open vSwitch of the host's own least of all.
+
+mod harness;
+
+use harness::*;
+use std::time::Duration;
+
+/// Three hosts on one OVS switch, the third port numbered by the file.
+fn three_hosts(fleet: &str, switch_keys: &str) -> String {
+    let links: String = (1..=3)
+        .map(|i| format!("[[link]]\na = \"h{i}:eth0\"\nb = \"s1\"\n"))
+        .collect();
+    format!(
+        "[fleet]\nname = \"{fleet}\"\n[[node]]\nname = \"h{{i}}\"\ncount = 3\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\npool = \"10.0.0.0/24\"\ndpid = \"0000000000000001\"\nport_numbers = {{ p3 = 9 }}\n{switch_keys}{links}"
+    )
+}
+
+/// Processes whose command is one of Open vSwitch's daemons, with their network namespace.
+fn ovs_daemons() -> Vec<(i32, String)> {
+    let pids = std::fs::read_dir("/proc").unwrap().flatten();
+    pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).ok()?;
+            let ns = std::fs::read_link(format!("/proc/{p}/ns/net")).ok()?;
+            comm.starts_with("ovs")
+                .then(|| (p, format!("{} {}", comm.trim(), ns.display())))
+        })
+        .collect()
+}
+
+/// What the fleet's switches run, by their namespaces.
+fn daemons_of(fleet: &Fleet<'_>) -> Vec<(i32, String)> {
+    let (inodes, _) = fleet.footprint();
+    ovs_daemons()
+        .into_iter()
+        .filter(|(_, d)| inodes.iter().any(|i| d.ends_with(&format!("[{i}]"))))
+        .collect()
+}
+
+#[test]
+fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
+    let env = Env::new("ovs-basic");
+    let daemons;
+    {
+        let fleet = env.up(&three_hosts("ovb", ""));
+        // `up` returned with the switch forwarding: the first ping is answered.
+        env.ok(&["exec", "ovb", "h1", "--", "ping", "-c1", "-W2", "10.0.0.3"]);
+        // TCP across the userspace datapath (which needs its TSO support, see ovs.rs).
+        let server = "import socket;s=socket.socket();s.bind(('0.0.0.0',5201));s.listen();c,_=s.accept();n=0\nwhile True:\n d=c.recv(65536)\n if not d: break\n n+=len(d)\nprint(n)";
+        let mut got = env
+            .cmd(&[
+                "exec", "ovb", "h3", "--", "timeout", "20", "python3", "-c", server,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let client = "import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection(('10.0.0.3',5201),timeout=5);break\n except OSError: time.sleep(0.1)\ns.sendall(b'x'*4000000);s.close()";
+        env.ok(&[
+            "exec", "ovb", "h1", "--", "timeout", "20", "python3", "-c", client,
+        ]);
+        let mut out = String::new();
+        std::io::Read::read_to_string(got.stdout.as_mut().unwrap(), &mut out).unwrap();
+        got.wait().unwrap();
+        assert_eq!(out.trim(), "4000000", "the bytes sent across the switch");
+        // Ports numbered in the file's order, p3 as the file says.
+        let ports = env.ok(&[
+            "exec",
+            "ovb",
+            "s1",
+            "--",
+            "ovs-ofctl",
+            "dump-ports-desc",
+            "s1",
+        ]);
+        for want in [" 1(p1)", " 2(p2)", " 9(p3)"] {
+            assert!(ports.contains(want), "{want} in {ports}");
+        }
+        let show = env.ok(&[
+            "exec",
+            "ovb",
+            "s1",
+            "--",
+            "ovs-vsctl",
+            "get",
+            "bridge",
+            "s1",
+            "datapath_type",
+            "other_config:datapath-id",
+        ]);
+        assert!(
+            show.contains("netdev") && show.contains("0000000000000001"),
+            "{show}"
+        );
+        // Its daemons run in the switch's namespace, nowhere else.
+        daemons = daemons_of(&fleet);
+        let names: Vec<&str> = daemons
+            .iter()
+            .map(|(_, d)| d.split(' ').next().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"ovsdb-server") && names.contains(&"ovs-vswitchd"),
+            "{daemons:?}"
+        );
+        let status = env.ok(&["status", "ovb"]);
+        assert!(
+            status.contains("Open vSwitch bridge s1, 3 ports"),
+            "{status}"
+        );
+    }
+    // `down` took them along, and the run folder.
+    for (pid, what) in &daemons {
+        assert!(!alive(*pid), "{what} (pid {pid}) outlived the fleet");
+    }
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}
+
+/// A free TCP port on the host's loopback, for a controller.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Open vSwitch's test controller (Mininet's `Controller`) on the host, ended with the
+/// guard.
+struct Controller(std::process::Child);
+
+impl Controller {
+    fn start(env: &Env, port: u16) -> Controller {
+        let ctl = env.files.join("testcontroller.ctl");
+        let child = std::process::Command::new("ovs-testcontroller")
+            .arg(format!("--unixctl={}", ctl.display()))
+            .arg(format!("ptcp:{port}:127.0.0.1"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("ovs-testcontroller (apt-get install openvswitch-testcontroller)");
+        Controller(child)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode() {
+    let env = Env::new("ovs-controller");
+    let port = free_port();
+    let keys = format!(
+        "fail_mode = \"secure\"\nprotocols = [\"OpenFlow10\", \"OpenFlow13\"]\ncontroller = [\"tcp:127.0.0.1:{port}\"]\n"
+    );
+    let _fleet = env.up(&three_hosts("ovc", &keys));
+    // Secure, no controller yet: nothing forwards.
+    let out = env.run(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W1", "10.0.0.2"]);
+    assert!(
+        !out.status.success(),
+        "a secure switch without a controller forwarded"
+    );
+    let controller = Controller::start(&env, port);
+    // The switch retries with backoff: it connects within seconds.
+    wait_until(
+        "h1 reaches h2 through the controller's flows",
+        Duration::from_secs(30),
+        || {
+            let out = env.run(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W1", "10.0.0.2"]);
+            out.status.success().then_some(()).ok_or(out.status)
+        },
+    );
+    let flows = env.ok(&["exec", "ovc", "s1", "--", "ovs-ofctl", "dump-flows", "s1"]);
+    assert!(
+        flows.contains("icmp") && flows.contains("actions=output:"),
+        "the controller's flows: {flows}"
+    );
+    // The controller goes: the switch stays in its fail mode, its flows kept.
+    drop(controller);
+    let mode = env.ok(&[
+        "exec",
+        "ovc",
+        "s1",
+        "--",
+        "ovs-vsctl",
+        "get-fail-mode",
+        "s1",
+    ]);
+    assert_eq!(mode.trim(), "secure");
+    env.ok(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W2", "10.0.0.2"]);
+}
+
+/// A script, run in a mount namespace of its own where Open vSwitch's folders are
+/// empty, that plays the host's own Open vSwitch (bridge `hostbr`, its vswitchd in a
+/// network namespace of its own) while an nsfleet fleet with an OVS switch comes and goes,
+/// and checks that neither sees the other.
+const HOST_OVS: &str = r#"
+set -eu
+mount --make-rprivate /
+for d in /run /etc/openvswitch /var/log/openvswitch /var/lib/openvswitch; do
+    mkdir -p "$d"; mount -t tmpfs tmpfs "$d"
+done
+mkdir -p /run/openvswitch
+ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
+ovsdb-server --remote=punix:/run/openvswitch/db.sock --pidfile --detach --no-chdir --log-file
+ovs-vsctl --no-wait init -- add-br hostbr -- set bridge hostbr datapath_type=netdev
+unshare -n ovs-vswitchd --pidfile --detach --no-chdir --log-file
+stop() { for p in /run/openvswitch/*.pid; do kill "$(cat "$p")" 2>/dev/null || true; done; }
+trap stop EXIT
+db=$(stat -c %i /run/openvswitch/db.sock)
+"$NSFLEET" up "$TOPOLOGY" >/dev/null
+echo "host: $(ovs-vsctl list-br | tr '\n' ' ')"
+echo "fleet: $("$NSFLEET" exec ovh s1 -- ovs-vsctl list-br | tr '\n' ' ')"
+"$NSFLEET" down ovh >/dev/null
+echo "after: $(ovs-vsctl list-br | tr '\n' ' ')"
+[ "$(stat -c %i /run/openvswitch/db.sock)" = "$db" ] && echo "same socket"
+"#;
+
+#[test]
+fn an_open_vswitch_of_the_host_is_neither_seen_nor_touched() {
+    let env = Env::new("ovs-host");
+    let topology = env.file("ovh.toml", &three_hosts("ovh", ""));
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "bash", "-c", HOST_OVS])
+        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
+        .env("NSFLEET_RUN_DIR", &env.run_dir)
+        .env("TOPOLOGY", &topology)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "host: hostbr \n",
+        "fleet: s1 \n",
+        "after: hostbr \n",
+        "same socket",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}
+
+#[test]
+fn apply_adds_a_host_on_the_next_port_number_and_it_forwards_at_once() {
+    let env = Env::new("ovs-apply");
+    let _fleet = env.up(&three_hosts("ova", ""));
+    let more = three_hosts("ova", "").replace("count = 3", "count = 4")
+        + "[[link]]\na = \"h4:eth0\"\nb = \"s1\"\n";
+    let file = env.file("ova-4.toml", &more);
+    env.ok(&["apply", file.to_str().unwrap()]);
+    env.ok(&["exec", "ova", "h4", "--", "ping", "-c1", "-W2", "10.0.0.1"]);
+    let ports = env.ok(&[
+        "exec",
+        "ova",
+        "s1",
+        "--",
+        "ovs-ofctl",
+        "dump-ports-desc",
+        "s1",
+    ]);
+    assert!(
+        ports.contains(" 10(p4)"),
+        "one more than the largest: {ports}"
+    );
+}
