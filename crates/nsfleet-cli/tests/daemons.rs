@@ -365,3 +365,41 @@ fn a_file_is_never_written_through_a_link_copied_from_the_host() {
         env.fleet_dirs()
     );
 }
+
+/// A script run in a mount namespace of its own whose /run is a tmpfs mount, as systemd
+/// mounts it (and as an `nsfleet vm` guest has it), with the fleet's run folder in it.
+const RUN_ON_TMPFS: &str = r#"
+set -eu
+mount --make-rprivate /
+mount -t tmpfs tmpfs /run
+export NSFLEET_RUN_DIR=/run/nsfleet
+"$NSFLEET" up "$TOPOLOGY" >/dev/null
+echo "hostname: $("$NSFLEET" exec rt a -- hostname)"
+echo "hosts: $("$NSFLEET" exec rt a -- grep -c localhost /etc/hosts)"
+"$NSFLEET" down rt >/dev/null
+"#;
+
+#[test]
+fn a_node_with_a_world_comes_up_where_run_is_a_mount_of_its_own() {
+    let env = Env::new("run-tmpfs");
+    let topology = env.file(
+        "rt.toml",
+        "[fleet]\nname = \"rt\"\n[[node]]\nname = \"a\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "bash", "-c", RUN_ON_TMPFS])
+        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
+        .env("TOPOLOGY", &topology)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("hostname: a\n") && text.contains("hosts: 2\n"),
+        "{text}"
+    );
+}

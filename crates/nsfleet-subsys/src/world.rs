@@ -295,10 +295,14 @@ fn setup(l: &Layout) -> Result<(), String> {
     // Opened before anything is mounted over them: the fleet's run folder and the host's
     // folders to copy are the host's.
     let detached = l.image.is_some();
+    // The hosts file as a detached copy of its mount, always: it is in the fleet's run
+    // folder, under /run, and /run is detached below. Where /run is a mount of its own
+    // (systemd's tmpfs, an `nsfleet vm` guest), a bind from a descriptor of a path in
+    // the detached /run was refused (EINVAL), and no node with a world came up.
     let hosts = (l
         .hosts
         .as_ref()
-        .map(|h| Source::open(h, detached, false))
+        .map(|h| Source::open(h, true, false))
         .transpose())
     .map_err(at("the fleet's hosts file"))?;
     let mut sources = Vec::new();
