@@ -344,6 +344,62 @@ fn sigterm_to_the_supervisor_ends_the_fleet_cleanly() {
 }
 
 #[test]
+fn a_fleet_with_an_owner_goes_down_when_its_owner_ends_however_it_ends() {
+    let env = Env::new("owner");
+    for (k, sig) in [libc::SIGKILL, libc::SIGTERM, libc::SIGHUP]
+        .into_iter()
+        .enumerate()
+    {
+        let mut owner = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        let name = format!("ow{k}");
+        let file = env.file(
+            &format!("{name}.toml"),
+            &format!("[fleet]\nname = \"{name}\"\n[[node]]\nname = \"n{{i}}\"\ncount = 5\ncommands = [\"exec sleep 1000\"]\n"),
+        );
+        env.ok(&[
+            "up",
+            file.to_str().unwrap(),
+            "--owner",
+            &owner.id().to_string(),
+        ]);
+        let fleet = Fleet { env: &env, name };
+        let (_, pids) = fleet.footprint();
+        let sup = fleet.pid();
+        let namespaces = netns_held_by(sup);
+        assert!(alive(sup), "the fleet lives while its owner does");
+        signal(owner.id() as i32, sig);
+        owner.wait().unwrap();
+        wait_gone(sup);
+        std::mem::forget(fleet);
+        assert!(pids.iter().all(|p| !alive(*p)), "signal {sig}");
+        assert_eq!(still_alive(&namespaces), 0, "signal {sig}");
+        wait_until(
+            "the fleet's folder removed",
+            std::time::Duration::from_secs(10),
+            || {
+                env.fleet_dirs()
+                    .is_empty()
+                    .then_some(())
+                    .ok_or(env.fleet_dirs())
+            },
+        );
+    }
+    // An owner that is not there is refused, and nothing is made.
+    let file = env.file(
+        "gone.toml",
+        "[fleet]\nname = \"gone\"\n[[node]]\nname = \"n\"\n",
+    );
+    let err = env.fails(
+        &["up", file.to_str().unwrap(), "--owner", "4194303"],
+        "--owner 4194303: no such process",
+    );
+    assert!(env.fleet_dirs().is_empty(), "{err}");
+}
+
+#[test]
 fn down_no_wait_returns_before_reclamation_and_the_supervisor_finishes_alone() {
     let env = Env::new("nowait");
     let fleet = env.up("[fleet]\nname = \"nw\"\n[[node]]\nname = \"n{i}\"\ncount = 50\n");

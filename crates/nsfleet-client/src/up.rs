@@ -41,6 +41,8 @@ pub struct UpArgs {
     pub netns_names: bool,
     /// A containerlab file's template variables (`deploy --vars`).
     pub vars: Vec<PathBuf>,
+    /// A process whose end takes the fleet down (`--owner`).
+    pub owner: Option<libc::pid_t>,
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -160,7 +162,12 @@ fn launch(
     hold: Option<nsfleet_image::Hold>,
 ) -> anyhow::Result<()> {
     let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
+    // Opened here, in the caller's PID namespace: the supervisor has one of its own.
+    let owner = (a.owner)
+        .map(|pid| sys::pidfd_open(pid).with_context(|| format!("--owner {pid}: no such process")))
+        .transpose()?;
     let args = nsfleet::supervisor::SupervisorArgs {
+        owner,
         run_dir: rd.root().to_path_buf(),
         name: topo.name.clone(),
         workers: a.workers,

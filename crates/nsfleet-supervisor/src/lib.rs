@@ -57,6 +57,8 @@ pub struct SupervisorArgs {
     pub keep: Option<OwnedFd>,
     /// Name each containerlab node's namespace after its container, below /run/netns.
     pub netns_names: bool,
+    /// A pidfd of the process whose end ends the fleet (`up --owner`), as a `down` would.
+    pub owner: Option<OwnedFd>,
 }
 
 /// A supervisor [`launch`] started: its pid and its two pipes.
@@ -104,10 +106,17 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
     let (stdin_r, topology) = std::io::pipe()?;
     let (events, stdout_w) = std::io::pipe()?;
     // Kept after the standard streams in the supervisor; ours is closed once it is forked.
-    let keep = args.keep.take();
+    let (keep, owner) = (args.keep.take(), args.owner.take());
     let mut fds = vec![stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()];
-    let kept_at = fds.len();
-    fds.extend(keep.as_ref().map(|k| k.as_fd()));
+    // Each kept after the standard streams, at the place it gets (none if there is none).
+    let mut keep_at = None;
+    let mut owner_at = None;
+    for (fd, at) in [(&keep, &mut keep_at), (&owner, &mut owner_at)] {
+        if let Some(fd) = fd {
+            *at = Some(fds.len());
+            fds.push(fd.as_fd());
+        }
+    }
     let how = sys::HelperStart {
         name: SUPERVISOR_NAME,
         fds: &fds,
@@ -119,7 +128,8 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         let mut args = args;
         // Ours again, at the place `how` gave it (none if there was none): `apply` may
         // replace it.
-        args.keep = fds.take(kept_at);
+        args.keep = keep_at.and_then(|i| fds.take(i));
+        args.owner = owner_at.and_then(|i| fds.take(i));
         // `ps` shows what we are, not the command that forked us.
         let _ = sys::set_cmdline(&cmdline);
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
@@ -248,6 +258,9 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
+    if let Some(owner) = args.owner {
+        ended_with(owner, sup.shutdown.clone());
+    }
     let mut events = Events::stdout()?;
     let result = sup.fleet.create(&topo, &mut |phase, done, total| {
         events.progress(phase, done, total)
@@ -396,6 +409,27 @@ fn signals(shutdown: Sender<Shutdown>) {
             }
         })
         .expect("spawning the signal thread");
+}
+
+/// Ends the fleet when the process behind `owner` (a pidfd) ends, however it ends.
+fn ended_with(owner: OwnedFd, shutdown: Sender<Shutdown>) {
+    std::thread::Builder::new()
+        .name("nsfleet-owner".into())
+        .spawn(move || loop {
+            match sys::poll_readable(&[owner.as_fd()], None).as_deref() {
+                Ok([true]) => {
+                    log(format_args!("its owner ended: the fleet goes down"));
+                    let _ = shutdown.send(Shutdown { asker: None });
+                    return;
+                }
+                Err(e) if e.kind() != std::io::ErrorKind::Interrupted => {
+                    log(format_args!("watching its owner: {e}; the fleet stays up"));
+                    return;
+                }
+                _ => {}
+            }
+        })
+        .expect("spawning the owner's watch");
 }
 
 fn serve(sup: Arc<Supervisor>) -> anyhow::Result<()> {

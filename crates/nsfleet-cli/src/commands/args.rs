@@ -45,6 +45,12 @@ pub struct LaunchArgs {
     /// created.
     #[arg(long)]
     dry_run: bool,
+    /// The fleet goes down when process PID ends, however it ends (SIGKILL included),
+    /// as when its `down` is asked: a program that makes a fleet for itself (a Mininet
+    /// script through nsfleet's Python package, which passes its own pid) leaves nothing
+    /// running behind it.
+    #[arg(long, value_name = "PID", value_parser = within::<1, 4194304>)]
+    owner: Option<u64>,
     #[command(flatten)]
     images: ImageArgs,
 }
@@ -94,6 +100,7 @@ impl LaunchArgs {
             images: self.images.images,
             netns_names: false,
             vars: Vec::new(),
+            owner: self.owner.map(|p| p as i32),
         }
     }
 }

@@ -72,6 +72,7 @@ fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
         images: PathBuf::from(crate::image::DEFAULT_STORE),
         netns_names: true,
         vars: Vec::new(),
+        owner: None,
     };
     let run_dir = up.run_dir.clone();
     clab::deploy(clab::DeployArgs {
