@@ -57,6 +57,13 @@ done < /rwdirs
 [ -f /config ] && mkdir -p $R/boot && cp /config "$R/boot/config-$(uname -r)"
 cp /command $R/run/nsfleet-vm-command
 echo started > /run.nsfleet/status
-chroot $R /bin/sh /run/nsfleet-vm-command
+# The overlay becomes the mount namespace's root (as switch_root makes it), not only the
+# command's: a process that enters the namespace (setns, as nsfleet's process spawner
+# does for a node's world) lands on the namespace's root, which a chroot alone leaves on
+# the initramfs, where none of the guest's files are. This shell keeps the initramfs as
+# its own root, so its paths (/run.nsfleet, /dev/port) stay as they were.
+cd $R
+mount --move . / || setup_failed "the guest cannot make its overlay the root mount (mount --move)"
+chroot . /bin/sh /run/nsfleet-vm-command
 echo "exit $?" > /run.nsfleet/status
 stop
