@@ -268,3 +268,31 @@ fn apply_adds_a_host_on_the_next_port_number_and_it_forwards_at_once() {
         "one more than the largest: {ports}"
     );
 }
+
+#[test]
+fn a_controller_can_be_a_node_of_the_fleet_at_its_own_address() {
+    let env = Env::new("ovs-node-controller");
+    let keys = "fail_mode = \"secure\"\ncontroller = [\"tcp:10.9.9.1:6653\"]\n";
+    // The controller's node: Open vSwitch's test controller on every address it has.
+    let ctl = "[[node]]\nname = \"ctl\"\ncommands = [\"exec ovs-testcontroller --unixctl=/run/tc.ctl ptcp:6653\"]\n[[node]]\nname = \"peer\"\n[[link]]\na = { at = \"ctl:eth0\", addrs = [\"10.9.9.1/30\"] }\nb = { at = \"peer:eth0\", addrs = [\"10.9.9.2/30\"] }\n";
+    let _fleet = env.up(&(three_hosts("ovn", keys) + ctl));
+    wait_until(
+        "h1 reaches h2 through the node's controller",
+        Duration::from_secs(30),
+        || {
+            let out = env.run(&["exec", "ovn", "h1", "--", "ping", "-c1", "-W1", "10.0.0.2"]);
+            out.status.success().then_some(()).ok_or(out.status)
+        },
+    );
+    // The switch's controller is the file's, as Open vSwitch shows it.
+    let target = env.ok(&[
+        "exec",
+        "ovn",
+        "s1",
+        "--",
+        "ovs-vsctl",
+        "get-controller",
+        "s1",
+    ]);
+    assert_eq!(target.trim(), "tcp:10.9.9.1:6653");
+}

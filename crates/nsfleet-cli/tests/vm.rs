@@ -103,6 +103,36 @@ fn a_debian_kernel_runs_a_command_and_netem_delays_pings() {
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
+#[test]
+fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-ovs");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    // This machine's kernel has no openvswitch module; Debian's has, and the guest
+    // loads it: datapath "auto" is the kernel's there.
+    let topo = env.file(
+        "ov.toml",
+        "[fleet]\nname = \"ov\"\n[[node]]\nname = \"h{i}\"\ncount = 2\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\npool = \"10.0.0.0/24\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"h2:eth0\"\nb = \"s1\"\n",
+    );
+    let script = format!(
+        "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; $N up {} >/dev/null 2>&1 || exit 3; $N exec ov s1 -- ovs-vsctl get bridge s1 datapath_type; $N exec ov h1 -- ping -c 2 -W 5 10.0.0.2 >/dev/null && echo pinged; $N exec ov s1 -- ovs-dpctl show; $N down ov >/dev/null",
+        topo.display()
+    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
+    // The bridge's datapath type, the ping, and the kernel datapath holding its ports.
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for want in ["system", "pinged", "system@ovs-system:"] {
+        assert!(lines.contains(&want), "{want:?} in {text}");
+    }
+    for port in [": p1", ": p2"] {
+        assert!(
+            lines.iter().any(|l| l.ends_with(port)),
+            "{port:?} in {text}"
+        );
+    }
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
 /// Six pairs of nodes, each joined by a link with one impairment (`p` by none).
 fn impaired_pairs() -> String {
     let links = [

@@ -6,11 +6,12 @@
 //!
 //! A switch's controllers are addresses as the host sees them (or as the fleet's node
 //! that has the address does), which the switch's namespace cannot reach: for each, a
-//! relay ([`Controllers`]) listens inside the switch's namespace on 127.0.0.1
-//! ([`RELAY_PORT`] + its position), where the bridge's controller points, and makes each
-//! connection it takes again from the host's namespace (or that node's). When the fleet
-//! goes, or its supervisor dies, the relays' sockets close and the switches are in their
-//! fail mode, as with a controller that went away.
+//! relay ([`Controllers`]) listens inside the switch's namespace on the controller's own
+//! address and port (an address other than the loopback's put on the namespace's `lo`),
+//! so that the bridge's controller is the file's, as `ovs-vsctl get-controller` shows
+//! it, and makes each connection it takes again from the host's namespace (or that
+//! node's). When the fleet goes, or its supervisor dies, the relays' sockets close and
+//! the switches are in their fail mode, as with a controller that went away.
 
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Shape, Subsystem};
@@ -23,9 +24,6 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Controller `k` of a switch is reached at 127.0.0.1:(RELAY_PORT + k) in its namespace.
-pub const RELAY_PORT: u16 = 16653;
 
 /// The bridge's name: the switch's, as Mininet's `dpctl` and `ovs-ofctl dump-flows s1`
 /// expect, where it can name a device (the bridge's own port is one); else `br0`.
@@ -89,8 +87,8 @@ pub fn start_command(node: &Node) -> Option<(String, String)> {
     }
     if !ovs.controllers.is_empty() {
         let _ = write!(db, " -- set-controller {br}");
-        for k in 0..ovs.controllers.len() {
-            let _ = write!(db, " tcp:127.0.0.1:{}", RELAY_PORT + k as u16);
+        for c in &ovs.controllers {
+            let _ = write!(db, " tcp:{c}");
         }
     }
     // The userspace datapath forwards what it reads from its ports' packet sockets;
@@ -120,8 +118,12 @@ pub fn start_command(node: &Node) -> Option<(String, String)> {
     Some((label, line))
 }
 
-/// The bridge's own columns, as `set bridge` takes them.
+/// The bridge's own columns, as `set bridge` takes them. In-band control is off, as
+/// Mininet sets it: the controllers are reached out of band (the relays), and in-band
+/// control would look for a route to each one's address every second and log that it
+/// has none.
 fn bridge_settings(out: &mut String, ovs: &OvsSwitch) {
+    out.push_str(" other_config:disable-in-band=true");
     if !ovs.protocols.is_empty() {
         let _ = write!(out, " protocols={}", ovs.protocols.join(","));
     }
@@ -138,9 +140,11 @@ fn bridge_settings(out: &mut String, ovs: &OvsSwitch) {
 }
 
 /// Waits, once a switch's processes are started, until its ovs-vswitchd has taken every
-/// port (each port in promiscuous mode, which either datapath sets on the ports it
-/// adds), so that `up` returns with switches that forward. About 0.13 s for a fresh
-/// switch on this machine class.
+/// port, so that `up` returns with switches that forward: the userspace datapath puts
+/// each port it opens in promiscuous mode (as a user's request, which the link's flags
+/// show), the kernel's enslaves it to its `ovs-system` device (its promiscuity is then
+/// the kernel's own, which the flags do not show). About 0.13 s for a fresh switch on
+/// this machine class.
 pub struct Ready;
 
 /// How long a switch's ovs-vswitchd gets to take its ports.
@@ -165,7 +169,7 @@ impl Subsystem for Ready {
         let wiring = cx.node.wiring();
         let started = std::time::Instant::now();
         loop {
-            let taken = promiscuous(cx)?;
+            let taken = taken(cx)?;
             let missing: Vec<&str> = (wiring.ifaces.iter())
                 .filter(|i| !taken.contains(&i.index))
                 .map(|i| i.name.as_str())
@@ -192,8 +196,8 @@ impl Subsystem for Ready {
     }
 }
 
-/// The indexes of the node's links in promiscuous mode.
-fn promiscuous(cx: &mut InitCtx<'_>) -> anyhow::Result<Vec<i32>> {
+/// The indexes of the node's links that a datapath has taken (see [`Ready`]).
+fn taken(cx: &mut InitCtx<'_>) -> anyhow::Result<Vec<i32>> {
     let sock = cx.rtnl().context("opening a netlink socket")?;
     let mut b = nsfleet_netlink::Batch::new();
     rtnl::dump_links(&mut b, sock.next_seq());
@@ -201,7 +205,7 @@ fn promiscuous(cx: &mut InitCtx<'_>) -> anyhow::Result<Vec<i32>> {
     sock.dump(&b, |m| {
         out.extend(
             rtnl::parse_link(m)
-                .filter(|l| l.flags & IFF_PROMISC != 0)
+                .filter(|l| l.flags & IFF_PROMISC != 0 || l.master.is_some())
                 .map(|l| l.index),
         )
     })?;
@@ -249,20 +253,23 @@ impl Subsystem for Controllers {
 
     fn init(&self, cx: &mut InitCtx<'_>, relays: &mut Relays) -> anyhow::Result<()> {
         let config = cx.config();
-        for (k, &to) in controllers_of(&config).iter().enumerate() {
-            let port = RELAY_PORT + k as u16;
+        for &to in controllers_of(&config) {
+            if !to.ip().is_loopback() {
+                let host = if to.is_ipv4() { 32 } else { 128 };
+                let name = |_: &()| format!("controller {to}'s address on lo");
+                let add = |out: &mut nsfleet_core::Requests<'_>, _: &()| {
+                    out.add(|b, seq| rtnl::new_addr(b, seq, LO, to.ip(), host))
+                };
+                cx.send_each([()], add, name)?;
+            }
             // This thread is in the switch's namespace: so is the listener, for good.
-            let listener = TcpListener::bind(("127.0.0.1", port)).with_context(|| {
-                format!(
-                    "the relay to controller {to} (127.0.0.1:{port} in {})",
-                    cx.node.name()
-                )
-            })?;
+            let listener = TcpListener::bind(to)
+                .with_context(|| format!("the relay to controller {to} in {}", cx.node.name()))?;
             let listener = Arc::new(listener);
             let from = origin(cx, to)?;
             let (l, conns) = (listener.clone(), relays.conns.clone());
             std::thread::Builder::new()
-                .name(format!("relay-{port}"))
+                .name(format!("relay-{}", to.port()))
                 .spawn(move || relay(&l, &from, to, &conns))?;
             relays.listeners.push(listener);
         }
@@ -301,6 +308,9 @@ impl Subsystem for Controllers {
         }
     }
 }
+
+/// The loopback's interface index, in every namespace.
+const LO: i32 = 1;
 
 fn controllers_of(config: &NodeConfig) -> &[SocketAddr] {
     config.ovs.as_ref().map_or(&[][..], |o| &o.controllers)

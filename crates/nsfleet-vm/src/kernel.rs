@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// Modules the guest loads, with what they depend on (see [`Kernel::module_files`]): the
 /// virtio bus (built in from 6.12 in Debian, a module in 6.1), the host's filesystem over
-/// 9p, the writable overlay, then what fleets use. One that is built in has no file and is
+/// 9p, the writable overlay, then what fleets use (Open vSwitch's kernel datapath, and tun
+/// for its userspace one's internal ports). One that is built in has no file and is
 /// skipped.
 pub const MODULES: &[&str] = &[
     "virtio_pci",
@@ -20,6 +21,11 @@ pub const MODULES: &[&str] = &[
     "sch_tbf",
     "vxlan",
     "dummy",
+    // libcrc32c's soft dependency (its crc32c algorithm), which insmod does not follow:
+    // without it, libcrc32c, nf_conntrack and openvswitch fail to load.
+    "crc32c_generic",
+    "openvswitch",
+    "tun",
 ];
 
 /// A kernel option nsfleet or the guest's start needs.

@@ -356,6 +356,8 @@ pub struct LinkInfo {
     /// RFC 2863 operational state: 2 down, 6 up, 0 unknown (IF_OPER_*).
     pub operstate: u8,
     pub stats: LinkStats,
+    /// The index of the device it is enslaved to (a bridge, a datapath), if any.
+    pub master: Option<i32>,
 }
 
 /// The link's counters (the first eight of struct rtnl_link_stats64).
@@ -411,6 +413,11 @@ pub fn parse_link(m: &Message<'_>) -> Option<LinkInfo> {
             IFLA_CARRIER => info.carrier = v.first().map(|c| *c != 0),
             IFLA_OPERSTATE => info.operstate = v.first().copied().unwrap_or(0),
             IFLA_STATS64 => info.stats = LinkStats::parse(v).unwrap_or_default(),
+            IFLA_MASTER => {
+                info.master = v
+                    .get(..4)
+                    .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            }
             _ => {}
         }
     }

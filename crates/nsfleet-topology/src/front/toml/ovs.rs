@@ -63,9 +63,14 @@ fn ovs_config(
             ));
         }
     }
-    let controllers = (sec.controller.iter())
-        .map(|c| value(cx, c, kind::parse_controller))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut controllers = Vec::new();
+    for c in &sec.controller {
+        let addr = value(cx, c, kind::parse_controller)?;
+        if controllers.contains(&addr) {
+            return Err(cx.err(c.span(), format!("controller {addr} is given twice")));
+        }
+        controllers.push(addr);
+    }
     let protocols = (sec.protocols.iter())
         .map(|p| value(cx, p, kind::parse_protocol))
         .collect::<Result<Vec<_>, _>>()?;
