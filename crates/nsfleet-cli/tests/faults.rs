@@ -1,9 +1,11 @@
 //! Fault injection (the `fault-injection` feature, on in `scripts/test`): every kernel
-//! operation of bringing up a small fleet that uses every subsystem (nodes, a switch,
-//! links, addresses, routes, an impairment, sysctls, a process, a host link) is made to
+//! operation of bringing up a small fleet that uses every subsystem (nodes, a switch, an
+//! Open vSwitch switch with a controller, links, addresses, routes, an impairment,
+//! sysctls, a process, a host link) is made to
 //! fail, then made to kill the supervisor, one at a time. After each, `up` has failed,
 //! `nsfleet clean` has run, and the host is exactly as before: namespaces, host links,
-//! nsfs mounts, processes, and files under the run directory. Past the last operation
+//! nsfs mounts, processes (Open vSwitch's daemons among them), and files under the run
+//! directory. Past the last operation
 //! the fleet comes up whole. And the kernel's own exhaustion errors half-way (ENOSPC,
 //! ENOMEM, EMFILE, ENOBUFS) are explained and rolled back.
 #![cfg(feature = "fault-injection")]
@@ -21,6 +23,10 @@ name = "fw"
 [[switch]]
 name = "sw"
 pool = "10.61.0.0/24"
+[[switch]]
+name = "ov"
+kind = "ovs"
+controller = ["tcp:127.0.0.1:9"]
 [[node]]
 name = "a"
 router = true
@@ -39,6 +45,9 @@ b = "sw"
 [[link]]
 a = {{ at = "a:eth1", addrs = ["10.63.0.1/30"], impair = {{ rate = "10mbit" }} }}
 b = {{ at = "b:eth1", addrs = ["10.63.0.2/30"] }}
+[[link]]
+a = {{ at = "b:eth2", addrs = ["10.64.0.2/24"] }}
+b = "ov"
 "#
     )
 }
@@ -53,6 +62,8 @@ struct Host {
     links: BTreeSet<String>,
     mounts: BTreeSet<String>,
     supervisors: usize,
+    /// Open vSwitch's daemons (this test's switches' are its only ones).
+    open_vswitch: usize,
     run_files: Vec<String>,
 }
 
@@ -99,6 +110,14 @@ fn host(env: &Env) -> Host {
                 && std::fs::read_link(p.join("fd/2")).is_ok_and(|log| log.starts_with(&env.run_dir))
         })
         .count();
+    let open_vswitch = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| {
+            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+            matches!(comm.trim_end(), "ovsdb-server" | "ovs-vswitchd")
+        })
+        .count();
     let mut run_files: Vec<String> = walk(&env.run_dir);
     run_files.sort();
     Host {
@@ -106,6 +125,7 @@ fn host(env: &Env) -> Host {
         links,
         mounts,
         supervisors,
+        open_vswitch,
         run_files,
     }
 }
@@ -168,7 +188,7 @@ fn every_kernel_operation_of_up_failing_or_killing_leaves_the_host_as_it_was() {
                     "{n}:kill: the supervisor survived its death"
                 );
                 let s = env.status("fw");
-                assert_eq!(s["nodes"].as_array().unwrap().len(), 3, "{s}");
+                assert_eq!(s["nodes"].as_array().unwrap().len(), 4, "{s}");
                 assert!(
                     walked >= 10,
                     "only {walked} fault points: the walk is not covering up"

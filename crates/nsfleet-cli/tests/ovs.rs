@@ -155,11 +155,21 @@ fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode()
         "fail_mode = \"secure\"\nprotocols = [\"OpenFlow10\", \"OpenFlow13\"]\ncontroller = [\"tcp:127.0.0.1:{port}\"]\n"
     );
     let _fleet = env.up(&three_hosts("ovc", &keys));
-    // Secure, no controller yet: nothing forwards.
+    // Secure, no controller yet: nothing forwards, and `status` says why.
     let out = env.run(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W1", "10.0.0.2"]);
     assert!(
         !out.status.success(),
         "a secure switch without a controller forwarded"
+    );
+    let said = format!("controller tcp:127.0.0.1:{port}: ");
+    wait_until(
+        "status says the switch is not connected",
+        Duration::from_secs(10),
+        || {
+            let s = env.ok(&["status", "ovc"]);
+            let refused = format!("{said}not connected (Connection refused");
+            s.contains(&refused).then_some(()).ok_or(s)
+        },
     );
     let controller = Controller::start(&env, port);
     // The switch retries with backoff: it connects within seconds.
@@ -171,6 +181,8 @@ fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode()
             out.status.success().then_some(()).ok_or(out.status)
         },
     );
+    let status = env.ok(&["status", "ovc"]);
+    assert!(status.contains(&format!("{said}connected")), "{status}");
     let flows = env.ok(&["exec", "ovc", "s1", "--", "ovs-ofctl", "dump-flows", "s1"]);
     assert!(
         flows.contains("icmp") && flows.contains("actions=output:"),
@@ -295,4 +307,32 @@ fn a_controller_can_be_a_node_of_the_fleet_at_its_own_address() {
         "s1",
     ]);
     assert_eq!(target.trim(), "tcp:10.9.9.1:6653");
+}
+
+#[test]
+fn kill_9_of_the_supervisor_takes_every_open_vswitch_daemon_along() {
+    let env = Env::new("ovs-kill");
+    let fleet = env.up(&three_hosts("ovk", "controller = [\"tcp:127.0.0.1:9\"]\n"));
+    let daemons = daemons_of(&fleet);
+    assert_eq!(daemons.len(), 2, "{daemons:?}");
+    let sup = fleet.pid();
+    let namespaces = netns_held_by(sup);
+    signal(sup, libc::SIGKILL);
+    wait_gone(sup);
+    drop(fleet); // its guard cleans the folder of the dead fleet
+    for (pid, what) in &daemons {
+        wait_until(what, Duration::from_secs(10), || {
+            (!alive(*pid)).then_some(()).ok_or(pid)
+        });
+    }
+    // The kernel frees a dead owner's namespaces a moment after it is gone.
+    wait_until(
+        "every namespace freed",
+        Duration::from_secs(20),
+        || match still_alive(&namespaces) {
+            0 => Ok(()),
+            n => Err(n),
+        },
+    );
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
 }

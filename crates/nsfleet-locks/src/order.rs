@@ -51,6 +51,8 @@ pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
 /// `Relay::conns`: an Open vSwitch controller relay's open connections.
 pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");
+/// `Relay::reach`: whether a switch is connected to one of its controllers.
+pub const RELAY_REACH: Rank = Rank::leaf("Relay::reach");
 /// `HostLinks::host`: the netlink socket in the host's namespace.
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through

@@ -29,6 +29,8 @@ use std::path::PathBuf;
 pub struct Defaults {
     pub process: SubsysId,
     pub impair: SubsysId,
+    /// Open vSwitch switches' controller relays (`status` says whether they connect).
+    pub ovs_controllers: SubsysId,
 }
 
 /// Registers the default subsystems in their order of `init` within each phase (`exit`
@@ -59,10 +61,14 @@ pub fn register_defaults(
     fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
-    fleet.register(ovs::Controllers)?;
+    let ovs_controllers = fleet.register(ovs::Controllers)?;
     let process = fleet.register(process::Processes::new(fleet_name, process_events))?;
     fleet.register(ovs::Ready)?;
-    Ok(Defaults { process, impair })
+    Ok(Defaults {
+        process,
+        impair,
+        ovs_controllers,
+    })
 }
 
 /// How a node stands with IPv6, which decides what its links need.

@@ -222,6 +222,16 @@ pub struct Relays {
     listeners: Vec<Arc<TcpListener>>,
     /// Every connection's two sockets, to shut down at `exit` (which ends its copiers).
     conns: Arc<Mutex<Vec<TcpStream>>>,
+    /// Each controller, with what its relay knows of the switch's connection to it.
+    links: Vec<(SocketAddr, Arc<Mutex<Reach>>)>,
+}
+
+/// Whether a switch is connected to a controller, as its relay sees it: connections it
+/// carries now, and why the last one it could not make failed.
+#[derive(Default)]
+struct Reach {
+    live: usize,
+    failed: Option<String>,
 }
 
 impl Default for Relays {
@@ -229,7 +239,24 @@ impl Default for Relays {
         Relays {
             listeners: Vec::new(),
             conns: Arc::new(Mutex::new(order::RELAY_CONNS, Vec::new())),
+            links: Vec::new(),
         }
+    }
+}
+
+impl Relays {
+    /// A line per controller for `status`: connected, or not and why.
+    pub fn describe(&self) -> Vec<String> {
+        (self.links.iter())
+            .map(|(to, reach)| {
+                let r = reach.lock();
+                match (r.live, &r.failed) {
+                    (0, Some(why)) => format!("controller tcp:{to}: not connected ({why})"),
+                    (0, None) => format!("controller tcp:{to}: not connected yet"),
+                    _ => format!("controller tcp:{to}: connected"),
+                }
+            })
+            .collect()
     }
 }
 
@@ -267,11 +294,18 @@ impl Subsystem for Controllers {
                 .with_context(|| format!("the relay to controller {to} in {}", cx.node.name()))?;
             let listener = Arc::new(listener);
             let from = origin(cx, to)?;
-            let (l, conns) = (listener.clone(), relays.conns.clone());
+            let reach = Arc::new(Mutex::new(order::RELAY_REACH, Reach::default()));
+            let ends = Ends {
+                to,
+                conns: relays.conns.clone(),
+                reach: reach.clone(),
+            };
+            let l = listener.clone();
             std::thread::Builder::new()
                 .name(format!("relay-{}", to.port()))
-                .spawn(move || relay(&l, &from, to, &conns))?;
+                .spawn(move || relay(&l, &from, ends))?;
             relays.listeners.push(listener);
+            relays.links.push((to, reach));
         }
         Ok(())
     }
@@ -335,46 +369,57 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
         .find(|n| n.wiring().addrs().any(|a| a.addr == ip))
 }
 
-/// Accepts the switch's connections until the listener is shut down, each relayed to
-/// `to` from the namespace `from` on threads of its own.
-fn relay(
-    listener: &TcpListener,
-    from: &OwnedFd,
+/// What a relay's connections share: where they go, the sockets `exit` shuts down, and
+/// what `status` says of them.
+#[derive(Clone)]
+struct Ends {
     to: SocketAddr,
-    conns: &Arc<Mutex<Vec<TcpStream>>>,
-) {
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    reach: Arc<Mutex<Reach>>,
+}
+
+/// Accepts the switch's connections until the listener is shut down, each relayed to
+/// the controller from the namespace `from` on threads of its own.
+fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
     if sys::ns::setns_net(from.as_fd()).is_err() {
         return;
     }
     while let Ok((inner, _)) = listener.accept() {
-        let conns = conns.clone();
+        let ends = ends.clone();
         let _ = std::thread::Builder::new()
             .name("relay-conn".into())
-            .spawn(move || carry(inner, to, &conns));
+            .spawn(move || carry(inner, &ends));
     }
 }
 
-/// One connection: made to `to`, then both directions copied until either side ends.
-fn carry(inner: TcpStream, to: SocketAddr, conns: &Mutex<Vec<TcpStream>>) {
-    let Ok(outer) = TcpStream::connect_timeout(&to, Duration::from_secs(5)) else {
-        // Unreachable: the switch retries, as it would with the controller itself.
-        return;
+/// One connection: made to the controller, then both directions copied until either
+/// side ends.
+fn carry(inner: TcpStream, ends: &Ends) {
+    let outer = match TcpStream::connect_timeout(&ends.to, Duration::from_secs(5)) {
+        Ok(outer) => outer,
+        Err(e) => {
+            // Unreachable: the switch retries, as it would with the controller itself.
+            ends.reach.lock().failed = Some(e.to_string());
+            return;
+        }
     };
     let _ = (inner.set_nodelay(true), outer.set_nodelay(true));
     let (Ok(a), Ok(b)) = (inner.try_clone(), outer.try_clone()) else {
         return;
     };
     {
-        let mut held = conns.lock();
+        let mut held = ends.conns.lock();
         held.extend(inner.try_clone());
         held.extend(outer.try_clone());
     }
+    ends.reach.lock().live += 1;
     let back = std::thread::Builder::new()
         .name("relay-back".into())
         .spawn(move || copy(b, a));
     copy(inner, outer);
     let _ = back.map(|t| t.join());
+    ends.reach.lock().live -= 1;
 }
 
 /// Copies `from` to `to` until `from` ends, then ends both.

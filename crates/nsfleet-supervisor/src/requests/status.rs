@@ -3,6 +3,7 @@
 use crate::control::{FleetStatus, NodeStatus};
 use crate::Supervisor;
 use nsfleet_core::Node;
+use nsfleet_subsys::ovs::Relays;
 use nsfleet_subsys::process::Procs;
 use nsfleet_sys as sys;
 
@@ -17,7 +18,12 @@ impl Supervisor {
                 processes: n
                     .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
                     .unwrap_or_default(),
-                interfaces: describe_ifaces(n),
+                interfaces: (describe_ifaces(n).into_iter())
+                    .chain(
+                        n.inspect::<Relays, _>(self.defaults.ovs_controllers, |r| r.describe())
+                            .unwrap_or_default(),
+                    )
+                    .collect(),
                 impairments: self.impairments(n),
                 clab: n.config().clab.clone(),
             })
