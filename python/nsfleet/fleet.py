@@ -200,13 +200,17 @@ class Fleet:
 
     @classmethod
     def from_file(cls, path: Union[str, "os.PathLike[str]"], name: Optional[str] = None,
-                  workers: Optional[int] = None) -> "Fleet":
-        """Brings up the fleet of a topology file (nsfleet's TOML or containerlab's YAML)."""
+                  workers: Optional[int] = None, owner: Optional[int] = None) -> "Fleet":
+        """Brings up the fleet of a topology file (nsfleet's TOML or containerlab's YAML).
+        With `owner` (a pid, `os.getpid()` for this process) the fleet goes down when that
+        process ends, however it ends."""
         args = ["up", os.fspath(path)]
         if name is not None:
             args += ["--name", name]
         if workers is not None:
             args += ["--workers", str(workers)]
+        if owner is not None:
+            args += ["--owner", str(owner)]
         j = _binary.run_json(args)
         known = UpReport.__dataclass_fields__
         report = UpReport(**{k: v for k, v in j.items() if k in known})
@@ -214,7 +218,7 @@ class Fleet:
 
     @classmethod
     def from_dict(cls, topology: Mapping[str, Any], name: Optional[str] = None,
-                  workers: Optional[int] = None) -> "Fleet":
+                  workers: Optional[int] = None, owner: Optional[int] = None) -> "Fleet":
         """Brings up the fleet a dict describes, as a topology file would (`{"fleet":
         {"name": ...}, "node": [...], "link": [...]}`)."""
         text = _toml.dumps(topology)
@@ -222,7 +226,7 @@ class Fleet:
             path = Path(d) / "topology.toml"
             path.write_text(text)
             try:
-                return cls.from_file(path, name=name, workers=workers)
+                return cls.from_file(path, name=name, workers=workers, owner=owner)
             except TopologyError as e:
                 raise _in_dict(e, str(path), text) from None
 
@@ -278,6 +282,18 @@ class Fleet:
         if clear:
             args.append("--clear")
         return _impairment(_binary.run_json(args).get("impair"))
+
+    def apply(self, topology: Mapping[str, Any]) -> None:
+        """Changes the running fleet into what `topology` (a dict, as `from_dict` takes)
+        says, only where they differ (`nsfleet apply`); all or nothing."""
+        text = _toml.dumps(topology)
+        with tempfile.TemporaryDirectory(prefix="nsfleet-py-") as d:
+            path = Path(d) / "topology.toml"
+            path.write_text(text)
+            try:
+                _binary.run_json(["apply", str(path), "--name", self.name])
+            except TopologyError as e:
+                raise _in_dict(e, str(path), text) from None
 
     def down(self, wait: bool = True) -> DownReport:
         """Tears the fleet down; with `wait`, returns once the kernel has reclaimed every

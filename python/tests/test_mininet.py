@@ -1,12 +1,16 @@
 """Mininet's API on nsfleet, against the real kernel: a Topo subclass built and pinged,
 commands in nodes' shells, TCLink's bandwidth as an impairment, links pulled, what
-nsfleet lacks refused at the script's line before anything exists, and scripts run
-unchanged by `nsfleet mn`."""
+nsfleet lacks refused at the script's line before anything exists, scripts run
+unchanged by `nsfleet mn`, and a script's network ending with it, however it ends."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,7 @@ import pytest
 from nsfleet import _binary
 from nsfleet.mininet.link import TCLink
 from nsfleet.mininet.net import Mininet
-from nsfleet.mininet.node import Node, RemoteController
+from nsfleet.mininet.node import CPULimitedHost, Node
 from nsfleet.mininet.topo import SingleSwitchTopo, Topo
 from nsfleet.mininet.topolib import TreeTopo
 from nsfleet.mininet._unsupported import Unsupported
@@ -90,10 +94,10 @@ def test_a_router_between_subnets_and_a_shaped_link(run_dir: Path) -> None:
 
 def test_what_nsfleet_lacks_is_refused_at_the_scripts_line(run_dir: Path) -> None:
     with pytest.raises(Unsupported) as e:
-        Mininet(topo=SingleSwitchTopo(2), controller=RemoteController)
+        Mininet(topo=SingleSwitchTopo(2), host=CPULimitedHost)
     line = sys._getframe().f_lineno - 1
     assert e.value.file == __file__ and e.value.line == line, e.value.message
-    assert "RemoteController is not available on nsfleet" in e.value.message
+    assert "CPULimitedHost is not available on nsfleet" in e.value.message
     with pytest.raises(Unsupported, match="xterms"):
         Mininet(xterms=True)
 
@@ -121,10 +125,55 @@ def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Pat
     done = mn(str(script), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "*** Results: 0% dropped (6/6 received)" in done.stdout
-    bad = tmp_path / "remote.py"
+    bad = tmp_path / "limited.py"
     bad.write_text("from mininet.net import Mininet\n"
-                   "from mininet.node import RemoteController\n"
-                   "net = Mininet(controller=RemoteController)\n")
+                   "from mininet.node import CPULimitedHost\n"
+                   "net = Mininet(host=CPULimitedHost)\n")
     done = mn(str(bad), tmp_path)
     assert done.returncode == 1
-    assert f"{bad}:3: RemoteController is not available on nsfleet" in done.stderr, done.stderr
+    assert f"{bad}:3: CPULimitedHost is not available on nsfleet" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGKILL])
+def test_a_scripts_network_ends_with_the_script_however_it_ends(run_dir: Path, tmp_path: Path,
+                                                               sig: int) -> None:
+    script = tmp_path / "waits.py"
+    script.write_text(
+        "import sys, time\n"
+        "from mininet.net import Mininet\n"
+        "from mininet.topo import SingleSwitchTopo\n"
+        "net = Mininet(topo=SingleSwitchTopo(2))\n"
+        "net.start()\n"
+        "print('ready', net.controllers[0].process.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    p = subprocess.Popen([_binary.executable(), "mn", str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.startswith("ready"), line
+        controller = int(line.split()[1])
+        assert _fleets() == 1
+        p.send_signal(sig)
+        p.wait(30)
+        deadline = time.monotonic() + 20
+        while _fleets() or _alive(controller):
+            assert time.monotonic() < deadline, f"signal {sig}: the network outlived its script"
+            time.sleep(0.1)
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _fleets() -> int:
+    out = subprocess.run([_binary.executable(), "status", "--json"], capture_output=True,
+                         text=True, check=True)
+    return len([f for f in json.loads(out.stdout).get("fleets", []) if f["state"] != "dead"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")

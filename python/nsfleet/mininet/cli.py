@@ -102,7 +102,14 @@ class CLI:
         self.mn.configLinkStatus(*args)
 
     def do_sh(self, args: list) -> None:
+        """A command on the host, as Mininet's `sh`; but Open vSwitch's tools, which on
+        Mininet reach the host's Open vSwitch, go to the switch they name: each switch
+        runs its own (`sh ovs-vsctl get-controller s1` runs in s1)."""
         import subprocess
+        switch = _ovs_switch(self.mn, args)
+        if switch is not None:
+            print(switch.cmd(*args), end="")
+            return
         subprocess.run(" ".join(args), shell=True)
 
     def do_py(self, args: list) -> None:
@@ -111,3 +118,18 @@ class CLI:
     def do_noecho(self, args: list) -> None:
         if args and args[0] in self.mn:
             self.node_command(args[0], args[1:])
+
+
+_OVS_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ovs-dpctl")
+
+
+def _ovs_switch(net: Any, args: list) -> Any:
+    """The Open vSwitch switch of `net` an Open vSwitch command names, if it is one."""
+    if not args or args[0] not in _OVS_TOOLS:
+        return None
+    from .node import OVSSwitch
+    named = [net[a] for a in args[1:] if a in net and isinstance(net[a], OVSSwitch)]
+    switches = [s for s in net.switches if isinstance(s, OVSSwitch)]
+    if named:
+        return named[0]
+    return switches[0] if len(switches) == 1 else None

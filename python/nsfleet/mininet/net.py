@@ -11,6 +11,7 @@ import ipaddress
 import itertools
 import os
 import re
+import time
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -18,7 +19,7 @@ from ..fleet import Fleet
 from . import log
 from ._unsupported import Unsupported, once
 from .link import Intf, Link, TCLink
-from .node import Controller, Host, Node, OVSKernelSwitch, RemoteController, Switch
+from .node import Controller, Host, Node, OVSKernelSwitch, Switch
 from .node import CPULimitedHost
 from .topo import Topo, natural
 
@@ -55,12 +56,12 @@ class Mininet:
         if autoPinCpus:
             raise Unsupported("autoPinCpus", "nodes are not pinned to CPUs")
         # Refused here, at the script's Mininet(...) line, even when no node of that class
-        # is made yet (the classes' constructors refuse too).
-        for cls in (host, controller):
-            if isinstance(cls, type) and issubclass(cls, (RemoteController, CPULimitedHost)):
-                cls("c0")
+        # is made yet (the class's constructor refuses too).
+        if isinstance(host, type) and issubclass(host, CPULimitedHost):
+            host("h0")
         self.topo = topo
         self.switch, self.host, self.controller, self.link, self.intf = switch, host, controller, link, intf
+        self.waitConn = waitConnected
         self.ipBase = ipBase
         self.network = ipaddress.ip_network(ipBase, strict=False)
         self.nextIP = 1
@@ -74,8 +75,16 @@ class Mininet:
         self.fleet: Optional[Fleet] = None
         self.name = f"mn{os.getpid() % 100000}x{next(_serial)}"
         self.built = False
+        # The controllers each switch connects to, where a script said (`s1.start([c1])`);
+        # the others connect to every controller of the network, as Mininet's do.
+        self.switchControllers: Dict[str, List[Controller]] = {}
         if topo is not None and build:
             self.build()
+
+    @classmethod
+    def init(cls) -> None:
+        """Mininet's one-time set-up of the host (its limits, the kernel modules it needs):
+        nothing to do here."""
 
     # -- describing --
     def addHost(self, name: str, cls: Any = None, **params: Any) -> Node:
@@ -193,29 +202,75 @@ class Mininet:
         if nodes:
             doc["node"] = nodes
         if self.switches:
-            doc["switch"] = [{"name": s.name} for s in self.switches]
+            doc["switch"] = self._switch_entries()
         if links:
             doc["link"] = links
         return doc
 
-    def start(self) -> None:
-        """Builds the network: one `nsfleet up` of the whole topology, then each node's
-        `config` (its own commands), as Mininet configures hosts."""
+    def _switch_entries(self) -> List[Dict[str, Any]]:
+        """Each switch with where its controllers are: a controller's k-th switch may be
+        sent to another of its processes (see `Controller`)."""
+        seen: Dict[int, int] = {}
+        out = []
+        for s in self.switches:
+            targets = []
+            for c in self._controllers_of(s):
+                k = seen.get(id(c), 0)
+                seen[id(c)] = k + 1
+                t = c.target(k)
+                if t:
+                    targets.append(t)
+            out.append(s.entry(targets))
+        return out
+
+    def _controllers_of(self, switch: Switch) -> List[Controller]:
+        return self.switchControllers.get(switch.name, self.controllers)
+
+    def connect(self, switch: Switch, controllers: List[Controller]) -> None:
+        """`switch.start(controllers)`: before the network runs, what it will connect to
+        (and the network is launched); on a running network a change, made with
+        `nsfleet apply` (the switch's Open vSwitch starts again)."""
+        before = self._controllers_of(switch)
+        self.switchControllers[switch.name] = controllers
+        if self.fleet is None:
+            self.launch()
+        elif [id(c) for c in controllers] != [id(c) for c in before]:
+            self.fleet.apply(self.topology())
+        setattr(switch, "controllers", controllers)
+
+    def launch(self) -> None:
+        """The fleet, once: one `nsfleet up` of the whole topology, then each host's
+        `config` (its own commands), as Mininet configures hosts. `start()` launches it;
+        so does the first switch a script starts by hand (`s1.start([c0])`)."""
+        if self.fleet is not None:
+            return
         self.build()
         _raise_nofile()
         log.info("*** Configuring hosts\n" + " ".join(h.name for h in self.hosts) + " \n")
-        self.fleet = Fleet.from_dict(self.topology())
+        # Owned by this process: however the script ends (SIGKILL, a closed terminal),
+        # its network goes with it.
+        self.fleet = Fleet.from_dict(self.topology(), owner=os.getpid())
         _running.add(self)
         for h in self.hosts:
             h.runDeferred()
             h.configDefault()
+
+    def start(self) -> None:
+        """Starts the controllers (switches then connect at once), launches the fleet
+        (see `launch`) and its switches."""
+        self.build()
         if self.controllers:
             log.info("*** Starting controller\n" + " ".join(c.name for c in self.controllers) + " \n")
+            for c in self.controllers:
+                c.start()
+        self.launch()
         log.info(f"*** Starting {len(self.switches)} switches\n" + " ".join(s.name for s in self.switches) + " ...\n")
         for s in self.switches:
-            s.start(self.controllers)
+            setattr(s, "controllers", self._controllers_of(s))
         if self.autoStaticArp:
             self.staticArp()
+        if self.waitConn:
+            self.waitConnected()
 
     def stop(self) -> None:
         """Ends every node's shell and brings the fleet down, to full reclamation."""
@@ -229,6 +284,8 @@ class Mininet:
         if self.fleet is not None:
             self.fleet.down()
             self.fleet = None
+        for c in self.controllers:
+            c.stop()
         _running.discard(self)
         log.info("*** Done\n")
 
@@ -240,6 +297,20 @@ class Mininet:
             self.stop()
 
     def waitConnected(self, timeout: Optional[float] = None, delay: float = 0.5) -> bool:
+        """Waits until every switch forwards (standalone, or connected to a controller);
+        True if they all do within `timeout` (None: forever)."""
+        log.info("*** Waiting for switches to connect\n")
+        waited = 0.0
+        remaining = list(self.switches)
+        while remaining:
+            remaining = [s for s in remaining if not s.connected()]
+            if not remaining:
+                break
+            if timeout is not None and waited >= timeout:
+                log.warn(f"Timed out after {waited} seconds\n" + " ".join(s.name for s in remaining) + "\n")
+                return False
+            time.sleep(delay)
+            waited += delay
         return True
 
     def staticArp(self) -> None:
@@ -350,7 +421,9 @@ def _end(intf: Intf, impair: Dict[str, str]) -> Any:
     """A link end as nsfleet's topology writes it: a switch's name, or `node:iface` with
     its address, MAC and impairment."""
     if isinstance(intf.node, Switch):
-        return intf.node.name if not impair else {"at": intf.node.name, "impair": impair}
+        # The switch's port by Mininet's name (s1-eth1), which Open vSwitch's tools use.
+        at = f"{intf.node.name}:{intf.name}"
+        return at if not impair else {"at": at, "impair": impair}
     end: Dict[str, Any] = {"at": f"{intf.node.name}:{intf.name}"}
     ip = intf.IP()
     if ip:

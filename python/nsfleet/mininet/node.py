@@ -1,19 +1,27 @@
-"""Mininet's nodes on nsfleet. A `Host` or `Node` is an nsfleet node; a switch (any of
-Mininet's switch classes) is a Linux bridge in a namespace of its own. Each node's
-commands go to one shell kept in the node, as Mininet's do (`cmd`, `sendCmd`,
-`waitOutput`, `monitor`), started the first time the node is asked to run something.
-Controllers have nothing to do with Linux bridges; one elsewhere (`RemoteController`) is
-refused."""
+"""Mininet's nodes on nsfleet. A `Host` or `Node` is an nsfleet node; a switch is a node
+of its own: Open vSwitch's classes are nsfleet switches of kind "ovs" (each with its own
+Open vSwitch), `LinuxBridge` a Linux bridge. Each node's commands go to one shell kept in
+the node, as Mininet's do (`cmd`, `sendCmd`, `waitOutput`, `monitor`), started the first
+time the node is asked to run something. `Controller` runs Open vSwitch's test controller
+on the host, as Mininet does; `RemoteController` is one the host reaches."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pty
+import re
 import select
+import shutil
+import signal
+import socket
 import subprocess
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from .. import _binary
+from . import log
 from ._unsupported import Unsupported, once
 
 if TYPE_CHECKING:
@@ -32,6 +40,9 @@ class Node:
     inToNode: Dict[int, "Node"] = {}
 
     def __init__(self, name: str, inNamespace: bool = True, **params: Any) -> None:
+        if not inNamespace and not isinstance(self, Switch):
+            raise Unsupported(f"{type(self).__name__}({name!r}, inNamespace=False)",
+                              "a node outside a namespace is the host itself, which nsfleet never drives")
         self.name = name
         self.inNamespace = inNamespace
         self.params = params
@@ -246,6 +257,8 @@ class Node:
             once("deferred", "commands given to nodes before start() are run once the network is up")
             self.deferred.append(" ".join(str(a) for a in args))
             return ""
+        # Mininet says what it runs, when asked to be verbose (cmdPrint).
+        (log.info if verbose else log.debug)(f"*** {self.name} : {args}\n")
         self.sendCmd(*args, **kwargs)
         return self.waitOutput(verbose)
 
@@ -304,7 +317,24 @@ class Switch(Node):
 
     def __init__(self, name: str, dpid: Optional[str] = None, **params: Any) -> None:
         super().__init__(name, **params)
-        self.dpid = dpid
+        self.dpid = self.defaultDpid(dpid)
+
+    def defaultDpid(self, dpid: Optional[str] = None) -> str:
+        """Mininet's: the given one, else the number in the switch's name, in hex."""
+        if dpid:
+            dpid = dpid.replace(":", "")
+        else:
+            nums = re.findall(r"\d+", self.name)
+            if not nums:
+                raise Unsupported(f"switch {self.name!r} without a dpid",
+                                  "give it a dpid, or a name with a number (s1)")
+            dpid = hex(int(nums[0]))[2:]
+        return dpid.rjust(self.dpidLen, "0")
+
+    def entry(self, targets: Sequence[str]) -> Dict[str, Any]:
+        """The switch as nsfleet's topology writes it; `targets`: where its controllers
+        are (`tcp:IP:PORT`)."""
+        return {"name": self.name}
 
     def start(self, controllers: List[Any]) -> None:
         pass
@@ -317,7 +347,7 @@ class Switch(Node):
 
 
 class LinuxBridge(Switch):
-    """Mininet's LinuxBridge: what every switch is here."""
+    """Mininet's LinuxBridge: a learning switch without OpenFlow."""
 
     def __init__(self, name: str, stp: bool = False, prio: Optional[int] = None, **params: Any) -> None:
         if stp:
@@ -325,49 +355,209 @@ class LinuxBridge(Switch):
         super().__init__(name, **params)
 
 
-class OVSSwitch(LinuxBridge):
-    """Open vSwitch, mapped to a Linux bridge (a learning switch, as OVS with Mininet's
-    default controller behaves); said once."""
+_DATAPATHS = {"kernel": "auto", "user": "user"}
 
-    def __init__(self, name: str, **params: Any) -> None:
-        once("ovs", f"{type(self).__name__} is a Linux bridge on nsfleet (a learning switch; no OpenFlow)")
-        params.pop("failMode", None)
-        params.pop("datapath", None)
-        params.pop("protocols", None)
-        params.pop("inband", None)
+
+class OVSSwitch(Switch):
+    """Open vSwitch, as Mininet runs it: an nsfleet switch of kind "ovs" (its own
+    ovsdb-server and ovs-vswitchd in its node), connected to the network's controllers.
+    `datapath="kernel"` forwards in the kernel where its openvswitch module is, on Open
+    vSwitch's userspace datapath otherwise (said by the switch's log)."""
+
+    def __init__(self, name: str, failMode: str = "secure", datapath: str = "kernel",
+                 inband: bool = False, protocols: Optional[str] = None,
+                 reconnectms: int = 1000, stp: bool = False, batch: bool = False,
+                 **params: Any) -> None:
+        if stp:
+            raise Unsupported(f"{type(self).__name__}(stp=True)", "spanning tree is not set on nsfleet's switches")
+        if datapath not in _DATAPATHS:
+            raise Unsupported(f"datapath={datapath!r}", "expected 'kernel' or 'user'")
         super().__init__(name, **params)
+        self.failMode, self.datapath, self.protocols = failMode, datapath, protocols
+        # The controllers it was started with, once the network runs.
+        self.controllers: Optional[List[Controller]] = None
+
+    def entry(self, targets: Sequence[str]) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"name": self.name, "kind": "ovs", "fail_mode": self.failMode,
+                               "datapath": _DATAPATHS[self.datapath], "dpid": self.dpid}
+        if self.protocols:
+            out["protocols"] = [p.strip() for p in self.protocols.split(",")]
+        if targets:
+            out["controller"] = list(targets)
+        numbers = {i.name: p for p, i in self.intfs.items()}
+        if numbers:
+            out["port_numbers"] = numbers
+        return out
+
+    def start(self, controllers: List[Any]) -> None:
+        """Connects to `controllers`: made so with the network, or changed on a running
+        one (the switch's Open vSwitch starts again, through `nsfleet apply`)."""
+        net = self.net
+        if net is None:
+            raise Unsupported(f"{type(self).__name__}.start outside a Mininet network",
+                              "a switch is made with its network (Mininet(...), addSwitch)")
+        net.connect(self, list(controllers))
+
+    @classmethod
+    def setup(cls) -> None:
+        """Mininet checks the host's Open vSwitch here; each switch here runs its own, and
+        only Open vSwitch's programs are needed."""
+        if shutil.which("ovs-vswitchd") is None:
+            raise Unsupported(cls.__name__, "Open vSwitch is not installed: apt-get install openvswitch-switch")
+
+    @classmethod
+    def isOldOVS(cls) -> bool:
+        return False
+
+    @classmethod
+    def OVSVersion(cls) -> str:
+        out = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout
+        found = re.search(r"\d+\.\d+(\.\d+)?", out)
+        return found.group(0) if found else ""
+
+    def dpctl(self, *args: Any) -> str:
+        """`ovs-ofctl CMD SWITCH ARGS...`, as Mininet's dpctl."""
+        return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
+
+    def vsctl(self, *args: Any, **kwargs: Any) -> str:
+        return self.cmd("ovs-vsctl", *args)
+
+    def connected(self) -> bool:
+        """Whether it forwards: standalone, or connected to a controller."""
+        if self.failMode == "standalone" or not self.controllers:
+            return True
+        return "true" in self.cmd("ovs-vsctl --columns=is_connected list Controller")
+
+    def stop(self, deleteIntfs: bool = False) -> None:
+        pass
 
 
 OVSKernelSwitch = OVSSwitch
-OVSBridge = OVSSwitch
-UserSwitch = OVSSwitch
-IVSSwitch = OVSSwitch
+
+
+class OVSBridge(OVSSwitch):
+    """An OVSSwitch in standalone mode, ignoring controllers (Mininet's)."""
+
+    def __init__(self, name: str, **params: Any) -> None:
+        params["failMode"] = "standalone"
+        super().__init__(name, **params)
+
+    def entry(self, targets: Sequence[str]) -> Dict[str, Any]:
+        return super().entry([])
+
+    def start(self, controllers: List[Any]) -> None:
+        pass
+
+
+class UserSwitch(OVSSwitch):
+    """Mininet's UserSwitch (CPqD's ofsoftswitch): Open vSwitch on its userspace datapath
+    here (said once)."""
+
+    def __init__(self, name: str, dpopts: str = "", **params: Any) -> None:
+        once("userswitch", "UserSwitch is Open vSwitch on its userspace datapath on nsfleet")
+        params["datapath"] = "user"
+        super().__init__(name, **params)
+
+
+class IVSSwitch(OVSSwitch):
+    """Indigo Virtual Switch: Open vSwitch here (said once)."""
+
+    def __init__(self, name: str, **params: Any) -> None:
+        once("ivs", "IVSSwitch is Open vSwitch on nsfleet")
+        params.pop("verbose", None)
+        super().__init__(name, **params)
+
+
 OVSLegacyKernelSwitch = OVSSwitch
 
 
 class Controller:
-    """Mininet's controllers drive OpenFlow switches; Linux bridges learn on their own,
-    so a local controller has nothing to do here and is not started (said once)."""
+    """Mininet's Controller: Open vSwitch's test controller (a learning switch), run on
+    the host as Mininet runs it, listening on `ip`:`port`. It ends with the network,
+    or with this process however it ends (PR_SET_PDEATHSIG).
 
-    def __init__(self, name: str = "c0", *args: Any, **params: Any) -> None:
-        once("controller", f"{type(self).__name__} {name}: switches are Linux bridges, which need no controller; not started")
-        self.name = name
+    ovs-testcontroller takes at most 16 switches ("max 16 switch connections"), so a
+    Mininet network of more (tree1024's 33) never connects them all, on Mininet too. Here
+    each further 16 switches get a process of their own, on a port of its own: each
+    switch is its own learning switch to it, so that it behaves as one controller."""
+
+    # ovs-testcontroller's limit (MAX_SWITCHES).
+    SWITCHES_PER_PROCESS = 16
+
+    def __init__(self, name: str = "c0", inNamespace: bool = False,
+                 command: str = "ovs-testcontroller", cargs: str = "ptcp:%d",
+                 cdir: Optional[str] = None, ip: str = "127.0.0.1", port: int = 6653,
+                 protocol: str = "tcp", verbose: bool = False, **params: Any) -> None:
+        if inNamespace:
+            raise Unsupported(f"{type(self).__name__}(inNamespace=True)",
+                              "a controller runs on the host here (or is a node you start it in)")
+        self.name, self.command, self.cargs = name, command, cargs
+        self.ip, self.port, self.protocol = ip, int(port), protocol
         self.params = params
+        self.process: Optional[subprocess.Popen] = None
+        self._dir: Optional[str] = None
+        # The processes for switches beyond the first 16, with their ports.
+        self.more: List["tuple[int, subprocess.Popen]"] = []
+        if shutil.which(command) is None:
+            raise Unsupported(f"{type(self).__name__} ({command})",
+                              f"{command} is not installed: apt-get install openvswitch-testcontroller")
+
+    def target(self, k: int = 0) -> Optional[str]:
+        """Where the network's `k`-th switch of this controller connects, as nsfleet's
+        topology writes it: beyond the first 16, the port of a further process, started
+        here if this controller runs."""
+        group = k // self.SWITCHES_PER_PROCESS
+        if group == 0 or self.process is None:
+            return f"tcp:{self.ip}:{self.port}"
+        while len(self.more) < group:
+            port = _free_port(self.ip)
+            self.more.append((port, self._spawn(port, f"{self.name}.{len(self.more) + 2}")))
+        return f"tcp:{self.ip}:{self.more[group - 1][0]}"
 
     def start(self) -> None:
-        pass
+        if self.process is not None:
+            return
+        self.checkListening()
+        self._dir = tempfile.mkdtemp(prefix=f"nsfleet-{self.name}-")
+        self.process = self._spawn(self.port, self.name)
+
+    def _spawn(self, port: int, name: str) -> subprocess.Popen:
+        listen = self.cargs % port
+        if listen == f"ptcp:{port}":
+            listen += f":{self.ip}"
+        p = subprocess.Popen(
+            [self.command, f"--unixctl={self._dir}/{name}.ctl", listen],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self._dir,
+            preexec_fn=_die_with_parent)
+        _wait_listening(self.ip, port, p)
+        return p
 
     def stop(self) -> None:
-        pass
+        for p in [self.process, *(p for _, p in self.more)]:
+            if p is None:
+                continue
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.process, self.more = None, []
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def checkListening(self) -> None:
-        pass
+        """Refuses a port another program already listens on, as Mininet does."""
+        if _listening(self.ip, self.port):
+            raise Unsupported(f"{type(self).__name__} {self.name} on port {self.port}",
+                              "something already listens there: stop it, or give another port")
 
     def IP(self) -> str:
-        return "127.0.0.1"
+        return self.ip
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name}>"
+        return f"<{type(self).__name__} {self.name}: {self.ip}:{self.port}>"
 
 
 OVSController = Controller
@@ -380,13 +570,78 @@ def DefaultController(name: str = "c0", **params: Any) -> Controller:
 
 
 class RemoteController(Controller):
-    """Refused: an OpenFlow controller elsewhere needs OpenFlow switches."""
+    """A controller that runs elsewhere (os-ken, Faucet, ONOS, POX...), at an address
+    the host reaches; nothing is started."""
 
-    def __init__(self, name: str = "c0", *args: Any, **params: Any) -> None:
-        raise Unsupported("RemoteController", "switches are Linux bridges and speak no OpenFlow")
+    def __init__(self, name: str = "c0", ip: str = "127.0.0.1", port: Optional[int] = None,
+                 **params: Any) -> None:
+        self.name, self.ip = name, ip
+        self.port = int(port) if port is not None else 6653
+        self.params = params
+        self.process = None
+        self._dir = None
+        self.more = []
+
+    def target(self, k: int = 0) -> Optional[str]:
+        return f"tcp:{self.ip}:{self.port}"
+
+    def start(self) -> None:
+        if not _listening(self.ip, self.port):
+            log.warn(f"Unable to contact the remote controller at {self.ip}:{self.port}\n")
+
+    def stop(self) -> None:
+        pass
+
+    def checkListening(self) -> None:
+        pass
 
 
 class NullController(Controller):
+    """No controller: switches get none."""
+
     def __init__(self, name: str = "c0", *args: Any, **params: Any) -> None:
         self.name = name
         self.params = params
+        self.process = None
+        self._dir = None
+        self.more = []
+
+    def target(self, k: int = 0) -> Optional[str]:
+        return None
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _free_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(ip: str, port: int) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_listening(ip: str, port: int, process: subprocess.Popen) -> None:
+    """Until the controller listens (it takes a few milliseconds), or it has exited."""
+    for _ in range(200):
+        if process.poll() is not None:
+            raise Unsupported(f"controller on {ip}:{port}", f"it exited at once (status {process.returncode})")
+        if _listening(ip, port):
+            return
+        time.sleep(0.025)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when this process ends, however it ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

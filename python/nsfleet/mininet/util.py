@@ -88,3 +88,34 @@ def pmonitor(popens: Dict[Any, Any], timeoutms: int = 500, readline: bool = True
 def numCores() -> int:
     import os
     return os.cpu_count() or 1
+
+
+def decode(s: Any) -> str:
+    """Bytes as text (Mininet's, for Python 2 and 3 alike)."""
+    return s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
+
+
+def encode(s: Any) -> bytes:
+    return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
+
+class _Pexpect:
+    """pexpect whose `spawn` speaks text (utf-8), as Mininet's `util.pexpect` is."""
+
+    @staticmethod
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        import pexpect
+        kwargs.setdefault("encoding", "utf-8")
+        return pexpect.spawn(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        import pexpect
+        return getattr(pexpect, name)
+
+
+def __getattr__(name: str) -> Any:
+    """`mininet.util.pexpect`, as Mininet's tests import it (pexpect is imported only
+    then: nothing else here needs it)."""
+    if name == "pexpect":
+        return _Pexpect()
+    raise AttributeError(name)

@@ -1,0 +1,123 @@
+"""OpenFlow controllers driving nsfleet's Open vSwitch switches through Mininet's API:
+Faucet (from the package registry) as a `RemoteController` on the host, a learning
+switch with its flows in `dump-flows`, and the switch left in its fail mode when Faucet
+goes; Mininet's own `Controller` (Open vSwitch's test controller) as Mininet runs it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from nsfleet.mininet.net import Mininet
+from nsfleet.mininet.node import OVSSwitch, RemoteController
+from nsfleet.mininet.topo import SingleSwitchTopo
+
+FAUCET_COOKIE = "0x5adc15c0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@pytest.fixture
+def faucet(tmp_path: Path) -> Iterator[subprocess.Popen]:
+    """Faucet on 127.0.0.1 at a free port, for one switch (dp_id 1) whose ports 1-3 are
+    in one VLAN: a learning switch. Its port is the process's `.port`."""
+    exe = Path(sys.executable).parent / "faucet"
+    if not exe.exists():
+        pytest.skip("faucet is not installed (pip install '.[test]')")
+    (tmp_path / "faucet.yaml").write_text(
+        "vlans:\n  lab:\n    vid: 100\n"
+        "dps:\n  s1:\n    dp_id: 1\n    hardware: \"Open vSwitch\"\n    interfaces:\n"
+        + "".join(f"      {p}: {{native_vlan: lab}}\n" for p in (1, 2, 3)))
+    port = _free_port()
+    env = dict(os.environ,
+               PATH=f"{exe.parent}:{os.environ.get('PATH', '')}",
+               FAUCET_CONFIG=str(tmp_path / "faucet.yaml"),
+               FAUCET_LOG=str(tmp_path / "faucet.log"),
+               FAUCET_EXCEPTION_LOG=str(tmp_path / "faucet-exception.log"),
+               FAUCET_PROMETHEUS_ADDR="127.0.0.1",
+               FAUCET_PROMETHEUS_PORT=str(_free_port()))
+    p = subprocess.Popen([str(exe), f"--ryu-ofp-tcp-listen-port={port}",
+                          "--ryu-ofp-listen-host=127.0.0.1"], env=env, cwd=tmp_path,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=_die_with_parent)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert p.poll() is None, (tmp_path / "faucet.log").read_text()
+            assert time.monotonic() < deadline, "Faucet did not listen within 60 s"
+            time.sleep(0.1)
+        setattr(p, "port", port)
+        yield p
+    finally:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
+        run_dir: Path, faucet: subprocess.Popen) -> None:
+    port = getattr(faucet, "port")
+    net = Mininet(topo=SingleSwitchTopo(3),
+                  switch=lambda name, **p: OVSSwitch(name, protocols="OpenFlow13", **p),
+                  controller=lambda name, **p: RemoteController(name, ip="127.0.0.1", port=port),
+                  waitConnected=True)
+    net.start()
+    try:
+        assert net.pingAll() == 0.0
+        s1 = net["s1"]
+        flows = s1.dpctl("dump-flows", "-O", "OpenFlow13")
+        assert f"cookie={FAUCET_COOKIE}" in flows, flows
+        faucet.terminate()
+        faucet.wait(10)
+        assert s1.cmd("ovs-vsctl get-fail-mode s1").strip() == "secure"
+        # Secure: the flows Faucet set stay, and so do the hosts it has learned.
+        assert f"cookie={FAUCET_COOKIE}" in s1.dpctl("dump-flows", "-O", "OpenFlow13")
+    finally:
+        net.stop()
+
+
+@pytest.mark.skipif(shutil.which("ovs-testcontroller") is None,
+                    reason="openvswitch-testcontroller is not installed")
+def test_mininets_default_controller_is_open_vswitchs_test_controller(run_dir: Path) -> None:
+    net = Mininet(topo=SingleSwitchTopo(2), waitConnected=True)
+    net.start()
+    try:
+        c0 = net.controllers[0]
+        assert c0.process is not None and c0.process.poll() is None
+        assert net.pingAll() == 0.0
+        flows = net["s1"].dpctl("dump-flows")
+        assert "actions=output:" in flows, "the test controller's flows"
+        numbers = [net["s1"].cmd(f"ovs-vsctl get Interface s1-eth{i} ofport").strip() for i in (1, 2)]
+        assert numbers == ["1", "2"], "Mininet's port numbers"
+    finally:
+        net.stop()
+    assert c0.process is None, "the controller ends with the network"
