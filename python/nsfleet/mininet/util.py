@@ -104,13 +104,17 @@ class _Pexpect:
 
     @staticmethod
     def spawn(*args: Any, **kwargs: Any) -> Any:
-        import pexpect
         kwargs.setdefault("encoding", "utf-8")
-        return pexpect.spawn(*args, **kwargs)
+        return _pexpect_module().spawn(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        import pexpect
-        return getattr(pexpect, name)
+        return getattr(_pexpect_module(), name)
+
+
+def _pexpect_module() -> Any:
+    """pexpect, imported only when a test asks for it (it ships no type stubs)."""
+    import importlib
+    return importlib.import_module("pexpect")
 
 
 def __getattr__(name: str) -> Any:
