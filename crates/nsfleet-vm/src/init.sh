@@ -11,6 +11,9 @@ mkdir -p /proc /sys /dev /host /scratch /tmp /run.nsfleet
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# The loopback, up as on any machine: what listens on 127.0.0.1 (an OpenFlow controller
+# a switch's relay connects to) is otherwise unreachable.
+ip link set lo up
 # The host's watchdog waits for this: the guest runs (a KVM that hangs never gets here).
 echo alive > /dev/ttyS1 2>/dev/null
 stop() {
