@@ -15,8 +15,29 @@ use std::time::Instant;
 pub struct MininetArgs {
     pub depth: u64,
     pub fanout: u64,
+    /// Open vSwitch switches (Mininet's OVSBridge) rather than Linux bridges.
+    pub ovs: bool,
     pub common: Common,
 }
+
+/// Mininet with Open vSwitch needs the host's ovsdb-server and ovs-vswitchd: the bench
+/// runs its own, in a mount namespace of its own where Open vSwitch's folders are empty
+/// tmpfs mounts (the host's daemons, if any, and their files are never seen), and stops
+/// them after. Mininet's switches are in the host's namespace, as Mininet makes them.
+const OWN_OPEN_VSWITCH: &str = r#"
+set -e
+mount --make-rprivate /
+mount -t tmpfs tmpfs /run
+for d in /etc/openvswitch /var/log/openvswitch /var/lib/openvswitch; do mount -t tmpfs tmpfs "$d"; done
+mkdir -p /run/openvswitch
+ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
+ovsdb-server --remote=punix:/run/openvswitch/db.sock --pidfile --detach --no-chdir
+ovs-vsctl --no-wait init
+ovs-vswitchd --pidfile --detach --no-chdir
+stop() { for p in /run/openvswitch/*.pid; do kill "$(cat "$p")" 2>/dev/null || true; done; }
+trap stop EXIT
+"$@"
+"#;
 
 const DRIVER: &str = include_str!("mininet_driver.py");
 
@@ -26,6 +47,8 @@ struct Times {
     ready: Vec<f64>,
     start: Vec<f64>,
     stop: Vec<f64>,
+    /// Open vSwitch's daemons' memory (RSS) per switch, where the switches are OVS.
+    switch_rss: Vec<f64>,
 }
 
 pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
@@ -35,6 +58,8 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     let python =
         nsfleet::sys::host::python_with("nsfleet.mininet.net").map_err(anyhow::Error::msg)?;
     let (mut api, mut up, mut mn) = (Times::default(), Times::default(), Times::default());
+    // With Open vSwitch: `up` of the same network on Linux bridges, in the same run.
+    let mut bridges = Times::default();
     let mut unavailable = serde_json::Map::new();
     let mut mininet_ok = true;
     for r in 0..c.repetitions() {
@@ -46,21 +71,24 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
         ));
         let cli = Cli::new()?;
         let topo = cli.file("tree.toml", "")?;
-        let v = driver(
-            &python,
-            "nsfleet.mininet",
-            a.depth,
-            fanout,
-            Some(&topo),
-            &cli,
-        )?;
+        let v = driver(&python, "nsfleet.mininet", &a, fanout, Some(&topo), &cli)?;
         push(&mut api, &v);
+        // Read before `cli` goes (with its folder) at the end of its `up`.
+        let on_bridges = match a.ovs {
+            true => Some(std::fs::read_to_string(format!("{topo}.bridge.toml"))?),
+            false => None,
+        };
         push_up(&mut up, cli, &topo, c.workers)?;
+        if let Some(text) = on_bridges {
+            let cli = Cli::new()?;
+            let file = cli.file("bridges.toml", &text)?;
+            push_up(&mut bridges, cli, &file, c.workers)?;
+        }
         if mininet_ok {
             match driver(
                 &PathBuf::from("/usr/bin/python3"),
                 "mininet",
-                a.depth,
+                &a,
                 fanout,
                 None,
                 &Cli::new()?,
@@ -79,7 +107,7 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     let mut res = Results::new(
         "mininet",
         machine(),
-        serde_json::json!({"depth": a.depth, "fanout": fanout, "runs": c.repetitions(), "unavailable": unavailable}),
+        serde_json::json!({"depth": a.depth, "fanout": fanout, "switch": if a.ovs { "ovs" } else { "bridge" }, "runs": c.repetitions(), "unavailable": unavailable}),
     );
     let m = |u: &str, v: &[f64]| metric(u, Neither, v.to_vec());
     res.metric("api_start_s", m("s", &api.start))
@@ -103,9 +131,22 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
                 metric("x", Higher, ratios(&mn.stop, &api.stop)),
             );
     }
+    if a.ovs {
+        res.metric("up_bridges_ready_s", m("s", &bridges.ready))
+            .metric("up_bridges_stop_s", m("s", &bridges.stop))
+            .metric(
+                "up_ovs_over_bridges_ready",
+                metric("x", Lower, ratios(&up.ready, &bridges.ready)),
+            )
+            .metric("api_switch_rss_mb", m("MB", &api.switch_rss));
+        if !mn.switch_rss.is_empty() {
+            res.metric("mininet_switch_rss_mb", m("MB", &mn.switch_rss));
+        }
+    }
     let title = format!(
-        "Mininet's TreeNet(depth={}, fanout={fanout}): nsfleet's Mininet API, Mininet, nsfleet up",
-        a.depth
+        "Mininet's TreeNet(depth={}, fanout={fanout}) with {}: nsfleet's Mininet API, Mininet, nsfleet up",
+        a.depth,
+        if a.ovs { "Open vSwitch" } else { "Linux bridges" }
     );
     emit(&res, c, &title)
 }
@@ -114,6 +155,9 @@ fn push(t: &mut Times, v: &serde_json::Value) {
     t.start.push(v["start_s"].as_f64().unwrap_or(f64::NAN));
     t.ready.push(v["ready_s"].as_f64().unwrap_or(f64::NAN));
     t.stop.push(v["stop_s"].as_f64().unwrap_or(f64::NAN));
+    if let Some(rss) = v["ovs_rss_mb_per_switch"].as_f64() {
+        t.switch_rss.push(rss);
+    }
 }
 
 /// `nsfleet up` of the file the API wrote, to the first host reaching the last, and down.
@@ -150,18 +194,28 @@ fn last_host_address(toml: &str) -> Option<String> {
 fn driver(
     python: &PathBuf,
     prefix: &str,
-    depth: u64,
+    a: &MininetArgs,
     fanout: u64,
     topo: Option<&str>,
     cli: &Cli,
 ) -> anyhow::Result<serde_json::Value> {
-    let mut cmd = Command::new(python);
+    let switch = if a.ovs { "ovs" } else { "bridge" };
+    let mut cmd = match a.ovs && prefix == "mininet" {
+        true => {
+            let mut c = Command::new("unshare");
+            c.args(["-m", "sh", "-c", OWN_OPEN_VSWITCH, "sh"])
+                .arg(python);
+            c
+        }
+        false => Command::new(python),
+    };
     cmd.args([
         "-c",
         DRIVER,
         prefix,
-        &depth.to_string(),
+        &a.depth.to_string(),
         &fanout.to_string(),
+        switch,
     ])
     .args(topo)
     .env("NSFLEET_RUN_DIR", &cli.run_dir)

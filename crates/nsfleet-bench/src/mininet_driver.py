@@ -1,20 +1,46 @@
-# nsfleet bench mininet's driver: Mininet's TreeNet(depth, fanout) with Linux bridges and no
-# controller, from start to pingAll-ready (the first host reaches the last) and stop,
-# through the modules under PREFIX (`mininet`: Mininet itself; `nsfleet.mininet`: nsfleet's
-# API). With TOPO, nsfleet's API also writes the network as an nsfleet topology file there
-# (fleet "bench"), for `nsfleet up` of the same thing. Prints one JSON line of seconds.
+# nsfleet bench mininet's driver: Mininet's TreeNet(depth, fanout) with Linux bridges or
+# Open vSwitch (KIND "bridge" or "ovs": OVSBridge, standalone) and no controller, from
+# start to pingAll-ready (the first host reaches the last) and stop, through the modules
+# under PREFIX (`mininet`: Mininet itself; `nsfleet.mininet`: nsfleet's API). With TOPO,
+# nsfleet's API also writes the network as an nsfleet topology file there (fleet
+# "bench"), for `nsfleet up` of the same thing. Prints one JSON line of seconds (and, for
+# Open vSwitch, its daemons' memory per switch).
 import importlib
 import json
 import sys
 import time
 
-prefix, depth, fanout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-topo_out = sys.argv[4] if len(sys.argv) > 4 else None
+import functools
+import os
+
+prefix, depth, fanout, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+topo_out = sys.argv[5] if len(sys.argv) > 5 else None
 net_mod = importlib.import_module(prefix + ".net")
 topolib = importlib.import_module(prefix + ".topolib")
-bridge = getattr(importlib.import_module(prefix + ".node"), "LinuxBridge", None) \
-    or importlib.import_module(prefix + ".nodelib").LinuxBridge
+node = importlib.import_module(prefix + ".node")
+if kind == "ovs":
+    # Standalone (no controller), on the userspace datapath: this kernel has no
+    # openvswitch module, and the same datapath on both sides.
+    bridge = functools.partial(node.OVSBridge, datapath="user")
+else:
+    bridge = getattr(node, "LinuxBridge", None) \
+        or importlib.import_module(prefix + ".nodelib").LinuxBridge
 importlib.import_module(prefix + ".log").setLogLevel("error")
+
+
+def ovs_rss_mb():
+    """Open vSwitch's daemons' resident memory, all of them (the bench's only ones)."""
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                status = f.read()
+        except OSError:
+            continue
+        name = status.split("\n", 1)[0].split()[-1]
+        if name in ("ovsdb-server", "ovs-vswitchd"):
+            total += int(status.split("VmRSS:")[1].split()[0]) if "VmRSS:" in status else 0
+    return total / 1024.0
 
 t0 = time.monotonic()
 net = net_mod.Mininet(topo=topolib.TreeTopo(depth=depth, fanout=fanout), switch=bridge,
@@ -29,14 +55,24 @@ else:
     net.stop()
     sys.exit("%s never reached %s" % (first.name, last.name))
 t2 = time.monotonic()
+rss = ovs_rss_mb() / len(net.switches) if kind == "ovs" else None
 if topo_out:
     from nsfleet import _toml
     doc = net.topology()
     doc["fleet"]["name"] = "bench"
     with open(topo_out, "w") as f:
         f.write(_toml.dumps(doc))
+    if kind == "ovs":
+        # The same network on Linux bridges, for an OVS fleet against a bridge fleet.
+        for sw in doc.get("switch", []):
+            for key in list(sw):
+                if key != "name":
+                    del sw[key]
+        with open(topo_out + ".bridge.toml", "w") as f:
+            f.write(_toml.dumps(doc))
 t3 = time.monotonic()
 net.stop()
 t4 = time.monotonic()
 print(json.dumps({"start_s": t1 - t0, "ready_s": t2 - t0, "stop_s": t4 - t3,
-                  "hosts": len(net.hosts), "switches": len(net.switches)}))
+                  "hosts": len(net.hosts), "switches": len(net.switches),
+                  "ovs_rss_mb_per_switch": rss}))

@@ -213,9 +213,9 @@ pub enum Bench {
     },
     /// Mininet's tree1024 network (TreeNet(depth=2, fanout=32): 1,024 hosts) from start
     /// to pingAll-ready and stop, in the same run: nsfleet's Mininet API (Python), Mininet
-    /// itself (Linux bridges, no controller; needs mininet and bridge-utils), and nsfleet's
-    /// `up` of the same topology. Needs nsfleet's Python package (pip install .): run it
-    /// with the nsfleet of that virtual environment.
+    /// itself (no controller; needs mininet, and bridge-utils or Open vSwitch), and
+    /// nsfleet's `up` of the same topology. Needs nsfleet's Python package (pip install .):
+    /// run it with the nsfleet of that virtual environment.
     Mininet {
         /// The tree's depth.
         #[arg(long, value_parser = within::<1, 8>, default_value_t = 2)]
@@ -223,6 +223,12 @@ pub enum Bench {
         /// Children of each switch.
         #[arg(long, value_parser = within::<1, 1024>, default_value_t = 32)]
         fanout: u64,
+        /// The switches: "bridge" (Linux bridges) or "ovs" (Open vSwitch in standalone
+        /// mode, Mininet's OVSBridge, on the userspace datapath on both sides; Mininet's
+        /// runs on an ovsdb-server and ovs-vswitchd of the bench's own, in a mount
+        /// namespace where Open vSwitch's folders are empty, never the host's).
+        #[arg(long, value_parser = ["bridge", "ovs"], default_value = "bridge")]
+        switch: String,
         #[command(flatten)]
         common: BenchRuns,
     },
@@ -446,10 +452,12 @@ impl Bench {
             Bench::Mininet {
                 depth,
                 fanout,
+                switch,
                 common,
             } => mininet(MininetArgs {
                 depth,
                 fanout,
+                ovs: switch == "ovs",
                 common: common.common(),
             }),
             Bench::All { common } => {
