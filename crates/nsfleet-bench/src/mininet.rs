@@ -36,6 +36,7 @@ ovs-vsctl --no-wait init
 ovs-vswitchd --pidfile --detach --no-chdir
 stop() { for p in /run/openvswitch/*.pid; do kill "$(cat "$p")" 2>/dev/null || true; done; }
 trap stop EXIT
+trap 'stop; exit 130' INT TERM HUP
 "$@"
 "#;
 

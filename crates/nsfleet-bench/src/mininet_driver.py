@@ -29,7 +29,8 @@ importlib.import_module(prefix + ".log").setLogLevel("error")
 
 
 def ovs_rss_mb():
-    """Open vSwitch's daemons' resident memory, all of them (the bench's only ones)."""
+    """Open vSwitch's daemons' resident memory, every one on the machine: on a machine
+    that runs an Open vSwitch of its own, its daemons are counted too."""
     total = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -76,9 +76,16 @@ pub fn start_command(node: &Node) -> Option<(String, String)> {
         if kernel { "system" } else { "netdev" }
     );
     bridge_settings(&mut db, ovs);
-    let ports = ovs.numbered(wiring.ifaces.iter().map(|i| i.name.as_str()));
-    // The topology checked the numbers; a clash here would be a bug, left to OVS.
-    for (name, number) in ports.unwrap_or_default() {
+    // The topology checked the numbers; a clash here would be a bug: said, and the
+    // command fails at once rather than a switch without ports.
+    let ports = match ovs.numbered(wiring.ifaces.iter().map(|i| i.name.as_str())) {
+        Ok(ports) => ports,
+        Err(why) => {
+            let line = format!("echo {} >&2; exit 1", q(&format!("nsfleet: {why}")));
+            return Some(("ovs-vswitchd (not started)".to_string(), line));
+        }
+    };
+    for (name, number) in ports {
         let p = q(name);
         let _ = write!(
             db,
@@ -220,8 +227,9 @@ pub struct Controllers;
 /// A switch's relays: its listeners and the connections they carry, closed by `exit`.
 pub struct Relays {
     listeners: Vec<Arc<TcpListener>>,
-    /// Every connection's two sockets, to shut down at `exit` (which ends its copiers).
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    /// Every live connection's two sockets, by the connection's number, to shut down at
+    /// `exit` (which ends its copiers); a connection takes its own out as it ends.
+    conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
     /// Each controller, with what its relay knows of the switch's connection to it.
     links: Vec<(SocketAddr, Arc<Mutex<Reach>>)>,
 }
@@ -280,15 +288,8 @@ impl Subsystem for Controllers {
 
     fn init(&self, cx: &mut InitCtx<'_>, relays: &mut Relays) -> anyhow::Result<()> {
         let config = cx.config();
+        add_addresses(cx, controllers_of(&config))?;
         for &to in controllers_of(&config) {
-            if !to.ip().is_loopback() {
-                let host = if to.is_ipv4() { 32 } else { 128 };
-                let name = |_: &()| format!("controller {to}'s address on lo");
-                let add = |out: &mut nsfleet_core::Requests<'_>, _: &()| {
-                    out.add(|b, seq| rtnl::new_addr(b, seq, LO, to.ip(), host))
-                };
-                cx.send_each([()], add, name)?;
-            }
             // This thread is in the switch's namespace: so is the listener, for good.
             let listener = TcpListener::bind(to)
                 .with_context(|| format!("the relay to controller {to} in {}", cx.node.name()))?;
@@ -337,7 +338,7 @@ impl Subsystem for Controllers {
             // SAFETY: shutdown(2) on a descriptor the listener owns; it wakes accept().
             unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
         }
-        for c in relays.conns.lock().drain(..) {
+        for (_, c) in relays.conns.lock().drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
     }
@@ -345,6 +346,36 @@ impl Subsystem for Controllers {
 
 /// The loopback's interface index, in every namespace.
 const LO: i32 = 1;
+
+/// Each controller's address that is not a loopback one, once, on the switch's `lo`, for
+/// its relay to listen on. One already there (two controllers on one address, a change
+/// that keeps a controller's address) is kept: `retire` leaves them, as they harm nothing
+/// in a namespace that routes nothing.
+fn add_addresses(cx: &mut InitCtx<'_>, controllers: &[SocketAddr]) -> anyhow::Result<()> {
+    let mut ips: Vec<std::net::IpAddr> = controllers.iter().map(|c| c.ip()).collect();
+    ips.retain(|ip| !ip.is_loopback());
+    ips.sort();
+    ips.dedup();
+    for ip in ips {
+        let host = if ip.is_ipv4() { 32 } else { 128 };
+        let name = |_: &()| format!("controller address {ip} on lo");
+        let add = |out: &mut nsfleet_core::Requests<'_>, _: &()| {
+            out.add(|b, seq| rtnl::new_addr(b, seq, LO, ip, host))
+        };
+        match cx.send_each([()], add, name) {
+            Err(e) if is_errno(&e, libc::EEXIST) => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+fn is_errno(e: &anyhow::Error, errno: i32) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<nsfleet_netlink::NlError>()
+            .is_some_and(|n| n.errno == errno)
+    })
+}
 
 fn controllers_of(config: &NodeConfig) -> &[SocketAddr] {
     config.ovs.as_ref().map_or(&[][..], |o| &o.controllers)
@@ -374,15 +405,19 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
 #[derive(Clone)]
 struct Ends {
     to: SocketAddr,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
     reach: Arc<Mutex<Reach>>,
 }
+
+/// Numbers connections, so that each takes its own sockets out of `Relays::conns`.
+static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Accepts the switch's connections until the listener is shut down, each relayed to
 /// the controller from the namespace `from` on threads of its own.
 fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
-    if sys::ns::setns_net(from.as_fd()).is_err() {
+    if let Err(e) = sys::ns::setns_net(from.as_fd()) {
+        ends.reach.lock().failed = Some(format!("entering the namespace to connect from: {e}"));
         return;
     }
     while let Ok((inner, _)) = listener.accept() {
@@ -408,17 +443,23 @@ fn carry(inner: TcpStream, ends: &Ends) {
     let (Ok(a), Ok(b)) = (inner.try_clone(), outer.try_clone()) else {
         return;
     };
+    let id = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     {
         let mut held = ends.conns.lock();
-        held.extend(inner.try_clone());
-        held.extend(outer.try_clone());
+        held.extend(inner.try_clone().map(|s| (id, s)));
+        held.extend(outer.try_clone().map(|s| (id, s)));
     }
-    ends.reach.lock().live += 1;
+    {
+        let mut reach = ends.reach.lock();
+        reach.live += 1;
+        reach.failed = None;
+    }
     let back = std::thread::Builder::new()
         .name("relay-back".into())
         .spawn(move || copy(b, a));
     copy(inner, outer);
     let _ = back.map(|t| t.join());
+    ends.conns.lock().retain(|(c, _)| *c != id);
     ends.reach.lock().live -= 1;
 }
 
