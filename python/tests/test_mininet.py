@@ -146,8 +146,10 @@ def test_a_scripts_network_ends_with_the_script_however_it_ends(run_dir: Path, t
         "net.start()\n"
         "print('ready', net.controllers[0].process.pid, flush=True)\n"
         "time.sleep(600)\n")
+    # With the signals' default actions: a suite started under nohup (SIGHUP ignored)
+    # must still see what each does to the script.
     p = subprocess.Popen([_binary.executable(), "mn", str(script)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True)
+                         stderr=subprocess.DEVNULL, text=True, preexec_fn=_default_signals)
     try:
         assert p.stdout is not None
         line = p.stdout.readline()
@@ -163,6 +165,11 @@ def test_a_scripts_network_ends_with_the_script_however_it_ends(run_dir: Path, t
     finally:
         p.kill()
         p.wait()
+
+
+def _default_signals() -> None:
+    for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
 
 
 def _fleets() -> int:

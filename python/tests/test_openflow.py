@@ -121,3 +121,23 @@ def test_mininets_default_controller_is_open_vswitchs_test_controller(run_dir: P
     finally:
         net.stop()
     assert c0.process is None, "the controller ends with the network"
+
+
+@pytest.mark.skipif(shutil.which("ovs-testcontroller") is None,
+                    reason="openvswitch-testcontroller is not installed")
+def test_a_running_switch_moves_to_another_controller(run_dir: Path) -> None:
+    from nsfleet.mininet.node import Controller
+    net = Mininet(topo=SingleSwitchTopo(2), controller=None, waitConnected=True)
+    c0 = net.addController("c0", controller=Controller, port=_free_port())
+    c1 = net.addController("c1", controller=Controller, port=_free_port())
+    net.start()
+    try:
+        s1 = net["s1"]
+        both = sorted(s1.cmd("ovs-vsctl get-controller s1").split())
+        assert both == sorted([f"tcp:127.0.0.1:{c0.port}", f"tcp:127.0.0.1:{c1.port}"])
+        s1.start([c1])  # through nsfleet apply: its Open vSwitch starts again
+        assert s1.cmd("ovs-vsctl get-controller s1").strip() == f"tcp:127.0.0.1:{c1.port}"
+        assert net.waitConnected(timeout=30)
+        assert net.pingAll() == 0.0
+    finally:
+        net.stop()

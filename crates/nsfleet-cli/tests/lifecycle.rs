@@ -350,10 +350,21 @@ fn a_fleet_with_an_owner_goes_down_when_its_owner_ends_however_it_ends() {
         .into_iter()
         .enumerate()
     {
-        let mut owner = std::process::Command::new("sleep")
-            .arg("1000")
-            .spawn()
-            .unwrap();
+        let mut owner = std::process::Command::new("sleep");
+        owner.arg("1000");
+        // With the signals' default actions: a suite started under nohup (SIGHUP
+        // ignored) must still see what each does to the owner.
+        // SAFETY: signal(2) between fork and exec, async-signal-safe; it touches no
+        // memory of the parent.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut owner, || {
+                for sig in [libc::SIGHUP, libc::SIGTERM, libc::SIGINT] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
+        let mut owner = owner.spawn().unwrap();
         let name = format!("ow{k}");
         let file = env.file(
             &format!("{name}.toml"),

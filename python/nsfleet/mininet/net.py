@@ -152,7 +152,10 @@ class Mininet:
                 info.pop("node1", None), info.pop("node2", None)
                 self.addLink(a, b, cls=cls, **info)
         if not self.controllers and self.controller is not None and self.switches:
-            self.addController("c0")
+            # A class, an instance, or a list of them, as Mininet takes it.
+            given = self.controller if isinstance(self.controller, list) else [self.controller]
+            for i, c in enumerate(given):
+                self.addController(c) if isinstance(c, Controller) else self.addController(f"c{i}", c)
         self.built = True
 
     # -- lookups --
@@ -211,6 +214,7 @@ class Mininet:
         """Each switch with where its controllers are: a controller's k-th switch may be
         sent to another of its processes (see `Controller`)."""
         seen: Dict[int, int] = {}
+        dpids: set = set()
         out = []
         for s in self.switches:
             targets = []
@@ -220,7 +224,14 @@ class Mininet:
                 t = c.target(k)
                 if t:
                     targets.append(t)
-            out.append(s.entry(targets))
+            entry = s.entry(targets)
+            # Mininet's dpid from a name (s1 and sw1 alike give 1) is given to the first
+            # switch that has it; another gets one of Open vSwitch's, as a zero does.
+            dpid = entry.get("dpid")
+            if dpid is not None and (dpid in dpids or int(dpid, 16) == 0):
+                del entry["dpid"]
+            dpids.add(entry.get("dpid"))
+            out.append(entry)
         return out
 
     def _controllers_of(self, switch: Switch) -> List[Controller]:
@@ -236,6 +247,8 @@ class Mininet:
             self.launch()
         elif [id(c) for c in controllers] != [id(c) for c in before]:
             self.fleet.apply(self.topology())
+            # Its Open vSwitch started again, in a world of its own: its shell went.
+            switch.terminate()
         setattr(switch, "controllers", controllers)
 
     def launch(self) -> None:
@@ -270,7 +283,8 @@ class Mininet:
         if self.autoStaticArp:
             self.staticArp()
         if self.waitConn:
-            self.waitConnected()
+            # True waits as long as it takes; a number is seconds (Mininet's).
+            self.waitConnected(None if self.waitConn is True else self.waitConn)
 
     def stop(self) -> None:
         """Ends every node's shell and brings the fleet down, to full reclamation."""

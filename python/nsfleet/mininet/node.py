@@ -575,6 +575,10 @@ class RemoteController(Controller):
 
     def __init__(self, name: str = "c0", ip: str = "127.0.0.1", port: Optional[int] = None,
                  **params: Any) -> None:
+        # "IP:PORT" as one, as Mininet takes it.
+        if ":" in ip and port is None and ip.count(":") == 1:
+            ip, given = ip.split(":")
+            port = int(given)
         self.name, self.ip = name, ip
         self.port = int(port) if port is not None else 6653
         self.params = params
