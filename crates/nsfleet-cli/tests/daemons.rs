@@ -386,18 +386,7 @@ fn a_node_with_a_world_comes_up_where_run_is_a_mount_of_its_own() {
         "rt.toml",
         "[fleet]\nname = \"rt\"\n[[node]]\nname = \"a\"\ncommands = [\"exec sleep 1000\"]\n",
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "bash", "-c", RUN_ON_TMPFS])
-        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
-        .env("TOPOLOGY", &topology)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = in_own_mount_namespace(RUN_ON_TMPFS, &[("TOPOLOGY", &topology)]);
     assert!(
         text.contains("hostname: a\n") && text.contains("hosts: 2\n"),
         "{text}"

@@ -233,19 +233,11 @@ echo "after: $(ovs-vsctl list-br | tr '\n' ' ')"
 fn an_open_vswitch_of_the_host_is_neither_seen_nor_touched() {
     let env = Env::new("ovs-host");
     let topology = env.file("ovh.toml", &three_hosts("ovh", ""));
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "bash", "-c", HOST_OVS])
-        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
-        .env("NSFLEET_RUN_DIR", &env.run_dir)
-        .env("TOPOLOGY", &topology)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let vars = [
+        ("NSFLEET_RUN_DIR", env.run_dir.as_path()),
+        ("TOPOLOGY", &topology),
+    ];
+    let text = in_own_mount_namespace(HOST_OVS, &vars);
     for want in [
         "host: hostbr \n",
         "fleet: s1 \n",

@@ -9,6 +9,7 @@ use crate::standin::Tool;
 use anyhow::{bail, Context};
 use nsfleet::rundir::{ProcId, RunDir};
 use nsfleet::sys;
+use nsfleet::topology::shell_quote as quote;
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -148,10 +149,6 @@ impl Drop for StandIns {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Removes the stand-in folders of `nsfleet netlab` runs that are gone (killed before

@@ -39,7 +39,7 @@ pub use fleet::{
 };
 pub use node::{Node, NodeTable, Shape};
 pub use reaper::{Held, Ticket, TicketState};
-pub use subsystem::{about, InitCtx, Phase, Requests, Subsystem};
+pub use subsystem::{about, has_errno, InitCtx, Phase, Requests, Subsystem};
 
 /// A registered subsystem's handle: the index of its per-node state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

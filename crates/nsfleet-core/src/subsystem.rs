@@ -138,13 +138,7 @@ impl<'a> InitCtx<'a> {
     /// [`Subsystem::retire`]): for what a subsystem does outside [`send_each`]
     /// (Self::send_each).
     pub fn tolerates(&self, e: &anyhow::Error) -> bool {
-        let errno = |c: &(dyn std::error::Error + 'static)| {
-            (c.downcast_ref::<nsfleet_netlink::NlError>()
-                .map(|n| n.errno))
-            .or_else(|| c.downcast_ref::<io::Error>()?.raw_os_error())
-        };
-        e.chain()
-            .any(|c| errno(c).is_some_and(|n| self.tolerate.contains(&n)))
+        self.tolerate.iter().any(|&n| has_errno(e, n))
     }
 
     /// Writes one of the node's sysctls; `key` as in the topology (`net.ipv4.ip_forward`).
@@ -158,6 +152,16 @@ impl<'a> InitCtx<'a> {
     pub fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
         self.worker.read_sysctl(&below_net(key)?)
     }
+}
+
+/// Whether the kernel's error `errno` is in `e`'s chain (a netlink error or an I/O one).
+pub fn has_errno(e: &anyhow::Error, errno: i32) -> bool {
+    let of = |c: &(dyn std::error::Error + 'static)| {
+        (c.downcast_ref::<nsfleet_netlink::NlError>()
+            .map(|n| n.errno))
+        .or_else(|| c.downcast_ref::<io::Error>()?.raw_os_error())
+    };
+    e.chain().any(|c| of(c) == Some(errno))
 }
 
 /// `e` in the context of what it is about. A [`Subject`] with a place goes in as itself,

@@ -34,26 +34,12 @@ pub fn bridge_name(node: &Node) -> String {
     }
 }
 
-/// Whether the running kernel has the `openvswitch` module, loaded or to load (the
-/// kernel loads it when ovs-vswitchd first asks for its netlink family).
-pub fn has_kernel_datapath() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        if std::path::Path::new("/sys/module/openvswitch").exists() {
-            return true;
-        }
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        let dep = format!("/lib/modules/{}/modules.dep", release.trim());
-        std::fs::read_to_string(dep).is_ok_and(|d| d.contains("/openvswitch.ko"))
-    })
-}
-
 /// Whether an OVS switch on `datapath` forwards in the kernel.
 pub fn in_kernel(datapath: Datapath) -> bool {
     match datapath {
         Datapath::Kernel => true,
         Datapath::User => false,
-        Datapath::Auto => has_kernel_datapath(),
+        Datapath::Auto => crate::probe::has_ovs_kernel_datapath(),
     }
 }
 
@@ -363,18 +349,11 @@ fn add_addresses(cx: &mut InitCtx<'_>, controllers: &[SocketAddr]) -> anyhow::Re
             out.add(|b, seq| rtnl::new_addr(b, seq, LO, ip, host))
         };
         match cx.send_each([()], add, name) {
-            Err(e) if is_errno(&e, libc::EEXIST) => {}
+            Err(e) if nsfleet_core::has_errno(&e, libc::EEXIST) => {}
             other => other?,
         }
     }
     Ok(())
-}
-
-fn is_errno(e: &anyhow::Error, errno: i32) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<nsfleet_netlink::NlError>()
-            .is_some_and(|n| n.errno == errno)
-    })
 }
 
 fn controllers_of(config: &NodeConfig) -> &[SocketAddr] {

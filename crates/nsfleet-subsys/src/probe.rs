@@ -99,6 +99,21 @@ pub fn has_bridge_netfilter() -> bool {
     *HAS.get_or_init(|| std::path::Path::new("/proc/sys/net/bridge").exists())
 }
 
+/// Whether the running kernel has Open vSwitch's datapath module (`openvswitch`), loaded
+/// or to load (the kernel loads it when ovs-vswitchd first asks for its netlink family).
+/// Looked up once, as [`has_ipv6`].
+pub fn has_ovs_kernel_datapath() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        if std::path::Path::new("/sys/module/openvswitch").exists() {
+            return true;
+        }
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let dep = format!("/lib/modules/{}/modules.dep", release.trim());
+        std::fs::read_to_string(dep).is_ok_and(|d| d.contains("/openvswitch.ko"))
+    })
+}
+
 /// Whether the running kernel has netem, found out once by trying it on `lo` of a
 /// scratch namespace.
 pub fn has_netem() -> bool {

@@ -256,6 +256,24 @@ impl Drop for Fleet<'_> {
     }
 }
 
+/// Runs the bash `script` in a mount namespace of its own (`unshare -m`), with NSFLEET
+/// (this nsfleet) and `vars` in its environment; it must succeed. What it printed.
+pub fn in_own_mount_namespace(script: &str, vars: &[(&str, &Path)]) -> String {
+    let out = Command::new("unshare")
+        .args(["-m", "bash", "-c", script])
+        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
