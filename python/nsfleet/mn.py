@@ -1,6 +1,10 @@
 """`nsfleet mn SCRIPT.py [ARGS]` (or `python -m nsfleet.mn SCRIPT.py`): runs a script
 written for Mininet unchanged, its `mininet.*` imports answered by `nsfleet.mininet.*`.
-Anything else the script imports is the usual module."""
+Anything else the script imports is the usual module.
+
+`nsfleet mn [OPTIONS]` (no script: `--topo tree,depth=2,fanout=8 --switch ovsk --test
+pingall`...) runs Mininet's own `mn` command, from Debian's mininet package, the same way:
+its options are Mininet's, its network nsfleet's."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import importlib.machinery
 import importlib.util
 import os
 import runpy
+import shutil
 import sys
 from types import ModuleType
 from typing import Optional, Sequence
@@ -58,11 +63,36 @@ def install() -> None:
         sys.meta_path.insert(0, _Alias())
 
 
+# Where Mininet's own `mn` command is installed (Debian's mininet package, or pip's).
+MN_PROGRAMS = ("/usr/bin/mn", "/usr/local/bin/mn")
+
+
+def mininets_mn() -> Optional[str]:
+    """Mininet's own `mn` command: a Python program that runs Mininet's `MininetRunner`
+    (not a wrapper that would start `nsfleet mn` again)."""
+    for path in [*MN_PROGRAMS, shutil.which("mn")]:
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                head = f.read(64 * 1024)
+            if head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0] \
+                    and b"MininetRunner" in head:
+                return path
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
+    if args[:1] in (["-h"], ["--help"]) and not any(a.endswith(".py") for a in args):
         print(__doc__.strip())
-        return 0 if args else 2
+        return 0
+    if not args or args[0].startswith("-"):
+        # Mininet's `mn` and its options.
+        program = mininets_mn()
+        if program is None:
+            sys.stderr.write("nsfleet mn: without a script, nsfleet mn runs Mininet's own `mn` command "
+                             "with its options, which is not installed: apt-get install mininet\n")
+            return 2
+        args = [program, *args]
     script = args[0]
     install()
     sys.argv = args

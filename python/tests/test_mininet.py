@@ -134,6 +134,41 @@ def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Pat
     assert f"{bad}:3: CPULimitedHost is not available on nsfleet" in done.stderr, done.stderr
 
 
+@pytest.mark.skipif(not Path("/usr/bin/mn").is_file(), reason="Debian's mininet package is not installed")
+def test_nsfleet_mn_without_a_script_is_mininets_own_mn_command(run_dir: Path) -> None:
+    done = subprocess.run([_binary.executable(), "mn", "--topo", "linear,3", "--switch", "ovsbr",
+                           "--test", "pingall"], capture_output=True, text=True, timeout=600)
+    assert "*** Results: 0% dropped (6/6 received)" in done.stdout, done.stdout + done.stderr
+    assert "completed in" in done.stdout
+    # What nsfleet lacks is said by Mininet's own launcher, which carries on as Mininet's does.
+    done = subprocess.run([_binary.executable(), "mn", "--innamespace", "--test", "none"],
+                          capture_output=True, text=True, timeout=600)
+    assert "MininetWithControlNet (mn --innamespace) is not available on nsfleet" in done.stdout + done.stderr
+
+
+def test_nodes_and_links_come_and_go_on_a_running_network(run_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "reshape.py"
+    script.write_text(
+        "from mininet.net import Mininet\n"
+        "from mininet.topo import SingleSwitchTopo\n"
+        "from mininet.nodelib import LinuxBridge\n"
+        "net = Mininet(topo=SingleSwitchTopo(2), switch=LinuxBridge, controller=None)\n"
+        "net.start()\n"
+        "h3 = net.addHost('h3')\n"
+        "link = net.addLink(h3, net['s1'])\n"
+        "h3.setIP('10.0.0.3/8')\n"
+        "assert net.ping([net['h1'], h3]) == 0\n"
+        "net.delLink(link)\n"
+        "assert 'h3-eth0' not in h3.cmd('ip -br link')\n"
+        "net.delHost(net['h2'])\n"
+        "assert 'h2' not in net\n"
+        "print('nodes', sorted(net.keys()))\n"
+        "net.stop()\n")
+    done = mn(str(script), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nodes ['h1', 'h3', 's1']" in done.stdout
+
+
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGKILL])
 def test_a_scripts_network_ends_with_the_script_however_it_ends(run_dir: Path, tmp_path: Path,
                                                                sig: int) -> None:

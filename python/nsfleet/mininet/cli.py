@@ -66,26 +66,30 @@ class CLI:
         sys.stdout.flush()
 
     def do_help(self, _: list) -> None:
-        print(__doc__)
+        print("\nDocumented commands:\n" + __doc__)
 
     def do_nodes(self, _: list) -> None:
         print("available nodes are: \n" + " ".join(sorted(self.mn.keys())))
 
     def do_net(self, _: list) -> None:
+        """Each node's interfaces and what they link to, as Mininet's `net` prints them
+        (a switch's `lo` first, controllers last)."""
         for node in list(self.mn.hosts) + list(self.mn.switches):
-            ends = []
+            ends = ["lo: "] if isinstance(node, Switch) else []
             for intf in node.intfList():
                 link = intf.link
                 other = link.intf2 if link.intf1 is intf else link.intf1
                 ends.append(f"{intf.name}:{other.name}")
             print(f"{node.name} " + " ".join(ends))
+        for c in self.mn.controllers:
+            print(c.name)
 
     def do_links(self, _: list) -> None:
         for link in self.mn.links:
             print(f"{link} {link.status()}")
 
     def do_dump(self, _: list) -> None:
-        for node in list(self.mn.hosts) + list(self.mn.switches):
+        for node in list(self.mn.hosts) + list(self.mn.switches) + list(self.mn.controllers):
             print(repr(node))
 
     def do_pingall(self, _: list) -> None:

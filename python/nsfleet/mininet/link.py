@@ -168,5 +168,10 @@ class TCLink(Link):
                          **params)
 
 
+# Mininet's TCLink for UserSwitch (whose TCIntf it tunes for the reference switch): the
+# same impaired veth pair here.
+TCULink = TCLink
+
+
 class OVSLink(Link):
     """Open vSwitch's patch links are veth pairs here."""

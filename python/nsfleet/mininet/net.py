@@ -40,6 +40,9 @@ def _stop_the_forgotten() -> None:
 
 NodeRef = Union[str, Node]
 
+# The version of Mininet's API this package answers (`mn --version` prints it).
+VERSION = "2.3.0"
+
 
 class Mininet:
     """A network of hosts, switches and links, built on nsfleet when started."""
@@ -116,23 +119,76 @@ class Mininet:
         raise Unsupported("addNAT", "a NAT to the host's network is not made (use a host link in a topology file)")
 
     def _add(self, node: Any, where: List[Any]) -> Any:
+        """Adds `node`; to a running network at once, through `nsfleet apply`."""
         if node.name in self.nameToNode:
             raise ValueError(f"node {node.name!r} added twice")
-        if self.fleet is not None:
-            raise Unsupported("adding a node to a started network", "use nsfleet apply on the fleet")
         node.net = self
         where.append(node)
         self.nameToNode[node.name] = node
+        if self.fleet is not None:
+            self._reshape()
+            if node in self.hosts:
+                node.configDefault()
         return node
+
+    def _reshape(self) -> None:
+        """The running fleet made what the network now describes (`nsfleet apply`: only
+        what changed is touched)."""
+        assert self.fleet is not None
+        self.fleet.apply(self.topology())
+
+    # -- removing, as Mininet's delNode/delLink: from a running network at once --
+    def delNode(self, node: Node, nodes: Optional[List[Any]] = None) -> None:
+        """Removes `node` and its links."""
+        for link in [l for l in self.links if node in (l.intf1.node, l.intf2.node)]:
+            self._forget(link)
+        node.terminate()
+        (nodes if nodes is not None else self._list_of(node)).remove(node)
+        del self.nameToNode[node.name]
+        if self.fleet is not None:
+            self._reshape()
+
+    def delHost(self, host: Node) -> None:
+        self.delNode(host, nodes=self.hosts)
+
+    def delSwitch(self, switch: Switch) -> None:
+        self.delNode(switch, nodes=self.switches)
+
+    def delLink(self, link: Link) -> None:
+        self._forget(link)
+        if self.fleet is not None:
+            self._reshape()
+
+    def delLinkBetween(self, node1: Node, node2: Node, index: int = 0,
+                       allLinks: bool = False) -> List[Link]:
+        """Removes the `index`-th link between two nodes (or all of them); returns them."""
+        between = [l for l in self.links if {l.intf1.node, l.intf2.node} == {node1, node2}]
+        gone = between if allLinks else between[index:index + 1]
+        for link in gone:
+            self._forget(link)
+        if gone and self.fleet is not None:
+            self._reshape()
+        return gone
+
+    def _list_of(self, node: Any) -> List[Any]:
+        for where in (self.hosts, self.switches, self.controllers):
+            if node in where:
+                return where
+        raise ValueError(f"{node!r} is not a node of this network")
+
+    def _forget(self, link: Link) -> None:
+        self.links.remove(link)
+        for intf in link.intfs():
+            intf.node.delIntf(intf)
 
     def addLink(self, node1: NodeRef, node2: NodeRef, port1: Optional[int] = None,
                 port2: Optional[int] = None, cls: Any = None, **params: Any) -> Link:
         n1 = self.nameToNode[node1] if isinstance(node1, str) else node1
         n2 = self.nameToNode[node2] if isinstance(node2, str) else node2
-        if self.fleet is not None:
-            raise Unsupported("adding a link to a started network", "use nsfleet apply on the fleet")
         link = (cls or self.link)(n1, n2, port1=port1, port2=port2, **params)
         self.links.append(link)
+        if self.fleet is not None:
+            self._reshape()
         return link
 
     def build(self) -> None:
@@ -424,6 +480,10 @@ class Mininet:
         log.output(f"*** Results: {result}\n")
         return result
 
+    def iperfUdp(self, udpBw: str = "10M", **kwargs: Any) -> List[str]:
+        """UDP bandwidth between the first and last hosts (`mn --test iperfudp`)."""
+        return self.iperf(l4Type="UDP", udpBw=udpBw, **kwargs)
+
     def interact(self) -> None:
         from .cli import CLI
         self.start()
@@ -462,11 +522,49 @@ def _mac(n: int) -> str:
 
 
 def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set:
-    """The names of `dsts` that answer one ping from `src`, all pinged at once."""
+    """The names of `dsts` that answer one ping from `src`, pinged at once, a line of
+    the shell's at a time."""
     wait = max(1, int(timeout or 1))
-    script = " ".join(f"(ping -c1 -W {wait} {d.IP()} >/dev/null 2>&1 && echo ok:{d.name}) &" for d in dsts)
-    out = src.cmd(script + " wait")
+    src.cmd(_PING_ONE)
+    out = "".join(src.cmd(" ".join(line) + " wait")
+                  for line in _lines([f"_nsfleet_ping {wait} {d.IP()} {d.name} &" for d in dsts]))
+    if "no-room" in out:
+        once("neighbours", _NEIGHBOURS_FULL)
     return set(re.findall(r"ok:(\S+)", out))
+
+
+# One ping, which says whether it was answered, or refused for want of a neighbour entry.
+_PING_ONE = ("_nsfleet_ping() { out=$(ping -c1 -W \"$1\" \"$2\" 2>&1) && echo \"ok:$3\" || "
+             "case $out in *'No buffer space'*) echo no-room;; esac; }")
+
+# A pseudo-terminal's line holds 4,095 characters (its canonical mode's buffer): a longer
+# command is cut, and the shell waits for the rest of it forever.
+_LINE = 3000
+
+
+def _lines(words: List[str]) -> Iterator[List[str]]:
+    """`words` in groups whose joined length stays below a line."""
+    line: List[str] = []
+    length = 0
+    for w in words:
+        if line and length + len(w) + 1 > _LINE:
+            yield line
+            line, length = [], 0
+        line.append(w)
+        length += len(w) + 1
+    if line:
+        yield line
+
+
+# Mininet raises the host's limits when it starts (its fixLimits); nsfleet changes no
+# setting of the host's, and says which one a network outgrew.
+_NEIGHBOURS_FULL = (
+    "pings failed with \"No buffer space available\": the machine's neighbour (ARP) table is full. "
+    "It is one for every namespace, and hosts that all ping each other need an entry per pair "
+    "(64 hosts: 4,032), past net.ipv4.neigh.default.gc_thresh3 (1,024 by default). Mininet raises "
+    "it on the host when it starts; nsfleet changes no setting of the host's. To raise it: "
+    "sysctl -w net.ipv4.neigh.default.gc_thresh1=4096 net.ipv4.neigh.default.gc_thresh2=8192 "
+    "net.ipv4.neigh.default.gc_thresh3=16384")
 
 
 def _ping_figures(out: str) -> Tuple[int, int, float, float, float, float]:
@@ -484,3 +582,12 @@ def _ping_figures(out: str) -> Tuple[int, int, float, float, float, float]:
 def _iperf_rate(out: str) -> str:
     rates = re.findall(r"([\d.]+ [KMG]?bits/sec)", out)
     return rates[-1] if rates else ""
+
+
+class MininetWithControlNet(Mininet):
+    """Refused (`mn --innamespace`): controllers in namespaces of a control network of
+    their own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise Unsupported("MininetWithControlNet (mn --innamespace)",
+                          "controllers run on the host here, not in a control network's namespaces")

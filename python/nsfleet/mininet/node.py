@@ -53,6 +53,7 @@ class Node:
         self.shell: Optional[subprocess.Popen] = None
         self._out: Any = None
         self.master: Optional[int] = None
+        self.slave: Optional[int] = None
         self.waiting = False
         self.lastCmd: Optional[str] = None
         # Commands given before the network exists (Mininet's nodes exist from their
@@ -155,7 +156,14 @@ class Node:
                 self.shell.wait()
             if self.master is not None:
                 os.close(self.master)
-            self.shell = self.master = self._out = None
+            self.shell = self.master = self.slave = self._out = None
+
+    def delIntf(self, intf: "Intf") -> None:
+        """Forgets one of the node's interfaces (its link is gone)."""
+        port = self.ports.pop(intf, None)
+        if port is not None:
+            self.intfs.pop(port, None)
+        self.nameToIntf.pop(intf.name, None)
 
     def stop(self, deleteIntfs: bool = False) -> None:
         self.terminate()
@@ -183,7 +191,10 @@ class Node:
                 f"mininet:{self.name}"]
         self.shell = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
                                       close_fds=True, start_new_session=True)
+        # The terminal's two descriptors, as Mininet's nodes name them; the slave end is
+        # the shell's alone (held here, a shell that ends would never read as ended).
         os.close(slave)
+        self.slave = slave
         self.master = master
         self._out = os.fdopen(master, "r", closefd=False)
         Node.outToNode[master] = self
@@ -326,8 +337,10 @@ class Switch(Node):
         else:
             nums = re.findall(r"\d+", self.name)
             if not nums:
+                # Mininet's own words, which its tests look for.
                 raise Unsupported(f"switch {self.name!r} without a dpid",
-                                  "give it a dpid, or a name with a number (s1)")
+                                  "Unable to derive default datapath ID - please either specify a dpid "
+                                  "or use a canonical switch name such as s23.")
             dpid = hex(int(nums[0]))[2:]
         return dpid.rjust(self.dpidLen, "0")
 
@@ -483,6 +496,8 @@ class Controller:
 
     # ovs-testcontroller's limit (MAX_SWITCHES).
     SWITCHES_PER_PROCESS = 16
+    # What it runs by default (None: nothing, for a controller that is always there).
+    program: Optional[str] = "ovs-testcontroller"
 
     def __init__(self, name: str = "c0", inNamespace: bool = False,
                  command: str = "ovs-testcontroller", cargs: str = "ptcp:%d",
@@ -569,9 +584,21 @@ def DefaultController(name: str = "c0", **params: Any) -> Controller:
     return Controller(name, **params)
 
 
+def findController(controllers: Optional[List[Any]] = None) -> Optional[Any]:
+    """The first of `controllers` (Mininet's default: its Controller) whose program is
+    installed, as `mn` picks its default; None if none is."""
+    for c in controllers or [Controller]:
+        program = getattr(c, "program", None)
+        if program is None or shutil.which(program):
+            return c
+    return None
+
+
 class RemoteController(Controller):
     """A controller that runs elsewhere (os-ken, Faucet, ONOS, POX...), at an address
     the host reaches; nothing is started."""
+
+    program = None
 
     def __init__(self, name: str = "c0", ip: str = "127.0.0.1", port: Optional[int] = None,
                  **params: Any) -> None:
@@ -602,6 +629,8 @@ class RemoteController(Controller):
 
 class NullController(Controller):
     """No controller: switches get none."""
+
+    program = None
 
     def __init__(self, name: str = "c0", *args: Any, **params: Any) -> None:
         self.name = name

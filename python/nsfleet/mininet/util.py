@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from .topo import natural  # noqa: F401
 
@@ -97,6 +97,64 @@ def decode(s: Any) -> str:
 
 def encode(s: Any) -> bytes:
     return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
+
+def makeNumeric(s: str) -> Any:
+    """`s` as an int or a float where it is one (Mininet's)."""
+    for kind in (int, float):
+        try:
+            return kind(s)
+        except ValueError:
+            pass
+    return s
+
+
+def splitArgs(argstr: str) -> "tuple[str, List[Any], Dict[str, Any]]":
+    """`name,arg,key=value...` (the `mn` command line's form) as the name, its positional
+    arguments and its keyword arguments, numbers made numeric."""
+    name, *params = argstr.split(",")
+    args = [makeNumeric(p) for p in params if "=" not in p]
+    kwargs = {k: makeNumeric(v) for k, v in (p.split("=", 1) for p in params if "=" in p)}
+    return name, args, kwargs
+
+
+def specialClass(cls: Any, prepend: Optional[List[Any]] = None, append: Optional[List[Any]] = None,
+                 defaults: Optional[Dict[str, Any]] = None,
+                 override: Optional[Dict[str, Any]] = None) -> Any:
+    """A subclass of `cls` whose constructor takes these arguments besides its caller's,
+    as Mininet's: functools.partial that is still a class."""
+    before, after = list(prepend or []), list(append or [])
+    base, forced = dict(defaults or {}), dict(override or {})
+
+    class CustomClass(cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **params: Any) -> None:
+            cls.__init__(self, *before, *args, *after, **{**base, **params, **forced})
+
+    CustomClass.__name__ = f"{cls.__name__}{base}"
+    return CustomClass
+
+
+def customClass(classes: Dict[str, Any], argStr: str) -> Any:
+    """The class `argStr` names in `classes`, with the arguments it gives
+    (`ovs,protocols=OpenFlow13`), as `mn`'s options name them."""
+    name, args, kwargs = splitArgs(argStr)
+    cls = classes.get(name)
+    if not cls:
+        raise Exception(f"error: {name} is unknown - please specify one of {list(classes)}")
+    if not args and not kwargs:
+        return cls
+    if not isinstance(cls, type):
+        # A factory (DefaultController): its arguments bound as Mininet's partial would.
+        return lambda *a, **k: cls(*a, *args, **{**kwargs, **k})
+    return specialClass(cls, append=args, defaults=kwargs)
+
+
+def buildTopo(topos: Dict[str, Any], topoStr: str) -> Any:
+    """The topology `topoStr` names (`tree,depth=2,fanout=8`), made."""
+    name, args, kwargs = splitArgs(topoStr)
+    if name not in topos:
+        raise Exception(f"Invalid topo name {name}")
+    return topos[name](*args, **kwargs)
 
 
 class _Pexpect:

@@ -5,21 +5,26 @@ use nsfleet_client as cmd;
 
 /// Run a script written for Mininet unchanged on nsfleet: its `mininet.*` imports are
 /// answered by nsfleet's Python package (`nsfleet.mininet`: Mininet, Topo, TreeTopo,
-/// Host, TCLink, CLI...). Needs the package (`pip install .` in nsfleet's repository);
-/// the Python beside this executable is used, else python3 on PATH. A feature nsfleet
-/// lacks (RemoteController, xterms, CPULimitedHost) is refused at the script's line
-/// before the network is built.
+/// Host, OVSSwitch, RemoteController, TCLink, CLI...). Needs the package (`pip install .`
+/// in nsfleet's repository); the Python beside this executable is used, else python3 on
+/// PATH. A feature nsfleet lacks (xterms, CPULimitedHost) is refused at the script's
+/// line before the network is built.
+///
+/// Without a script, the options are Mininet's own `mn` command's (its --topo, --switch,
+/// --controller, --link, --test...): Debian's mininet package's `mn` is run the same way,
+/// so that its network is nsfleet's. `nsfleet mn /usr/bin/mn --help` lists its options.
 ///
 ///   sudo nsfleet mn /usr/share/doc/mininet/examples/linuxrouter.py
+///   sudo nsfleet mn --topo tree,depth=2,fanout=8 --test pingall
+///   sudo nsfleet mn --switch ovs,protocols=OpenFlow13 --controller remote,ip=127.0.0.1
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct MnCommand {
     /// The script and its arguments.
     #[arg(
-        required = true,
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        value_name = "SCRIPT.py [ARGS]"
+        value_name = "SCRIPT.py [ARGS] | MN-OPTIONS"
     )]
     script: Vec<String>,
 }
