@@ -47,6 +47,10 @@ struct Host {
     table_made: bool,
     /// Host interfaces whose loopback traffic is let out and masqueraded already.
     localnet: Vec<String>,
+    /// Nodes whose chains exist. The table goes with the last one's, so that `down`
+    /// answers with it gone: left to the socket, it would outlive the answer by as long
+    /// as the supervisor takes to exit.
+    publishing: usize,
 }
 
 impl Ports {
@@ -63,6 +67,7 @@ impl Ports {
                     route: NlSocket::open()?,
                     table_made: false,
                     localnet: Vec::new(),
+                    publishing: 0,
                 },
             ),
         })
@@ -222,6 +227,7 @@ impl Subsystem for Ports {
             }
         }
         *made = true;
+        host.publishing += 1;
         Ok(())
     }
 
@@ -230,8 +236,17 @@ impl Subsystem for Ports {
             return;
         }
         let mut host = self.host.lock();
-        if let Ok(sock) = host.nft.as_mut() {
-            self.remove_chains(sock, node);
+        host.publishing -= 1;
+        let last = host.publishing == 0;
+        let Ok(sock) = host.nft.as_mut() else {
+            return;
+        };
+        self.remove_chains(sock, node);
+        if last {
+            // If this fails, the table goes with the supervisor's socket anyway.
+            let _ = commit(sock, |b, seq| nft::del_table(b, seq(), FAMILY, &self.table));
+            host.table_made = false;
+            host.localnet.clear();
         }
     }
 }
