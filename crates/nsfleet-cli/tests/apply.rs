@@ -8,7 +8,6 @@ mod harness;
 use harness::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Read;
 
 /// A switch with three hosts, and `old` linked straight to h1.
 const BASE: &str = r#"[fleet]
@@ -126,17 +125,9 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
     assert!(pings(&env, "aw", "h3", "10.70.0.1"));
     let before = processes(&env, "aw");
     let (h3_rx, h3_index) = rx(&env, "aw", "h3");
-    let mut events = (env.cmd(&["events", "aw", "--json"]))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // Subscribed once it says so: every event from here on is seen. (After a fixed wait,
     // a loaded machine could let `apply` go first, and its events be missed.)
-    let mut stream = std::io::BufReader::new(events.stdout.take().unwrap());
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stream, &mut first).unwrap();
-    let watching: Value = serde_json::from_str(&first).unwrap_or_default();
-    assert_eq!(watching["event"], "watching", "{first}");
+    let events = env.events("aw");
     let changed = env.file("changed.toml", &named(CHANGED, "aw"));
     let out: Value =
         serde_json::from_str(&env.ok(&["apply", changed.to_str().unwrap(), "--json"])).unwrap();
@@ -188,13 +179,8 @@ fn apply_changes_only_what_differs_and_untouched_nodes_keep_processes_and_counte
     assert!(same.contains("nothing to change"), "{same}");
     // The events stream saw the nodes and interfaces come and go, and ends with the fleet.
     env.ok(&["down", "aw"]);
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    events.wait().unwrap();
-    let seen: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let seen = events.finish();
+    let text = format!("{seen:?}");
     let saw = |event: &str, node: &str, action: &str| {
         seen.iter()
             .any(|e| e["event"] == event && e["node"] == node && e["action"] == action)

@@ -171,69 +171,38 @@ fn a_node_s_processes_stop_start_restart_pause_and_resume_while_its_links_stay()
 
 #[test]
 fn events_stream_link_process_and_node_changes_until_the_fleet_ends() {
-    use std::io::{BufRead, BufReader};
     let env = Env::new("events");
     let fleet = env.up(
         "[fleet]\nname = \"ev\"\n[[generate]]\nkind = \"line\"\ncount = 2\npool = \"10.2.0.0/16\"\n[[node]]\nname = \"w\"\ncommands = [\"exec sleep 1000\"]\n",
     );
-    let mut watcher = env
-        .cmd(&["events", "ev", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
-    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert_eq!(first["event"], "watching", "nothing is missed from here on");
-    // Read as they come, on a thread of their own, so that waiting for them has a deadline.
-    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
-    let reader = std::thread::spawn(move || {
-        for l in lines {
-            let event = serde_json::from_str(&l.unwrap()).unwrap();
-            if tx.send(event).is_err() {
-                break;
-            }
-        }
-    });
+    let mut watch = env.events("ev");
     env.ok(&["link", "ev", "r2:eth0", "down"]);
     env.ok(&["link", "ev", "r2:eth0", "up"]);
     env.ok(&["node", "ev", "w", "restart"]);
-    let link_seen = |events: &[serde_json::Value], node: &str, state: &str| {
-        events.iter().any(|e| {
-            e["event"] == "link" && e["node"] == node && e["iface"] == "eth0" && e["state"] == state
-        })
+    let link_is = |e: &serde_json::Value, node: &str, state: &str| {
+        e["event"] == "link" && e["node"] == node && e["iface"] == "eth0" && e["state"] == state
     };
     // The link events come from the kernel's notifications in the nodes, read by the
     // supervisor on a thread of its own: down before they are read would lose them.
-    let mut events: Vec<serde_json::Value> = Vec::new();
-    wait_until("the four link events", Duration::from_secs(20), || {
-        events.extend(rx.try_iter());
-        let all = [
-            ("r1", "no-carrier"),
-            ("r2", "down"),
-            ("r1", "up"),
-            ("r2", "up"),
-        ]
-        .iter()
-        .all(|&(node, state)| link_seen(&events[..], node, state));
-        if all {
-            Ok(())
-        } else {
-            Err(events.clone())
+    for (node, state) in [
+        ("r1", "no-carrier"),
+        ("r2", "down"),
+        ("r1", "up"),
+        ("r2", "up"),
+    ] {
+        let link = |e: &serde_json::Value| link_is(e, node, state);
+        if !watch.seen.iter().any(link) {
+            watch.wait_for(&format!("{node} {state}"), Duration::from_secs(20), link);
         }
-    });
+    }
     // A cable pulled just before `down`: its notification is queued in the node by the
     // time `link` returns, and the watch reads what is queued before it stops.
     env.ok(&["link", "ev", "r1:eth0", "down"]);
     drop(fleet); // down: the stream ends by itself
-    reader.join().unwrap();
-    events.extend(rx.try_iter());
-    assert!(watcher.wait().unwrap().success());
-    assert!(
-        link_seen(&events[..], "r1", "down"),
-        "the last pull: {events:?}"
-    );
+    let events = watch.finish();
     let has = |f: &dyn Fn(&serde_json::Value) -> bool| events.iter().any(f);
-    let link = |node: &str, state: &str| link_seen(&events[..], node, state);
+    let link = |node: &str, state: &str| events.iter().any(|e| link_is(e, node, state));
+    assert!(link("r1", "down"), "the last pull: {events:?}");
     assert!(link("r1", "no-carrier") && link("r2", "down"), "{events:?}");
     assert!(link("r1", "up") && link("r2", "up"), "{events:?}");
     assert!(

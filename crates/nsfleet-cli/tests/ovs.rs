@@ -155,6 +155,16 @@ fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode()
         "fail_mode = \"secure\"\nprotocols = [\"OpenFlow10\", \"OpenFlow13\"]\ncontroller = [\"tcp:127.0.0.1:{port}\"]\n"
     );
     let _fleet = env.up(&three_hosts("ovc", &keys));
+    let mut events = env.events("ovc");
+    let controller_is = |state: &'static str| {
+        let target = format!("tcp:127.0.0.1:{port}");
+        move |e: &serde_json::Value| {
+            e["event"] == "controller"
+                && e["node"] == "s1"
+                && e["controller"] == target.as_str()
+                && e["state"] == state
+        }
+    };
     // Secure, no controller yet: nothing forwards, and `status` says why.
     let out = env.run(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W1", "10.0.0.2"]);
     assert!(
@@ -188,8 +198,18 @@ fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode()
         flows.contains("icmp") && flows.contains("actions=output:"),
         "the controller's flows: {flows}"
     );
+    events.wait_for(
+        "the event of the controller connected",
+        Duration::from_secs(10),
+        controller_is("connected"),
+    );
     // The controller goes: the switch stays in its fail mode, its flows kept.
     drop(controller);
+    events.wait_for(
+        "the event of the controller gone",
+        Duration::from_secs(10),
+        controller_is("disconnected"),
+    );
     let mode = env.ok(&[
         "exec",
         "ovc",
@@ -201,6 +221,26 @@ fn a_controller_on_the_host_drives_the_switch_and_its_end_leaves_the_fail_mode()
     ]);
     assert_eq!(mode.trim(), "secure");
     env.ok(&["exec", "ovc", "h1", "--", "ping", "-c1", "-W2", "10.0.0.2"]);
+    // The switch retries: unreachable now, and said once however often it retries.
+    let unreachable = events.wait_for(
+        "the event of the controller unreachable",
+        Duration::from_secs(20),
+        controller_is("unreachable"),
+    );
+    assert!(
+        unreachable["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("refused")),
+        "{unreachable}"
+    );
+    let states: Vec<&serde_json::Value> = (events.seen.iter())
+        .filter(|e| e["event"] == "controller")
+        .map(|e| &e["state"])
+        .collect();
+    assert!(
+        states.windows(2).all(|w| w[0] != w[1]),
+        "each event a change: {states:?}"
+    );
 }
 
 /// A script, run in a mount namespace of its own where Open vSwitch's folders are

@@ -84,6 +84,15 @@ fn describe(e: &Value) -> String {
             s("command"),
             how(&e["exit"])
         ),
+        "controller" => match e["reason"].as_str() {
+            Some(why) => format!(
+                "control  {} {} {} ({why})",
+                s("node"),
+                s("controller"),
+                s("state")
+            ),
+            None => format!("control  {} {} {}", s("node"), s("controller"), s("state")),
+        },
         "fleet_down" => "fleet    going down".to_string(),
         other => format!("{other} {e}"),
     };

@@ -24,6 +24,20 @@ use nsfleet_core::{Fleet, Node, Requests, SubsysId};
 use nsfleet_netlink::rtnl;
 use nsfleet_topology::{Iface, NodeWiring};
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What subsystems tell whoever watches the fleet (`nsfleet events`): each is one JSON
+/// line, its own `event` tag first.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Event {
+    Process(process::ProcessEvent),
+    Controller(ovs::ControllerEvent),
+}
+
+/// Where subsystems' events go; called from workers and from subsystems' own threads
+/// (the process watcher, the controller relays), so it must not block for long.
+pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// Handles of the default subsystems that callers query for reports or live changes.
 pub struct Defaults {
@@ -39,7 +53,7 @@ pub fn register_defaults(
     fleet: &Fleet,
     fleet_name: &str,
     host_journal: PathBuf,
-    process_events: Option<process::ProcessEvents>,
+    events: Option<Events>,
 ) -> anyhow::Result<Defaults> {
     probe::has_ipv6(); // looked up here, in the host, rather than inside a node
                        // Create
@@ -61,8 +75,8 @@ pub fn register_defaults(
     fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
-    let ovs_controllers = fleet.register(ovs::Controllers)?;
-    let process = fleet.register(process::Processes::new(fleet_name, process_events))?;
+    let ovs_controllers = fleet.register(ovs::Controllers::new(events.clone()))?;
+    let process = fleet.register(process::Processes::new(fleet_name, events))?;
     fleet.register(ovs::Ready)?;
     Ok(Defaults {
         process,

@@ -207,8 +207,32 @@ fn taken(cx: &mut InitCtx<'_>) -> anyhow::Result<Vec<i32>> {
 
 const IFF_PROMISC: u32 = libc::IFF_PROMISC as u32;
 
-/// The controller relays of OVS switches.
-pub struct Controllers;
+/// The controller relays of OVS switches; with where to tell what becomes of their
+/// connections.
+pub struct Controllers {
+    events: Option<crate::Events>,
+}
+
+impl Controllers {
+    pub fn new(events: Option<crate::Events>) -> Self {
+        Controllers { events }
+    }
+}
+
+/// A switch's connection to a controller changed, as its relay sees it: "connected",
+/// "disconnected", or "unreachable" (with why). Said once per change: a switch retrying
+/// an unreachable controller every few seconds is one event, not one a retry.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ControllerEvent {
+    Controller {
+        node: String,
+        controller: String,
+        state: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
 
 /// A switch's relays: its listeners and the connections they carry, closed by `exit`.
 pub struct Relays {
@@ -221,11 +245,12 @@ pub struct Relays {
 }
 
 /// Whether a switch is connected to a controller, as its relay sees it: connections it
-/// carries now, and why the last one it could not make failed.
+/// carries now, why the last one it could not make failed, and what was last told.
 #[derive(Default)]
 struct Reach {
     live: usize,
     failed: Option<String>,
+    told: Option<(&'static str, Option<String>)>,
 }
 
 impl Default for Relays {
@@ -286,6 +311,7 @@ impl Subsystem for Controllers {
                 to,
                 conns: relays.conns.clone(),
                 reach: reach.clone(),
+                teller: self.events.clone().map(|e| (e, cx.node.name().to_string())),
             };
             let l = listener.clone();
             std::thread::Builder::new()
@@ -379,13 +405,37 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
         .find(|n| n.wiring().addrs().any(|a| a.addr == ip))
 }
 
-/// What a relay's connections share: where they go, the sockets `exit` shuts down, and
-/// what `status` says of them.
+/// What a relay's connections share: where they go, the sockets `exit` shuts down, what
+/// `status` says of them, and where (with the switch's name) their changes are told.
 #[derive(Clone)]
 struct Ends {
     to: SocketAddr,
     conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
     reach: Arc<Mutex<Reach>>,
+    teller: Option<(crate::Events, String)>,
+}
+
+impl Ends {
+    /// Records a change of the switch's connection, and tells it if it is news. The
+    /// event goes out after the lock is let go: a watcher never holds a relay up.
+    fn change(&self, f: impl FnOnce(&mut Reach) -> (&'static str, Option<String>)) {
+        let news = {
+            let mut reach = self.reach.lock();
+            let now = f(&mut reach);
+            (reach.told.as_ref() != Some(&now)).then(|| {
+                reach.told = Some(now.clone());
+                now
+            })
+        };
+        if let (Some((state, reason)), Some((events, node))) = (news, &self.teller) {
+            events(crate::Event::Controller(ControllerEvent::Controller {
+                node: node.clone(),
+                controller: format!("tcp:{}", self.to),
+                state,
+                reason,
+            }));
+        }
+    }
 }
 
 /// Numbers connections, so that each takes its own sockets out of `Relays::conns`.
@@ -396,7 +446,11 @@ static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
     if let Err(e) = sys::ns::setns_net(from.as_fd()) {
-        ends.reach.lock().failed = Some(format!("entering the namespace to connect from: {e}"));
+        let why = format!("entering the namespace to connect from: {e}");
+        ends.change(|r| {
+            r.failed = Some(why.clone());
+            ("unreachable", Some(why))
+        });
         return;
     }
     while let Ok((inner, _)) = listener.accept() {
@@ -414,7 +468,13 @@ fn carry(inner: TcpStream, ends: &Ends) {
         Ok(outer) => outer,
         Err(e) => {
             // Unreachable: the switch retries, as it would with the controller itself.
-            ends.reach.lock().failed = Some(e.to_string());
+            ends.change(|r| {
+                r.failed = Some(e.to_string());
+                match r.live {
+                    0 => ("unreachable", Some(e.to_string())),
+                    _ => ("connected", None),
+                }
+            });
             return;
         }
     };
@@ -428,18 +488,24 @@ fn carry(inner: TcpStream, ends: &Ends) {
         held.extend(inner.try_clone().map(|s| (id, s)));
         held.extend(outer.try_clone().map(|s| (id, s)));
     }
-    {
-        let mut reach = ends.reach.lock();
-        reach.live += 1;
-        reach.failed = None;
-    }
+    ends.change(|r| {
+        r.live += 1;
+        r.failed = None;
+        ("connected", None)
+    });
     let back = std::thread::Builder::new()
         .name("relay-back".into())
         .spawn(move || copy(b, a));
     copy(inner, outer);
     let _ = back.map(|t| t.join());
     ends.conns.lock().retain(|(c, _)| *c != id);
-    ends.reach.lock().live -= 1;
+    ends.change(|r| {
+        r.live -= 1;
+        match r.live {
+            0 => ("disconnected", None),
+            _ => ("connected", None),
+        }
+    });
 }
 
 /// Copies `from` to `to` until `from` ends, then ends both.

@@ -45,15 +45,11 @@ pub enum ProcessEvent {
     },
 }
 
-/// Where process events go; called from the watcher's thread and from workers, so it
-/// must not block for long.
-pub type ProcessEvents = Arc<dyn Fn(ProcessEvent) + Send + Sync>;
-
 pub struct Processes {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
     fleet: String,
-    events: Option<ProcessEvents>,
+    events: Option<crate::Events>,
     spawner: OnceLock<Spawner>,
     watcher: OnceLock<Watcher>,
     /// What the fleet's worlds share, made on the first node's start.
@@ -61,7 +57,7 @@ pub struct Processes {
 }
 
 impl Processes {
-    pub fn new(fleet: &str, events: Option<ProcessEvents>) -> Self {
+    pub fn new(fleet: &str, events: Option<crate::Events>) -> Self {
         Processes {
             grace: Duration::from_secs(3),
             fleet: fleet.to_string(),
@@ -82,7 +78,7 @@ struct Proc {
     world: (libc::pid_t, u64),
     launch: Launch,
     restart: bool,
-    events: Option<ProcessEvents>,
+    events: Option<crate::Events>,
     /// Protects the command's current run; taken by the watcher, `status` (under the
     /// node's states) and teardown (a batch's at once); only `WATCHED` is taken under it.
     run: Mutex<Run>,
@@ -590,7 +586,10 @@ fn watch_round(live: &[Arc<Proc>], woken: &UnixStream, spawner: &Spawner) -> boo
 impl Proc {
     fn tell(&self, e: impl FnOnce(String, String) -> ProcessEvent) {
         if let Some(events) = &self.events {
-            events(e(self.node.clone(), self.command.clone()));
+            events(crate::Event::Process(e(
+                self.node.clone(),
+                self.command.clone(),
+            )));
         }
     }
 

@@ -235,9 +235,9 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     })?;
     let watchers = Arc::new(watch::Watchers::default());
     let to = watchers.clone();
-    let process_events: nsfleet_subsys::process::ProcessEvents = Arc::new(move |e| to.publish(&e));
+    let events: nsfleet_subsys::Events = Arc::new(move |e| to.publish(&e));
     let journal = run_dir.host_journal(&args.name);
-    let defaults = register_defaults(&fleet, &args.name, journal, Some(process_events))?;
+    let defaults = register_defaults(&fleet, &args.name, journal, Some(events))?;
     if args.netns_names {
         let journal = run_dir.netns_journal(&args.name);
         fleet.register(nsfleet_subsys::netns_names::NetnsNames::new(journal)?)?;

@@ -5,6 +5,8 @@
 //!   socket in each node, subscribed to RTNLGRP_LINK, opened when the first watcher comes
 //!   (no socket, and no cost, for a fleet nobody watches), never by polling the links.
 //! - Processes started and exited come from the processes subsystem's watcher.
+//! - Open vSwitch switches connecting to their controllers, or losing or failing to
+//!   reach them, come from the controller relays.
 //! - Node actions (`nsfleet node`) come from the supervisor.
 //!
 //! A watcher that does not keep up (a write blocked for a second) is dropped: a fleet
@@ -20,7 +22,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Events of the fleet besides processes' (those are `process::ProcessEvent`).
+/// Events of the fleet besides subsystems' (those are `nsfleet_subsys::Event`).
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FleetEvent {

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 /// Stream what happens in a live fleet until it ends: links up, down or without
 /// carrier (the kernel's own notifications in each node, not polling), processes
-/// started and exited with their status, node actions, and nodes and interfaces added,
-/// changed or removed by `apply`.
+/// started and exited with their status, node actions, nodes and interfaces added,
+/// changed or removed by `apply`, and Open vSwitch switches connecting to their
+/// OpenFlow controllers, losing them, or failing to reach them (once per change).
 ///
 ///   nsfleet events lab            # 12:04:31.250 UTC  link     r1:eth0 no-carrier
 ///   nsfleet events lab --json     # {"event":"link","node":"r1","iface":"eth0","state":"no-carrier","at":...}
@@ -16,8 +17,10 @@ use std::path::PathBuf;
 pub struct EventsCommand {
     /// The fleet.
     name: String,
-    /// One JSON object per line: {"event": "link" | "node" | "process_started" |
-    /// "process_exited" | "fleet_down", "at": seconds since the epoch, ...}.
+    /// One JSON object per line: {"event": "link" | "node" | "interface" |
+    /// "process_started" | "process_exited" | "controller" | "fleet_down", "at": seconds
+    /// since the epoch, ...}; a controller's: {"node", "controller": "tcp:IP:PORT",
+    /// "state": "connected" | "disconnected" | "unreachable", "reason"?}.
     #[arg(long)]
     json: bool,
 }

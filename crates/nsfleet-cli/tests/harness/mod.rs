@@ -316,6 +316,83 @@ pub fn wait_until<T, S: std::fmt::Debug>(
     }
 }
 
+/// `nsfleet events FLEET --json`, subscribed (its first line said so: nothing is missed
+/// from there on), its events read as they come on a thread of their own so that waiting
+/// for one has a deadline. Killed by its guard if the fleet outlives the test's interest.
+pub struct Events {
+    watcher: std::process::Child,
+    rx: std::sync::mpsc::Receiver<Value>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// Every event received so far, in order.
+    pub seen: Vec<Value>,
+}
+
+impl Env {
+    pub fn events(&self, fleet: &str) -> Events {
+        use std::io::{BufRead, BufReader};
+        let mut watcher = self
+            .cmd(&["events", fleet, "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
+        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(first["event"], "watching", "nothing is missed from here on");
+        let (tx, rx) = std::sync::mpsc::channel::<Value>();
+        let reader = std::thread::spawn(move || {
+            for l in lines {
+                let event = serde_json::from_str(&l.unwrap()).unwrap();
+                if tx.send(event).is_err() {
+                    break;
+                }
+            }
+        });
+        Events {
+            watcher,
+            rx,
+            reader: Some(reader),
+            seen: Vec::new(),
+        }
+    }
+}
+
+impl Events {
+    /// Waits until an event matches `wanted`; returns it.
+    pub fn wait_for(
+        &mut self,
+        what: &str,
+        timeout: std::time::Duration,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let from = self.seen.len();
+        wait_until(what, timeout, || {
+            self.seen.extend(self.rx.try_iter());
+            self.seen[from..]
+                .iter()
+                .find(|e| wanted(e))
+                .cloned()
+                .ok_or_else(|| self.seen.clone())
+        })
+    }
+
+    /// Waits for the stream to end (the fleet went down), with every event it carried.
+    pub fn finish(mut self) -> Vec<Value> {
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        self.seen.extend(self.rx.try_iter());
+        assert!(self.watcher.wait().unwrap().success());
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        let _ = self.watcher.kill();
+        let _ = self.watcher.wait();
+    }
+}
+
 /// Sends `sig` to process `pid` (a process the test started, or a fleet's supervisor it
 /// reads from the fleet's record); a process already gone is no error here.
 pub fn signal(pid: i32, sig: i32) {
