@@ -33,7 +33,6 @@ NOT_RUN = {
     "test_limit": "CPULimitedHost: nodes are not placed in CPU-limited cgroups",
     "test_linearbandwidth": "needs netem for its links' bandwidth on a UserSwitch chain (run in a guest)",
     "test_mobility": "moves interfaces between switches of a running network",
-    "test_multilink": "it reads the CLI's `net` listing of a switch's `lo`, which nsfleet's switches do not list",
     "test_nat": "a NAT to the host's own network",
     "test_natnet": "NATs to the host's own network",
     "test_scratchnet": "drives the host's own Open vSwitch from nodes outside any namespace",

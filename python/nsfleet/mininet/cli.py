@@ -1,6 +1,7 @@
 """Mininet's CLI, minimal: `h1 ping h2` (node names become their addresses), `pingall`,
-`nodes`, `net`, `links`, `dump`, `iperf [h1 h2]`, `link s1 h1 down|up`, `sh CMD`,
-`help`, `exit`. Reads standard input (or `script=`); ends at EOF."""
+`nodes`, `net`, `intfs`, `links`, `dump`, `iperf [h1 h2]`, `link s1 h1 down|up`, `sh CMD`,
+`py EXPR`, `px STATEMENT`, `help`, `exit`. Reads standard input (or `script=`); ends at
+EOF."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ class CLI:
     def __init__(self, mininet: Any, stdin: IO[str] = sys.stdin, script: Optional[str] = None,
                  **_: Any) -> None:
         self.mn = mininet
+        # What `py` and `px` see: the network, its nodes, and what `px` defined before.
+        self.locals: dict = {"net": mininet}
         from . import log
-        log.output("*** Starting CLI:\n")
+        log.info("*** Starting CLI:\n")
         if script is not None:
             with open(script) as f:
                 for line in f:
@@ -84,6 +87,14 @@ class CLI:
         for c in self.mn.controllers:
             print(c.name)
 
+    def do_intfs(self, _: list) -> None:
+        """Each node's interfaces, as Mininet's `intfs` lists them (a switch's `lo` first)."""
+        for node in list(self.mn.hosts) + list(self.mn.switches):
+            names = (["lo"] if isinstance(node, Switch) else []) + node.intfNames()
+            print(f"{node.name}: {','.join(names)}")
+        for c in self.mn.controllers:
+            print(f"{c.name}: ")
+
     def do_links(self, _: list) -> None:
         for link in self.mn.links:
             print(f"{link} {link.status()}")
@@ -117,7 +128,26 @@ class CLI:
         subprocess.run(" ".join(args), shell=True)
 
     def do_py(self, args: list) -> None:
-        print(eval(" ".join(args), {"net": self.mn, **{k: self.mn[k] for k in self.mn}}))
+        """Evaluates a Python expression, with the network (`net`) and its nodes by name,
+        and prints what it gives (nothing for None), as Mininet's `py`."""
+        try:
+            result = eval(" ".join(args), globals(), self.getLocals())
+        except Exception as e:
+            print(e)
+            return
+        if result is not None:
+            print(result if isinstance(result, str) else repr(result))
+
+    def do_px(self, args: list) -> None:
+        """Runs a Python statement; what it defines stays for the next `py` and `px`."""
+        try:
+            exec(" ".join(args), globals(), self.getLocals())
+        except Exception as e:
+            print(e)
+
+    def getLocals(self) -> dict:
+        self.locals.update({k: self.mn[k] for k in self.mn})
+        return self.locals
 
     def do_noecho(self, args: list) -> None:
         if args and args[0] in self.mn:

@@ -5,6 +5,7 @@ of its ends, and an interface's `config(...)` on a running network is `nsfleet i
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ._unsupported import Unsupported, once
@@ -69,6 +70,12 @@ class Intf:
         return self.ip
 
     def MAC(self) -> Optional[str]:
+        """The interface's MAC address: the one it was given, else, once the network
+        runs, the kernel's."""
+        if self.mac is None and self.node.net is not None and self.node.net.fleet is not None:
+            mac = self.node.cmd(f"cat /sys/class/net/{self.name}/address").strip()
+            if re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", mac):
+                self.mac = mac
         return self.mac
 
     def isUp(self, setUp: bool = False) -> bool:

@@ -15,6 +15,7 @@ import time
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from .. import _toml
 from ..fleet import Fleet
 from . import log
 from ._unsupported import Unsupported, once
@@ -135,7 +136,9 @@ class Mininet:
         """The running fleet made what the network now describes (`nsfleet apply`: only
         what changed is touched)."""
         assert self.fleet is not None
-        self.fleet.apply(self.topology())
+        topology = self.topology()
+        log.debug("*** The network as nsfleet's topology (nsfleet apply):\n" + _toml.dumps(topology))
+        self.fleet.apply(topology)
 
     # -- removing, as Mininet's delNode/delLink: from a running network at once --
     def delNode(self, node: Node, nodes: Optional[List[Any]] = None) -> None:
@@ -302,7 +305,7 @@ class Mininet:
         if self.fleet is None:
             self.launch()
         elif [id(c) for c in controllers] != [id(c) for c in before]:
-            self.fleet.apply(self.topology())
+            self._reshape()
             # Its Open vSwitch started again, in a world of its own: its shell went.
             switch.terminate()
         setattr(switch, "controllers", controllers)
@@ -318,7 +321,9 @@ class Mininet:
         log.info("*** Configuring hosts\n" + " ".join(h.name for h in self.hosts) + " \n")
         # Owned by this process: however the script ends (SIGKILL, a closed terminal),
         # its network goes with it.
-        self.fleet = Fleet.from_dict(self.topology(), owner=os.getpid())
+        topology = self.topology()
+        log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
+        self.fleet = Fleet.from_dict(topology, owner=os.getpid())
         _running.add(self)
         for h in self.hosts:
             h.runDeferred()

@@ -91,9 +91,13 @@ class Node:
         self.intfs[port] = intf
         self.ports[intf] = port
         self.nameToIntf[intf.name] = intf
-        # The node's own address is its default (first) interface's, as Mininet sets it.
-        if intf.ip is None and self.defaultIntf() is intf and self.params.get("ip"):
-            intf._set(str(self.params["ip"]))
+        # The node's own addresses are its default (first) interface's, as Mininet sets
+        # them (`mac` from autoSetMacs, `mn --mac`).
+        if self.defaultIntf() is intf:
+            if intf.ip is None and self.params.get("ip"):
+                intf._set(str(self.params["ip"]))
+            if intf.mac is None and self.params.get("mac"):
+                intf.mac = str(self.params["mac"])
 
     def intfList(self) -> List["Intf"]:
         return [self.intfs[p] for p in sorted(self.intfs)]

@@ -157,6 +157,37 @@ def buildTopo(topos: Dict[str, Any], topoStr: str) -> Any:
     return topos[name](*args, **kwargs)
 
 
+def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
+                  timeout: Optional[float] = None) -> bool:
+    """Waits until `server` (an address, or a node) listens on `port`, as seen from
+    `client` (a node; the host when None); False if it does not within `timeout`
+    seconds (None: as long as it takes). Mininet's uses telnet; a connection is tried
+    here with bash's /dev/tcp, or from Python on the host."""
+    import socket
+    import time
+    ip = server if isinstance(server, str) else server.IP()
+
+    def listening() -> bool:
+        if client is not None:
+            return "Connected" in client.cmd(
+                f"(exec 3<>/dev/tcp/{ip}/{port}) 2>/dev/null && echo Connected")
+        try:
+            with socket.create_connection((ip, port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    waited = 0.0
+    while not listening():
+        if timeout is not None and waited >= timeout:
+            from .log import error
+            error(f"could not connect to {ip} on port {port}\n")
+            return False
+        time.sleep(0.5)
+        waited += 0.5
+    return True
+
+
 class _Pexpect:
     """pexpect whose `spawn` speaks text (utf-8), as Mininet's `util.pexpect` is."""
 
