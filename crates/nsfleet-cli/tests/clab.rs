@@ -916,6 +916,40 @@ topology:
 }
 
 #[test]
+fn apply_takes_a_published_port_away_with_its_table_and_gives_it_back() {
+    let env = Env::new("clabportsapply");
+    let name = lab("pa");
+    let port = free_port();
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.76.0/24}}
+topology:
+  nodes:
+    web:
+      kind: linux
+      ports: [\"{port}:80\"]
+      exec: [\"python3 -m http.server 80 --bind 172.31.76.2 --directory /etc/nsfleet-no-such\"]
+"
+    );
+    let (_guard, file) = deploy(&env, &name, &text);
+    assert!(has_nft_table(&name));
+    // The only node that published a port no longer does: its chains and the table go.
+    let without = env.file(
+        "without.clab.yml",
+        &text.replace(&format!("      ports: [\"{port}:80\"]\n"), ""),
+    );
+    env.ok(&["apply", without.to_str().unwrap(), "--name", &name]);
+    assert!(!has_nft_table(&name), "the table went with the last port");
+    // And back: the table is made again, and the port answers.
+    env.ok(&["apply", &file, "--name", &name]);
+    assert!(has_nft_table(&name));
+    let reply = http_get_until_ok(port, Duration::from_secs(20));
+    assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
+    env.ok(&["destroy", "-t", &file]);
+    assert!(!has_nft_table(&name), "destroy removes the table");
+}
+
+#[test]
 fn exec_with_labels_runs_each_command_on_the_matching_nodes_as_containerlab_does() {
     let env = Env::new("clabexec");
     let name = lab("ex");

@@ -231,6 +231,31 @@ impl Subsystem for Ports {
         Ok(())
     }
 
+    /// A node whose ports change loses its chains here, and `extend` makes them anew.
+    fn retire(
+        &self,
+        cx: &mut InitCtx<'_>,
+        made: &mut bool,
+        was: &nsfleet_core::Shape,
+    ) -> anyhow::Result<()> {
+        if cx.config().ports != was.config.ports {
+            self.exit(cx.node, made);
+        }
+        Ok(())
+    }
+
+    fn extend(
+        &self,
+        cx: &mut InitCtx<'_>,
+        made: &mut bool,
+        _was: &nsfleet_core::Shape,
+    ) -> anyhow::Result<()> {
+        match *made {
+            true => Ok(()),
+            false => self.init(cx, made),
+        }
+    }
+
     fn exit(&self, node: &Node, made: &mut bool) {
         if !std::mem::take(made) {
             return;
@@ -243,10 +268,13 @@ impl Subsystem for Ports {
         };
         self.remove_chains(sock, node);
         if last {
-            // If this fails, the table goes with the supervisor's socket anyway.
-            let _ = commit(sock, |b, seq| nft::del_table(b, seq(), FAMILY, &self.table));
-            host.table_made = false;
-            host.localnet.clear();
+            // The table goes with the supervisor's socket anyway: made anew only once
+            // this took it away.
+            let gone = commit(sock, |b, seq| nft::del_table(b, seq(), FAMILY, &self.table));
+            if gone.is_ok() {
+                host.table_made = false;
+                host.localnet.clear();
+            }
         }
     }
 }
