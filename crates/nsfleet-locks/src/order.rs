@@ -38,6 +38,10 @@ pub const HOLDER_CONN: Rank = Rank::ordered(100, "Holder::conn");
 pub const SPAWNING: Rank = Rank::ordered(110, "SPAWNING");
 /// nsfleet-sys's `WATCHED`: children whose exit status is their watcher's.
 pub const WATCHED: Rank = Rank::ordered(120, "WATCHED");
+/// A controller relay's `tell`: its switch's connection changes, told one at a time and
+/// in the order they happen (it is held while `Relay::reach` is changed and the event
+/// published, which takes `Watchers::subs`).
+pub const RELAY_TELL: Rank = Rank::ordered(130, "Relay::tell");
 
 /// The supervisor's `state` ("starting", "up", ...).
 pub const STATE: Rank = Rank::leaf("Supervisor::state");

@@ -220,8 +220,9 @@ impl Controllers {
 }
 
 /// A switch's connection to a controller changed, as its relay sees it: "connected",
-/// "disconnected", or "unreachable" (with why). Said once per change: a switch retrying
-/// an unreachable controller every few seconds is one event, not one a retry.
+/// "disconnected", or "unreachable" (with the first error). Said once per change of
+/// state: a switch retrying an unreachable controller every few seconds is one event,
+/// not one a retry.
 #[derive(Clone, Debug, serde::Serialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ControllerEvent {
@@ -245,12 +246,11 @@ pub struct Relays {
 }
 
 /// Whether a switch is connected to a controller, as its relay sees it: connections it
-/// carries now, why the last one it could not make failed, and what was last told.
+/// carries now, and why the last one it could not make failed.
 #[derive(Default)]
 struct Reach {
     live: usize,
     failed: Option<String>,
-    told: Option<(&'static str, Option<String>)>,
 }
 
 impl Default for Relays {
@@ -311,6 +311,7 @@ impl Subsystem for Controllers {
                 to,
                 conns: relays.conns.clone(),
                 reach: reach.clone(),
+                told: Arc::new(Mutex::new(order::RELAY_TELL, None)),
                 teller: self.events.clone().map(|e| (e, cx.node.name().to_string())),
             };
             let l = listener.clone();
@@ -412,22 +413,24 @@ struct Ends {
     to: SocketAddr,
     conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
     reach: Arc<Mutex<Reach>>,
+    /// Protects the state last told ("connected", "disconnected", "unreachable"): held
+    /// from a change of `reach` to its event's publication, so that events come out one
+    /// at a time, in the order of the changes, and only when the state changes.
+    told: Arc<Mutex<Option<&'static str>>>,
     teller: Option<(crate::Events, String)>,
 }
 
 impl Ends {
-    /// Records a change of the switch's connection, and tells it if it is news. The
-    /// event goes out after the lock is let go: a watcher never holds a relay up.
+    /// Records a change of the switch's connection (`f` changes `reach` and says the state
+    /// it leaves, with why), and tells it if the state is news.
     fn change(&self, f: impl FnOnce(&mut Reach) -> (&'static str, Option<String>)) {
-        let news = {
-            let mut reach = self.reach.lock();
-            let now = f(&mut reach);
-            (reach.told.as_ref() != Some(&now)).then(|| {
-                reach.told = Some(now.clone());
-                now
-            })
-        };
-        if let (Some((state, reason)), Some((events, node))) = (news, &self.teller) {
+        let mut told = self.told.lock();
+        let (state, reason) = f(&mut self.reach.lock());
+        if *told == Some(state) {
+            return;
+        }
+        *told = Some(state);
+        if let Some((events, node)) = &self.teller {
             events(crate::Event::Controller(ControllerEvent::Controller {
                 node: node.clone(),
                 controller: format!("tcp:{}", self.to),

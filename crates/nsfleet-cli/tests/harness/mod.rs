@@ -325,6 +325,8 @@ pub struct Events {
     reader: Option<std::thread::JoinHandle<()>>,
     /// Every event received so far, in order.
     pub seen: Vec<Value>,
+    /// Where the next `wait_for` looks from: past the event the last one found.
+    cursor: usize,
 }
 
 impl Env {
@@ -352,27 +354,30 @@ impl Env {
             rx,
             reader: Some(reader),
             seen: Vec::new(),
+            cursor: 0,
         }
     }
 }
 
 impl Events {
-    /// Waits until an event matches `wanted`; returns it.
+    /// Waits until an event after the last one waited for matches `wanted` (events in
+    /// the order they happen); returns it.
     pub fn wait_for(
         &mut self,
         what: &str,
         timeout: std::time::Duration,
         wanted: impl Fn(&Value) -> bool,
     ) -> Value {
-        let from = self.seen.len();
-        wait_until(what, timeout, || {
+        let from = self.cursor;
+        let at = wait_until(what, timeout, || {
             self.seen.extend(self.rx.try_iter());
-            self.seen[from..]
-                .iter()
-                .find(|e| wanted(e))
-                .cloned()
+            (self.seen[from..].iter())
+                .position(&wanted)
+                .map(|i| from + i)
                 .ok_or_else(|| self.seen.clone())
-        })
+        });
+        self.cursor = at + 1;
+        self.seen[at].clone()
     }
 
     /// Waits for the stream to end (the fleet went down), with every event it carried.
