@@ -46,6 +46,7 @@ class Intf:
         self.node = node
         self.link = link
         self.mac = mac
+        self._kernel_mac: Optional[str] = None
         self.ip: Optional[str] = None
         self.prefixLen: Optional[int] = None
         self.params = params
@@ -71,12 +72,15 @@ class Intf:
 
     def MAC(self) -> Optional[str]:
         """The interface's MAC address: the one it was given, else, once the network
-        runs, the kernel's."""
-        if self.mac is None and self.node.net is not None and self.node.net.fleet is not None:
+        runs, the kernel's (read, and never written into the topology: `mac` stays what
+        the script gave)."""
+        if self.mac is not None:
+            return self.mac
+        if self._kernel_mac is None and self.node.net is not None and self.node.net.fleet is not None:
             mac = self.node.cmd(f"cat /sys/class/net/{self.name}/address").strip()
             if re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", mac):
-                self.mac = mac
-        return self.mac
+                self._kernel_mac = mac
+        return self._kernel_mac
 
     def isUp(self, setUp: bool = False) -> bool:
         if setUp:

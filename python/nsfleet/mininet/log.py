@@ -18,6 +18,11 @@ def setLogLevel(level: str = "output") -> None:
     _level = LEVELS[level]
 
 
+def enabled(level: str) -> bool:
+    """Whether messages of `level` are shown."""
+    return LEVELS[level] >= _level
+
+
 def _say(level: str, *args: Any) -> None:
     if LEVELS[level] >= _level:
         sys.stdout.write(" ".join(str(a) for a in args))

@@ -77,6 +77,8 @@ class Mininet:
         self.links: List[Link] = []
         self.nameToNode: Dict[str, Any] = {}
         self.fleet: Optional[Fleet] = None
+        # Each switch as the running fleet has it (see `_reshape`).
+        self._applied: Dict[str, Any] = {}
         self.name = f"mn{os.getpid() % 100000}x{next(_serial)}"
         self.built = False
         # The controllers each switch connects to, where a script said (`s1.start([c1])`);
@@ -92,13 +94,15 @@ class Mininet:
 
     # -- describing --
     def addHost(self, name: str, cls: Any = None, **params: Any) -> Node:
-        """A host; without `ip`, the next address of ipBase (10.0.0.1, ...)."""
+        """A host; without `ip`, the next address of ipBase (10.0.0.1, ...). Each host
+        takes the next number, given an `ip` or not, as Mininet numbers them (and its
+        MAC with autoSetMacs: 00:00:00:00:00:01, ...)."""
         if "ip" not in params:
             addr = self.network.network_address + self.nextIP
             params["ip"] = f"{addr}/{self.network.prefixlen}"
-            self.nextIP += 1
         if self.autoSetMacs and "mac" not in params:
-            params["mac"] = _mac(self.nextIP - 1)
+            params["mac"] = _mac(self.nextIP)
+        self.nextIP += 1
         node = (cls or self.host)(name, **params)
         return self._add(node, self.hosts)
 
@@ -127,7 +131,13 @@ class Mininet:
         where.append(node)
         self.nameToNode[node.name] = node
         if self.fleet is not None:
-            self._reshape()
+            try:
+                self._reshape()
+            except Exception:
+                # Refused: the network stays what the fleet is.
+                where.remove(node)
+                del self.nameToNode[node.name]
+                raise
             if node in self.hosts:
                 node.configDefault()
         return node
@@ -137,15 +147,33 @@ class Mininet:
         what changed is touched)."""
         assert self.fleet is not None
         topology = self.topology()
-        log.debug("*** The network as nsfleet's topology (nsfleet apply):\n" + _toml.dumps(topology))
+        if log.enabled("debug"):
+            log.debug("*** The network as nsfleet's topology (nsfleet apply):\n" + _toml.dumps(topology))
         self.fleet.apply(topology)
+        # A changed Open vSwitch switch started again, in a world of its own: its shell
+        # went with the old one.
+        now = self._switch_shapes(topology)
+        for sw in self.switches:
+            if sw.name in self._applied and self._applied[sw.name] != now[sw.name]:
+                sw.terminate()
+        self._applied = now
+
+    def _switch_shapes(self, topology: Dict[str, Any]) -> Dict[str, Any]:
+        """Each switch as the fleet has it: its entry and its ports."""
+        entries = {e["name"]: e for e in topology.get("switch", [])}
+        return {sw.name: (repr(entries.get(sw.name)), tuple(sw.intfNames())) for sw in self.switches}
 
     # -- removing, as Mininet's delNode/delLink: from a running network at once --
-    def delNode(self, node: Node, nodes: Optional[List[Any]] = None) -> None:
-        """Removes `node` and its links."""
+    def delNode(self, node: Any, nodes: Optional[List[Any]] = None) -> None:
+        """Removes `node` and its links (a controller: stopped, and no switch's any more)."""
         for link in [l for l in self.links if node in (l.intf1.node, l.intf2.node)]:
             self._forget(link)
-        node.terminate()
+        if isinstance(node, Controller):
+            node.stop()
+            for name, cs in self.switchControllers.items():
+                self.switchControllers[name] = [c for c in cs if c is not node]
+        else:
+            node.terminate()
         (nodes if nodes is not None else self._list_of(node)).remove(node)
         del self.nameToNode[node.name]
         if self.fleet is not None:
@@ -156,6 +184,9 @@ class Mininet:
 
     def delSwitch(self, switch: Switch) -> None:
         self.delNode(switch, nodes=self.switches)
+
+    def delController(self, controller: Controller) -> None:
+        self.delNode(controller, nodes=self.controllers)
 
     def delLink(self, link: Link) -> None:
         self._forget(link)
@@ -191,7 +222,12 @@ class Mininet:
         link = (cls or self.link)(n1, n2, port1=port1, port2=port2, **params)
         self.links.append(link)
         if self.fleet is not None:
-            self._reshape()
+            try:
+                self._reshape()
+            except Exception:
+                # Refused: the network stays what the fleet is.
+                self._forget(link)
+                raise
         return link
 
     def build(self) -> None:
@@ -322,8 +358,10 @@ class Mininet:
         # Owned by this process: however the script ends (SIGKILL, a closed terminal),
         # its network goes with it.
         topology = self.topology()
-        log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
+        if log.enabled("debug"):
+            log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
         self.fleet = Fleet.from_dict(topology, owner=os.getpid())
+        self._applied = self._switch_shapes(topology)
         _running.add(self)
         for h in self.hosts:
             h.runDeferred()
@@ -507,8 +545,10 @@ def _end(intf: Intf, impair: Dict[str, str]) -> Any:
     ip = intf.IP()
     if ip:
         end["addrs"] = [f"{ip}/{intf.prefixLen if intf.prefixLen is not None else 8}"]
-    if intf.MAC():
-        end["mac"] = intf.MAC()
+    if intf.mac:
+        # The MAC a script gave, never one read from the kernel: that would turn every
+        # link into a changed one at the next apply.
+        end["mac"] = intf.mac
     if impair:
         end["impair"] = impair
     return end
@@ -531,8 +571,11 @@ def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set
     the shell's at a time."""
     wait = max(1, int(timeout or 1))
     src.cmd(_PING_ONE)
-    out = "".join(src.cmd(" ".join(line) + " wait")
-                  for line in _lines([f"_nsfleet_ping {wait} {d.IP()} {d.name} &" for d in dsts]))
+    # Each line waits for its own pings only: the host may run jobs of its own
+    # (`h1 iperf -s &`), which a bare `wait` would wait for.
+    out = "".join(src.cmd("p=; " + " ".join(line) + ' wait $p')
+                  for line in _lines([f'_nsfleet_ping {wait} {d.IP()} {d.name} & p="$p $!";'
+                                      for d in dsts]))
     if "no-room" in out:
         once("neighbours", _NEIGHBOURS_FULL)
     return set(re.findall(r"ok:(\S+)", out))

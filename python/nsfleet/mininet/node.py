@@ -52,13 +52,28 @@ class Node:
         self.net: Optional["Mininet"] = None
         self.shell: Optional[subprocess.Popen] = None
         self._out: Any = None
-        self.master: Optional[int] = None
-        self.slave: Optional[int] = None
+        self._master: Optional[int] = None
+        self._slave: Optional[int] = None
         self.waiting = False
         self.lastCmd: Optional[str] = None
         # Commands given before the network exists (Mininet's nodes exist from their
         # construction): run, in order, once it is up.
         self.deferred: List[str] = []
+
+    @property
+    def master(self) -> Optional[int]:
+        """The pseudo-terminal's master end (the shell is started for it, as Mininet's
+        exists from the node's creation)."""
+        if self.shell is None and self.net is not None and self.net.fleet is not None:
+            self.startShell()
+        return self._master
+
+    @property
+    def slave(self) -> Optional[int]:
+        """The pseudo-terminal's slave end, the shell's standard streams."""
+        if self.shell is None and self.net is not None and self.net.fleet is not None:
+            self.startShell()
+        return self._slave
 
     def __repr__(self) -> str:
         pid = self.shell.pid if self.shell is not None else None
@@ -148,8 +163,8 @@ class Node:
     def terminate(self) -> None:
         """Ends the node's shell (the node itself goes with the fleet)."""
         if self.shell is not None:
-            Node.outToNode.pop(self.master or -1, None)
-            Node.inToNode.pop(self.master or -1, None)
+            Node.outToNode.pop(self._master or -1, None)
+            Node.inToNode.pop(self._master or -1, None)
             # An interactive bash ignores SIGTERM: it is asked to exit, and killed if a
             # command keeps it busy.
             try:
@@ -158,9 +173,10 @@ class Node:
             except (OSError, subprocess.TimeoutExpired):
                 self.shell.kill()
                 self.shell.wait()
-            if self.master is not None:
-                os.close(self.master)
-            self.shell = self.master = self.slave = self._out = None
+            for fd in (self._master, self._slave):
+                if fd is not None:
+                    os.close(fd)
+            self.shell = self._master = self._slave = self._out = None
 
     def delIntf(self, intf: "Intf") -> None:
         """Forgets one of the node's interfaces (its link is gone)."""
@@ -195,11 +211,10 @@ class Node:
                 f"mininet:{self.name}"]
         self.shell = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
                                       close_fds=True, start_new_session=True)
-        # The terminal's two descriptors, as Mininet's nodes name them; the slave end is
-        # the shell's alone (held here, a shell that ends would never read as ended).
-        os.close(slave)
-        self.slave = slave
-        self.master = master
+        # The terminal's two descriptors, both kept open as Mininet keeps them (`read`
+        # therefore looks at the shell itself to see it end).
+        self._slave = slave
+        self._master = master
         self._out = os.fdopen(master, "r", closefd=False)
         Node.outToNode[master] = self
         Node.inToNode[master] = self
@@ -208,18 +223,21 @@ class Node:
         self.cmd("unset HISTFILE; stty -echo; set +m")
 
     def write(self, data: str) -> None:
-        assert self.master is not None
-        os.write(self.master, data.encode())
+        assert self._master is not None
+        os.write(self._master, data.encode())
 
     def read(self, size: int = 1024, timeoutms: Optional[int] = None) -> str:
-        assert self.master is not None
+        """What the shell wrote, up to `size`; "" once `timeoutms` passed with nothing, or
+        once the shell has ended (waited for without a timeout)."""
+        assert self._master is not None
         # poll, not select: a network of 1,024 hosts has shells past descriptor 1,023.
         poller = select.poll()
-        poller.register(self.master, select.POLLIN)
-        if not poller.poll(None if timeoutms is None else timeoutms):
-            return ""
+        poller.register(self._master, select.POLLIN)
+        while not poller.poll(1000 if timeoutms is None else timeoutms):
+            if timeoutms is not None or self.shell is None or self.shell.poll() is not None:
+                return ""
         try:
-            return os.read(self.master, size).decode(errors="replace")
+            return os.read(self._master, size).decode(errors="replace")
         except OSError:
             return ""
 

@@ -161,7 +161,7 @@ def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
                   timeout: Optional[float] = None) -> bool:
     """Waits until `server` (an address, or a node) listens on `port`, as seen from
     `client` (a node; the host when None); False if it does not within `timeout`
-    seconds (None: as long as it takes). Mininet's uses telnet; a connection is tried
+    seconds (None or 0: as long as it takes, as Mininet's). Mininet's uses telnet; a connection is tried
     here with bash's /dev/tcp, or from Python on the host."""
     import socket
     import time
@@ -169,8 +169,9 @@ def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
 
     def listening() -> bool:
         if client is not None:
+            # A connection that hangs (a dropped SYN) is given up after a second.
             return "Connected" in client.cmd(
-                f"(exec 3<>/dev/tcp/{ip}/{port}) 2>/dev/null && echo Connected")
+                f"timeout 1 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null && echo Connected")
         try:
             with socket.create_connection((ip, port), timeout=1):
                 return True
@@ -179,7 +180,7 @@ def waitListening(client: Any = None, server: Any = "127.0.0.1", port: int = 80,
 
     waited = 0.0
     while not listening():
-        if timeout is not None and waited >= timeout:
+        if timeout and waited >= timeout:
             from .log import error
             error(f"could not connect to {ip} on port {port}\n")
             return False
