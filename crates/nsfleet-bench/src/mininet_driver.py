@@ -1,5 +1,6 @@
 # nsfleet bench mininet's driver: Mininet's TreeNet(depth, fanout) with Linux bridges or
-# Open vSwitch (KIND "bridge" or "ovs": OVSBridge, standalone) and no controller, from
+# Open vSwitch (KIND "bridge", "ovs": OVSBridge, standalone, no controller, or
+# "ovs-controller": OVSSwitch, secure, under OVSController), from
 # start to pingAll-ready (the first host reaches the last) and stop, through the modules
 # under PREFIX (`mininet`: Mininet itself; `nsfleet.mininet`: nsfleet's API). With TOPO,
 # nsfleet's API also writes the network as an nsfleet topology file there (fleet
@@ -18,10 +19,15 @@ topo_out = sys.argv[5] if len(sys.argv) > 5 else None
 net_mod = importlib.import_module(prefix + ".net")
 topolib = importlib.import_module(prefix + ".topolib")
 node = importlib.import_module(prefix + ".node")
+controller = None
 if kind == "ovs":
     # Standalone (no controller), on the userspace datapath: this kernel has no
     # openvswitch module, and the same datapath on both sides.
     bridge = functools.partial(node.OVSBridge, datapath="user")
+elif kind == "ovs-controller":
+    # Secure, under Open vSwitch's test controller: the first ping needs its flows.
+    bridge = functools.partial(node.OVSSwitch, datapath="user")
+    controller = node.OVSController
 else:
     bridge = getattr(node, "LinuxBridge", None) \
         or importlib.import_module(prefix + ".nodelib").LinuxBridge
@@ -45,7 +51,7 @@ def ovs_rss_mb():
 
 t0 = time.monotonic()
 net = net_mod.Mininet(topo=topolib.TreeTopo(depth=depth, fanout=fanout), switch=bridge,
-                      controller=None)
+                      controller=controller)
 net.start()
 t1 = time.monotonic()
 first, last = net.hosts[0], net.hosts[-1]
@@ -56,14 +62,14 @@ else:
     net.stop()
     sys.exit("%s never reached %s" % (first.name, last.name))
 t2 = time.monotonic()
-rss = ovs_rss_mb() / len(net.switches) if kind == "ovs" else None
+rss = ovs_rss_mb() / len(net.switches) if kind != "bridge" else None
 if topo_out:
     from nsfleet import _toml
     doc = net.topology()
     doc["fleet"]["name"] = "bench"
     with open(topo_out, "w") as f:
         f.write(_toml.dumps(doc))
-    if kind == "ovs":
+    if kind != "bridge":
         # The same network on Linux bridges, for an OVS fleet against a bridge fleet.
         for sw in doc.get("switch", []):
             for key in list(sw):

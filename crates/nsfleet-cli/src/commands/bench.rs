@@ -223,11 +223,15 @@ pub enum Bench {
         /// Children of each switch.
         #[arg(long, value_parser = within::<1, 1024>, default_value_t = 32)]
         fanout: u64,
-        /// The switches: "bridge" (Linux bridges) or "ovs" (Open vSwitch in standalone
+        /// The switches: "bridge" (Linux bridges), "ovs" (Open vSwitch in standalone
         /// mode, Mininet's OVSBridge, on the userspace datapath on both sides; Mininet's
         /// runs on an ovsdb-server and ovs-vswitchd of the bench's own, in a mount
-        /// namespace where Open vSwitch's folders are empty, never the host's).
-        #[arg(long, value_parser = ["bridge", "ovs"], default_value = "bridge")]
+        /// namespace where Open vSwitch's folders are empty, never the host's), or
+        /// "ovs-controller" (Open vSwitch in secure mode under Open vSwitch's test
+        /// controller, Mininet's OVSController, on both sides: ready is when the
+        /// controller's flows carry the first ping; it takes 16 switches, so Mininet's
+        /// own cannot connect a tree of more).
+        #[arg(long, value_parser = ["bridge", "ovs", "ovs-controller"], default_value = "bridge")]
         switch: String,
         #[command(flatten)]
         common: BenchRuns,
@@ -457,7 +461,7 @@ impl Bench {
             } => mininet(MininetArgs {
                 depth,
                 fanout,
-                ovs: switch == "ovs",
+                switch,
                 common: common.common(),
             }),
             Bench::All { common } => {
