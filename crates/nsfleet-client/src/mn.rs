@@ -1,8 +1,9 @@
 //! `nsfleet mn SCRIPT.py [ARGS]`: a script written for Mininet, run unchanged on nsfleet
 //! by the Python package (`python3 -m nsfleet.mn`), whose `mininet.*` imports are answered
-//! by `nsfleet.mininet.*`; `nsfleet mn [OPTIONS]`, Mininet's own `mn` command run so. The Python found is the one installed beside this executable
-//! (the virtual environment `pip install .` put both in), else `python3` on PATH. This
-//! module only finds and starts it; it never reads the script.
+//! by `nsfleet.mininet.*`; `nsfleet mn [OPTIONS]`: Mininet's own `mn` command, run so.
+//! The Python found is the one installed beside this executable (the virtual environment
+//! `pip install .` put both in), else `python3` on PATH. This module only finds and
+//! starts it; it never reads the script.
 
 use anyhow::{bail, Context};
 use std::os::unix::process::CommandExt;

@@ -20,7 +20,7 @@ use nsfleet_client as cmd;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct MnCommand {
-    /// The script and its arguments.
+    /// The script and its arguments; or, without a script, Mininet's `mn` options.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
