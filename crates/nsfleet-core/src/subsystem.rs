@@ -31,10 +31,21 @@ pub enum Phase {
     Configure,
     /// Once every node is configured: processes.
     Start,
+    /// Once every node's processes are started: waits until what they started is ready
+    /// (an Open vSwitch switch's ports taken). Waiting in a phase of its own rather than
+    /// in Start lets every node's daemons start at once and their waits overlap: a wait
+    /// holds a worker, and the workers are as many as the cores.
+    Ready,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Create, Phase::Wire, Phase::Configure, Phase::Start];
+    pub const ALL: [Phase; 5] = [
+        Phase::Create,
+        Phase::Wire,
+        Phase::Configure,
+        Phase::Start,
+        Phase::Ready,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -42,6 +53,7 @@ impl Phase {
             Phase::Wire => "wire",
             Phase::Configure => "configure",
             Phase::Start => "start",
+            Phase::Ready => "ready",
         }
     }
 }
