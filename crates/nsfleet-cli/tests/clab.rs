@@ -945,6 +945,19 @@ topology:
     assert!(has_nft_table(&name));
     let reply = http_get_until_ok(port, Duration::from_secs(20));
     assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
+    // The node's address changes and its ports do not: they follow it there.
+    let moved = env.file(
+        "moved.clab.yml",
+        &text
+            .replace(
+                "      kind: linux\n",
+                "      kind: linux\n      mgmt-ipv4: 172.31.76.9\n",
+            )
+            .replace("172.31.76.2 ", "172.31.76.9 "),
+    );
+    env.ok(&["apply", moved.to_str().unwrap(), "--name", &name]);
+    let reply = http_get_until_ok(port, Duration::from_secs(20));
+    assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
     env.ok(&["destroy", "-t", &file]);
     assert!(!has_nft_table(&name), "destroy removes the table");
 }

@@ -23,7 +23,7 @@ use nsfleet_core::{InitCtx, Node, Phase, Subsystem};
 use nsfleet_locks::{order, Mutex};
 use nsfleet_netlink::nft::{self, Base, Expr, Hook, MetaKey, Reg};
 use nsfleet_netlink::{rtnl, Batch, NlError, NlSocket};
-use nsfleet_topology::PublishedPort;
+use nsfleet_topology::{NodeConfig, NodeWiring, PublishedPort};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -191,8 +191,9 @@ impl Subsystem for Ports {
     fn init(&self, cx: &mut InitCtx<'_>, made: &mut bool) -> anyhow::Result<()> {
         let config = cx.node.config();
         let mut rules = Vec::new();
+        let wiring = cx.node.wiring();
         for p in &config.ports {
-            for to in targets(cx.node, p)? {
+            for to in targets(cx.node, &wiring, p)? {
                 rules.push(dnat(p, to));
             }
         }
@@ -231,14 +232,16 @@ impl Subsystem for Ports {
         Ok(())
     }
 
-    /// A node whose ports change loses its chains here, and `extend` makes them anew.
+    /// A node whose ports change, or the addresses they go to, loses its chains here, and
+    /// `extend` makes them anew.
     fn retire(
         &self,
         cx: &mut InitCtx<'_>,
         made: &mut bool,
         was: &nsfleet_core::Shape,
     ) -> anyhow::Result<()> {
-        if cx.config().ports != was.config.ports {
+        let (node, config, wiring) = (cx.node, cx.node.config(), cx.node.wiring());
+        if published(node, &config, &wiring) != published(node, &was.config, &was.wiring) {
             self.exit(cx.node, made);
         }
         Ok(())
@@ -281,8 +284,17 @@ impl Subsystem for Ports {
 
 /// The node's addresses a port goes to: on its interface, of the host address's family
 /// (both families when the port is published on all of the host's addresses).
-fn targets(node: &Node, p: &PublishedPort) -> anyhow::Result<Vec<IpAddr>> {
-    let wiring = node.wiring();
+/// What a shape publishes: each port with the addresses it goes to.
+fn published<'a>(
+    node: &Node,
+    config: &'a NodeConfig,
+    wiring: &NodeWiring,
+) -> Vec<(&'a PublishedPort, Option<Vec<IpAddr>>)> {
+    let to = |p| targets(node, wiring, p).ok();
+    config.ports.iter().map(|p| (p, to(p))).collect()
+}
+
+fn targets(node: &Node, wiring: &NodeWiring, p: &PublishedPort) -> anyhow::Result<Vec<IpAddr>> {
     let Some(iface) = wiring.iface(&p.iface) else {
         return Err(crate::no_interface(node, &p.iface));
     };

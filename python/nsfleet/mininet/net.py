@@ -570,12 +570,13 @@ def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set
     """The names of `dsts` that answer one ping from `src`, pinged at once, a line of
     the shell's at a time."""
     wait = max(1, int(timeout or 1))
-    src.cmd(_PING_ONE)
     # Each line waits for its own pings only: the host may run jobs of its own
-    # (`h1 iperf -s &`), which a bare `wait` would wait for.
-    out = "".join(src.cmd("p=; " + " ".join(line) + ' wait $p')
-                  for line in _lines([f'_nsfleet_ping {wait} {d.IP()} {d.name} & p="$p $!";'
-                                      for d in dsts]))
+    # (`h1 iperf -s &`), which a bare `wait` would wait for. The first line defines the
+    # ping function too: no round trip of its own.
+    lines = _lines([f'_nsfleet_ping {wait} {d.IP()} {d.name} & p="$p $!";' for d in dsts])
+    out = "".join(src.cmd((_PING_ONE + "; " if i == 0 else "") + "p=; " + " ".join(line)
+                          + " wait $p")
+                  for i, line in enumerate(lines))
     if "no-room" in out:
         once("neighbours", _NEIGHBOURS_FULL)
     return set(re.findall(r"ok:(\S+)", out))
@@ -586,7 +587,8 @@ _PING_ONE = ("_nsfleet_ping() { out=$(ping -c1 -W \"$1\" \"$2\" 2>&1) && echo \"
              "case $out in *'No buffer space'*) echo no-room;; esac; }")
 
 # A pseudo-terminal's line holds 4,095 characters (its canonical mode's buffer): a longer
-# command is cut, and the shell waits for the rest of it forever.
+# command is cut, and the shell waits for the rest of it forever. Room is left for the
+# ping function's definition (_PING_ONE) on the first line.
 _LINE = 3000
 
 

@@ -522,22 +522,25 @@ class Controller:
     program: Optional[str] = "ovs-testcontroller"
 
     def __init__(self, name: str = "c0", inNamespace: bool = False,
-                 command: str = "ovs-testcontroller", cargs: str = "ptcp:%d",
+                 command: Optional[str] = None, cargs: str = "ptcp:%d",
                  cdir: Optional[str] = None, ip: str = "127.0.0.1", port: int = 6653,
                  protocol: str = "tcp", verbose: bool = False, **params: Any) -> None:
         if inNamespace:
             raise Unsupported(f"{type(self).__name__}(inNamespace=True)",
                               "a controller runs on the host here (or is a node you start it in)")
-        self.name, self.command, self.cargs = name, command, cargs
+        self.name, self.cargs = name, cargs
+        # A class that starts nothing (program None) has an __init__ of its own.
+        assert self.program is not None
+        self.command: str = command if command is not None else self.program
         self.ip, self.port, self.protocol = ip, int(port), protocol
         self.params = params
         self.process: Optional[subprocess.Popen] = None
         self._dir: Optional[str] = None
         # The processes for switches beyond the first 16, with their ports.
         self.more: List["tuple[int, subprocess.Popen]"] = []
-        if shutil.which(command) is None:
-            raise Unsupported(f"{type(self).__name__} ({command})",
-                              f"{command} is not installed: apt-get install openvswitch-testcontroller")
+        if shutil.which(self.command) is None:
+            raise Unsupported(f"{type(self).__name__} ({self.command})",
+                              f"{self.command} is not installed: apt-get install openvswitch-testcontroller")
 
     def target(self, k: int = 0) -> Optional[str]:
         """Where the network's `k`-th switch of this controller connects, as nsfleet's
