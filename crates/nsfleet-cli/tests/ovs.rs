@@ -368,3 +368,35 @@ fn kill_9_of_the_supervisor_takes_every_open_vswitch_daemon_along() {
     );
     assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
 }
+
+#[test]
+fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
+    let env = Env::new("ovs-nostart");
+    let file = env.file("ovf.toml", &three_hosts("ovf", ""));
+    // Open vSwitch's schema hidden, in a mount namespace of this command's own: the
+    // switch's ovsdb-tool fails, and its start line ends.
+    let up = env.cmd(&["up", file.to_str().unwrap()]);
+    let mut c = std::process::Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs none /usr/share/openvswitch && exec \"$0\" \"$@\"")
+        .arg(up.get_program())
+        .args(up.get_args());
+    for (k, v) in up.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let started = std::time::Instant::now();
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // At once, not after the 20 s that ovs-vswitchd gets to take its ports.
+    assert!(started.elapsed() < Duration::from_secs(15), "{err}");
+    assert!(err.contains("start line ended (exit status 1)"), "{err}");
+    assert!(
+        err.contains("vswitch.ovsschema"),
+        "the log's own words: {err}"
+    );
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}

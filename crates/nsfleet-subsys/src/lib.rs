@@ -77,7 +77,8 @@ pub fn register_defaults(
     // Start
     let ovs_controllers = fleet.register(ovs::Controllers::new(events.clone()))?;
     let process = fleet.register(process::Processes::new(fleet_name, events))?;
-    fleet.register(ovs::Ready)?;
+    // Ready
+    fleet.register(ovs::Ready { processes: process })?;
     Ok(Defaults {
         process,
         impair,

@@ -153,7 +153,11 @@ fn bridge_settings(out: &mut String, ovs: &OvsSwitch) {
 /// the kernel's own, which the flags do not show). About 0.13 s for a fresh switch on
 /// this machine class, most of it ovs-vswitchd's own start, which takes little CPU: in
 /// the Ready phase, so that the switches' waits overlap.
-pub struct Ready;
+pub struct Ready {
+    /// The `processes` subsystem: a switch whose start line has ended is said at once,
+    /// not after the wait's bound.
+    pub processes: nsfleet_core::SubsysId,
+}
 
 /// How long a switch's ovs-vswitchd gets to take its ports.
 const READY_WAIT: Duration = Duration::from_secs(20);
@@ -185,8 +189,16 @@ impl Subsystem for Ready {
             if missing.is_empty() {
                 return Ok(());
             }
+            let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
+            if let Some(exit) = self.ended(cx.node) {
+                // Its log goes with the fleet that this failure rolls back: said here.
+                anyhow::bail!(
+                    "ovs-vswitchd's start line ended ({exit}) before it took port(s) {}; its log ends:\n{}",
+                    missing.join(", "),
+                    last_lines(&log, 5)
+                );
+            }
             if started.elapsed() > READY_WAIT {
-                let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
                 anyhow::bail!(
                     "ovs-vswitchd has not taken port(s) {} within {} s: see {} and, in the node, /var/log/openvswitch/",
                     missing.join(", "),
@@ -201,6 +213,35 @@ impl Subsystem for Ready {
     /// A changed switch restarts its Open vSwitch (see `process.rs`): waited for again.
     fn extend(&self, cx: &mut InitCtx<'_>, st: &mut (), _was: &Shape) -> anyhow::Result<()> {
         self.init(cx, st)
+    }
+}
+
+/// The last `n` lines of the file at `path`, indented; or why there are none.
+fn last_lines(path: &std::path::Path, n: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(n);
+            lines[from..]
+                .iter()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(e) => format!("  ({}: {e})", path.display()),
+    }
+}
+
+impl Ready {
+    /// How the switch's start line ended, if it has (it runs ovs-vswitchd to the end).
+    fn ended(&self, node: &Node) -> Option<String> {
+        let procs = node.inspect(self.processes, |p: &crate::process::Procs| p.describe())?;
+        let ended = procs.iter().find(|p| !p.daemon && !p.running)?;
+        Some(match ended.exit {
+            Some(sys::Exit::Code(c)) => format!("exit status {c}"),
+            Some(sys::Exit::Signal(s)) => format!("signal {s}"),
+            _ => "it ended".to_string(),
+        })
     }
 }
 
