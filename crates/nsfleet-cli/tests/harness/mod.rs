@@ -337,9 +337,7 @@ impl Env {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
-        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        assert_eq!(first["event"], "watching", "nothing is missed from here on");
+        let lines = BufReader::new(watcher.stdout.take().unwrap()).lines();
         let (tx, rx) = std::sync::mpsc::channel::<Value>();
         let reader = std::thread::spawn(move || {
             for l in lines {
@@ -349,6 +347,12 @@ impl Env {
                 }
             }
         });
+        let first = rx.recv_timeout(std::time::Duration::from_secs(30));
+        let Ok(first) = first else {
+            let _ = watcher.kill();
+            panic!("nsfleet events {fleet}: no first line within 30 s");
+        };
+        assert_eq!(first["event"], "watching", "nothing is missed from here on");
         Events {
             watcher,
             rx,
