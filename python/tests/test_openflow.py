@@ -141,3 +141,59 @@ def test_a_running_switch_moves_to_another_controller(run_dir: Path) -> None:
         assert net.pingAll() == 0.0
     finally:
         net.stop()
+
+
+@pytest.mark.skipif(shutil.which("ovs-testcontroller") is None,
+                    reason="openvswitch-testcontroller is not installed")
+def test_a_controller_started_from_a_thread_outlives_the_thread() -> None:
+    """PR_SET_PDEATHSIG follows the thread that forked: a controller a script starts
+    from a short-lived thread must not die when that thread ends."""
+    import threading
+    from nsfleet.mininet.node import Controller
+    c = Controller("c9", port=_free_port())
+    starter = threading.Thread(target=c.start)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(0.5)
+        assert c.process is not None and c.process.poll() is None, "alive after its thread"
+        assert _listening(c.port)
+    finally:
+        c.stop()
+    assert c.process is None
+
+
+@pytest.mark.skipif(shutil.which("ovs-testcontroller") is None,
+                    reason="openvswitch-testcontroller is not installed")
+def test_a_switch_added_to_a_running_network_connects_to_its_controllers(run_dir: Path) -> None:
+    net = Mininet(topo=SingleSwitchTopo(2), waitConnected=True)
+    net.start()
+    try:
+        s2, h3 = net.addSwitch("s2"), net.addHost("h3")
+        net.addLink(net["s1"], s2)
+        net.addLink(h3, s2)
+        h3.setIP("10.0.0.3/8")
+        assert getattr(s2, "controllers") == net.controllers, "what connected() waits for"
+        assert net.waitConnected(timeout=20)
+        assert net.ping([net["h1"], h3]) == 0.0
+    finally:
+        net.stop()
+
+
+@pytest.mark.skipif(shutil.which("ovs-testcontroller") is None,
+                    reason="openvswitch-testcontroller is not installed")
+def test_removing_a_switch_moves_no_other_between_test_controller_processes(run_dir: Path) -> None:
+    """ovs-testcontroller takes 16 switches: the 17th goes to a second process, and stays
+    there when a switch of the first goes (moved, its Open vSwitch would start again)."""
+    from nsfleet.mininet.topo import LinearTopo
+    net = Mininet(topo=LinearTopo(18, 1))
+    net.start()
+    try:
+        def controller_of(name: str) -> str:
+            return net[name].cmd(f"ovs-vsctl get-controller {name}").strip()
+        before = {n: controller_of(n) for n in ("s17", "s18")}
+        assert before["s17"] != controller_of("s1"), "the 17th switch has a process of its own"
+        net.delNode(net["s2"])
+        assert {n: controller_of(n) for n in ("s17", "s18")} == before
+    finally:
+        net.stop()

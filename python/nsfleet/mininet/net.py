@@ -140,6 +140,9 @@ class Mininet:
                 raise
             if node in self.hosts:
                 node.configDefault()
+            if node in self.switches:
+                # Running already, connected as the network's switches are (`connected`).
+                setattr(node, "controllers", self._controllers_of(node))
         return node
 
     def _reshape(self) -> None:
@@ -306,19 +309,16 @@ class Mininet:
         return doc
 
     def _switch_entries(self) -> List[Dict[str, Any]]:
-        """Each switch with where its controllers are: a controller's k-th switch may be
-        sent to another of its processes (see `Controller`)."""
-        seen: Dict[int, int] = {}
+        """Each switch with where its controllers are: a controller may send a switch to
+        another of its processes (see `Controller.place`)."""
+        controllers = {id(c): c for s in self.switches for c in self._controllers_of(s)}
+        places = {key: c.place([s.name for s in self.switches
+                                if any(x is c for x in self._controllers_of(s))])
+                  for key, c in controllers.items()}
         dpids: set = set()
         out = []
         for s in self.switches:
-            targets = []
-            for c in self._controllers_of(s):
-                k = seen.get(id(c), 0)
-                seen[id(c)] = k + 1
-                t = c.target(k)
-                if t:
-                    targets.append(t)
+            targets = [t for c in self._controllers_of(s) if (t := places[id(c)][s.name])]
             entry = s.entry(targets)
             # Mininet's dpid from a name (s1 and sw1 alike give 1) is given to the first
             # switch that has it; another gets one of Open vSwitch's, as a zero does.

@@ -7,7 +7,9 @@ on the host, as Mininet does; `RemoteController` is one the host reaches."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
+import itertools
 import os
 import pty
 import re
@@ -542,11 +544,24 @@ class Controller:
             raise Unsupported(f"{type(self).__name__} ({self.command})",
                               f"{self.command} is not installed: apt-get install openvswitch-testcontroller")
 
-    def target(self, k: int = 0) -> Optional[str]:
-        """Where the network's `k`-th switch of this controller connects, as nsfleet's
-        topology writes it: beyond the first 16, the port of a further process, started
-        here if this controller runs."""
-        group = k // self.SWITCHES_PER_PROCESS
+    def place(self, switches: List[str]) -> Dict[str, Optional[str]]:
+        """Where each of `switches` (the network's switches that have this controller)
+        connects, as nsfleet's topology writes it. Each process takes 16: a switch keeps
+        the one it was given while it stays, so that adding or removing another moves no
+        switch (a moved switch's Open vSwitch would start again)."""
+        groups: Dict[str, int] = getattr(self, "_groups", {})
+        groups = {n: g for n, g in groups.items() if n in switches}
+        for n in switches:
+            if n not in groups:
+                taken = list(groups.values())
+                groups[n] = next(g for g in itertools.count()
+                                 if taken.count(g) < self.SWITCHES_PER_PROCESS)
+        self._groups = groups
+        return {n: self.target(groups[n]) for n in switches}
+
+    def target(self, group: int = 0) -> Optional[str]:
+        """Where the switches of process `group` connect: beyond the first, the port of a
+        further process, started here if this controller runs."""
         if group == 0 or self.process is None:
             return f"tcp:{self.ip}:{self.port}"
         while len(self.more) < group:
@@ -565,10 +580,8 @@ class Controller:
         listen = self.cargs % port
         if listen == f"ptcp:{port}":
             listen += f":{self.ip}"
-        p = subprocess.Popen(
-            [self.command, f"--unixctl={self._dir}/{name}.ctl", listen],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self._dir,
-            preexec_fn=_die_with_parent)
+        p = _spawn_tied([self.command, f"--unixctl={self._dir}/{name}.ctl", listen],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self._dir)
         _wait_listening(self.ip, port, p)
         return p
 
@@ -638,7 +651,7 @@ class RemoteController(Controller):
         self._dir = None
         self.more = []
 
-    def target(self, k: int = 0) -> Optional[str]:
+    def target(self, group: int = 0) -> Optional[str]:
         return f"tcp:{self.ip}:{self.port}"
 
     def start(self) -> None:
@@ -664,7 +677,7 @@ class NullController(Controller):
         self._dir = None
         self.more = []
 
-    def target(self, k: int = 0) -> Optional[str]:
+    def target(self, group: int = 0) -> Optional[str]:
         return None
 
     def start(self) -> None:
@@ -696,6 +709,21 @@ def _wait_listening(ip: str, port: int, process: subprocess.Popen) -> None:
         if _listening(ip, port):
             return
         time.sleep(0.025)
+
+
+# The thread that starts processes tied to this one. The kernel sends
+# PR_SET_PDEATHSIG's signal when the *thread* that forked the child ends, not the
+# process: a controller started from a script's short-lived thread would die with that
+# thread. This one lives as long as the interpreter.
+_TIED = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsfleet-tied")
+
+
+def _spawn_tied(args: List[str], **kwargs: Any) -> subprocess.Popen:
+    """subprocess.Popen(args, **kwargs), the child killed when this process ends, however
+    it ends."""
+    def spawn() -> subprocess.Popen:
+        return subprocess.Popen(args, preexec_fn=_die_with_parent, **kwargs)
+    return _TIED.submit(spawn).result()
 
 
 def _die_with_parent() -> None:
