@@ -38,10 +38,10 @@ pub const HOLDER_CONN: Rank = Rank::ordered(100, "Holder::conn");
 pub const SPAWNING: Rank = Rank::ordered(110, "SPAWNING");
 /// nsfleet-sys's `WATCHED`: children whose exit status is their watcher's.
 pub const WATCHED: Rank = Rank::ordered(120, "WATCHED");
-/// A controller relay's `tell`: its switch's connection changes, told one at a time and
-/// in the order they happen (it is held while `Relay::reach` is changed and the event
-/// published, which takes `Watchers::subs`).
-pub const RELAY_TELL: Rank = Rank::ordered(130, "Relay::tell");
+/// A controller relay's `reach`: whether its switch is connected, changed and told one
+/// change at a time, in the order they happen (held while the event is published, which
+/// takes `Watchers::subs`).
+pub const RELAY_REACH: Rank = Rank::ordered(130, "Relay::reach");
 
 /// The supervisor's `state` ("starting", "up", ...).
 pub const STATE: Rank = Rank::leaf("Supervisor::state");
@@ -55,8 +55,6 @@ pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
 /// `Relay::conns`: an Open vSwitch controller relay's open connections.
 pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");
-/// `Relay::reach`: whether a switch is connected to one of its controllers.
-pub const RELAY_REACH: Rank = Rank::leaf("Relay::reach");
 /// `HostLinks::host`: the netlink socket in the host's namespace.
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through

@@ -301,12 +301,15 @@ pub struct Relays {
     links: Vec<(SocketAddr, Arc<Mutex<Reach>>)>,
 }
 
-/// Whether a switch is connected to a controller, as its relay sees it: connections it
-/// carries now, and why the last one it could not make failed.
+/// Whether a switch is connected to a controller, as its relay sees it: the connections
+/// it carries now, and the state last told ("connected", "disconnected", "unreachable";
+/// `None` before the first) with why. `status` says the told state, so that it and
+/// `events` never disagree.
 #[derive(Default)]
 struct Reach {
     live: usize,
-    failed: Option<String>,
+    state: Option<&'static str>,
+    reason: Option<String>,
 }
 
 impl Default for Relays {
@@ -325,10 +328,11 @@ impl Relays {
         (self.links.iter())
             .map(|(to, reach)| {
                 let r = reach.lock();
-                match (r.live, &r.failed) {
-                    (0, Some(why)) => format!("controller tcp:{to}: not connected ({why})"),
-                    (0, None) => format!("controller tcp:{to}: not connected yet"),
-                    _ => format!("controller tcp:{to}: connected"),
+                match (r.state, &r.reason) {
+                    (Some("connected"), _) => format!("controller tcp:{to}: connected"),
+                    (Some(_), Some(why)) => format!("controller tcp:{to}: not connected ({why})"),
+                    (Some(state), None) => format!("controller tcp:{to}: not connected ({state})"),
+                    (None, _) => format!("controller tcp:{to}: not connected yet"),
                 }
             })
             .collect()
@@ -367,7 +371,6 @@ impl Subsystem for Controllers {
                 to,
                 conns: relays.conns.clone(),
                 reach: reach.clone(),
-                told: Arc::new(Mutex::new(order::RELAY_TELL, None)),
                 teller: self.events.clone().map(|e| (e, cx.node.name().to_string())),
             };
             let l = listener.clone();
@@ -468,24 +471,24 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
 struct Ends {
     to: SocketAddr,
     conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
+    /// Protects the switch's connections to the controller and the state last told:
+    /// held from a change to its event's publication, so that events come out one at a
+    /// time, in the order of the changes, and only when the state changes.
     reach: Arc<Mutex<Reach>>,
-    /// Protects the state last told ("connected", "disconnected", "unreachable"): held
-    /// from a change of `reach` to its event's publication, so that events come out one
-    /// at a time, in the order of the changes, and only when the state changes.
-    told: Arc<Mutex<Option<&'static str>>>,
     teller: Option<(crate::Events, String)>,
 }
 
 impl Ends {
-    /// Records a change of the switch's connection (`f` changes `reach` and says the state
-    /// it leaves, with why), and tells it if the state is news.
-    fn change(&self, f: impl FnOnce(&mut Reach) -> (&'static str, Option<String>)) {
-        let mut told = self.told.lock();
-        let (state, reason) = f(&mut self.reach.lock());
-        if *told == Some(state) {
+    /// Records a change of the switch's connections (`f` changes the count and says the
+    /// state it leaves, with why), and tells it if the state is news.
+    fn change(&self, f: impl FnOnce(&mut usize) -> (&'static str, Option<String>)) {
+        let mut reach = self.reach.lock();
+        let (state, reason) = f(&mut reach.live);
+        if reach.state == Some(state) {
             return;
         }
-        *told = Some(state);
+        reach.state = Some(state);
+        reach.reason = reason.clone();
         if let Some((events, node)) = &self.teller {
             events(crate::Event::Controller(ControllerEvent::Controller {
                 node: node.clone(),
@@ -506,10 +509,7 @@ fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
     if let Err(e) = sys::ns::setns_net(from.as_fd()) {
         let why = format!("entering the namespace to connect from: {e}");
-        ends.change(|r| {
-            r.failed = Some(why.clone());
-            ("unreachable", Some(why))
-        });
+        ends.change(|_| ("unreachable", Some(why)));
         return;
     }
     while let Ok((inner, _)) = listener.accept() {
@@ -527,12 +527,9 @@ fn carry(inner: TcpStream, ends: &Ends) {
         Ok(outer) => outer,
         Err(e) => {
             // Unreachable: the switch retries, as it would with the controller itself.
-            ends.change(|r| {
-                r.failed = Some(e.to_string());
-                match r.live {
-                    0 => ("unreachable", Some(e.to_string())),
-                    _ => ("connected", None),
-                }
+            ends.change(|live| match live {
+                0 => ("unreachable", Some(e.to_string())),
+                _ => ("connected", None),
             });
             return;
         }
@@ -547,9 +544,8 @@ fn carry(inner: TcpStream, ends: &Ends) {
         held.extend(inner.try_clone().map(|s| (id, s)));
         held.extend(outer.try_clone().map(|s| (id, s)));
     }
-    ends.change(|r| {
-        r.live += 1;
-        r.failed = None;
+    ends.change(|live| {
+        *live += 1;
         ("connected", None)
     });
     let back = std::thread::Builder::new()
@@ -558,9 +554,9 @@ fn carry(inner: TcpStream, ends: &Ends) {
     copy(inner, outer);
     let _ = back.map(|t| t.join());
     ends.conns.lock().retain(|(c, _)| *c != id);
-    ends.change(|r| {
-        r.live -= 1;
-        match r.live {
+    ends.change(|live| {
+        *live -= 1;
+        match live {
             0 => ("disconnected", None),
             _ => ("connected", None),
         }
