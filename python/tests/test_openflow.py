@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator, List
 
 import pytest
 
@@ -43,13 +43,41 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _controller(args: List[str], env: Dict[str, str], cwd: Path, log: Path,
+                port: int) -> Iterator[subprocess.Popen]:
+    """Runs an OpenFlow controller until the test is done, once it listens on `port` (its
+    `.port`); its `log` is said if it ends first."""
+    p = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert p.poll() is None, log.read_text() if log.exists() else "no log"
+            assert time.monotonic() < deadline, f"{args[0]} did not listen within 60 s"
+            time.sleep(0.1)
+        setattr(p, "port", port)
+        yield p
+    finally:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _installed(program: str) -> Path:
+    exe = Path(sys.executable).parent / program
+    if not exe.exists():
+        pytest.skip(f"{program} is not installed (pip install '.[test]')")
+    return exe
+
+
 @pytest.fixture
 def faucet(tmp_path: Path) -> Iterator[subprocess.Popen]:
     """Faucet on 127.0.0.1 at a free port, for one switch (dp_id 1) whose ports 1-3 are
     in one VLAN: a learning switch. Its port is the process's `.port`."""
-    exe = Path(sys.executable).parent / "faucet"
-    if not exe.exists():
-        pytest.skip("faucet is not installed (pip install '.[test]')")
+    exe = _installed("faucet")
     (tmp_path / "faucet.yaml").write_text(
         "vlans:\n  lab:\n    vid: 100\n"
         "dps:\n  s1:\n    dp_id: 1\n    hardware: \"Open vSwitch\"\n    interfaces:\n"
@@ -62,25 +90,22 @@ def faucet(tmp_path: Path) -> Iterator[subprocess.Popen]:
                FAUCET_EXCEPTION_LOG=str(tmp_path / "faucet-exception.log"),
                FAUCET_PROMETHEUS_ADDR="127.0.0.1",
                FAUCET_PROMETHEUS_PORT=str(_free_port()))
-    p = subprocess.Popen([str(exe), f"--ryu-ofp-tcp-listen-port={port}",
-                          "--ryu-ofp-listen-host=127.0.0.1"], env=env, cwd=tmp_path,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         preexec_fn=_die_with_parent)
-    try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert p.poll() is None, (tmp_path / "faucet.log").read_text()
-            assert time.monotonic() < deadline, "Faucet did not listen within 60 s"
-            time.sleep(0.1)
-        setattr(p, "port", port)
-        yield p
-    finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    yield from _controller([str(exe), f"--ryu-ofp-tcp-listen-port={port}",
+                            "--ryu-ofp-listen-host=127.0.0.1"],
+                           env, tmp_path, tmp_path / "faucet.log", port)
+
+
+@pytest.fixture
+def osken(tmp_path: Path) -> Iterator[subprocess.Popen]:
+    """os-ken's manager on 127.0.0.1 at a free port, running the tests' learning switch
+    (openflow_apps/learning_switch.py). Its port is the process's `.port`."""
+    exe = _installed("osken-manager")
+    port = _free_port()
+    log = tmp_path / "osken.log"
+    yield from _controller([str(exe), f"--ofp-tcp-listen-port={port}",
+                            "--ofp-listen-host=127.0.0.1", f"--log-file={log}",
+                            str(Path(__file__).parent / "openflow_apps" / "learning_switch.py")],
+                           dict(os.environ), tmp_path, log, port)
 
 
 def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
@@ -101,6 +126,32 @@ def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
         assert s1.cmd("ovs-vsctl get-fail-mode s1").strip() == "secure"
         # Secure: the flows Faucet set stay, and so do the hosts it has learned.
         assert f"cookie={FAUCET_COOKIE}" in s1.dpctl("dump-flows", "-O", "OpenFlow13")
+    finally:
+        net.stop()
+
+
+def test_an_os_ken_learning_switch_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
+        run_dir: Path, osken: subprocess.Popen) -> None:
+    port = getattr(osken, "port")
+    net = Mininet(topo=SingleSwitchTopo(3),
+                  switch=lambda name, **p: OVSSwitch(name, protocols="OpenFlow13", **p),
+                  controller=lambda name, **p: RemoteController(name, ip="127.0.0.1", port=port),
+                  waitConnected=True)
+    net.start()
+    try:
+        assert net.pingAll() == 0.0
+        s1 = net["s1"]
+        # The application's flows (learning_switch.py's COOKIE): its table-miss to the
+        # controller, and what it learned.
+        flows = s1.dpctl("dump-flows", "-O", "OpenFlow13")
+        assert "cookie=0x5ce1e47" in flows and "actions=CONTROLLER:65535" in flows, flows
+        assert "priority=1,in_port=" in flows and "dl_dst=" in flows, "learned: " + flows
+        osken.terminate()
+        osken.wait(10)
+        assert s1.cmd("ovs-vsctl get-fail-mode s1").strip() == "secure"
+        # Secure: what it learned stays, and the hosts still reach each other by it.
+        assert "dl_dst=" in s1.dpctl("dump-flows", "-O", "OpenFlow13")
+        assert net.ping([net["h1"], net["h2"]]) == 0.0
     finally:
         net.stop()
 
