@@ -118,6 +118,8 @@ pub(crate) struct NodeKeys {
     pub(crate) daemons: Vec<Spanned<String>>,
     pub(crate) dirs: Vec<Spanned<String>>,
     pub(crate) dirs_from_host: Vec<Spanned<String>>,
+    /// Host paths mounted in the node's world: `HOST_PATH:NODE_PATH[:ro]`.
+    pub(crate) binds: Vec<Spanned<String>>,
     /// Each file's source, as `config` takes it.
     pub(crate) files: IndexMap<String, Spanned<Value>>,
     pub(crate) restart: Option<Spanned<String>>,
@@ -139,6 +141,7 @@ impl NodeKeys {
         "daemons",
         "dirs",
         "dirs_from_host",
+        "binds",
         "files",
         "restart",
         "loopback",
@@ -177,6 +180,7 @@ impl NodeKeys {
             "daemons" => self.daemons = map.next_value()?,
             "dirs" => self.dirs = map.next_value()?,
             "dirs_from_host" => self.dirs_from_host = map.next_value()?,
+            "binds" => self.binds = map.next_value()?,
             "files" => self.files = map.next_value()?,
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,

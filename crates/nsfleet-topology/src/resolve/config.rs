@@ -208,6 +208,7 @@ pub(crate) fn build(
         };
     }
     dirs(cx, layers, &mut config)?;
+    binds(cx, layers, &mut config)?;
     files(cx, layers, &mut config, &mut templates)?;
     let loopback = match layers.iter().rev().find_map(|l| l.loopback.as_ref()) {
         Some(v) => Some((loopback(cx, v)?, cx.err(v.span(), ""))),
@@ -366,6 +367,58 @@ fn absolute(cx: &Ctx<'_>, path: &str) -> String {
 fn check_source(cx: &Ctx<'_>, path: &str, at: Range<usize>) -> Result<(), TopologyError> {
     if template::check(path).is_ok_and(|u| u.is_empty()) {
         read_source(path).map_err(|m| cx.err(at, m))?;
+    }
+    Ok(())
+}
+
+/// `HOST_PATH:NODE_PATH` or `HOST_PATH:NODE_PATH:ro` (and `rw`), as containerlab and
+/// Docker write a bind: its host path, node path and whether it is read-only.
+pub(crate) fn split_bind(spec: &str) -> Result<(&str, &str, bool), String> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (source, target, mode) = match parts[..] {
+        [s, t] => (s, t, "rw"),
+        [s, t, m] => (s, t, m),
+        _ => {
+            return Err(format!(
+                "bind {spec:?}: expected HOST_PATH:NODE_PATH or HOST_PATH:NODE_PATH:ro"
+            ))
+        }
+    };
+    Ok((source, target, mode.split(',').any(|o| o == "ro")))
+}
+
+/// A node path as the host resolves its folders (`/var/run/x` is `/run/x`), so that the
+/// checks of where a bind may go see what the node will.
+pub(crate) fn host_view(target: &str) -> String {
+    let path = Path::new(target);
+    let real = (path.parent()).and_then(|p| std::fs::canonicalize(p).ok());
+    match (real, path.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name).display().to_string(),
+        _ => target.to_string(),
+    }
+}
+
+/// `binds`: each an absolute host path that exists, mounted where the node's world has
+/// room for it (see [`check_bind`]); later layers' binds to a target replace earlier ones.
+fn binds(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(), TopologyError> {
+    for spec in layers.iter().flat_map(|l| &l.binds) {
+        let err = |m: String| cx.err(spec.span(), m);
+        let (source, target, read_only) = split_bind(spec.get_ref()).map_err(err)?;
+        if !plain_absolute(source) || std::fs::symlink_metadata(source).is_err() {
+            let m = format!(
+                "bind {:?}: the host has no {source} (a host path is absolute)",
+                spec.get_ref()
+            );
+            return Err(err(m));
+        }
+        let bind = crate::Bind {
+            source: source.to_string(),
+            target: host_view(target),
+            read_only,
+        };
+        check_bind(&bind, &config.dirs, config.image.is_some()).map_err(err)?;
+        config.binds.retain(|b| b.target != bind.target);
+        config.binds.push(bind);
     }
     Ok(())
 }

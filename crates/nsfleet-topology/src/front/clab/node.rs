@@ -639,27 +639,17 @@ impl NodeDecl<'_> {
     fn binds(&self, lab: &Lab<'_>) -> Result<Vec<(Bind, Range<usize>)>, TopologyError> {
         let mut out: Vec<(Bind, Range<usize>)> = Vec::new();
         for (spec, at) in self.merged_list(lab, "binds")? {
-            let parts: Vec<&str> = spec.split(':').collect();
-            let (source, target, mode) = match parts[..] {
-                [s, t] => (s, t, "rw"),
-                [s, t, m] => (s, t, m),
-                _ => {
-                    return Err(lab.err(
-                        at,
-                        format!(
-                            "bind {spec:?}: expected HOST_PATH:NODE_PATH or HOST_PATH:NODE_PATH:ro"
-                        ),
-                    ))
-                }
+            let (source, target, read_only) = match config::split_bind(&spec) {
+                Ok(parts) => parts,
+                Err(m) => return Err(lab.err(at, m)),
             };
-            let read_only = mode.split(',').any(|o| o == "ro");
             let source = self.host_path(source);
             if std::fs::symlink_metadata(&source).is_err() {
                 return Err(lab.err(at, format!("bind {spec:?}: the host has no {source} (relative paths are relative to the topology file's folder)")));
             }
             let bind = Bind {
                 source,
-                target: host_view(target),
+                target: config::host_view(target),
                 read_only,
             };
             out.retain(|(b, _)| b.target != bind.target);
@@ -780,17 +770,6 @@ fn holders_to_copy(binds: &[(Bind, Range<usize>)], keys: &NodeKeys) -> Vec<Spann
         }
     }
     copies
-}
-
-/// A node path as the host resolves its folders (`/var/run/x` is `/run/x`), so that the
-/// checks of where a bind may go see what the node will.
-fn host_view(target: &str) -> String {
-    let path = Path::new(target);
-    let real = (path.parent()).and_then(|p| std::fs::canonicalize(p).ok());
-    match (real, path.file_name()) {
-        (Some(dir), Some(name)) => dir.join(name).display().to_string(),
-        _ => target.to_string(),
-    }
 }
 
 /// FRR's configuration (as the `config` key takes it) and the daemons it runs.
