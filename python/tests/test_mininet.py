@@ -219,3 +219,31 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return not Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+def test_private_dirs_are_the_nodes_own_and_the_hosts_folders_are_untouched(
+        run_dir: Path, tmp_path: Path) -> None:
+    """Mininet's privateDirs: a folder alone is a tmpfs of the node's own over the
+    host's (/mnt here), a (folder, host folder) pair mounts a persistent host folder per
+    node; a folder the host lacks is refused at the script's line."""
+    from functools import partial
+    from nsfleet.mininet.node import Host
+    kept = str(tmp_path / "%(name)s" / "log")
+    host = partial(Host, privateDirs=["/mnt", ("/var/log", kept)])
+    net = Mininet(topo=SingleSwitchTopo(2), host=host)
+    mnt_before = sorted(os.listdir("/mnt"))
+    net.start()
+    try:
+        h1, h2 = net["h1"], net["h2"]
+        h1.cmd("echo one > /mnt/nsfleet-private; echo kept > /var/log/nsfleet-kept")
+        assert h1.cmd("cat /mnt/nsfleet-private /var/log/nsfleet-kept").split() == ["one", "kept"]
+        assert "No such file" in h2.cmd("cat /mnt/nsfleet-private")
+        assert "No such file" in h2.cmd("cat /var/log/nsfleet-kept")
+    finally:
+        net.stop()
+    assert sorted(os.listdir("/mnt")) == mnt_before, "the host's /mnt untouched"
+    assert not os.path.exists("/var/log/nsfleet-kept"), "the host's /var/log untouched"
+    assert (tmp_path / "h1" / "log" / "nsfleet-kept").read_text() == "kept\n", "persistent"
+    with pytest.raises(Unsupported, match="the host has no /nsfleet-no-such-dir"):
+        Mininet(topo=SingleSwitchTopo(1),
+                host=partial(Host, privateDirs=["/nsfleet-no-such-dir"]))

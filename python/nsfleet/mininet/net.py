@@ -20,7 +20,7 @@ from ..fleet import Fleet
 from . import log
 from ._unsupported import Unsupported, once
 from .link import Intf, Link, TCLink
-from .node import Controller, Host, Node, OVSKernelSwitch, Switch
+from .node import Controller, Host, Node, OVSKernelSwitch, Switch, make_bind_sources
 from .node import CPULimitedHost
 from .topo import Topo, natural
 
@@ -132,6 +132,7 @@ class Mininet:
         self.nameToNode[node.name] = node
         if self.fleet is not None:
             try:
+                make_bind_sources(node)
                 self._reshape()
             except Exception:
                 # Refused: the network stays what the fleet is.
@@ -292,7 +293,7 @@ class Mininet:
         """The network as an nsfleet topology (a dict, as a TOML file would say it)."""
         nodes = []
         for n in self.hosts:
-            entry: Dict[str, Any] = {"name": n.name}
+            entry: Dict[str, Any] = {"name": n.name, **n.privateDirs}
             route = n.params.get("defaultRoute")
             if route:
                 route = str(route)
@@ -360,6 +361,8 @@ class Mininet:
         topology = self.topology()
         if log.enabled("debug"):
             log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
+        for n in self.hosts:
+            make_bind_sources(n)
         self.fleet = Fleet.from_dict(topology, owner=os.getpid())
         self._applied = self._switch_shapes(topology)
         _running.add(self)

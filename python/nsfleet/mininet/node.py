@@ -48,6 +48,7 @@ class Node:
         self.name = name
         self.inNamespace = inNamespace
         self.params = params
+        self.privateDirs: Dict[str, List[str]] = _private_dirs(name, params.get("privateDirs"))
         self.intfs: Dict[int, "Intf"] = {}
         self.ports: Dict["Intf", int] = {}
         self.nameToIntf: Dict[str, "Intf"] = {}
@@ -709,6 +710,39 @@ def _wait_listening(ip: str, port: int, process: subprocess.Popen) -> None:
         if _listening(ip, port):
             return
         time.sleep(0.025)
+
+
+def _private_dirs(name: str, given: Optional[Sequence[Any]]) -> Dict[str, List[str]]:
+    """Mininet's `privateDirs` as nsfleet's node keys: a folder alone is a tmpfs of the
+    node's own over the host's (`dirs`); a (folder, host folder) pair mounts that host
+    folder there (`binds`; the network makes the host folder as it starts, as Mininet
+    makes it, see `make_bind_sources`). `%(name)s` is the node's name. Without this the
+    node would write the host's own folders."""
+    dirs: List[str] = []
+    binds: List[str] = []
+    for d in given or []:
+        if isinstance(d, tuple):
+            binds.append(f"{d[1] % {'name': name}}:{d[0]}")
+            continue
+        if not os.path.isdir(d):
+            raise Unsupported(f"privateDirs {d!r}",
+                              f"the host has no {d} to mount over, and nsfleet makes no folder "
+                              "in the host's own (give one the host has, or a (folder, host "
+                              "folder) pair)")
+        dirs.append(d)
+    out: Dict[str, List[str]] = {}
+    if dirs:
+        out["dirs"] = dirs
+    if binds:
+        out["binds"] = binds
+    return out
+
+
+def make_bind_sources(node: "Node") -> None:
+    """Makes the host folders of `node`'s persistent private folders (Mininet's
+    `privateDirs` pairs), once nothing is left to refuse: as the network starts."""
+    for bind in node.privateDirs.get("binds", []):
+        os.makedirs(bind.split(":")[0], exist_ok=True)
 
 
 # The thread that starts processes tied to this one. The kernel sends
