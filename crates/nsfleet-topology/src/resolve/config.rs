@@ -398,28 +398,62 @@ pub(crate) fn host_view(target: &str) -> String {
     }
 }
 
-/// `binds`: each an absolute host path that exists, mounted where the node's world has
-/// room for it (see [`check_bind`]); later layers' binds to a target replace earlier ones.
+/// Binds as Docker mounts them: one per target (the last given wins), a folder before
+/// what is bound inside it, and each bound inside another finding its mount point in
+/// the other's host folder (making one would write into the host's folder). Each comes
+/// with where it was written (`T`), which an error gives back.
+pub(crate) fn order_binds<T>(
+    given: Vec<(crate::Bind, T)>,
+) -> Result<Vec<(crate::Bind, T)>, (String, T)> {
+    let mut out: Vec<(crate::Bind, T)> = Vec::new();
+    for (b, at) in given {
+        out.retain(|(o, _)| o.target != b.target);
+        out.push((b, at));
+    }
+    out.sort_by(|(a, _), (b, _)| {
+        let depth = |t: &str| t.matches('/').count();
+        (depth(&a.target), &a.target).cmp(&(depth(&b.target), &b.target))
+    });
+    for i in 0..out.len() {
+        let b = &out[i].0;
+        let outer = out[..i]
+            .iter()
+            .find(|(o, _)| b.target.starts_with(&format!("{}/", o.target)));
+        if let Some((o, _)) = outer {
+            let inside = format!("{}{}", o.source, &b.target[o.target.len()..]);
+            if !Path::new(&inside).exists() {
+                let m = format!("bind target {} is inside the bind of {} to {}, which has no {inside} to mount over (nsfleet never creates files on the host)", b.target, o.source, o.target);
+                return Err((m, out.swap_remove(i).1));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `binds`: host paths that exist (relative ones from the file's folder), mounted where
+/// the node's world has room for them (see [`check_bind`]), ordered as [`order_binds`].
 fn binds(cx: &Ctx<'_>, layers: &[&NodeKeys], config: &mut NodeConfig) -> Result<(), TopologyError> {
+    let mut given = Vec::new();
     for spec in layers.iter().flat_map(|l| &l.binds) {
         let err = |m: String| cx.err(spec.span(), m);
         let (source, target, read_only) = split_bind(spec.get_ref()).map_err(err)?;
-        if !plain_absolute(source) || std::fs::symlink_metadata(source).is_err() {
-            let m = format!(
-                "bind {:?}: the host has no {source} (a host path is absolute)",
-                spec.get_ref()
-            );
+        let source = absolute(cx, source);
+        if std::fs::symlink_metadata(&source).is_err() {
+            let m = format!("bind {:?}: the host has no {source}", spec.get_ref());
             return Err(err(m));
         }
         let bind = crate::Bind {
-            source: source.to_string(),
+            source,
             target: host_view(target),
             read_only,
         };
-        check_bind(&bind, &config.dirs, config.image.is_some()).map_err(err)?;
-        config.binds.retain(|b| b.target != bind.target);
-        config.binds.push(bind);
+        given.push((bind, spec.span()));
     }
+    let ordered = order_binds(given).map_err(|(m, at)| cx.err(at, m))?;
+    for (b, at) in &ordered {
+        check_bind(b, &config.dirs, config.image.is_some()).map_err(|m| cx.err(at.clone(), m))?;
+    }
+    config.binds = ordered.into_iter().map(|(b, _)| b).collect();
     Ok(())
 }
 

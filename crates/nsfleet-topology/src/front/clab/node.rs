@@ -652,26 +652,9 @@ impl NodeDecl<'_> {
                 target: config::host_view(target),
                 read_only,
             };
-            out.retain(|(b, _)| b.target != bind.target);
             out.push((bind, at));
         }
-        out.sort_by(|(a, _), (b, _)| {
-            let depth = |t: &str| t.matches('/').count();
-            (depth(&a.target), &a.target).cmp(&(depth(&b.target), &b.target))
-        });
-        for (i, (b, at)) in out.iter().enumerate() {
-            // Inside another bind, the mount point must be there already: making one
-            // would write into the host's folder.
-            let outer = out[..i]
-                .iter()
-                .find(|(o, _)| b.target.starts_with(&format!("{}/", o.target)));
-            if let Some((o, _)) = outer {
-                let inside = format!("{}{}", o.source, &b.target[o.target.len()..]);
-                if !Path::new(&inside).exists() {
-                    return Err(lab.err(at.clone(), format!("bind target {} is inside the bind of {} to {}, which has no {inside} to mount over (nsfleet never creates files on the host)", b.target, o.source, o.target)));
-                }
-            }
-        }
+        let out = config::order_binds(out).map_err(|(m, at)| lab.err(at, m))?;
         Ok(out)
     }
 
