@@ -374,7 +374,8 @@ fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
     let env = Env::new("ovs-nostart");
     let file = env.file("ovf.toml", &three_hosts("ovf", ""));
     // Open vSwitch's schema hidden, in a mount namespace of this command's own: the
-    // switch's ovsdb-tool fails, and its start line ends.
+    // switch's ovsdb-tool fails, and its start line ends. (`up`'s program, arguments and
+    // environment, run by unshare; Env::cmd's SIGINT reset does not matter here.)
     let up = env.cmd(&["up", file.to_str().unwrap()]);
     let mut c = std::process::Command::new("unshare");
     c.args(["-m", "--propagation", "private", "sh", "-c"])

@@ -40,7 +40,8 @@ pub const SPAWNING: Rank = Rank::ordered(110, "SPAWNING");
 pub const WATCHED: Rank = Rank::ordered(120, "WATCHED");
 /// A controller relay's `reach`: whether its switch is connected, changed and told one
 /// change at a time, in the order they happen (held while the event is published, which
-/// takes `Watchers::subs`).
+/// takes `Watchers::subs`; so `status`, which reads it, may wait for a slow watcher's
+/// write, whose timeout bounds it).
 pub const RELAY_REACH: Rank = Rank::ordered(130, "Relay::reach");
 
 /// The supervisor's `state` ("starting", "up", ...).

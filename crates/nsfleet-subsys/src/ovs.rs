@@ -235,12 +235,12 @@ fn last_lines(path: &std::path::Path, n: usize) -> String {
 impl Ready {
     /// How the switch's start line ended, if it has (it runs ovs-vswitchd to the end).
     fn ended(&self, node: &Node) -> Option<String> {
-        let procs = node.inspect(self.processes, |p: &crate::process::Procs| p.describe())?;
-        let ended = procs.iter().find(|p| !p.daemon && !p.running)?;
-        Some(match ended.exit {
-            Some(sys::Exit::Code(c)) => format!("exit status {c}"),
-            Some(sys::Exit::Signal(s)) => format!("signal {s}"),
-            _ => "it ended".to_string(),
+        let (label, _) = start_command(node)?;
+        let exit = node.inspect(self.processes, |p: &crate::process::Procs| p.ended(&label))??;
+        Some(match exit {
+            sys::Exit::Code(c) => format!("exit status {c}"),
+            sys::Exit::Signal(s) => format!("signal {s}"),
+            sys::Exit::Unknown => "it ended".to_string(),
         })
     }
 }
@@ -484,11 +484,12 @@ impl Ends {
     fn change(&self, f: impl FnOnce(&mut usize) -> (&'static str, Option<String>)) {
         let mut reach = self.reach.lock();
         let (state, reason) = f(&mut reach.live);
+        // The latest reason, for `status`, even when the state is no news.
+        reach.reason = reason.clone();
         if reach.state == Some(state) {
             return;
         }
         reach.state = Some(state);
-        reach.reason = reason.clone();
         if let Some((events, node)) = &self.teller {
             events(crate::Event::Controller(ControllerEvent::Controller {
                 node: node.clone(),

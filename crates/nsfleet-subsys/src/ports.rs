@@ -282,8 +282,6 @@ impl Subsystem for Ports {
     }
 }
 
-/// The node's addresses a port goes to: on its interface, of the host address's family
-/// (both families when the port is published on all of the host's addresses).
 /// What a shape publishes: each port with the addresses it goes to.
 fn published<'a>(
     node: &Node,
@@ -294,6 +292,8 @@ fn published<'a>(
     config.ports.iter().map(|p| (p, to(p))).collect()
 }
 
+/// The node's addresses a port goes to: on its interface, of the host address's family
+/// (both families when the port is published on all of the host's addresses).
 fn targets(node: &Node, wiring: &NodeWiring, p: &PublishedPort) -> anyhow::Result<Vec<IpAddr>> {
     let Some(iface) = wiring.iface(&p.iface) else {
         return Err(crate::no_interface(node, &p.iface));

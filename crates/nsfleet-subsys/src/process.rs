@@ -131,6 +131,14 @@ impl Procs {
         self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
     }
 
+    /// How the node's command `command` (as `describe` names it) ended, if it has;
+    /// without describe's look for daemons, for a caller that polls.
+    pub fn ended(&self, command: &str) -> Option<Exit> {
+        let p = self.list.iter().find(|p| p.command == command)?;
+        let exit = p.run.lock().exit;
+        exit
+    }
+
     /// The node's commands, then the daemons its init holds.
     pub fn describe(&self) -> Vec<ProcInfo> {
         let mut out: Vec<ProcInfo> = self
