@@ -65,8 +65,9 @@ struct Times {
     ready: Vec<f64>,
     start: Vec<f64>,
     stop: Vec<f64>,
-    /// Open vSwitch's daemons' memory (RSS) per switch, where the switches are OVS.
-    switch_rss: Vec<f64>,
+    /// Open vSwitch's daemons' proportional memory (PSS) per switch, where the switches
+    /// are OVS.
+    switch_pss: Vec<f64>,
 }
 
 pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
@@ -166,9 +167,9 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
             );
     }
     if a.ovs() {
-        res.metric("api_switch_rss_mb", m("MB", &api.switch_rss));
-        if !mn.switch_rss.is_empty() {
-            res.metric("mininet_switch_rss_mb", m("MB", &mn.switch_rss));
+        res.metric("api_switch_pss_mb", m("MB", &api.switch_pss));
+        if !mn.switch_pss.is_empty() {
+            res.metric("mininet_switch_pss_mb", m("MB", &mn.switch_pss));
         }
     }
     let title = format!(
@@ -183,8 +184,8 @@ fn push(t: &mut Times, v: &serde_json::Value) {
     t.start.push(v["start_s"].as_f64().unwrap_or(f64::NAN));
     t.ready.push(v["ready_s"].as_f64().unwrap_or(f64::NAN));
     t.stop.push(v["stop_s"].as_f64().unwrap_or(f64::NAN));
-    if let Some(rss) = v["ovs_rss_mb_per_switch"].as_f64() {
-        t.switch_rss.push(rss);
+    if let Some(pss) = v["ovs_pss_mb_per_switch"].as_f64() {
+        t.switch_pss.push(pss);
     }
 }
 

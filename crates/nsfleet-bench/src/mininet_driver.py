@@ -34,20 +34,27 @@ else:
 importlib.import_module(prefix + ".log").setLogLevel("error")
 
 
-def ovs_rss_mb():
-    """Open vSwitch's daemons' resident memory, every one on the machine: on a machine
-    that runs an Open vSwitch of its own, its daemons are counted too."""
+def ovs_pss_mb():
+    """Open vSwitch's daemons' proportional memory (PSS: a page shared by N processes,
+    shared libraries among them, counts 1/N to each), those of the network under test
+    only: daemons in the host's own mount namespace (an Open vSwitch the machine runs)
+    are not counted, as both sides run theirs in mount namespaces of their own."""
+    host = os.readlink("/proc/1/ns/mnt")
     total = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open("/proc/%s/status" % pid) as f:
-                status = f.read()
+            with open("/proc/%s/comm" % pid) as f:
+                name = f.read().strip()
+            if name not in ("ovsdb-server", "ovs-vswitchd"):
+                continue
+            if os.readlink("/proc/%s/ns/mnt" % pid) == host:
+                continue
+            with open("/proc/%s/smaps_rollup" % pid) as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
         except OSError:
             continue
-        name = status.split("\n", 1)[0].split()[-1]
-        if name in ("ovsdb-server", "ovs-vswitchd"):
-            total += int(status.split("VmRSS:")[1].split()[0]) if "VmRSS:" in status else 0
     return total / 1024.0
+
 
 t0 = time.monotonic()
 net = net_mod.Mininet(topo=topolib.TreeTopo(depth=depth, fanout=fanout), switch=bridge,
@@ -62,7 +69,7 @@ else:
     net.stop()
     sys.exit("%s never reached %s" % (first.name, last.name))
 t2 = time.monotonic()
-rss = ovs_rss_mb() / len(net.switches) if kind != "bridge" else None
+pss = ovs_pss_mb() / len(net.switches) if kind != "bridge" else None
 if topo_out:
     from nsfleet import _toml
     doc = net.topology()
@@ -82,4 +89,4 @@ net.stop()
 t4 = time.monotonic()
 print(json.dumps({"start_s": t1 - t0, "ready_s": t2 - t0, "stop_s": t4 - t3,
                   "hosts": len(net.hosts), "switches": len(net.switches),
-                  "ovs_rss_mb_per_switch": rss}))
+                  "ovs_pss_mb_per_switch": pss}))
