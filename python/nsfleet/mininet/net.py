@@ -293,7 +293,7 @@ class Mininet:
         """The network as an nsfleet topology (a dict, as a TOML file would say it)."""
         nodes = []
         for n in self.hosts:
-            entry: Dict[str, Any] = {"name": n.name, **n.privateDirs}
+            entry: Dict[str, Any] = {"name": n.name, **n.fleetDirs}
             route = n.params.get("defaultRoute")
             if route:
                 route = str(route)
@@ -311,7 +311,8 @@ class Mininet:
 
     def _switch_entries(self) -> List[Dict[str, Any]]:
         """Each switch with where its controllers are: a controller may send a switch to
-        another of its processes (see `Controller.place`)."""
+        another of its processes (see `Controller.place`), which a running controller
+        starts here when a switch first needs it."""
         controllers = {id(c): c for s in self.switches for c in self._controllers_of(s)}
         places = {key: c.place([s.name for s in self.switches
                                 if any(x is c for x in self._controllers_of(s))])

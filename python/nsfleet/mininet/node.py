@@ -12,6 +12,7 @@ import ctypes
 import itertools
 import os
 import pty
+import queue
 import re
 import select
 import shutil
@@ -19,6 +20,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
@@ -48,7 +50,9 @@ class Node:
         self.name = name
         self.inNamespace = inNamespace
         self.params = params
-        self.privateDirs: Dict[str, List[str]] = _private_dirs(name, params.get("privateDirs"))
+        self.privateDirs = params.get("privateDirs") or []
+        # Mininet's privateDirs as nsfleet's node keys (dirs, binds).
+        self.fleetDirs: Dict[str, List[str]] = _private_dirs(name, self.privateDirs)
         self.intfs: Dict[int, "Intf"] = {}
         self.ports: Dict["Intf", int] = {}
         self.nameToIntf: Dict[str, "Intf"] = {}
@@ -532,9 +536,11 @@ class Controller:
             raise Unsupported(f"{type(self).__name__}(inNamespace=True)",
                               "a controller runs on the host here (or is a node you start it in)")
         self.name, self.cargs = name, cargs
-        # A class that starts nothing (program None) has an __init__ of its own.
-        assert self.program is not None
-        self.command: str = command if command is not None else self.program
+        program = command if command is not None else self.program
+        if program is None:
+            # A class that starts nothing (program None) has an __init__ of its own.
+            raise TypeError(f"{type(self).__name__} names no program to run")
+        self.command: str = program
         self.ip, self.port, self.protocol = ip, int(port), protocol
         self.params = params
         self.process: Optional[subprocess.Popen] = None
@@ -721,15 +727,16 @@ def _private_dirs(name: str, given: Optional[Sequence[Any]]) -> Dict[str, List[s
     dirs: List[str] = []
     binds: List[str] = []
     for d in given or []:
-        if isinstance(d, tuple):
-            binds.append(f"{d[1] % {'name': name}}:{d[0]}")
-            continue
-        if not os.path.isdir(d):
+        folder = d[0] if isinstance(d, tuple) else d
+        if not os.path.isdir(folder):
             raise Unsupported(f"privateDirs {d!r}",
                               f"the host has no {d} to mount over, and nsfleet makes no folder "
                               "in the host's own (give one the host has, or a (folder, host "
                               "folder) pair)")
-        dirs.append(d)
+        if isinstance(d, tuple):
+            binds.append(f"{d[1] % {'name': name}}:{d[0]}")
+        else:
+            dirs.append(d)
     out: Dict[str, List[str]] = {}
     if dirs:
         out["dirs"] = dirs
@@ -740,24 +747,54 @@ def _private_dirs(name: str, given: Optional[Sequence[Any]]) -> Dict[str, List[s
 
 def make_bind_sources(node: "Node") -> None:
     """Makes the host folders of `node`'s persistent private folders (Mininet's
-    `privateDirs` pairs), once nothing is left to refuse: as the network starts."""
-    for bind in node.privateDirs.get("binds", []):
+    `privateDirs` pairs) as the network starts, as Mininet makes them. They are the
+    script's own folders, asked for to outlive the network: they stay, even when the
+    fleet then refuses the network."""
+    for bind in node.fleetDirs.get("binds", []):
         os.makedirs(bind.split(":")[0], exist_ok=True)
 
 
-# The thread that starts processes tied to this one. The kernel sends
-# PR_SET_PDEATHSIG's signal when the *thread* that forked the child ends, not the
-# process: a controller started from a script's short-lived thread would die with that
-# thread. This one lives as long as the interpreter.
-_TIED = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsfleet-tied")
+class _Tied:
+    """Starts processes tied to this one, from one thread of its own. The kernel sends
+    PR_SET_PDEATHSIG's signal when the *thread* that forked the child ends, not the
+    process: a controller started from a script's short-lived thread would die with that
+    thread. This thread is a daemon, so it ends only with the process (a thread pool's
+    worker is joined at interpreter shutdown, before the script's other threads end);
+    a forked child gets a thread of its own on its first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner = 0
+        self._requests: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+
+    def spawn(self, args: List[str], **kwargs: Any) -> subprocess.Popen:
+        with self._lock:
+            if self._owner != os.getpid():
+                self._owner, self._requests = os.getpid(), queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._requests,),
+                                 name="nsfleet-tied", daemon=True).start()
+            requests = self._requests
+        done: "concurrent.futures.Future[subprocess.Popen]" = concurrent.futures.Future()
+        requests.put((args, kwargs, done))
+        return done.result()
+
+    @staticmethod
+    def _serve(requests: "queue.SimpleQueue[Any]") -> None:
+        while True:
+            args, kwargs, done = requests.get()
+            try:
+                done.set_result(subprocess.Popen(args, preexec_fn=_die_with_parent, **kwargs))
+            except BaseException as e:
+                done.set_exception(e)
+
+
+_TIED = _Tied()
 
 
 def _spawn_tied(args: List[str], **kwargs: Any) -> subprocess.Popen:
     """subprocess.Popen(args, **kwargs), the child killed when this process ends, however
     it ends."""
-    def spawn() -> subprocess.Popen:
-        return subprocess.Popen(args, preexec_fn=_die_with_parent, **kwargs)
-    return _TIED.submit(spawn).result()
+    return _TIED.spawn(args, **kwargs)
 
 
 def _die_with_parent() -> None:
