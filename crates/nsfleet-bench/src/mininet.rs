@@ -254,6 +254,11 @@ fn driver(
     .args(topo)
     .env("NSFLEET_RUN_DIR", &cli.run_dir)
     .env("NSFLEET_BIN", &cli.exe);
+    // The host's own mount namespace, whose Open vSwitch daemons the driver leaves out
+    // of its count (the driver may not read pid 1's).
+    if let Ok(mnt) = std::fs::read_link("/proc/self/ns/mnt") {
+        cmd.env("NSFLEET_BENCH_HOST_MNT", mnt);
+    }
     let out = cmd
         .output()
         .with_context(|| format!("starting {}", python.display()))?;
