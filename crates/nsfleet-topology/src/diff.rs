@@ -88,6 +88,21 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
         new.restart_on_failure.to_string(),
     );
     said("env", format!("{:?}", old.env), format!("{:?}", new.env));
+    // An Open vSwitch switch whose settings change starts its Open vSwitch again.
+    type Field = (&'static str, fn(&crate::OvsSwitch) -> String);
+    let fields: [Field; 6] = [
+        ("controller", |o| format!("{:?}", o.controllers)),
+        ("protocols", |o| format!("{:?}", o.protocols)),
+        ("fail_mode", |o| format!("{:?}", o.fail_mode)),
+        ("datapath", |o| format!("{:?}", o.datapath)),
+        ("dpid", |o| format!("{:?}", o.dpid)),
+        ("port_numbers", |o| format!("{:?}", o.port_numbers)),
+    ];
+    if let (Some(o), Some(n)) = (&old.ovs, &new.ovs) {
+        for (field, f) in fields {
+            said(field, f(o), f(n));
+        }
+    }
     let paths = |c: &NodeConfig| {
         let dirs = c.dirs.iter().map(|d| d.path.clone());
         let binds = c.binds.iter().map(|b| format!("{}:{}", b.source, b.target));
@@ -321,5 +336,22 @@ mod tests {
         );
         let same = diff(&old, &crate::reshape::reshape(&old, old.clone()).unwrap());
         assert!(same.is_empty(), "{same:?}");
+    }
+
+    #[test]
+    fn an_open_vswitch_switchs_settings_that_differ() {
+        let file = |keys: &str| {
+            format!("[fleet]\nname = \"x\"\n[[node]]\nname = \"h\"\n[[link]]\na = \"h:eth0\"\nb = \"s1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n{keys}")
+        };
+        let old = topo(&file("fail_mode = \"secure\"\n"));
+        let new = topo(&file(
+            "protocols = [\"OpenFlow13\"]\nfail_mode = \"secure\"\n",
+        ));
+        let d = diff(&old, &crate::reshape::reshape(&old, new).unwrap());
+        let show: Vec<String> = d
+            .iter()
+            .map(|c| format!("{} {}", c.object, c.detail))
+            .collect();
+        assert_eq!(show, ["s1 protocols [] -> [\"OpenFlow13\"]"]);
     }
 }
