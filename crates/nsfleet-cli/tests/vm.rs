@@ -114,16 +114,29 @@ fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
         "ov.toml",
         "[fleet]\nname = \"ov\"\n[[node]]\nname = \"h{i}\"\ncount = 2\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\npool = \"10.0.0.0/24\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"h2:eth0\"\nb = \"s1\"\n",
     );
+    // The same switch speaking OpenFlow 1.3 only: a change that adds no port.
+    let text = std::fs::read_to_string(&topo).unwrap();
+    let changed = env.file(
+        "ov2.toml",
+        &text.replace(
+            "kind = \"ovs\"\n",
+            "kind = \"ovs\"\nprotocols = [\"OpenFlow13\"]\n",
+        ),
+    );
     let script = format!(
-        "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; $N up {} >/dev/null 2>&1 || exit 3; $N exec ov s1 -- ovs-vsctl get bridge s1 datapath_type; $N exec ov h1 -- ping -c 2 -W 5 10.0.0.2 >/dev/null && echo pinged; $N exec ov s1 -- ovs-dpctl show; $N down ov >/dev/null",
-        topo.display()
+        "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; $N up {} >/dev/null 2>&1 || exit 3; $N exec ov s1 -- ovs-vsctl get bridge s1 datapath_type; $N exec ov h1 -- ping -c 2 -W 5 10.0.0.2 >/dev/null && echo pinged; $N exec ov s1 -- ovs-dpctl show; $N apply {} --name ov >/dev/null && $N exec ov s1 -- ovs-appctl version >/dev/null && echo restarted; $N down ov >/dev/null",
+        topo.display(),
+        changed.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
     // The bridge's datapath type, the ping, and the kernel datapath holding its ports.
+    // Then `apply` changes the switch, which starts its Open vSwitch again: it returns
+    // once the new ovs-vswitchd has taken the ports, which the old one's kernel datapath
+    // still held (see `OLD_DATAPATH` in ovs.rs), so the new one answers at once.
     // The fleet comes up in the guest's first 10 s, where Open vSwitch 3.1 would start
     // no upcall handler and lose the ping (see `EARLY_BOOT` in nsfleet-subsys's ovs.rs).
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for want in ["system", "pinged", "system@ovs-system:"] {
+    for want in ["system", "pinged", "system@ovs-system:", "restarted"] {
         assert!(lines.contains(&want), "{want:?} in {text}");
     }
     for port in [": p1", ": p2"] {

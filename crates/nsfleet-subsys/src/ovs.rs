@@ -101,8 +101,8 @@ pub fn start_command(node: &Node) -> Option<(String, String)> {
     };
     let label = format!("ovs-vswitchd: Open vSwitch bridge {name} on {on}");
     let settle = match kernel {
-        true => EARLY_BOOT,
-        false => "",
+        true => format!("{OLD_DATAPATH}{EARLY_BOOT}"),
+        false => String::new(),
     };
     let line = format!(
         "set -e; mkdir -p /run/openvswitch; \
@@ -114,6 +114,12 @@ pub fn start_command(node: &Node) -> Option<(String, String)> {
     );
     Some((label, line))
 }
+
+/// Deletes the kernel datapath a previous ovs-vswitchd of the node left. `apply` starts a
+/// changed switch's Open vSwitch again, and the kernel datapath, which lives in the
+/// node's namespace, outlives it with its ports: `ovs-ready` would find them taken
+/// before the new ovs-vswitchd runs. Deleted, they are taken again by the new one.
+const OLD_DATAPATH: &str = "ovs-dpctl del-dp system@ovs-system 2>/dev/null || true; ";
 
 /// Waits, said, until the system has been up 10 s. Open vSwitch 3.1 (Debian 12's) counts
 /// the CPUs at most every 10 s of `time_msec()`, which starts at boot, and its count
@@ -181,16 +187,17 @@ impl Subsystem for Ready {
         let wiring = cx.node.wiring();
         let started = std::time::Instant::now();
         loop {
+            let runs = self.vswitchd_runs(cx.node);
             let taken = taken(cx)?;
             let missing: Vec<&str> = (wiring.ifaces.iter())
                 .filter(|i| !taken.contains(&i.index))
                 .map(|i| i.name.as_str())
                 .collect();
-            if missing.is_empty() {
+            if missing.is_empty() && runs == Ok(true) {
                 return Ok(());
             }
             let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
-            if let Some(exit) = self.ended(cx.node) {
+            if let Err(exit) = runs {
                 // Its log goes with the fleet that this failure rolls back: said here.
                 anyhow::bail!(
                     "ovs-vswitchd's start line ended ({exit}) before it took port(s) {}; its log ends:\n{}",
@@ -199,11 +206,14 @@ impl Subsystem for Ready {
                 );
             }
             if started.elapsed() > READY_WAIT {
+                let what = match missing.is_empty() {
+                    true => "started".to_string(),
+                    false => format!("taken port(s) {}", missing.join(", ")),
+                };
                 anyhow::bail!(
-                    "ovs-vswitchd has not taken port(s) {} within {} s: see {} and, in the node, /var/log/openvswitch/",
-                    missing.join(", "),
+                    "ovs-vswitchd has not {what} within {} s; its log ends:\n{}",
                     READY_WAIT.as_secs(),
-                    log.display()
+                    last_lines(&log, 5)
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -233,15 +243,22 @@ fn last_lines(path: &std::path::Path, n: usize) -> String {
 }
 
 impl Ready {
-    /// How the switch's start line ended, if it has (it runs ovs-vswitchd to the end).
-    fn ended(&self, node: &Node) -> Option<String> {
-        let (label, _) = start_command(node)?;
-        let exit = node.inspect(self.processes, |p: &crate::process::Procs| p.ended(&label))??;
-        Some(match exit {
-            sys::Exit::Code(c) => format!("exit status {c}"),
-            sys::Exit::Signal(s) => format!("signal {s}"),
-            sys::Exit::Unknown => "it ended".to_string(),
-        })
+    /// Where the switch's start line is: `Ok(true)` once it has become ovs-vswitchd (its
+    /// last step, an exec, after the old kernel datapath is deleted: ports taken from
+    /// then on are this ovs-vswitchd's), `Ok(false)` before, `Err` with how it ended.
+    fn vswitchd_runs(&self, node: &Node) -> Result<bool, String> {
+        let Some((label, _)) = start_command(node) else {
+            return Ok(false);
+        };
+        let run = node.inspect(self.processes, |p: &crate::process::Procs| p.run_of(&label));
+        match run.flatten() {
+            Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
+            Some(Err(sys::Exit::Code(c))) => Err(format!("exit status {c}")),
+            Some(Err(sys::Exit::Signal(s))) => Err(format!("signal {s}")),
+            Some(Err(sys::Exit::Unknown)) => Err("it ended".to_string()),
+            None => Ok(false),
+        }
     }
 }
 

@@ -131,12 +131,15 @@ impl Procs {
         self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
     }
 
-    /// How the node's command `command` (as `describe` names it) ended, if it has;
-    /// without describe's look for daemons, for a caller that polls.
-    pub fn ended(&self, command: &str) -> Option<Exit> {
+    /// The node's command `command` (as `describe` names it) as the host sees it: its
+    /// pid, or how it ended; without describe's look for daemons, for a caller that polls.
+    pub fn run_of(&self, command: &str) -> Option<Result<i64, Exit>> {
         let p = self.list.iter().find(|p| p.command == command)?;
-        let exit = p.run.lock().exit;
-        exit
+        let run = p.run.lock();
+        Some(match run.exit {
+            Some(exit) => Err(exit),
+            None => Ok(run.host_pid),
+        })
     }
 
     /// The node's commands, then the daemons its init holds.
