@@ -339,6 +339,9 @@ pub(crate) fn need_root(scenario: &str) -> anyhow::Result<()> {
 /// Runs this very binary's `up` and `down` against a private run directory.
 pub(crate) struct Cli {
     run_dir: std::path::PathBuf,
+    /// The run folder's hold: removed when the bench ends, or by the next bench (or
+    /// `nsfleet clean --all`) when a signal ended it first.
+    _scratch: nsfleet_vm::scratch::Scratch,
     exe: std::path::PathBuf,
     /// The image store its commands use, when not the default.
     images: Option<std::path::PathBuf>,
@@ -358,12 +361,20 @@ pub(crate) struct UpResult {
 
 impl Cli {
     pub(crate) fn new() -> anyhow::Result<Self> {
-        let run_dir = std::env::temp_dir().join(format!("nsfleet-bench-{}", std::process::id()));
+        sweep();
+        let scratch = nsfleet_vm::scratch::Scratch::new(
+            &std::env::temp_dir(),
+            &format!("{RUN_PREFIX}{}", nsfleet_vm::scratch::me()?),
+        )?;
+        let run_dir = scratch.path().to_path_buf();
         // Root's alone, whatever the umask: a run directory others can write is refused.
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(&run_dir)?;
+        std::fs::set_permissions(
+            &run_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
         Ok(Cli {
             run_dir,
+            _scratch: scratch,
             exe: std::env::current_exe()?,
             images: None,
             up: false,
@@ -456,12 +467,21 @@ impl Cli {
 }
 
 impl Drop for Cli {
+    /// Its fleet down; then its run folder goes with `_scratch`.
     fn drop(&mut self) {
         if self.up {
             let _ = self.down();
         }
-        let _ = std::fs::remove_dir_all(&self.run_dir);
     }
+}
+
+/// What names a bench's run folder in the temporary folder (then `PID-START`).
+const RUN_PREFIX: &str = "nsfleet-bench-";
+
+/// Removes the run folders of benches a signal ended (their process gone, by the folder's
+/// owner record); returns them. For the next bench and `nsfleet clean --all`.
+pub fn sweep() -> Vec<std::path::PathBuf> {
+    nsfleet_vm::scratch::sweep(&std::env::temp_dir(), RUN_PREFIX)
 }
 
 /// MemAvailable and Slab sampled every 20 ms on a thread of its own, through a run.

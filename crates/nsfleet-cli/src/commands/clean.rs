@@ -12,7 +12,8 @@ pub struct CleanCommand {
     /// The dead fleet to clean up after.
     name: Option<String>,
     /// Every dead fleet under the run directory, and what killed `nsfleet vm` runs left
-    /// (their scratch folders, a kernel half unpacked in the cache).
+    /// (their scratch folders, a kernel half unpacked in the cache) and killed `nsfleet
+    /// bench` runs (their run folders).
     #[arg(long)]
     all: bool,
 }
@@ -26,6 +27,12 @@ impl CleanCommand {
             for r in nsfleet_vm::scratch::sweep_all() {
                 println!(
                     "removed {} (an `nsfleet vm` run, its process gone)",
+                    r.display()
+                );
+            }
+            for r in nsfleet_bench::sweep() {
+                println!(
+                    "removed {} (an `nsfleet bench` run, its process gone)",
                     r.display()
                 );
             }
