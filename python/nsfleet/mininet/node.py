@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
@@ -544,7 +543,8 @@ class Controller:
         self.ip, self.port, self.protocol = ip, int(port), protocol
         self.params = params
         self.process: Optional[subprocess.Popen] = None
-        self._dir: Optional[str] = None
+        # Its working folder (Mininet's cdir); the caller's when None.
+        self.cdir = cdir
         # The processes for switches beyond the first 16, with their ports.
         self.more: List["tuple[int, subprocess.Popen]"] = []
         if shutil.which(self.command) is None:
@@ -580,15 +580,16 @@ class Controller:
         if self.process is not None:
             return
         self.checkListening()
-        self._dir = tempfile.mkdtemp(prefix=f"nsfleet-{self.name}-")
         self.process = self._spawn(self.port, self.name)
 
     def _spawn(self, port: int, name: str) -> subprocess.Popen:
         listen = self.cargs % port
         if listen == f"ptcp:{port}":
             listen += f":{self.ip}"
-        p = _spawn_tied([self.command, f"--unixctl={self._dir}/{name}.ctl", listen],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self._dir)
+        # No control socket: its default is in the host's /var/run/openvswitch, and a
+        # folder of its own would outlive a script killed with SIGKILL.
+        p = _spawn_tied([self.command, "--unixctl=none", listen],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.cdir)
         _wait_listening(self.ip, port, p)
         return p
 
@@ -603,9 +604,6 @@ class Controller:
                 p.kill()
                 p.wait()
         self.process, self.more = None, []
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     def checkListening(self) -> None:
         """Refuses a port another program already listens on, as Mininet does."""
@@ -655,7 +653,7 @@ class RemoteController(Controller):
         self.port = int(port) if port is not None else 6653
         self.params = params
         self.process = None
-        self._dir = None
+        self.cdir = None
         self.more = []
 
     def target(self, group: int = 0) -> Optional[str]:
@@ -681,7 +679,7 @@ class NullController(Controller):
         self.name = name
         self.params = params
         self.process = None
-        self._dir = None
+        self.cdir = None
         self.more = []
 
     def target(self, group: int = 0) -> Optional[str]:
