@@ -108,14 +108,20 @@ def osken(tmp_path: Path) -> Iterator[subprocess.Popen]:
                            dict(os.environ), tmp_path, log, port)
 
 
-def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
-        run_dir: Path, faucet: subprocess.Popen) -> None:
-    port = getattr(faucet, "port")
+def _under_remote_controller(port: int) -> Mininet:
+    """Three hosts on one OVSSwitch (OpenFlow 1.3) under the controller on 127.0.0.1:`port`,
+    started and connected."""
     net = Mininet(topo=SingleSwitchTopo(3),
                   switch=lambda name, **p: OVSSwitch(name, protocols="OpenFlow13", **p),
                   controller=lambda name, **p: RemoteController(name, ip="127.0.0.1", port=port),
                   waitConnected=True)
     net.start()
+    return net
+
+
+def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
+        run_dir: Path, faucet: subprocess.Popen) -> None:
+    net = _under_remote_controller(getattr(faucet, "port"))
     try:
         assert net.pingAll() == 0.0
         s1 = net["s1"]
@@ -132,12 +138,7 @@ def test_faucet_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
 
 def test_an_os_ken_learning_switch_drives_a_mininet_network_and_its_end_leaves_the_fail_mode(
         run_dir: Path, osken: subprocess.Popen) -> None:
-    port = getattr(osken, "port")
-    net = Mininet(topo=SingleSwitchTopo(3),
-                  switch=lambda name, **p: OVSSwitch(name, protocols="OpenFlow13", **p),
-                  controller=lambda name, **p: RemoteController(name, ip="127.0.0.1", port=port),
-                  waitConnected=True)
-    net.start()
+    net = _under_remote_controller(getattr(osken, "port"))
     try:
         assert net.pingAll() == 0.0
         s1 = net["s1"]

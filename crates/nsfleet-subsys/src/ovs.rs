@@ -185,9 +185,11 @@ impl Subsystem for Ready {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let wiring = cx.node.wiring();
+        // What `processes` calls the start line (the whole line is built to get it: once).
+        let label = start_command(cx.node).map(|(label, _)| label);
         let started = std::time::Instant::now();
         loop {
-            let runs = self.vswitchd_runs(cx.node);
+            let runs = self.vswitchd_runs(cx.node, label.as_deref());
             let taken = taken(cx)?;
             let missing: Vec<&str> = (wiring.ifaces.iter())
                 .filter(|i| !taken.contains(&i.index))
@@ -246,11 +248,12 @@ impl Ready {
     /// Where the switch's start line is: `Ok(true)` once it has become ovs-vswitchd (its
     /// last step, an exec, after the old kernel datapath is deleted: ports taken from
     /// then on are this ovs-vswitchd's), `Ok(false)` before, `Err` with how it ended.
-    fn vswitchd_runs(&self, node: &Node) -> Result<bool, String> {
-        let Some((label, _)) = start_command(node) else {
+    /// `label` is the start line's name.
+    fn vswitchd_runs(&self, node: &Node, label: Option<&str>) -> Result<bool, String> {
+        let Some(label) = label else {
             return Ok(false);
         };
-        let run = node.inspect(self.processes, |p: &crate::process::Procs| p.run_of(&label));
+        let run = node.inspect(self.processes, |p: &crate::process::Procs| p.run_of(label));
         match run.flatten() {
             Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
