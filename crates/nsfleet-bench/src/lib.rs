@@ -362,9 +362,13 @@ pub(crate) struct UpResult {
 impl Cli {
     pub(crate) fn new() -> anyhow::Result<Self> {
         sweep();
+        // Numbered: a bench may drive several fleets at once (`--switch ovs-controller`
+        // runs the controllers' own beside the switches').
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = nsfleet_vm::scratch::Scratch::new(
             &std::env::temp_dir(),
-            &format!("{RUN_PREFIX}{}", nsfleet_vm::scratch::me()?),
+            &format!("{RUN_PREFIX}{}-{n}", nsfleet_vm::scratch::me()?),
         )?;
         let run_dir = scratch.path().to_path_buf();
         // Root's alone, whatever the umask: a run directory others can write is refused.
