@@ -1,5 +1,5 @@
-//! Open vSwitch switches (`[[switch]] kind = "ovs"`): Debian's openvswitch-switch run per
-//! switch inside its node, forwarding on the userspace datapath here (this kernel has no
+//! Open vSwitch switches (`[[switch]] kind = "ovs"`): Debian's openvswitch-switch run once
+//! per fleet inside a node of its own, its switches' ports in that node's namespace, forwarding on the userspace datapath here (this kernel has no
 //! openvswitch module), driven by a real OpenFlow controller on the host, and leaving
 //! nothing behind, an Open vSwitch of the host's own least of all.
 
@@ -14,7 +14,7 @@ fn three_hosts(fleet: &str, switch_keys: &str) -> String {
         .map(|i| format!("[[link]]\na = \"h{i}:eth0\"\nb = \"s1\"\n"))
         .collect();
     format!(
-        "[fleet]\nname = \"{fleet}\"\n[[node]]\nname = \"h{{i}}\"\ncount = 3\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\npool = \"10.0.0.0/24\"\ndpid = \"0000000000000001\"\nport_numbers = {{ p3 = 9 }}\n{switch_keys}{links}"
+        "[fleet]\nname = \"{fleet}\"\n[[node]]\nname = \"h{{i}}\"\ncount = 3\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\npool = \"10.0.0.0/24\"\ndpid = \"0000000000000001\"\nport_numbers = {{ \"s1-p3\" = 9 }}\n{switch_keys}{links}"
     )
 }
 
@@ -31,7 +31,7 @@ fn ovs_daemons() -> Vec<(i32, String)> {
         .collect()
 }
 
-/// What the fleet's switches run, by their namespaces.
+/// What the fleet's Open vSwitch runs, by its namespace.
 fn daemons_of(fleet: &Fleet<'_>) -> Vec<(i32, String)> {
     let (inodes, _) = fleet.footprint();
     ovs_daemons()
@@ -65,7 +65,7 @@ fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
         std::io::Read::read_to_string(got.stdout.as_mut().unwrap(), &mut out).unwrap();
         got.wait().unwrap();
         assert_eq!(out.trim(), "4000000", "the bytes sent across the switch");
-        // Ports numbered in the file's order, p3 as the file says.
+        // Ports numbered in the file's order, s1-p3 as the file says.
         let ports = env.ok(&[
             "exec",
             "ovb",
@@ -75,7 +75,7 @@ fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
             "dump-ports-desc",
             "s1",
         ]);
-        for want in [" 1(p1)", " 2(p2)", " 9(p3)"] {
+        for want in [" 1(s1-p1)", " 2(s1-p2)", " 9(s1-p3)"] {
             assert!(ports.contains(want), "{want} in {ports}");
         }
         let show = env.ok(&[
@@ -308,7 +308,7 @@ fn apply_adds_a_host_on_the_next_port_number_and_it_forwards_at_once() {
         "s1",
     ]);
     assert!(
-        ports.contains(" 10(p4)"),
+        ports.contains(" 10(s1-p4)"),
         "one more than the largest: {ports}"
     );
 }
@@ -400,4 +400,33 @@ fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
         "the log's own words: {err}"
     );
     assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}
+
+#[test]
+fn apply_removing_switches_leaves_no_bridge_or_port_in_the_fleets_open_vswitch() {
+    let env = Env::new("ovs-remove");
+    let switch = |s: &str| format!("[[switch]]\nname = \"{s}\"\nkind = \"ovs\"\n");
+    let head = format!(
+        "[fleet]\nname = \"ovr\"\n[[node]]\nname = \"h1\"\n{}[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n",
+        switch("s1")
+    );
+    // s2 and s3 go together, with the link between them: neither end's namespace goes
+    // (both are the fleet's Open vSwitch node's), so its veths are deleted one by one.
+    let more = format!(
+        "{head}{}{}[[link]]\na = \"s1\"\nb = \"s2\"\n[[link]]\na = \"s2\"\nb = \"s3\"\n",
+        switch("s2"),
+        switch("s3")
+    );
+    let _fleet = env.up(&more);
+    let links = || env.ok(&["exec", "ovr", "s1", "--", "ip", "-o", "link"]);
+    assert!(links().contains("s3-p1"), "{}", links());
+    let fewer = env.file("ovr-1.toml", &head);
+    env.ok(&["apply", fewer.to_str().unwrap()]);
+    let bridges = env.ok(&["exec", "ovr", "s1", "--", "ovs-vsctl", "list-br"]);
+    assert_eq!(bridges.trim(), "s1", "{bridges}");
+    let left = links();
+    for gone in ["s1-p2", "s2-", "s3-"] {
+        assert!(!left.contains(gone), "{gone} in {left}");
+    }
+    assert!(left.contains("s1-p1"), "{left}");
 }

@@ -22,6 +22,7 @@ use nsfleet_sys as sys;
 use nsfleet_topology::{NodeSpec, Topology};
 
 use nsfleet_locks::{order, Mutex};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 
 use std::ops::ControlFlow;
@@ -228,25 +229,67 @@ impl Fleet {
         created: &mut Vec<Arc<Node>>,
         progress: Progress<'_>,
     ) -> anyhow::Result<Vec<f64>> {
-        let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
-        let holders = self.holders.clone();
-        let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
-            reaper.admit();
-            let t = Instant::now();
-            let (node, r) = match create_node(w, spec, &ops, &log_dir, holders.as_deref()) {
-                Ok(node) => (Some(node), Ok(())),
-                Err((node, e)) => (node, Err(e)),
+        // Tenants after the nodes whose namespaces they live in.
+        let (tenants, own): (Vec<_>, Vec<_>) = items
+            .into_iter()
+            .partition(|(_, s)| s.config.netns_of.is_some());
+        let mut placed = Vec::new();
+        let mut result = Ok(());
+        for round in [own, tenants] {
+            if round.is_empty() || result.is_err() {
+                continue;
+            }
+            let hosts = match self.hosts_of(&round, created, &placed) {
+                Ok(hosts) => hosts,
+                Err(e) => {
+                    result = Err(e);
+                    continue;
+                }
             };
-            let us = t.elapsed().as_secs_f64() * 1e6;
-            (node.map(|n| (i, n, us)), r)
-        };
-        let (mut placed, result) =
-            self.run_phase(Phase::Create, items, create, OnError::Stop, progress);
+            let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
+            let (holders, ops) = (self.holders.clone(), ops.clone());
+            let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
+                reaper.admit();
+                let t = Instant::now();
+                let host = (spec.config.netns_of.as_ref()).and_then(|h| hosts.get(h).cloned());
+                let made = create_node(w, spec, host, &ops, &log_dir, holders.as_deref());
+                let (node, r) = match made {
+                    Ok(node) => (Some(node), Ok(())),
+                    Err((node, e)) => (node, Err(e)),
+                };
+                let us = t.elapsed().as_secs_f64() * 1e6;
+                (node.map(|n| (i, n, us)), r)
+            };
+            let (made, r) =
+                self.run_phase(Phase::Create, round, create, OnError::Stop, &mut *progress);
+            placed.extend(made);
+            result = r;
+        }
         // Workers finish out of order; the table keeps the file's order.
         placed.sort_unstable_by_key(|(i, _, _)| *i);
         let us: Vec<f64> = placed.iter().map(|(_, _, us)| *us).collect();
         created.extend(placed.into_iter().map(|(_, n, _)| n));
         result.map(|()| nsfleet_results::percentiles(&us))
+    }
+
+    /// The nodes that the tenants among `specs` live in, by name: made by this run
+    /// (`created`, `placed`) or running.
+    fn hosts_of(
+        &self,
+        specs: &[(usize, NodeSpec)],
+        created: &[Arc<Node>],
+        placed: &[(usize, Arc<Node>, f64)],
+    ) -> anyhow::Result<HashMap<String, Arc<Node>>> {
+        let table = self.nodes();
+        let mut hosts = HashMap::new();
+        for name in specs.iter().filter_map(|(_, s)| s.config.netns_of.as_ref()) {
+            let made =
+                (created.iter().chain(placed.iter().map(|(_, n, _)| n))).find(|n| n.name() == name);
+            let host = made.or_else(|| table.get(name)).cloned();
+            let host = host.ok_or_else(|| anyhow!("no node {name:?} to live in"))?;
+            hosts.insert(name.clone(), host);
+        }
+        Ok(hosts)
     }
 
     /// Runs the `init` of every subsystem of `phase` on each node that one of them wants.
@@ -477,19 +520,28 @@ type NodeResult = Result<Arc<Node>, (Option<Arc<Node>>, anyhow::Error)>;
 fn create_node(
     w: &mut Worker,
     spec: NodeSpec,
+    host: Option<Arc<Node>>,
     ops: &[Registered],
     log_dir: &std::path::Path,
     holders: Option<&Holders>,
 ) -> NodeResult {
     let fail = |e: anyhow::Error| (None, e);
-    let fd = w
-        .enter_new()
-        .map_err(sys::explain_new_namespace)
-        .with_context(|| format!("node {}: creating its network namespace", spec.name))
-        .map_err(fail)?;
-    let node = Node::new(spec, fd, holders)
-        .context("handing the namespace to a holder process")
-        .map_err(fail)?;
+    let node = match host {
+        Some(host) => {
+            enter_node(w, &host).map_err(fail)?;
+            Node::tenant(spec, host)
+        }
+        None => {
+            let fd = w
+                .enter_new()
+                .map_err(sys::explain_new_namespace)
+                .with_context(|| format!("node {}: creating its network namespace", spec.name))
+                .map_err(fail)?;
+            Node::new(spec, fd, holders)
+                .context("handing the namespace to a holder process")
+                .map_err(fail)?
+        }
+    };
     let node = Arc::new(node);
     // Nothing else of the run exists yet: Create-phase subsystems see no other node.
     let nobody = NodeTable::default();

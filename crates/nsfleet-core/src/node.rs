@@ -1,7 +1,9 @@
 //! A node (one network namespace of the fleet) and the table of live nodes.
 //!
 //! A node's namespace is held by exactly one descriptor, the node's own; the core closes it
-//! at teardown and the kernel's reference count does the rest. The table is published as
+//! at teardown and the kernel's reference count does the rest. A *tenant* (an Open vSwitch
+//! switch) lives in another node's namespace, its host's, and holds none: it keeps its
+//! host's `Node`, whose descriptor it uses while the host lives. The table is published as
 //! an immutable snapshot: readers (status, exec, later the traffic engine) never lock.
 
 use super::SubsysId;
@@ -22,6 +24,8 @@ pub(crate) type AnyState = Box<dyn std::any::Any + Send>;
 pub(crate) enum Netns {
     Own(OwnedFd),
     Held(HeldNs),
+    /// Its host's (see the file's comment).
+    Tenant(Arc<Node>),
 }
 
 /// A node's configuration and wiring, as one value.
@@ -43,6 +47,8 @@ pub struct Node {
     /// A weak reference that outlives the descriptor: tells whether anyone else still
     /// holds the namespace after teardown (`None` on kernels without nsfs handles).
     handle: Option<sys::NsHandle>,
+    /// Lives in another node's namespace (see the file's comment).
+    tenant: bool,
     /// Protects the node's one hold on its namespace: `Some` while the node is live,
     /// taken (and the namespace let go) once at teardown. Held only to read or take it;
     /// may be held while `Holder::conn` is taken.
@@ -77,9 +83,42 @@ impl Node {
             }),
             inode,
             handle,
+            tenant: false,
             netns: Mutex::new(order::NODE_NETNS, Some(netns)),
             states: Mutex::new(order::NODE_STATES, Vec::new()),
         })
+    }
+
+    /// A node living in `host`'s namespace (see the file's comment).
+    pub(crate) fn tenant(spec: NodeSpec, host: Arc<Node>) -> Self {
+        Node {
+            name: spec.name.into_boxed_str(),
+            number: spec.number,
+            shape: ArcSwap::from_pointee(Shape {
+                config: spec.config,
+                wiring: spec.wiring,
+            }),
+            inode: host.inode,
+            handle: None,
+            tenant: true,
+            netns: Mutex::new(order::NODE_NETNS, Some(Netns::Tenant(host))),
+            states: Mutex::new(order::NODE_STATES, Vec::new()),
+        }
+    }
+
+    /// The node whose namespace a tenant lives in; `None` for a node with its own, and
+    /// once the tenant is torn down.
+    pub fn host(&self) -> Option<Arc<Node>> {
+        match self.netns.lock().as_ref()? {
+            Netns::Tenant(host) => Some(host.clone()),
+            Netns::Own(_) | Netns::Held(_) => None,
+        }
+    }
+
+    /// Whether the node lives in another's namespace: nothing of the kernel's is
+    /// reclaimed when it goes.
+    pub fn is_tenant(&self) -> bool {
+        self.tenant
     }
 
     pub fn name(&self) -> &str {
@@ -120,19 +159,24 @@ impl Node {
     /// Runs `f` with the node's namespace descriptor, or returns `None` once the node is
     /// being torn down.
     pub fn with_netns<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
-        match self.netns.lock().as_ref()? {
-            Netns::Own(fd) => Some(f(fd.as_fd())),
-            Netns::Held(h) => h.get().ok().map(|fd| f(fd.as_fd())),
-        }
+        // A tenant's lock is let go before its host's is taken: never two at once.
+        let host = match self.netns.lock().as_ref()? {
+            Netns::Own(fd) => return Some(f(fd.as_fd())),
+            Netns::Held(h) => return h.get().ok().map(|fd| f(fd.as_fd())),
+            Netns::Tenant(host) => host.clone(),
+        };
+        host.with_netns(f)
     }
 
     /// A second descriptor for the namespace (for `exec`): it keeps the namespace alive
     /// for as long as whoever holds it.
     pub fn dup_netns(&self) -> Option<OwnedFd> {
-        match self.netns.lock().as_ref()? {
-            Netns::Own(fd) => fd.try_clone().ok(),
-            Netns::Held(h) => h.get().ok(),
-        }
+        let host = match self.netns.lock().as_ref()? {
+            Netns::Own(fd) => return fd.try_clone().ok(),
+            Netns::Held(h) => return h.get().ok(),
+            Netns::Tenant(host) => host.clone(),
+        };
+        host.dup_netns()
     }
 
     pub(crate) fn handle(&self) -> Option<&sys::NsHandle> {

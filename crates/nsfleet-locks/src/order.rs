@@ -23,6 +23,8 @@ pub const WATCH_LINKS: Rank = Rank::ordered(30, "Watchers::links");
 pub const REGISTRY: Rank = Rank::ordered(40, "Registry::list");
 /// `Fleet::table`: writers of the node table (readers take an `ArcSwap` snapshot).
 pub const FLEET_TABLE: Rank = Rank::ordered(50, "Fleet::table");
+/// `Bridges::making`: one maker of Open vSwitch bridges at a time (it reads nodes' states).
+pub const OVS_MAKING: Rank = Rank::ordered(55, "ovs::Bridges::making");
 /// `Node::states`: one node's subsystem states (net_generic), one node's at a time.
 pub const NODE_STATES: Rank = Rank::ordered(60, "Node::states");
 /// `Proc::run`: one command's current run; `exit_batch` holds a batch's at once.
@@ -54,6 +56,8 @@ pub const WATCH_SUBS: Rank = Rank::leaf("Watchers::subs");
 pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 /// `Watcher::procs`: the commands the process watcher watches.
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
+/// `Switches`: the fleet's Open vSwitch switches by datapath id, as the relays know them.
+pub const OVS_SWITCHES: Rank = Rank::leaf("ovs::Switches");
 /// `Relay::conns`: an Open vSwitch controller relay's open connections.
 pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");
 /// `HostLinks::host`: the netlink socket in the host's namespace.

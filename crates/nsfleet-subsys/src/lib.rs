@@ -75,9 +75,12 @@ pub fn register_defaults(
     fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
-    let ovs_controllers = fleet.register(ovs::Controllers::new(events.clone()))?;
+    let switches = ovs::Switches::default();
+    let ovs_controllers =
+        fleet.register(ovs::Controllers::new(events.clone(), switches.clone()))?;
     let process = fleet.register(process::Processes::new(fleet_name, events))?;
     // Ready
+    fleet.register(ovs::Bridges::new(process, switches))?;
     fleet.register(ovs::Ready { processes: process })?;
     Ok(Defaults {
         process,

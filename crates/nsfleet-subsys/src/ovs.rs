@@ -1,37 +1,39 @@
-//! Open vSwitch switches (nsfleet-topology's `kind/ovs.rs`). Each runs an ovsdb-server
-//! and an ovs-vswitchd of its own, started by the node's first command ([`start_command`])
-//! inside its world: Open vSwitch's folders are the node's private ones, its sockets and
-//! its datapath's ports are in the node's namespace, and nothing reaches an Open vSwitch
-//! the host may run. They end with the node's world, as any daemon of a node does.
+//! The fleet's Open vSwitch (nsfleet-topology's `kind/ovs.rs`): one ovsdb-server and one
+//! ovs-vswitchd, started by the first command of the fleet's Open vSwitch node (the hub,
+//! [`start_command`]) inside its world: Open vSwitch's folders are that node's private
+//! ones, its sockets and its datapath's ports are in that node's namespace, and nothing
+//! reaches an Open vSwitch the host may run. Every OVS switch node lives in the hub's
+//! namespace (a tenant, see nsfleet-core's `node.rs`), where its ports are; [`Bridges`]
+//! makes its bridge in the hub's database, [`Ready`] waits until ovs-vswitchd has taken
+//! its ports. They end with the hub's world, as any daemon of a node does.
 //!
-//! A switch's controllers are addresses as the host sees them (or as the fleet's node
-//! that has the address does), which the switch's namespace cannot reach: for each, a
-//! relay ([`Controllers`]) listens inside the switch's namespace on the controller's own
-//! address and port (an address other than the loopback's put on the namespace's `lo`),
-//! so that the bridge's controller is the file's, as `ovs-vsctl get-controller` shows
-//! it, and makes each connection it takes again from the host's namespace (or that
-//! node's). When the fleet goes, or its supervisor dies, the relays' sockets close and
-//! the switches are in their fail mode, as with a controller that went away.
+//! The switches' controllers are addresses as the host sees them (or as the fleet's node
+//! that has the address does), which the hub's namespace cannot reach: for each, a relay
+//! ([`Controllers`]) listens inside the hub's namespace on the controller's own address
+//! and port (an address other than the loopback's put on the namespace's `lo`), so that
+//! a bridge's controller is the file's, as `ovs-vsctl get-controller` shows it, and makes
+//! each connection it takes again from the host's namespace (or that node's). Which
+//! switch a connection is from, the relay reads from the OpenFlow handshake (the
+//! datapath id of the switch's features reply). When the fleet goes, or its supervisor
+//! dies, the relays' sockets close and the switches are in their fail mode, as with a
+//! controller that went away.
 
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Shape, Subsystem};
 use nsfleet_locks::{order, Mutex};
 use nsfleet_netlink::rtnl;
 use nsfleet_sys as sys;
-use nsfleet_topology::{shell_quote as q, Datapath, NodeConfig, OvsSwitch};
-use std::fmt::Write as _;
+use nsfleet_topology::{Datapath, NodeConfig, OvsSwitch};
+use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The bridge's name: the switch's, as Mininet's `dpctl` and `ovs-ofctl dump-flows s1`
-/// expect, where it can name a device (the bridge's own port is one); else `br0`.
-pub fn bridge_name(node: &Node) -> String {
-    match nsfleet_topology::check_ifname(node.name()) {
-        Ok(()) => node.name().to_string(),
-        Err(_) => "br0".to_string(),
-    }
+/// expect (the topology checked that it can name a device: the bridge's own port is one).
+pub fn bridge_name(node: &Node) -> &str {
+    node.name()
 }
 
 /// Whether an OVS switch on `datapath` forwards in the kernel.
@@ -43,83 +45,107 @@ pub fn in_kernel(datapath: Datapath) -> bool {
     }
 }
 
-/// The shell line that starts the switch's Open vSwitch: its database made and served,
-/// the bridge and its ports written into it (ports numbered as the topology says, see
-/// `OvsSwitch::numbered`), then ovs-vswitchd in the foreground, the command nsfleet
-/// watches; with what `status` and `events` call it. `None` for a node that is no OVS
-/// switch.
+/// What `processes` calls the hub's start line.
+pub const HUB_LABEL: &str = "ovs-vswitchd: the fleet's Open vSwitch";
+
+/// The shell line that starts the fleet's Open vSwitch in the hub node: its database made
+/// and served, then ovs-vswitchd in the foreground, the command nsfleet watches; with
+/// what `status` and `events` call it. `None` for a node that is no hub. The same for
+/// every hub: a change of the fleet's switches never starts it again.
 pub fn start_command(node: &Node) -> Option<(String, String)> {
-    let config = node.config();
-    let ovs = config.ovs.as_ref()?;
-    let wiring = node.wiring();
-    let name = bridge_name(node);
-    let br = q(&name);
-    let mut db = format!(" -- add-br {br} -- set bridge {br}");
-    let kernel = in_kernel(ovs.datapath);
-    let _ = write!(
-        db,
-        " datapath_type={}",
-        if kernel { "system" } else { "netdev" }
-    );
-    bridge_settings(&mut db, ovs);
-    // The topology checked the numbers; a clash here would be a bug: said, and the
-    // command fails at once rather than a switch without ports.
-    let ports = match ovs.numbered(wiring.ifaces.iter().map(|i| i.name.as_str())) {
-        Ok(ports) => ports,
-        Err(why) => {
-            let line = format!("echo {} >&2; exit 1", q(&format!("nsfleet: {why}")));
-            return Some(("ovs-vswitchd (not started)".to_string(), line));
-        }
-    };
-    for (name, number) in ports {
-        let p = q(name);
-        let _ = write!(
-            db,
-            " -- add-port {br} {p} -- set interface {p} ofport_request={number}"
-        );
-    }
-    if !ovs.controllers.is_empty() {
-        let _ = write!(db, " -- set-controller {br}");
-        for c in &ovs.controllers {
-            let _ = write!(db, " tcp:{c}");
-        }
-    }
+    node.config().ovs_hub.as_ref()?;
     // The userspace datapath forwards what it reads from its ports' packet sockets;
     // with TSO support on it keeps the senders' checksum offload (their packets'
-    // checksums are left to the NIC) and completes them, and TCP across it works.
-    let tso = match kernel {
-        true => "",
-        false => " -- set Open_vSwitch . other_config:userspace-tso-enable=true",
-    };
-    let on = match kernel {
-        true => "the kernel datapath",
-        false => "the userspace datapath",
-    };
-    let why = match (kernel, ovs.datapath) {
-        (false, Datapath::Auto) => " (this kernel has no openvswitch module)",
-        _ => "",
-    };
-    let label = format!("ovs-vswitchd: Open vSwitch bridge {name} on {on}");
-    let settle = match kernel {
-        true => format!("{OLD_DATAPATH}{EARLY_BOOT}"),
-        false => String::new(),
+    // checksums are left to the NIC) and completes them, and TCP across it works. The
+    // kernel datapath ignores it.
+    let tso = " -- set Open_vSwitch . other_config:userspace-tso-enable=true";
+    let (settle, said) = match crate::probe::has_ovs_kernel_datapath() {
+        true => (EARLY_BOOT, "the kernel has the openvswitch module: switches on datapath auto use the kernel datapath"),
+        false => ("", "this kernel has no openvswitch module: switches use the userspace datapath"),
     };
     let line = format!(
         "set -e; mkdir -p /run/openvswitch; \
          ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema; \
          ovsdb-server /etc/openvswitch/conf.db --remote=punix:/run/openvswitch/db.sock --pidfile --detach --no-chdir --log-file; \
-         ovs-vsctl --no-wait init{tso}{db}; \
-         echo \"nsfleet: Open vSwitch bridge {name} on {on}{why}\"; {settle}\
+         ovs-vsctl --no-wait init{tso}; \
+         echo \"nsfleet: the fleet's Open vSwitch; {said}\"; {settle}\
          exec ovs-vswitchd --pidfile --no-chdir --log-file"
     );
-    Some((label, line))
+    Some((HUB_LABEL.to_string(), line))
 }
 
-/// Deletes the kernel datapath a previous ovs-vswitchd of the node left. `apply` starts a
-/// changed switch's Open vSwitch again, and the kernel datapath, which lives in the
-/// node's namespace, outlives it with its ports: `ovs-ready` would find them taken
-/// before the new ovs-vswitchd runs. Deleted, they are taken again by the new one.
-const OLD_DATAPATH: &str = "ovs-dpctl del-dp system@ovs-system 2>/dev/null || true; ";
+/// The `ovs-vsctl` commands that make switch `node`'s bridge, the `k`th of its
+/// transaction: its rows created outright (each port's interface, with its OpenFlow
+/// number as the topology says, see `OvsSwitch::numbered`; the bridge's own internal
+/// port; its controllers) and the bridge added to Open vSwitch, as `add-br`, `add-port`
+/// and `set-controller` would. Those look each name up among all rows, for every
+/// command: a transaction of Mininet's tree1024 (1,056 ports) took ovs-vsctl 0.5 s of
+/// CPU. (A bridge of its name deleted in the same transaction would leave its rows
+/// until the transaction ends: `remake` deletes in one of its own.)
+fn bridge_args(node: &Node, ovs: &OvsSwitch, k: usize) -> anyhow::Result<Vec<String>> {
+    let wiring = node.wiring();
+    let br = bridge_name(node);
+    let mut args: Vec<String> = Vec::new();
+    let mut create = |id: String, table: &str, columns: Vec<String>| {
+        args.extend([
+            "--".to_string(),
+            format!("--id=@{id}"),
+            "create".into(),
+            table.into(),
+        ]);
+        args.extend(columns);
+        format!("@{id}")
+    };
+    // The topology checked the numbers; a clash here would be a bug.
+    let ports = ovs
+        .numbered(wiring.ifaces.iter().map(|i| i.name.as_str()))
+        .map_err(|why| anyhow::anyhow!("{why}"))?;
+    let own = [(br, None)].into_iter();
+    let all = own.chain(ports.into_iter().map(|(name, n)| (name, Some(n))));
+    let mut port_ids = Vec::new();
+    for (j, (name, number)) in all.enumerate() {
+        let mut columns = vec![format!("name={}", quoted(name))];
+        columns.push(match number {
+            Some(n) => format!("ofport_request={n}"),
+            None => "type=internal".to_string(),
+        });
+        let iface = create(format!("i{k}_{j}"), "Interface", columns);
+        let columns = vec![
+            format!("name={}", quoted(name)),
+            format!("interfaces={iface}"),
+        ];
+        port_ids.push(create(format!("p{k}_{j}"), "Port", columns));
+    }
+    let controllers: Vec<String> = (ovs.controllers.iter().enumerate())
+        .map(|(j, c)| {
+            let target = format!("target={}", quoted(&format!("tcp:{c}")));
+            create(format!("c{k}_{j}"), "Controller", vec![target])
+        })
+        .collect();
+    let kind = if in_kernel(ovs.datapath) {
+        "system"
+    } else {
+        "netdev"
+    };
+    let mut columns = vec![
+        format!("name={}", quoted(br)),
+        format!("ports=[{}]", port_ids.join(",")),
+        format!("datapath_type={kind}"),
+    ];
+    if !controllers.is_empty() {
+        columns.push(format!("controller=[{}]", controllers.join(",")));
+    }
+    columns.extend(bridge_settings(node, ovs));
+    let bridge = create(format!("b{k}"), "Bridge", columns);
+    args.extend(["--", "add", "Open_vSwitch", ".", "bridges", &bridge].map(String::from));
+    Ok(args)
+}
+
+/// A string as ovs-vsctl's values take it: quoted, so that a `:` or `,` in it is not
+/// read as a map's or a set's.
+fn quoted(s: &str) -> String {
+    format!("\"{s}\"")
+}
 
 /// Waits, said, until the system has been up 10 s. Open vSwitch 3.1 (Debian 12's) counts
 /// the CPUs at most every 10 s of `time_msec()`, which starts at boot, and its count
@@ -134,31 +160,32 @@ const EARLY_BOOT: &str = "up=$(cut -d. -f1 /proc/uptime); if [ \"$up\" -lt 10 ];
 /// The bridge's own columns, as `set bridge` takes them. In-band control is off, as
 /// Mininet sets it: the controllers are reached out of band (the relays), and in-band
 /// control would look for a route to each one's address every second and log that it
-/// has none.
-fn bridge_settings(out: &mut String, ovs: &OvsSwitch) {
-    out.push_str(" other_config:disable-in-band=true");
+/// has none. Its datapath id is always given, so that the relays know its connections.
+fn bridge_settings(node: &Node, ovs: &OvsSwitch) -> Vec<String> {
+    let mut out = vec!["other_config:disable-in-band=true".to_string()];
     if !ovs.protocols.is_empty() {
-        let _ = write!(out, " protocols={}", ovs.protocols.join(","));
+        out.push(format!("protocols=[{}]", ovs.protocols.join(",")));
     }
     if let Some(mode) = ovs.fail_mode {
         let mode = match mode {
             nsfleet_topology::FailMode::Secure => "secure",
             nsfleet_topology::FailMode::Standalone => "standalone",
         };
-        let _ = write!(out, " fail_mode={mode}");
+        out.push(format!("fail_mode={mode}"));
     }
-    if let Some(dpid) = ovs.dpid {
-        let _ = write!(out, " other_config:datapath-id={dpid:016x}");
-    }
+    let dpid = nsfleet_topology::kind::ovs::dpid_of(node.name(), ovs);
+    out.push(format!("other_config:datapath-id={dpid:016x}"));
+    out
 }
 
 /// Waits, once a switch's processes are started, until its ovs-vswitchd has taken every
 /// port, so that `up` returns with switches that forward: the userspace datapath puts
 /// each port it opens in promiscuous mode (as a user's request, which the link's flags
 /// show), the kernel's enslaves it to its `ovs-system` device (its promiscuity is then
-/// the kernel's own, which the flags do not show). About 0.13 s for a fresh switch on
-/// this machine class, most of it ovs-vswitchd's own start, which takes little CPU: in
-/// the Ready phase, so that the switches' waits overlap.
+/// the kernel's own, which the flags do not show); and until its bridge's OpenFlow
+/// socket is there (`ovs-ofctl dump-flows s1` answers). About 0.13 s for a fresh fleet
+/// on this machine class, most of it ovs-vswitchd's own start, which takes little CPU:
+/// in the Ready phase, so that the switches' waits overlap.
 pub struct Ready {
     /// The `processes` subsystem: a switch whose start line has ended is said at once,
     /// not after the wait's bound.
@@ -185,20 +212,25 @@ impl Subsystem for Ready {
 
     fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
         let wiring = cx.node.wiring();
-        // What `processes` calls the start line (the whole line is built to get it: once).
-        let label = start_command(cx.node).map(|(label, _)| label);
+        let hub = cx
+            .node
+            .host()
+            .context("the fleet's Open vSwitch node is gone")?;
         let started = std::time::Instant::now();
+        // The ports not seen taken yet: a port once taken is not asked about again.
+        let mut left: Vec<i32> = wiring.ifaces.iter().map(|i| i.index).collect();
         loop {
-            let runs = self.vswitchd_runs(cx.node, label.as_deref());
-            let taken = taken(cx)?;
+            let runs = vswitchd_runs(&hub, self.processes);
+            let taken = taken(cx, &left)?;
+            left.retain(|i| !taken.contains(i));
             let missing: Vec<&str> = (wiring.ifaces.iter())
-                .filter(|i| !taken.contains(&i.index))
+                .filter(|i| left.contains(&i.index))
                 .map(|i| i.name.as_str())
                 .collect();
-            if missing.is_empty() && runs == Ok(true) {
+            if missing.is_empty() && runs == Ok(true) && self.has_socket(&hub, cx.node) {
                 return Ok(());
             }
-            let log = cx.log_dir.join(format!("{}.log", cx.node.name()));
+            let log = cx.log_dir.join(format!("{}.log", hub.name()));
             if let Err(exit) = runs {
                 // Its log goes with the fleet that this failure rolls back: said here.
                 anyhow::bail!(
@@ -245,53 +277,370 @@ fn last_lines(path: &std::path::Path, n: usize) -> String {
 }
 
 impl Ready {
-    /// Where the switch's start line is: `Ok(true)` once it has become ovs-vswitchd (its
-    /// last step, an exec, after the old kernel datapath is deleted: ports taken from
-    /// then on are this ovs-vswitchd's), `Ok(false)` before, `Err` with how it ended.
-    /// `label` is the start line's name.
-    fn vswitchd_runs(&self, node: &Node, label: Option<&str>) -> Result<bool, String> {
-        let Some(label) = label else {
-            return Ok(false);
+    /// Whether switch `node`'s bridge has its OpenFlow management socket, in the hub's
+    /// world.
+    fn has_socket(&self, hub: &Node, node: &Node) -> bool {
+        let pid = hub.inspect(self.processes, |p: &crate::process::Procs| p.world_pid());
+        pid.flatten().is_some_and(|pid| {
+            let sock = format!(
+                "/proc/{pid}/root/run/openvswitch/{}.mgmt",
+                bridge_name(node)
+            );
+            std::path::Path::new(&sock).exists()
+        })
+    }
+}
+
+/// Where the hub's start line is: `Ok(true)` once it has become ovs-vswitchd (its last
+/// step, an exec), `Ok(false)` before, `Err` with how it ended.
+fn vswitchd_runs(hub: &Node, processes: nsfleet_core::SubsysId) -> Result<bool, String> {
+    let run = hub.inspect(processes, |p: &crate::process::Procs| p.run_of(HUB_LABEL));
+    match run.flatten() {
+        Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
+        Some(Err(sys::Exit::Code(c))) => Err(format!("exit status {c}")),
+        Some(Err(sys::Exit::Signal(s))) => Err(format!("signal {s}")),
+        Some(Err(sys::Exit::Unknown)) => Err("it ended".to_string()),
+        None => Ok(false),
+    }
+}
+
+/// The fleet's switches as the relays know them: by datapath id, each one's name and
+/// controllers. Written by [`Bridges`] as bridges are made and go, read by the relays.
+#[derive(Clone)]
+pub struct Switches(Arc<Mutex<HashMap<u64, KnownSwitch>>>);
+
+/// A switch's name and controllers.
+type KnownSwitch = (String, Vec<SocketAddr>);
+
+impl Default for Switches {
+    fn default() -> Self {
+        Switches(Arc::new(Mutex::new(order::OVS_SWITCHES, HashMap::new())))
+    }
+}
+
+impl Switches {
+    /// Records switch `node`'s bridge as made.
+    fn add(&self, node: &Node) {
+        if let Some(ovs) = node.config().ovs.as_ref() {
+            let dpid = nsfleet_topology::kind::ovs::dpid_of(node.name(), ovs);
+            let entry = (node.name().to_string(), ovs.controllers.clone());
+            self.0.lock().insert(dpid, entry);
+        }
+    }
+
+    fn remove(&self, node: &Node) {
+        self.0.lock().retain(|_, (name, _)| name != node.name());
+    }
+
+    /// Whether switch `name`'s bridge is made.
+    fn has(&self, name: &str) -> bool {
+        self.0.lock().values().any(|(n, _)| n == name)
+    }
+
+    /// The name of the switch of datapath id `dpid`.
+    fn name_of(&self, dpid: u64) -> Option<String> {
+        self.0.lock().get(&dpid).map(|(name, _)| name.clone())
+    }
+
+    /// The switches that have controller `to`.
+    fn of_controller(&self, to: SocketAddr) -> Vec<String> {
+        (self.0.lock().values())
+            .filter(|(_, cs)| cs.contains(&to))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// Each OVS switch's bridge, in the fleet's Open vSwitch: made in the Ready phase, once
+/// the hub's start line runs (before `ovs-ready` waits for it), by `ovs-vsctl` on the hub's
+/// database, reached through its init's root (`/proc/PID/root`), so that nothing enters
+/// the hub's world; made again when the switch changes (`apply`); deleted, with its
+/// ports, when the switch goes and the hub stays.
+pub struct Bridges {
+    processes: nsfleet_core::SubsysId,
+    switches: Switches,
+    /// Serialises the making of bridges (see `init`).
+    making: Mutex<()>,
+}
+
+/// Threads that close the hub's sockets at its end (see `Bridges::end_vswitchd`).
+const CLOSERS: usize = 64;
+
+/// How long `ovs-vsctl` waits for the hub's database, which its start line makes.
+const DB_WAIT: Duration = Duration::from_secs(20);
+
+impl Bridges {
+    pub fn new(processes: nsfleet_core::SubsysId, switches: Switches) -> Self {
+        Bridges {
+            processes,
+            switches,
+            making: Mutex::new(order::OVS_MAKING, ()),
+        }
+    }
+
+    /// The hub's database, as the host reaches it, once it is served (a connection is
+    /// taken: its socket exists a moment before ovsdb-server listens on it): its start
+    /// line has just begun, and `ovs-vsctl --retry` would wait its reconnection's
+    /// backoff (1 s) where a try every 10 ms waits a few. A start line that has ended
+    /// is said at once, with its log's last lines.
+    fn database(&self, hub: &Node, log_dir: &std::path::Path) -> anyhow::Result<String> {
+        let pid = hub.inspect(self.processes, |p: &crate::process::Procs| p.world_pid());
+        let pid = pid
+            .flatten()
+            .context("the fleet's Open vSwitch node has no world")?;
+        let sock = format!("/proc/{pid}/root/run/openvswitch/db.sock");
+        let since = std::time::Instant::now();
+        let served = || std::os::unix::net::UnixStream::connect(&sock).is_ok();
+        while !served() && since.elapsed() < DB_WAIT {
+            if let Err(exit) = vswitchd_runs(hub, self.processes) {
+                let log = log_dir.join(format!("{}.log", hub.name()));
+                anyhow::bail!(
+                    "the fleet's Open vSwitch's start line ended ({exit}); its log ends:\n{}",
+                    last_lines(&log, 5)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(format!("unix:{sock}"))
+    }
+
+    /// Makes the bridges of `nodes` (OVS switches of one hub) in one transaction: Open
+    /// vSwitch reconfigures itself once per transaction, over all its bridges, and each
+    /// `ovs-vsctl` reads the whole database first: a transaction per switch made
+    /// Mininet's tree1024 (33 switches, 1,056 ports) wait 2 s more.
+    fn make(&self, hub: &Node, nodes: &[&Node], log_dir: &std::path::Path) -> anyhow::Result<()> {
+        let db = self.database(hub, log_dir)?;
+        let mut args = Vec::new();
+        for (k, node) in nodes.iter().enumerate() {
+            let config = node.config();
+            let ovs = config.ovs.as_ref().context("not an Open vSwitch switch")?;
+            args.extend(bridge_args(node, ovs, k)?);
+        }
+        let names: Vec<&str> = nodes.iter().map(|n| bridge_name(n)).collect();
+        vsctl(&db, &args, false)
+            .with_context(|| format!("making Open vSwitch bridge(s) {}", names.join(", ")))?;
+        for node in nodes {
+            self.switches.add(node);
+        }
+        Ok(())
+    }
+
+    /// Makes a changed switch's bridge again: deleted, then made as it now is (in two
+    /// transactions: see `bridge_args`). The deletion waits until ovs-vswitchd has let
+    /// go of the bridge: until then its ports are still taken and its OpenFlow socket
+    /// still there, and `ovs-ready` would take the old bridge for the new one (seen:
+    /// Mininet's controllers2.py pinged across a switch not yet connected again).
+    fn remake(&self, node: &Node, log_dir: &std::path::Path) -> anyhow::Result<()> {
+        let hub = (node.host()).context("the fleet's Open vSwitch node is gone")?;
+        let db = self.database(&hub, log_dir)?;
+        let br = bridge_name(node);
+        vsctl(
+            &db,
+            &["--", "--if-exists", "del-br", br].map(String::from),
+            true,
+        )
+        .with_context(|| format!("deleting Open vSwitch bridge {br}"))?;
+        self.switches.remove(node);
+        self.make(&hub, &[node], log_dir)
+    }
+
+    /// Ends the hub's ovs-vswitchd with its ports' packet sockets closed many at once.
+    /// Each socket's release waits for an RCU grace period (`packet_release`), and a
+    /// process that exits closes its descriptors one after another: the one
+    /// ovs-vswitchd of Mininet's tree1024 took 13 s to end. Holding a duplicate of each
+    /// socket, ovs-vswitchd's own closes are only a count going down, and it ends at
+    /// once; the duplicates are then closed from many threads, whose grace periods
+    /// overlap.
+    fn end_vswitchd(&self, hub: &Node) {
+        let found = hub.inspect(self.processes, |p: &crate::process::Procs| {
+            Some((p.pidfd_of(HUB_LABEL)?, p.run_of(HUB_LABEL)?.ok()?))
+        });
+        let Some((pidfd, pid)) = found.flatten() else {
+            return;
         };
-        let run = node.inspect(self.processes, |p: &crate::process::Procs| p.run_of(label));
-        match run.flatten() {
-            Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
-            Some(Err(sys::Exit::Code(c))) => Err(format!("exit status {c}")),
-            Some(Err(sys::Exit::Signal(s))) => Err(format!("signal {s}")),
-            Some(Err(sys::Exit::Unknown)) => Err("it ended".to_string()),
-            None => Ok(false),
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return;
+        };
+        let sockets: Vec<OwnedFd> = (fds.flatten())
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter_map(|n| sys::pidfd_getfd(pidfd.as_fd(), n).ok())
+            .collect();
+        let _ = sys::kill_pidfd(pidfd.as_fd(), libc::SIGKILL);
+        let _ = sys::poll_exited(&[pidfd.as_fd()], Duration::from_secs(5));
+        let per_thread = sockets.len().div_ceil(CLOSERS).max(1);
+        let mut sockets = sockets;
+        std::thread::scope(|s| {
+            while !sockets.is_empty() {
+                let share: Vec<OwnedFd> = sockets.drain(..per_thread.min(sockets.len())).collect();
+                s.spawn(move || drop(share));
+            }
+        });
+    }
+
+    /// Deletes the bridge and the switch's ports, if the hub is not going too: for a
+    /// switch that `apply` removes (its links' far ends may be going with it, and only
+    /// a namespace's end deletes a veth pair of which neither end's node is left).
+    fn unmake(&self, node: &Node) {
+        let Some(hub) = node.host() else { return };
+        if let Ok(db) = self.database(&hub, std::path::Path::new("/dev/null")) {
+            let br = bridge_name(node);
+            let _ = vsctl(
+                &db,
+                &["--", "--if-exists", "del-br", br].map(String::from),
+                false,
+            );
+        }
+        let indexes: Vec<i32> = node.wiring().ifaces.iter().map(|i| i.index).collect();
+        let _ = hub.with_netns(|fd| delete_links(fd, &indexes));
+    }
+}
+
+/// Runs `ovs-vsctl` on database `db` with `args`, and with `wait` until ovs-vswitchd has
+/// done what it asks; its message on failure.
+fn vsctl(db: &str, args: &[String], wait: bool) -> anyhow::Result<()> {
+    let mut cmd = std::process::Command::new("ovs-vsctl");
+    cmd.arg(format!("--db={db}"))
+        .arg("--retry")
+        .arg(format!("--timeout={}", DB_WAIT.as_secs()));
+    if !wait {
+        cmd.arg("--no-wait");
+    }
+    cmd.args(args);
+    let out = sys::output_of(&mut cmd).context("running ovs-vsctl")?;
+    match out.status.success() {
+        true => Ok(()),
+        false => anyhow::bail!(
+            "ovs-vsctl: {}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        ),
+    }
+}
+
+/// Deletes links `indexes` of the namespace `netns`, from a thread of its own (this one
+/// stays where it is); what is gone already is no error.
+fn delete_links(netns: std::os::fd::BorrowedFd<'_>, indexes: &[i32]) -> std::io::Result<()> {
+    let netns = netns.try_clone_to_owned()?;
+    let indexes = indexes.to_vec();
+    std::thread::spawn(move || -> std::io::Result<()> {
+        sys::ns::setns_net(netns.as_fd())?;
+        let mut sock = nsfleet_netlink::NlSocket::open()?;
+        let mut b = nsfleet_netlink::Batch::new();
+        for i in indexes {
+            rtnl::del_link(&mut b, sock.next_seq(), i);
+        }
+        let _ = sock.execute(&b)?;
+        Ok(())
+    })
+    .join()
+    .unwrap_or_else(|_| Err(std::io::Error::other("the thread deleting links panicked")))
+}
+
+impl Subsystem for Bridges {
+    type State = ();
+
+    fn name(&self) -> &'static str {
+        "ovs-bridges"
+    }
+
+    /// Once every node's processes are started: the hub's too, whatever worker took it.
+    fn phase(&self) -> Phase {
+        Phase::Ready
+    }
+
+    /// The switches, and the hub, whose ovs-vswitchd `exit` ends.
+    fn wants(&self, node: &Node) -> bool {
+        let config = node.config();
+        config.ovs.is_some() || config.ovs_hub.is_some()
+    }
+
+    /// The first switch of a run to get here makes the bridges of every switch of the
+    /// run in one transaction (see `make`); the others find theirs made.
+    fn init(&self, cx: &mut InitCtx<'_>, _: &mut ()) -> anyhow::Result<()> {
+        let Some(hub) = cx.node.host() else {
+            return Ok(()); // the hub
+        };
+        let _one = self.making.lock();
+        if self.switches.has(cx.node.name()) {
+            return Ok(());
+        }
+        let of_hub = |n: &&Arc<Node>| n.host().is_some_and(|h| Arc::ptr_eq(&h, &hub));
+        let todo: Vec<&Node> = (cx.peers().iter())
+            .filter(|n| n.config().ovs.is_some() && !self.switches.has(n.name()))
+            .filter(of_hub)
+            .map(|n| &**n)
+            .collect();
+        self.make(&hub, &todo, cx.log_dir)
+    }
+
+    /// A changed switch's bridge is made again, as it now is.
+    fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), _was: &Shape) -> anyhow::Result<()> {
+        match cx.node.config().ovs {
+            Some(_) => self.remake(cx.node, cx.log_dir),
+            None => Ok(()),
+        }
+    }
+
+    fn exit(&self, node: &Node, _: &mut ()) {
+        if node.config().ovs_hub.is_some() {
+            self.end_vswitchd(node);
+        }
+    }
+
+    /// A switch whose hub goes too needs nothing (its bridge and ports go with the hub's
+    /// daemons and namespace): the hub's processes are taken in the same batch, before
+    /// this runs.
+    fn exit_batch(&self, batch: &mut [(&Node, &mut ())]) {
+        for (node, _) in batch.iter().filter(|(n, _)| n.config().ovs.is_some()) {
+            self.switches.remove(node);
+            let hub_stays = (node.host()).is_some_and(|h| {
+                h.inspect(self.processes, |_: &crate::process::Procs| ())
+                    .is_some()
+            });
+            if hub_stays {
+                self.unmake(node);
+            }
         }
     }
 }
 
-/// The indexes of the node's links that a datapath has taken (see [`Ready`]).
-fn taken(cx: &mut InitCtx<'_>) -> anyhow::Result<Vec<i32>> {
+/// Which of `indexes` (the switch's ports) a datapath has taken (see [`Ready`]). Asked
+/// one link at a time: a dump of the whole namespace, which holds every switch's ports,
+/// costs the kernel a scan of its peer ids per link (`peernet2id_alloc`), which at
+/// Mininet's tree1024 (1,056 ports, 1,024 peers) took half the machine for 6 s.
+fn taken(cx: &mut InitCtx<'_>, indexes: &[i32]) -> anyhow::Result<Vec<i32>> {
     let sock = cx.rtnl().context("opening a netlink socket")?;
-    let mut b = nsfleet_netlink::Batch::new();
-    rtnl::dump_links(&mut b, sock.next_seq());
     let mut out = Vec::new();
-    sock.dump(&b, |m| {
-        out.extend(
-            rtnl::parse_link(m)
-                .filter(|l| l.flags & IFF_PROMISC != 0 || l.master.is_some())
-                .map(|l| l.index),
-        )
-    })?;
+    for &index in indexes {
+        let mut b = nsfleet_netlink::Batch::new();
+        rtnl::get_link(&mut b, sock.next_seq(), index);
+        sock.dump(&b, |m| {
+            out.extend(
+                rtnl::parse_link(m)
+                    .filter(|l| l.flags & IFF_PROMISC != 0 || l.master.is_some())
+                    .map(|l| l.index),
+            )
+        })?;
+    }
     Ok(out)
 }
 
 const IFF_PROMISC: u32 = libc::IFF_PROMISC as u32;
 
-/// The controller relays of OVS switches; with where to tell what becomes of their
-/// connections.
+/// The controller relays of the fleet's Open vSwitch; with where to tell what becomes of
+/// the switches' connections, and which switch is which.
 pub struct Controllers {
     events: Option<crate::Events>,
+    switches: Switches,
 }
 
 impl Controllers {
-    pub fn new(events: Option<crate::Events>) -> Self {
-        Controllers { events }
+    pub fn new(events: Option<crate::Events>, switches: Switches) -> Self {
+        Controllers { events, switches }
     }
 }
 
@@ -311,52 +660,86 @@ pub enum ControllerEvent {
     },
 }
 
-/// A switch's relays: its listeners and the connections they carry, closed by `exit`.
+/// The hub's relays, one per controller of its switches.
+#[derive(Default)]
 pub struct Relays {
-    listeners: Vec<Arc<TcpListener>>,
-    /// Every live connection's two sockets, by the connection's number, to shut down at
-    /// `exit` (which ends its copiers); a connection takes its own out as it ends.
-    conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
-    /// Each controller, with what its relay knows of the switch's connection to it.
-    links: Vec<(SocketAddr, Arc<Mutex<Reach>>)>,
+    relays: Vec<Relay>,
 }
 
-/// Whether a switch is connected to a controller, as its relay sees it: the connections
-/// it carries now, and the state last told ("connected", "disconnected", "unreachable";
-/// `None` before the first) with why. `status` says the told state, so that it and
-/// `events` never disagree.
+/// A controller's relay: its listener, the connections it carries, and what it knows of
+/// each switch's connection to the controller. Closed by `close`.
+struct Relay {
+    to: SocketAddr,
+    listener: Arc<TcpListener>,
+    /// Every live connection's two sockets, by the connection's number, to shut down at
+    /// `close` (which ends its copiers); a connection takes its own out as it ends.
+    conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
+    reach: Arc<Mutex<Reach>>,
+}
+
+impl Relay {
+    fn close(&self) {
+        // SAFETY: shutdown(2) on a descriptor the listener owns; it wakes accept().
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        for (_, c) in self.conns.lock().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Whether each switch is connected to a controller, as its relay sees it, by switch.
+/// `status` says the told state, so that it and `events` never disagree.
 #[derive(Default)]
 struct Reach {
+    switches: HashMap<String, SwitchReach>,
+}
+
+/// One switch's connections to one controller: how many are live now, and the state
+/// last told ("connected", "disconnected", "unreachable"; `None` before the first) with
+/// why.
+#[derive(Default)]
+struct SwitchReach {
     live: usize,
     state: Option<&'static str>,
     reason: Option<String>,
 }
 
-impl Default for Relays {
-    fn default() -> Self {
-        Relays {
-            listeners: Vec::new(),
-            conns: Arc::new(Mutex::new(order::RELAY_CONNS, Vec::new())),
-            links: Vec::new(),
-        }
-    }
-}
-
 impl Relays {
-    /// A line per controller for `status`: connected, or not and why.
-    pub fn describe(&self) -> Vec<String> {
-        (self.links.iter())
-            .map(|(to, reach)| {
-                let r = reach.lock();
-                match (r.state, &r.reason) {
-                    (Some("connected"), _) => format!("controller tcp:{to}: connected"),
-                    (Some(_), Some(why)) => format!("controller tcp:{to}: not connected ({why})"),
-                    (Some(state), None) => format!("controller tcp:{to}: not connected ({state})"),
-                    (None, _) => format!("controller tcp:{to}: not connected yet"),
+    /// A line per controller of `switch` for `status`: connected, or not and why.
+    pub fn describe(&self, switch: &str, controllers: &[SocketAddr]) -> Vec<String> {
+        (controllers.iter())
+            .map(|to| {
+                let relay = self.relays.iter().find(|r| r.to == *to);
+                let reach = relay.map(|r| r.reach.lock());
+                let r = reach.as_ref().and_then(|r| r.switches.get(switch));
+                match r.map(|r| (r.state, &r.reason)) {
+                    Some((Some("connected"), _)) => format!("controller tcp:{to}: connected"),
+                    Some((Some(_), Some(why))) => {
+                        format!("controller tcp:{to}: not connected ({why})")
+                    }
+                    Some((Some(state), None)) => {
+                        format!("controller tcp:{to}: not connected ({state})")
+                    }
+                    _ => format!("controller tcp:{to}: not connected yet"),
                 }
             })
             .collect()
     }
+}
+
+/// What `status` says of an OVS switch's controllers (from its hub's relays).
+pub fn controller_lines(node: &Node, relays: nsfleet_core::SubsysId) -> Vec<String> {
+    let config = node.config();
+    let Some(ovs) = config.ovs.as_ref().filter(|o| !o.controllers.is_empty()) else {
+        return Vec::new();
+    };
+    let hub = node.host();
+    let lines = hub.and_then(|h| {
+        h.inspect(relays, |r: &Relays| {
+            r.describe(node.name(), &ovs.controllers)
+        })
+    });
+    lines.unwrap_or_default()
 }
 
 impl Subsystem for Controllers {
@@ -371,78 +754,86 @@ impl Subsystem for Controllers {
     }
 
     fn wants(&self, node: &Node) -> bool {
-        node.config()
-            .ovs
-            .as_ref()
-            .is_some_and(|o| !o.controllers.is_empty())
+        !controllers_of(&node.config()).is_empty()
     }
 
     fn init(&self, cx: &mut InitCtx<'_>, relays: &mut Relays) -> anyhow::Result<()> {
         let config = cx.config();
-        add_addresses(cx, controllers_of(&config))?;
-        for &to in controllers_of(&config) {
-            // This thread is in the switch's namespace: so is the listener, for good.
+        let new: Vec<SocketAddr> = (controllers_of(&config).iter())
+            .filter(|to| !relays.relays.iter().any(|r| r.to == **to))
+            .copied()
+            .collect();
+        add_addresses(cx, &new)?;
+        for to in new {
+            // This thread is in the hub's namespace: so is the listener, for good.
             let listener = TcpListener::bind(to)
                 .with_context(|| format!("the relay to controller {to} in {}", cx.node.name()))?;
-            let listener = Arc::new(listener);
+            let relay = Relay {
+                to,
+                listener: Arc::new(listener),
+                conns: Arc::new(Mutex::new(order::RELAY_CONNS, Vec::new())),
+                reach: Arc::new(Mutex::new(order::RELAY_REACH, Reach::default())),
+            };
             let from = origin(cx, to)?;
-            let reach = Arc::new(Mutex::new(order::RELAY_REACH, Reach::default()));
             let ends = Ends {
                 to,
-                conns: relays.conns.clone(),
-                reach: reach.clone(),
-                teller: self.events.clone().map(|e| (e, cx.node.name().to_string())),
+                conns: relay.conns.clone(),
+                reach: relay.reach.clone(),
+                switches: self.switches.clone(),
+                events: self.events.clone(),
             };
-            let l = listener.clone();
+            let l = relay.listener.clone();
             std::thread::Builder::new()
                 .name(format!("relay-{}", to.port()))
-                .spawn(move || relay(&l, &from, ends))?;
-            relays.listeners.push(listener);
-            relays.links.push((to, reach));
+                .spawn(move || accept(&l, &from, ends))?;
+            relays.relays.push(relay);
         }
         Ok(())
     }
 
-    /// Relays of controllers the switch no longer has are closed.
-    fn retire(&self, cx: &mut InitCtx<'_>, relays: &mut Relays, was: &Shape) -> anyhow::Result<()> {
-        if controllers_of(&was.config) != controllers_of(&cx.config()) {
-            self.exit(cx.node, relays);
-            *relays = Relays::default();
-        }
+    /// Relays of controllers no switch has any more are closed; the others, and the
+    /// connections they carry, stay (a switch added under another controller does not
+    /// cut the others' connections).
+    fn retire(
+        &self,
+        cx: &mut InitCtx<'_>,
+        relays: &mut Relays,
+        _was: &Shape,
+    ) -> anyhow::Result<()> {
+        let config = cx.config();
+        let now = controllers_of(&config);
+        relays.relays.retain(|r| {
+            let stays = now.contains(&r.to);
+            if !stays {
+                r.close();
+            }
+            stays
+        });
         Ok(())
     }
 
-    /// And relays made for the ones it now has.
+    /// And relays made for the ones that are new.
     fn extend(
         &self,
         cx: &mut InitCtx<'_>,
         relays: &mut Relays,
         _was: &Shape,
     ) -> anyhow::Result<()> {
-        match relays.listeners.is_empty() {
-            true => self.init(cx, relays),
-            false => Ok(()),
-        }
+        self.init(cx, relays)
     }
 
     fn exit(&self, _node: &Node, relays: &mut Relays) {
-        for l in &relays.listeners {
-            // SAFETY: shutdown(2) on a descriptor the listener owns; it wakes accept().
-            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
-        }
-        for (_, c) in relays.conns.lock().drain(..) {
-            let _ = c.shutdown(Shutdown::Both);
-        }
+        relays.relays.iter().for_each(Relay::close);
     }
 }
 
 /// The loopback's interface index, in every namespace.
 const LO: i32 = 1;
 
-/// Each controller's address that is not a loopback one, once, on the switch's `lo`, for
-/// its relay to listen on. One already there (two controllers on one address, a change
-/// that keeps a controller's address) is kept: `retire` leaves them, as they harm nothing
-/// in a namespace that routes nothing.
+/// Each controller's address that is not a loopback one, once, on the hub's `lo`, for
+/// its relay to listen on. One already there (a change that keeps a controller's
+/// address) is kept: `retire` leaves them, as they harm nothing in a namespace that
+/// routes nothing.
 fn add_addresses(cx: &mut InitCtx<'_>, controllers: &[SocketAddr]) -> anyhow::Result<()> {
     let mut ips: Vec<std::net::IpAddr> = controllers.iter().map(|c| c.ip()).collect();
     ips.retain(|ip| !ip.is_loopback());
@@ -462,8 +853,9 @@ fn add_addresses(cx: &mut InitCtx<'_>, controllers: &[SocketAddr]) -> anyhow::Re
     Ok(())
 }
 
+/// The controllers the hub relays: every switch's, once each.
 fn controllers_of(config: &NodeConfig) -> &[SocketAddr] {
-    config.ovs.as_ref().map_or(&[][..], |o| &o.controllers)
+    config.ovs_hub.as_ref().map_or(&[][..], |o| &o.controllers)
 }
 
 /// The namespace connections to `to` are made from: the fleet's node that has its
@@ -486,33 +878,36 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
 }
 
 /// What a relay's connections share: where they go, the sockets `exit` shuts down, what
-/// `status` says of them, and where (with the switch's name) their changes are told.
+/// `status` says of them, which switch a datapath id is, and where their changes are
+/// told.
 #[derive(Clone)]
 struct Ends {
     to: SocketAddr,
     conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
-    /// Protects the switch's connections to the controller and the state last told:
+    /// Protects the switches' connections to the controller and the states last told:
     /// held from a change to its event's publication, so that events come out one at a
-    /// time, in the order of the changes, and only when the state changes.
+    /// time, in the order of the changes, and only when a state changes.
     reach: Arc<Mutex<Reach>>,
-    teller: Option<(crate::Events, String)>,
+    switches: Switches,
+    events: Option<crate::Events>,
 }
 
 impl Ends {
-    /// Records a change of the switch's connections (`f` changes the count and says the
+    /// Records a change of `switch`'s connections (`f` changes the count and says the
     /// state it leaves, with why), and tells it if the state is news.
-    fn change(&self, f: impl FnOnce(&mut usize) -> (&'static str, Option<String>)) {
+    fn change(&self, switch: &str, f: impl FnOnce(&mut usize) -> (&'static str, Option<String>)) {
         let mut reach = self.reach.lock();
-        let (state, reason) = f(&mut reach.live);
+        let r = reach.switches.entry(switch.to_string()).or_default();
+        let (state, reason) = f(&mut r.live);
         // The latest reason, for `status`, even when the state is no news.
-        reach.reason = reason.clone();
-        if reach.state == Some(state) {
+        r.reason = reason.clone();
+        if r.state == Some(state) {
             return;
         }
-        reach.state = Some(state);
-        if let Some((events, node)) = &self.teller {
+        r.state = Some(state);
+        if let Some(events) = &self.events {
             events(crate::Event::Controller(ControllerEvent::Controller {
-                node: node.clone(),
+                node: switch.to_string(),
                 controller: format!("tcp:{}", self.to),
                 state,
                 reason,
@@ -524,13 +919,15 @@ impl Ends {
 /// Numbers connections, so that each takes its own sockets out of `Relays::conns`.
 static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Accepts the switch's connections until the listener is shut down, each relayed to
+/// Accepts the switches' connections until the listener is shut down, each relayed to
 /// the controller from the namespace `from` on threads of its own.
-fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
+fn accept(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
     if let Err(e) = sys::ns::setns_net(from.as_fd()) {
         let why = format!("entering the namespace to connect from: {e}");
-        ends.change(|_| ("unreachable", Some(why)));
+        for sw in ends.switches.of_controller(ends.to) {
+            ends.change(&sw, |_| ("unreachable", Some(why.clone())));
+        }
         return;
     }
     while let Ok((inner, _)) = listener.accept() {
@@ -542,16 +939,20 @@ fn relay(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
 }
 
 /// One connection: made to the controller, then both directions copied until either
-/// side ends.
+/// side ends. Whose it is, the switch says in its features reply.
 fn carry(inner: TcpStream, ends: &Ends) {
     let outer = match TcpStream::connect_timeout(&ends.to, Duration::from_secs(5)) {
         Ok(outer) => outer,
         Err(e) => {
             // Unreachable: the switch retries, as it would with the controller itself.
-            ends.change(|live| match live {
-                0 => ("unreachable", Some(e.to_string())),
-                _ => ("connected", None),
-            });
+            // Which switch this was is unknown before its handshake: every switch of the
+            // controller that has no connection to it is unreachable.
+            for sw in ends.switches.of_controller(ends.to) {
+                ends.change(&sw, |live| match live {
+                    0 => ("unreachable", Some(e.to_string())),
+                    _ => ("connected", None),
+                });
+            }
             return;
         }
     };
@@ -565,23 +966,63 @@ fn carry(inner: TcpStream, ends: &Ends) {
         held.extend(inner.try_clone().map(|s| (id, s)));
         held.extend(outer.try_clone().map(|s| (id, s)));
     }
-    ends.change(|live| {
-        *live += 1;
-        ("connected", None)
-    });
     let back = std::thread::Builder::new()
         .name("relay-back".into())
         .spawn(move || copy(b, a));
-    copy(inner, outer);
+    let (mut from, mut to) = (inner, outer);
+    let switch = datapath_id(&mut from, &mut to).and_then(|d| ends.switches.name_of(d));
+    if let Some(sw) = &switch {
+        ends.change(sw, |live| {
+            *live += 1;
+            ("connected", None)
+        });
+    }
+    copy(from, to);
     let _ = back.map(|t| t.join());
     ends.conns.lock().retain(|(c, _)| *c != id);
-    ends.change(|live| {
-        *live -= 1;
-        match live {
-            0 => ("disconnected", None),
-            _ => ("connected", None),
+    if let Some(sw) = &switch {
+        ends.change(sw, |live| {
+            *live -= 1;
+            match live {
+                0 => ("disconnected", None),
+                _ => ("connected", None),
+            }
+        });
+    }
+}
+
+/// OpenFlow's features reply, the same type in every version (1.0 to 1.5): its body
+/// begins with the switch's datapath id.
+const OFPT_FEATURES_REPLY: u8 = 6;
+
+/// Copies what the switch sends from `from` to `to`, message by message as OpenFlow
+/// frames them (version, type, length), until its features reply: returns its datapath
+/// id. `None` if the connection ends first or what comes is not OpenFlow.
+fn datapath_id(from: &mut TcpStream, to: &mut TcpStream) -> Option<u64> {
+    use std::io::{Read, Write};
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = from.read(&mut chunk).ok().filter(|n| *n > 0)?;
+        to.write_all(&chunk[..n]).ok()?;
+        pending.extend_from_slice(&chunk[..n]);
+        while pending.len() >= 8 {
+            let len = usize::from(u16::from_be_bytes([pending[2], pending[3]]));
+            if len < 8 || pending.len() > 1 << 16 {
+                return None;
+            }
+            if pending[1] == OFPT_FEATURES_REPLY {
+                if pending.len() < 16 {
+                    break;
+                }
+                return Some(u64::from_be_bytes(pending[8..16].try_into().ok()?));
+            }
+            if pending.len() < len {
+                break;
+            }
+            pending.drain(..len);
         }
-    });
+    }
 }
 
 /// Copies `from` to `to` until `from` ends, then ends both.

@@ -131,6 +131,21 @@ impl Procs {
         self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
     }
 
+    /// The pid of the node's init in the host's /proc (the supervisor's PID namespace is
+    /// its own): its world's root is `/proc/PID/root`.
+    pub fn world_pid(&self) -> Option<i64> {
+        self.world
+            .as_ref()
+            .and_then(|w| sys::host_pid_of(w.pidfd.as_fd()))
+    }
+
+    /// The pidfd of the node's command `command` (as `describe` names it) while it runs.
+    pub fn pidfd_of(&self, command: &str) -> Option<Arc<OwnedFd>> {
+        let p = self.list.iter().find(|p| p.command == command)?;
+        let run = p.run.lock();
+        run.exit.is_none().then(|| run.pidfd.clone())
+    }
+
     /// The node's command `command` (as `describe` names it) as the host sees it: its
     /// pid, or how it ended; without describe's look for daemons, for a caller that polls.
     pub fn run_of(&self, command: &str) -> Option<Result<i64, Exit>> {
@@ -301,13 +316,11 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             &c.files,
             &c.binds,
             &c.image,
-            &c.ovs,
+            c.ovs_hub.is_some(),
         )
     }
-    // An OVS switch's ports are its wiring's.
     let templated = |c: &NodeConfig| {
-        c.ovs.is_some()
-            || c.commands.iter().any(|x| x.contains('{'))
+        c.commands.iter().any(|x| x.contains('{'))
             || (c.files.iter()).any(|f| match &f.source {
                 FileSource::Inline(t) => t.contains('{'),
                 FileSource::Path(p) => p.contains('{'),

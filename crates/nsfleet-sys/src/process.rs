@@ -320,6 +320,26 @@ pub fn dup_stdio(n: RawFd) -> io::Result<std::fs::File> {
     Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// Runs `cmd` to its end and returns what it wrote, as `Command::output` does, in a
+/// process whose init reaps every orphan ([`reap_any`]): the child is watched from its
+/// fork, so that its exit status stays ours to collect.
+pub fn output_of(cmd: &mut std::process::Command) -> io::Result<std::process::Output> {
+    let child = {
+        let _guard = spawn_guard();
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        watch_child(child.id() as libc::pid_t);
+        child
+    };
+    let pid = child.id() as libc::pid_t;
+    let out = child.wait_with_output();
+    unwatch_child(pid);
+    out
+}
+
 /// Waits for a child and returns its wait status.
 pub fn wait_child(pid: libc::pid_t) -> io::Result<libc::c_int> {
     let mut status = 0;

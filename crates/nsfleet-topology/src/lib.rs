@@ -34,7 +34,7 @@ pub use front::{
     MAX_TOPOLOGY_BYTES,
 };
 pub use kernel::{netem_refusal, no_device, Asks, HostFound, HostNeed, KernelCaps, NO_NETEM};
-pub use kind::ovs::{Datapath, FailMode, OvsSwitch};
+pub use kind::ovs::{Datapath, FailMode, OvsHub, OvsSwitch};
 pub use link::bridge::{bridge_index, BRIDGE, PORTS_PER_BRIDGE, PORTS_PER_SHARD};
 pub use link::macvlan::MACVLANS_PER_LOWER;
 pub use link::{HostEnd, HostUnderlay, Link, Peer, VxlanEnd};
@@ -129,6 +129,14 @@ pub struct NodeConfig {
     /// On a switch: an Open vSwitch bridge in place of the Linux bridge.
     #[serde(default)]
     pub ovs: Option<OvsSwitch>,
+    /// The fleet's Open vSwitch: the node whose namespace holds every Open vSwitch
+    /// switch's ports and runs the one ovsdb-server and ovs-vswitchd (see `kind/ovs.rs`).
+    #[serde(default)]
+    pub ovs_hub: Option<OvsHub>,
+    /// The node whose network namespace (and world) this one lives in, rather than one of
+    /// its own: an Open vSwitch switch's is the fleet's Open vSwitch node's.
+    #[serde(default)]
+    pub netns_of: Option<String>,
 }
 
 /// A port of a node published on the host, as Docker publishes a container's: what
@@ -220,9 +228,19 @@ impl PartialEq for NodeConfig {
             image,
             ports,
             ovs,
+            ovs_hub,
+            netns_of,
         } = self;
-        (image, querier, start_delay_s, ports, ovs)
-            == (&o.image, &o.querier, &o.start_delay_s, &o.ports, &o.ovs)
+        (image, querier, start_delay_s, ports, ovs, ovs_hub, netns_of)
+            == (
+                &o.image,
+                &o.querier,
+                &o.start_delay_s,
+                &o.ports,
+                &o.ovs,
+                &o.ovs_hub,
+                &o.netns_of,
+            )
             && (sysctls, commands, router, switch, hostname, dirs)
                 == (
                     &o.sysctls,

@@ -134,6 +134,7 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
         }
         let w = Arc::make_mut(&mut n.wiring);
         let mut used: BTreeSet<i32> = was.wiring.ifaces.iter().map(|i| i.index).collect();
+        let base = floor(&w.ifaces);
         let mut renumber = HashMap::new();
         for i in &mut w.ifaces {
             let made_elsewhere = |i: &Iface| i.link == Link::FarEnd;
@@ -141,7 +142,7 @@ fn align(live: &Live<'_>, new: &mut [NodeSpec]) -> Result<Moved, String> {
                 // An end that stays on the same side of its pair keeps its index; one
                 // that changes sides takes a new one of the other parity (see `plan`).
                 Some(old) if made_elsewhere(old) == made_elsewhere(i) => old.index,
-                _ => free_index(&mut used, made_elsewhere(i)),
+                _ => free_index(&mut used, made_elsewhere(i), base),
             };
             if index != i.index {
                 renumber.insert(i.index, index);
@@ -227,7 +228,10 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
     let i = (w.ifaces.iter_mut())
         .find(|i| i.name == name)
         .expect("an interface of n");
-    let (from, to) = (i.index, free_index(&mut used, i.link == Link::FarEnd));
+    let (from, to) = (
+        i.index,
+        free_index(&mut used, i.link == Link::FarEnd, i.index),
+    );
     i.index = to;
     for r in &mut w.routes {
         if r.dev == Some(from) {
@@ -246,15 +250,22 @@ fn reindex(n: &mut NodeSpec, running: &NodeWiring, name: &str) -> i32 {
 
 /// The lowest index above those in use, even for ends a node makes and odd for ends made
 /// from the other side (see `plan`).
-fn free_index(used: &mut BTreeSet<i32>, made_elsewhere: bool) -> i32 {
-    let mut k = used
-        .last()
-        .map_or(crate::resolve::plan::IFACE_BASE, |m| m + 1);
+fn free_index(used: &mut BTreeSet<i32>, made_elsewhere: bool, floor: i32) -> i32 {
+    let mut k = used.last().map_or(floor, |m| (m + 1).max(floor));
     if (k % 2 == 1) != made_elsewhere {
         k += 1;
     }
     used.insert(k);
     k
+}
+
+/// Where a node's new indexes start: its index range's, on an Open vSwitch switch (whose
+/// ports share a namespace with the other switches', each in a range of its own, see
+/// `kind/ovs.rs`); the plan's base elsewhere.
+fn floor(ifaces: &[Iface]) -> i32 {
+    (ifaces.first())
+        .and_then(|i| crate::kind::ovs::range_of(i.index))
+        .unwrap_or(crate::resolve::plan::IFACE_BASE)
 }
 
 /// The far ends' indexes, as the nodes that make the pairs know them.
@@ -300,6 +311,39 @@ pub(crate) mod tests {
     }
 
     const OLD: &str = "[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[node]]\nname = \"gone\"\n[[link]]\na = \"a:eth0\"\nb = \"gone:eth0\"\n[[link]]\na = { at = \"a:eth1\", addrs = [\"10.0.0.1/30\"] }\nb = { at = \"b:eth0\", addrs = [\"10.0.0.2/30\"] }\n";
+
+    /// Two OVS switches (one namespace, the fleet's Open vSwitch node's) and `hosts`
+    /// hosts on `s1`.
+    fn two_ovs(hosts: usize) -> String {
+        let mut t = String::from("[fleet]\nname = \"x\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[switch]]\nname = \"s2\"\nkind = \"ovs\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n");
+        for h in 1..=hosts {
+            t += &format!("[[node]]\nname = \"h{h}\"\n[[link]]\na = \"h{h}:eth0\"\nb = \"s1\"\n");
+        }
+        t
+    }
+
+    #[test]
+    fn ovs_switches_share_a_namespace_each_in_an_index_range_of_its_own() {
+        let running = nodes(&two_ovs(2));
+        let hub = running.iter().find(|n| n.name == "openvswitch").unwrap();
+        assert!(hub.config.ovs_hub.is_some() && hub.wiring.ifaces.is_empty());
+        let ranges = |specs: &[NodeSpec], name: &str| -> Vec<i32> {
+            let n = specs.iter().find(|n| n.name == name).unwrap();
+            assert_eq!(n.config.netns_of.as_deref(), Some("openvswitch"));
+            (n.wiring.ifaces.iter())
+                .map(|i| crate::kind::ovs::range_of(i.index).unwrap())
+                .collect()
+        };
+        let (r1, r2) = (ranges(&running, "s1"), ranges(&running, "s2"));
+        assert!(r1.iter().all(|r| *r == r1[0]) && r2.iter().all(|r| *r == r2[0]));
+        assert_ne!(r1[0], r2[0], "one namespace: no index twice");
+        // A port added to s1 by `apply` stays in s1's range, clear of s2's.
+        let r = reshape(&running, nodes(&two_ovs(3))).unwrap();
+        let s1 = r.change.iter().find(|n| n.name == "s1").unwrap();
+        let added = s1.wiring.iface("s1-p4").unwrap().index;
+        assert_eq!(crate::kind::ovs::range_of(added), Some(r1[0]));
+        assert!(!r.change.iter().any(|n| n.name == "s2"), "s2 is untouched");
+    }
 
     #[test]
     fn nodes_whose_lines_moved_are_kept_with_their_new_places() {

@@ -50,7 +50,10 @@ impl Graph {
         name: &str,
         nodes: impl IntoIterator<Item = (&'a str, &'a NodeConfig, &'a NodeWiring)>,
     ) -> Graph {
-        let nodes: Vec<_> = nodes.into_iter().collect();
+        // The fleet's Open vSwitch node has no link of its own: its switches are drawn.
+        let nodes: Vec<_> = (nodes.into_iter())
+            .filter(|(_, config, _)| config.ovs_hub.is_none())
+            .collect();
         let mut g = Graph {
             name: name.to_string(),
             ..Graph::default()

@@ -148,14 +148,16 @@ impl Supervisor {
         Ok(())
     }
 
-    /// A node that `nsfleet exec` runs in is not removed under it.
+    /// A node that `nsfleet exec` runs in is not removed under it. A tenant (an Open
+    /// vSwitch switch) takes no namespace with it: what runs "in" it runs in its hub's,
+    /// which stays.
     pub(super) fn refuse_removing_exec(&self, remove: &[String]) -> anyhow::Result<()> {
         if remove.is_empty() {
             return Ok(());
         }
         let nodes = self.fleet.nodes();
         let inodes: HashMap<u64, &str> = (remove.iter())
-            .filter_map(|n| Some((nodes.get(n)?.inode(), n.as_str())))
+            .filter_map(|n| Some((nodes.get(n).filter(|n| !n.is_tenant())?.inode(), n.as_str())))
             .collect();
         let marker = format!("{}={}", control::EXEC_MARKER, self.name);
         let found = sys::marked_processes(&inodes.keys().copied().collect(), &marker);

@@ -13,7 +13,10 @@ impl Supervisor {
     pub(super) fn send_netns(&self, conn: &UnixStream, node: &str) -> std::io::Result<()> {
         let nodes = self.fleet.nodes();
         let world = |n: &Node| n.inspect::<Procs, _>(self.defaults.process, Procs::world_pidfd);
-        let found = nodes.find(node).map(|n| match world(n).flatten() {
+        // An Open vSwitch switch lives in its hub's world.
+        let world =
+            |n: &Node| (world(n).flatten()).or_else(|| n.host().and_then(|h| world(&h).flatten()));
+        let found = nodes.find(node).map(|n| match world(n) {
             Some(pidfd) => (n, Some(pidfd), true),
             None => (n, n.dup_netns(), false),
         });

@@ -3,7 +3,6 @@
 use crate::control::{FleetStatus, NodeStatus};
 use crate::Supervisor;
 use nsfleet_core::Node;
-use nsfleet_subsys::ovs::Relays;
 use nsfleet_subsys::process::Procs;
 use nsfleet_sys as sys;
 
@@ -19,10 +18,10 @@ impl Supervisor {
                     .inspect::<Procs, _>(self.defaults.process, |p| p.describe())
                     .unwrap_or_default(),
                 interfaces: (describe_ifaces(n).into_iter())
-                    .chain(
-                        n.inspect::<Relays, _>(self.defaults.ovs_controllers, |r| r.describe())
-                            .unwrap_or_default(),
-                    )
+                    .chain(nsfleet_subsys::ovs::controller_lines(
+                        n,
+                        self.defaults.ovs_controllers,
+                    ))
                     .collect(),
                 impairments: self.impairments(n),
                 clab: n.config().clab.clone(),

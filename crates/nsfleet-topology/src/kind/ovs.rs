@@ -1,15 +1,21 @@
 //! Open vSwitch switches (`[[switch]] kind = "ovs"`): what such a switch is, as data, and
 //! what it needs of its node. An OVS switch is a switch node like any other (its ports
-//! are the links' ends in its namespace, named and placed by the plan), whose ports are
-//! not enslaved to a Linux bridge: the node runs an ovsdb-server and an ovs-vswitchd of
-//! its own, in its own world, with Open vSwitch's folders private to it, so that nothing
-//! it does reaches, reads or depends on an Open vSwitch the host may run. The engine
-//! starts them (nsfleet-subsys's `ovs.rs`); this file only validates and describes.
+//! are the links' ends, named and placed by the plan), whose ports are not enslaved to a
+//! Linux bridge but are ports of an Open vSwitch bridge of the switch's name.
+//!
+//! A fleet has one Open vSwitch, as a Mininet host has: one ovsdb-server and one
+//! ovs-vswitchd, in a node of the fleet's own ([`HUB_NAME`], an [`OvsHub`]) with Open
+//! vSwitch's folders private to it, so that nothing it does reaches, reads or depends on
+//! an Open vSwitch the host may run. Every OVS switch lives in that node's namespace
+//! (`NodeConfig::netns_of`): its ports are there, each switch's in an index range of its
+//! own ([`index_base`]), and their names are one name space. The engine starts the
+//! daemons and makes the bridges (nsfleet-subsys's `ovs.rs`); this file only validates
+//! and describes.
 //!
 //! Nothing here may touch the host: what the switch needs installed is a [`HostNeed`].
 
 use super::private;
-use crate::{HostNeed, PrivateDir};
+use crate::HostNeed;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -29,6 +35,62 @@ pub struct OvsSwitch {
     /// numbered in the file's order, each one more than the largest before it, as
     /// Mininet numbers them.
     pub port_numbers: Vec<(String, u16)>,
+}
+
+/// The fleet's Open vSwitch: the node that runs its ovsdb-server and ovs-vswitchd and
+/// whose namespace holds every OVS switch's ports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OvsHub {
+    /// Every controller of the fleet's switches, once each, sorted: the supervisor relays
+    /// each into the hub's namespace (see nsfleet-subsys's `ovs.rs`).
+    pub controllers: Vec<SocketAddr>,
+}
+
+/// The name of the node that runs the fleet's Open vSwitch. A node of the file may not
+/// have it while the fleet has an Open vSwitch switch.
+pub const HUB_NAME: &str = "openvswitch";
+
+/// OVS switches' ports take indexes from here up, each switch in a range of its own
+/// ([`index_base`]): they share one namespace, where an index is one device.
+pub const INDEX_BASE: i32 = 1 << 20;
+/// The indexes of one switch's range: room for 8,192 ports.
+pub const INDEX_SPAN: i32 = 1 << 14;
+/// How many ranges there are.
+const SLOTS: u64 = 1 << 16;
+
+/// The slot a switch named `name` would like (a hash of its name, so that it stays the
+/// same when the file changes around it); the plan takes the next free one on a clash.
+pub fn preferred_slot(name: &str) -> u32 {
+    (fnv1a(name) % SLOTS) as u32
+}
+
+pub fn slot_count() -> u32 {
+    SLOTS as u32
+}
+
+/// The first index of slot `slot`'s range.
+pub fn index_base(slot: u32) -> i32 {
+    INDEX_BASE + slot as i32 * INDEX_SPAN
+}
+
+/// The first index of the range that `index` is in: `None` below the OVS ranges.
+pub fn range_of(index: i32) -> Option<i32> {
+    (index >= INDEX_BASE).then(|| INDEX_BASE + (index - INDEX_BASE) / INDEX_SPAN * INDEX_SPAN)
+}
+
+/// A switch's datapath id: the file's, or one made of its name. Every switch has one
+/// known to nsfleet, so that a controller connection, which says its switch's datapath
+/// id, is known to be that switch's. Made ones are `00ff` and 48 bits of a hash: no
+/// small number a user would write.
+pub fn dpid_of(name: &str, ovs: &OvsSwitch) -> u64 {
+    ovs.dpid
+        .unwrap_or(0x00ff_0000_0000_0000 | (fnv1a(name) & 0xffff_ffff_ffff))
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// What the switch does while no controller is connected.
@@ -69,8 +131,8 @@ pub const PROTOCOLS: [&str; 6] = [
 /// The port numbers OpenFlow leaves to ports (above them are its reserved ones).
 pub const MAX_PORT_NUMBER: u16 = 0xfeff;
 
-/// Open vSwitch's own folders, private to the switch's node: its database, sockets and
-/// logs never meet the host's.
+/// Open vSwitch's own folders, private to the fleet's Open vSwitch node (and seen from
+/// its switches' `exec`): its database, sockets and logs never meet the host's.
 pub const DIRS: [&str; 4] = [
     "/etc/openvswitch",
     "/run/openvswitch",
@@ -78,7 +140,7 @@ pub const DIRS: [&str; 4] = [
     "/var/lib/openvswitch",
 ];
 
-/// The programs the engine runs in the switch's node.
+/// The programs the engine runs for the fleet's Open vSwitch.
 pub const PROGRAMS: [&str; 4] = ["ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl"];
 
 /// `tcp:IP:PORT` (`tcp:[IPv6]:PORT`), Open vSwitch's form of an active controller.
@@ -147,16 +209,23 @@ pub fn check_port_number(n: i64) -> Result<u16, String> {
     }
 }
 
-/// What an OVS switch's node has besides its ports: Open vSwitch's folders, and what
-/// to say where Open vSwitch is not installed.
-pub fn parts() -> (Vec<PrivateDir>, Vec<(HostNeed, String)>) {
-    let dirs = DIRS.iter().map(|d| private(d, None, 0o755)).collect();
+/// What an OVS switch needs installed, with what to say where Open vSwitch is not.
+pub fn needs() -> Vec<(HostNeed, String)> {
     // One sentence for all: said once however many are missing.
     let why = format!("kind = \"ovs\" needs Open vSwitch ({}), which is not installed here: apt-get install openvswitch-switch", PROGRAMS.join(", "));
-    let needs = (PROGRAMS.iter())
+    (PROGRAMS.iter())
         .map(|p| (HostNeed::Program(p.to_string()), why.clone()))
-        .collect();
-    (dirs, needs)
+        .collect()
+}
+
+/// The fleet's Open vSwitch node: Open vSwitch's folders its own, the controllers to
+/// relay. No bridge of its own: the switches' bridges are made by their nodes.
+pub fn hub_config(controllers: Vec<SocketAddr>) -> crate::NodeConfig {
+    crate::NodeConfig {
+        dirs: DIRS.iter().map(|d| private(d, None, 0o755)).collect(),
+        ovs_hub: Some(OvsHub { controllers }),
+        ..crate::NodeConfig::default()
+    }
 }
 
 impl OvsSwitch {
@@ -224,6 +293,35 @@ mod tests {
         };
         let err = clash.numbered(ports.into_iter()).unwrap_err();
         assert!(err.contains("\"p1\" and \"p3\""), "{err}");
+    }
+
+    #[test]
+    fn every_switch_has_a_datapath_id_the_file_s_or_one_of_its_name() {
+        let given = OvsSwitch {
+            dpid: Some(7),
+            ..OvsSwitch::default()
+        };
+        assert_eq!(dpid_of("s1", &given), 7);
+        let made = dpid_of("s1", &OvsSwitch::default());
+        assert_eq!(
+            made,
+            dpid_of("s1", &OvsSwitch::default()),
+            "the same each time"
+        );
+        assert_ne!(made, dpid_of("s2", &OvsSwitch::default()));
+        assert_eq!(made >> 48, 0x00ff, "no number a user would write");
+    }
+
+    #[test]
+    fn index_ranges_are_disjoint_and_found_from_any_of_their_indexes() {
+        let base = index_base(3);
+        assert_eq!(range_of(base), Some(base));
+        assert_eq!(range_of(base + INDEX_SPAN - 1), Some(base));
+        assert_eq!(range_of(base + INDEX_SPAN), Some(index_base(4)));
+        assert_eq!(range_of(1000), None);
+        assert!(index_base(slot_count() - 1)
+            .checked_add(INDEX_SPAN)
+            .is_some());
     }
 
     #[test]

@@ -192,6 +192,20 @@ impl Groups {
     /// Every node's wiring from `plan`, with the shards of big switches added as groups,
     /// each configured as its switch is.
     pub(crate) fn finish(&mut self, plan: Plan) -> Vec<Arc<crate::NodeWiring>> {
+        if let Some(hub) = plan.ovs_hub() {
+            let mut controllers: Vec<std::net::SocketAddr> = (self.list.iter())
+                .filter_map(|g| g.config.ovs.as_ref())
+                .flat_map(|o| o.controllers.iter().copied())
+                .collect();
+            controllers.sort();
+            controllers.dedup();
+            self.list.push(NodeGroup {
+                names: Names::One(hub.to_string()),
+                config: Arc::new(crate::kind::ovs::hub_config(controllers)),
+            });
+            self.templates.push(config::Templates::default());
+            self.loopbacks.push(None);
+        }
         let (wiring, shards) = plan.finish();
         for shard in shards {
             let config = self.group_of(shard.switch).config.clone();

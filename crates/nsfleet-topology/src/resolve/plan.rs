@@ -4,6 +4,7 @@
 //! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
 //! sentences that the parser places at a file position.
 
+use crate::kind::ovs;
 use crate::link::{bridge, Link, Peer};
 use crate::{Iface, Impair, IpNet, NodeWiring, Place, Ports, RouteSpec};
 use std::collections::{HashMap, HashSet};
@@ -28,6 +29,10 @@ pub(crate) struct EndDecl {
 
 pub(crate) struct Plan {
     index: HashMap<String, u32>,
+    /// The fleet's Open vSwitch node, made with the first OVS switch.
+    ovs_hub: Option<u32>,
+    /// Every OVS switch's port names, with whose: one namespace holds them all.
+    ovs_ports: HashMap<String, u32>,
     names: Vec<String>,
     switch: Vec<bool>,
     pub(crate) wiring: Vec<NodeWiring>,
@@ -63,8 +68,8 @@ struct Switch {
     ports: Ports,
     /// An Open vSwitch switch: its ports are nobody's bridge ports, and it is never
     /// sharded (Open vSwitch has no bridge's 1,024 ports, and its ports must share the
-    /// namespace its ovs-vswitchd runs in).
-    ovs: bool,
+    /// namespace its ovs-vswitchd runs in). With the slot of its index range there.
+    ovs: Option<u32>,
 }
 
 impl Plan {
@@ -72,6 +77,8 @@ impl Plan {
     pub fn new(nodes: impl Iterator<Item = (String, bool)>) -> Self {
         let mut plan = Plan {
             index: HashMap::new(),
+            ovs_hub: None,
+            ovs_ports: HashMap::new(),
             names: Vec::new(),
             switch: Vec::new(),
             wiring: Vec::new(),
@@ -134,15 +141,61 @@ impl Plan {
         Ok(())
     }
 
-    /// Makes switch `node` an Open vSwitch switch (before its first port).
+    /// Makes switch `node` an Open vSwitch switch (before its first port): it lives in
+    /// the namespace of the fleet's Open vSwitch node, made with the first, in an index
+    /// range of its own there.
     pub fn set_ovs(&mut self, node: &str) -> Result<(), String> {
         let i = self.find(node)?;
-        self.switches.entry(i).or_default().ovs = true;
+        crate::check_ifname(node).map_err(|why| {
+            format!("Open vSwitch switch {node:?}: its name is its bridge's, a device's ({why})")
+        })?;
+        if self.ovs_hub.is_none() {
+            let hub = ovs::HUB_NAME;
+            if self.index.contains_key(hub) {
+                return Err(format!("a fleet with Open vSwitch switches runs its Open vSwitch in a node named {hub:?}, and a node of the file has that name: rename that node"));
+            }
+            self.ovs_hub = Some(self.add_node(hub.to_string(), false));
+        }
+        let taken: HashSet<u32> = self.switches.values().filter_map(|s| s.ovs).collect();
+        let mut slot = ovs::preferred_slot(node);
+        while taken.contains(&slot) {
+            slot = (slot + 1) % ovs::slot_count();
+        }
+        self.switches.entry(i).or_default().ovs = Some(slot);
         Ok(())
     }
 
     fn is_ovs(&self, i: u32) -> bool {
-        self.switches.get(&i).is_some_and(|s| s.ovs)
+        self.switches.get(&i).is_some_and(|s| s.ovs.is_some())
+    }
+
+    /// The name switch `i`'s next port gets when the file gives none: `p1`, `p2`, ... on
+    /// a bridge; prefixed by the switch's name on Open vSwitch (`s1-p1`), whose ports
+    /// share one namespace with every other OVS switch's.
+    fn default_port_name(&self, i: u32) -> String {
+        let name = bridge::port_name(self.ports(i));
+        match self.is_ovs(i) {
+            true => format!("{}-{name}", self.names[i as usize]),
+            false => name,
+        }
+    }
+
+    /// An OVS switch's port name is one of its namespace's: taken by no other OVS
+    /// switch's port. Claims it for switch `i`.
+    fn claim_ovs_port(&mut self, i: u32, name: &str) -> Result<(), String> {
+        if !self.is_ovs(i) {
+            return Ok(());
+        }
+        match self.ovs_ports.get(name) {
+            Some(&other) if other != i => Err(format!(
+                "port {name:?}: Open vSwitch switch {} has a port of that name, and the fleet's Open vSwitch switches share one namespace (as on a Mininet host): name it otherwise",
+                self.names[other as usize]
+            )),
+            _ => {
+                self.ovs_ports.insert(name.to_string(), i);
+                Ok(())
+            }
+        }
     }
 
     /// What switch `i`'s links to nodes are made of.
@@ -154,8 +207,9 @@ impl Plan {
     /// switch's one name space (over its shards) for a port with no device of its own
     /// there (a macvlan's place; see `link/macvlan.rs`).
     pub(crate) fn name_switch_port(&mut self, i: u32, sw: &EndDecl) -> Result<String, String> {
-        let name = (sw.iface.clone()).unwrap_or_else(|| bridge::port_name(self.ports(i)));
+        let name = (sw.iface.clone()).unwrap_or_else(|| self.default_port_name(i));
         crate::check_ifname(&name)?;
+        self.claim_ovs_port(i, &name)?;
         bridge::check_port_name(&name)?;
         let names = &mut self.switches.entry(i).or_default().names;
         if !names.insert(name.clone()) {
@@ -246,7 +300,7 @@ impl Plan {
         let switch = self.switch[i as usize];
         let name = match &d.iface {
             Some(n) => n.clone(),
-            None if switch => bridge::port_name(self.ports(i)),
+            None if switch => self.default_port_name(i),
             None => {
                 return Err(format!(
                     "the end on {:?} needs an interface name, as \"{}:eth0\"",
@@ -269,6 +323,7 @@ impl Plan {
                 d.node
             ));
         }
+        self.claim_ovs_port(i, &name)?;
         let on = if switch {
             self.port_shard(i, &name, at)?
         } else {
@@ -357,13 +412,17 @@ impl Plan {
     /// Puts interface `name` on node `i`, at the next index; returns the index.
     fn put(&mut self, i: u32, name: String, d: &EndDecl, link: Link, at: Place) -> i32 {
         let bridge = self.switch[i as usize] && !self.is_ovs(i);
-        let w = &mut self.wiring[i as usize];
-        let pos = w.ifaces.len();
+        let pos = self.wiring[i as usize].ifaces.len();
         // The two ends of a pair never share an index: the kernel treats a carrier change
         // on a veth whose peer has its own index as not urgent and delays it up to a
         // second (linkwatch_urgent_event), holding bridge ports "disabled" meanwhile.
         let made_elsewhere = link == Link::FarEnd;
-        let index = IFACE_BASE + 2 * pos as i32 + made_elsewhere as i32;
+        let base = match self.switches.get(&i).and_then(|s| s.ovs) {
+            Some(slot) => ovs::index_base(slot),
+            None => IFACE_BASE,
+        };
+        let w = &mut self.wiring[i as usize];
+        let index = base + 2 * pos as i32 + made_elsewhere as i32;
         w.ifaces.push(Iface {
             name,
             index,
@@ -440,8 +499,14 @@ impl Plan {
         Ok(())
     }
 
-    /// Every node's wiring, in order (the file's nodes, then the shards of big switches),
-    /// and the shards.
+    /// The fleet's Open vSwitch node, if it has OVS switches: the node after the file's
+    /// (before any shard).
+    pub fn ovs_hub(&self) -> Option<&str> {
+        self.ovs_hub.map(|i| self.names[i as usize].as_str())
+    }
+
+    /// Every node's wiring, in order (the file's nodes, the fleet's Open vSwitch node if
+    /// it has one, then the shards of big switches), and the shards.
     pub fn finish(self) -> (Vec<Arc<NodeWiring>>, Vec<Shard>) {
         let shards = self.shards;
         if self.wiring.iter().all(|w| *w == NodeWiring::default()) {

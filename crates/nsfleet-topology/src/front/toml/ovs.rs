@@ -89,10 +89,10 @@ fn ovs_config(
         let number = kind::check_port_number(*n.get_ref()).map_err(|m| cx.err(n.span(), m))?;
         port_numbers.push((name.clone(), number));
     }
-    let (dirs, needs) = kind::parts();
+    let needs = kind::needs();
     let mut built = bridge_config(false);
     built.config = NodeConfig {
-        dirs,
+        netns_of: Some(kind::HUB_NAME.to_string()),
         ovs: Some(OvsSwitch {
             controllers,
             protocols,
