@@ -1168,3 +1168,47 @@ topology:
     // The host's end goes with its node.
     destroy(&env, guard, &file, &hostend);
 }
+
+#[test]
+fn an_ovs_bridge_is_a_bridge_of_the_labs_own_open_vswitch() {
+    let env = Env::new("clabovs");
+    let name = lab("ov");
+    let text = format!(
+        "name: {name}
+mgmt: {{ipv4-subnet: 172.31.81.0/24}}
+topology:
+  nodes:
+    ovsbr1: {{kind: ovs-bridge}}
+    a: {{kind: linux, exec: [ip addr add 10.9.1.1/24 dev eth1]}}
+    b: {{kind: linux, exec: [ip addr add 10.9.1.2/24 dev eth1]}}
+  links:
+    - endpoints: [a:eth1, ovsbr1:ovsp1]
+    - endpoints: [b:eth1, ovsbr1:ovsp2]
+"
+    );
+    let (guard, file) = deploy(&env, &name, &text);
+    until_ok(
+        &env,
+        &name,
+        "a",
+        &["ping", "-c1", "-W1", "10.9.1.2"],
+        Duration::from_secs(20),
+    );
+    // A bridge of the lab's own Open vSwitch, its ports as the file names them; the
+    // host's Open vSwitch (if it runs one) is not asked.
+    let ports = env.ok(&[
+        "exec",
+        &name,
+        "ovsbr1",
+        "--",
+        "ovs-vsctl",
+        "list-ports",
+        "ovsbr1",
+    ]);
+    assert_eq!(
+        ports.split_whitespace().collect::<Vec<_>>(),
+        ["ovsp1", "ovsp2"]
+    );
+    env.ok(&["destroy", "-t", &file]);
+    std::mem::forget(guard);
+}

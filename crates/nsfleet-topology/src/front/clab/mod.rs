@@ -102,6 +102,9 @@ pub fn read_with_vars(
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
     let mut plan = groups.plan();
+    for n in nodes.iter().filter(|n| n.kind == node::Kind::OvsBridge) {
+        (plan.set_ovs(&n.name)).map_err(|m| lab.err(n.spanned_name().span(), m))?;
+    }
     if !managed.is_empty() {
         mgmt.wire(&lab, &managed, &mut plan)?;
     }

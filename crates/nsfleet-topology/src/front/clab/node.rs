@@ -7,7 +7,7 @@
 //!   (`frrouting/frr`) runs the host's FRR with the `frr.conf` and `daemons` it binds, as
 //!   the image's entrypoint would.
 //! - `frr`: the host's FRR with `startup-config` as its configuration.
-//! - `bridge` (and `ovs-bridge`): a switch, in a namespace of its own.
+//! - `bridge`: a switch, in a namespace of its own; `ovs-bridge`: a bridge of the fleet's Open vSwitch.
 //! - `host`: the host itself; its link ends are host links.
 //!
 //! Kinds that run a vendor's image are refused, naming the node and its line.
@@ -28,6 +28,8 @@ pub(crate) enum Kind {
     Linux,
     Frr,
     Bridge,
+    /// A bridge of the fleet's Open vSwitch (containerlab's is one of the host's).
+    OvsBridge,
     Host,
 }
 
@@ -36,7 +38,7 @@ const OWN: &[(&str, Kind)] = &[
     ("linux", Kind::Linux),
     ("frr", Kind::Frr),
     ("bridge", Kind::Bridge),
-    ("ovs-bridge", Kind::Bridge),
+    ("ovs-bridge", Kind::OvsBridge),
     ("host", Kind::Host),
 ];
 
@@ -242,14 +244,6 @@ fn resolve_kind(
 ) -> Result<Kind, TopologyError> {
     let lower = kind.to_ascii_lowercase();
     if let Some((_, k)) = OWN.iter().find(|(n, _)| *n == lower) {
-        if lower == "ovs-bridge" {
-            lab.warn(
-                at,
-                format!(
-                    "node {node}: an ovs-bridge becomes a Linux bridge, in a namespace of its own"
-                ),
-            );
-        }
         return Ok(*k);
     }
     let why = if VENDOR.contains(&lower.as_str()) {
@@ -362,6 +356,9 @@ impl NodeDecl<'_> {
         if self.kind == Kind::Bridge {
             return Ok(crate::resolve::draft::switch_config(false));
         }
+        if self.kind == Kind::OvsBridge {
+            return Ok(self.ovs_bridge(lab));
+        }
         self.check_network_mode(lab)?;
         let binds = self.binds(lab)?;
         let frr = self.frr(lab, &binds)?;
@@ -410,6 +407,24 @@ impl NodeDecl<'_> {
             .collect();
         c.clab = Some(self.declared(lab)?);
         Ok(built)
+    }
+
+    /// An `ovs-bridge`: a bridge of the fleet's Open vSwitch, in standalone mode (as a
+    /// bridge made with `ovs-vsctl add-br` and no controller is: a learning switch).
+    /// containerlab attaches its nodes to a bridge the host already has; nsfleet makes
+    /// its own and touches none of the host's.
+    fn ovs_bridge(&self, lab: &mut Lab<'_>) -> Built {
+        let mut built = crate::resolve::draft::switch_config(false);
+        built.config.netns_of = Some(crate::kind::ovs::HUB_NAME.to_string());
+        built.config.ovs = Some(crate::OvsSwitch::default());
+        built.needs = (crate::kind::ovs::needs().into_iter())
+            .map(|(need, why)| crate::resolve::config::Needed {
+                need,
+                why,
+                at: lab.err(self.kind_at.clone(), ""),
+            })
+            .collect();
+        built
     }
 
     /// What the node is as nsfleet's node keys (whose checks it then goes through): its
