@@ -400,8 +400,8 @@ _DATAPATHS = {"kernel": "auto", "user": "user"}
 
 
 class OVSSwitch(Switch):
-    """Open vSwitch, as Mininet runs it: an nsfleet switch of kind "ovs" (its own
-    ovsdb-server and ovs-vswitchd in its node), connected to the network's controllers.
+    """Open vSwitch, as Mininet runs it: an nsfleet switch of kind "ovs" (a bridge of the
+    network's one ovsdb-server and ovs-vswitchd), connected to the network's controllers.
     `datapath="kernel"` forwards in the kernel where its openvswitch module is, on Open
     vSwitch's userspace datapath otherwise (said by the switch's log)."""
 
@@ -464,10 +464,17 @@ class OVSSwitch(Switch):
         return self.cmd("ovs-vsctl", *args)
 
     def connected(self) -> bool:
-        """Whether it forwards: standalone, or connected to a controller."""
+        """Whether it forwards: standalone, or connected to one of its own controllers (the
+        fleet's Open vSwitch holds every switch's: asked by this bridge's, as Mininet
+        asks)."""
         if self.failMode == "standalone" or not self.controllers:
             return True
-        return "true" in self.cmd("ovs-vsctl --columns=is_connected list Controller")
+        uuids = self.cmd(f"ovs-vsctl -- get Bridge {self.name} controller").strip()
+        for uuid in uuids.strip("[]").split(","):
+            uuid = uuid.strip()
+            if uuid and "true" in self.cmd(f"ovs-vsctl -- get Controller {uuid} is_connected"):
+                return True
+        return False
 
     def stop(self, deleteIntfs: bool = False) -> None:
         pass
