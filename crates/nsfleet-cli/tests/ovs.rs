@@ -430,3 +430,23 @@ fn apply_removing_switches_leaves_no_bridge_or_port_in_the_fleets_open_vswitch()
     }
     assert!(left.contains("s1-p1"), "{left}");
 }
+
+#[test]
+fn a_switch_port_s_link_events_are_told_once_as_the_switch_s() {
+    let env = Env::new("ovs-events");
+    let two = "[fleet]\nname = \"ove\"\n[[node]]\nname = \"h1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[switch]]\nname = \"s2\"\nkind = \"ovs\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n";
+    let fleet = env.up(two);
+    let mut watch = env.events("ove");
+    // Its far end down: the switch's port loses its carrier.
+    env.ok(&["link", "ove", "h1:eth0", "down"]);
+    let port = |e: &serde_json::Value| e["event"] == "link" && e["iface"] == "s1-p1";
+    watch.wait_for("s1-p1 no-carrier", Duration::from_secs(20), port);
+    drop(fleet);
+    let events = watch.finish();
+    let told: Vec<&serde_json::Value> = events.iter().filter(|e| port(e)).collect();
+    // One namespace holds every switch's ports: heard there once, and told as s1's, not
+    // as s2's or the Open vSwitch node's.
+    assert!(told.iter().all(|e| e["node"] == "s1"), "{told:?}");
+    let no_carrier = told.iter().filter(|e| e["state"] == "no-carrier").count();
+    assert_eq!(no_carrier, 1, "{told:?}");
+}

@@ -253,7 +253,9 @@ impl ReaperThread {
             for same in by_ticket(&batch) {
                 same[0].ticket.update(|s| {
                     for d in same {
-                        match held.get(&d.node.inode()) {
+                        // A tenant shares its host's inode, and had nothing to reclaim.
+                        let held = held.get(&d.node.inode()).filter(|_| !d.node.is_tenant());
+                        match held {
                             Some(h) => s.held.push(h.clone()),
                             None => s.reclaimed += 1,
                         }

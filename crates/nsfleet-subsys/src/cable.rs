@@ -153,7 +153,7 @@ pub struct LinkWatch {
     /// Protects the sockets, one per node watched: held by the reading thread for one
     /// poll (at most [`POLL`]) at a time, and to add or drop nodes. A leaf lock: what was
     /// heard is told after it is let go of.
-    socks: Arc<Mutex<Vec<(String, NlSocket)>>>,
+    socks: Arc<Mutex<Vec<Watched>>>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -185,13 +185,15 @@ impl LinkWatch {
     /// Watches these nodes too (new in the fleet).
     pub fn add(&self, fleet: &Fleet, names: &[String]) -> anyhow::Result<()> {
         let more = open(fleet, names)?;
-        self.socks.lock().extend(more);
+        let mut socks = self.socks.lock();
+        socks.extend(more);
+        lend_tenants(fleet, names, &mut socks);
         Ok(())
     }
 
     /// Stops watching these nodes: their sockets are closed when this returns.
     pub fn forget(&self, names: &[String]) {
-        self.socks.lock().retain(|(n, _)| !names.contains(n));
+        self.socks.lock().retain(|w| !names.contains(&w.node));
     }
 
     /// Ends the watch and closes its sockets.
@@ -201,25 +203,58 @@ impl LinkWatch {
     }
 }
 
-/// A socket subscribed to link notifications in each of these nodes.
-fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<(String, NlSocket)>> {
+/// A node's socket subscribed to its link notifications, with the interfaces of its
+/// namespace that are its tenants' (an Open vSwitch switch's ports are in the fleet's
+/// Open vSwitch node's namespace), by name: told as theirs.
+struct Watched {
+    node: String,
+    sock: NlSocket,
+    tenants: HashMap<String, String>,
+}
+
+/// A socket subscribed to link notifications in each of these nodes but tenants, which
+/// their hosts' sockets hear.
+fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<Watched>> {
+    let table = fleet.nodes();
     let mut socks = Vec::with_capacity(names.len());
     for name in names {
+        if table.get(name).is_some_and(|n| n.is_tenant()) {
+            continue;
+        }
         let sock = fleet.on_node(name, |_| {
             let mut s = NlSocket::open()?;
             s.join_group(RTNLGRP_LINK)?;
             Ok(s)
         })?;
-        socks.push((name.clone(), sock));
+        socks.push(Watched {
+            node: name.clone(),
+            sock,
+            tenants: HashMap::new(),
+        });
     }
+    lend_tenants(fleet, names, &mut socks);
     Ok(socks)
+}
+
+/// Records, on their hosts' sockets, the interfaces of the tenants among `names`.
+fn lend_tenants(fleet: &Fleet, names: &[String], socks: &mut [Watched]) {
+    let table = fleet.nodes();
+    for n in names.iter().filter_map(|name| table.get(name)) {
+        let Some(host) = n.host() else { continue };
+        let Some(w) = socks.iter_mut().find(|w| w.node == host.name()) else {
+            continue;
+        };
+        for i in &n.wiring().ifaces {
+            w.tenants.insert(i.name.clone(), n.name().to_string());
+        }
+    }
 }
 
 /// Reads every node's link notifications until `stop`, telling each change of state.
 /// After `stop`, one last round reads what the sockets hold already, without waiting: a
 /// cable pulled just before `down` is told.
 fn watch_links(
-    socks: &Mutex<Vec<(String, NlSocket)>>,
+    socks: &Mutex<Vec<Watched>>,
     stop: &AtomicBool,
     tell: impl Fn(&str, String, &'static str),
 ) {
@@ -235,7 +270,7 @@ fn watch_links(
             std::thread::sleep(POLL);
             continue;
         }
-        let fds: Vec<BorrowedFd<'_>> = socks.iter().map(|(_, s)| s.as_fd()).collect();
+        let fds: Vec<BorrowedFd<'_>> = socks.iter().map(|w| w.sock.as_fd()).collect();
         let wait = if stopping { Duration::ZERO } else { POLL };
         let Ok(ready) = sys::poll_readable(&fds, Some(wait)) else {
             if stopping {
@@ -246,7 +281,12 @@ fn watch_links(
         drop(fds);
         // Told once the sockets are let go of: the listener takes locks of its own.
         let mut heard = Vec::new();
-        for ((node, sock), _) in socks.iter_mut().zip(&ready).filter(|(_, r)| **r) {
+        for (w, _) in socks.iter_mut().zip(&ready).filter(|(_, r)| **r) {
+            let Watched {
+                node,
+                sock,
+                tenants,
+            } = w;
             let _ = sock.recv_each(Some(Duration::ZERO), |m| {
                 let Some(l) = rtnl::parse_link(m) else { return };
                 let state = if l.flags & rtnl::IFF_UP == 0 {
@@ -256,6 +296,7 @@ fn watch_links(
                 } else {
                     "up"
                 };
+                let node = tenants.get(&l.name).unwrap_or(node);
                 if last.insert((node.clone(), l.name.clone()), state) != Some(state) {
                     heard.push((node.clone(), l.name, state));
                 }

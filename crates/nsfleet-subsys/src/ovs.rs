@@ -418,12 +418,15 @@ impl Bridges {
             args.extend(bridge_args(node, ovs, k)?);
         }
         let names: Vec<&str> = nodes.iter().map(|n| bridge_name(n)).collect();
-        vsctl(&db, &args, false)
-            .with_context(|| format!("making Open vSwitch bridge(s) {}", names.join(", ")))?;
+        // Known to the relays before ovs-vswitchd can connect them to a controller.
         for node in nodes {
             self.switches.add(node);
         }
-        Ok(())
+        let made = vsctl(&db, &args, false);
+        if made.is_err() {
+            nodes.iter().for_each(|n| self.switches.remove(n));
+        }
+        made.with_context(|| format!("making Open vSwitch bridge(s) {}", names.join(", ")))
     }
 
     /// Makes a changed switch's bridge again: deleted, then made as it now is (in two
@@ -496,7 +499,10 @@ impl Bridges {
             );
         }
         let indexes: Vec<i32> = node.wiring().ifaces.iter().map(|i| i.index).collect();
-        let _ = hub.with_netns(|fd| delete_links(fd, &indexes));
+        // A descriptor of its own: the hub's lock is not held through the deletions.
+        if let Some(fd) = hub.dup_netns() {
+            let _ = delete_links(fd, &indexes);
+        }
     }
 }
 
@@ -522,18 +528,19 @@ fn vsctl(db: &str, args: &[String], wait: bool) -> anyhow::Result<()> {
 }
 
 /// Deletes links `indexes` of the namespace `netns`, from a thread of its own (this one
-/// stays where it is); what is gone already is no error.
-fn delete_links(netns: std::os::fd::BorrowedFd<'_>, indexes: &[i32]) -> std::io::Result<()> {
-    let netns = netns.try_clone_to_owned()?;
+/// stays where it is), a batch at a time; what is gone already is no error.
+fn delete_links(netns: OwnedFd, indexes: &[i32]) -> std::io::Result<()> {
     let indexes = indexes.to_vec();
     std::thread::spawn(move || -> std::io::Result<()> {
         sys::ns::setns_net(netns.as_fd())?;
         let mut sock = nsfleet_netlink::NlSocket::open()?;
-        let mut b = nsfleet_netlink::Batch::new();
-        for i in indexes {
-            rtnl::del_link(&mut b, sock.next_seq(), i);
+        for some in indexes.chunks(nsfleet_netlink::socket::MAX_BATCH) {
+            let mut b = nsfleet_netlink::Batch::new();
+            for &i in some {
+                rtnl::del_link(&mut b, sock.next_seq(), i);
+            }
+            let _ = sock.execute(&b)?;
         }
-        let _ = sock.execute(&b)?;
         Ok(())
     })
     .join()

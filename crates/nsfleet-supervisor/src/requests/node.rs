@@ -13,6 +13,11 @@ impl Supervisor {
         let _change = self.change()?;
         let n = self.known_node(node)?;
         let id = self.defaults.process;
+        if n.config().ovs_hub.is_some() && matches!(action, Stop | Start | Restart) {
+            // Its database is in its world, which a start makes afresh: every switch's
+            // bridge would be gone, and nothing would make them again.
+            anyhow::bail!("node {node} is the fleet's Open vSwitch: stopping or restarting it would lose every switch's bridge (pause and resume keep them); `nsfleet down` and `up` start it afresh");
+        }
         if !n.config().has_world() {
             anyhow::bail!("node {node} runs no processes (it has no commands, kind or files)");
         }

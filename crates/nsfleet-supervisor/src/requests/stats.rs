@@ -44,9 +44,11 @@ impl Supervisor {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         // A switch's ports by the counters alone (see `rtnl::dump_stats`), named from its
-        // wiring; their state is read at the other end. Any other node by a link dump.
+        // wiring; their state is read at the other end. Any other node by a link dump, but
+        // the fleet's Open vSwitch node, whose namespace holds its switches' ports (told
+        // as theirs) and has none of its own.
         let names: HashMap<String, HashMap<i32, String>> = (nodes.iter())
-            .filter(|n| n.config().switch)
+            .filter(|n| n.config().switch || n.config().ovs_hub.is_some())
             .map(|n| (n.name().to_string(), port_names(&n.wiring())))
             .collect();
         let mut read = self.fleet.in_each(nodes, move |name, sock| {

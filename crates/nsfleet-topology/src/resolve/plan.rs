@@ -172,12 +172,17 @@ impl Plan {
     /// The name switch `i`'s next port gets when the file gives none: `p1`, `p2`, ... on
     /// a bridge; prefixed by the switch's name on Open vSwitch (`s1-p1`), whose ports
     /// share one namespace with every other OVS switch's.
-    fn default_port_name(&self, i: u32) -> String {
+    fn default_port_name(&self, i: u32) -> Result<String, String> {
         let name = bridge::port_name(self.ports(i));
-        match self.is_ovs(i) {
-            true => format!("{}-{name}", self.names[i as usize]),
-            false => name,
+        if !self.is_ovs(i) {
+            return Ok(name);
         }
+        let switch = &self.names[i as usize];
+        let name = format!("{switch}-{name}");
+        crate::check_ifname(&name).map_err(|_| {
+            format!("Open vSwitch switch {switch}'s ports share one namespace with the other switches', and a port the file does not name is {name}, longer than a device's name may be (15 characters): name it (\"{switch}:NAME\"), or shorten the switch's name")
+        })?;
+        Ok(name)
     }
 
     /// An OVS switch's port name is one of its namespace's: taken by no other OVS
@@ -185,6 +190,14 @@ impl Plan {
     fn claim_ovs_port(&mut self, i: u32, name: &str) -> Result<(), String> {
         if !self.is_ovs(i) {
             return Ok(());
+        }
+        // Its index range holds as many (see `kind/ovs.rs`).
+        let most = (ovs::INDEX_SPAN / 2) as usize;
+        if self.ports(i) >= most {
+            return Err(format!(
+                "Open vSwitch switch {} would have more than {most} ports",
+                self.names[i as usize]
+            ));
         }
         match self.ovs_ports.get(name) {
             Some(&other) if other != i => Err(format!(
@@ -207,7 +220,10 @@ impl Plan {
     /// switch's one name space (over its shards) for a port with no device of its own
     /// there (a macvlan's place; see `link/macvlan.rs`).
     pub(crate) fn name_switch_port(&mut self, i: u32, sw: &EndDecl) -> Result<String, String> {
-        let name = (sw.iface.clone()).unwrap_or_else(|| self.default_port_name(i));
+        let name = match sw.iface.clone() {
+            Some(name) => name,
+            None => self.default_port_name(i)?,
+        };
         crate::check_ifname(&name)?;
         self.claim_ovs_port(i, &name)?;
         bridge::check_port_name(&name)?;
@@ -300,7 +316,7 @@ impl Plan {
         let switch = self.switch[i as usize];
         let name = match &d.iface {
             Some(n) => n.clone(),
-            None if switch => self.default_port_name(i),
+            None if switch => self.default_port_name(i)?,
             None => {
                 return Err(format!(
                     "the end on {:?} needs an interface name, as \"{}:eth0\"",
