@@ -185,9 +185,11 @@ impl LinkWatch {
     /// Watches these nodes too (new in the fleet).
     pub fn add(&self, fleet: &Fleet, names: &[String]) -> anyhow::Result<()> {
         let more = open(fleet, names)?;
+        // Read before the sockets' lock, a leaf: a node's host is behind a lock of its own.
+        let lent = tenants_of(fleet, names);
         let mut socks = self.socks.lock();
         socks.extend(more);
-        lend_tenants(fleet, names, &mut socks);
+        lend(&lent, &mut socks);
         Ok(())
     }
 
@@ -232,20 +234,32 @@ fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<Watched>> {
             tenants: HashMap::new(),
         });
     }
-    lend_tenants(fleet, names, &mut socks);
+    lend(&tenants_of(fleet, names), &mut socks);
     Ok(socks)
 }
 
-/// Records, on their hosts' sockets, the interfaces of the tenants among `names`.
-fn lend_tenants(fleet: &Fleet, names: &[String], socks: &mut [Watched]) {
+/// The interfaces of the tenants among `names`: (host, interface, tenant).
+fn tenants_of(fleet: &Fleet, names: &[String]) -> Vec<(String, String, String)> {
     let table = fleet.nodes();
+    let mut out = Vec::new();
     for n in names.iter().filter_map(|name| table.get(name)) {
         let Some(host) = n.host() else { continue };
-        let Some(w) = socks.iter_mut().find(|w| w.node == host.name()) else {
-            continue;
-        };
         for i in &n.wiring().ifaces {
-            w.tenants.insert(i.name.clone(), n.name().to_string());
+            out.push((
+                host.name().to_string(),
+                i.name.clone(),
+                n.name().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Records tenants' interfaces on their hosts' sockets, to be told as theirs.
+fn lend(lent: &[(String, String, String)], socks: &mut [Watched]) {
+    for (host, iface, tenant) in lent {
+        if let Some(w) = socks.iter_mut().find(|w| w.node == *host) {
+            w.tenants.insert(iface.clone(), tenant.clone());
         }
     }
 }
