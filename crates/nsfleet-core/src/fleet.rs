@@ -282,7 +282,12 @@ impl Fleet {
     ) -> anyhow::Result<HashMap<String, Arc<Node>>> {
         let table = self.nodes();
         let mut hosts = HashMap::new();
-        for name in specs.iter().filter_map(|(_, s)| s.config.netns_of.as_ref()) {
+        // Each host looked for once: a fleet's tenants share one.
+        let names: std::collections::HashSet<&String> = specs
+            .iter()
+            .filter_map(|(_, s)| s.config.netns_of.as_ref())
+            .collect();
+        for name in names {
             let made =
                 (created.iter().chain(placed.iter().map(|(_, n, _)| n))).find(|n| n.name() == name);
             let host = made.or_else(|| table.get(name)).cloned();

@@ -216,6 +216,14 @@ impl Subsystem for Ready {
             .node
             .host()
             .context("the fleet's Open vSwitch node is gone")?;
+        // The bridge's OpenFlow socket, looked for once its ports are taken.
+        let socket = hub_run_dir(&hub, self.processes)
+            .map(|dir| format!("{dir}/{}.mgmt", bridge_name(cx.node)));
+        let has_socket = || {
+            socket
+                .as_ref()
+                .is_some_and(|s| std::path::Path::new(s).exists())
+        };
         let started = std::time::Instant::now();
         // The ports not seen taken yet: a port once taken is not asked about again.
         let mut left: Vec<i32> = wiring.ifaces.iter().map(|i| i.index).collect();
@@ -227,7 +235,7 @@ impl Subsystem for Ready {
                 .filter(|i| left.contains(&i.index))
                 .map(|i| i.name.as_str())
                 .collect();
-            if missing.is_empty() && runs == Ok(true) && self.has_socket(&hub, cx.node) {
+            if missing.is_empty() && runs == Ok(true) && has_socket() {
                 return Ok(());
             }
             let log = cx.log_dir.join(format!("{}.log", hub.name()));
@@ -276,19 +284,12 @@ fn last_lines(path: &std::path::Path, n: usize) -> String {
     }
 }
 
-impl Ready {
-    /// Whether switch `node`'s bridge has its OpenFlow management socket, in the hub's
-    /// world.
-    fn has_socket(&self, hub: &Node, node: &Node) -> bool {
-        let pid = hub.inspect(self.processes, |p: &crate::process::Procs| p.world_pid());
-        pid.flatten().is_some_and(|pid| {
-            let sock = format!(
-                "/proc/{pid}/root/run/openvswitch/{}.mgmt",
-                bridge_name(node)
-            );
-            std::path::Path::new(&sock).exists()
-        })
-    }
+/// Open vSwitch's run folder in the hub's world, as the host reaches it (its init's
+/// root); `None` while the hub has no world.
+fn hub_run_dir(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
+    let pid = hub.inspect(processes, |p: &crate::process::Procs| p.world_pid());
+    pid.flatten()
+        .map(|pid| format!("/proc/{pid}/root/run/openvswitch"))
 }
 
 /// Where the hub's start line is: `Ok(true)` once it has become ovs-vswitchd (its last
@@ -385,11 +386,9 @@ impl Bridges {
     /// backoff (1 s) where a try every 10 ms waits a few. A start line that has ended
     /// is said at once, with its log's last lines.
     fn database(&self, hub: &Node, log_dir: &std::path::Path) -> anyhow::Result<String> {
-        let pid = hub.inspect(self.processes, |p: &crate::process::Procs| p.world_pid());
-        let pid = pid
-            .flatten()
+        let dir = hub_run_dir(hub, self.processes)
             .context("the fleet's Open vSwitch node has no world")?;
-        let sock = format!("/proc/{pid}/root/run/openvswitch/db.sock");
+        let sock = format!("{dir}/db.sock");
         let since = std::time::Instant::now();
         let served = || std::os::unix::net::UnixStream::connect(&sock).is_ok();
         while !served() && since.elapsed() < DB_WAIT {
@@ -438,12 +437,7 @@ impl Bridges {
         let hub = (node.host()).context("the fleet's Open vSwitch node is gone")?;
         let db = self.database(&hub, log_dir)?;
         let br = bridge_name(node);
-        vsctl(
-            &db,
-            &["--", "--if-exists", "del-br", br].map(String::from),
-            true,
-        )
-        .with_context(|| format!("deleting Open vSwitch bridge {br}"))?;
+        del_br(&db, br, true).with_context(|| format!("deleting Open vSwitch bridge {br}"))?;
         self.switches.remove(node);
         self.make(&hub, &[node], log_dir)
     }
@@ -491,12 +485,7 @@ impl Bridges {
     fn unmake(&self, node: &Node) {
         let Some(hub) = node.host() else { return };
         if let Ok(db) = self.database(&hub, std::path::Path::new("/dev/null")) {
-            let br = bridge_name(node);
-            let _ = vsctl(
-                &db,
-                &["--", "--if-exists", "del-br", br].map(String::from),
-                false,
-            );
+            let _ = del_br(&db, bridge_name(node), false);
         }
         let indexes: Vec<i32> = node.wiring().ifaces.iter().map(|i| i.index).collect();
         // A descriptor of its own: the hub's lock is not held through the deletions.
@@ -525,6 +514,15 @@ fn vsctl(db: &str, args: &[String], wait: bool) -> anyhow::Result<()> {
             String::from_utf8_lossy(&out.stderr).trim_end()
         ),
     }
+}
+
+/// Deletes bridge `br`, if there is one (see [`vsctl`] for `wait`).
+fn del_br(db: &str, br: &str, wait: bool) -> anyhow::Result<()> {
+    vsctl(
+        db,
+        &["--", "--if-exists", "del-br", br].map(String::from),
+        wait,
+    )
 }
 
 /// Deletes links `indexes` of the namespace `netns`, from a thread of its own (this one

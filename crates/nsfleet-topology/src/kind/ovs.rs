@@ -56,16 +56,12 @@ pub const INDEX_BASE: i32 = 1 << 20;
 /// The indexes of one switch's range: room for 8,192 ports.
 pub const INDEX_SPAN: i32 = 1 << 14;
 /// How many ranges there are.
-const SLOTS: u64 = 1 << 16;
+pub const SLOTS: u32 = 1 << 16;
 
 /// The slot a switch named `name` would like (a hash of its name, so that it stays the
 /// same when the file changes around it); the plan takes the next free one on a clash.
 pub fn preferred_slot(name: &str) -> u32 {
-    (fnv1a(name) % SLOTS) as u32
-}
-
-pub fn slot_count() -> u32 {
-    SLOTS as u32
+    (fnv1a(name) % u64::from(SLOTS)) as u32
 }
 
 /// The first index of slot `slot`'s range.
@@ -319,9 +315,7 @@ mod tests {
         assert_eq!(range_of(base + INDEX_SPAN - 1), Some(base));
         assert_eq!(range_of(base + INDEX_SPAN), Some(index_base(4)));
         assert_eq!(range_of(1000), None);
-        assert!(index_base(slot_count() - 1)
-            .checked_add(INDEX_SPAN)
-            .is_some());
+        assert!(index_base(SLOTS - 1).checked_add(INDEX_SPAN).is_some());
     }
 
     #[test]

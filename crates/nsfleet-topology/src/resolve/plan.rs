@@ -33,6 +33,8 @@ pub(crate) struct Plan {
     ovs_hub: Option<u32>,
     /// Every OVS switch's port names, with whose: one namespace holds them all.
     ovs_ports: HashMap<String, u32>,
+    /// The index ranges' slots OVS switches have taken.
+    ovs_slots: HashSet<u32>,
     names: Vec<String>,
     switch: Vec<bool>,
     pub(crate) wiring: Vec<NodeWiring>,
@@ -79,6 +81,7 @@ impl Plan {
             index: HashMap::new(),
             ovs_hub: None,
             ovs_ports: HashMap::new(),
+            ovs_slots: HashSet::new(),
             names: Vec::new(),
             switch: Vec::new(),
             wiring: Vec::new(),
@@ -156,10 +159,9 @@ impl Plan {
             }
             self.ovs_hub = Some(self.add_node(hub.to_string(), false));
         }
-        let taken: HashSet<u32> = self.switches.values().filter_map(|s| s.ovs).collect();
         let mut slot = ovs::preferred_slot(node);
-        while taken.contains(&slot) {
-            slot = (slot + 1) % ovs::slot_count();
+        while !self.ovs_slots.insert(slot) {
+            slot = (slot + 1) % ovs::SLOTS;
         }
         self.switches.entry(i).or_default().ovs = Some(slot);
         Ok(())
