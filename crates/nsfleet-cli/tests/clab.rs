@@ -1181,6 +1181,7 @@ topology:
     ovsbr1: {{kind: ovs-bridge}}
     a: {{kind: linux, exec: [ip addr add 10.9.1.1/24 dev eth1]}}
     b: {{kind: linux, exec: [ip addr add 10.9.1.2/24 dev eth1]}}
+    c: {{kind: linux}}
   links:
     - endpoints: [a:eth1, ovsbr1:ovsp1]
     - endpoints: [b:eth1, ovsbr1:ovsp2]
@@ -1209,6 +1210,37 @@ topology:
         ports.split_whitespace().collect::<Vec<_>>(),
         ["ovsp1", "ovsp2"]
     );
+    // A veth made by hand with an end `ovs-bridge:NAME:IF` is a port of that bridge, as
+    // in containerlab; a port name the bridge has is refused, and the pair is undone.
+    let c = format!("clab-{name}-c");
+    let made = ["tools", "veth", "create", "-a", &format!("{c}:eth1")];
+    env.ok(&[&made[..], &["-b", "ovs-bridge:ovsbr1:ovsp3"]].concat());
+    env.ok(&[
+        "exec",
+        &name,
+        "c",
+        "--",
+        "ip",
+        "addr",
+        "add",
+        "10.9.1.3/24",
+        "dev",
+        "eth1",
+    ]);
+    until_ok(
+        &env,
+        &name,
+        "c",
+        &["ping", "-c1", "-W1", "10.9.1.1"],
+        Duration::from_secs(20),
+    );
+    env.ok(&["exec", &name, "c", "--", "ip", "link", "del", "eth1"]);
+    env.fails(
+        &[&made[..], &["-b", "ovs-bridge:ovsbr1:ovsp3"]].concat(),
+        "a port named ovsp3 already exists on bridge ovsbr1",
+    );
+    let left = env.ok(&["exec", &name, "c", "--", "ip", "-br", "link"]);
+    assert!(!left.contains("eth1"), "the refused pair stayed: {left}");
     env.ok(&["destroy", "-t", &file]);
     std::mem::forget(guard);
 }

@@ -37,6 +37,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         world,
         env,
         image,
+        ..
     } = node_namespace(&rd, &a.name, &a.node)?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
     // under them. Set while this process is still single-threaded.

@@ -64,6 +64,8 @@ pub(crate) struct NodeNamespace {
     pub env: Vec<(String, String)>,
     /// How commands run in it, when it runs an image.
     pub image: Option<nsfleet::control::ExecIn>,
+    /// The node is this bridge of the fleet's Open vSwitch.
+    pub ovs_bridge: Option<String>,
 }
 
 /// Node `node` of fleet `name`'s namespaces, or why not (the closest names of a node
@@ -75,7 +77,11 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
         node: node.to_string(),
     };
     let Reply::Netns {
-        world, env, image, ..
+        world,
+        env,
+        image,
+        ovs_bridge,
+        ..
     } = c.call(&request)?
     else {
         bail!("unexpected reply from the supervisor");
@@ -87,6 +93,7 @@ pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Res
         world,
         env,
         image,
+        ovs_bridge,
     })
 }
 

@@ -6,15 +6,16 @@
 //! - `veth create`: a veth pair between two nodes, or a node and the host (`host:IF`),
 //!   made straight into their namespaces. As in containerlab, the lab's record does not
 //!   know it: it goes with the first of its namespaces to go (a host end with its node).
-//!   An end `bridge:NAME:IF` is a port of the bridge of a lab's bridge node NAME (in
-//!   containerlab, the host's bridge that node stands for); a bridge of the host's gets
-//!   no port from nsfleet.
+//!   An end `bridge:NAME:IF` (or `ovs-bridge:NAME:IF`) is a port of the bridge of a
+//!   lab's bridge node NAME (in containerlab, the host's bridge that node stands for):
+//!   its Linux bridge, or for an `ovs-bridge` node, its bridge of the lab's own Open
+//!   vSwitch; a bridge of the host's gets no port from nsfleet.
 
 use crate::clab::find_container;
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
-use nsfleet::subsys::link::loose::{make_pair, LooseEnd};
+use nsfleet::subsys::link::loose::{make_pair, remove_pair, LooseEnd};
 use nsfleet::topology::Impair;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -211,7 +212,15 @@ pub fn veth_create(a: VethCreateArgs) -> anyhow::Result<()> {
     let rd = RunDir::new(&a.run_dir);
     let [x, y] = ends.map(|e| resolve(&rd, e));
     let (x, y) = (x?, y?);
-    make_pair(&loose(&x), &loose(&y), a.mtu)?;
+    make_pair(&x.loose(), &y.loose(), a.mtu)?;
+    for end in [&x, &y] {
+        if let Err(e) = end.join_ovs(&a.run_dir) {
+            // The pair goes whole with either end.
+            let undone = remove_pair(&x.loose()).err();
+            let undone = undone.map_or(String::new(), |u| format!(" (and removing it: {u:#})"));
+            return Err(e.context(format!("veth {} -- {}: removed{undone}", a.a, a.b)));
+        }
+    }
     println!(
         "veth {} -- {}: made (it goes with its node; the lab's record does not list it)",
         a.a, a.b
@@ -219,27 +228,86 @@ pub fn veth_create(a: VethCreateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn loose((fd, name, bridge): &(Option<OwnedFd>, String, bool)) -> LooseEnd<'_> {
-    LooseEnd {
-        netns: fd.as_ref().map(|f| f.as_fd()),
-        name,
-        bridge: bridge.then_some("br0"),
+/// One end, found: its namespace (`None`: the host's), its interface, and what it joins
+/// there.
+struct Resolved {
+    netns: Option<OwnedFd>,
+    iface: String,
+    joins: Joins,
+}
+
+/// What an end joins in its namespace.
+enum Joins {
+    Nothing,
+    /// The Linux bridge of a lab's bridge node.
+    LinuxBridge,
+    /// A bridge of a lab's Open vSwitch: added as a port once the pair exists.
+    Ovs {
+        lab: String,
+        node: String,
+        bridge: String,
+    },
+}
+
+impl Resolved {
+    fn loose(&self) -> LooseEnd<'_> {
+        LooseEnd {
+            netns: self.netns.as_ref().map(|f| f.as_fd()),
+            name: &self.iface,
+            bridge: matches!(self.joins, Joins::LinuxBridge).then_some("br0"),
+        }
+    }
+
+    /// Adds the end to its Open vSwitch bridge, if it joins one: through `nsfleet exec`
+    /// in the bridge's node, whose Open vSwitch it is; `ovs-vsctl` waits until
+    /// ovs-vswitchd has taken the port.
+    fn join_ovs(&self, run_dir: &std::path::Path) -> anyhow::Result<()> {
+        let Joins::Ovs { lab, node, bridge } = &self.joins else {
+            return Ok(());
+        };
+        let exe = std::env::current_exe().context("finding nsfleet's own executable")?;
+        let words = ["ovs-vsctl", "add-port", bridge, &self.iface].map(String::from);
+        let out = crate::clab_exec::run_in(&exe, run_dir, lab, node, &words)?;
+        if !out.status.success() {
+            bail!(
+                "ovs-vsctl add-port {bridge} {}: {}",
+                self.iface,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
     }
 }
 
-/// An end's namespace (`None`: the host's), interface, and whether it joins the bridge
-/// of a lab's bridge node.
-fn resolve(rd: &RunDir, end: End) -> anyhow::Result<(Option<OwnedFd>, String, bool)> {
+/// Where an end is, and what it joins: a node's interface, or a port of a lab's bridge
+/// node (its Linux bridge, or its bridge of the lab's Open vSwitch, whichever the node
+/// is: containerlab's `bridge:` and `ovs-bridge:` both name a node).
+fn resolve(rd: &RunDir, end: End) -> anyhow::Result<Resolved> {
     let (lab, node, iface, bridge) = match end {
-        End::Host { iface } => return Ok((None, iface, false)),
+        End::Host { iface } => {
+            return Ok(Resolved {
+                netns: None,
+                iface,
+                joins: Joins::Nothing,
+            })
+        }
         End::Node { container, iface } => {
             let (lab, node) = find_container(rd, &container)?;
             (lab.name, node.name, iface, false)
         }
         End::Bridge { bridge, iface } => (bridge_lab(rd, &bridge)?, bridge, iface, true),
     };
-    let fd = crate::node_namespace(rd, &lab, &node)?.fd;
-    Ok((Some(fd), iface, bridge))
+    let ns = crate::node_namespace(rd, &lab, &node)?;
+    let joins = match (bridge, ns.ovs_bridge) {
+        (false, _) => Joins::Nothing,
+        (true, None) => Joins::LinuxBridge,
+        (true, Some(bridge)) => Joins::Ovs { lab, node, bridge },
+    };
+    Ok(Resolved {
+        netns: Some(ns.fd),
+        iface,
+        joins,
+    })
 }
 
 /// The lab whose bridge node (`kind: bridge`) is `bridge`: containerlab's `bridge:NAME`

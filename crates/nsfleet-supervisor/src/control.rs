@@ -172,6 +172,11 @@ pub enum Reply {
         /// its user.
         #[serde(default)]
         image: Option<ExecIn>,
+        /// The node is a bridge of the fleet's Open vSwitch, of this name: a port of it
+        /// is an interface of the namespace added to that bridge (`ovs-vsctl add-port`
+        /// in the node), not one enslaved to a Linux bridge.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ovs_bridge: Option<String>,
     },
     /// The events follow, one per line.
     Watching,

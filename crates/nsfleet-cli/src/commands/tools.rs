@@ -86,11 +86,14 @@ pub enum VethCommand {
 ///
 /// Ends are CONTAINER:IFACE, bridge:BRIDGE:IFACE (a port of the bridge of a lab's
 /// `kind: bridge` node BRIDGE, the bridge that node stands for in containerlab; a bridge
-/// of the host's gets no port from nsfleet) or host:IFACE. The pair is made straight
-/// into the nodes' namespaces and is not in the lab's record, as in containerlab: it
-/// goes with its node (a host end too).
+/// of the host's gets no port from nsfleet), ovs-bridge:BRIDGE:IFACE (a port of a lab's
+/// `kind: ovs-bridge` node, a bridge of the lab's own Open vSwitch: added with
+/// `ovs-vsctl add-port`, the pair undone if Open vSwitch refuses it) or host:IFACE. The
+/// pair is made straight into the nodes' namespaces and is not in the lab's record, as
+/// in containerlab: it goes with its node (a host end too).
 ///
 ///   nsfleet tools veth create -a clab-lab-r1:eth9 -b clab-lab-r2:eth9 --mtu 1500
+///   nsfleet tools veth create -a clab-lab-r3:eth1 -b ovs-bridge:ovsbr1:ovsp3
 #[derive(Args)]
 pub struct VethCreate {
     #[arg(short = 'a', long = "a-endpoint")]

@@ -1,9 +1,10 @@
 //! Veth pairs made by hand on a running fleet (containerlab's `tools veth create`), not
 //! from the topology: the pair is made from the first end's namespace with its peer
 //! placed straight into the second's, both brought up, an end in a switch made a port
-//! of its bridge. The fleet's wiring does not list them: such a pair goes with the first
-//! of its namespaces to go, as any veth does (an end in the host's namespace with its
-//! node's). Nothing here is a subsystem; the caller's thread never changes namespace
+//! of its Linux bridge (a port of an Open vSwitch bridge is the caller's to add: it is
+//! a row of the fleet's Open vSwitch database). The fleet's wiring does not list them:
+//! such a pair goes with the first of its namespaces to go, as any veth does (an end in
+//! the host's namespace with its node's). Nothing here is a subsystem; the caller's thread never changes namespace
 //! (a socket is opened in another namespace from a thread of its own).
 
 use super::host::lookup;
@@ -64,6 +65,14 @@ pub fn make_pair(a: &LooseEnd<'_>, b: &LooseEnd<'_>, mtu: Option<u32>) -> anyhow
         let _ = socks[0].execute_all(&batch);
     }
     up
+}
+
+/// Deletes the pair that has end `end` (the caller's undo of a pair it could not use).
+pub fn remove_pair(end: &LooseEnd<'_>) -> anyhow::Result<()> {
+    let (mut s, _) = socket_in(end.netns)?;
+    let mut batch = Batch::new();
+    rtnl::del_link_by_name(&mut batch, s.next_seq(), end.name);
+    (s.execute_all(&batch)).map_err(|e| anyhow!("deleting {}: {e}", end.name))
 }
 
 /// Each end up, a port of its bridge where it has one.

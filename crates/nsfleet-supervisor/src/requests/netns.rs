@@ -31,6 +31,8 @@ impl Supervisor {
                         workdir: i.workdir().map(String::from),
                         user: i.user().map(String::from),
                     }),
+                    ovs_bridge: (n.config().ovs.is_some())
+                        .then(|| nsfleet_subsys::ovs::bridge_name(n).to_string()),
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())
