@@ -432,6 +432,32 @@ fn apply_removing_switches_leaves_no_bridge_or_port_in_the_fleets_open_vswitch()
 }
 
 #[test]
+fn apply_replacing_a_switch_by_one_whose_ports_have_its_port_names_forwards() {
+    let env = Env::new("ovs-rename");
+    let fleet = |s: &str| {
+        let link = |h: u32| {
+            format!("[[link]]\na = {{ at = \"h{h}:eth0\", addrs = [\"10.0.0.{h}/24\"] }}\nb = \"{s}:px{h}\"\n")
+        };
+        format!(
+            "[fleet]\nname = \"ovn\"\n[[node]]\nname = \"h{{i}}\"\ncount = 2\n[[switch]]\nname = \"{s}\"\nkind = \"ovs\"\n{}{}",
+            link(1),
+            link(2)
+        )
+    };
+    let _fleet = env.up(&fleet("s1"));
+    // s1 goes once the change is done; its ports' names are s2's already.
+    for (s, file) in [("s2", "ovn-2.toml"), ("s1", "ovn-1.toml")] {
+        let file = env.file(file, &fleet(s));
+        env.ok(&["apply", file.to_str().unwrap()]);
+        env.ok(&["exec", "ovn", "h1", "--", "ping", "-c1", "-W2", "10.0.0.2"]);
+        let bridges = env.ok(&["exec", "ovn", s, "--", "ovs-vsctl", "list-br"]);
+        assert_eq!(bridges.trim(), s, "{bridges}");
+        let ports = env.ok(&["exec", "ovn", s, "--", "ovs-vsctl", "list-ports", s]);
+        assert_eq!(ports.split_whitespace().collect::<Vec<_>>(), ["px1", "px2"]);
+    }
+}
+
+#[test]
 fn a_switch_port_s_link_events_are_told_once_as_the_switch_s() {
     let env = Env::new("ovs-events");
     let two = "[fleet]\nname = \"ove\"\n[[node]]\nname = \"h1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[switch]]\nname = \"s2\"\nkind = \"ovs\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n";

@@ -334,6 +334,11 @@ impl Switches {
         self.0.lock().retain(|_, (name, _)| name != node.name());
     }
 
+    /// Whether no switch's bridge is made.
+    fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
+
     /// Whether switch `name`'s bridge is made.
     fn has(&self, name: &str) -> bool {
         self.0.lock().values().any(|(n, _)| n == name)
@@ -410,10 +415,21 @@ impl Bridges {
     /// Mininet's tree1024 (33 switches, 1,056 ports) wait 2 s more.
     fn make(&self, hub: &Node, nodes: &[&Node], log_dir: &std::path::Path) -> anyhow::Result<()> {
         let db = self.database(hub, log_dir)?;
+        // On a hub that has bridges already (`apply`), a switch being removed goes only
+        // once the change is done (see nsfleet-core's `reshape`), and its ports' rows are
+        // still there: a new switch may give a port one of their names, which Open
+        // vSwitch keeps unique. Not on a fresh hub: each deletion that finds nothing
+        // still has ovs-vsctl read its whole database.
+        let running = !self.switches.is_empty();
         let mut args = Vec::new();
         for (k, node) in nodes.iter().enumerate() {
             let config = node.config();
             let ovs = config.ovs.as_ref().context("not an Open vSwitch switch")?;
+            if running {
+                for i in node.wiring().ifaces.iter() {
+                    args.extend(["--", "--if-exists", "del-port", &i.name].map(String::from));
+                }
+            }
             args.extend(bridge_args(node, ovs, k)?);
         }
         let names: Vec<&str> = nodes.iter().map(|n| bridge_name(n)).collect();
