@@ -386,14 +386,7 @@ fn a_fleet_with_an_owner_goes_down_when_its_owner_ends_however_it_ends() {
         wait_gone(sup);
         std::mem::forget(fleet);
         assert!(pids.iter().all(|p| !alive(*p)), "signal {sig}");
-        wait_until(
-            "every namespace freed",
-            std::time::Duration::from_secs(20),
-            || match still_alive(&namespaces) {
-                0 => Ok(()),
-                n => Err(n),
-            },
-        );
+        wait_freed(&namespaces);
         wait_until(
             "the fleet's folder removed",
             std::time::Duration::from_secs(10),

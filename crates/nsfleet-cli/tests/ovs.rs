@@ -358,14 +358,7 @@ fn kill_9_of_the_supervisor_takes_every_open_vswitch_daemon_along() {
         });
     }
     // The kernel frees a dead owner's namespaces a moment after it is gone.
-    wait_until(
-        "every namespace freed",
-        Duration::from_secs(20),
-        || match still_alive(&namespaces) {
-            0 => Ok(()),
-            n => Err(n),
-        },
-    );
+    wait_freed(&namespaces);
     assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
 }
 
@@ -455,6 +448,32 @@ fn apply_replacing_a_switch_by_one_whose_ports_have_its_port_names_forwards() {
         let ports = env.ok(&["exec", "ovn", s, "--", "ovs-vsctl", "list-ports", s]);
         assert_eq!(ports.split_whitespace().collect::<Vec<_>>(), ["px1", "px2"]);
     }
+}
+
+#[test]
+fn a_database_that_has_ended_is_said_at_once_and_down_reclaims_all() {
+    let env = Env::new("ovs-deaddb");
+    let one = "[fleet]\nname = \"ovd\"\n[[node]]\nname = \"h1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n";
+    let two = format!(
+        "{one}[[switch]]\nname = \"s2\"\nkind = \"ovs\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n"
+    );
+    let fleet = env.up(&two);
+    let daemons = daemons_of(&fleet);
+    let db = daemons.iter().find(|(_, d)| d.starts_with("ovsdb-server "));
+    let (db, _) = db.unwrap_or_else(|| panic!("no ovsdb-server in {daemons:?}"));
+    signal(*db, libc::SIGKILL);
+    wait_gone(*db);
+    // Said as what it is, not after each wait's bound ("Alarm clock" from ovs-vsctl).
+    let file = env.file("ovd-1.toml", one);
+    env.fails(
+        &["apply", file.to_str().unwrap()],
+        "its ovsdb-server has ended",
+    );
+    let namespaces = netns_held_by(fleet.pid());
+    env.ok(&["down", "ovd"]);
+    std::mem::forget(fleet);
+    wait_freed(&namespaces);
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
 }
 
 #[test]

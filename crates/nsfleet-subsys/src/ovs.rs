@@ -195,6 +195,9 @@ pub struct Ready {
 /// How long a switch's ovs-vswitchd gets to take its ports.
 const READY_WAIT: Duration = Duration::from_secs(20);
 
+/// How long a wait for ports goes before it asks whether the database still answers.
+const DB_CHECK_AFTER: Duration = Duration::from_secs(1);
+
 impl Subsystem for Ready {
     type State = ();
 
@@ -237,6 +240,11 @@ impl Subsystem for Ready {
                 .collect();
             if missing.is_empty() && runs == Ok(true) && has_socket() {
                 return Ok(());
+            }
+            // Asked once the wait is long: every connection is a session of ovsdb-server's.
+            let long = started.elapsed() > DB_CHECK_AFTER;
+            if long && runs == Ok(true) && database_answers(&hub, self.processes) == Some(false) {
+                return Err(database_gone());
             }
             let log = cx.log_dir.join(format!("{}.log", hub.name()));
             if let Err(exit) = runs {
@@ -389,22 +397,25 @@ impl Bridges {
     /// taken: its socket exists a moment before ovsdb-server listens on it): its start
     /// line has just begun, and `ovs-vsctl --retry` would wait its reconnection's
     /// backoff (1 s) where a try every 10 ms waits a few. A start line that has ended
-    /// is said at once, with its log's last lines.
+    /// is said at once, with its log's last lines; so is a database that does not answer
+    /// once ovs-vswitchd runs (its start line served the database first): its
+    /// ovsdb-server has ended, and every wait for it would last its bound.
     fn database(&self, hub: &Node, log_dir: &std::path::Path) -> anyhow::Result<String> {
         let dir = hub_run_dir(hub, self.processes)
             .context("the fleet's Open vSwitch node has no world")?;
         let sock = format!("{dir}/db.sock");
         let since = std::time::Instant::now();
-        let served = || std::os::unix::net::UnixStream::connect(&sock).is_ok();
+        let served = || database_answers(hub, self.processes) == Some(true);
+        let log = || last_lines(&log_dir.join(format!("{}.log", hub.name())), 5);
         while !served() && since.elapsed() < DB_WAIT {
-            if let Err(exit) = vswitchd_runs(hub, self.processes) {
-                let log = log_dir.join(format!("{}.log", hub.name()));
-                anyhow::bail!(
+            match vswitchd_runs(hub, self.processes) {
+                Err(exit) => anyhow::bail!(
                     "the fleet's Open vSwitch's start line ended ({exit}); its log ends:\n{}",
-                    last_lines(&log, 5)
-                );
+                    log()
+                ),
+                Ok(true) => return Err(database_gone()),
+                Ok(false) => std::thread::sleep(Duration::from_millis(10)),
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
         Ok(format!("unix:{sock}"))
     }
@@ -509,6 +520,23 @@ impl Bridges {
             let _ = delete_links(fd, &indexes);
         }
     }
+}
+
+/// What a hub whose ovs-vswitchd runs and whose database does not answer is told: its
+/// ovsdb-server has ended (the start line served the database before it started
+/// ovs-vswitchd), and nothing that needs it can happen, or should wait.
+fn database_gone() -> anyhow::Error {
+    anyhow::anyhow!(
+        "the fleet's Open vSwitch database does not answer: its ovsdb-server has ended \
+         (ovs-vswitchd runs on, with the switches as they were); `nsfleet down` and `up` \
+         again start it afresh"
+    )
+}
+
+/// Whether the hub's database takes a connection; `None` while the hub has no world.
+fn database_answers(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<bool> {
+    let sock = format!("{}/db.sock", hub_run_dir(hub, processes)?);
+    Some(std::os::unix::net::UnixStream::connect(sock).is_ok())
 }
 
 /// Runs `ovs-vsctl` on database `db` with `args`, and with `wait` until ovs-vswitchd has

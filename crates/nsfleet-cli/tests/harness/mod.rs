@@ -441,6 +441,19 @@ pub fn netns_held_by(pid: i32) -> Vec<nsfleet::sys::NsHandle> {
     v
 }
 
+/// Waits until the kernel has freed every namespace of `handles` (a dead owner's go a
+/// moment after it).
+pub fn wait_freed(handles: &[nsfleet::sys::NsHandle]) {
+    wait_until(
+        "every namespace freed",
+        std::time::Duration::from_secs(20),
+        || match still_alive(handles) {
+            0 => Ok(()),
+            n => Err(n),
+        },
+    );
+}
+
 /// How many of these namespaces still exist (anything at all still holds them).
 pub fn still_alive(handles: &[nsfleet::sys::NsHandle]) -> usize {
     use std::os::fd::AsFd;
