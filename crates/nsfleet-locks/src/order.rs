@@ -56,7 +56,7 @@ pub const WATCH_SUBS: Rank = Rank::leaf("Watchers::subs");
 pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 /// `Watcher::procs`: the commands the process watcher watches.
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
-/// `Switches`: the fleet's Open vSwitch switches by datapath id, as the relays know them.
+/// `Switches`: the fleet's Open vSwitch switches whose bridges are made, by name.
 pub const OVS_SWITCHES: Rank = Rank::leaf("ovs::Switches");
 /// `Relay::conns`: an Open vSwitch controller relay's open connections.
 pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");

@@ -314,13 +314,15 @@ fn vswitchd_runs(hub: &Node, processes: nsfleet_core::SubsysId) -> Result<bool, 
     }
 }
 
-/// The fleet's switches as the relays know them: by datapath id, each one's name and
+/// The fleet's switches whose bridges are made, by name: each one's datapath id and
 /// controllers. Written by [`Bridges`] as bridges are made and go, read by the relays.
+/// By name, as `Bridges` asks of every node of a run; a relay looks a datapath id up
+/// once per connection.
 #[derive(Clone)]
-pub struct Switches(Arc<Mutex<HashMap<u64, KnownSwitch>>>);
+pub struct Switches(Arc<Mutex<HashMap<String, KnownSwitch>>>);
 
-/// A switch's name and controllers.
-type KnownSwitch = (String, Vec<SocketAddr>);
+/// A switch's datapath id and controllers.
+type KnownSwitch = (u64, Vec<SocketAddr>);
 
 impl Default for Switches {
     fn default() -> Self {
@@ -333,13 +335,13 @@ impl Switches {
     fn add(&self, node: &Node) {
         if let Some(ovs) = node.config().ovs.as_ref() {
             let dpid = nsfleet_topology::kind::ovs::dpid_of(node.name(), ovs);
-            let entry = (node.name().to_string(), ovs.controllers.clone());
-            self.0.lock().insert(dpid, entry);
+            let entry = (dpid, ovs.controllers.clone());
+            self.0.lock().insert(node.name().to_string(), entry);
         }
     }
 
     fn remove(&self, node: &Node) {
-        self.0.lock().retain(|_, (name, _)| name != node.name());
+        self.0.lock().remove(node.name());
     }
 
     /// Whether no switch's bridge is made.
@@ -349,18 +351,20 @@ impl Switches {
 
     /// Whether switch `name`'s bridge is made.
     fn has(&self, name: &str) -> bool {
-        self.0.lock().values().any(|(n, _)| n == name)
+        self.0.lock().contains_key(name)
     }
 
     /// The name of the switch of datapath id `dpid`.
     fn name_of(&self, dpid: u64) -> Option<String> {
-        self.0.lock().get(&dpid).map(|(name, _)| name.clone())
+        (self.0.lock().iter())
+            .find(|(_, (d, _))| *d == dpid)
+            .map(|(name, _)| name.clone())
     }
 
     /// The switches that have controller `to`.
     fn of_controller(&self, to: SocketAddr) -> Vec<String> {
-        (self.0.lock().values())
-            .filter(|(_, cs)| cs.contains(&to))
+        (self.0.lock().iter())
+            .filter(|(_, (_, cs))| cs.contains(&to))
             .map(|(name, _)| name.clone())
             .collect()
     }
