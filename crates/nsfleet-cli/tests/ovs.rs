@@ -451,6 +451,31 @@ fn apply_replacing_a_switch_by_one_whose_ports_have_its_port_names_forwards() {
 }
 
 #[test]
+fn apply_changing_only_a_switch_s_settings_changes_its_bridge_in_place() {
+    let env = Env::new("ovs-settings");
+    let _fleet = env.up(&three_hosts("ovt", "fail_mode = \"standalone\"\n"));
+    let s1 = |args: &[&str]| env.ok(&[&["exec", "ovt", "s1", "--"][..], args].concat());
+    let row = || s1(&["ovs-vsctl", "get", "Bridge", "s1", "_uuid"]);
+    let made = row();
+    // The same ports, other settings: the bridge is changed in place, as `ovs-vsctl
+    // set-fail-mode` changes it (a bridge made again would be a new row, its ports
+    // closed and opened again).
+    for (mode, dpid) in [
+        ("secure", "00000000000000a1"),
+        ("standalone", "0000000000000001"),
+    ] {
+        let text = three_hosts("ovt", &format!("fail_mode = \"{mode}\"\n"))
+            .replace("0000000000000001", dpid);
+        let file = env.file(&format!("ovt-{mode}.toml"), &text);
+        env.ok(&["apply", file.to_str().unwrap()]);
+        assert_eq!(s1(&["ovs-vsctl", "get-fail-mode", "s1"]).trim(), mode);
+        assert!(s1(&["ovs-ofctl", "show", "s1"]).contains(&format!("dpid:{dpid}")));
+        assert_eq!(row(), made);
+    }
+    env.ok(&["exec", "ovt", "h1", "--", "ping", "-c1", "-W2", "10.0.0.3"]);
+}
+
+#[test]
 fn a_database_that_has_ended_is_said_at_once_and_down_reclaims_all() {
     let env = Env::new("ovs-deaddb");
     let one = "[fleet]\nname = \"ovd\"\n[[node]]\nname = \"h1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n";
