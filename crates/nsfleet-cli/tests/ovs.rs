@@ -314,6 +314,26 @@ fn apply_adds_a_host_on_the_next_port_number_and_it_forwards_at_once() {
 }
 
 #[test]
+fn apply_changes_a_switch_s_ports_in_place_and_a_port_linked_anew_forwards() {
+    let env = Env::new("ovs-relink");
+    let _fleet = env.up(&three_hosts("ovl", ""));
+    let s1 = |args: &[&str]| env.ok(&[&["exec", "ovl", "s1", "--"][..], args].concat());
+    let row = || s1(&["ovs-vsctl", "get", "Bridge", "s1", "_uuid"]);
+    let made = row();
+    // Port s1-p3 (OpenFlow 9) now leads to h4: its veth is made anew, and its row too;
+    // the bridge and its other ports stay.
+    let h4 = three_hosts("ovl", "")
+        .replace("count = 3", "count = 4")
+        .replace("a = \"h3:eth0\"", "a = \"h4:eth0\"");
+    let file = env.file("ovl-4.toml", &h4);
+    env.ok(&["apply", file.to_str().unwrap()]);
+    assert_eq!(row(), made);
+    let ports = s1(&["ovs-ofctl", "dump-ports-desc", "s1"]);
+    assert!(ports.contains(" 9(s1-p3)"), "{ports}");
+    env.ok(&["exec", "ovl", "h4", "--", "ping", "-c1", "-W2", "10.0.0.1"]);
+}
+
+#[test]
 fn a_controller_can_be_a_node_of_the_fleet_at_its_own_address() {
     let env = Env::new("ovs-node-controller");
     let keys = "fail_mode = \"secure\"\ncontroller = [\"tcp:10.9.9.1:6653\"]\n";

@@ -92,20 +92,9 @@ fn bridge_args(node: &Node, ovs: &OvsSwitch, k: usize) -> anyhow::Result<Vec<Str
         .map_err(|why| anyhow::anyhow!("{why}"))?;
     let own = [(br, None)].into_iter();
     let all = own.chain(ports.into_iter().map(|(name, n)| (name, Some(n))));
-    let mut port_ids = Vec::new();
-    for (j, (name, number)) in all.enumerate() {
-        let mut columns = vec![format!("name={}", quoted(name))];
-        columns.push(match number {
-            Some(n) => format!("ofport_request={n}"),
-            None => "type=internal".to_string(),
-        });
-        let iface = rows.create(format!("i{k}_{j}"), "Interface", columns);
-        let columns = vec![
-            format!("name={}", quoted(name)),
-            format!("interfaces={iface}"),
-        ];
-        port_ids.push(rows.create(format!("p{k}_{j}"), "Port", columns));
-    }
+    let port_ids: Vec<String> = (all.enumerate())
+        .map(|(j, (name, number))| rows.port(&format!("{k}_{j}"), name, number))
+        .collect();
     let kind = if in_kernel(ovs.datapath) {
         "system"
     } else {
@@ -123,40 +112,73 @@ fn bridge_args(node: &Node, ovs: &OvsSwitch, k: usize) -> anyhow::Result<Vec<Str
     Ok(args)
 }
 
-/// The `ovs-vsctl` commands that give switch `node`'s bridge its settings as they now
-/// are, in place (see [`settings_only`]): its ports stay open and its flows stay.
-fn settings_args(node: &Node, ovs: &OvsSwitch) -> Vec<String> {
-    let mut rows = Rows::default();
-    let columns = bridge_settings(node, ovs, &mut rows, 0);
-    let mut args = rows.0;
-    args.extend(["--", "set", "Bridge", bridge_name(node)].map(String::from));
-    args.extend(columns);
-    args
-}
+/// A change of a bridge in place: its deletions (maybe none), then the rest.
+type Change = (Vec<String>, Vec<String>);
 
-/// Whether a changed switch's bridge keeps its ports, and only its settings change: the
-/// same devices (each port's link as it was), numbered as they were, on the same
-/// datapath. Made again, a bridge closes and opens every port (each close waits for an
-/// RCU grace period) and loses its flows: a change of the fail mode of Mininet's
-/// tree1024's 33 switches took 26 s.
-fn settings_only(was: &Shape, node: &Node) -> bool {
-    let (config, wiring) = (node.config(), node.wiring());
-    let (Some(old), Some(new)) = (was.config.ovs.as_ref(), config.ovs.as_ref()) else {
-        return false;
-    };
+/// The two `ovs-vsctl` transactions that change switch `node`'s bridge in place from
+/// its shape `was` (see [`in_place`]): first every port that is not kept (its link gone
+/// or made anew, or its number changed) deleted (none: no first transaction); then every
+/// port the switch now has that is not kept created, with its number, and the bridge's
+/// settings given as they now are. Ports kept stay open, and the bridge keeps its flows.
+/// Two, because ovs-vswitchd knows a port by its name: one of a name deleted and created
+/// in one transaction would stay open on the device that is gone. A port is deleted by
+/// name wherever it is (`--if-exists`): a switch that an undone `apply` was removing had
+/// its ports' rows still, and `was` has none of them.
+fn change_args(node: &Node, ovs: &OvsSwitch, was: &Shape) -> anyhow::Result<Change> {
+    let wiring = node.wiring();
     let names = |w: &nsfleet_topology::NodeWiring| -> Vec<String> {
         w.ifaces.iter().map(|i| i.name.clone()).collect()
     };
-    let (was_names, names) = (names(&was.wiring), names(&wiring));
-    let numbered = |ovs: &OvsSwitch, names: &[String]| {
-        ovs.numbered(names.iter().map(String::as_str))
-            .map(|ports| ports.into_iter().map(|(_, n)| n).collect::<Vec<u16>>())
-            .ok()
+    let (was_names, now_names) = (names(&was.wiring), names(&wiring));
+    let before = match was.config.ovs.as_ref() {
+        Some(old) => old.numbered(was_names.iter().map(String::as_str)),
+        None => Ok(Vec::new()),
     };
-    in_kernel(old.datapath) == in_kernel(new.datapath)
-        && was_names == names
-        && wiring.ifaces.iter().all(|i| crate::kept(&was.wiring, i))
-        && numbered(old, &was_names) == numbered(new, &names)
+    let before = before.unwrap_or_default();
+    // The topology checked the numbers; a clash here would be a bug.
+    let now = (ovs.numbered(now_names.iter().map(String::as_str)))
+        .map_err(|why| anyhow::anyhow!("{why}"))?;
+    let kept = |&(name, n): &(&str, u16)| {
+        before.contains(&(name, n))
+            && wiring
+                .iface(name)
+                .is_some_and(|i| crate::kept(&was.wiring, i))
+    };
+    let mut deletions = Vec::new();
+    let mut deleted: Vec<&str> = Vec::new();
+    for port in before.iter().chain(&now).filter(|p| !kept(p)) {
+        if !deleted.contains(&port.0) {
+            deleted.push(port.0);
+            deletions.extend(["--", "--if-exists", "del-port", port.0].map(String::from));
+        }
+    }
+    let mut rows = Rows::default();
+    let added: Vec<String> = (now.iter().filter(|p| !kept(p)).enumerate())
+        .map(|(j, (name, n))| rows.port(&format!("0_{j}"), name, Some(*n)))
+        .collect();
+    let columns = bridge_settings(node, ovs, &mut rows, 0);
+    let mut args = rows.0;
+    let br = bridge_name(node).to_string();
+    for port in added {
+        args.extend(["--".to_string(), "add".into(), "Bridge".into(), br.clone()]);
+        args.extend(["ports".to_string(), port]);
+    }
+    args.extend(["--".to_string(), "set".into(), "Bridge".into(), br]);
+    args.extend(columns);
+    Ok((deletions, args))
+}
+
+/// Whether a changed switch's bridge is changed in place (see [`change_args`]): it was a
+/// switch of the fleet's Open vSwitch and stays on the same datapath. Made again, a
+/// bridge closes and opens every port (each close waits for an RCU grace period) and
+/// loses its flows: a change of the fail mode of Mininet's tree1024's 33 switches took
+/// 26 s, and a host added to one of its switches 1.2 s.
+fn in_place(was: &Shape, node: &Node) -> bool {
+    let config = node.config();
+    match (was.config.ovs.as_ref(), config.ovs.as_ref()) {
+        (Some(old), Some(new)) => in_kernel(old.datapath) == in_kernel(new.datapath),
+        _ => false,
+    }
 }
 
 /// `ovs-vsctl` commands that create rows, each named for the rest of its transaction.
@@ -174,6 +196,22 @@ impl Rows {
         ]);
         self.0.extend(columns);
         format!("@{id}")
+    }
+
+    /// Creates port `name` (and its interface) as `@p{id}`, which it returns: with its
+    /// OpenFlow number, or without one, the bridge's own internal port.
+    fn port(&mut self, id: &str, name: &str, number: Option<u16>) -> String {
+        let mut columns = vec![format!("name={}", quoted(name))];
+        columns.push(match number {
+            Some(n) => format!("ofport_request={n}"),
+            None => "type=internal".to_string(),
+        });
+        let iface = self.create(format!("i{id}"), "Interface", columns);
+        let columns = vec![
+            format!("name={}", quoted(name)),
+            format!("interfaces={iface}"),
+        ];
+        self.create(format!("p{id}"), "Port", columns)
     }
 }
 
@@ -314,7 +352,7 @@ impl Subsystem for Ready {
         }
     }
 
-    /// A changed switch restarts its Open vSwitch (see `process.rs`): waited for again.
+    /// A changed switch's bridge is changed or made again (see `Bridges`): waited for again.
     fn extend(&self, cx: &mut InitCtx<'_>, st: &mut (), _was: &Shape) -> anyhow::Result<()> {
         self.init(cx, st)
     }
@@ -417,8 +455,8 @@ impl Switches {
 /// Each OVS switch's bridge, in the fleet's Open vSwitch: made in the Ready phase, once
 /// the hub's start line runs (before `ovs-ready` waits for it), by `ovs-vsctl` on the hub's
 /// database, reached through its init's root (`/proc/PID/root`), so that nothing enters
-/// the hub's world; made again when the switch changes (`apply`); deleted, with its
-/// ports, when the switch goes and the hub stays.
+/// the hub's world; changed in place, or made again, when the switch changes (`apply`);
+/// deleted, with its ports, when the switch goes and the hub stays.
 pub struct Bridges {
     processes: nsfleet_core::SubsysId,
     switches: Switches,
@@ -517,18 +555,22 @@ impl Bridges {
         self.make(&hub, &[node], log_dir)
     }
 
-    /// Gives a changed switch's bridge its settings as they now are, in place, waiting
-    /// until ovs-vswitchd has taken them; the relays know its datapath id and
-    /// controllers as they now are first.
-    fn update(&self, node: &Node, log_dir: &std::path::Path) -> anyhow::Result<()> {
+    /// Changes a switch's bridge in place from its shape `was` (see [`change_args`]),
+    /// in one transaction, waiting until ovs-vswitchd has taken it; the relays know its
+    /// datapath id and controllers as they now are first.
+    fn change(&self, node: &Node, was: &Shape, log_dir: &std::path::Path) -> anyhow::Result<()> {
         let hub = (node.host()).context("the fleet's Open vSwitch node is gone")?;
         let db = self.database(&hub, log_dir)?;
         let config = node.config();
         let ovs = config.ovs.as_ref().context("not an Open vSwitch switch")?;
-        self.switches.add(node);
         let br = bridge_name(node);
-        vsctl(&db, &settings_args(node, ovs), true)
-            .with_context(|| format!("changing Open vSwitch bridge {br}"))
+        let (deletions, rest) = change_args(node, ovs, was)?;
+        if !deletions.is_empty() {
+            vsctl(&db, &deletions, true)
+                .with_context(|| format!("deleting ports of Open vSwitch bridge {br}"))?;
+        }
+        self.switches.add(node);
+        vsctl(&db, &rest, true).with_context(|| format!("changing Open vSwitch bridge {br}"))
     }
 
     /// Ends the hub's ovs-vswitchd with its ports' packet sockets closed many at once.
@@ -688,11 +730,11 @@ impl Subsystem for Bridges {
         self.make(&hub, &todo, cx.log_dir)
     }
 
-    /// A changed switch's bridge gets its new settings in place where its ports stay
-    /// (see [`settings_only`]), and is made again, as it now is, otherwise.
+    /// A changed switch's bridge is changed in place (see [`in_place`]), or made again,
+    /// as it now is.
     fn extend(&self, cx: &mut InitCtx<'_>, _: &mut (), was: &Shape) -> anyhow::Result<()> {
         match cx.node.config().ovs {
-            Some(_) if settings_only(was, cx.node) => self.update(cx.node, cx.log_dir),
+            Some(_) if in_place(was, cx.node) => self.change(cx.node, was, cx.log_dir),
             Some(_) => self.remake(cx.node, cx.log_dir),
             None => Ok(()),
         }
