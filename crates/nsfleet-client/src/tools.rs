@@ -189,7 +189,7 @@ fn parse_end(flag: &str, s: &str) -> anyhow::Result<End> {
             container: container.into(),
             iface: iface.into(),
         },
-        _ => bail!("{flag} {s}: expected CONTAINER:IFACE, bridge:BRIDGE:IFACE or host:IFACE"),
+        _ => bail!("{flag} {s}: expected CONTAINER:IFACE, bridge:BRIDGE:IFACE, ovs-bridge:BRIDGE:IFACE or host:IFACE"),
     };
     let (End::Node { iface, .. } | End::Bridge { iface, .. } | End::Host { iface }) = &end;
     nsfleet::topology::check_ifname(iface).map_err(|m| anyhow!("{flag} {s}: {m}"))?;
@@ -216,9 +216,11 @@ pub fn veth_create(a: VethCreateArgs) -> anyhow::Result<()> {
     for end in [&x, &y] {
         if let Err(e) = end.join_ovs(&a.run_dir) {
             // The pair goes whole with either end.
-            let undone = remove_pair(&x.loose()).err();
-            let undone = undone.map_or(String::new(), |u| format!(" (and removing it: {u:#})"));
-            return Err(e.context(format!("veth {} -- {}: removed{undone}", a.a, a.b)));
+            let undone = match remove_pair(&x.loose()) {
+                Ok(()) => "removed".to_string(),
+                Err(u) => format!("left in place, removing it failed: {u:#}"),
+            };
+            return Err(e.context(format!("veth {} -- {}: {undone}", a.a, a.b)));
         }
     }
     println!(

@@ -86,10 +86,7 @@ fn bridge_args(node: &Node, ovs: &OvsSwitch, k: usize) -> anyhow::Result<Vec<Str
     let wiring = node.wiring();
     let br = bridge_name(node);
     let mut rows = Rows::default();
-    // The topology checked the numbers; a clash here would be a bug.
-    let ports = ovs
-        .numbered(wiring.ifaces.iter().map(|i| i.name.as_str()))
-        .map_err(|why| anyhow::anyhow!("{why}"))?;
+    let ports = numbered_ports(ovs, &wiring)?;
     let own = [(br, None)].into_iter();
     let all = own.chain(ports.into_iter().map(|(name, n)| (name, Some(n))));
     let port_ids: Vec<String> = (all.enumerate())
@@ -112,6 +109,22 @@ fn bridge_args(node: &Node, ovs: &OvsSwitch, k: usize) -> anyhow::Result<Vec<Str
     Ok(args)
 }
 
+/// The ports of `wiring` with their OpenFlow numbers (`OvsSwitch::numbered`). The
+/// topology checked the numbers: a clash here would be a bug.
+fn numbered_ports<'a>(
+    ovs: &OvsSwitch,
+    wiring: &'a nsfleet_topology::NodeWiring,
+) -> anyhow::Result<Vec<(&'a str, u16)>> {
+    (ovs.numbered(wiring.ifaces.iter().map(|i| i.name.as_str())))
+        .map_err(|why| anyhow::anyhow!("{why}"))
+}
+
+/// The `ovs-vsctl` command that deletes port `name` (and its interface) from whatever
+/// bridge has it, if one does.
+fn del_port_args(name: &str) -> [String; 4] {
+    ["--", "--if-exists", "del-port", name].map(String::from)
+}
+
 /// A change of a bridge in place: its deletions (maybe none), then the rest.
 type Change = (Vec<String>, Vec<String>);
 
@@ -126,18 +139,13 @@ type Change = (Vec<String>, Vec<String>);
 /// its ports' rows still, and `was` has none of them.
 fn change_args(node: &Node, ovs: &OvsSwitch, was: &Shape) -> anyhow::Result<Change> {
     let wiring = node.wiring();
-    let names = |w: &nsfleet_topology::NodeWiring| -> Vec<String> {
-        w.ifaces.iter().map(|i| i.name.clone()).collect()
-    };
-    let (was_names, now_names) = (names(&was.wiring), names(&wiring));
-    let before = match was.config.ovs.as_ref() {
-        Some(old) => old.numbered(was_names.iter().map(String::as_str)),
-        None => Ok(Vec::new()),
-    };
-    let before = before.unwrap_or_default();
-    // The topology checked the numbers; a clash here would be a bug.
-    let now = (ovs.numbered(now_names.iter().map(String::as_str)))
-        .map_err(|why| anyhow::anyhow!("{why}"))?;
+    let old = was
+        .config
+        .ovs
+        .as_ref()
+        .context("it was no Open vSwitch switch")?;
+    let before = numbered_ports(old, &was.wiring)?;
+    let now = numbered_ports(ovs, &wiring)?;
     let kept = |&(name, n): &(&str, u16)| {
         before.contains(&(name, n))
             && wiring
@@ -149,7 +157,7 @@ fn change_args(node: &Node, ovs: &OvsSwitch, was: &Shape) -> anyhow::Result<Chan
     for port in before.iter().chain(&now).filter(|p| !kept(p)) {
         if !deleted.contains(&port.0) {
             deleted.push(port.0);
-            deletions.extend(["--", "--if-exists", "del-port", port.0].map(String::from));
+            deletions.extend(del_port_args(port.0));
         }
     }
     let mut rows = Rows::default();
@@ -277,8 +285,8 @@ pub struct Ready {
 /// How long a switch's ovs-vswitchd gets to take its ports.
 const READY_WAIT: Duration = Duration::from_secs(20);
 
-/// How long a wait for ports goes before it asks whether the database still answers.
-const DB_CHECK_AFTER: Duration = Duration::from_secs(1);
+/// How often a wait for ports asks whether the database still answers.
+const DB_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 impl Subsystem for Ready {
     type State = ();
@@ -310,6 +318,9 @@ impl Subsystem for Ready {
                 .is_some_and(|s| std::path::Path::new(s).exists())
         };
         let started = std::time::Instant::now();
+        // When the database is next asked whether it still answers: once a second, as
+        // every connection is a session of ovsdb-server's.
+        let mut ask_db_at = started + DB_CHECK_EVERY;
         // The ports not seen taken yet: a port once taken is not asked about again.
         let mut left: Vec<i32> = wiring.ifaces.iter().map(|i| i.index).collect();
         loop {
@@ -323,10 +334,12 @@ impl Subsystem for Ready {
             if missing.is_empty() && runs == Ok(true) && has_socket() {
                 return Ok(());
             }
-            // Asked once the wait is long: every connection is a session of ovsdb-server's.
-            let long = started.elapsed() > DB_CHECK_AFTER;
-            if long && runs == Ok(true) && database_answers(&hub, self.processes) == Some(false) {
-                return Err(database_gone());
+            if runs == Ok(true) && std::time::Instant::now() >= ask_db_at {
+                ask_db_at += DB_CHECK_EVERY;
+                let sock = database_socket(&hub, self.processes);
+                if sock.is_some_and(|s| !answers(&s)) {
+                    return Err(database_gone());
+                }
             }
             let log = cx.log_dir.join(format!("{}.log", hub.name()));
             if let Err(exit) = runs {
@@ -487,13 +500,11 @@ impl Bridges {
     /// once ovs-vswitchd runs (its start line served the database first): its
     /// ovsdb-server has ended, and every wait for it would last its bound.
     fn database(&self, hub: &Node, log_dir: &std::path::Path) -> anyhow::Result<String> {
-        let dir = hub_run_dir(hub, self.processes)
+        let sock = database_socket(hub, self.processes)
             .context("the fleet's Open vSwitch node has no world")?;
-        let sock = format!("{dir}/db.sock");
         let since = std::time::Instant::now();
-        let served = || database_answers(hub, self.processes) == Some(true);
         let log = || last_lines(&log_dir.join(format!("{}.log", hub.name())), 5);
-        while !served() && since.elapsed() < DB_WAIT {
+        while !answers(&sock) && since.elapsed() < DB_WAIT {
             match vswitchd_runs(hub, self.processes) {
                 Err(exit) => anyhow::bail!(
                     "the fleet's Open vSwitch's start line ended ({exit}); its log ends:\n{}",
@@ -510,8 +521,7 @@ impl Bridges {
     /// vSwitch reconfigures itself once per transaction, over all its bridges, and each
     /// `ovs-vsctl` reads the whole database first: a transaction per switch made
     /// Mininet's tree1024 (33 switches, 1,056 ports) wait 2 s more.
-    fn make(&self, hub: &Node, nodes: &[&Node], log_dir: &std::path::Path) -> anyhow::Result<()> {
-        let db = self.database(hub, log_dir)?;
+    fn make(&self, db: &str, nodes: &[&Node]) -> anyhow::Result<()> {
         // On a hub that has bridges already (`apply`), a switch being removed goes only
         // once the change is done (see nsfleet-core's `reshape`), and its ports' rows are
         // still there: a new switch may give a port one of their names, which Open
@@ -524,7 +534,7 @@ impl Bridges {
             let ovs = config.ovs.as_ref().context("not an Open vSwitch switch")?;
             if running {
                 for i in node.wiring().ifaces.iter() {
-                    args.extend(["--", "--if-exists", "del-port", &i.name].map(String::from));
+                    args.extend(del_port_args(&i.name));
                 }
             }
             args.extend(bridge_args(node, ovs, k)?);
@@ -534,7 +544,7 @@ impl Bridges {
         for node in nodes {
             self.switches.add(node);
         }
-        let made = vsctl(&db, &args, false);
+        let made = vsctl(db, &args, false);
         if made.is_err() {
             nodes.iter().for_each(|n| self.switches.remove(n));
         }
@@ -552,12 +562,12 @@ impl Bridges {
         let br = bridge_name(node);
         del_br(&db, br, true).with_context(|| format!("deleting Open vSwitch bridge {br}"))?;
         self.switches.remove(node);
-        self.make(&hub, &[node], log_dir)
+        self.make(&db, &[node])
     }
 
     /// Changes a switch's bridge in place from its shape `was` (see [`change_args`]),
-    /// in one transaction, waiting until ovs-vswitchd has taken it; the relays know its
-    /// datapath id and controllers as they now are first.
+    /// in its two transactions, each waited for until ovs-vswitchd has taken it; the
+    /// relays know its datapath id and controllers as they now are before the second.
     fn change(&self, node: &Node, was: &Shape, log_dir: &std::path::Path) -> anyhow::Result<()> {
         let hub = (node.host()).context("the fleet's Open vSwitch node is gone")?;
         let db = self.database(&hub, log_dir)?;
@@ -615,8 +625,10 @@ impl Bridges {
     /// a namespace's end deletes a veth pair of which neither end's node is left).
     fn unmake(&self, node: &Node) {
         let Some(hub) = node.host() else { return };
-        if let Ok(db) = self.database(&hub, std::path::Path::new("/dev/null")) {
-            let _ = del_br(&db, bridge_name(node), false);
+        // Not waited for: a database that does not answer now has ended, and its rows
+        // with it.
+        if let Some(sock) = database_socket(&hub, self.processes).filter(|s| answers(s)) {
+            let _ = del_br(&format!("unix:{sock}"), bridge_name(node), false);
         }
         let indexes: Vec<i32> = node.wiring().ifaces.iter().map(|i| i.index).collect();
         // A descriptor of its own: the hub's lock is not held through the deletions.
@@ -637,10 +649,15 @@ fn database_gone() -> anyhow::Error {
     )
 }
 
-/// Whether the hub's database takes a connection; `None` while the hub has no world.
-fn database_answers(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<bool> {
-    let sock = format!("{}/db.sock", hub_run_dir(hub, processes)?);
-    Some(std::os::unix::net::UnixStream::connect(sock).is_ok())
+/// The hub's database socket, as the host reaches it; `None` while the hub has no world.
+fn database_socket(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
+    Some(format!("{}/db.sock", hub_run_dir(hub, processes)?))
+}
+
+/// Whether the database at socket `sock` takes a connection (its socket exists a moment
+/// before ovsdb-server listens on it).
+fn answers(sock: &str) -> bool {
+    std::os::unix::net::UnixStream::connect(sock).is_ok()
 }
 
 /// Runs `ovs-vsctl` on database `db` with `args`, and with `wait` until ovs-vswitchd has
@@ -673,24 +690,18 @@ fn del_br(db: &str, br: &str, wait: bool) -> anyhow::Result<()> {
     )
 }
 
-/// Deletes links `indexes` of the namespace `netns`, from a thread of its own (this one
-/// stays where it is), a batch at a time; what is gone already is no error.
-fn delete_links(netns: OwnedFd, indexes: &[i32]) -> std::io::Result<()> {
-    let indexes = indexes.to_vec();
-    std::thread::spawn(move || -> std::io::Result<()> {
-        sys::ns::setns_net(netns.as_fd())?;
-        let mut sock = nsfleet_netlink::NlSocket::open()?;
-        for some in indexes.chunks(nsfleet_netlink::socket::MAX_BATCH) {
-            let mut b = nsfleet_netlink::Batch::new();
-            for &i in some {
-                rtnl::del_link(&mut b, sock.next_seq(), i);
-            }
-            let _ = sock.execute(&b)?;
+/// Deletes links `indexes` of the namespace `netns`, through a socket opened there (this
+/// thread stays where it is), a batch at a time; what is gone already is no error.
+fn delete_links(netns: OwnedFd, indexes: &[i32]) -> anyhow::Result<()> {
+    let (mut sock, _) = crate::link::loose::socket_in(Some(netns.as_fd()))?;
+    for some in indexes.chunks(nsfleet_netlink::socket::MAX_BATCH) {
+        let mut b = nsfleet_netlink::Batch::new();
+        for &i in some {
+            rtnl::del_link(&mut b, sock.next_seq(), i);
         }
-        Ok(())
-    })
-    .join()
-    .unwrap_or_else(|_| Err(std::io::Error::other("the thread deleting links panicked")))
+        let _ = sock.execute(&b)?;
+    }
+    Ok(())
 }
 
 impl Subsystem for Bridges {
@@ -727,7 +738,7 @@ impl Subsystem for Bridges {
             .filter(of_hub)
             .map(|n| &**n)
             .collect();
-        self.make(&hub, &todo, cx.log_dir)
+        self.make(&self.database(&hub, cx.log_dir)?, &todo)
     }
 
     /// A changed switch's bridge is changed in place (see [`in_place`]), or made again,
@@ -1032,7 +1043,7 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
         .find(|n| n.wiring().addrs().any(|a| a.addr == ip))
 }
 
-/// What a relay's connections share: where they go, the sockets `exit` shuts down, what
+/// What a relay's connections share: where they go, the sockets `Relay::close` shuts down, what
 /// `status` says of them, which switch a datapath id is, and where their changes are
 /// told.
 #[derive(Clone)]
@@ -1071,7 +1082,7 @@ impl Ends {
     }
 }
 
-/// Numbers connections, so that each takes its own sockets out of `Relays::conns`.
+/// Numbers connections, so that each takes its own sockets out of `Relay::conns`.
 static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Accepts the switches' connections until the listener is shut down, each relayed to

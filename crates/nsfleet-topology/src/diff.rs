@@ -88,7 +88,7 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
         new.restart_on_failure.to_string(),
     );
     said("env", format!("{:?}", old.env), format!("{:?}", new.env));
-    // An Open vSwitch switch whose settings change starts its Open vSwitch again.
+    // An Open vSwitch switch whose settings change: its bridge is changed in place.
     type Field = (&'static str, fn(&crate::OvsSwitch) -> String);
     let fields: [Field; 6] = [
         ("controller", |o| format!("{:?}", o.controllers)),

@@ -93,6 +93,7 @@ pub enum VethCommand {
 /// in containerlab: it goes with its node (a host end too).
 ///
 ///   nsfleet tools veth create -a clab-lab-r1:eth9 -b clab-lab-r2:eth9 --mtu 1500
+///
 ///   nsfleet tools veth create -a clab-lab-r3:eth1 -b ovs-bridge:ovsbr1:ovsp3
 #[derive(Args)]
 pub struct VethCreate {

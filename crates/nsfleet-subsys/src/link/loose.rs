@@ -59,20 +59,21 @@ pub fn make_pair(a: &LooseEnd<'_>, b: &LooseEnd<'_>, mtu: Option<u32>) -> anyhow
     (socks[0].execute_all(&batch)).map_err(|e| anyhow!("making the veth pair: {e}"))?;
     let up = bring_up(&mut socks, [a, b], bridges);
     if up.is_err() {
-        // The pair goes whole with either end.
-        let mut batch = Batch::new();
-        rtnl::del_link_by_name(&mut batch, socks[0].next_seq(), a.name);
-        let _ = socks[0].execute_all(&batch);
+        let _ = delete_by_name(&mut socks[0], a.name);
     }
     up
 }
 
 /// Deletes the pair that has end `end` (the caller's undo of a pair it could not use).
 pub fn remove_pair(end: &LooseEnd<'_>) -> anyhow::Result<()> {
-    let (mut s, _) = socket_in(end.netns)?;
+    delete_by_name(&mut socket_in(end.netns)?.0, end.name)
+}
+
+/// Deletes link `name` of the namespace `s` is in: a veth pair goes whole with either end.
+fn delete_by_name(s: &mut NlSocket, name: &str) -> anyhow::Result<()> {
     let mut batch = Batch::new();
-    rtnl::del_link_by_name(&mut batch, s.next_seq(), end.name);
-    (s.execute_all(&batch)).map_err(|e| anyhow!("deleting {}: {e}", end.name))
+    rtnl::del_link_by_name(&mut batch, s.next_seq(), name);
+    (s.execute_all(&batch)).map_err(|e| anyhow!("deleting {name}: {e}"))
 }
 
 /// Each end up, a port of its bridge where it has one.
@@ -93,7 +94,7 @@ fn bring_up(
 
 /// A route socket in the namespace behind `netns` (the caller's when `None`), and a
 /// descriptor of that namespace (IFLA_NET_NS_FD takes no pidfd).
-fn socket_in(netns: Option<BorrowedFd<'_>>) -> anyhow::Result<(NlSocket, OwnedFd)> {
+pub(crate) fn socket_in(netns: Option<BorrowedFd<'_>>) -> anyhow::Result<(NlSocket, OwnedFd)> {
     let open = || -> anyhow::Result<(NlSocket, OwnedFd)> {
         let ns = sys::current_netns().context("opening a network namespace's descriptor")?;
         Ok((NlSocket::open()?, ns))

@@ -208,7 +208,7 @@ pub fn check_port_number(n: i64) -> Result<u16, String> {
 /// What an OVS switch needs installed, with what to say where Open vSwitch is not.
 pub fn needs() -> Vec<(HostNeed, String)> {
     // One sentence for all: said once however many are missing.
-    let why = format!("kind = \"ovs\" needs Open vSwitch ({}), which is not installed here: apt-get install openvswitch-switch", PROGRAMS.join(", "));
+    let why = format!("Open vSwitch switches (kind = \"ovs\", containerlab's ovs-bridge) need Open vSwitch ({}), which is not installed here: apt-get install openvswitch-switch", PROGRAMS.join(", "));
     (PROGRAMS.iter())
         .map(|p| (HostNeed::Program(p.to_string()), why.clone()))
         .collect()
