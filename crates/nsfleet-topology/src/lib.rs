@@ -21,6 +21,7 @@ pub mod front;
 mod kernel;
 pub mod kind;
 pub mod link;
+pub mod part;
 pub mod reshape;
 mod resolve;
 mod values;
