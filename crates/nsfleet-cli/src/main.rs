@@ -84,6 +84,7 @@ fn main() {
         Command::Node(c) => c.run(run_dir),
         Command::Link(c) => c.run(run_dir),
         Command::Clean(c) => c.run(run_dir),
+        Command::Kube(c) => c.run(run_dir),
         Command::Bench(c) => c.run(),
         Command::Report(c) => c.run(),
         Command::Vm(c) => c.run(),

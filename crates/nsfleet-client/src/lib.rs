@@ -20,6 +20,7 @@ pub mod gen;
 pub mod graph;
 pub mod image;
 pub mod impair;
+pub mod kube;
 pub mod link;
 pub mod mn;
 pub mod netlab;

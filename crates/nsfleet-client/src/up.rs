@@ -45,6 +45,29 @@ pub struct UpArgs {
     pub owner: Option<libc::pid_t>,
 }
 
+impl UpArgs {
+    /// An `up` of nothing yet, everything at its default: the machine's CPUs, the host's
+    /// software, nsfleet's image store, no owner. For callers other than the command line
+    /// (a containerlab stand-in, a Kubernetes agent's part).
+    pub fn defaults(run_dir: PathBuf) -> UpArgs {
+        UpArgs {
+            file: None,
+            format: None,
+            name: None,
+            workers: default_workers(),
+            max_unreclaimed: DEFAULT_MAX_UNRECLAIMED,
+            run_dir,
+            json: false,
+            dry_run: false,
+            software: topology::Software::Host,
+            images: PathBuf::from(crate::image::DEFAULT_STORE),
+            netns_names: false,
+            vars: Vec::new(),
+            owner: None,
+        }
+    }
+}
+
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let valid = validate(&a)?;
     start(a, valid)
@@ -56,6 +79,17 @@ pub struct Validated {
     took: Duration,
     /// The image store's hold on the images the nodes run, handed to the supervisor.
     hold: Option<nsfleet_image::Hold>,
+}
+
+impl Validated {
+    /// A topology checked already (a machine's part of a fleet on Kubernetes).
+    pub fn of(topo: Topology) -> Validated {
+        Validated {
+            topo,
+            took: Duration::ZERO,
+            hold: None,
+        }
+    }
 }
 
 /// The file (or the built-in default) read and checked against this kernel, its

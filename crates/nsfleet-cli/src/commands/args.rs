@@ -40,7 +40,7 @@ pub struct LaunchArgs {
     /// the topology file as fields (file null when the error is about no file; line and
     /// column null when it is about no place in it).
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Validate the file and check it against this machine, then stop: nothing is
     /// created.
     #[arg(long)]
@@ -153,5 +153,35 @@ pub fn parse_format(s: &str) -> Result<nsfleet::topology::Format, String> {
         "toml" => Ok(nsfleet::topology::Format::Toml),
         "clab" | "containerlab" => Ok(nsfleet::topology::Format::Clab),
         _ => Err(format!("expected toml or clab, got {s:?}")),
+    }
+}
+
+/// `--kube`: the fleet is on a Kubernetes cluster (see `nsfleet kube --help`), not here.
+#[derive(Args, Clone, Debug, Default)]
+pub struct KubeArgs {
+    /// The fleet is spread over a Kubernetes cluster's machines: the cluster of
+    /// $KUBECONFIG (or ~/.kube/config), where `nsfleet kube install` has put nsfleet.
+    #[arg(long)]
+    pub kube: bool,
+    /// With --kube: the kubeconfig's context to use instead of its current one.
+    #[arg(long, requires = "kube", value_name = "CONTEXT")]
+    pub context: Option<String>,
+    /// With --kube: the namespace of the Fleet resource.
+    #[arg(
+        long = "kube-namespace",
+        requires = "kube",
+        default_value = "default",
+        value_name = "NS"
+    )]
+    pub namespace: String,
+}
+
+impl KubeArgs {
+    /// The cluster, when --kube was given.
+    pub fn cluster(&self) -> Option<cmd::kube::Cluster> {
+        self.kube.then(|| cmd::kube::Cluster {
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+        })
     }
 }

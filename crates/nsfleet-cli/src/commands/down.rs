@@ -1,5 +1,6 @@
 //! `nsfleet down`: end a fleet and, unless told not to, wait for the kernel to reclaim it.
 
+use super::args::KubeArgs;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -14,6 +15,8 @@ pub struct DownCommand {
     no_wait: bool,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl DownCommand {
@@ -22,7 +25,11 @@ impl DownCommand {
             name,
             no_wait,
             json,
+            kube,
         } = self;
+        if let Some(cluster) = kube.cluster() {
+            return cmd::kube::down(&name, &cluster, json);
+        }
         cmd::down::down(cmd::down::DownArgs {
             name,
             no_wait,

@@ -1,6 +1,7 @@
 //! `nsfleet exec`: run a command inside a node, or (containerlab's form) commands on
 //! every node of a lab that matches labels.
 
+use super::args::KubeArgs;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -51,6 +52,8 @@ pub struct ExecCommand {
     /// ({CONTAINER: [{cmd, return-code, stdout, stderr}]}, containerlab's).
     #[arg(short = 'f', long, default_value = "plain", value_parser = ["plain", "table", "json"], requires = "cmds")]
     format: String,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl ExecCommand {
@@ -63,6 +66,7 @@ impl ExecCommand {
             cmds,
             labels,
             format,
+            kube,
         } = self;
         if !cmds.is_empty() {
             return cmd::clab_exec::exec_labs(cmd::clab_exec::ExecLabsArgs {
@@ -76,6 +80,9 @@ impl ExecCommand {
         let (Some(name), Some(node)) = (name, node) else {
             anyhow::bail!("give the fleet and the node: nsfleet exec NAME NODE -- COMMAND");
         };
+        if let Some(cluster) = kube.cluster() {
+            std::process::exit(cmd::kube::exec(&name, &node, &command, &cluster)?);
+        }
         cmd::exec::exec(cmd::exec::ExecArgs {
             name,
             node,

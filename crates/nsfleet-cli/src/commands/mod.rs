@@ -16,6 +16,7 @@ pub mod graph;
 pub mod image;
 pub mod impair;
 pub mod inspect;
+pub mod kube;
 pub mod link;
 pub mod mn;
 pub mod netlab;
@@ -57,6 +58,8 @@ pub enum Command {
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
     Clean(clean::CleanCommand),
+    #[command(subcommand)]
+    Kube(kube::KubeCommand),
     #[command(subcommand)]
     Image(image::ImageCommand),
     #[command(subcommand)]

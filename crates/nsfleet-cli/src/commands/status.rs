@@ -1,5 +1,6 @@
 //! `nsfleet status`: every fleet, or one with its nodes.
 
+use super::args::KubeArgs;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -12,11 +13,19 @@ pub struct StatusCommand {
     /// {"fleets": [{"name", "pid", "state", "nodes": [{"name", ...}], ...}]}
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl StatusCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let StatusCommand { name, json } = self;
+        let StatusCommand { name, json, kube } = self;
+        if let Some(cluster) = kube.cluster() {
+            let Some(name) = name else {
+                anyhow::bail!("status --kube needs the fleet's name");
+            };
+            return cmd::kube::status(&name, &cluster, json);
+        }
         cmd::status::status(cmd::status::StatusArgs {
             name,
             json,

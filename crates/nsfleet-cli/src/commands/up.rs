@@ -1,7 +1,7 @@
 //! `nsfleet up`: build a fleet from a topology file (or the default one) and leave
 //! its supervisor running.
 
-use super::args::{parse_format, LaunchArgs};
+use super::args::{parse_format, KubeArgs, LaunchArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -49,6 +49,8 @@ pub struct UpCommand {
     name: Option<String>,
     #[command(flatten)]
     launch: LaunchArgs,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl UpCommand {
@@ -58,7 +60,14 @@ impl UpCommand {
             format,
             name,
             launch,
+            kube,
         } = self;
+        if let Some(cluster) = kube.cluster() {
+            let Some(file) = file else {
+                anyhow::bail!("up --kube needs a topology file");
+            };
+            return cmd::kube::up(&file, format, name, &cluster, launch.json);
+        }
         cmd::up::up(launch.up(file, format, name, run_dir))
     }
 }

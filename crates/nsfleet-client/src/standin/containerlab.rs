@@ -60,19 +60,8 @@ fn topo(
 fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     let (file, reconfigure, _) = topo(args, &["--reconfigure", "-c"])?;
     let up = crate::up::UpArgs {
-        file: None,
-        format: None,
-        name: None,
-        workers: crate::up::default_workers(),
-        max_unreclaimed: crate::up::DEFAULT_MAX_UNRECLAIMED,
-        run_dir,
-        json: false,
-        dry_run: false,
-        software: nsfleet::topology::Software::Host,
-        images: PathBuf::from(crate::image::DEFAULT_STORE),
         netns_names: true,
-        vars: Vec::new(),
-        owner: None,
+        ..crate::up::UpArgs::defaults(run_dir)
     };
     let run_dir = up.run_dir.clone();
     clab::deploy(clab::DeployArgs {

@@ -1,0 +1,75 @@
+//! `nsfleet kube`: nsfleet in a Kubernetes cluster: what to install there, and the
+//! controller and agent that run there.
+
+use clap::Subcommand;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+
+/// Fleets larger than one machine, on Kubernetes.
+///
+/// One fleet is spread over the machines of a cluster: a controller (a Deployment)
+/// places its nodes on the machines that run nsfleet's agent (a DaemonSet, privileged,
+/// in each machine's own network), cutting as few links as it can, and each agent
+/// brings up its machine's part with nsfleet's own supervisor, at nsfleet's pace. A link
+/// between nodes on two machines is a VXLAN tunnel between the machines' addresses
+/// (its MTU lowered by 50 bytes, and said); every node keeps its name and addresses
+/// wherever it lands.
+///
+///   nsfleet kube install --image REGISTRY/nsfleet:TAG   # CRDs, RBAC, controller, agents
+///   nsfleet up lab.toml --kube                          # a Fleet resource, followed until up
+///   nsfleet status lab --kube [--json]                  # per machine; --json: each node's machine
+///   nsfleet exec lab r7 --kube -- ping -c1 10.0.0.1     # in the node, on its machine
+///   nsfleet down lab --kube                             # every machine's part reclaimed
+///   kubectl get fleets; kubectl delete fleet lab        # the same, from kubectl
+///
+/// The image is nsfleet's binary (and the libraries it links) with `nsfleet` as its
+/// entry point: scripts/kube-cluster builds one. A test cluster on this box:
+/// `scripts/kube-cluster up --machines 3`.
+#[derive(Subcommand)]
+pub enum KubeCommand {
+    /// Apply nsfleet's resources, RBAC, controller and agents to the cluster.
+    Install {
+        /// The image holding nsfleet (its entry point `nsfleet`).
+        #[arg(long)]
+        image: String,
+        /// HOST:PORT where pods reach the API server, when the cluster's service address
+        /// does not work from a machine's own network (a cluster without kube-proxy).
+        #[arg(long)]
+        api_server: Option<String>,
+        /// The kubeconfig's context to use instead of its current one.
+        #[arg(long)]
+        context: Option<String>,
+    },
+    /// Print what `install` applies, as one JSON list (`| kubectl apply -f -`).
+    Manifests {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        api_server: Option<String>,
+    },
+    /// Run the controller (the Deployment's command).
+    Controller,
+    /// Run a machine's agent (the DaemonSet's command).
+    Agent,
+    /// Bring up one machine's part of a fleet (the agent's command).
+    #[command(hide = true)]
+    UpPart { file: PathBuf },
+}
+
+impl KubeCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        match self {
+            KubeCommand::Install {
+                image,
+                api_server,
+                context,
+            } => cmd::kube::install(image, api_server, context),
+            KubeCommand::Manifests { image, api_server } => {
+                cmd::kube::print_manifests(image, api_server)
+            }
+            KubeCommand::Controller => cmd::kube::controller(),
+            KubeCommand::Agent => cmd::kube::agent(),
+            KubeCommand::UpPart { file } => cmd::kube::up_part(&file, run_dir),
+        }
+    }
+}

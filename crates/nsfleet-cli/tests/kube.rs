@@ -1,0 +1,396 @@
+//! Fleets on Kubernetes, on a real cluster on this box: scripts/kube-cluster builds
+//! Kubernetes from its Go modules and runs three "machines", each a node of an nsfleet
+//! fleet with its own containerd and kubelet; nsfleet is installed in it (its controller
+//! and agents in images built here), and one fleet is spread over the machines, its cut
+//! links VXLAN tunnels. Bad input, a controller restart, a lost agent and agents all gone
+//! are each tried; the cluster's `down` leaves nothing on the host.
+
+mod harness;
+
+use harness::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The test cluster, taken down (with everything it made) when dropped.
+struct Cluster<'a> {
+    env: &'a Env,
+    name: String,
+    dir: PathBuf,
+    kubeconfig: String,
+}
+
+fn script(env: &Env, args: &[&str]) -> std::process::Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new("bash")
+        .arg(root.join("scripts/kube-cluster"))
+        .args(args)
+        .env("NSFLEET", env!("CARGO_BIN_EXE_nsfleet"))
+        .env("NSFLEET_RUN_DIR", &env.run_dir)
+        .output()
+        .expect("bash runs")
+}
+
+impl<'a> Cluster<'a> {
+    fn up(env: &'a Env, machines: usize) -> Cluster<'a> {
+        let name = format!("t{}", std::process::id());
+        let mut c = Cluster {
+            env,
+            dir: PathBuf::from("/var/lib/nsfleet/kube-clusters").join(&name),
+            name,
+            kubeconfig: String::new(),
+        };
+        let out = script(
+            env,
+            &["up", "--machines", &machines.to_string(), "--name", &c.name],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "kube-cluster up failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c.kubeconfig = stdout.lines().last().unwrap().to_string();
+        c
+    }
+
+    /// nsfleet with the cluster's kubeconfig.
+    fn nsfleet(&self, args: &[&str]) -> std::process::Output {
+        self.env
+            .cmd(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.nsfleet(args);
+        assert!(
+            out.status.success(),
+            "nsfleet {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Fails, saying `expected` on stderr.
+    fn fails(&self, args: &[&str], expected: &str) {
+        let out = self.nsfleet(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "nsfleet {args:?} succeeded");
+        assert!(err.contains(expected), "nsfleet {args:?}: {err}");
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let out = Command::new(self.dir.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    /// Waits (a minute at most) until the fleet's phase is `phase`.
+    fn wait_phase(&self, fleet: &str, phase: &str) {
+        wait_until(phase, Duration::from_secs(60), || {
+            let now = self.phase(fleet);
+            if now == phase {
+                Ok(())
+            } else {
+                Err(now)
+            }
+        });
+    }
+
+    fn phase(&self, fleet: &str) -> String {
+        let s = self.json(&["status", fleet, "--kube", "--json"]);
+        s["status"]["phase"].as_str().unwrap_or("").to_string()
+    }
+}
+
+impl Drop for Cluster<'_> {
+    fn drop(&mut self) {
+        let out = script(self.env, &["down", "--name", &self.name]);
+        if !out.status.success() {
+            eprintln!(
+                "kube-cluster down: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// Why this machine cannot run the test cluster, if it cannot (CI installs all of it).
+fn missing() -> Option<String> {
+    let have = |p: &str| Path::new(p).exists();
+    let on_path = |c: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    for c in ["containerd", "runc", "openssl", "gcc"] {
+        if !on_path(c) {
+            return Some(format!("{c} is not installed"));
+        }
+    }
+    if !have("/usr/lib/cni/bridge") {
+        return Some("containernetworking-plugins is not installed".into());
+    }
+    if !on_path("go") && !have("/usr/local/go/bin/go") {
+        return Some("no Go toolchain".into());
+    }
+    None
+}
+
+const RING: &str =
+    "[fleet]\nname = \"kring\"\n\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
+
+#[test]
+fn a_fleet_spreads_over_three_machines_and_comes_back() {
+    if let Some(why) = missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let env = Env::new("kube");
+    let cluster = Cluster::up(&env, 3);
+    let k = &cluster;
+
+    // Before nsfleet is installed, a Fleet is refused with what to do.
+    let ring = env.file("kring.toml", RING);
+    let ring = ring.to_str().unwrap();
+    k.fails(&["up", ring, "--kube"], "nsfleet kube install");
+
+    let image = std::fs::read_to_string(k.dir.join("images/nsfleet.ref")).unwrap();
+    let api = format!(
+        "{}:6443",
+        std::fs::read_to_string(k.dir.join("cp-address"))
+            .unwrap()
+            .trim()
+    );
+    let installed = k.ok(&[
+        "kube",
+        "install",
+        "--image",
+        image.trim(),
+        "--api-server",
+        &api,
+    ]);
+    assert!(
+        installed.contains("3 machines run the agent"),
+        "{installed}"
+    );
+
+    // Bad input: nothing is made in the cluster.
+    let bad = env.file(
+        "bad.toml",
+        "[fleet]\nname = \"bad\"\n[[node]]\nname = \"a\"\ncount = \"x\"\n",
+    );
+    k.fails(&["up", bad.to_str().unwrap(), "--kube"], "bad.toml:5");
+    let nowhere = env.file(
+        "nowhere.kubeconfig",
+        &std::fs::read_to_string(&k.kubeconfig)
+            .unwrap()
+            .replace(":6443", ":1"),
+    );
+    let out = env
+        .cmd(&["status", "x", "--kube"])
+        .env("KUBECONFIG", &nowhere)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be reached"),
+        "{out:?}"
+    );
+    assert_eq!(k.kubectl(&["get", "fleets", "-o", "name"]).trim(), "");
+
+    // A ring of 30 over three machines: three links cut, each a tunnel of MTU 1450.
+    let up = k.ok(&["up", ring, "--kube"]);
+    assert!(up.contains("30 nodes on 3 machines"), "{up}");
+    assert!(
+        up.contains("3 links cross machines (VXLAN, MTU 1450)"),
+        "{up}"
+    );
+    let status = k.json(&["status", "kring", "--kube", "--json"]);
+    let machine_of = |n: usize| -> String {
+        let nodes = status["nodes"].as_array().unwrap();
+        let node = nodes.iter().find(|x| x["name"] == format!("r{n}")).unwrap();
+        node["machine"].as_str().unwrap().to_string()
+    };
+    let mut machines: Vec<String> = (1..=30).map(machine_of).collect();
+    machines.sort();
+    machines.dedup();
+    assert_eq!(machines.len(), 3, "{status}");
+
+    // A ping across a cut link, node to node, over the machines' tunnel.
+    let cut = (1..30)
+        .find(|&i| machine_of(i) != machine_of(i + 1))
+        .unwrap();
+    let (a, b) = (format!("r{cut}"), format!("r{}", cut + 1));
+    let addr = k.ok(&[
+        "exec", "kring", &b, "--kube", "--", "ip", "-4", "-o", "addr", "show", "eth0",
+    ]);
+    let b_addr: std::net::Ipv4Addr = addr
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let a_addr = std::net::Ipv4Addr::from(u32::from(b_addr) - 1);
+    let eth1 = k.ok(&[
+        "exec", "kring", &a, "--kube", "--", "ip", "-d", "link", "show", "eth1",
+    ]);
+    let a_text = a_addr.to_string();
+    let ping_across = || {
+        k.ok(&[
+            "exec", "kring", &b, "--kube", "--", "ping", "-c1", "-W2", &a_text,
+        ])
+    };
+    assert!(
+        eth1.contains("vxlan id") && eth1.contains("mtu 1450"),
+        "{eth1}"
+    );
+    ping_across();
+    let out = k.nsfleet(&["exec", "kring", &a, "--kube", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "exec's exit code passes through"
+    );
+
+    // Two fleets of one name, a machine without the agent, a fleet bigger than the cluster.
+    k.fails(&["up", ring, "--kube"], "already in namespace default");
+    let ghost = r#"{"apiVersion":"nsfleet.dev/v1alpha1","kind":"Fleet","metadata":{"name":"ghost"},"spec":{"machines":["nope"],"topology":"[fleet]\nname = \"ghost\"\n[[node]]\nname = \"a\"\n"}}"#;
+    let ghost_file = env.file("ghost.json", ghost);
+    k.kubectl(&["apply", "-f", ghost_file.to_str().unwrap()]);
+    k.wait_phase("ghost", "Failed");
+    let s = k.json(&["status", "ghost", "--kube", "--json"]);
+    assert!(
+        s["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("machine nope runs no ready nsfleet agent"),
+        "{s}"
+    );
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 0, "no part was made");
+    k.ok(&["down", "ghost", "--kube"]);
+    let capacity: u64 = k
+        .kubectl(&[
+            "-n",
+            "nsfleet-system",
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].metadata.annotations.nsfleet\\.dev/capacity}",
+        ])
+        .split_whitespace()
+        .map(|c| c.parse::<u64>().unwrap())
+        .sum();
+    // Nodes that run FRR weigh about 16 MB each.
+    let count = capacity / (16 << 20) + 100;
+    let big = env.file("big.toml", &format!("[fleet]\nname = \"big\"\n[[node]]\nname = \"r{{i}}\"\ncount = {count}\ncommands = [\"exec zebra\"]\n"));
+    k.fails(
+        &["up", big.to_str().unwrap(), "--kube"],
+        "the fleet needs about",
+    );
+    assert!(!k.kubectl(&["get", "fleets", "-o", "name"]).contains("big"));
+
+    // A restarted controller loses nothing: the state is in the resources.
+    k.kubectl(&[
+        "-n",
+        "nsfleet-system",
+        "delete",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=nsfleet-controller",
+    ]);
+    ping_across();
+    assert_eq!(k.phase("kring"), "Running");
+
+    // An agent lost while running: its machine's nodes are gone, the fleet Degraded, and
+    // `down` still takes the rest down.
+    let pods = k.kubectl(&[
+        "-n",
+        "nsfleet-system",
+        "get",
+        "pods",
+        "-o",
+        "wide",
+        "--no-headers",
+    ]);
+    let lost_machine = machine_of(cut);
+    let agent = pods
+        .lines()
+        .find(|l| l.contains("nsfleet-agent") && l.split_whitespace().nth(6) == Some(&lost_machine))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    k.kubectl(&["-n", "nsfleet-system", "delete", "pod", &agent]);
+    k.wait_phase("kring", "Degraded");
+    let s = k.json(&["status", "kring", "--kube", "--json"]);
+    assert!(
+        s["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("machine {lost_machine}")),
+        "{s}"
+    );
+    let down = k.ok(&["down", "kring", "--kube"]);
+    assert!(down.contains("reclaimed on 3 of 3 machines"), "{down}");
+    assert_eq!(
+        k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
+            .trim(),
+        ""
+    );
+
+    // Agents all gone: deleting a fleet does not hang; it says which machines could not
+    // say their part was reclaimed.
+    k.ok(&["up", ring, "--kube"]);
+    k.kubectl(&[
+        "-n",
+        "nsfleet-system",
+        "delete",
+        "daemonset",
+        "nsfleet-agent",
+        "--cascade=foreground",
+    ]);
+    k.fails(
+        &["down", "kring", "--kube"],
+        "3 machine(s) could not say their part was reclaimed",
+    );
+    assert_eq!(
+        k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
+            .trim(),
+        ""
+    );
+
+    let name = cluster.name.clone();
+    let dir = cluster.dir.clone();
+    drop(cluster);
+    // Nothing of the cluster is left on the host.
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&links.stdout).contains(&format!("nsfk-{name}")));
+    assert!(!dir.exists(), "{} is left", dir.display());
+    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let left = h.path().join("nsfleet-kube").join(&name);
+        assert!(!left.exists(), "{} is left", left.display());
+    }
+}

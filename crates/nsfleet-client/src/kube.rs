@@ -1,0 +1,262 @@
+//! `--kube`: `up`, `status`, `exec` and `down` of a fleet spread over a Kubernetes cluster,
+//! and `nsfleet kube` (install, the controller, the agent, one machine's part). What is
+//! done in the cluster is nsfleet-kube's; the printing for people and machines is here.
+
+use crate::up::{UpArgs, Validated};
+use anyhow::{anyhow, bail, Context};
+use nsfleet::topology::{self, Topology};
+use nsfleet_kube::crd::{FleetPartSpec, FleetSpec, FleetStatus, MachineStatus};
+use nsfleet_kube::{manifests, plan, remote};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which cluster, and which namespace of it.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub context: Option<String>,
+    pub namespace: String,
+}
+
+/// How long `kube install` waits for the controller and the agents to run.
+const INSTALL_BOUND: Duration = Duration::from_secs(180);
+/// How long `up --kube` waits for every machine's part.
+const UP_BOUND: Duration = Duration::from_secs(600);
+/// How long `down --kube` waits for every machine to take its part down (the controller
+/// gives up on a machine without an agent after its own bound, 30 s).
+const DOWN_BOUND: Duration = Duration::from_secs(300);
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// `nsfleet up FILE --kube`: the file read and checked here (its errors name its lines,
+/// and nothing is made in the cluster), then a Fleet made and followed until every
+/// machine's part is up.
+pub fn up(
+    file: &Path,
+    format: Option<topology::Format>,
+    name: Option<String>,
+    c: &Cluster,
+    json: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let text = topology::read_text(file)?;
+    let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
+        topology::Format::Toml => "toml",
+        topology::Format::Clab => "clab",
+    };
+    let draft = plan::draft(&file.display().to_string(), &text, Some(format_name))?;
+    let mut topo = draft.check(&topology::KernelCaps::assumed())?;
+    if let Some(n) = name {
+        topo.name = n;
+    }
+    let name = topo.name.clone();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let spec = FleetSpec {
+            topology: Some(text),
+            format: Some(format_name.into()),
+            ..FleetSpec::default()
+        };
+        remote::create(&client, &c.namespace, &name, spec).await?;
+        if !json {
+            eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", topo.node_count(), c.namespace);
+        }
+        let status = remote::wait_ready(&client, &c.namespace, &name, UP_BOUND, |s| {
+            if !json {
+                eprintln!("  {:<10} {}/{} nodes up  {}", s.phase, s.nodes_up, s.nodes, s.message);
+            }
+        })
+        .await?;
+        if status.phase == "Failed" {
+            // The controller has rolled the fleet back; the resource goes too.
+            let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
+            bail!("fleet {name} failed: {}", status.message);
+        }
+        if json {
+            println!("{}", serde_json::json!({ "fleet": name, "status": status, "seconds": started.elapsed().as_secs_f64() }));
+        } else {
+            println!(
+                "fleet {name:?} is up on Kubernetes: {} nodes on {} machines in {:.1} s; {} links cross machines (VXLAN, MTU {})",
+                status.nodes,
+                status.machine_count,
+                started.elapsed().as_secs_f64(),
+                status.tunnels,
+                status.tunnel_mtu.unwrap_or(0)
+            );
+            print_machines(&status.machines);
+        }
+        Ok(())
+    })
+}
+
+fn print_machines(machines: &[MachineStatus]) {
+    println!(
+        "  {:<16} {:<16} {:>7} {:>7} {:<10} MESSAGE",
+        "MACHINE", "ADDRESS", "NODES", "UP", "PHASE"
+    );
+    for m in machines {
+        println!(
+            "  {:<16} {:<16} {:>7} {:>7} {:<10} {}",
+            m.machine, m.address, m.nodes, m.nodes_up, m.phase, m.message
+        );
+    }
+}
+
+/// `nsfleet status NAME --kube`: the Fleet's status, and with `--json` the machine of
+/// every node.
+pub fn status(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let (fleet, parts) = remote::get(&client, &c.namespace, name).await?;
+        let status: FleetStatus = fleet.status.unwrap_or_default();
+        if json {
+            let nodes: Vec<_> = (parts.iter())
+                .flat_map(|p| p.spec.nodes.iter().map(|n| serde_json::json!({"name": n, "machine": p.spec.machine})))
+                .collect();
+            println!("{}", serde_json::json!({ "fleet": name, "namespace": c.namespace, "status": status, "nodes": nodes }));
+            return Ok(());
+        }
+        println!(
+            "fleet {name} (namespace {}): {}  {}/{} nodes up on {} machines; {} links cross machines  {}",
+            c.namespace, status.phase, status.nodes_up, status.nodes, status.machine_count, status.tunnels, status.message
+        );
+        print_machines(&status.machines);
+        Ok(())
+    })
+}
+
+/// `nsfleet exec NAME NODE --kube -- CMD`: the command run in the node, on its machine.
+pub fn exec(name: &str, node: &str, command: &[String], c: &Cluster) -> anyhow::Result<i32> {
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        Ok(remote::exec(&client, &c.namespace, name, node, command).await?)
+    })
+}
+
+/// `nsfleet down NAME --kube`: the Fleet deleted, and each machine's word on its part.
+pub fn down(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
+    let started = Instant::now();
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let machines = remote::delete(&client, &c.namespace, name, DOWN_BOUND).await?;
+        let lost: Vec<&MachineStatus> = machines.iter().filter(|m| !m.reclaimed).collect();
+        if json {
+            println!("{}", serde_json::json!({ "fleet": name, "machines": machines, "seconds": started.elapsed().as_secs_f64() }));
+        } else {
+            println!(
+                "fleet {name:?} taken down on Kubernetes in {:.1} s: reclaimed on {} of {} machines",
+                started.elapsed().as_secs_f64(),
+                machines.len() - lost.len(),
+                machines.len()
+            );
+            for m in &lost {
+                println!("  {}: not reclaimed ({}): its nodes ended with its agent or machine", m.machine, m.message);
+            }
+        }
+        if !lost.is_empty() {
+            bail!("{} machine(s) could not say their part was reclaimed", lost.len());
+        }
+        Ok(())
+    })
+}
+
+/// `nsfleet kube install`: the resources, RBAC, controller and agents applied.
+pub fn install(
+    image: String,
+    api_server: Option<String>,
+    context: Option<String>,
+) -> anyhow::Result<()> {
+    let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
+    let o = manifests::Options { image, api_server };
+    runtime()?.block_on(async {
+        let client = remote::connect(context.as_deref()).await?;
+        for done in remote::install(&client, &o).await? {
+            println!("applied {done}");
+        }
+        eprintln!(
+            "nsfleet: waiting for the controller and an agent on every machine (bound: {} s)",
+            INSTALL_BOUND.as_secs()
+        );
+        let agents = remote::wait_installed(&client, INSTALL_BOUND).await?;
+        println!(
+            "nsfleet is installed: the controller runs, and {} machines run the agent:",
+            agents.len()
+        );
+        for a in agents.iter().filter(|a| a.ready) {
+            println!(
+                "  {:<16} {:<16} {:>8} MB for fleets, MTU {}",
+                a.machine,
+                a.info.address,
+                a.info.capacity >> 20,
+                a.info.mtu
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `nsfleet kube manifests`: the same objects, as a JSON list for `kubectl apply -f -`.
+pub fn print_manifests(image: String, api_server: Option<String>) -> anyhow::Result<()> {
+    let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
+    let items = manifests::all(&manifests::Options { image, api_server });
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    println!("{}", serde_json::to_string_pretty(&list)?);
+    Ok(())
+}
+
+fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("--api-server {s:?}: expected HOST:PORT"))?;
+    let port = port
+        .parse()
+        .map_err(|_| anyhow!("--api-server {s:?}: expected a port number after ':'"))?;
+    Ok((host.to_string(), port))
+}
+
+/// `nsfleet kube controller`.
+pub fn controller() -> anyhow::Result<()> {
+    runtime()?.block_on(nsfleet_kube::controller::run(manifests::SYSTEM.to_string()))
+}
+
+/// `nsfleet kube agent`: its machine, pod and namespace from the environment the
+/// DaemonSet gives it.
+pub fn agent() -> anyhow::Result<()> {
+    let var = |k: &str| {
+        std::env::var(k).with_context(|| format!("${k} is not set (the DaemonSet sets it)"))
+    };
+    let args = nsfleet_kube::agent::AgentArgs {
+        machine: var("NSFLEET_MACHINE")?,
+        pod: var("NSFLEET_POD")?,
+        namespace: var("NSFLEET_POD_NAMESPACE")?,
+        exe: std::env::current_exe()?,
+        work_dir: PathBuf::from("/run/nsfleet-parts"),
+    };
+    runtime()?.block_on(nsfleet_kube::agent::run(args))
+}
+
+/// `nsfleet kube up-part FILE`: one machine's part brought up, as `up` brings up a file:
+/// the whole topology read and checked against this machine's kernel, this machine's
+/// nodes kept, its cut links made tunnels.
+pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
+    let spec: FleetPartSpec = serde_json::from_slice(&std::fs::read(file)?)
+        .with_context(|| format!("{}: not a fleet part", file.display()))?;
+    let where_ = format!("fleet {}'s topology", spec.fleet);
+    let draft = plan::draft(&where_, &spec.topology, spec.format.as_deref())?;
+    let mut whole: Topology = nsfleet::subsys::probe::validate(draft)?;
+    whole.name = spec.fleet.clone();
+    let here: HashSet<&str> = spec.nodes.iter().map(String::as_str).collect();
+    let cut = plan::crossings(&spec.tunnels).map_err(|e| anyhow!(e))?;
+    let local = spec
+        .address
+        .parse()
+        .map_err(|_| anyhow!("part address {:?}: expected an IP address", spec.address))?;
+    let part = whole.part(|n| here.contains(n), local, &cut);
+    let args = UpArgs::defaults(run_dir);
+    crate::up::start(args, Validated::of(part))
+}

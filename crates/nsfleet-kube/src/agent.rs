@@ -1,0 +1,257 @@
+//! The agent (a DaemonSet: one per machine, privileged, in the machine's own network
+//! namespace): carries out the FleetParts placed on its machine with nsfleet's own
+//! supervisor, and says how each is doing in the part's status.
+//!
+//! Each part is brought up and taken down by this same program run as a command
+//! (`nsfleet kube up-part`, `nsfleet down`): the supervisor is forked from a process of one
+//! thread, never from this one's async runtime. A part the agent finds up (after its own
+//! restart) is left running; a part it finds gone after it was running is Failed: its
+//! nodes ended with the agent's container.
+
+use crate::crd::{FleetPart, PartStatus, FINALIZER, MACHINE_LABEL};
+use crate::{agents, Error};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{finalizer, Event};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a running part's count of nodes up is said again.
+const REFRESH: Duration = Duration::from_secs(10);
+/// Share of the machine's available memory fleets may be given.
+const SHARE_PERCENT: u64 = 80;
+
+pub struct AgentArgs {
+    /// The Kubernetes node (machine) this agent runs on.
+    pub machine: String,
+    pub pod: String,
+    pub namespace: String,
+    /// This program, which runs each part's `up` and `down`.
+    pub exe: PathBuf,
+    /// Where the parts' topologies are written for `up-part`.
+    pub work_dir: PathBuf,
+}
+
+struct Ctx {
+    client: Client,
+    args: AgentArgs,
+}
+
+/// Runs the agent until the process ends.
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let client = Client::try_default().await?;
+    std::fs::create_dir_all(&args.work_dir)?;
+    // The agent is its container's first process: each part's supervisor, once the
+    // command that started it has returned, is an orphan of ours to reap when it ends.
+    std::thread::spawn(|| loop {
+        nsfleet_sys::reap_any();
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    announce(&client, &args).await?;
+    let selector = format!("{MACHINE_LABEL}={}", args.machine);
+    eprintln!(
+        "nsfleet agent on {}: watching parts ({selector})",
+        args.machine
+    );
+    let parts: Api<FleetPart> = Api::all(client.clone());
+    let ctx = Arc::new(Ctx { client, args });
+    let work = Controller::new(parts, watcher::Config::default().labels(&selector))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                eprintln!("nsfleet agent: {e}");
+            }
+        });
+    crate::until_terminated(
+        work,
+        "nsfleet agent: SIGTERM: ending; this machine's parts end with its container",
+    )
+    .await
+}
+
+/// Says what this machine can hold and its underlay's MTU, on the agent's own pod.
+async fn announce(client: &Client, a: &AgentArgs) -> anyhow::Result<()> {
+    let capacity = mem_available()? / 100 * SHARE_PERCENT;
+    let mtu = underlay_mtu();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &a.namespace);
+    let patch = json!({ "metadata": { "annotations": {
+        agents::CAPACITY: capacity.to_string(),
+        agents::MTU: mtu.to_string(),
+    }}});
+    pods.patch(&a.pod, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    eprintln!(
+        "nsfleet agent on {}: {} MB for fleets, underlay MTU {mtu}",
+        a.machine,
+        capacity >> 20
+    );
+    Ok(())
+}
+
+fn mem_available() -> anyhow::Result<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")?;
+    (meminfo.lines())
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb << 10)
+        .ok_or_else(|| anyhow::anyhow!("/proc/meminfo has no MemAvailable"))
+}
+
+/// The smallest MTU of the machine's interfaces that are up, but `lo`: what a tunnel's
+/// packets may meet on their way out.
+fn underlay_mtu() -> u32 {
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok();
+    (std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten())
+    .filter(|e| e.file_name() != "lo")
+    .filter(|e| read(e.path().join("operstate")).is_some_and(|s| s.trim() != "down"))
+    .filter_map(|e| read(e.path().join("mtu"))?.trim().parse().ok())
+    .min()
+    .unwrap_or(1500)
+}
+
+fn error_policy(_: Arc<FleetPart>, e: &Error, _: Arc<Ctx>) -> Action {
+    eprintln!("nsfleet agent: {}", e.0);
+    Action::requeue(Duration::from_secs(2))
+}
+
+async fn reconcile(part: Arc<FleetPart>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let ns = part.namespace().unwrap_or_else(|| "default".into());
+    let api: Api<FleetPart> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, part, |event| async {
+        match event {
+            Event::Apply(p) => bring_up(&api, &p, &ctx).await,
+            Event::Cleanup(p) => take_down(&api, &p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error(e.to_string()))
+}
+
+async fn set_status(api: &Api<FleetPart>, part: &FleetPart, s: PartStatus) -> Result<(), Error> {
+    if part.status.as_ref() == Some(&s) {
+        return Ok(());
+    }
+    let patch = json!({ "status": s });
+    api.patch_status(
+        &part.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<Action, Error> {
+    let fleet = &part.spec.fleet;
+    let phase = part.status.as_ref().map_or("", |s| s.phase.as_str());
+    let local = local_nodes(ctx, fleet).await;
+    let status = match (phase, local) {
+        ("Failed", _) => return Ok(Action::await_change()),
+        (_, Some(up)) => PartStatus {
+            phase: "Running".into(),
+            nodes_up: up,
+            ..PartStatus::default()
+        },
+        ("Running", None) => PartStatus {
+            phase: "Failed".into(),
+            message: "its nodes ended: the agent restarted, or the fleet was taken down outside Kubernetes".into(),
+            ..PartStatus::default()
+        },
+        (_, None) => {
+            set_status(api, part, PartStatus {
+                phase: "Deploying".into(),
+                ..PartStatus::default()
+            })
+            .await?;
+            match up_part(ctx, part).await {
+                Ok(()) => PartStatus {
+                    phase: "Running".into(),
+                    nodes_up: local_nodes(ctx, fleet).await.unwrap_or(0),
+                    ..PartStatus::default()
+                },
+                Err(e) => PartStatus {
+                    phase: "Failed".into(),
+                    message: e,
+                    ..PartStatus::default()
+                },
+            }
+        }
+    };
+    set_status(api, part, status).await?;
+    Ok(Action::requeue(REFRESH))
+}
+
+async fn take_down(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<Action, Error> {
+    let fleet = &part.spec.fleet;
+    if local_nodes(ctx, fleet).await.is_some() {
+        run_nsfleet(ctx, &["down", fleet]).await.map_err(Error)?;
+    }
+    let status = PartStatus {
+        phase: "Reclaimed".into(),
+        reclaimed: true,
+        ..PartStatus::default()
+    };
+    // The part goes once its finalizer does: its last status is for whoever watches it go.
+    let _ = set_status(api, part, status).await;
+    let _ = std::fs::remove_file(part_file(ctx, fleet));
+    Ok(Action::await_change())
+}
+
+fn part_file(ctx: &Ctx, fleet: &str) -> PathBuf {
+    ctx.args.work_dir.join(format!("{fleet}.json"))
+}
+
+async fn up_part(ctx: &Ctx, part: &FleetPart) -> Result<(), String> {
+    let file = part_file(ctx, &part.spec.fleet);
+    let text = serde_json::to_vec(&part.spec).map_err(|e| e.to_string())?;
+    std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    run_nsfleet(ctx, &["kube", "up-part", &file.display().to_string()]).await
+}
+
+/// The part's nodes up, from its supervisor; `None` when it has none running here.
+async fn local_nodes(ctx: &Ctx, fleet: &str) -> Option<u64> {
+    let out = output(ctx, &["status", fleet, "--json"]).await.ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let f = v.get("fleets")?.get(0)?;
+    (f.get("state")?.as_str()? == "up").then(|| f.get("node_count").and_then(|n| n.as_u64()))?
+}
+
+async fn run_nsfleet(ctx: &Ctx, args: &[&str]) -> Result<(), String> {
+    output(ctx, args).await.map(|out| eprint!("{out}"))
+}
+
+/// This program run with `args`: its standard output, or its standard error's last lines
+/// when it fails.
+async fn output(ctx: &Ctx, args: &[&str]) -> Result<String, String> {
+    let exe = ctx.args.exe.clone();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let shown = args.join(" ");
+    let out = tokio::task::spawn_blocking(move || {
+        nsfleet_sys::output_of(std::process::Command::new(exe).args(&args))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("nsfleet {shown}: {e}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = err
+        .lines()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(format!("nsfleet {shown}: {}", tail.join("\n")))
+}

@@ -1,0 +1,403 @@
+//! The controller (a Deployment of one): places each Fleet's nodes on the machines that run
+//! the agent, makes one FleetPart per machine, and keeps the Fleet's status as its parts'
+//! agents report. It holds no state of its own: a restarted controller reads everything
+//! back from the resources.
+//!
+//! A Fleet's life: Deploying (parts made) -> Running (every part up) -> Degraded (a
+//! machine's agent lost while running); Failed (a part failed, or an agent was lost while
+//! deploying: every part is deleted, which rolls the fleet back on every machine);
+//! Deleting (parts deleted; each agent takes its part down and says it was reclaimed).
+//! A part whose agent is gone cannot be taken down by anyone: its finalizer is dropped
+//! after [`LOST_BOUND`], and the Fleet's status says which machine was not reclaimed.
+
+use crate::crd::{
+    Fleet, FleetPart, FleetPartSpec, FleetStatus, MachineStatus, FINALIZER, FLEET_LABEL,
+    MACHINE_LABEL,
+};
+use crate::plan::{self, MachineInfo};
+use crate::{agents, Error};
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{finalizer, Event};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a deleted part whose machine has no agent waits for one before its finalizer
+/// is dropped (nothing can take it down: the machine or its agent is gone).
+pub const LOST_BOUND: Duration = Duration::from_secs(30);
+/// How often a fleet's status is brought up to date while nothing changes (an agent's
+/// loss shows as no event on the fleet or its parts).
+const REFRESH: Duration = Duration::from_secs(5);
+/// The first VXLAN network identifier a fleet may get.
+const FIRST_VNI: u32 = 4096;
+
+pub struct Ctx {
+    pub client: Client,
+    /// The namespace the agents run in.
+    pub system: String,
+}
+
+/// Runs the controller until the process ends.
+pub async fn run(system: String) -> anyhow::Result<()> {
+    let client = Client::try_default().await?;
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        system,
+    });
+    eprintln!("nsfleet controller: watching fleets in every namespace");
+    let fleets = Api::<Fleet>::all(client.clone());
+    let work = Controller::new(fleets, watcher::Config::default())
+        .owns(Api::<FleetPart>::all(client), watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                eprintln!("nsfleet controller: {e}");
+            }
+        });
+    let said = "nsfleet controller: SIGTERM: ending (fleets keep running)";
+    crate::until_terminated(work, said).await
+}
+
+fn error_policy(_: Arc<Fleet>, e: &Error, _: Arc<Ctx>) -> Action {
+    if !e.0.starts_with("waiting") {
+        eprintln!("nsfleet controller: {}", e.0);
+    }
+    Action::requeue(Duration::from_secs(1))
+}
+
+async fn reconcile(fleet: Arc<Fleet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    let api: Api<Fleet> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, fleet, |event| async {
+        match event {
+            Event::Apply(f) => apply(&f, &ctx).await,
+            Event::Cleanup(f) => cleanup(&f, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::CleanupFailed(e)
+        | kube::runtime::finalizer::Error::ApplyFailed(e) => e,
+        e => Error(e.to_string()),
+    })
+}
+
+fn parts_api(ctx: &Ctx, fleet: &Fleet) -> Api<FleetPart> {
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    Api::namespaced(ctx.client.clone(), &ns)
+}
+
+async fn parts_of(ctx: &Ctx, fleet: &Fleet) -> Result<Vec<FleetPart>, Error> {
+    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={}", fleet.name_any()));
+    Ok(parts_api(ctx, fleet).list(&lp).await?.items)
+}
+
+async fn set_status(ctx: &Ctx, fleet: &Fleet, status: &FleetStatus) -> Result<(), Error> {
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    let api: Api<Fleet> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut status = status.clone();
+    status.observed_generation = fleet.metadata.generation;
+    let patch = json!({ "status": status });
+    api.patch_status(
+        &fleet.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
+    let parts = parts_of(ctx, fleet).await?;
+    let status = fleet.status.clone().unwrap_or_default();
+    if parts.is_empty() {
+        if status.phase == "Failed" {
+            return Ok(Action::await_change());
+        }
+        return match place(fleet, ctx).await {
+            Ok(status) => {
+                set_status(ctx, fleet, &status).await?;
+                Ok(Action::requeue(Duration::from_secs(1)))
+            }
+            Err(e) => {
+                let failed = FleetStatus {
+                    phase: "Failed".into(),
+                    message: e.0,
+                    ..FleetStatus::default()
+                };
+                set_status(ctx, fleet, &failed).await?;
+                Ok(Action::await_change())
+            }
+        };
+    }
+    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let mut status = status;
+    status.machines = machines_of(&parts, &agents);
+    status.nodes_up = status.machines.iter().map(|m| m.nodes_up).sum();
+    // While deploying, a part that fails or loses its agent fails the whole fleet, which
+    // is rolled back; once running, the rest runs on (Degraded), and `down` reclaims it.
+    let deploying = !matches!(status.phase.as_str(), "Running" | "Degraded");
+    let failed: Vec<String> = (status.machines.iter())
+        .filter(|m| matches!(m.phase.as_str(), "Failed" | "Lost"))
+        .map(|m| format!("machine {}: {}", m.machine, m.message))
+        .collect();
+    if deploying && !failed.is_empty() {
+        status.phase = "Failed".into();
+        status.message = format!("{}; rolled back on every machine", failed.join("; "));
+        set_status(ctx, fleet, &status).await?;
+        roll_back(ctx, fleet, &parts, &agents).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    status.phase = if !failed.is_empty() {
+        status.message = format!(
+            "{}: those nodes are gone; `down` reclaims the rest",
+            failed.join("; ")
+        );
+        "Degraded".into()
+    } else if status.machines.iter().all(|m| m.phase == "Running") {
+        status.message.clear();
+        "Running".into()
+    } else {
+        "Deploying".into()
+    };
+    set_status(ctx, fleet, &status).await?;
+    Ok(Action::requeue(REFRESH))
+}
+
+/// Each part's machine, as its agent reports it; "Lost" when no ready agent runs there.
+fn machines_of(parts: &[FleetPart], agents: &[agents::Agent]) -> Vec<MachineStatus> {
+    let mut machines: Vec<MachineStatus> = (parts.iter())
+        .map(|p| {
+            let s = p.status.clone().unwrap_or_default();
+            let alive = agents
+                .iter()
+                .any(|a| a.machine == p.spec.machine && a.ready);
+            let (phase, message) = if !alive && !s.reclaimed {
+                ("Lost".to_string(), "its agent is gone".to_string())
+            } else if s.phase.is_empty() {
+                ("Deploying".to_string(), s.message)
+            } else {
+                (s.phase, s.message)
+            };
+            MachineStatus {
+                machine: p.spec.machine.clone(),
+                address: p.spec.address.clone(),
+                nodes: p.spec.nodes.len() as u64,
+                nodes_up: s.nodes_up,
+                phase,
+                reclaimed: s.reclaimed,
+                message,
+            }
+        })
+        .collect();
+    machines.sort_by(|a, b| a.machine.cmp(&b.machine));
+    machines
+}
+
+/// Every part deleted: each agent takes its part down; a part on a lost machine has its
+/// finalizer dropped now (nobody is there to take it down).
+async fn roll_back(
+    ctx: &Ctx,
+    fleet: &Fleet,
+    parts: &[FleetPart],
+    agents: &[agents::Agent],
+) -> Result<(), Error> {
+    let api = parts_api(ctx, fleet);
+    for p in parts {
+        let alive = agents
+            .iter()
+            .any(|a| a.machine == p.spec.machine && a.ready);
+        if !alive {
+            drop_finalizer(&api, p).await?;
+        }
+        if p.metadata.deletion_timestamp.is_none() {
+            ignore_gone(api.delete(&p.name_any(), &DeleteParams::default()).await)?;
+        }
+    }
+    Ok(())
+}
+
+async fn drop_finalizer(api: &Api<FleetPart>, p: &FleetPart) -> Result<(), Error> {
+    if p.finalizers().is_empty() {
+        return Ok(());
+    }
+    let patch = json!({ "metadata": { "finalizers": null } });
+    ignore_gone(
+        api.patch(
+            &p.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map(|_| ()),
+    )
+}
+
+fn ignore_gone<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The fleet being deleted: its parts deleted, and the fleet kept until each is gone (its
+/// agent took it down) or its machine has been without an agent for [`LOST_BOUND`].
+async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
+    let parts = parts_of(ctx, fleet).await?;
+    if parts.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let api = parts_api(ctx, fleet);
+    let since = fleet.meta().deletion_timestamp.as_ref().map(|t| t.0);
+    let waited = since.map_or(Duration::ZERO, |t| {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        Duration::try_from(now.duration_since(t)).unwrap_or(Duration::ZERO)
+    });
+    for p in &parts {
+        let alive = agents
+            .iter()
+            .any(|a| a.machine == p.spec.machine && a.ready);
+        if !alive && waited >= LOST_BOUND {
+            drop_finalizer(&api, p).await?;
+        }
+        if p.metadata.deletion_timestamp.is_none() {
+            ignore_gone(api.delete(&p.name_any(), &DeleteParams::default()).await)?;
+        }
+    }
+    let mut status = fleet.status.clone().unwrap_or_default();
+    status.phase = "Deleting".into();
+    status.machines = machines_of(&parts, &agents);
+    set_status(ctx, fleet, &status).await?;
+    Err(Error(format!(
+        "waiting for {} part(s) of fleet {} to be taken down",
+        parts.len(),
+        fleet.name_any()
+    )))
+}
+
+/// Places a fleet with no parts yet: its topology read, the agents' machines weighed, one
+/// part made per machine. Nothing is made when anything is refused.
+async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
+    let name = fleet.name_any();
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    let all: Vec<Fleet> = Api::<Fleet>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    if let Some(other) = all.iter().find(|f| {
+        f.name_any() == name
+            && f.uid() != fleet.uid()
+            && f.status.as_ref().is_none_or(|s| s.phase != "Failed")
+    }) {
+        return Err(Error(format!(
+            "a fleet named {name} already runs in namespace {}: fleet names are the machines' too, so they are unique in the cluster",
+            other.namespace().unwrap_or_default()
+        )));
+    }
+    let text = topology_text(ctx, fleet, &ns).await?;
+    let format = fleet.spec.format.as_deref();
+    let topo = plan::read(&name, &text, format).map_err(Error)?;
+    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let machines: Vec<MachineInfo> = (agents.iter())
+        .filter(|a| a.ready)
+        .filter(|a| fleet.spec.machines.is_empty() || fleet.spec.machines.contains(&a.machine))
+        .map(|a| a.info.clone())
+        .collect();
+    for m in &fleet.spec.machines {
+        if !agents.iter().any(|a| &a.machine == m && a.ready) {
+            return Err(Error(format!(
+                "machine {m} runs no ready nsfleet agent (kubectl -n {} get pods -o wide)",
+                ctx.system
+            )));
+        }
+    }
+    let vni_base = (all.iter())
+        .filter(|f| f.uid() != fleet.uid())
+        .filter_map(|f| f.status.as_ref())
+        .filter_map(|s| s.vni_base.map(|b| b + s.tunnels as u32))
+        .max()
+        .unwrap_or(FIRST_VNI)
+        .max(FIRST_VNI);
+    let plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
+    if vni_base as u64 + plan.tunnels as u64 >= 1 << 24 {
+        return Err(Error(
+            "the cluster's fleets have used every VXLAN network identifier".into(),
+        ));
+    }
+    let api = parts_api(ctx, fleet);
+    for spec in &plan.parts {
+        let part = new_part(fleet, spec);
+        api.create(&PostParams::default(), &part).await?;
+    }
+    Ok(FleetStatus {
+        phase: "Deploying".into(),
+        message: format!(
+            "{} nodes on {} machines, {} links crossing machines (VXLAN, MTU {})",
+            plan.nodes,
+            plan.parts.len(),
+            plan.tunnels,
+            plan.tunnel_mtu
+        ),
+        nodes: plan.nodes,
+        nodes_up: 0,
+        machine_count: plan.parts.len() as u64,
+        tunnels: plan.tunnels as u64,
+        tunnel_mtu: Some(plan.tunnel_mtu),
+        vni_base: Some(vni_base),
+        machines: Vec::new(),
+        observed_generation: None,
+    })
+}
+
+fn new_part(fleet: &Fleet, spec: &FleetPartSpec) -> FleetPart {
+    let mut part = FleetPart::new(
+        &format!("{}-{}", fleet.name_any(), spec.machine),
+        spec.clone(),
+    );
+    part.metadata = ObjectMeta {
+        name: part.metadata.name.take(),
+        namespace: fleet.namespace(),
+        labels: Some(
+            [
+                (FLEET_LABEL.to_string(), fleet.name_any()),
+                (MACHINE_LABEL.to_string(), spec.machine.clone()),
+            ]
+            .into(),
+        ),
+        owner_references: fleet.controller_owner_ref(&()).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    };
+    part
+}
+
+async fn topology_text(ctx: &Ctx, fleet: &Fleet, ns: &str) -> Result<String, Error> {
+    match (&fleet.spec.topology, &fleet.spec.config_map) {
+        (Some(t), None) => Ok(t.clone()),
+        (None, Some(cm)) => {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+            let map = api
+                .get(&cm.name)
+                .await
+                .map_err(|e| Error(format!("the topology's ConfigMap {ns}/{}: {e}", cm.name)))?;
+            (map.data.and_then(|d| d.get(&cm.key).cloned())).ok_or_else(|| {
+                Error(format!(
+                    "ConfigMap {ns}/{} has no key {:?}",
+                    cm.name, cm.key
+                ))
+            })
+        }
+        (Some(_), Some(_)) => Err(Error(
+            "spec.topology and spec.configMap both given: expected one".into(),
+        )),
+        (None, None) => Err(Error(
+            "no topology: expected spec.topology (the file's text) or spec.configMap".into(),
+        )),
+    }
+}

@@ -1,0 +1,157 @@
+//! The resources nsfleet keeps in a Kubernetes cluster, group `nsfleet.dev`, version
+//! `v1alpha1`: a [`Fleet`] is the user's (the topology, and the whole fleet's status); a
+//! [`FleetPart`] is one machine's share of it, made by the controller, owned by its Fleet,
+//! and carried out by that machine's agent, which reports in its status.
+//!
+//! Everything the controller and the agents know lives in these resources: a controller
+//! restarted, or an agent restarted, reads its work back from them.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub const GROUP: &str = "nsfleet.dev";
+/// The finalizer on a Fleet (the controller's: its parts are gone) and on a FleetPart (the
+/// agent's: its machine's part is down and reclaimed).
+pub const FINALIZER: &str = "nsfleet.dev/reclaimed";
+/// The label that names a part's machine, which its agent selects on.
+pub const MACHINE_LABEL: &str = "nsfleet.dev/machine";
+/// The label that names a part's fleet.
+pub const FLEET_LABEL: &str = "nsfleet.dev/fleet";
+
+/// A fleet of network namespaces spread over the cluster's machines.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "nsfleet.dev",
+    version = "v1alpha1",
+    kind = "Fleet",
+    namespaced,
+    status = "FleetStatus",
+    shortname = "fl",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.nodes"}"#,
+    printcolumn = r#"{"name":"Up","type":"integer","jsonPath":".status.nodesUp"}"#,
+    printcolumn = r#"{"name":"Machines","type":"integer","jsonPath":".status.machineCount"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSpec {
+    /// The topology, inline: nsfleet's TOML or a containerlab file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// The topology from a ConfigMap of the Fleet's namespace instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+    /// `toml` (nsfleet's) or `clab` (containerlab's); by default, whichever the text is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Machines to use (Kubernetes node names); all that run the agent by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct ConfigMapKey {
+    pub name: String,
+    pub key: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetStatus {
+    /// Placing, Deploying, Running, Degraded, Failed, Deleting.
+    pub phase: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub nodes: u64,
+    #[serde(default)]
+    pub nodes_up: u64,
+    #[serde(default)]
+    pub machine_count: u64,
+    /// Links cut by the placement: each a VXLAN tunnel between two machines.
+    #[serde(default)]
+    pub tunnels: u64,
+    /// The MTU of those tunnels' ends (the underlay's less VXLAN's 50 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_mtu: Option<u32>,
+    /// The first of the fleet's VXLAN network identifiers (it has `tunnels` of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vni_base: Option<u32>,
+    #[serde(default)]
+    pub machines: Vec<MachineStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// One machine's share, as its agent last said it.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    pub machine: String,
+    pub address: String,
+    pub nodes: u64,
+    pub nodes_up: u64,
+    pub phase: String,
+    #[serde(default)]
+    pub reclaimed: bool,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One machine's part of a fleet: its nodes and its tunnels. Made by the controller.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "nsfleet.dev",
+    version = "v1alpha1",
+    kind = "FleetPart",
+    namespaced,
+    status = "PartStatus",
+    printcolumn = r#"{"name":"Fleet","type":"string","jsonPath":".spec.fleet"}"#,
+    printcolumn = r#"{"name":"Machine","type":"string","jsonPath":".spec.machine"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Up","type":"integer","jsonPath":".status.nodesUp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetPartSpec {
+    pub fleet: String,
+    /// The Kubernetes node (machine) whose agent runs it.
+    pub machine: String,
+    /// The machine's address, which the other machines' tunnels reach.
+    pub address: String,
+    /// The whole topology (every machine resolves the same), and its format.
+    pub topology: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// The names of the nodes placed here.
+    pub nodes: Vec<String>,
+    /// The links between a node here and one elsewhere.
+    #[serde(default)]
+    pub tunnels: Vec<Tunnel>,
+}
+
+/// A cut link, as both ends' machines see it: `a` and `b` are `node:iface`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Tunnel {
+    pub a: String,
+    pub b: String,
+    pub a_address: String,
+    pub b_address: String,
+    pub vni: u32,
+    pub port: u16,
+    pub mtu: u32,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PartStatus {
+    /// Deploying, Running, Failed, Reclaimed.
+    pub phase: String,
+    #[serde(default)]
+    pub nodes_up: u64,
+    #[serde(default)]
+    pub reclaimed: bool,
+    #[serde(default)]
+    pub message: String,
+}

@@ -1,0 +1,356 @@
+//! From a Fleet's topology and the machines that run the agent, to one [`FleetPartSpec`]
+//! per machine: the topology read, its nodes weighed by what they run, placed by
+//! nsfleet-place, and each cut link given a VXLAN network identifier and an MTU.
+//!
+//! Pure: no cluster, no kernel (the topology is checked against the kernel nsfleet assumes;
+//! each agent checks its part against its own).
+
+use crate::crd::{FleetPartSpec, Tunnel};
+use nsfleet_place::{Graph, Machine as PlaceMachine, PlaceError};
+use nsfleet_topology::part::{NodeLink, VXLAN_OVERHEAD};
+use nsfleet_topology::{KernelCaps, NodeConfig, NodeSpec, Topology};
+use std::collections::HashMap;
+
+/// A machine the agent runs on, as its agent reported it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineInfo {
+    pub name: String,
+    /// Its address on the cluster's network: the tunnels' far end.
+    pub address: String,
+    /// Bytes of memory a fleet may take there (from the agent's preflight).
+    pub capacity: u64,
+    /// The MTU of the interface that address is on.
+    pub mtu: u32,
+}
+
+/// The VXLAN UDP port of every tunnel (IANA's).
+pub const VXLAN_PORT: u16 = 4789;
+
+/// What a fleet needs of a cluster, and how it is spread over it.
+#[derive(Debug)]
+pub struct Plan {
+    pub nodes: u64,
+    pub parts: Vec<FleetPartSpec>,
+    pub tunnels: usize,
+    pub tunnel_mtu: u32,
+}
+
+/// Reads a topology as nsfleet does, without a kernel: nsfleet's TOML, or a containerlab
+/// file (`format`, or whichever the text looks like).
+pub fn read(fleet: &str, text: &str, format: Option<&str>) -> Result<Topology, String> {
+    let file = format!("fleet {fleet}'s topology");
+    let draft = draft(&file, text, format).map_err(|e| e.to_string())?;
+    let mut topo = draft
+        .check(&KernelCaps::assumed())
+        .map_err(|e| e.to_string())?;
+    topo.name = fleet.to_string();
+    Ok(topo)
+}
+
+/// A topology's text read by its front-end (`format` "toml" or "clab", or whichever the
+/// text looks like); a containerlab file's nodes run the machine's own software.
+pub fn draft(
+    file: &str,
+    text: &str,
+    format: Option<&str>,
+) -> Result<nsfleet_topology::Draft, nsfleet_topology::TopologyError> {
+    let clab = match format {
+        Some("clab") => true,
+        Some("toml") => false,
+        Some(f) => {
+            let m = format!("format {f:?}: expected \"toml\" or \"clab\"");
+            return Err(nsfleet_topology::TopologyError::new(
+                file,
+                Default::default(),
+                m,
+            ));
+        }
+        None => looks_like_yaml(text),
+    };
+    if clab {
+        nsfleet_topology::clab::read_with(file, text, nsfleet_topology::Software::Host)
+    } else {
+        nsfleet_topology::read(file, text)
+    }
+}
+
+/// containerlab's files start with `name:` or have a `topology:` key; TOML has neither.
+fn looks_like_yaml(text: &str) -> bool {
+    text.lines()
+        .map(str::trim_start)
+        .any(|l| l.starts_with("topology:") || l.starts_with("name:"))
+}
+
+/// Bytes a node costs its machine, from what it runs: measured on this project's machine
+/// class (a namespace with its links, an init and world, FRR's and BIRD's daemons, an Open
+/// vSwitch's daemons). An estimate for placement, not a limit.
+pub fn weight(config: &NodeConfig, ifaces: usize) -> u64 {
+    const KB: u64 = 1 << 10;
+    const MB: u64 = 1 << 20;
+    let mut w = 300 * KB + 16 * KB * ifaces as u64;
+    let runs = config.commands.join(" ");
+    if config.ovs_hub.is_some() {
+        w += 5 * MB;
+    }
+    if runs.contains("frr") || runs.contains("zebra") {
+        w += 16 * MB;
+    } else if runs.contains("bird") {
+        w += 3 * MB;
+    } else if config.image.is_some() || !config.commands.is_empty() {
+        w += MB;
+    }
+    w
+}
+
+/// Places `topo` on `machines` and writes each machine's part; `vni_base` is the fleet's
+/// first network identifier.
+pub fn plan(
+    topo: &Topology,
+    text: &str,
+    format: Option<&str>,
+    machines: &[MachineInfo],
+    vni_base: u32,
+) -> Result<Plan, String> {
+    let nodes: Vec<NodeSpec> = topo.nodes().collect();
+    let index: HashMap<&str, usize> = (nodes.iter().enumerate())
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    // Glued nodes are one vertex: union-find over the nodes, each vertex its root.
+    let mut root: Vec<usize> = (0..nodes.len()).collect();
+    fn find(root: &mut [usize], v: usize) -> usize {
+        let mut r = v;
+        while root[r] != r {
+            r = root[r];
+        }
+        root[v] = r;
+        r
+    }
+    for (a, b) in topo.glued() {
+        if let (Some(&a), Some(&b)) = (index.get(a.as_str()), index.get(b.as_str())) {
+            let (ra, rb) = (find(&mut root, a), find(&mut root, b));
+            root[ra] = rb;
+        }
+    }
+    let mut vertex_of = vec![0u32; nodes.len()];
+    let mut vertex_ids = HashMap::new();
+    let mut weights = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let r = find(&mut root, i);
+        let next = weights.len() as u32;
+        let v = *vertex_ids.entry(r).or_insert(next);
+        if v == next {
+            weights.push(0);
+        }
+        vertex_of[i] = v;
+        weights[v as usize] += weight(&n.config, n.wiring.ifaces.len());
+    }
+    let links = topo.node_links();
+    let mut edges = Vec::with_capacity(links.len());
+    for l in &links {
+        let (a, b) = (index[l.a.0.as_str()], index[l.b.0.as_str()]);
+        edges.push((vertex_of[a], vertex_of[b]));
+    }
+    let graph = Graph::new(weights, &edges);
+    let place_machines: Vec<PlaceMachine> = (machines.iter())
+        .map(|m| PlaceMachine {
+            name: m.name.clone(),
+            capacity: m.capacity,
+        })
+        .collect();
+    let placed = nsfleet_place::place(&graph, &place_machines)
+        .map_err(|e| refusal(e, &nodes, &vertex_of, machines))?;
+    let machine_of = |node: &str| placed.machine_of[vertex_of[index[node]] as usize];
+
+    let tunnel_mtu = machines.iter().map(|m| m.mtu).min().unwrap_or(1500) - VXLAN_OVERHEAD;
+    let mut parts: Vec<FleetPartSpec> = (machines.iter())
+        .map(|m| FleetPartSpec {
+            fleet: topo.name.clone(),
+            machine: m.name.clone(),
+            address: m.address.clone(),
+            topology: text.to_string(),
+            format: format.map(str::to_string),
+            nodes: Vec::new(),
+            tunnels: Vec::new(),
+        })
+        .collect();
+    for n in &nodes {
+        parts[machine_of(&n.name)].nodes.push(n.name.clone());
+    }
+    let mut tunnels = 0;
+    for NodeLink { a, b } in &links {
+        let (ma, mb) = (machine_of(&a.0), machine_of(&b.0));
+        if ma == mb {
+            continue;
+        }
+        let vni = vni_base + tunnels as u32;
+        let t = Tunnel {
+            a: format!("{}:{}", a.0, a.1),
+            b: format!("{}:{}", b.0, b.1),
+            a_address: machines[ma].address.clone(),
+            b_address: machines[mb].address.clone(),
+            vni,
+            port: VXLAN_PORT,
+            mtu: tunnel_mtu,
+        };
+        parts[ma].tunnels.push(t.clone());
+        parts[mb].tunnels.push(t);
+        tunnels += 1;
+    }
+    parts.retain(|p| !p.nodes.is_empty());
+    Ok(Plan {
+        nodes: nodes.len() as u64,
+        parts,
+        tunnels,
+        tunnel_mtu,
+    })
+}
+
+/// A placement's refusal in the fleet's words: node names and megabytes.
+fn refusal(
+    e: PlaceError,
+    nodes: &[NodeSpec],
+    vertex_of: &[u32],
+    machines: &[MachineInfo],
+) -> String {
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / (1 << 20) as f64);
+    let names_of = |v: usize| {
+        let names: Vec<&str> = (nodes.iter().zip(vertex_of))
+            .filter(|(_, &x)| x as usize == v)
+            .map(|(n, _)| n.name.as_str())
+            .collect();
+        names.join(", ")
+    };
+    match e {
+        PlaceError::NoMachines => {
+            "no machine of the cluster runs nsfleet's agent (is its DaemonSet installed? `nsfleet kube install`)".into()
+        }
+        PlaceError::TooBig { total, capacity } => format!(
+            "the fleet needs about {} and the {} machines running the agent have {} free together",
+            mb(total),
+            machines.len(),
+            mb(capacity)
+        ),
+        PlaceError::VertexTooBig {
+            vertex,
+            weight,
+            largest,
+        } => format!(
+            "{} must be on one machine and need about {}, more than the largest machine has free ({})",
+            names_of(vertex),
+            mb(weight),
+            mb(largest)
+        ),
+        PlaceError::NoRoom { vertex, weight } => format!(
+            "{} (about {}) fits on no machine once the rest is placed",
+            names_of(vertex),
+            mb(weight)
+        ),
+    }
+}
+
+/// The cut links of one part, as the topology's [`part`](Topology::part) takes them.
+pub fn crossings(
+    tunnels: &[Tunnel],
+) -> Result<
+    HashMap<
+        NodeLink,
+        (
+            nsfleet_topology::part::Crossing,
+            std::net::IpAddr,
+            std::net::IpAddr,
+        ),
+    >,
+    String,
+> {
+    let end = |s: &str| -> Result<(String, String), String> {
+        s.split_once(':')
+            .map(|(n, i)| (n.to_string(), i.to_string()))
+            .ok_or_else(|| format!("tunnel end {s:?}: expected node:iface"))
+    };
+    let addr = |s: &str| -> Result<std::net::IpAddr, String> {
+        s.parse()
+            .map_err(|_| format!("tunnel address {s:?}: expected an IP address"))
+    };
+    (tunnels.iter())
+        .map(|t| {
+            let link = NodeLink {
+                a: end(&t.a)?,
+                b: end(&t.b)?,
+            };
+            let crossing = nsfleet_topology::part::Crossing {
+                vni: t.vni,
+                port: t.port,
+                mtu: t.mtu,
+            };
+            Ok((link, (crossing, addr(&t.a_address)?, addr(&t.b_address)?)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machines(n: usize, mb: u64) -> Vec<MachineInfo> {
+        (1..=n)
+            .map(|i| MachineInfo {
+                name: format!("m{i}"),
+                address: format!("10.233.0.{}", 10 + i),
+                capacity: mb << 20,
+                mtu: 1500,
+            })
+            .collect()
+    }
+
+    const RING: &str = "[fleet]\nname = \"ring\"\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
+
+    #[test]
+    fn a_ring_over_three_machines_cuts_three_links() {
+        let topo = read("ring", RING, None).unwrap();
+        let p = plan(&topo, RING, None, &machines(3, 1000), 5000).unwrap();
+        assert_eq!(p.nodes, 30);
+        assert_eq!(p.parts.len(), 3);
+        assert_eq!(p.tunnels, 3);
+        assert_eq!(p.tunnel_mtu, 1450);
+        for part in &p.parts {
+            assert_eq!(part.nodes.len(), 10, "{:?}", part.nodes);
+            assert_eq!(part.tunnels.len(), 2);
+        }
+        let vnis: Vec<u32> = p
+            .parts
+            .iter()
+            .flat_map(|p| p.tunnels.iter().map(|t| t.vni))
+            .collect();
+        assert!(vnis.iter().all(|v| (5000..5003).contains(v)));
+        // Each part, cut from the topology, has its tunnels where the plan says.
+        let part = &p.parts[0];
+        let cut = crossings(&part.tunnels).unwrap();
+        let here: std::collections::HashSet<&str> = part.nodes.iter().map(String::as_str).collect();
+        let t = topo.part(|n| here.contains(n), part.address.parse().unwrap(), &cut);
+        let vx = t
+            .wiring
+            .iter()
+            .flat_map(|w| &w.ifaces)
+            .filter(|i| i.link.as_vxlan().is_some())
+            .count();
+        assert_eq!(vx, 2);
+    }
+
+    #[test]
+    fn too_big_a_fleet_is_refused_in_megabytes() {
+        let topo = read("ring", RING, None).unwrap();
+        let e = plan(&topo, RING, None, &machines(2, 2), 1).unwrap_err();
+        assert!(
+            e.contains("the fleet needs about") && e.contains("have 4.0 MB free"),
+            "{e}"
+        );
+        let e = plan(&topo, RING, None, &[], 1).unwrap_err();
+        assert!(e.contains("runs nsfleet's agent"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_topology_says_where() {
+        let e = read("x", "[fleet]\nname = \"x\"\n[[node]]\nnam = \"a\"\n", None).unwrap_err();
+        assert!(e.contains("fleet x's topology:4"), "{e}");
+    }
+}

@@ -1,0 +1,299 @@
+//! The user's side: a fleet on a cluster made, watched, entered and removed through the
+//! Kubernetes API, as data (nsfleet-client prints it).
+
+use crate::agents;
+use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus, FLEET_LABEL};
+use crate::manifests::{self, SYSTEM};
+use crate::Error;
+use kube::api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::discovery::{self, Scope};
+use kube::{Api, Client, Config, ResourceExt};
+use std::time::{Duration, Instant};
+
+/// The cluster of `KUBECONFIG` (or ~/.kube/config), in `context` or its current one.
+pub async fn connect(context: Option<&str>) -> Result<Client, Error> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = match Kubeconfig::read() {
+        Ok(k) => Config::from_custom_kubeconfig(k, &options)
+            .await
+            .map_err(|e| Error(format!("cannot read the cluster's configuration: {e}")))?,
+        Err(e) if context.is_some() => {
+            return Err(Error(format!(
+                "no kubeconfig to find context {context:?} in: {e}"
+            )))
+        }
+        Err(_) => Config::infer().await.map_err(|e| {
+            Error(format!(
+                "no cluster: set KUBECONFIG, or run inside a cluster ({e})"
+            ))
+        })?,
+    };
+    let cluster = config.cluster_url.to_string();
+    let client = Client::try_from(config)?;
+    client
+        .apiserver_version()
+        .await
+        .map_err(|e| Error(format!("the cluster at {cluster} cannot be reached: {e}")))?;
+    Ok(client)
+}
+
+/// Applies every object of [`manifests::all`] (server-side apply: again is harmless).
+pub async fn install(client: &Client, o: &manifests::Options) -> Result<Vec<String>, Error> {
+    let mut done = Vec::new();
+    for obj in manifests::all(o) {
+        let obj: DynamicObject = serde_json::from_value(obj).map_err(|e| Error(e.to_string()))?;
+        let types = obj
+            .types
+            .clone()
+            .ok_or_else(|| Error("an object without a kind".into()))?;
+        let gvk = GroupVersionKind::try_from(&types).map_err(|e| Error(e.to_string()))?;
+        let (resource, caps) = discovery::pinned_kind(client, &gvk).await?;
+        let api: Api<DynamicObject> = match (caps.scope, obj.namespace()) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), &ns, &resource),
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        let name = obj.name_any();
+        let pp = PatchParams::apply("nsfleet").force();
+        api.patch(&name, &pp, &Patch::Apply(&obj))
+            .await
+            .map_err(|e| Error(format!("{} {name}: {e}", types.kind)))?;
+        done.push(format!("{} {name}", types.kind));
+        if types.kind == "CustomResourceDefinition" {
+            // The resource must be served before anything names it.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    Ok(done)
+}
+
+/// Waits until the controller runs and every machine the agents' DaemonSet covers has a
+/// ready agent that has said its capacity; returns the agents.
+pub async fn wait_installed(client: &Client, bound: Duration) -> Result<Vec<agents::Agent>, Error> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    let started = Instant::now();
+    loop {
+        let ds: Api<DaemonSet> = Api::namespaced(client.clone(), SYSTEM);
+        let deploy: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM);
+        let desired = (ds.get_opt("nsfleet-agent").await?)
+            .and_then(|d| d.status)
+            .map_or(0, |s| s.desired_number_scheduled);
+        let controller = (deploy.get_opt("nsfleet-controller").await?)
+            .and_then(|d| d.status)
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
+        let agents = agents::list(client, SYSTEM).await?;
+        let ready = agents.iter().filter(|a| a.ready).count() as i32;
+        if controller >= 1 && desired > 0 && ready >= desired {
+            return Ok(agents);
+        }
+        if started.elapsed() > bound {
+            return Err(Error(format!(
+                "after {} s: controller ready {}, agents ready {ready} of {desired} (kubectl -n {SYSTEM} get pods -o wide)",
+                bound.as_secs(),
+                controller >= 1
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Makes a Fleet: refused if one of that name is in the namespace already.
+pub async fn create(client: &Client, ns: &str, name: &str, spec: FleetSpec) -> Result<(), Error> {
+    let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
+    if let Some(f) = api.get_opt(name).await.map_err(crd_missing)? {
+        let phase = f.status.map(|s| s.phase).unwrap_or_default();
+        return Err(Error(format!(
+            "a fleet named {name} is already in namespace {ns} ({phase}): `nsfleet down {name} --kube` first"
+        )));
+    }
+    (api.create(&PostParams::default(), &Fleet::new(name, spec))
+        .await)
+        .map_err(crd_missing)?;
+    Ok(())
+}
+
+/// A 404 on the resource itself means nsfleet is not installed in the cluster.
+fn crd_missing(e: kube::Error) -> Error {
+    match &e {
+        kube::Error::Api(a) if a.code == 404 => Error(
+            "this cluster has no nsfleet.dev resources: install nsfleet there first (`nsfleet kube install --image REF`)".into(),
+        ),
+        _ => e.into(),
+    }
+}
+
+/// The fleet and its parts.
+pub async fn get(client: &Client, ns: &str, name: &str) -> Result<(Fleet, Vec<FleetPart>), Error> {
+    let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
+    let fleet = (api.get_opt(name).await.map_err(crd_missing)?)
+        .ok_or_else(|| Error(format!("no fleet named {name} in namespace {ns}")))?;
+    let parts: Api<FleetPart> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={name}"));
+    Ok((fleet, parts.list(&lp).await?.items))
+}
+
+/// Waits until the fleet is Running (or Failed, or Degraded), calling `progress` with each
+/// new status; gives up after `bound`.
+pub async fn wait_ready(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    bound: Duration,
+    mut progress: impl FnMut(&FleetStatus),
+) -> Result<FleetStatus, Error> {
+    let started = Instant::now();
+    let mut last = FleetStatus::default();
+    loop {
+        let (fleet, _) = get(client, ns, name).await?;
+        let status = fleet.status.unwrap_or_default();
+        if status != last {
+            progress(&status);
+            last = status.clone();
+        }
+        if matches!(status.phase.as_str(), "Running" | "Failed" | "Degraded") {
+            return Ok(status);
+        }
+        if started.elapsed() > bound {
+            return Err(Error(format!(
+                "fleet {name} was not ready in {} s (phase {:?}: {})",
+                bound.as_secs(),
+                status.phase,
+                status.message
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Deletes the fleet and waits until it is gone (every part taken down, or given up on
+/// by the controller's bound). Returns each machine's last word.
+pub async fn delete(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    bound: Duration,
+) -> Result<Vec<crate::crd::MachineStatus>, Error> {
+    let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
+    let (fleet, _) = get(client, ns, name).await?;
+    let mut last = fleet.status.unwrap_or_default().machines;
+    api.delete(name, &DeleteParams::default()).await?;
+    let started = Instant::now();
+    let parts_api: Api<FleetPart> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={name}"));
+    loop {
+        let Some(f) = api.get_opt(name).await? else {
+            // Gone: a machine whose agent was lost could not take its part down.
+            for m in last.iter_mut().filter(|m| m.phase != "Lost") {
+                m.reclaimed = true;
+                m.phase = "Reclaimed".into();
+            }
+            return Ok(last);
+        };
+        for m in &mut last {
+            let now = f.status.iter().flat_map(|s| &s.machines);
+            if let Some(now) = now.into_iter().find(|x| x.machine == m.machine) {
+                *m = now.clone();
+            }
+        }
+        // An agent says Reclaimed just before its part goes: the last word.
+        let parts = parts_api.list(&lp).await?.items;
+        for p in parts
+            .iter()
+            .filter(|p| p.status.as_ref().is_some_and(|s| s.reclaimed))
+        {
+            if let Some(m) = last.iter_mut().find(|m| m.machine == p.spec.machine) {
+                m.reclaimed = true;
+                m.phase = "Reclaimed".into();
+            }
+        }
+        if started.elapsed() > bound {
+            return Err(Error(format!(
+                "fleet {name} was still being deleted after {} s",
+                bound.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Runs `command` in `node` of the fleet, on its machine, through that machine's agent:
+/// its output passed through, its exit code returned.
+pub async fn exec(
+    client: &Client,
+    ns: &str,
+    fleet: &str,
+    node: &str,
+    command: &[String],
+) -> Result<i32, Error> {
+    let (_, parts) = get(client, ns, fleet).await?;
+    let part = (parts.iter())
+        .find(|p| p.spec.nodes.iter().any(|n| n == node))
+        .ok_or_else(|| Error(format!("fleet {fleet} has no node {node}")))?;
+    let agents = agents::list(client, SYSTEM).await?;
+    let agent = (agents.iter())
+        .find(|a| a.machine == part.spec.machine && a.ready)
+        .ok_or_else(|| {
+            Error(format!(
+                "machine {} (node {node}'s) has no ready agent",
+                part.spec.machine
+            ))
+        })?;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let mut argv = vec![
+        manifests::ENTRY.to_string(),
+        "exec".into(),
+        fleet.into(),
+        node.into(),
+        "--".into(),
+    ];
+    argv.extend(command.iter().cloned());
+    let ap = AttachParams::default()
+        .stdin(false)
+        .stdout(true)
+        .stderr(true);
+    let mut proc = pods.exec(&agent.pod, argv, &ap).await?;
+    let mut out = proc.stdout().ok_or_else(|| Error("no stdout".into()))?;
+    let mut err = proc.stderr().ok_or_else(|| Error("no stderr".into()))?;
+    let status = proc.take_status();
+    let _ = tokio::join!(
+        pass(&mut out, std::io::stdout()),
+        pass(&mut err, std::io::stderr())
+    );
+    let status = match status {
+        Some(s) => s.await,
+        None => None,
+    };
+    proc.join().await.map_err(|e| Error(e.to_string()))?;
+    Ok(exit_code(status))
+}
+
+/// The command's exit code from the exec's final status (0 on success).
+fn exit_code(status: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> i32 {
+    let Some(s) = status else { return 1 };
+    if s.status.as_deref() == Some("Success") {
+        return 0;
+    }
+    (s.details.and_then(|d| d.causes))
+        .and_then(|c| {
+            c.into_iter()
+                .find(|c| c.reason.as_deref() == Some("ExitCode"))
+        })
+        .and_then(|c| c.message?.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Copies what the remote process writes to one of our streams, as it comes.
+async fn pass(from: &mut (impl tokio::io::AsyncRead + Unpin), mut to: impl std::io::Write) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 << 10];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 || to.write_all(&buf[..n]).and_then(|_| to.flush()).is_err() {
+            break;
+        }
+    }
+}
