@@ -39,6 +39,7 @@ pub fn up(
     file: &Path,
     format: Option<topology::Format>,
     name: Option<String>,
+    machines: Vec<String>,
     c: &Cluster,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -60,6 +61,7 @@ pub fn up(
         let spec = FleetSpec {
             topology: Some(text),
             format: Some(format_name.into()),
+            machines,
             ..FleetSpec::default()
         };
         remote::create(&client, &c.namespace, &name, spec).await?;

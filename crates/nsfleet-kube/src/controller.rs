@@ -30,6 +30,8 @@ use std::time::Duration;
 /// How long a deleted part whose machine has no agent waits for one before its finalizer
 /// is dropped (nothing can take it down: the machine or its agent is gone).
 pub const LOST_BOUND: Duration = Duration::from_secs(30);
+/// How long a deleted fleet whose parts were let go stays, saying which, after them.
+const SAID_FOR: Duration = Duration::from_secs(3);
 /// How often a fleet's status is brought up to date while nothing changes (an agent's
 /// loss shows as no event on the fleet or its parts).
 const REFRESH: Duration = Duration::from_secs(5);
@@ -97,24 +99,45 @@ async fn parts_of(ctx: &Ctx, fleet: &Fleet) -> Result<Vec<FleetPart>, Error> {
     Ok(parts_api(ctx, fleet).list(&lp).await?.items)
 }
 
+/// Writes the whole status: when the fleet is placed, or fails before it has parts.
 async fn set_status(ctx: &Ctx, fleet: &Fleet, status: &FleetStatus) -> Result<(), Error> {
-    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
-    let api: Api<Fleet> = Api::namespaced(ctx.client.clone(), &ns);
     let mut status = status.clone();
     status.observed_generation = fleet.metadata.generation;
-    let patch = json!({ "status": status });
-    api.patch_status(
-        &fleet.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    patch_status(ctx, fleet, json!(status)).await
+}
+
+/// Writes only the fields of the status that follow the parts (phase, message, nodes up,
+/// machines): what placement wrote stays, whatever this reconcile's copy of it says.
+async fn set_progress(ctx: &Ctx, fleet: &Fleet, status: &FleetStatus) -> Result<(), Error> {
+    let fields = json!({
+        "phase": status.phase,
+        "message": status.message,
+        "nodesUp": status.nodes_up,
+        "machines": status.machines,
+    });
+    patch_status(ctx, fleet, fields).await
+}
+
+async fn patch_status(ctx: &Ctx, fleet: &Fleet, fields: serde_json::Value) -> Result<(), Error> {
+    let api = fleets_api(ctx, fleet);
+    let patch = json!({ "status": fields });
+    let pp = PatchParams::default();
+    api.patch_status(&fleet.name_any(), &pp, &Patch::Merge(&patch))
+        .await?;
     Ok(())
+}
+
+fn fleets_api(ctx: &Ctx, fleet: &Fleet) -> Api<Fleet> {
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    Api::namespaced(ctx.client.clone(), &ns)
 }
 
 async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     let parts = parts_of(ctx, fleet).await?;
-    let status = fleet.status.clone().unwrap_or_default();
+    // The status as it is now, not as the event that woke us saw it: a placement or a
+    // phase written since must not be undone.
+    let now = fleets_api(ctx, fleet).get_status(&fleet.name_any()).await?;
+    let status = now.status.unwrap_or_default();
     if parts.is_empty() {
         if status.phase == "Failed" {
             return Ok(Action::await_change());
@@ -149,7 +172,7 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     if deploying && !failed.is_empty() {
         status.phase = "Failed".into();
         status.message = format!("{}; rolled back on every machine", failed.join("; "));
-        set_status(ctx, fleet, &status).await?;
+        set_progress(ctx, fleet, &status).await?;
         roll_back(ctx, fleet, &parts, &agents).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
@@ -165,7 +188,7 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     } else {
         "Deploying".into()
     };
-    set_status(ctx, fleet, &status).await?;
+    set_progress(ctx, fleet, &status).await?;
     Ok(Action::requeue(REFRESH))
 }
 
@@ -250,31 +273,48 @@ fn ignore_gone<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
 /// agent took it down) or its machine has been without an agent for [`LOST_BOUND`].
 async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     let parts = parts_of(ctx, fleet).await?;
-    if parts.is_empty() {
-        return Ok(Action::await_change());
-    }
-    let agents = agents::list(&ctx.client, &ctx.system).await?;
-    let api = parts_api(ctx, fleet);
+    // The status as it is now: what an earlier round said must be read back.
+    let now = fleets_api(ctx, fleet).get_status(&fleet.name_any()).await?;
+    let status = now.status.unwrap_or_default();
     let since = fleet.meta().deletion_timestamp.as_ref().map(|t| t.0);
     let waited = since.map_or(Duration::ZERO, |t| {
         let now = k8s_openapi::jiff::Timestamp::now();
         Duration::try_from(now.duration_since(t)).unwrap_or(Duration::ZERO)
     });
+    if parts.is_empty() {
+        if !status.unreclaimed.is_empty() && waited < LOST_BOUND + SAID_FOR {
+            // Held a little longer, so that whoever deletes it reads which machines were
+            // let go before it is gone.
+            return Err(Error("waiting with the unreclaimed machines said".into()));
+        }
+        return Ok(Action::await_change());
+    }
+    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let api = parts_api(ctx, fleet);
+    let alive = |p: &FleetPart| (agents.iter()).any(|a| a.machine == p.spec.machine && a.ready);
+    let given_up: Vec<&FleetPart> = (parts.iter())
+        .filter(|p| !alive(p) && waited >= LOST_BOUND && !p.finalizers().is_empty())
+        .collect();
+    if !given_up.is_empty() {
+        // Said before the parts go, while the fleet is still there to say it.
+        let mut unreclaimed = status.unreclaimed.clone();
+        unreclaimed.extend(given_up.iter().map(|p| p.spec.machine.clone()));
+        unreclaimed.sort();
+        unreclaimed.dedup();
+        patch_status(ctx, fleet, json!({ "unreclaimed": unreclaimed })).await?;
+    }
     for p in &parts {
-        let alive = agents
-            .iter()
-            .any(|a| a.machine == p.spec.machine && a.ready);
-        if !alive && waited >= LOST_BOUND {
+        if given_up.iter().any(|g| g.name_any() == p.name_any()) {
             drop_finalizer(&api, p).await?;
         }
         if p.metadata.deletion_timestamp.is_none() {
             ignore_gone(api.delete(&p.name_any(), &DeleteParams::default()).await)?;
         }
     }
-    let mut status = fleet.status.clone().unwrap_or_default();
+    let mut status = status;
     status.phase = "Deleting".into();
     status.machines = machines_of(&parts, &agents);
-    set_status(ctx, fleet, &status).await?;
+    set_progress(ctx, fleet, &status).await?;
     Err(Error(format!(
         "waiting for {} part(s) of fleet {} to be taken down",
         parts.len(),
@@ -352,6 +392,7 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         tunnel_mtu: Some(plan.tunnel_mtu),
         vni_base: Some(vni_base),
         machines: Vec::new(),
+        unreclaimed: Vec::new(),
         observed_generation: None,
     })
 }

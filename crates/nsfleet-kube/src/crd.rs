@@ -80,6 +80,10 @@ pub struct FleetStatus {
     pub vni_base: Option<u32>,
     #[serde(default)]
     pub machines: Vec<MachineStatus>,
+    /// While the fleet is deleted: the machines whose part was let go without its agent
+    /// saying it was reclaimed (no agent ran there for the controller's bound).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreclaimed: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }

@@ -183,32 +183,26 @@ pub async fn delete(
     let mut last = fleet.status.unwrap_or_default().machines;
     api.delete(name, &DeleteParams::default()).await?;
     let started = Instant::now();
-    let parts_api: Api<FleetPart> = Api::namespaced(client.clone(), ns);
-    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={name}"));
+    let mut unreclaimed = Vec::new();
     loop {
         let Some(f) = api.get_opt(name).await? else {
-            // Gone: a machine whose agent was lost could not take its part down.
-            for m in last.iter_mut().filter(|m| m.phase != "Lost") {
-                m.reclaimed = true;
-                m.phase = "Reclaimed".into();
+            // Gone: reclaimed everywhere but where the controller said it let a part go.
+            for m in &mut last {
+                m.reclaimed = !unreclaimed.contains(&m.machine);
+                if m.reclaimed {
+                    m.phase = "Reclaimed".into();
+                } else {
+                    m.message = "no agent ran there to take its part down".into();
+                }
             }
             return Ok(last);
         };
-        for m in &mut last {
-            let now = f.status.iter().flat_map(|s| &s.machines);
-            if let Some(now) = now.into_iter().find(|x| x.machine == m.machine) {
-                *m = now.clone();
-            }
-        }
-        // An agent says Reclaimed just before its part goes: the last word.
-        let parts = parts_api.list(&lp).await?.items;
-        for p in parts
-            .iter()
-            .filter(|p| p.status.as_ref().is_some_and(|s| s.reclaimed))
-        {
-            if let Some(m) = last.iter_mut().find(|m| m.machine == p.spec.machine) {
-                m.reclaimed = true;
-                m.phase = "Reclaimed".into();
+        if let Some(s) = f.status {
+            unreclaimed = s.unreclaimed;
+            for m in &mut last {
+                if let Some(now) = s.machines.iter().find(|x| x.machine == m.machine) {
+                    *m = now.clone();
+                }
             }
         }
         if started.elapsed() > bound {

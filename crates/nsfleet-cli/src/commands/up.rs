@@ -51,6 +51,10 @@ pub struct UpCommand {
     launch: LaunchArgs,
     #[command(flatten)]
     kube: KubeArgs,
+    /// With --kube: only these machines (the cluster's node names, comma-separated);
+    /// by default every machine that runs nsfleet's agent.
+    #[arg(long, requires = "kube", value_delimiter = ',', value_name = "M1,M2")]
+    machines: Vec<String>,
 }
 
 impl UpCommand {
@@ -61,12 +65,13 @@ impl UpCommand {
             name,
             launch,
             kube,
+            machines,
         } = self;
         if let Some(cluster) = kube.cluster() {
             let Some(file) = file else {
                 anyhow::bail!("up --kube needs a topology file");
             };
-            return cmd::kube::up(&file, format, name, &cluster, launch.json);
+            return cmd::kube::up(&file, format, name, machines, &cluster, launch.json);
         }
         cmd::up::up(launch.up(file, format, name, run_dir))
     }
