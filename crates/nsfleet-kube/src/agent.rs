@@ -153,29 +153,30 @@ async fn set_status(api: &Api<FleetPart>, part: &FleetPart, s: PartStatus) -> Re
 async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<Action, Error> {
     let fleet = &part.spec.fleet;
     let phase = part.status.as_ref().map_or("", |s| s.phase.as_str());
-    let local = local_nodes(ctx, fleet).await;
-    let status = match (phase, local) {
+    let status = match (phase, local(ctx, fleet).await) {
         ("Failed", _) => return Ok(Action::await_change()),
-        (_, Some(up)) => PartStatus {
+        // Starting, stopping, or its supervisor not answering: asked again soon.
+        (_, Local::Unknown) => return Ok(Action::requeue(Duration::from_secs(2))),
+        (_, Local::Up(up)) => PartStatus {
             phase: "Running".into(),
             nodes_up: up,
             ..PartStatus::default()
         },
-        ("Running", None) => PartStatus {
+        ("Running", Local::Absent) => PartStatus {
             phase: "Failed".into(),
             message: "its nodes ended: the agent restarted, or the fleet was taken down outside Kubernetes".into(),
             ..PartStatus::default()
         },
-        (_, None) => {
-            set_status(api, part, PartStatus {
+        (_, Local::Absent) => {
+            let deploying = PartStatus {
                 phase: "Deploying".into(),
                 ..PartStatus::default()
-            })
-            .await?;
+            };
+            set_status(api, part, deploying).await?;
             match up_part(ctx, part).await {
-                Ok(()) => PartStatus {
+                Ok(up) => PartStatus {
                     phase: "Running".into(),
-                    nodes_up: local_nodes(ctx, fleet).await.unwrap_or(0),
+                    nodes_up: up,
                     ..PartStatus::default()
                 },
                 Err(e) => PartStatus {
@@ -192,7 +193,9 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
 
 async fn take_down(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<Action, Error> {
     let fleet = &part.spec.fleet;
-    if local_nodes(ctx, fleet).await.is_some() {
+    // Unless it is surely gone, `down` (which waits for the kernel's reclamation); if that
+    // fails, the part stays, and this is tried again.
+    if local(ctx, fleet).await != Local::Absent {
         run_nsfleet(ctx, &["down", fleet]).await.map_err(Error)?;
     }
     let status = PartStatus {
@@ -210,19 +213,43 @@ fn part_file(ctx: &Ctx, fleet: &str) -> PathBuf {
     ctx.args.work_dir.join(format!("{fleet}.json"))
 }
 
-async fn up_part(ctx: &Ctx, part: &FleetPart) -> Result<(), String> {
+/// Brings the part up; its nodes up once it is.
+async fn up_part(ctx: &Ctx, part: &FleetPart) -> Result<u64, String> {
     let file = part_file(ctx, &part.spec.fleet);
     let text = serde_json::to_vec(&part.spec).map_err(|e| e.to_string())?;
     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-    run_nsfleet(ctx, &["kube", "up-part", &file.display().to_string()]).await
+    run_nsfleet(ctx, &["kube", "up-part", &file.display().to_string()]).await?;
+    match local(ctx, &part.spec.fleet).await {
+        Local::Up(n) => Ok(n),
+        other => Err(format!("its supervisor is not up after `up` ({other:?})")),
+    }
 }
 
-/// The part's nodes up, from its supervisor; `None` when it has none running here.
-async fn local_nodes(ctx: &Ctx, fleet: &str) -> Option<u64> {
-    let out = output(ctx, &["status", fleet, "--json"]).await.ok()?;
-    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
-    let f = v.get("fleets")?.get(0)?;
-    (f.get("state")?.as_str()? == "up").then(|| f.get("node_count").and_then(|n| n.as_u64()))?
+/// What this machine runs of a fleet, as `nsfleet status` says it.
+#[derive(Debug, PartialEq)]
+enum Local {
+    /// Its supervisor is up, with this many nodes.
+    Up(u64),
+    /// No supervisor: none was started, or it ended, and its nodes with it.
+    Absent,
+    /// Starting, stopping, not answering, or not known.
+    Unknown,
+}
+
+async fn local(ctx: &Ctx, fleet: &str) -> Local {
+    let out = match output(ctx, &["status", fleet, "--json"]).await {
+        Ok(out) => out,
+        // Its run folder has no record of it: never started here, or gone.
+        Err(e) if e.contains("no fleet named") => return Local::Absent,
+        Err(_) => return Local::Unknown,
+    };
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let f = &v["fleets"][0];
+    match f["state"].as_str() {
+        Some("up") => Local::Up(f["node_count"].as_u64().unwrap_or(0)),
+        Some("dead") => Local::Absent,
+        _ => Local::Unknown,
+    }
 }
 
 async fn run_nsfleet(ctx: &Ctx, args: &[&str]) -> Result<(), String> {

@@ -36,12 +36,15 @@ const SAID_FOR: Duration = Duration::from_secs(3);
 /// loss shows as no event on the fleet or its parts).
 const REFRESH: Duration = Duration::from_secs(5);
 /// The first VXLAN network identifier a fleet may get.
-const FIRST_VNI: u32 = 4096;
+const FIRST_VNI: u32 = 1 << 20;
 
 pub struct Ctx {
     pub client: Client,
     /// The namespace the agents run in.
     pub system: String,
+    /// Held while a fleet is placed: fleets are reconciled concurrently, and each takes
+    /// VXLAN identifiers no other fleet's parts use. A leaf.
+    pub placing: tokio::sync::Mutex<()>,
 }
 
 /// Runs the controller until the process ends.
@@ -50,6 +53,7 @@ pub async fn run(system: String) -> anyhow::Result<()> {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         system,
+        placing: tokio::sync::Mutex::new(()),
     });
     eprintln!("nsfleet controller: watching fleets in every namespace");
     let fleets = Api::<Fleet>::all(client.clone());
@@ -138,8 +142,25 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     // phase written since must not be undone.
     let now = fleets_api(ctx, fleet).get_status(&fleet.name_any()).await?;
     let status = now.status.unwrap_or_default();
+    if status.phase == "Failed" {
+        // Failed is for good: what is left of its parts is being taken down, and the
+        // fleet is never placed again (the user deletes it, or makes it anew).
+        if !parts.is_empty() {
+            let agents = agents::list(&ctx.client, &ctx.system).await?;
+            roll_back(ctx, fleet, &parts, &agents).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        return Ok(Action::await_change());
+    }
     if parts.is_empty() {
-        if status.phase == "Failed" {
+        if status.vni_base.is_some() {
+            // Placed before, and its parts gone since (deleted by hand): said, not redone.
+            let lost = FleetStatus {
+                phase: "Failed".into(),
+                message: "its parts were deleted".into(),
+                ..status
+            };
+            set_status(ctx, fleet, &lost).await?;
             return Ok(Action::await_change());
         }
         return match place(fleet, ctx).await {
@@ -325,19 +346,19 @@ async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
 /// Places a fleet with no parts yet: its topology read, the agents' machines weighed, one
 /// part made per machine. Nothing is made when anything is refused.
 async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
+    let _placing = ctx.placing.lock().await;
     let name = fleet.name_any();
     let ns = fleet.namespace().unwrap_or_else(|| "default".into());
     let all: Vec<Fleet> = Api::<Fleet>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await?
         .items;
-    if let Some(other) = all.iter().find(|f| {
-        f.name_any() == name
-            && f.uid() != fleet.uid()
-            && f.status.as_ref().is_none_or(|s| s.phase != "Failed")
-    }) {
+    if let Some(other) = all
+        .iter()
+        .find(|f| f.name_any() == name && f.uid() != fleet.uid())
+    {
         return Err(Error(format!(
-            "a fleet named {name} already runs in namespace {}: fleet names are the machines' too, so they are unique in the cluster",
+            "a fleet named {name} is already in namespace {}: fleet names are the machines' too, so they are unique in the cluster",
             other.namespace().unwrap_or_default()
         )));
     }
@@ -345,10 +366,25 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     let format = fleet.spec.format.as_deref();
     let topo = plan::read(&name, &text, format).map_err(Error)?;
     let agents = agents::list(&ctx.client, &ctx.system).await?;
+    // What each machine has left: its agent's measure less what other fleets' parts
+    // there were given.
+    let parts_everywhere = Api::<FleetPart>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let given = |m: &str| -> u64 {
+        (parts_everywhere.iter())
+            .filter(|p| p.spec.machine == m)
+            .map(|p| p.spec.weight)
+            .sum()
+    };
     let machines: Vec<MachineInfo> = (agents.iter())
         .filter(|a| a.ready)
         .filter(|a| fleet.spec.machines.is_empty() || fleet.spec.machines.contains(&a.machine))
-        .map(|a| a.info.clone())
+        .map(|a| MachineInfo {
+            capacity: a.info.capacity.saturating_sub(given(&a.machine)),
+            ..a.info.clone()
+        })
         .collect();
     for m in &fleet.spec.machines {
         if !agents.iter().any(|a| &a.machine == m && a.ready) {
@@ -358,10 +394,12 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
             )));
         }
     }
-    let vni_base = (all.iter())
-        .filter(|f| f.uid() != fleet.uid())
-        .filter_map(|f| f.status.as_ref())
-        .filter_map(|s| s.vni_base.map(|b| b + s.tunnels as u32))
+    // Above every identifier another fleet's parts use (the parts, not the fleets'
+    // status, which is written after them), and above 4096 and its neighbours, which
+    // others' overlays take (Calico's default is 4096).
+    let vni_base = (parts_everywhere.iter())
+        .filter(|p| p.spec.fleet != name || p.namespace() != fleet.namespace())
+        .flat_map(|p| p.spec.tunnels.iter().map(|t| t.vni + 1))
         .max()
         .unwrap_or(FIRST_VNI)
         .max(FIRST_VNI);
@@ -372,9 +410,19 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         ));
     }
     let api = parts_api(ctx, fleet);
-    for spec in &plan.parts {
+    for (i, spec) in plan.parts.iter().enumerate() {
         let part = new_part(fleet, spec);
-        api.create(&PostParams::default(), &part).await?;
+        if let Err(e) = api.create(&PostParams::default(), &part).await {
+            // All or nothing: the parts made so far go again.
+            for made in &plan.parts[..i] {
+                let name = new_part(fleet, made).name_any();
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            }
+            return Err(Error(format!(
+                "making machine {}'s part: {e}",
+                spec.machine
+            )));
+        }
     }
     Ok(FleetStatus {
         phase: "Deploying".into(),

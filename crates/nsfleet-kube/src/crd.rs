@@ -132,6 +132,10 @@ pub struct FleetPartSpec {
     /// The links between a node here and one elsewhere.
     #[serde(default)]
     pub tunnels: Vec<Tunnel>,
+    /// Bytes of the machine's memory the placement gave this part (what later fleets'
+    /// placements leave aside).
+    #[serde(default)]
+    pub weight: u64,
 }
 
 /// A cut link, as both ends' machines see it: `a` and `b` are `node:iface`.

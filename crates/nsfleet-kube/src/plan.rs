@@ -171,8 +171,12 @@ pub fn plan(
             format: format.map(str::to_string),
             nodes: Vec::new(),
             tunnels: Vec::new(),
+            weight: 0,
         })
         .collect();
+    for (part, load) in parts.iter_mut().zip(&placed.load) {
+        part.weight = *load;
+    }
     for n in &nodes {
         parts[machine_of(&n.name)].nodes.push(n.name.clone());
     }

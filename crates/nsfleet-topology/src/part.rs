@@ -91,6 +91,7 @@ impl Topology {
             ends.insert((&link.a.0, &link.a.1), (crossing, *b_at));
             ends.insert((&link.b.0, &link.b.1), (crossing, *a_at));
         }
+        let narrow = self.narrowed_segments(&ends);
         let mut groups = Vec::new();
         let mut wiring = Vec::new();
         for (g, range) in self.groups.iter().zip(self.group_ranges()) {
@@ -108,7 +109,7 @@ impl Topology {
                 continue;
             }
             for (name, _, i) in &kept {
-                wiring.push(tunnelled(&self.wiring[*i], name, local, &ends));
+                wiring.push(tunnelled(&self.wiring[*i], name, local, &ends, &narrow));
             }
         }
         Topology {
@@ -116,6 +117,38 @@ impl Topology {
             groups,
             wiring,
         }
+    }
+
+    /// A switch with a port that crosses machines is one segment with the tunnel: every
+    /// interface on it (its ports, and the ends linked to them) gets the tunnel's MTU, as
+    /// a bridge drops what is larger than its smallest port takes, and OSPF will not
+    /// become adjacent across MTUs that differ. (node, iface) -> that MTU.
+    fn narrowed_segments(
+        &self,
+        ends: &HashMap<(&str, &str), (&Crossing, IpAddr)>,
+    ) -> HashMap<(String, String), u32> {
+        let switches: HashMap<String, u32> = (self.nodes())
+            .filter(|n| n.config.switch)
+            .filter_map(|n| {
+                let mtus = (n.wiring.ifaces.iter())
+                    .filter_map(|i| ends.get(&(n.name.as_str(), i.name.as_str())))
+                    .map(|(c, _)| c.mtu);
+                mtus.min().map(|m| (n.name.clone(), m))
+            })
+            .collect();
+        let mut narrow = HashMap::new();
+        if switches.is_empty() {
+            return narrow;
+        }
+        for NodeLink { a, b } in self.node_links() {
+            for (end, other) in [(&a, &b), (&b, &a)] {
+                if let Some(&m) = switches.get(&other.0) {
+                    narrow.insert(end.clone(), m);
+                    narrow.insert(other.clone(), m);
+                }
+            }
+        }
+        narrow
     }
 
     /// Each group's nodes' positions in `nodes()` order.
@@ -138,12 +171,19 @@ fn tunnelled(
     node: &str,
     local: IpAddr,
     ends: &HashMap<(&str, &str), (&Crossing, IpAddr)>,
+    narrow: &HashMap<(String, String), u32>,
 ) -> Arc<NodeWiring> {
-    if !(wiring.ifaces.iter()).any(|i| ends.contains_key(&(node, i.name.as_str()))) {
+    let narrowed = |iface: &str| narrow.get(&(node.to_string(), iface.to_string())).copied();
+    if !(wiring.ifaces.iter())
+        .any(|i| ends.contains_key(&(node, i.name.as_str())) || narrowed(&i.name).is_some())
+    {
         return wiring.clone();
     }
     let mut w = (**wiring).clone();
     for i in &mut w.ifaces {
+        if let Some(m) = narrowed(&i.name) {
+            i.mtu = Some(i.mtu.map_or(m, |x| x.min(m)));
+        }
         let Some((crossing, remote)) = ends.get(&(node, i.name.as_str())) else {
             continue;
         };
@@ -268,6 +308,28 @@ b = "lan"
             .as_vxlan()
             .expect("r3:eth0 is a tunnel");
         assert_eq!((v.remote, v.local), (m1, Some(m2)));
+    }
+
+    #[test]
+    fn a_switch_with_a_port_across_machines_is_one_mtu() {
+        let t = parse("f.toml", LINE, &KernelCaps::assumed()).unwrap();
+        let m1: IpAddr = "192.0.2.1".parse().unwrap();
+        let m2: IpAddr = "192.0.2.2".parse().unwrap();
+        // lan and r3 on m1, r4 (and r1, r2) on m2: r4's port on lan crosses.
+        let on_m1 = |n: &str| n == "lan" || n == "r3";
+        let cut: HashMap<_, _> = (t.node_links().into_iter())
+            .filter(|l| on_m1(&l.a.0) != on_m1(&l.b.0))
+            .map(|l| (l, (crossing(9), m1, m2)))
+            .collect();
+        let p = t.part(on_m1, m1, &cut);
+        for n in p.nodes() {
+            for i in &n.wiring.ifaces {
+                let on_lan = n.name == "lan" || (n.name == "r3" && i.name == "eth1");
+                if on_lan {
+                    assert_eq!(i.mtu, Some(1450), "{}:{}", n.name, i.name);
+                }
+            }
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub struct LaunchArgs {
     /// Validate the file and check it against this machine, then stop: nothing is
     /// created.
     #[arg(long)]
-    dry_run: bool,
+    pub dry_run: bool,
     /// The fleet goes down when process PID ends, however it ends (SIGKILL included),
     /// as when its `down` is asked: a program that makes a fleet for itself (a Mininet
     /// script through nsfleet's Python package, which passes its own pid) leaves nothing

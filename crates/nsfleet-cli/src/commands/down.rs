@@ -28,6 +28,9 @@ impl DownCommand {
             kube,
         } = self;
         if let Some(cluster) = kube.cluster() {
+            if no_wait {
+                anyhow::bail!("--no-wait with --kube: each machine's agent always waits for its part's reclamation");
+            }
             return cmd::kube::down(&name, &cluster, json);
         }
         cmd::down::down(cmd::down::DownArgs {

@@ -68,6 +68,9 @@ impl ExecCommand {
             format,
             kube,
         } = self;
+        if !cmds.is_empty() && kube.kube {
+            anyhow::bail!("containerlab's form (--cmd) with --kube: not offered; give the node: nsfleet exec NAME NODE --kube -- COMMAND");
+        }
         if !cmds.is_empty() {
             return cmd::clab_exec::exec_labs(cmd::clab_exec::ExecLabsArgs {
                 topo,
