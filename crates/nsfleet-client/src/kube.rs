@@ -52,6 +52,8 @@ pub fn up(
     let draft = plan::draft(&file.display().to_string(), &text, Some(format_name))?;
     let mut topo = draft.check(&topology::KernelCaps::assumed())?;
     if let Some(n) = name {
+        topology::check_name("fleet name", &n, topology::MAX_FLEET_NAME)
+            .map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n;
     }
     let name = topo.name.clone();

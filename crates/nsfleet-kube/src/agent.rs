@@ -77,7 +77,11 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
 
 /// Says what this machine can hold and its underlay's MTU, on the agent's own pod.
 async fn announce(client: &Client, a: &AgentArgs) -> anyhow::Result<()> {
-    let capacity = mem_available()? / 100 * SHARE_PERCENT;
+    let available = nsfleet_sys::meminfo("MemAvailable:");
+    if available <= 0 {
+        anyhow::bail!("/proc/meminfo has no MemAvailable");
+    }
+    let capacity = available as u64 / 100 * SHARE_PERCENT;
     let mtu = underlay_mtu();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &a.namespace);
     let patch = json!({ "metadata": { "annotations": {
@@ -92,15 +96,6 @@ async fn announce(client: &Client, a: &AgentArgs) -> anyhow::Result<()> {
         capacity >> 20
     );
     Ok(())
-}
-
-fn mem_available() -> anyhow::Result<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo")?;
-    (meminfo.lines())
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb << 10)
-        .ok_or_else(|| anyhow::anyhow!("/proc/meminfo has no MemAvailable"))
 }
 
 /// The smallest MTU of the machine's interfaces that are up, but `lo`: what a tunnel's

@@ -99,7 +99,7 @@ fn parts_api(ctx: &Ctx, fleet: &Fleet) -> Api<FleetPart> {
 }
 
 async fn parts_of(ctx: &Ctx, fleet: &Fleet) -> Result<Vec<FleetPart>, Error> {
-    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={}", fleet.name_any()));
+    let lp = ListParams::default().labels(&crate::crd::parts_of(&fleet.name_any()));
     Ok(parts_api(ctx, fleet).list(&lp).await?.items)
 }
 

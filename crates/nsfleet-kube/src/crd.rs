@@ -19,6 +19,11 @@ pub const MACHINE_LABEL: &str = "nsfleet.dev/machine";
 /// The label that names a part's fleet.
 pub const FLEET_LABEL: &str = "nsfleet.dev/fleet";
 
+/// The label selector of a fleet's parts.
+pub fn parts_of(fleet: &str) -> String {
+    format!("{FLEET_LABEL}={fleet}")
+}
+
 /// A fleet of network namespaces spread over the cluster's machines.
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[kube(

@@ -253,19 +253,7 @@ fn refusal(
 }
 
 /// The cut links of one part, as the topology's [`part`](Topology::part) takes them.
-pub fn crossings(
-    tunnels: &[Tunnel],
-) -> Result<
-    HashMap<
-        NodeLink,
-        (
-            nsfleet_topology::part::Crossing,
-            std::net::IpAddr,
-            std::net::IpAddr,
-        ),
-    >,
-    String,
-> {
+pub fn crossings(tunnels: &[Tunnel]) -> Result<nsfleet_topology::part::Cut, String> {
     let end = |s: &str| -> Result<(String, String), String> {
         s.split_once(':')
             .map(|(n, i)| (n.to_string(), i.to_string()))

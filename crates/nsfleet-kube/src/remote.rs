@@ -2,7 +2,7 @@
 //! Kubernetes API, as data (nsfleet-client prints it).
 
 use crate::agents;
-use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus, FLEET_LABEL};
+use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus};
 use crate::manifests::{self, SYSTEM};
 use crate::Error;
 use kube::api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -133,7 +133,7 @@ pub async fn get(client: &Client, ns: &str, name: &str) -> Result<(Fleet, Vec<Fl
     let fleet = (api.get_opt(name).await.map_err(crd_missing)?)
         .ok_or_else(|| Error(format!("no fleet named {name} in namespace {ns}")))?;
     let parts: Api<FleetPart> = Api::namespaced(client.clone(), ns);
-    let lp = ListParams::default().labels(&format!("{FLEET_LABEL}={name}"));
+    let lp = ListParams::default().labels(&crate::crd::parts_of(name));
     Ok((fleet, parts.list(&lp).await?.items))
 }
 

@@ -40,6 +40,10 @@ pub struct Crossing {
     pub mtu: u32,
 }
 
+/// The cut links a part is made with: each link's crossing, and its `a` and `b` ends'
+/// machine addresses.
+pub type Cut = HashMap<NodeLink, (Crossing, IpAddr, IpAddr)>;
+
 /// Every link between two nodes of the fleet (veth pairs, a switch's ports among them):
 /// what a placement may cut. Links to the host, VXLAN and dummy devices, and a switch's
 /// macvlans are not among them: they go where their node goes (macvlans: see
@@ -79,12 +83,7 @@ impl Topology {
     /// The part of the fleet on one machine: the nodes `here` keeps, each link in `cut`
     /// (one end here, the other on the machine at the address `cut` gives) a VXLAN tunnel
     /// from `local`. Nodes keep their order, names, numbers (`{i}`) and configurations.
-    pub fn part(
-        &self,
-        here: impl Fn(&str) -> bool,
-        local: IpAddr,
-        cut: &HashMap<NodeLink, (Crossing, IpAddr, IpAddr)>,
-    ) -> Topology {
+    pub fn part(&self, here: impl Fn(&str) -> bool, local: IpAddr, cut: &Cut) -> Topology {
         // Each cut end here: (node, iface) -> (crossing, far machine's address).
         let mut ends = HashMap::<(&str, &str), (&Crossing, IpAddr)>::new();
         for (link, (crossing, a_at, b_at)) in cut {
@@ -173,7 +172,12 @@ fn tunnelled(
     ends: &HashMap<(&str, &str), (&Crossing, IpAddr)>,
     narrow: &HashMap<(String, String), u32>,
 ) -> Arc<NodeWiring> {
-    let narrowed = |iface: &str| narrow.get(&(node.to_string(), iface.to_string())).copied();
+    let narrowed = |iface: &str| {
+        // No allocation per interface in the common case: no switch spans machines.
+        (!narrow.is_empty())
+            .then(|| narrow.get(&(node.to_string(), iface.to_string())).copied())
+            .flatten()
+    };
     if !(wiring.ifaces.iter())
         .any(|i| ends.contains_key(&(node, i.name.as_str())) || narrowed(&i.name).is_some())
     {

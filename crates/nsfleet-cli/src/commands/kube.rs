@@ -16,14 +16,19 @@ use std::path::PathBuf;
 /// wherever it lands.
 ///
 ///   nsfleet kube install --image REGISTRY/nsfleet:TAG   # CRDs, RBAC, controller, agents
+///
 ///   nsfleet up lab.toml --kube                          # a Fleet resource, followed until up
-///   nsfleet status lab --kube [--json]                  # per machine; --json: each node's machine
+///
+///   nsfleet status lab --kube [--json]                  # --json: each node's machine
+///
 ///   nsfleet exec lab r7 --kube -- ping -c1 10.0.0.1     # in the node, on its machine
+///
 ///   nsfleet down lab --kube                             # every machine's part reclaimed
+///
 ///   kubectl get fleets; kubectl delete fleet lab        # the same, from kubectl
 ///
-/// The image is nsfleet's binary (and the libraries it links) with `nsfleet` as its
-/// entry point: scripts/kube-cluster builds one. A test cluster on this box:
+/// The image is nsfleet's binary at /nsfleet (its entry point) and the libraries it
+/// links: scripts/kube-cluster builds one. A test cluster on this box:
 /// `scripts/kube-cluster up --machines 3`.
 #[derive(Subcommand)]
 pub enum KubeCommand {
