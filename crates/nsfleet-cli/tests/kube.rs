@@ -156,6 +156,17 @@ fn missing() -> Option<String> {
     None
 }
 
+/// The host's processes that are a machine's `capture --kube`.
+fn captures() -> Vec<u32> {
+    (std::fs::read_dir("/proc").unwrap().flatten())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--until-stdin-closes"))
+        })
+        .collect()
+}
+
 const RING: &str =
     "[fleet]\nname = \"kring\"\n\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
 
@@ -274,6 +285,81 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "exec's exit code passes through"
     );
 
+    // `link` on the node's machine: the cut link's far end is read on its own machine; a
+    // pulled end stops packets both ways.
+    let end = format!("{a}:eth1");
+    let look = k.json(&["link", "kring", &end, "--kube", "--json"]);
+    assert_eq!(look["far"]["node"], b.as_str(), "{look}");
+    assert_eq!(look["far_machine"], machine_of(cut + 1).as_str(), "{look}");
+    k.ok(&["link", "kring", &end, "down", "--kube"]);
+    let out = k.nsfleet(&[
+        "exec", "kring", &b, "--kube", "--", "ping", "-c1", "-W1", &a_text,
+    ]);
+    assert!(!out.status.success(), "a pulled cable still carries pings");
+    let look = k.ok(&["link", "kring", &end, "up", "--kube"]);
+    assert!(look.contains("across machines"), "{look}");
+    ping_across();
+
+    // `capture` on the node's machine, written here; the machine's capture ends with ours.
+    let pcap = env.file("a.pcapng", "");
+    let mut capture = env
+        .cmd(&[
+            "capture",
+            "kring",
+            &end,
+            "--kube",
+            "-c",
+            "1",
+            "-w",
+            pcap.to_str().unwrap(),
+            "icmp",
+        ])
+        .env("KUBECONFIG", &k.kubeconfig)
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the capture's first packet",
+        Duration::from_secs(30),
+        || {
+            ping_across();
+            match capture.try_wait().unwrap() {
+                Some(s) => Ok(s),
+                None => Err("running"),
+            }
+        },
+    );
+    let magic = std::fs::read(&pcap).unwrap();
+    assert_eq!(&magic[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "pcapng");
+    let mut endless = env
+        .cmd(&["capture", "kring", &end, "--kube"])
+        .env("KUBECONFIG", &k.kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the machine's capture",
+        Duration::from_secs(30),
+        || match captures().is_empty() {
+            true => Err("none yet"),
+            false => Ok(()),
+        },
+    );
+    endless.kill().unwrap();
+    endless.wait().unwrap();
+    wait_until(
+        "the machine's capture to end with ours",
+        Duration::from_secs(30),
+        || match captures().as_slice() {
+            [] => Ok(()),
+            left => Err(left.to_vec()),
+        },
+    );
+    k.fails(
+        &["capture", "kring", &end, &format!("{b}:eth0"), "--kube"],
+        "capture each machine's in its own call",
+    );
+
     // Two fleets of one name, a machine without the agent, a fleet bigger than the cluster.
     k.fails(&["up", ring, "--kube"], "already in namespace default");
     let ghost = r#"{"apiVersion":"nsfleet.dev/v1alpha1","kind":"Fleet","metadata":{"name":"ghost"},"spec":{"machines":["nope"],"topology":"[fleet]\nname = \"ghost\"\n[[node]]\nname = \"a\"\n"}}"#;
@@ -363,7 +449,8 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
 
     // Agents all gone: deleting a fleet does not hang; it says which machines could not
     // say their part was reclaimed.
-    k.ok(&["up", ring, "--kube"]);
+    let up = k.ok(&["up", ring, "--kube"]);
+    assert!(up.contains("30 nodes on 3 machines"), "{up}");
     k.kubectl(&[
         "-n",
         "nsfleet-system",

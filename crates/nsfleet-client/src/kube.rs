@@ -142,6 +142,161 @@ pub fn exec(name: &str, node: &str, command: &[String], c: &Cluster) -> anyhow::
     })
 }
 
+/// What `nsfleet link --kube` reads back from a machine (`link --json` there).
+#[derive(serde::Deserialize)]
+struct LinkLook {
+    end: nsfleet::subsys::cable::EndState,
+    far: Option<nsfleet::subsys::cable::EndState>,
+    host: Option<String>,
+    impair: Option<nsfleet::topology::Impair>,
+}
+
+/// `nsfleet link NAME NODE:IFACE [down|up] --kube`: done on the node's machine. A link
+/// that crosses machines is a VXLAN tunnel there: its far end is read on its own machine,
+/// and keeps its carrier when this end is pulled (packets stop both ways).
+pub fn link(
+    name: &str,
+    target: &str,
+    action: Option<&str>,
+    c: &Cluster,
+    json: bool,
+) -> anyhow::Result<()> {
+    let node = (target.split_once(':').map(|(n, _)| n))
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| anyhow!("expected NODE:IFACE, like r1:eth0, got {target:?}"))?;
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let (part, agent) = remote::node_home(&client, &c.namespace, name, node).await?;
+        let mut args = vec!["link".to_string(), name.into(), target.into()];
+        args.extend(action.map(str::to_string));
+        let mut look: LinkLook = run_json(&client, &agent, args).await?;
+        let tunnel = (part.spec.tunnels.iter()).find(|t| t.a == target || t.b == target);
+        let mut across = None;
+        if let Some(t) = tunnel {
+            let far = if t.a == target { &t.b } else { &t.a };
+            let far_node = far.split_once(':').map_or(far.as_str(), |(n, _)| n);
+            let (far_part, far_agent) =
+                remote::node_home(&client, &c.namespace, name, far_node).await?;
+            let args = vec!["link".to_string(), name.into(), far.clone()];
+            let far_look: LinkLook = run_json(&client, &far_agent, args).await?;
+            look.far = Some(far_look.end);
+            across = Some((far_part.spec.machine, t.vni));
+        }
+        if json {
+            let v = serde_json::json!({
+                "fleet": name, "end": look.end, "far": look.far, "host": look.host,
+                "impair": look.impair, "machine": part.spec.machine,
+                "far_machine": across.as_ref().map(|a| &a.0),
+                "vni": across.as_ref().map(|a| a.1),
+            });
+            println!("{v}");
+            return Ok(());
+        }
+        crate::link::print(&look.end, look.far.as_ref(), look.host.as_deref(), look.impair.as_ref());
+        match across {
+            Some((far_machine, vni)) => println!(
+                "  across machines: {} to {far_machine}, VXLAN {vni}; the far end keeps its carrier when this one is pulled, and packets stop both ways",
+                part.spec.machine
+            ),
+            None => println!("  on machine {}", part.spec.machine),
+        }
+        Ok(())
+    })
+}
+
+/// Runs nsfleet with `args` and `--json` on an agent's machine and reads its answer; its
+/// refusal, if it refuses, is ours.
+async fn run_json<T: serde::de::DeserializeOwned>(
+    client: &nsfleet_kube::Client,
+    agent: &nsfleet_kube::agents::Agent,
+    mut args: Vec<String>,
+) -> anyhow::Result<T> {
+    args.push("--json".into());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let streams = remote::Streams {
+        stdout: &mut out,
+        stderr: &mut err,
+        stdin: false,
+    };
+    let code = remote::run_in_agent(client, agent, &args, streams).await?;
+    if code != 0 {
+        bail!("on machine {}: {}", agent.machine, remote_error(&err));
+    }
+    serde_json::from_slice(&out)
+        .with_context(|| format!("nsfleet {} on machine {}", args.join(" "), agent.machine))
+}
+
+/// A remote nsfleet's error, from its `--json` error objects or its plain lines.
+fn remote_error(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<String> = (text.lines())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match serde_json::from_str::<serde_json::Value>(l) {
+            Ok(v) => v["error"]["message"].as_str().unwrap_or(l).to_string(),
+            Err(_) => l.trim_start_matches("nsfleet: ").to_string(),
+        })
+        .collect();
+    match lines.is_empty() {
+        true => "it failed and said nothing".into(),
+        false => lines.join("; "),
+    }
+}
+
+/// `nsfleet capture NAME NODE:IFACE... --kube`: what to capture, as for a local capture.
+pub struct CaptureOn {
+    pub targets: Vec<String>,
+    pub write: Option<PathBuf>,
+    pub count: Option<u64>,
+    pub snaplen: u32,
+    pub filter: Vec<String>,
+}
+
+/// Captures on the interfaces' machine (they must share one), through its agent: lines, or
+/// pcapng written here. Returns the machine's capture's exit code.
+pub fn capture(name: &str, a: CaptureOn, c: &Cluster) -> anyhow::Result<i32> {
+    let mut out: Box<dyn std::io::Write> = match a.write.as_deref() {
+        None => Box::new(std::io::stdout()),
+        Some(p) if p == Path::new("-") => Box::new(std::io::stdout()),
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("-w {}", p.display()))?)
+        }
+    };
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let mut home: Option<nsfleet_kube::agents::Agent> = None;
+        for t in &a.targets {
+            let node = t.split_once(':').map_or(t.as_str(), |(n, _)| n);
+            let (_, agent) = remote::node_home(&client, &c.namespace, name, node).await?;
+            if let Some(h) = &home {
+                if h.machine != agent.machine {
+                    bail!(
+                        "{t} is on machine {} and {} on {}: one capture is of one machine's interfaces; capture each machine's in its own call",
+                        agent.machine, a.targets[0], h.machine
+                    );
+                }
+            }
+            home = Some(agent);
+        }
+        let agent = home.ok_or_else(|| anyhow!("no interface to capture: give NODE:IFACE"))?;
+        let mut args = vec!["capture".to_string(), name.into()];
+        args.extend(a.targets.iter().cloned());
+        args.extend(["-s".into(), a.snaplen.to_string(), "--until-stdin-closes".into()]);
+        if let Some(n) = a.count {
+            args.extend(["-c".into(), n.to_string()]);
+        }
+        if a.write.is_some() {
+            args.extend(["-w".into(), "-".into()]);
+        }
+        args.extend(a.filter.iter().cloned());
+        let streams = remote::Streams {
+            stdout: &mut out,
+            stderr: std::io::stderr(),
+            stdin: true,
+        };
+        Ok(remote::run_in_agent(&client, &agent, &args, streams).await?)
+    })
+}
+
 /// `nsfleet down NAME --kube`: the Fleet deleted, and each machine's word on its part.
 pub fn down(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
     let started = Instant::now();

@@ -48,8 +48,20 @@ pub fn link(a: LinkArgs) -> anyhow::Result<()> {
         println!("{v}");
         return Ok(());
     }
-    println!("{}", line(&end));
-    match (&far, &host) {
+    print(&end, far.as_ref(), host.as_deref(), impair.as_ref());
+    Ok(())
+}
+
+/// A link as people read it: this end, its peer (`far`: a node's end; `host`: the host's
+/// end of a host link; neither: a tunnel's), and its impairment.
+pub fn print(
+    end: &EndState,
+    far: Option<&EndState>,
+    host: Option<&str>,
+    impair: Option<&nsfleet::topology::Impair>,
+) {
+    println!("{}", line(end));
+    match (far, host) {
         (Some(f), _) => println!("  peer {}", line(f)),
         (None, Some(h)) => println!("  peer host:{h} (the host's end)"),
         _ => println!("  peer: none nsfleet can see (a tunnel)"),
@@ -57,7 +69,6 @@ pub fn link(a: LinkArgs) -> anyhow::Result<()> {
     if let Some(i) = impair {
         println!("  impairment: {i}");
     }
-    Ok(())
 }
 
 fn line(e: &EndState) -> String {

@@ -20,6 +20,9 @@ pub mod manifests;
 pub mod plan;
 pub mod remote;
 
+/// The cluster connection [`remote::connect`] gives, which the rest of `remote` takes.
+pub use kube::Client;
+
 /// What went wrong, in words for the Fleet's status or the user.
 #[derive(Debug)]
 pub struct Error(pub String);

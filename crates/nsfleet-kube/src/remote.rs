@@ -215,6 +215,71 @@ pub async fn delete(
     }
 }
 
+/// The part that holds `node`, and the agent of its machine.
+pub async fn node_home(
+    client: &Client,
+    ns: &str,
+    fleet: &str,
+    node: &str,
+) -> Result<(FleetPart, agents::Agent), Error> {
+    let (_, parts) = get(client, ns, fleet).await?;
+    let part = (parts.into_iter())
+        .find(|p| p.spec.nodes.iter().any(|n| n == node))
+        .ok_or_else(|| Error(format!("fleet {fleet} has no node {node}")))?;
+    let agent = machine_agent(client, &part.spec.machine).await?;
+    Ok((part, agent))
+}
+
+/// The ready agent of `machine`.
+pub async fn machine_agent(client: &Client, machine: &str) -> Result<agents::Agent, Error> {
+    let agents = agents::list(client, SYSTEM).await?;
+    (agents.into_iter())
+        .find(|a| a.machine == machine && a.ready)
+        .ok_or_else(|| Error(format!("machine {machine} has no ready nsfleet agent")))
+}
+
+/// Where a command run by an agent writes, and whether it reads our end closing.
+pub struct Streams<O, E> {
+    pub stdout: O,
+    pub stderr: E,
+    /// The command is given a standard input that ends when we do (it never carries
+    /// data): a command that runs until stopped watches it, and so ends with us.
+    pub stdin: bool,
+}
+
+/// Runs nsfleet (the agent's own program) with `args` in `agent`'s container, on its
+/// machine: what it writes passed to `streams` as it comes, its exit code returned.
+pub async fn run_in_agent<O: std::io::Write, E: std::io::Write>(
+    client: &Client,
+    agent: &agents::Agent,
+    args: &[String],
+    streams: Streams<O, E>,
+) -> Result<i32, Error> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let mut argv = vec![manifests::ENTRY.to_string()];
+    argv.extend(args.iter().cloned());
+    let ap = AttachParams::default()
+        .stdin(streams.stdin)
+        .stdout(true)
+        .stderr(true);
+    let mut proc = pods.exec(&agent.pod, argv, &ap).await?;
+    // Held, never written: it closes when this returns, or when our process ends.
+    let _stdin = proc.stdin();
+    let mut out = proc.stdout().ok_or_else(|| Error("no stdout".into()))?;
+    let mut err = proc.stderr().ok_or_else(|| Error("no stderr".into()))?;
+    let status = proc.take_status();
+    let _ = tokio::join!(
+        pass(&mut out, streams.stdout),
+        pass(&mut err, streams.stderr)
+    );
+    let status = match status {
+        Some(s) => s.await,
+        None => None,
+    };
+    proc.join().await.map_err(|e| Error(e.to_string()))?;
+    Ok(exit_code(status))
+}
+
 /// Runs `command` in `node` of the fleet, on its machine, through that machine's agent:
 /// its output passed through, its exit code returned.
 pub async fn exec(
@@ -224,46 +289,15 @@ pub async fn exec(
     node: &str,
     command: &[String],
 ) -> Result<i32, Error> {
-    let (_, parts) = get(client, ns, fleet).await?;
-    let part = (parts.iter())
-        .find(|p| p.spec.nodes.iter().any(|n| n == node))
-        .ok_or_else(|| Error(format!("fleet {fleet} has no node {node}")))?;
-    let agents = agents::list(client, SYSTEM).await?;
-    let agent = (agents.iter())
-        .find(|a| a.machine == part.spec.machine && a.ready)
-        .ok_or_else(|| {
-            Error(format!(
-                "machine {} (node {node}'s) has no ready agent",
-                part.spec.machine
-            ))
-        })?;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), SYSTEM);
-    let mut argv = vec![
-        manifests::ENTRY.to_string(),
-        "exec".into(),
-        fleet.into(),
-        node.into(),
-        "--".into(),
-    ];
-    argv.extend(command.iter().cloned());
-    let ap = AttachParams::default()
-        .stdin(false)
-        .stdout(true)
-        .stderr(true);
-    let mut proc = pods.exec(&agent.pod, argv, &ap).await?;
-    let mut out = proc.stdout().ok_or_else(|| Error("no stdout".into()))?;
-    let mut err = proc.stderr().ok_or_else(|| Error("no stderr".into()))?;
-    let status = proc.take_status();
-    let _ = tokio::join!(
-        pass(&mut out, std::io::stdout()),
-        pass(&mut err, std::io::stderr())
-    );
-    let status = match status {
-        Some(s) => s.await,
-        None => None,
+    let (_, agent) = node_home(client, ns, fleet, node).await?;
+    let mut args = vec!["exec".into(), fleet.into(), node.into(), "--".into()];
+    args.extend(command.iter().cloned());
+    let streams = Streams {
+        stdout: std::io::stdout(),
+        stderr: std::io::stderr(),
+        stdin: false,
     };
-    proc.join().await.map_err(|e| Error(e.to_string()))?;
-    Ok(exit_code(status))
+    run_in_agent(client, &agent, &args, streams).await
 }
 
 /// The command's exit code from the exec's final status (0 on success).

@@ -1,7 +1,7 @@
 //! `nsfleet capture`: capture packets of a live fleet's interfaces. Interfaces and the
 //! filter share one list of words, split here.
 
-use super::args::within;
+use super::args::{within, KubeArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ use std::path::PathBuf;
 ///   nsfleet capture lab r1:eth0 r2:eth1 -w ospf.pcapng ip proto 89
 ///   nsfleet capture lab r1:eth0 -w - | wireshark -k -i -
 ///   nsfleet capture lab r1:eth0 -w - | tcpdump -n -r -
+///   nsfleet capture lab r1:eth0 --kube -w r1.pcapng   # on r1's machine, written here
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct CaptureCommand {
@@ -36,6 +37,11 @@ pub struct CaptureCommand {
     /// Bytes kept of each packet (the rest is counted in its length).
     #[arg(short = 's', default_value_t = cmd::capture::DEFAULT_SNAPLEN as u64, value_parser = within::<64, 262144>)]
     snaplen: u64,
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// End when standard input ends (how `capture --kube` runs on a machine).
+    #[arg(long, hide = true)]
+    until_stdin_closes: bool,
 }
 
 impl CaptureCommand {
@@ -46,6 +52,8 @@ impl CaptureCommand {
             write,
             count,
             snaplen,
+            kube,
+            until_stdin_closes,
         } = self;
         // NODE:IFACE words first; the filter from the first word that is not one.
         let split = args
@@ -53,6 +61,16 @@ impl CaptureCommand {
             .position(|w| !w.contains(':'))
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
+        if let Some(cluster) = kube.cluster() {
+            let a = cmd::kube::CaptureOn {
+                targets: targets.to_vec(),
+                write,
+                count,
+                snaplen: snaplen as u32,
+                filter: filter.to_vec(),
+            };
+            std::process::exit(cmd::kube::capture(&name, a, &cluster)?);
+        }
         cmd::capture::capture(cmd::capture::CaptureArgs {
             name,
             targets: targets.to_vec(),
@@ -61,6 +79,7 @@ impl CaptureCommand {
             snaplen: snaplen as u32,
             filter: filter.to_vec(),
             run_dir,
+            until_stdin_closes,
         })
     }
 }

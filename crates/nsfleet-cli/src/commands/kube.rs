@@ -23,6 +23,10 @@ use std::path::PathBuf;
 ///
 ///   nsfleet exec lab r7 --kube -- ping -c1 10.0.0.1     # in the node, on its machine
 ///
+///   nsfleet link lab r7:eth1 down --kube                # on r7's machine
+///
+///   nsfleet capture lab r7:eth1 --kube -w r7.pcapng     # on r7's machine, written here
+///
 ///   nsfleet down lab --kube                             # every machine's part reclaimed
 ///
 ///   kubectl get fleets; kubectl delete fleet lab        # the same, from kubectl

@@ -1,5 +1,6 @@
 //! `nsfleet link`: pull a link's cable, plug it back, or look at the link.
 
+use super::args::KubeArgs;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -13,6 +14,8 @@ use std::path::PathBuf;
 ///   nsfleet link lab r1:eth1 down
 ///   nsfleet link lab r1:eth1            # r1:eth1 DOWN ...; peer r2:eth1 UP, NO-CARRIER
 ///   nsfleet link lab r1:eth1 up
+///   nsfleet link lab r1:eth1 down --kube  # on r1's machine; across machines (VXLAN),
+///                                         # the far end keeps its carrier
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct LinkCommand {
@@ -25,6 +28,8 @@ pub struct LinkCommand {
     action: Option<String>,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl LinkCommand {
@@ -34,7 +39,11 @@ impl LinkCommand {
             target,
             action,
             json,
+            kube,
         } = self;
+        if let Some(cluster) = kube.cluster() {
+            return cmd::kube::link(&name, &target, action.as_deref(), &cluster, json);
+        }
         cmd::link::link(cmd::link::LinkArgs {
             name,
             target,

@@ -22,6 +22,8 @@ use std::collections::BinaryHeap;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long a packet waits for older ones from the other interfaces before it is written.
@@ -42,6 +44,9 @@ pub struct CaptureArgs {
     /// tcpdump's filter syntax, in words as given.
     pub filter: Vec<String>,
     pub run_dir: PathBuf,
+    /// Also end when standard input ends: run on a machine for `capture --kube`, whose
+    /// standard input closes when the user's `nsfleet` ends, Ctrl-C included.
+    pub until_stdin_closes: bool,
 }
 
 /// One interface being captured.
@@ -75,7 +80,15 @@ pub fn capture(a: CaptureArgs) -> anyhow::Result<()> {
         a.snaplen
     );
     let started = now_ns();
-    let written = run(&mut taps, &mut out, a.snaplen, a.count)?;
+    let closed = Arc::new(AtomicBool::new(false));
+    if a.until_stdin_closes {
+        let closed = closed.clone();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            closed.store(true, Ordering::Relaxed);
+        });
+    }
+    let written = run(&mut taps, &mut out, a.snaplen, a.count, &closed)?;
     let stats: Vec<PacketStats> = (taps.iter())
         .map(|t| packet::packet_stats(&t.sock).unwrap_or_default())
         .collect();
@@ -156,13 +169,14 @@ struct Held {
     data: Vec<u8>,
 }
 
-/// Reads until `count` packets are written, Ctrl-C (or SIGTERM), or every interface is
-/// gone; returns how many were written.
+/// Reads until `count` packets are written, Ctrl-C (or SIGTERM), `closed`, or every
+/// interface is gone; returns how many were written.
 fn run(
     taps: &mut [Tap],
     out: &mut Output,
     snaplen: u32,
     count: Option<u64>,
+    closed: &AtomicBool,
 ) -> anyhow::Result<u64> {
     let stop = [libc::SIGINT, libc::SIGTERM];
     let _held_signals = sys::SignalsHeld::new(&stop)?;
@@ -171,7 +185,7 @@ fn run(
     let limit = count.unwrap_or(u64::MAX);
     let mut buf = vec![0u8; snaplen.max(64) as usize];
     while written < limit && taps.iter().any(|t| t.open) {
-        if sys::take_signal(&stop, Duration::ZERO)?.is_some() {
+        if sys::take_signal(&stop, Duration::ZERO)?.is_some() || closed.load(Ordering::Relaxed) {
             break;
         }
         let fds: Vec<_> = taps.iter().map(|t| t.sock.as_fd()).collect();
