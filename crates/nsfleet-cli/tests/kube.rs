@@ -360,6 +360,53 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "capture each machine's in its own call",
     );
 
+    // `apply --kube`: two nodes more, hung on r1; every node stays where it was, the new
+    // ones join r1, and the cut links keep working. A bad file and a change too big for
+    // the cluster are refused, and change nothing.
+    let grown_text = format!("{RING}[[node]]\nname = \"x{{i}}\"\ncount = 2\n[[link]]\na = \"r1:eth2\"\nb = \"x1:eth0\"\npool = \"10.9.0.0/30\"\n[[link]]\na = \"x1:eth1\"\nb = \"x2:eth0\"\n");
+    let grown = env.file("kring-grown.toml", &grown_text);
+    let grown = grown.to_str().unwrap();
+    let plan = k.ok(&["apply", grown, "--kube", "--dry-run"]);
+    assert!(plan.contains("x1") && plan.contains("x2"), "{plan}");
+    k.fails(
+        &["apply", bad.to_str().unwrap(), "--kube", "--name", "kring"],
+        "bad.toml:5",
+    );
+    let too_big = env.file(
+        "too-big.toml",
+        &format!(
+            "{grown_text}[[node]]\nname = \"y{{i}}\"\ncount = 4000\ncommands = [\"exec zebra\"]\n"
+        ),
+    );
+    k.fails(
+        &[
+            "apply",
+            too_big.to_str().unwrap(),
+            "--kube",
+            "--name",
+            "kring",
+        ],
+        "the changed fleet needs about",
+    );
+    assert_eq!(k.phase("kring"), "Running");
+    let applied = k.ok(&["apply", grown, "--kube"]);
+    assert!(applied.contains("32 nodes on 3 machines"), "{applied}");
+    let after = k.json(&["status", "kring", "--kube", "--json"]);
+    let machine_now = |n: &str| -> String {
+        let nodes = after["nodes"].as_array().unwrap();
+        let node = nodes.iter().find(|x| x["name"] == n).unwrap();
+        node["machine"].as_str().unwrap().to_string()
+    };
+    for i in 1..=30 {
+        assert_eq!(machine_now(&format!("r{i}")), machine_of(i), "r{i} moved");
+    }
+    assert_eq!(machine_now("x1"), machine_of(1));
+    assert_eq!(machine_now("x2"), machine_of(1));
+    k.ok(&[
+        "exec", "kring", "x1", "--kube", "--", "ping", "-c1", "-W2", "10.9.0.1",
+    ]);
+    ping_across();
+
     // Two fleets of one name, a machine without the agent, a fleet bigger than the cluster.
     k.fails(&["up", ring, "--kube"], "already in namespace default");
     let ghost = r#"{"apiVersion":"nsfleet.dev/v1alpha1","kind":"Fleet","metadata":{"name":"ghost"},"spec":{"machines":["nope"],"topology":"[fleet]\nname = \"ghost\"\n[[node]]\nname = \"a\"\n"}}"#;

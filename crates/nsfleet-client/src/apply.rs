@@ -41,30 +41,67 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     // Held while the change is made; once made, the fleet's supervisor holds them by
     // this hold's file, and it stays.
     let hold = crate::fleet_images::find(&mut topo, &a.file, &a.images)?;
+    change(ChangeTo {
+        name,
+        file,
+        shown: a.file,
+        topo,
+        hold,
+        dry_run: a.dry_run,
+        json: a.json,
+        run_dir: a.run_dir,
+    })
+}
+
+/// A running fleet to change into a topology read and checked already.
+pub struct ChangeTo {
+    pub name: String,
+    /// The topology's file, absolute (the supervisor names it in messages), and as the
+    /// user wrote it (our messages name that).
+    pub file: PathBuf,
+    pub shown: PathBuf,
+    pub topo: nsfleet::topology::Topology,
+    /// The image store's hold on the images the nodes run.
+    pub hold: Option<nsfleet_image::Hold>,
+    pub dry_run: bool,
+    pub json: bool,
+    pub run_dir: PathBuf,
+}
+
+/// The supervisor of fleet `c.name` asked to change it into `c.topo` (or, dry, to say
+/// what that would change); the change, or the plan, shown.
+pub fn change(c: ChangeTo) -> anyhow::Result<()> {
+    let ChangeTo {
+        name,
+        file,
+        shown,
+        topo,
+        hold,
+        dry_run,
+        json,
+        run_dir,
+    } = c;
     let topology = serde_json::to_vec(&topo)?;
     if topology.len() as u64 > nsfleet::control::MAX_TOPOLOGY {
         bail!(
             "{}: the topology is {} bytes as the supervisor takes it; at most {} are taken",
-            a.file.display(),
+            shown.display(),
             topology.len(),
             nsfleet::control::MAX_TOPOLOGY
         );
     }
-    let rd = RunDir::new(&a.run_dir);
+    let rd = RunDir::new(&run_dir);
     let mut client = connect(&rd, &name)?;
     let req = Request::Apply {
         file,
         topology_len: topology.len() as u64,
-        dry_run: a.dry_run,
+        dry_run,
         hold: hold.as_ref().map(|h| h.path().to_path_buf()),
     };
-    if !a.dry_run && !a.json {
-        eprintln!(
-            "nsfleet: applying {} to fleet {name:?}...",
-            a.file.display()
-        );
+    if !dry_run && !json {
+        eprintln!("nsfleet: applying {} to fleet {name:?}...", shown.display());
     }
-    let in_file = |e| crate::errors::in_file(e, &a.file);
+    let in_file = |e| crate::errors::in_file(e, &shown);
     let (changes, applied, report) = match client.call_with(&req, &topology).map_err(in_file)? {
         Reply::Plan {
             changes,
@@ -77,10 +114,10 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
         // The supervisor holds the images by the hold's file now: it stays when we go.
         drop(hold.map(nsfleet_image::Hold::into_fd));
     }
-    if a.json {
+    if json {
         let out = serde_json::json!({
             "fleet": name,
-            "dry_run": a.dry_run,
+            "dry_run": dry_run,
             "applied": applied,
             "changes": changes,
             "report": report,
@@ -92,7 +129,9 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_plan(fleet: &str, changes: &[Change], report: Option<&ReshapeReport>) {
+/// The change, object by object (`+` added, `-` removed, `~` changed), and what making it
+/// took when it was made.
+pub fn print_plan(fleet: &str, changes: &[Change], report: Option<&ReshapeReport>) {
     if changes.is_empty() {
         println!("fleet {fleet:?} is as the file says: nothing to change");
         return;

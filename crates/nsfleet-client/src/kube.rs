@@ -44,18 +44,7 @@ pub fn up(
     json: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let text = topology::read_text(file)?;
-    let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
-        topology::Format::Toml => "toml",
-        topology::Format::Clab => "clab",
-    };
-    let draft = plan::draft(&file.display().to_string(), &text, Some(format_name))?;
-    let mut topo = draft.check(&topology::KernelCaps::assumed())?;
-    if let Some(n) = name {
-        topology::check_name("fleet name", &n, topology::MAX_FLEET_NAME)
-            .map_err(|m| anyhow!("--name: {m}"))?;
-        topo.name = n;
-    }
+    let (text, format_name, topo) = read_checked(file, format, name)?;
     let name = topo.name.clone();
     let rt = runtime()?;
     rt.block_on(async {
@@ -70,7 +59,7 @@ pub fn up(
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", topo.node_count(), c.namespace);
         }
-        let status = remote::wait_ready(&client, &c.namespace, &name, UP_BOUND, |s| {
+        let status = remote::wait_ready(&client, &c.namespace, &name, 1, UP_BOUND, |s| {
             if !json {
                 eprintln!("  {:<10} {}/{} nodes up  {}", s.phase, s.nodes_up, s.nodes, s.message);
             }
@@ -94,6 +83,96 @@ pub fn up(
             );
             print_machines(&status.machines);
         }
+        Ok(())
+    })
+}
+
+/// The file read and checked here, as `up` reads it (its errors name its lines, and
+/// nothing is made in the cluster), named `name` if given: its text, its format's name,
+/// and the topology.
+fn read_checked(
+    file: &Path,
+    format: Option<topology::Format>,
+    name: Option<String>,
+) -> anyhow::Result<(String, &'static str, Topology)> {
+    let text = topology::read_text(file)?;
+    let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
+        topology::Format::Toml => "toml",
+        topology::Format::Clab => "clab",
+    };
+    let draft = plan::draft(&file.display().to_string(), &text, Some(format_name))?;
+    let mut topo = draft.check(&topology::KernelCaps::assumed())?;
+    if let Some(n) = name {
+        topology::check_name("fleet name", &n, topology::MAX_FLEET_NAME)
+            .map_err(|m| anyhow!("--name: {m}"))?;
+        topo.name = n;
+    }
+    plan::check_fleet_name(&topo.name).map_err(|m| anyhow!("{}: {m}", file.display()))?;
+    Ok((text, format_name, topo))
+}
+
+/// `nsfleet apply FILE --kube`: the file read and checked here, the change shown (as the
+/// topologies differ: a local `apply` also sees live impairments), and unless `dry_run`
+/// the Fleet's topology changed and followed until every machine has changed its part.
+pub fn apply(
+    file: &Path,
+    format: Option<topology::Format>,
+    name: Option<String>,
+    dry_run: bool,
+    c: &Cluster,
+    json: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let (text, format_name, topo) = read_checked(file, format, name)?;
+    let name = topo.name.clone();
+    runtime()?.block_on(async {
+        let client = remote::connect(c.context.as_deref()).await?;
+        let (fleet, _) = remote::get(&client, &c.namespace, &name).await?;
+        let Some(old_text) = &fleet.spec.topology else {
+            bail!("fleet {name} takes its topology from a ConfigMap; `apply --kube` changes spec.topology: change the ConfigMap and the Fleet with kubectl instead");
+        };
+        let old = plan::read(&name, old_text, fleet.spec.format.as_deref()).map_err(|e| anyhow!(e))?;
+        let running: Vec<_> = old.nodes().collect();
+        let reshape = topology::reshape::reshape(&running, topo.nodes().collect())
+            .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+        let changes = topology::diff::diff(&running, &reshape);
+        if dry_run || changes.is_empty() {
+            if json {
+                println!("{}", serde_json::json!({ "fleet": name, "dry_run": dry_run, "applied": false, "changes": changes }));
+            } else {
+                crate::apply::print_plan(&name, &changes, None);
+            }
+            return Ok(());
+        }
+        let generation = remote::change(&client, &c.namespace, &name, text, format_name).await?;
+        if !json {
+            eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
+        }
+        let status = remote::wait_ready(&client, &c.namespace, &name, generation, UP_BOUND, |s| {
+            if !json {
+                eprintln!("  {:<10} {}/{} nodes up  {}", s.phase, s.nodes_up, s.nodes, s.message);
+            }
+        })
+        .await?;
+        if !status.change_error.is_empty() {
+            bail!("fleet {name}: {}", status.change_error);
+        }
+        if status.phase != "Running" {
+            bail!("fleet {name} is {}: {}", status.phase, status.message);
+        }
+        if json {
+            println!("{}", serde_json::json!({ "fleet": name, "dry_run": false, "applied": true, "changes": changes, "status": status, "seconds": started.elapsed().as_secs_f64() }));
+            return Ok(());
+        }
+        crate::apply::print_plan(&name, &changes, None);
+        println!(
+            "fleet {name:?} changed on Kubernetes in {:.1} s: {} nodes on {} machines; {} links cross machines",
+            started.elapsed().as_secs_f64(),
+            status.nodes,
+            status.machine_count,
+            status.tunnels
+        );
+        print_machines(&status.machines);
         Ok(())
     })
 }
@@ -403,6 +482,29 @@ pub fn agent() -> anyhow::Result<()> {
 /// the whole topology read and checked against this machine's kernel, this machine's
 /// nodes kept, its cut links made tunnels.
 pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
+    let part = part_topology(file)?;
+    crate::up::start(UpArgs::defaults(run_dir), Validated::of(part))
+}
+
+/// `nsfleet kube apply-part FILE`: the running part changed into the part FILE describes
+/// (its spec changed by `nsfleet apply --kube`), as `apply` changes a fleet: all or
+/// nothing on this machine.
+pub fn apply_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
+    let topo = part_topology(file)?;
+    crate::apply::change(crate::apply::ChangeTo {
+        name: topo.name.clone(),
+        file: std::path::absolute(file)?,
+        shown: file.to_path_buf(),
+        topo,
+        hold: None,
+        dry_run: false,
+        json: false,
+        run_dir,
+    })
+}
+
+/// This machine's part of a fleet, from a FleetPart's spec written to `file`.
+fn part_topology(file: &Path) -> anyhow::Result<Topology> {
     let spec: FleetPartSpec = serde_json::from_slice(&std::fs::read(file)?)
         .with_context(|| format!("{}: not a fleet part", file.display()))?;
     let where_ = format!("fleet {}'s topology", spec.fleet);
@@ -415,7 +517,5 @@ pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
         .address
         .parse()
         .map_err(|_| anyhow!("part address {:?}: expected an IP address", spec.address))?;
-    let part = whole.part(|n| here.contains(n), local, &cut);
-    let args = UpArgs::defaults(run_dir);
-    crate::up::start(args, Validated::of(part))
+    Ok(whole.part(|n| here.contains(n), local, &cut))
 }

@@ -147,16 +147,32 @@ async fn set_status(api: &Api<FleetPart>, part: &FleetPart, s: PartStatus) -> Re
 
 async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<Action, Error> {
     let fleet = &part.spec.fleet;
-    let phase = part.status.as_ref().map_or("", |s| s.phase.as_str());
-    let status = match (phase, local(ctx, fleet).await) {
+    let was = part.status.clone().unwrap_or_default();
+    let generation = part.metadata.generation;
+    let running = |nodes_up, message: String| PartStatus {
+        phase: "Running".into(),
+        nodes_up,
+        message,
+        ..was.clone()
+    };
+    let status = match (was.phase.as_str(), local(ctx, fleet).await) {
         ("Failed", _) => return Ok(Action::await_change()),
         // Starting, stopping, or its supervisor not answering: asked again soon.
         (_, Local::Unknown) => return Ok(Action::requeue(Duration::from_secs(2))),
-        (_, Local::Up(up)) => PartStatus {
-            phase: "Running".into(),
-            nodes_up: up,
-            ..PartStatus::default()
-        },
+        // Its spec changed while it runs (`nsfleet apply --kube`), and was not refused.
+        (_, Local::Up(_)) if was.observed_generation != generation && was.refused_generation != generation => {
+            match run_part(ctx, part, "apply-part").await {
+                Ok(up) => PartStatus {
+                    observed_generation: generation,
+                    ..running(up, String::new())
+                },
+                Err(e) => PartStatus {
+                    refused_generation: generation,
+                    ..running(was.nodes_up, e)
+                },
+            }
+        }
+        (_, Local::Up(up)) => running(up, was.message.clone()),
         ("Running", Local::Absent) => PartStatus {
             phase: "Failed".into(),
             message: "its nodes ended: the agent restarted, or the fleet was taken down outside Kubernetes".into(),
@@ -168,10 +184,11 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
                 ..PartStatus::default()
             };
             set_status(api, part, deploying).await?;
-            match up_part(ctx, part).await {
+            match run_part(ctx, part, "up-part").await {
                 Ok(up) => PartStatus {
                     phase: "Running".into(),
                     nodes_up: up,
+                    observed_generation: generation,
                     ..PartStatus::default()
                 },
                 Err(e) => PartStatus {
@@ -208,15 +225,18 @@ fn part_file(ctx: &Ctx, fleet: &str) -> PathBuf {
     ctx.args.work_dir.join(format!("{fleet}.json"))
 }
 
-/// Brings the part up; its nodes up once it is.
-async fn up_part(ctx: &Ctx, part: &FleetPart) -> Result<u64, String> {
+/// Brings the part up, or changes the running part to its spec (`how`: `up-part` or
+/// `apply-part`, each all or nothing on this machine); its nodes up once done.
+async fn run_part(ctx: &Ctx, part: &FleetPart, how: &str) -> Result<u64, String> {
     let file = part_file(ctx, &part.spec.fleet);
     let text = serde_json::to_vec(&part.spec).map_err(|e| e.to_string())?;
     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-    run_nsfleet(ctx, &["kube", "up-part", &file.display().to_string()]).await?;
+    run_nsfleet(ctx, &["kube", how, &file.display().to_string()]).await?;
     match local(ctx, &part.spec.fleet).await {
         Local::Up(n) => Ok(n),
-        other => Err(format!("its supervisor is not up after `up` ({other:?})")),
+        other => Err(format!(
+            "its supervisor is not up after `{how}` ({other:?})"
+        )),
     }
 }
 

@@ -118,6 +118,7 @@ async fn set_progress(ctx: &Ctx, fleet: &Fleet, status: &FleetStatus) -> Result<
         "message": status.message,
         "nodesUp": status.nodes_up,
         "machines": status.machines,
+        "changeError": status.change_error,
     });
     patch_status(ctx, fleet, fields).await
 }
@@ -179,13 +180,24 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
             }
         };
     }
+    let live: Vec<FleetPart> = (parts.iter())
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .cloned()
+        .collect();
+    let settled = matches!(status.phase.as_str(), "Running" | "Degraded" | "Applying");
+    if settled && fleet.metadata.generation != status.observed_generation {
+        // The topology changed (`nsfleet apply --kube`): the parts are changed to it.
+        let changed = change(fleet, ctx, &live, status).await?;
+        set_status(ctx, fleet, &changed).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let agents = agents::list(&ctx.client, &ctx.system).await?;
     let mut status = status;
-    status.machines = machines_of(&parts, &agents);
+    status.machines = machines_of(&live, &agents);
     status.nodes_up = status.machines.iter().map(|m| m.nodes_up).sum();
     // While deploying, a part that fails or loses its agent fails the whole fleet, which
     // is rolled back; once running, the rest runs on (Degraded), and `down` reclaims it.
-    let deploying = !matches!(status.phase.as_str(), "Running" | "Degraded");
+    let deploying = !settled;
     let failed: Vec<String> = (status.machines.iter())
         .filter(|m| matches!(m.phase.as_str(), "Failed" | "Lost"))
         .map(|m| format!("machine {}: {}", m.machine, m.message))
@@ -197,12 +209,38 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         roll_back(ctx, fleet, &parts, &agents).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    status.phase = if !failed.is_empty() {
-        status.message = format!(
-            "{}: those nodes are gone; `down` reclaims the rest",
-            failed.join("; ")
+    let generation = |p: &FleetPart| p.metadata.generation;
+    let state = |p: &FleetPart| p.status.clone().unwrap_or_default();
+    let refused: Vec<String> = (live.iter())
+        .filter(|p| {
+            state(p)
+                .refused_generation
+                .is_some_and(|g| Some(g) == generation(p))
+        })
+        .map(|p| format!("machine {}: {}", p.spec.machine, state(p).message))
+        .collect();
+    let behind = (live.iter()).any(|p| state(p).observed_generation != generation(p));
+    if !refused.is_empty() {
+        status.change_error = format!(
+            "the change failed on {}; it was undone there, and the other machines have it: apply a file again",
+            refused.join("; ")
         );
+    }
+    status.phase = if !failed.is_empty() || !refused.is_empty() {
+        if !failed.is_empty() {
+            status.message = format!(
+                "{}: those nodes are gone; `down` reclaims the rest",
+                failed.join("; ")
+            );
+        }
         "Degraded".into()
+    } else if behind {
+        if status.phase == "Deploying" {
+            "Deploying"
+        } else {
+            "Applying"
+        }
+        .into()
     } else if status.machines.iter().all(|m| m.phase == "Running") {
         status.message.clear();
         "Running".into()
@@ -211,6 +249,120 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     };
     set_progress(ctx, fleet, &status).await?;
     Ok(Action::requeue(REFRESH))
+}
+
+/// The fleet's topology changed: placed again with every node kept on its machine (see
+/// [`plan::replan`]), each part's spec changed, parts made on machines newly used and
+/// deleted from machines no longer used. A change refused (a bad topology, no room) is
+/// said in `change_error`, and nothing is changed.
+async fn change(
+    fleet: &Fleet,
+    ctx: &Ctx,
+    parts: &[FleetPart],
+    status: FleetStatus,
+) -> Result<FleetStatus, Error> {
+    let _placing = ctx.placing.lock().await;
+    let name = fleet.name_any();
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    let refused = |e: String| FleetStatus {
+        change_error: format!("the change was refused, and nothing changed: {e}"),
+        ..status.clone()
+    };
+    let text = match topology_text(ctx, fleet, &ns).await {
+        Ok(t) => t,
+        Err(e) => return Ok(refused(e.0)),
+    };
+    let format = fleet.spec.format.as_deref();
+    let topo = match plan::read(&name, &text, format) {
+        Ok(t) => t,
+        Err(e) => return Ok(refused(e)),
+    };
+    let room = room(ctx, fleet).await?;
+    let current: Vec<FleetPartSpec> = parts.iter().map(|p| p.spec.clone()).collect();
+    let next_vni = room.next_vni.max(status.vni_base.unwrap_or(FIRST_VNI));
+    let plan = match plan::replan(&topo, &text, format, &room.machines, &current, next_vni) {
+        Ok(p) => p,
+        Err(e) => return Ok(refused(e)),
+    };
+    let api = parts_api(ctx, fleet);
+    for spec in &plan.parts {
+        match parts.iter().find(|p| p.spec.machine == spec.machine) {
+            Some(p) => {
+                let patch = json!({ "spec": spec });
+                api.patch(
+                    &p.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+            }
+            None => {
+                api.create(&PostParams::default(), &new_part(fleet, spec))
+                    .await?;
+            }
+        }
+    }
+    for p in parts {
+        if !plan.parts.iter().any(|s| s.machine == p.spec.machine) {
+            ignore_gone(api.delete(&p.name_any(), &DeleteParams::default()).await)?;
+        }
+    }
+    Ok(FleetStatus {
+        phase: "Applying".into(),
+        message: format!(
+            "changing to {} nodes on {} machines, {} links crossing machines",
+            plan.nodes,
+            plan.parts.len(),
+            plan.tunnels
+        ),
+        nodes: plan.nodes,
+        machine_count: plan.parts.len() as u64,
+        tunnels: plan.tunnels as u64,
+        tunnel_mtu: Some(plan.tunnel_mtu),
+        change_error: String::new(),
+        ..status
+    })
+}
+
+/// What the cluster has for a fleet: the machines whose agents are ready (those the fleet
+/// names, if it names any), each with what other fleets' parts leave it, and the first
+/// VXLAN identifier no other fleet's part uses.
+struct Room {
+    machines: Vec<MachineInfo>,
+    next_vni: u32,
+}
+
+async fn room(ctx: &Ctx, fleet: &Fleet) -> Result<Room, Error> {
+    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let parts_everywhere = Api::<FleetPart>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let others =
+        |p: &&FleetPart| p.spec.fleet != fleet.name_any() || p.namespace() != fleet.namespace();
+    let given = |m: &str| -> u64 {
+        (parts_everywhere.iter().filter(others))
+            .filter(|p| p.spec.machine == m)
+            .map(|p| p.spec.weight)
+            .sum()
+    };
+    let machines = (agents.iter())
+        .filter(|a| a.ready)
+        .filter(|a| fleet.spec.machines.is_empty() || fleet.spec.machines.contains(&a.machine))
+        .map(|a| MachineInfo {
+            capacity: a.info.capacity.saturating_sub(given(&a.machine)),
+            ..a.info.clone()
+        })
+        .collect();
+    // Above every identifier another fleet's parts use (the parts, not the fleets'
+    // status, which is written after them), and above 4096 and its neighbours, which
+    // others' overlays take (Calico's default is 4096).
+    let next_vni = (parts_everywhere.iter().filter(others))
+        .flat_map(|p| p.spec.tunnels.iter().map(|t| t.vni + 1))
+        .max()
+        .unwrap_or(FIRST_VNI)
+        .max(FIRST_VNI);
+    Ok(Room { machines, next_vni })
 }
 
 /// Each part's machine, as its agent reports it; "Lost" when no ready agent runs there.
@@ -348,6 +500,7 @@ async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
 async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     let _placing = ctx.placing.lock().await;
     let name = fleet.name_any();
+    plan::check_fleet_name(&name).map_err(Error)?;
     let ns = fleet.namespace().unwrap_or_else(|| "default".into());
     let all: Vec<Fleet> = Api::<Fleet>::all(ctx.client.clone())
         .list(&ListParams::default())
@@ -365,44 +518,16 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     let text = topology_text(ctx, fleet, &ns).await?;
     let format = fleet.spec.format.as_deref();
     let topo = plan::read(&name, &text, format).map_err(Error)?;
-    let agents = agents::list(&ctx.client, &ctx.system).await?;
-    // What each machine has left: its agent's measure less what other fleets' parts
-    // there were given.
-    let parts_everywhere = Api::<FleetPart>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let given = |m: &str| -> u64 {
-        (parts_everywhere.iter())
-            .filter(|p| p.spec.machine == m)
-            .map(|p| p.spec.weight)
-            .sum()
-    };
-    let machines: Vec<MachineInfo> = (agents.iter())
-        .filter(|a| a.ready)
-        .filter(|a| fleet.spec.machines.is_empty() || fleet.spec.machines.contains(&a.machine))
-        .map(|a| MachineInfo {
-            capacity: a.info.capacity.saturating_sub(given(&a.machine)),
-            ..a.info.clone()
-        })
-        .collect();
+    let room = room(ctx, fleet).await?;
     for m in &fleet.spec.machines {
-        if !agents.iter().any(|a| &a.machine == m && a.ready) {
+        if !room.machines.iter().any(|x| &x.name == m) {
             return Err(Error(format!(
                 "machine {m} runs no ready nsfleet agent (kubectl -n {} get pods -o wide)",
                 ctx.system
             )));
         }
     }
-    // Above every identifier another fleet's parts use (the parts, not the fleets'
-    // status, which is written after them), and above 4096 and its neighbours, which
-    // others' overlays take (Calico's default is 4096).
-    let vni_base = (parts_everywhere.iter())
-        .filter(|p| p.spec.fleet != name || p.namespace() != fleet.namespace())
-        .flat_map(|p| p.spec.tunnels.iter().map(|t| t.vni + 1))
-        .max()
-        .unwrap_or(FIRST_VNI)
-        .max(FIRST_VNI);
+    let (machines, vni_base) = (room.machines, room.next_vni);
     let plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
     if vni_base as u64 + plan.tunnels as u64 >= 1 << 24 {
         return Err(Error(
@@ -442,12 +567,13 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         machines: Vec::new(),
         unreclaimed: Vec::new(),
         observed_generation: None,
+        change_error: String::new(),
     })
 }
 
 fn new_part(fleet: &Fleet, spec: &FleetPartSpec) -> FleetPart {
     let mut part = FleetPart::new(
-        &format!("{}-{}", fleet.name_any(), spec.machine),
+        &plan::part_name(&fleet.name_any(), &spec.machine),
         spec.clone(),
     );
     part.metadata = ObjectMeta {

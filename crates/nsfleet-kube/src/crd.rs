@@ -64,7 +64,7 @@ pub struct ConfigMapKey {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetStatus {
-    /// Placing, Deploying, Running, Degraded, Failed, Deleting.
+    /// Deploying, Running, Applying (a change being made), Degraded, Failed, Deleting.
     pub phase: String,
     #[serde(default)]
     pub message: String,
@@ -89,8 +89,13 @@ pub struct FleetStatus {
     /// saying it was reclaimed (no agent ran there for the controller's bound).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreclaimed: Vec<String>,
+    /// The Fleet's generation the parts were last placed or changed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Why the last change of the topology (`nsfleet apply --kube`) was refused, or failed
+    /// on a machine; empty when it was made.
+    #[serde(default)]
+    pub change_error: String,
 }
 
 /// One machine's share, as its agent last said it.
@@ -161,6 +166,13 @@ pub struct Tunnel {
 pub struct PartStatus {
     /// Deploying, Running, Failed, Reclaimed.
     pub phase: String,
+    /// The part's generation (its spec) that runs on the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// A generation the machine could not change its part to: the change was undone
+    /// there, and `message` says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_generation: Option<i64>,
     #[serde(default)]
     pub nodes_up: u64,
     #[serde(default)]

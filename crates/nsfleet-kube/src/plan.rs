@@ -47,6 +47,29 @@ pub fn read(fleet: &str, text: &str, format: Option<&str>) -> Result<Topology, S
     Ok(topo)
 }
 
+/// A fleet's name as a Kubernetes fleet's: a DNS label (lower-case letters, digits and
+/// '-'), since it names the Fleet and, before a '.', its parts (`NAME.MACHINE`: machine
+/// names may hold '-' and '.', a fleet's name no '.', so no two parts' names meet).
+pub fn check_fleet_name(name: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    let edge = |c: Option<char>| c.is_some_and(|c| c != '-');
+    if name.len() > 63
+        || !name.chars().all(ok)
+        || !edge(name.chars().next())
+        || !edge(name.chars().last())
+    {
+        return Err(format!(
+            "fleet name {name:?}: on Kubernetes a fleet's name is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (give --name)"
+        ));
+    }
+    Ok(())
+}
+
+/// The name of a fleet's part on a machine.
+pub fn part_name(fleet: &str, machine: &str) -> String {
+    format!("{fleet}.{machine}")
+}
+
 /// A topology's text read by its front-end (`format` "toml" or "clab", or whichever the
 /// text looks like); a containerlab file's nodes run the machine's own software.
 pub fn draft(
@@ -159,8 +182,34 @@ pub fn plan(
         .collect();
     let placed = nsfleet_place::place(&graph, &place_machines)
         .map_err(|e| refusal(e, &nodes, &vertex_of, machines))?;
-    let machine_of = |node: &str| placed.machine_of[vertex_of[index[node]] as usize];
+    let machine_of: HashMap<&str, usize> = (nodes.iter())
+        .map(|n| {
+            (
+                n.name.as_str(),
+                placed.machine_of[vertex_of[index[n.name.as_str()]] as usize],
+            )
+        })
+        .collect();
+    let mut next = vni_base;
+    let parts = parts_of(topo, text, format, machines, &links, &machine_of, |_| {
+        next += 1;
+        next - 1
+    });
+    Ok(parts)
+}
 
+/// The fleet's parts once each node has its machine (`machine_of`, an index into
+/// `machines`): each machine's nodes, weight and cut links, `vni` giving each cut link
+/// its network identifier.
+fn parts_of(
+    topo: &Topology,
+    text: &str,
+    format: Option<&str>,
+    machines: &[MachineInfo],
+    links: &[NodeLink],
+    machine_of: &HashMap<&str, usize>,
+    mut vni: impl FnMut(&NodeLink) -> u32,
+) -> Plan {
     let tunnel_mtu = machines.iter().map(|m| m.mtu).min().unwrap_or(1500) - VXLAN_OVERHEAD;
     let mut parts: Vec<FleetPartSpec> = (machines.iter())
         .map(|m| FleetPartSpec {
@@ -174,25 +223,26 @@ pub fn plan(
             weight: 0,
         })
         .collect();
-    for (part, load) in parts.iter_mut().zip(&placed.load) {
-        part.weight = *load;
-    }
-    for n in &nodes {
-        parts[machine_of(&n.name)].nodes.push(n.name.clone());
+    let mut count = 0;
+    for n in topo.nodes() {
+        let part = &mut parts[machine_of[n.name.as_str()]];
+        part.weight += weight(&n.config, n.wiring.ifaces.len());
+        part.nodes.push(n.name.clone());
+        count += 1;
     }
     let mut tunnels = 0;
-    for NodeLink { a, b } in &links {
-        let (ma, mb) = (machine_of(&a.0), machine_of(&b.0));
+    for link in links {
+        let NodeLink { a, b } = link;
+        let (ma, mb) = (machine_of[a.0.as_str()], machine_of[b.0.as_str()]);
         if ma == mb {
             continue;
         }
-        let vni = vni_base + tunnels as u32;
         let t = Tunnel {
             a: format!("{}:{}", a.0, a.1),
             b: format!("{}:{}", b.0, b.1),
             a_address: machines[ma].address.clone(),
             b_address: machines[mb].address.clone(),
-            vni,
+            vni: vni(link),
             port: VXLAN_PORT,
             mtu: tunnel_mtu,
         };
@@ -201,12 +251,149 @@ pub fn plan(
         tunnels += 1;
     }
     parts.retain(|p| !p.nodes.is_empty());
-    Ok(Plan {
-        nodes: nodes.len() as u64,
+    Plan {
+        nodes: count,
         parts,
         tunnels,
         tunnel_mtu,
-    })
+    }
+}
+
+/// The fleet changed to `topo` (`nsfleet apply --kube`): a node placed already stays on its
+/// machine (as the `current` parts say); a new node goes with what it is glued to, else
+/// where most of its links lead, else to the machine with the most room. A link cut
+/// already keeps its network identifier; a newly cut one gets the next from `next_vni`.
+/// `machines` have the room left them by other fleets.
+pub fn replan(
+    topo: &Topology,
+    text: &str,
+    format: Option<&str>,
+    machines: &[MachineInfo],
+    current: &[FleetPartSpec],
+    next_vni: u32,
+) -> Result<Plan, String> {
+    let slot = |m: &str| machines.iter().position(|x| x.name == m);
+    let nodes: Vec<NodeSpec> = topo.nodes().collect();
+    let mut load = vec![0u64; machines.len()];
+    let mut machine_of: HashMap<&str, usize> = HashMap::new();
+    let was: HashMap<&str, &str> = (current.iter())
+        .flat_map(|p| p.nodes.iter().map(|n| (n.as_str(), p.machine.as_str())))
+        .collect();
+    let mut new = Vec::new();
+    for n in &nodes {
+        match was.get(n.name.as_str()) {
+            Some(m) => {
+                let i = slot(m).ok_or_else(|| {
+                    format!("machine {m} holds part of the fleet and runs no ready nsfleet agent: the change cannot be made there")
+                })?;
+                machine_of.insert(n.name.as_str(), i);
+                load[i] += weight(&n.config, n.wiring.ifaces.len());
+            }
+            None => new.push(n),
+        }
+    }
+    let links = topo.node_links();
+    let glued = topo.glued();
+    while !new.is_empty() {
+        let before = new.len();
+        new.retain(|n| {
+            let Some(i) = home_of(&n.name, &machine_of, &links, &glued, &load, machines) else {
+                return true;
+            };
+            machine_of.insert(n.name.as_str(), i);
+            load[i] += weight(&n.config, n.wiring.ifaces.len());
+            false
+        });
+        if new.len() == before {
+            // Nothing new touches a placed node: the first goes where there is most room.
+            let n = new.remove(0);
+            let i = roomiest(&load, machines).ok_or("no machine runs nsfleet's agent")?;
+            machine_of.insert(n.name.as_str(), i);
+            load[i] += weight(&n.config, n.wiring.ifaces.len());
+        }
+    }
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / (1 << 20) as f64);
+    for (m, l) in machines.iter().zip(&load) {
+        if *l > m.capacity {
+            return Err(format!(
+                "the changed fleet needs about {} on machine {}, which has {} for it",
+                mb(*l),
+                m.name,
+                mb(m.capacity)
+            ));
+        }
+    }
+    let key = |a: &str, b: &str| {
+        if a < b {
+            (a.to_string(), b.to_string())
+        } else {
+            (b.to_string(), a.to_string())
+        }
+    };
+    let kept: HashMap<(String, String), u32> = (current.iter())
+        .flat_map(|p| p.tunnels.iter().map(|t| (key(&t.a, &t.b), t.vni)))
+        .collect();
+    let mut next = next_vni;
+    Ok(parts_of(
+        topo,
+        text,
+        format,
+        machines,
+        &links,
+        &machine_of,
+        |l| {
+            let (a, b) = (
+                format!("{}:{}", l.a.0, l.a.1),
+                format!("{}:{}", l.b.0, l.b.1),
+            );
+            kept.get(&key(&a, &b)).copied().unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            })
+        },
+    ))
+}
+
+/// Where a new node goes, if anything placed decides it: the machine of a node it is glued
+/// to, else the one most of its placed neighbours are on (the roomier on a tie).
+fn home_of(
+    node: &str,
+    machine_of: &HashMap<&str, usize>,
+    links: &[NodeLink],
+    glued: &[(String, String)],
+    load: &[u64],
+    machines: &[MachineInfo],
+) -> Option<usize> {
+    let glued_to = (glued.iter())
+        .filter_map(|(a, b)| match (a == node, b == node) {
+            (true, _) => Some(b),
+            (_, true) => Some(a),
+            _ => None,
+        })
+        .find_map(|other| machine_of.get(other.as_str()).copied());
+    if glued_to.is_some() {
+        return glued_to;
+    }
+    let mut votes = vec![0usize; machines.len()];
+    for l in links {
+        let other = match (l.a.0 == node, l.b.0 == node) {
+            (true, _) => &l.b.0,
+            (_, true) => &l.a.0,
+            _ => continue,
+        };
+        if let Some(&i) = machine_of.get(other.as_str()) {
+            votes[i] += 1;
+        }
+    }
+    let room = |i: usize| machines[i].capacity.saturating_sub(load[i]);
+    (0..machines.len())
+        .filter(|&i| votes[i] > 0)
+        .max_by_key(|&i| (votes[i], room(i)))
+}
+
+/// The machine with the most room left.
+fn roomiest(load: &[u64], machines: &[MachineInfo]) -> Option<usize> {
+    (0..machines.len()).max_by_key(|&i| machines[i].capacity.saturating_sub(load[i]))
 }
 
 /// A placement's refusal in the fleet's words: node names and megabytes.
@@ -338,6 +525,89 @@ mod tests {
         );
         let e = plan(&topo, RING, None, &[], 1).unwrap_err();
         assert!(e.contains("runs nsfleet's agent"), "{e}");
+    }
+
+    #[test]
+    fn a_change_keeps_nodes_and_tunnels_where_they_are() {
+        let topo = read("ring", RING, None).unwrap();
+        let before = plan(&topo, RING, None, &machines(3, 1000), 5000).unwrap();
+        // Five nodes more, in a chain hung on r1: they go where r1 is; r30 goes.
+        let text = format!(
+            "{RING}[[node]]\nname = \"x{{i}}\"\ncount = 5\n[[link]]\na = \"r1:eth2\"\nb = \"x1:eth0\"\n[[link]]\na = \"x1:eth1\"\nb = \"x2:eth0\"\n"
+        )
+        .replace("count = 30", "count = 29");
+        let after_topo = read("ring", &text, None).unwrap();
+        let after = replan(
+            &after_topo,
+            &text,
+            None,
+            &machines(3, 1000),
+            &before.parts,
+            6000,
+        )
+        .unwrap();
+        let home = |p: &Plan, n: &str| {
+            (p.parts.iter())
+                .find(|x| x.nodes.iter().any(|m| m == n))
+                .map(|x| x.machine.clone())
+        };
+        for i in 1..30 {
+            let n = format!("r{i}");
+            assert_eq!(home(&before, &n), home(&after, &n), "{n} moved");
+        }
+        assert_eq!(home(&after, "r30"), None);
+        assert_eq!(home(&after, "x1"), home(&after, "r1"));
+        assert_eq!(home(&after, "x2"), home(&after, "r1"));
+        assert!(home(&after, "x5").is_some());
+        let vnis = |p: &Plan| -> std::collections::BTreeMap<(String, String), u32> {
+            (p.parts.iter())
+                .flat_map(|x| {
+                    x.tunnels
+                        .iter()
+                        .map(|t| ((t.a.clone(), t.b.clone()), t.vni))
+                })
+                .collect()
+        };
+        let (old, new) = (vnis(&before), vnis(&after));
+        for (link, vni) in &new {
+            match old.get(link) {
+                Some(v) => assert_eq!(v, vni, "{link:?} kept its identifier"),
+                None => assert!(*vni >= 6000, "{link:?} got a new one: {vni}"),
+            }
+        }
+        // No room for the change: refused, in megabytes.
+        let e = replan(
+            &after_topo,
+            &text,
+            None,
+            &machines(3, 1),
+            &before.parts,
+            6000,
+        )
+        .unwrap_err();
+        assert!(e.contains("the changed fleet needs about"), "{e}");
+        // A machine of the fleet without its agent: refused.
+        let e = replan(
+            &after_topo,
+            &text,
+            None,
+            &machines(2, 1000),
+            &before.parts,
+            6000,
+        )
+        .unwrap_err();
+        assert!(e.contains("machine m3 holds part of the fleet"), "{e}");
+    }
+
+    #[test]
+    fn fleet_names_are_kubernetes_names_and_part_names_never_meet() {
+        for ok in ["lab", "a-b", "r2d2"] {
+            check_fleet_name(ok).unwrap();
+        }
+        for bad in ["Lab", "a_b", "a.b", "-a", "a-", "", &"a".repeat(64)] {
+            assert!(check_fleet_name(bad).is_err(), "{bad:?}");
+        }
+        assert_ne!(part_name("a", "b-c"), part_name("a-b", "c"));
     }
 
     #[test]

@@ -137,12 +137,14 @@ pub async fn get(client: &Client, ns: &str, name: &str) -> Result<(Fleet, Vec<Fl
     Ok((fleet, parts.list(&lp).await?.items))
 }
 
-/// Waits until the fleet is Running (or Failed, or Degraded), calling `progress` with each
-/// new status; gives up after `bound`.
+/// Waits until the controller has acted on the fleet's `generation` and the fleet is
+/// Running (or Degraded, or its change refused), or it is Failed, calling `progress`
+/// with each new status; gives up after `bound`.
 pub async fn wait_ready(
     client: &Client,
     ns: &str,
     name: &str,
+    generation: i64,
     bound: Duration,
     mut progress: impl FnMut(&FleetStatus),
 ) -> Result<FleetStatus, Error> {
@@ -155,7 +157,10 @@ pub async fn wait_ready(
             progress(&status);
             last = status.clone();
         }
-        if matches!(status.phase.as_str(), "Running" | "Failed" | "Degraded") {
+        let seen = status.observed_generation.is_some_and(|g| g >= generation);
+        let settled = matches!(status.phase.as_str(), "Running" | "Failed" | "Degraded");
+        // Failed is final whatever the generation; a refused change is said at once.
+        if status.phase == "Failed" || (seen && (settled || !status.change_error.is_empty())) {
             return Ok(status);
         }
         if started.elapsed() > bound {
@@ -168,6 +173,26 @@ pub async fn wait_ready(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Changes the fleet's topology (`nsfleet apply --kube`); returns the Fleet's new
+/// generation, which [`wait_ready`] waits for.
+pub async fn change(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    topology: String,
+    format: &str,
+) -> Result<i64, Error> {
+    let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format } });
+    let fleet = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    fleet
+        .metadata
+        .generation
+        .ok_or_else(|| Error(format!("fleet {name} has no generation")))
 }
 
 /// Deletes the fleet and waits until it is gone (every part taken down, or given up on

@@ -1,6 +1,6 @@
 //! `nsfleet apply`: change a running fleet into a topology file, only where they differ.
 
-use super::args::{parse_format, ImageArgs};
+use super::args::{parse_format, ImageArgs, KubeArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -14,6 +14,9 @@ use std::path::PathBuf;
 ///
 ///   nsfleet apply lab.toml --dry-run   # the plan: + added, - removed, ~ changed
 ///   nsfleet apply lab.toml             # make it so
+///   nsfleet apply lab.toml --kube      # on Kubernetes: each machine changes its part;
+///                                      # nodes stay on their machines, new ones join
+///                                      # their neighbours
 ///
 /// Refused, with nothing changed: a file for another fleet, an invalid file, a switch
 /// that would need more bridges, and removing a node that `nsfleet exec` runs in or
@@ -40,6 +43,8 @@ pub struct ApplyCommand {
     json: bool,
     #[command(flatten)]
     images: ImageArgs,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 impl ApplyCommand {
@@ -51,7 +56,11 @@ impl ApplyCommand {
             dry_run,
             json,
             images,
+            kube,
         } = self;
+        if let Some(cluster) = kube.cluster() {
+            return cmd::kube::apply(&file, format, name, dry_run, &cluster, json);
+        }
         cmd::apply::apply(cmd::apply::ApplyArgs {
             file,
             format,

@@ -27,6 +27,8 @@ use std::path::PathBuf;
 ///
 ///   nsfleet capture lab r7:eth1 --kube -w r7.pcapng     # on r7's machine, written here
 ///
+///   nsfleet apply lab.toml --kube                       # changed in place; nodes stay put
+///
 ///   nsfleet down lab --kube                             # every machine's part reclaimed
 ///
 ///   kubectl get fleets; kubectl delete fleet lab        # the same, from kubectl
@@ -63,6 +65,9 @@ pub enum KubeCommand {
     /// Bring up one machine's part of a fleet (the agent's command).
     #[command(hide = true)]
     UpPart { file: PathBuf },
+    /// Change one machine's running part to its changed spec (the agent's command).
+    #[command(hide = true)]
+    ApplyPart { file: PathBuf },
 }
 
 impl KubeCommand {
@@ -79,6 +84,7 @@ impl KubeCommand {
             KubeCommand::Controller => cmd::kube::controller(),
             KubeCommand::Agent => cmd::kube::agent(),
             KubeCommand::UpPart { file } => cmd::kube::up_part(&file, run_dir),
+            KubeCommand::ApplyPart { file } => cmd::kube::apply_part(&file, run_dir),
         }
     }
 }
