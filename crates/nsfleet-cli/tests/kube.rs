@@ -156,6 +156,42 @@ fn missing() -> Option<String> {
     None
 }
 
+/// A machine's agent stopped (SIGSTOP) until dropped: the machine lost, as the cluster sees
+/// it, while its pod stays as it was.
+struct Frozen(u32);
+
+impl Frozen {
+    fn agent_of(machine: &str) -> Frozen {
+        let read =
+            |pid: u32, what: &str| std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
+        let pid = (std::fs::read_dir("/proc").unwrap().flatten())
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|&pid| {
+                read(pid, "cmdline").ends_with(b"kube\0agent\0")
+                    && read(pid, "environ")
+                        .split(|&b| b == 0)
+                        .any(|v| v == format!("NSFLEET_MACHINE={machine}").as_bytes())
+            })
+            .unwrap_or_else(|| panic!("no agent of {machine} on this host"));
+        signal(pid, "-STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let s = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(s.success(), "kill {sig} {pid}");
+}
+
 /// The host's processes that are a machine's `capture --kube`.
 fn captures() -> Vec<u32> {
     (std::fs::read_dir("/proc").unwrap().flatten())
@@ -492,6 +528,44 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
             .trim(),
         ""
+    );
+
+    // A machine lost while its part deploys (its agent frozen: its pod still looks ready,
+    // but its Lease is not renewed): the fleet fails, rolled back on every machine.
+    let frozen = Frozen::agent_of("m3");
+    let out = k.nsfleet(&["up", ring, "--kube"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "up with a frozen machine succeeded");
+    assert!(
+        err.contains("machine m3: its agent is gone")
+            && err.contains("rolled back on every machine"),
+        "{err}"
+    );
+    assert_eq!(
+        k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
+            .trim(),
+        ""
+    );
+    let lease = || {
+        k.kubectl(&[
+            "-n",
+            "nsfleet-system",
+            "get",
+            "lease",
+            "agent-m3",
+            "-o",
+            "jsonpath={.spec.renewTime}",
+        ])
+    };
+    let stale = lease();
+    drop(frozen);
+    wait_until(
+        "m3's agent to renew its lease",
+        Duration::from_secs(30),
+        || match lease() {
+            now if now != stale => Ok(()),
+            now => Err(now),
+        },
     );
 
     // Agents all gone: deleting a fleet does not hang; it says which machines could not

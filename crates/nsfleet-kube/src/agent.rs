@@ -12,7 +12,7 @@ use crate::crd::{FleetPart, PartStatus, FINALIZER, MACHINE_LABEL};
 use crate::{agents, Error};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::watcher;
@@ -53,7 +53,9 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         nsfleet_sys::reap_any();
         std::thread::sleep(Duration::from_secs(1));
     });
-    announce(&client, &args).await?;
+    renew(&client, &args).await?;
+    let said = measure(&client, &args).await?;
+    announce(&client, &args, said).await?;
     let selector = format!("{MACHINE_LABEL}={}", args.machine);
     eprintln!(
         "nsfleet agent on {}: watching parts ({selector})",
@@ -61,6 +63,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     );
     let parts: Api<FleetPart> = Api::all(client.clone());
     let ctx = Arc::new(Ctx { client, args });
+    tokio::spawn(heartbeat(ctx.clone(), said));
     let work = Controller::new(parts, watcher::Config::default().labels(&selector))
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -75,25 +78,103 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     .await
 }
 
-/// Says what this machine can hold and its underlay's MTU, on the agent's own pod.
-async fn announce(client: &Client, a: &AgentArgs) -> anyhow::Result<()> {
+/// What the agent last said of its machine: bytes for fleets, and the underlay's MTU.
+#[derive(Clone, Copy, Default, PartialEq)]
+struct Said {
+    capacity: u64,
+    mtu: u32,
+}
+
+/// Renews the agent's Lease every [`agents::RENEW`] (its heartbeat), and says its
+/// machine's capacity again when it has moved by a twentieth or the MTU changed.
+async fn heartbeat(ctx: Arc<Ctx>, mut said: Said) {
+    let (client, a) = (&ctx.client, &ctx.args);
+    loop {
+        tokio::time::sleep(agents::RENEW).await;
+        if let Err(e) = renew(client, a).await {
+            eprintln!("nsfleet agent: renewing its lease: {e}");
+        }
+        match measure(client, a).await {
+            Ok(now) if moved(said, now) => match announce(client, a, now).await {
+                Ok(()) => said = now,
+                Err(e) => eprintln!("nsfleet agent: saying its capacity: {e}"),
+            },
+            Ok(_) => {}
+            Err(e) => eprintln!("nsfleet agent: measuring its machine: {e}"),
+        }
+    }
+}
+
+fn moved(was: Said, now: Said) -> bool {
+    was.mtu != now.mtu || was.capacity.abs_diff(now.capacity) > was.capacity / 20
+}
+
+/// The Lease `agent-MACHINE` held by this agent's pod, renewed now.
+async fn renew(client: &Client, a: &AgentArgs) -> Result<(), kube::Error> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let name = agents::lease_name(&a.machine);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(a.namespace.clone()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(a.pod.clone()),
+            lease_duration_seconds: Some(agents::LEASE_SECONDS),
+            renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            ..Default::default()
+        }),
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &a.namespace);
+    let pp = PatchParams::apply("nsfleet-agent").force();
+    leases.patch(&name, &pp, &Patch::Apply(&lease)).await?;
+    Ok(())
+}
+
+/// This machine's room for fleets: a share of its available memory, plus what the parts
+/// it runs were given (their memory is no longer available, and the controller takes
+/// their weight off again), and its underlay's MTU.
+async fn measure(client: &Client, a: &AgentArgs) -> anyhow::Result<Said> {
     let available = nsfleet_sys::meminfo("MemAvailable:");
     if available <= 0 {
         anyhow::bail!("/proc/meminfo has no MemAvailable");
     }
-    let capacity = available as u64 / 100 * SHARE_PERCENT;
-    let mtu = underlay_mtu();
+    let parts: Api<FleetPart> = Api::all(client.clone());
+    let selector = format!("{MACHINE_LABEL}={}", a.machine);
+    let held: u64 = (parts
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+        .iter()
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.phase == "Running" || s.phase == "Deploying")
+        })
+        .map(|p| p.spec.weight)
+        .sum();
+    Ok(Said {
+        capacity: available as u64 / 100 * SHARE_PERCENT + held,
+        mtu: underlay_mtu(),
+    })
+}
+
+/// Says what this machine can hold and its underlay's MTU, on the agent's own pod.
+async fn announce(client: &Client, a: &AgentArgs, said: Said) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &a.namespace);
     let patch = json!({ "metadata": { "annotations": {
-        agents::CAPACITY: capacity.to_string(),
-        agents::MTU: mtu.to_string(),
+        agents::CAPACITY: said.capacity.to_string(),
+        agents::MTU: said.mtu.to_string(),
     }}});
     pods.patch(&a.pod, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     eprintln!(
-        "nsfleet agent on {}: {} MB for fleets, underlay MTU {mtu}",
+        "nsfleet agent on {}: {} MB for fleets, underlay MTU {}",
         a.machine,
-        capacity >> 20
+        said.capacity >> 20,
+        said.mtu
     );
     Ok(())
 }

@@ -41,7 +41,10 @@ pub fn all(o: &Options) -> Vec<Value> {
             {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
         ]),
-        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]),
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+        ]),
     ));
     out.extend(rbac(
         "nsfleet-agent",
@@ -49,7 +52,10 @@ pub fn all(o: &Options) -> Vec<Value> {
             {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "patch", "update"]},
             {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts/status"], "verbs": ["get", "patch", "update"]},
         ]),
-        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}]),
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
+        ]),
     ));
     out.push(controller(o));
     out.push(agent(o));
@@ -118,6 +124,9 @@ fn agent(o: &Options) -> Value {
         "metadata": {"name": "nsfleet-agent", "namespace": SYSTEM},
         "spec": {
             "selector": {"matchLabels": labels},
+            // An agent's parts end with its container: a new agent image replaces an agent
+            // only when its pod is deleted (by whoever knows its machine's fleets can go).
+            "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
