@@ -132,12 +132,22 @@ pub fn write_oci_layout(dir: &Path, reference: &str, image: &ImageSpec) -> anyho
             "mediaType": "application/vnd.oci.image.manifest.v1+json",
             "digest": manifest_digest,
             "size": manifest_size,
-            "annotations": {"org.opencontainers.image.ref.name": reference},
+            "annotations": annotations(reference),
         }],
     });
     std::fs::write(dir.join("index.json"), serde_json::to_vec(&index)?)?;
     std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#)?;
     Ok(config_digest)
+}
+
+/// The index's names of the image: `reference`, and when it is a full reference (with a
+/// registry or a path), containerd's name too, which `ctr images import` names it by.
+fn annotations(reference: &str) -> serde_json::Value {
+    let mut a = json!({"org.opencontainers.image.ref.name": reference});
+    if reference.contains('/') {
+        a["io.containerd.image.name"] = json!(reference);
+    }
+    a
 }
 
 /// A layer's entries as an uncompressed tar, owned by root, dated 0.

@@ -34,8 +34,13 @@ use std::path::PathBuf;
 ///   kubectl get fleets; kubectl delete fleet lab        # the same, from kubectl
 ///
 /// The image is nsfleet's binary at /nsfleet (its entry point) and the libraries it
-/// links: scripts/kube-cluster builds one. A test cluster on this box:
-/// `scripts/kube-cluster up --machines 3`.
+/// links; `nsfleet kube image` builds it from this program:
+///
+///   nsfleet kube image registry.example/nsfleet:1 -o nsfleet.tar
+///
+///   skopeo copy oci-archive:nsfleet.tar docker://registry.example/nsfleet:1
+///
+/// A test cluster on this box: `scripts/kube-cluster up --machines 3`.
 #[derive(Subcommand)]
 pub enum KubeCommand {
     /// Apply nsfleet's resources, RBAC, controller and agents to the cluster.
@@ -50,6 +55,16 @@ pub enum KubeCommand {
         /// The kubeconfig's context to use instead of its current one.
         #[arg(long)]
         context: Option<String>,
+    },
+    /// Build nsfleet's image (for `install --image`) from this program: an OCI image
+    /// archive (FILE.tar: `ctr images import`, `podman load`, `skopeo copy
+    /// oci-archive:FILE.tar docker://...`) or an OCI layout folder (any other name).
+    Image {
+        /// The image's name, as `install --image` will give it (REGISTRY/NAME:TAG).
+        reference: String,
+        /// Where to write it.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: PathBuf,
     },
     /// Print what `install` applies, as one JSON list (`| kubectl apply -f -`).
     Manifests {
@@ -81,6 +96,7 @@ impl KubeCommand {
             KubeCommand::Manifests { image, api_server } => {
                 cmd::kube::print_manifests(image, api_server)
             }
+            KubeCommand::Image { reference, output } => cmd::kube_image::image(&reference, &output),
             KubeCommand::Controller => cmd::kube::controller(),
             KubeCommand::Agent => cmd::kube::agent(),
             KubeCommand::UpPart { file } => cmd::kube::up_part(&file, run_dir),
