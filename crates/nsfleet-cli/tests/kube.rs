@@ -52,36 +52,21 @@ impl<'a> Cluster<'a> {
             String::from_utf8_lossy(&out.stderr)
         );
         c.kubeconfig = stdout.lines().last().unwrap().to_string();
+        env.set_var("KUBECONFIG", &c.kubeconfig);
         c
     }
 
-    /// nsfleet with the cluster's kubeconfig.
     fn nsfleet(&self, args: &[&str]) -> std::process::Output {
-        self.env
-            .cmd(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
+        self.env.run(args)
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.nsfleet(args);
-        assert!(
-            out.status.success(),
-            "nsfleet {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        self.env.ok(args)
     }
 
     /// Fails, saying `expected` on stderr.
     fn fails(&self, args: &[&str], expected: &str) {
-        let out = self.nsfleet(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "nsfleet {args:?} succeeded");
-        assert!(err.contains(expected), "nsfleet {args:?}: {err}");
+        self.env.fails(args, expected);
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
@@ -113,6 +98,42 @@ impl<'a> Cluster<'a> {
                 Err(now)
             }
         });
+    }
+
+    /// The pod of `machine`'s agent.
+    fn agent_pod(&self, machine: &str) -> String {
+        let pods = self.kubectl(&[
+            "-n",
+            "nsfleet-system",
+            "get",
+            "pods",
+            "-o",
+            "wide",
+            "--no-headers",
+        ]);
+        let line = (pods.lines())
+            .find(|l| l.contains("nsfleet-agent") && l.split_whitespace().nth(6) == Some(machine))
+            .unwrap_or_else(|| panic!("no agent pod on {machine}: {pods}"));
+        line.split_whitespace().next().unwrap().to_string()
+    }
+
+    /// The fleets `machine`'s agent runs, as its `nsfleet status` says.
+    fn agent_fleets(&self, machine: &str) -> Vec<String> {
+        let pod = self.agent_pod(machine);
+        let out = self.kubectl(&[
+            "-n",
+            "nsfleet-system",
+            "exec",
+            &pod,
+            "--",
+            "/nsfleet",
+            "status",
+            "--json",
+        ]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        (v["fleets"].as_array().unwrap().iter())
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
     }
 
     fn phase(&self, fleet: &str) -> String {
@@ -228,14 +249,15 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
             .unwrap()
             .trim()
     );
-    let installed = k.ok(&[
+    let install = [
         "kube",
         "install",
         "--image",
         image.trim(),
         "--api-server",
         &api,
-    ]);
+    ];
+    let installed = k.ok(&install);
     assert!(
         installed.contains("3 machines run the agent"),
         "{installed}"
@@ -263,6 +285,14 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "{out:?}"
     );
     assert_eq!(k.kubectl(&["get", "fleets", "-o", "name"]).trim(), "");
+    // RBAC that refuses the controller: said before anything is made.
+    k.kubectl(&["delete", "clusterrolebinding", "nsfleet-controller"]);
+    k.fails(
+        &["up", ring, "--kube"],
+        "the cluster's RBAC refuses nsfleet: nsfleet-controller may not get fleets (cluster-wide)",
+    );
+    assert_eq!(k.kubectl(&["get", "fleets", "-o", "name"]).trim(), "");
+    k.ok(&install);
 
     // A ring of 30 over three machines: three links cut, each a tunnel of MTU 1450.
     let up = k.ok(&["up", ring, "--kube"]);
@@ -350,7 +380,6 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
             pcap.to_str().unwrap(),
             "icmp",
         ])
-        .env("KUBECONFIG", &k.kubeconfig)
         .spawn()
         .unwrap();
     wait_until(
@@ -368,7 +397,6 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     assert_eq!(&magic[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "pcapng");
     let mut endless = env
         .cmd(&["capture", "kring", &end, "--kube"])
-        .env("KUBECONFIG", &k.kubeconfig)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -396,37 +424,41 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "capture each machine's in its own call",
     );
 
-    // `apply --kube`: two nodes more, hung on r1; every node stays where it was, the new
-    // ones join r1, and the cut links keep working. A bad file and a change too big for
-    // the cluster are refused, and change nothing.
-    let grown_text = format!("{RING}[[node]]\nname = \"x{{i}}\"\ncount = 2\n[[link]]\na = \"r1:eth2\"\nb = \"x1:eth0\"\npool = \"10.9.0.0/30\"\n[[link]]\na = \"x1:eth1\"\nb = \"x2:eth0\"\n");
+    // `apply --kube`: two nodes more, a chain from r1 to r{cut+1} (on another machine):
+    // every node stays where it was, x1 joins r1, and one more link crosses machines, with
+    // an identifier of its own (the fleet's others are in use on the same machines). A bad
+    // file and a change too big for the cluster are refused and change nothing; refused
+    // again when applied again (not "nothing to change").
+    let far = cut + 1;
+    let grown_text = format!(
+        "{RING}[[node]]\nname = \"x{{i}}\"\ncount = 2\n\
+         [[link]]\na = \"r1:eth2\"\nb = \"x1:eth0\"\npool = \"10.9.0.0/30\"\n\
+         [[link]]\na = \"x1:eth1\"\nb = \"x2:eth0\"\npool = \"10.9.2.0/30\"\n\
+         [[link]]\na = \"x2:eth1\"\nb = \"r{far}:eth2\"\npool = \"10.9.1.0/30\"\n"
+    );
     let grown = env.file("kring-grown.toml", &grown_text);
     let grown = grown.to_str().unwrap();
     let plan = k.ok(&["apply", grown, "--kube", "--dry-run"]);
     assert!(plan.contains("x1") && plan.contains("x2"), "{plan}");
-    k.fails(
-        &["apply", bad.to_str().unwrap(), "--kube", "--name", "kring"],
-        "bad.toml:5",
-    );
+    let bad = bad.to_str().unwrap();
+    k.fails(&["apply", bad, "--kube", "--name", "kring"], "bad.toml:5");
     let too_big = env.file(
         "too-big.toml",
         &format!(
             "{grown_text}[[node]]\nname = \"y{{i}}\"\ncount = 4000\ncommands = [\"exec zebra\"]\n"
         ),
     );
-    k.fails(
-        &[
-            "apply",
-            too_big.to_str().unwrap(),
-            "--kube",
-            "--name",
-            "kring",
-        ],
-        "the changed fleet needs about",
-    );
+    let too_big = too_big.to_str().unwrap();
+    for _ in 0..2 {
+        let args = ["apply", too_big, "--kube", "--name", "kring"];
+        k.fails(&args, "the changed fleet needs about");
+    }
     assert_eq!(k.phase("kring"), "Running");
     let applied = k.ok(&["apply", grown, "--kube"]);
-    assert!(applied.contains("32 nodes on 3 machines"), "{applied}");
+    assert!(
+        applied.contains("32 nodes on 3 machines; 4 links cross machines"),
+        "{applied}"
+    );
     let after = k.json(&["status", "kring", "--kube", "--json"]);
     let machine_now = |n: &str| -> String {
         let nodes = after["nodes"].as_array().unwrap();
@@ -437,10 +469,11 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         assert_eq!(machine_now(&format!("r{i}")), machine_of(i), "r{i} moved");
     }
     assert_eq!(machine_now("x1"), machine_of(1));
-    assert_eq!(machine_now("x2"), machine_of(1));
-    k.ok(&[
-        "exec", "kring", "x1", "--kube", "--", "ping", "-c1", "-W2", "10.9.0.1",
-    ]);
+    for (from, to) in [("x1", "10.9.0.1"), ("x1", "10.9.2.2"), ("x2", "10.9.1.2")] {
+        k.ok(&[
+            "exec", "kring", from, "--kube", "--", "ping", "-c1", "-W2", to,
+        ]);
+    }
     ping_across();
 
     // Two fleets of one name, a machine without the agent, a fleet bigger than the cluster.
@@ -494,24 +527,8 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
 
     // An agent lost while running: its machine's nodes are gone, the fleet Degraded, and
     // `down` still takes the rest down.
-    let pods = k.kubectl(&[
-        "-n",
-        "nsfleet-system",
-        "get",
-        "pods",
-        "-o",
-        "wide",
-        "--no-headers",
-    ]);
     let lost_machine = machine_of(cut);
-    let agent = pods
-        .lines()
-        .find(|l| l.contains("nsfleet-agent") && l.split_whitespace().nth(6) == Some(&lost_machine))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let agent = k.agent_pod(&lost_machine);
     k.kubectl(&["-n", "nsfleet-system", "delete", "pod", &agent]);
     k.wait_phase("kring", "Degraded");
     let s = k.json(&["status", "kring", "--kube", "--json"]);
@@ -565,6 +582,25 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         || match lease() {
             now if now != stale => Ok(()),
             now => Err(now),
+        },
+    );
+
+    // A machine lost while running: `down` lets its part go after the controller's bound,
+    // and says so; back, its agent takes down the fleet that no part names any more.
+    let up = k.ok(&["up", ring, "--kube"]);
+    assert!(up.contains("30 nodes on 3 machines"), "{up}");
+    let frozen = Frozen::agent_of("m3");
+    k.fails(
+        &["down", "kring", "--kube"],
+        "1 machine(s) could not say their part was reclaimed",
+    );
+    drop(frozen);
+    wait_until(
+        "m3's agent to take down what no part names",
+        Duration::from_secs(60),
+        || match k.agent_fleets("m3") {
+            left if left.is_empty() => Ok(()),
+            left => Err(left),
         },
     );
 

@@ -55,6 +55,7 @@ pub fn up(
             machines,
             ..FleetSpec::default()
         };
+        remote::check_access(&client).await?;
         remote::create(&client, &c.namespace, &name, spec).await?;
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", topo.node_count(), c.namespace);
@@ -127,16 +128,23 @@ pub fn apply(
     let name = topo.name.clone();
     runtime()?.block_on(async {
         let client = remote::connect(c.context.as_deref()).await?;
-        let (fleet, _) = remote::get(&client, &c.namespace, &name).await?;
-        let Some(old_text) = &fleet.spec.topology else {
+        let (fleet, parts) = remote::get(&client, &c.namespace, &name).await?;
+        if fleet.spec.config_map.is_some() {
             bail!("fleet {name} takes its topology from a ConfigMap; `apply --kube` changes spec.topology: change the ConfigMap and the Fleet with kubectl instead");
+        }
+        // What runs is what the parts say (a refused change is in the Fleet's spec only).
+        let (running_text, running_format) = match parts.first() {
+            Some(p) => (p.spec.topology.clone(), p.spec.format.clone()),
+            None => (fleet.spec.topology.clone().unwrap_or_default(), fleet.spec.format.clone()),
         };
-        let old = plan::read(&name, old_text, fleet.spec.format.as_deref()).map_err(|e| anyhow!(e))?;
+        let old = plan::read(&name, &running_text, running_format.as_deref()).map_err(|e| anyhow!(e))?;
         let running: Vec<_> = old.nodes().collect();
         let reshape = topology::reshape::reshape(&running, topo.nodes().collect())
             .map_err(|e| anyhow!("{}: {e}", file.display()))?;
         let changes = topology::diff::diff(&running, &reshape);
-        if dry_run || changes.is_empty() {
+        let said = fleet.spec.topology.as_deref() == Some(text.as_str());
+        let clean = fleet.status.as_ref().is_none_or(|s| s.change_error.is_empty());
+        if dry_run || (changes.is_empty() && said && clean) {
             if json {
                 println!("{}", serde_json::json!({ "fleet": name, "dry_run": dry_run, "applied": false, "changes": changes }));
             } else {
@@ -144,6 +152,7 @@ pub fn apply(
             }
             return Ok(());
         }
+        remote::check_access(&client).await?;
         let generation = remote::change(&client, &c.namespace, &name, text, format_name).await?;
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());

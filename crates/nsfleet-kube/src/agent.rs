@@ -24,6 +24,11 @@ use std::time::Duration;
 
 /// How often a running part's count of nodes up is said again.
 const REFRESH: Duration = Duration::from_secs(10);
+/// Every how many heartbeats the agent looks for fleets no part names (a minute).
+const SWEEP_EVERY: u64 = 12;
+/// Network namespaces left to the machine's own (containers, services) when saying how
+/// many fleets may make there.
+const OWN_NAMESPACES: u64 = 256;
 /// Share of the machine's available memory fleets may be given.
 const SHARE_PERCENT: u64 = 80;
 
@@ -83,13 +88,24 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
 struct Said {
     capacity: u64,
     mtu: u32,
+    max_nodes: u64,
 }
 
 /// Renews the agent's Lease every [`agents::RENEW`] (its heartbeat), and says its
 /// machine's capacity again when it has moved by a twentieth or the MTU changed.
 async fn heartbeat(ctx: Arc<Ctx>, mut said: Said) {
     let (client, a) = (&ctx.client, &ctx.args);
-    loop {
+    let mut last = std::time::Instant::now();
+    for beat in 0u64.. {
+        // Every minute, and at once after being away (frozen, or the machine suspended):
+        // what was let go meanwhile is found at its first beat back.
+        let away = last.elapsed() > agents::RENEW * 3;
+        if beat % SWEEP_EVERY == 0 || away {
+            if let Err(e) = sweep(&ctx).await {
+                eprintln!("nsfleet agent: looking for fleets without a part: {e}");
+            }
+        }
+        last = std::time::Instant::now();
         tokio::time::sleep(agents::RENEW).await;
         if let Err(e) = renew(client, a).await {
             eprintln!("nsfleet agent: renewing its lease: {e}");
@@ -105,8 +121,54 @@ async fn heartbeat(ctx: Arc<Ctx>, mut said: Said) {
     }
 }
 
+/// Takes down the fleets this agent runs that no FleetPart of its machine names any more:
+/// a part let go by the controller while this agent was away (frozen, or cut off) is gone
+/// from the cluster, and nothing else would ever take its nodes down. Only the agent's own
+/// run folder is looked at: every fleet there is one it made.
+async fn sweep(ctx: &Ctx) -> anyhow::Result<()> {
+    let listed: serde_json::Value = serde_json::from_str(
+        &output(ctx, &["status", "--json"])
+            .await
+            .map_err(anyhow::Error::msg)?,
+    )?;
+    let running: Vec<String> = (listed["fleets"].as_array().into_iter().flatten())
+        .filter_map(|f| f["name"].as_str().map(str::to_string))
+        .collect();
+    if running.is_empty() {
+        return Ok(());
+    }
+    let parts: Api<FleetPart> = Api::all(ctx.client.clone());
+    let selector = format!("{MACHINE_LABEL}={}", ctx.args.machine);
+    let named = parts
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    for fleet in running {
+        if named.iter().any(|p| p.spec.fleet == fleet) {
+            continue;
+        }
+        // Asked again just before: a part made since the list above is not swept.
+        let this = format!("{selector},{}", crate::crd::parts_of(&fleet));
+        if !parts
+            .list(&ListParams::default().labels(&this))
+            .await?
+            .items
+            .is_empty()
+        {
+            continue;
+        }
+        eprintln!("nsfleet agent: fleet {fleet} runs here and no part names it: taking it down");
+        if let Err(e) = run_nsfleet(ctx, &["down", &fleet]).await {
+            eprintln!("nsfleet agent: {e}");
+        }
+    }
+    Ok(())
+}
+
 fn moved(was: Said, now: Said) -> bool {
-    was.mtu != now.mtu || was.capacity.abs_diff(now.capacity) > was.capacity / 20
+    was.mtu != now.mtu
+        || was.max_nodes != now.max_nodes
+        || was.capacity.abs_diff(now.capacity) > was.capacity / 20
 }
 
 /// The Lease `agent-MACHINE` held by this agent's pod, renewed now.
@@ -135,7 +197,8 @@ async fn renew(client: &Client, a: &AgentArgs) -> Result<(), kube::Error> {
 
 /// This machine's room for fleets: a share of its available memory, plus what the parts
 /// it runs were given (their memory is no longer available, and the controller takes
-/// their weight off again), and its underlay's MTU.
+/// their weight off again); the network namespaces it may make (the controller takes the
+/// parts' nodes off); and its underlay's MTU.
 async fn measure(client: &Client, a: &AgentArgs) -> anyhow::Result<Said> {
     let available = nsfleet_sys::meminfo("MemAvailable:");
     if available <= 0 {
@@ -155,9 +218,16 @@ async fn measure(client: &Client, a: &AgentArgs) -> anyhow::Result<Said> {
         })
         .map(|p| p.spec.weight)
         .sum();
+    // The machine's own namespaces (its containers', its services') are not counted by
+    // the kernel anywhere a process can read: a margin is left them.
+    let max_nodes = std::fs::read_to_string("/proc/sys/user/max_net_namespaces")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(u64::MAX, |n| n.saturating_sub(OWN_NAMESPACES));
     Ok(Said {
         capacity: available as u64 / 100 * SHARE_PERCENT + held,
         mtu: underlay_mtu(),
+        max_nodes,
     })
 }
 
@@ -167,6 +237,7 @@ async fn announce(client: &Client, a: &AgentArgs, said: Said) -> anyhow::Result<
     let patch = json!({ "metadata": { "annotations": {
         agents::CAPACITY: said.capacity.to_string(),
         agents::MTU: said.mtu.to_string(),
+        agents::MAX_NODES: said.max_nodes.to_string(),
     }}});
     pods.patch(&a.pod, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -313,12 +384,16 @@ async fn run_part(ctx: &Ctx, part: &FleetPart, how: &str) -> Result<u64, String>
     let text = serde_json::to_vec(&part.spec).map_err(|e| e.to_string())?;
     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
     run_nsfleet(ctx, &["kube", how, &file.display().to_string()]).await?;
-    match local(ctx, &part.spec.fleet).await {
-        Local::Up(n) => Ok(n),
-        other => Err(format!(
-            "its supervisor is not up after `{how}` ({other:?})"
-        )),
+    // Done: its supervisor answers, perhaps not at once (still settling the change).
+    let mut last = Local::Unknown;
+    for _ in 0..20 {
+        last = local(ctx, &part.spec.fleet).await;
+        if let Local::Up(n) = last {
+            return Ok(n);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    Err(format!("its supervisor is not up after `{how}` ({last:?})"))
 }
 
 /// What this machine runs of a fleet, as `nsfleet status` says it.

@@ -42,9 +42,12 @@ pub struct Ctx {
     pub client: Client,
     /// The namespace the agents run in.
     pub system: String,
-    /// Held while a fleet is placed: fleets are reconciled concurrently, and each takes
-    /// VXLAN identifiers no other fleet's parts use. A leaf.
+    /// Held while a fleet is placed or changed: fleets are reconciled concurrently, and
+    /// each takes VXLAN identifiers no other fleet's parts use. Lock order: this, then
+    /// the heartbeats' map (a leaf).
     pub placing: tokio::sync::Mutex<()>,
+    /// The agents' Leases as this controller has seen them renewed.
+    pub heartbeats: agents::Heartbeats,
 }
 
 /// Runs the controller until the process ends.
@@ -54,6 +57,7 @@ pub async fn run(system: String) -> anyhow::Result<()> {
         client: client.clone(),
         system,
         placing: tokio::sync::Mutex::new(()),
+        heartbeats: agents::Heartbeats::default(),
     });
     eprintln!("nsfleet controller: watching fleets in every namespace");
     let fleets = Api::<Fleet>::all(client.clone());
@@ -147,7 +151,7 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         // Failed is for good: what is left of its parts is being taken down, and the
         // fleet is never placed again (the user deletes it, or makes it anew).
         if !parts.is_empty() {
-            let agents = agents::list(&ctx.client, &ctx.system).await?;
+            let agents = agents::list(&ctx.client, &ctx.system, Some(&ctx.heartbeats)).await?;
             roll_back(ctx, fleet, &parts, &agents).await?;
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
@@ -191,7 +195,7 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         set_status(ctx, fleet, &changed).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let agents = agents::list(&ctx.client, &ctx.system, Some(&ctx.heartbeats)).await?;
     let mut status = status;
     status.machines = machines_of(&live, &agents);
     status.nodes_up = status.machines.iter().map(|m| m.nodes_up).sum();
@@ -219,20 +223,24 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         })
         .map(|p| format!("machine {}: {}", p.spec.machine, state(p).message))
         .collect();
-    let behind = (live.iter()).any(|p| state(p).observed_generation != generation(p));
-    if !refused.is_empty() {
+    // A part its machine refused the change for is not waited for.
+    let behind = (live.iter()).any(|p| {
+        let s = state(p);
+        s.observed_generation != generation(p) && s.refused_generation != generation(p)
+    });
+    if !refused.is_empty() && !behind {
         status.change_error = format!(
-            "the change failed on {}; it was undone there, and the other machines have it: apply a file again",
+            "the change failed on {}; it was undone there, and the other machines have it: apply the file again",
             refused.join("; ")
         );
     }
-    status.phase = if !failed.is_empty() || !refused.is_empty() {
-        if !failed.is_empty() {
-            status.message = format!(
-                "{}: those nodes are gone; `down` reclaims the rest",
-                failed.join("; ")
-            );
-        }
+    status.phase = if !failed.is_empty() {
+        status.message = format!(
+            "{}: those nodes are gone; `down` reclaims the rest",
+            failed.join("; ")
+        );
+        "Degraded".into()
+    } else if !refused.is_empty() && !behind {
         "Degraded".into()
     } else if behind {
         if status.phase == "Deploying" {
@@ -284,11 +292,23 @@ async fn change(
         Ok(p) => p,
         Err(e) => return Ok(refused(e)),
     };
+    let last_vni = (plan.parts.iter().flat_map(|p| &p.tunnels))
+        .map(|t| t.vni)
+        .max();
+    if last_vni.is_some_and(|v| v >= 1 << 24) {
+        return Ok(refused(
+            "the cluster's fleets have used every VXLAN network identifier".into(),
+        ));
+    }
     let api = parts_api(ctx, fleet);
     for spec in &plan.parts {
         match parts.iter().find(|p| p.spec.machine == spec.machine) {
             Some(p) => {
-                let patch = json!({ "spec": spec });
+                // Every field written, an absent format as null: a merge patch leaves
+                // out what it does not name.
+                let mut whole = json!(spec);
+                whole["format"] = json!(spec.format);
+                let patch = json!({ "spec": whole });
                 api.patch(
                     &p.name_any(),
                     &PatchParams::default(),
@@ -333,24 +353,29 @@ struct Room {
 }
 
 async fn room(ctx: &Ctx, fleet: &Fleet) -> Result<Room, Error> {
-    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let agents = agents::list(&ctx.client, &ctx.system, Some(&ctx.heartbeats)).await?;
     let parts_everywhere = Api::<FleetPart>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await?
         .items;
     let others =
         |p: &&FleetPart| p.spec.fleet != fleet.name_any() || p.namespace() != fleet.namespace();
-    let given = |m: &str| -> u64 {
+    let there = |m: &str| -> Vec<&FleetPart> {
         (parts_everywhere.iter().filter(others))
             .filter(|p| p.spec.machine == m)
-            .map(|p| p.spec.weight)
-            .sum()
+            .collect()
     };
     let machines = (agents.iter())
         .filter(|a| a.ready)
         .filter(|a| fleet.spec.machines.is_empty() || fleet.spec.machines.contains(&a.machine))
         .map(|a| MachineInfo {
-            capacity: a.info.capacity.saturating_sub(given(&a.machine)),
+            capacity: (a.info.capacity)
+                .saturating_sub(there(&a.machine).iter().map(|p| p.spec.weight).sum()),
+            max_nodes: (a.info.max_nodes).saturating_sub(
+                (there(&a.machine).iter())
+                    .map(|p| p.spec.nodes.len() as u64)
+                    .sum(),
+            ),
             ..a.info.clone()
         })
         .collect();
@@ -462,7 +487,7 @@ async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         }
         return Ok(Action::await_change());
     }
-    let agents = agents::list(&ctx.client, &ctx.system).await?;
+    let agents = agents::list(&ctx.client, &ctx.system, Some(&ctx.heartbeats)).await?;
     let api = parts_api(ctx, fleet);
     let alive = |p: &FleetPart| (agents.iter()).any(|a| a.machine == p.spec.machine && a.ready);
     let given_up: Vec<&FleetPart> = (parts.iter())

@@ -53,6 +53,10 @@ pub struct FleetSpec {
     /// Machines to use (Kubernetes node names); all that run the agent by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machines: Vec<String>,
+    /// Counted up by each `nsfleet apply --kube`: applying the same text again (after a
+    /// change was refused) is a new generation, which the controller acts on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]

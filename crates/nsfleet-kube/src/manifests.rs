@@ -33,37 +33,131 @@ pub fn all(o: &Options) -> Vec<Value> {
         serde_json::to_value(Fleet::crd()).expect("a CRD is JSON"),
         serde_json::to_value(FleetPart::crd()).expect("a CRD is JSON"),
     ];
-    out.extend(rbac(
-        "nsfleet-controller",
-        json!([
-            {"apiGroups": ["nsfleet.dev"], "resources": ["fleets"], "verbs": ["get", "list", "watch", "patch", "update"]},
-            {"apiGroups": ["nsfleet.dev"], "resources": ["fleets/status"], "verbs": ["get", "patch", "update"]},
-            {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
-        ]),
-        json!([
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
-        ]),
-    ));
-    out.extend(rbac(
-        "nsfleet-agent",
-        json!([
-            {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "patch", "update"]},
-            {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts/status"], "verbs": ["get", "patch", "update"]},
-        ]),
-        json!([
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
-        ]),
-    ));
+    for a in accounts() {
+        out.extend(rbac(&a));
+    }
     out.push(controller(o));
     out.push(agent(o));
     out
 }
 
-/// A service account, its cluster-wide rules and its rules in `nsfleet-system`.
-fn rbac(name: &str, cluster_rules: Value, system_rules: Value) -> Vec<Value> {
+/// A service account of nsfleet's, and what it may do: cluster-wide, and in
+/// `nsfleet-system` (RBAC rules: apiGroups, resources, verbs).
+pub struct Account {
+    pub name: &'static str,
+    pub cluster_rules: Value,
+    pub system_rules: Value,
+}
+
+/// The controller's and the agents' accounts, with the least each needs.
+pub fn accounts() -> Vec<Account> {
+    vec![
+        Account {
+            name: "nsfleet-controller",
+            cluster_rules: json!([
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleets"], "verbs": ["get", "list", "watch", "patch", "update"]},
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleets/status"], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            ]),
+            system_rules: json!([
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+            ]),
+        },
+        Account {
+            name: "nsfleet-agent",
+            cluster_rules: json!([
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "patch", "update"]},
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts/status"], "verbs": ["get", "patch", "update"]},
+            ]),
+            system_rules: json!([
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
+            ]),
+        },
+    ]
+}
+
+/// One thing an account must be allowed: a verb on a resource, cluster-wide or in a
+/// namespace.
+pub struct Permission {
+    pub account: &'static str,
+    pub group: String,
+    /// `fleets`, or with its subresource, `fleets/status`.
+    pub resource: String,
+    pub verb: String,
+    pub namespace: Option<&'static str>,
+}
+
+impl Permission {
+    /// As a SubjectAccessReview asks it.
+    pub fn attributes(&self) -> k8s_openapi::api::authorization::v1::ResourceAttributes {
+        let (resource, subresource) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s.to_string())),
+            None => (self.resource.as_str(), None),
+        };
+        k8s_openapi::api::authorization::v1::ResourceAttributes {
+            group: Some(self.group.clone()),
+            resource: Some(resource.to_string()),
+            subresource,
+            verb: Some(self.verb.clone()),
+            namespace: self.namespace.map(str::to_string),
+            ..Default::default()
+        }
+    }
+}
+
+impl std::fmt::Display for Permission {
+    /// As refused: "nsfleet-agent may not patch fleetparts/status (cluster-wide)".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scope = self
+            .namespace
+            .map_or("cluster-wide".to_string(), |n| format!("in {n}"));
+        write!(
+            f,
+            "{} may not {} {} ({scope})",
+            self.account, self.verb, self.resource
+        )
+    }
+}
+
+/// Every permission of every account's rules, one verb on one resource each.
+pub fn permissions() -> Vec<Permission> {
+    let strings = |rule: &Value, k: &str| -> Vec<String> {
+        (rule[k].as_array().into_iter().flatten())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for a in accounts() {
+        for (rules, namespace) in [(&a.cluster_rules, None), (&a.system_rules, Some(SYSTEM))] {
+            for rule in rules.as_array().into_iter().flatten() {
+                for group in strings(rule, "apiGroups") {
+                    for resource in strings(rule, "resources") {
+                        for verb in strings(rule, "verbs") {
+                            let (group, resource) = (group.clone(), resource.clone());
+                            let account = a.name;
+                            out.push(Permission {
+                                account,
+                                group,
+                                resource,
+                                verb,
+                                namespace,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An account's service account, its cluster-wide rules and its rules in
+/// `nsfleet-system`, bound.
+fn rbac(a: &Account) -> Vec<Value> {
+    let (name, cluster_rules, system_rules) = (a.name, &a.cluster_rules, &a.system_rules);
     let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": SYSTEM}]);
     let meta = json!({"name": name});
     let system_meta = json!({"name": name, "namespace": SYSTEM});
@@ -153,4 +247,36 @@ fn agent(o: &Options) -> Value {
             },
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_is_a_permission_to_check_and_said_plainly() {
+        let all = permissions();
+        let status = all
+            .iter()
+            .find(|p| {
+                p.account == "nsfleet-controller"
+                    && p.resource == "fleets/status"
+                    && p.verb == "patch"
+            })
+            .expect("the controller patches a fleet's status");
+        assert_eq!(
+            status.to_string(),
+            "nsfleet-controller may not patch fleets/status (cluster-wide)"
+        );
+        let a = status.attributes();
+        assert_eq!(
+            (a.resource.as_deref(), a.subresource.as_deref()),
+            (Some("fleets"), Some("status"))
+        );
+        let lease = all
+            .iter()
+            .find(|p| p.account == "nsfleet-agent" && p.resource == "leases" && p.verb == "create")
+            .expect("an agent makes its lease");
+        assert_eq!(lease.namespace, Some(SYSTEM));
+    }
 }

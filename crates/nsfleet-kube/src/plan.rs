@@ -21,6 +21,10 @@ pub struct MachineInfo {
     pub capacity: u64,
     /// The MTU of the interface that address is on.
     pub mtu: u32,
+    /// Network namespaces a fleet may still make there (its agent's preflight:
+    /// user.max_net_namespaces, less a margin for the machine's own, less what other
+    /// fleets' parts there hold).
+    pub max_nodes: u64,
 }
 
 /// The VXLAN UDP port of every tunnel (IANA's).
@@ -191,26 +195,56 @@ pub fn plan(
         })
         .collect();
     let mut next = vni_base;
-    let parts = parts_of(topo, text, format, machines, &links, &machine_of, |_| {
-        next += 1;
-        next - 1
-    });
-    Ok(parts)
+    let mtu = tunnel_mtu(machines);
+    let parts = parts_of(
+        (topo, text, format),
+        machines,
+        &links,
+        &machine_of,
+        mtu,
+        |_| {
+            next += 1;
+            next - 1
+        },
+    );
+    check_namespaces(parts, machines)
 }
 
-/// The fleet's parts once each node has its machine (`machine_of`, an index into
-/// `machines`): each machine's nodes, weight and cut links, `vni` giving each cut link
-/// its network identifier.
+/// Refuses a plan that gives a machine more nodes than it may make network namespaces.
+fn check_namespaces(plan: Plan, machines: &[MachineInfo]) -> Result<Plan, String> {
+    for p in &plan.parts {
+        let Some(m) = machines.iter().find(|m| m.name == p.machine) else {
+            continue;
+        };
+        if p.nodes.len() as u64 > m.max_nodes {
+            return Err(format!(
+                "machine {} may make {} more network namespaces for fleets (user.max_net_namespaces there) and its share of the fleet is {} nodes: raise the limit there (`sysctl -w user.max_net_namespaces=N`), or add machines",
+                m.name,
+                m.max_nodes,
+                p.nodes.len()
+            ));
+        }
+    }
+    Ok(plan)
+}
+
+/// The MTU of a tunnel between any two of `machines`: the smallest underlay's, less
+/// VXLAN's own.
+fn tunnel_mtu(machines: &[MachineInfo]) -> u32 {
+    machines.iter().map(|m| m.mtu).min().unwrap_or(1500) - VXLAN_OVERHEAD
+}
+
+/// The fleet's parts (of the topology, its text and format) once each node has its
+/// machine (`machine_of`, an index into `machines`): each machine's nodes, weight and cut links, `vni` giving each cut link
+/// its network identifier, each tunnel's ends `tunnel_mtu`.
 fn parts_of(
-    topo: &Topology,
-    text: &str,
-    format: Option<&str>,
+    (topo, text, format): (&Topology, &str, Option<&str>),
     machines: &[MachineInfo],
     links: &[NodeLink],
     machine_of: &HashMap<&str, usize>,
+    tunnel_mtu: u32,
     mut vni: impl FnMut(&NodeLink) -> u32,
 ) -> Plan {
-    let tunnel_mtu = machines.iter().map(|m| m.mtu).min().unwrap_or(1500) - VXLAN_OVERHEAD;
     let mut parts: Vec<FleetPartSpec> = (machines.iter())
         .map(|m| FleetPartSpec {
             fleet: topo.name.clone(),
@@ -261,9 +295,11 @@ fn parts_of(
 
 /// The fleet changed to `topo` (`nsfleet apply --kube`): a node placed already stays on its
 /// machine (as the `current` parts say); a new node goes with what it is glued to, else
-/// where most of its links lead, else to the machine with the most room. A link cut
-/// already keeps its network identifier; a newly cut one gets the next from `next_vni`.
-/// `machines` have the room left them by other fleets.
+/// where most of its links lead among the machines with room for it, else to the machine
+/// with the most room. A link cut already keeps its network identifier; a newly cut one
+/// gets the next from `next_vni` (or above the fleet's own). Tunnels keep their MTU.
+/// `machines` have the room left them by other fleets; only a machine given more than
+/// it had is refused for want of room.
 pub fn replan(
     topo: &Topology,
     text: &str,
@@ -297,7 +333,8 @@ pub fn replan(
     while !new.is_empty() {
         let before = new.len();
         new.retain(|n| {
-            let Some(i) = home_of(&n.name, &machine_of, &links, &glued, &load, machines) else {
+            let w = weight(&n.config, n.wiring.ifaces.len());
+            let Some(i) = home_of(&n.name, w, &machine_of, &links, &glued, &load, machines) else {
                 return true;
             };
             machine_of.insert(n.name.as_str(), i);
@@ -313,8 +350,14 @@ pub fn replan(
         }
     }
     let mb = |b: u64| format!("{:.1} MB", b as f64 / (1 << 20) as f64);
+    let had = |m: &str| {
+        (current.iter())
+            .filter(|p| p.machine == m)
+            .map(|p| p.weight)
+            .sum::<u64>()
+    };
     for (m, l) in machines.iter().zip(&load) {
-        if *l > m.capacity {
+        if *l > m.capacity && *l > had(&m.name) {
             return Err(format!(
                 "the changed fleet needs about {} on machine {}, which has {} for it",
                 mb(*l),
@@ -333,14 +376,19 @@ pub fn replan(
     let kept: HashMap<(String, String), u32> = (current.iter())
         .flat_map(|p| p.tunnels.iter().map(|t| (key(&t.a, &t.b), t.vni)))
         .collect();
-    let mut next = next_vni;
-    Ok(parts_of(
-        topo,
-        text,
-        format,
+    // Above the fleet's own identifiers too: its tunnels are devices of each machine's
+    // one network namespace, where a second of one identifier and port is refused.
+    let mut next = next_vni.max(kept.values().map(|v| v + 1).max().unwrap_or(0));
+    let kept_mtu = (current.iter())
+        .flat_map(|p| p.tunnels.first())
+        .map(|t| t.mtu)
+        .next();
+    let plan = parts_of(
+        (topo, text, format),
         machines,
         &links,
         &machine_of,
+        kept_mtu.unwrap_or_else(|| tunnel_mtu(machines)),
         |l| {
             let (a, b) = (
                 format!("{}:{}", l.a.0, l.a.1),
@@ -351,13 +399,16 @@ pub fn replan(
                 next - 1
             })
         },
-    ))
+    );
+    check_namespaces(plan, machines)
 }
 
-/// Where a new node goes, if anything placed decides it: the machine of a node it is glued
-/// to, else the one most of its placed neighbours are on (the roomier on a tie).
+/// Where a new node (of `weight`) goes, if anything placed decides it: the machine of a
+/// node it is glued to, else the one most of its placed neighbours are on among those with
+/// room for it (the roomier on a tie).
 fn home_of(
     node: &str,
+    weight: u64,
     machine_of: &HashMap<&str, usize>,
     links: &[NodeLink],
     glued: &[(String, String)],
@@ -387,7 +438,7 @@ fn home_of(
     }
     let room = |i: usize| machines[i].capacity.saturating_sub(load[i]);
     (0..machines.len())
-        .filter(|&i| votes[i] > 0)
+        .filter(|&i| votes[i] > 0 && room(i) >= weight)
         .max_by_key(|&i| (votes[i], room(i)))
 }
 
@@ -477,6 +528,7 @@ mod tests {
                 address: format!("10.233.0.{}", 10 + i),
                 capacity: mb << 20,
                 mtu: 1500,
+                max_nodes: 1000,
             })
             .collect()
     }
@@ -543,7 +595,7 @@ mod tests {
             None,
             &machines(3, 1000),
             &before.parts,
-            6000,
+            5000,
         )
         .unwrap();
         let home = |p: &Plan, n: &str| {
@@ -572,9 +624,18 @@ mod tests {
         for (link, vni) in &new {
             match old.get(link) {
                 Some(v) => assert_eq!(v, vni, "{link:?} kept its identifier"),
-                None => assert!(*vni >= 6000, "{link:?} got a new one: {vni}"),
+                None => assert!(*vni >= 5003, "{link:?} got a new one: {vni}"),
             }
         }
+        // Given the fleet's own first identifier, new links still get ones of their own.
+        let mut all: Vec<u32> = new.values().copied().collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), new.len(), "{new:?}");
+        assert!(
+            new.len() > old.len() - 1,
+            "the ring's closing link is cut anew: {new:?}"
+        );
         // No room for the change: refused, in megabytes.
         let e = replan(
             &after_topo,
@@ -608,6 +669,18 @@ mod tests {
             assert!(check_fleet_name(bad).is_err(), "{bad:?}");
         }
         assert_ne!(part_name("a", "b-c"), part_name("a-b", "c"));
+    }
+
+    #[test]
+    fn a_machine_that_may_make_too_few_namespaces_is_said() {
+        let topo = read("ring", RING, None).unwrap();
+        let mut few = machines(3, 1000);
+        few[1].max_nodes = 4;
+        let e = plan(&topo, RING, None, &few, 5000).unwrap_err();
+        assert!(
+            e.contains("machine m2 may make 4 more network namespaces") && e.contains("10 nodes"),
+            "{e}"
+        );
     }
 
     #[test]

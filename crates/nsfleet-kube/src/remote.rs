@@ -86,7 +86,7 @@ pub async fn wait_installed(client: &Client, bound: Duration) -> Result<Vec<agen
             .and_then(|d| d.status)
             .and_then(|s| s.ready_replicas)
             .unwrap_or(0);
-        let agents = agents::list(client, SYSTEM).await?;
+        let agents = agents::list(client, SYSTEM, None).await?;
         let ready = agents.iter().filter(|a| a.ready).count() as i32;
         if controller >= 1 && desired > 0 && ready >= desired {
             return Ok(agents);
@@ -115,6 +115,39 @@ pub async fn create(client: &Client, ns: &str, name: &str, spec: FleetSpec) -> R
         .await)
         .map_err(crd_missing)?;
     Ok(())
+}
+
+/// Whether the cluster's RBAC lets nsfleet's controller and agents do what they need
+/// ([`manifests::permissions`]), asked of the API server (SubjectAccessReview) before a
+/// fleet is made: a controller that may not write a Fleet's status would leave `up`
+/// waiting. Not asked when the user may not ask it.
+pub async fn check_access(client: &Client) -> Result<(), Error> {
+    use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
+    let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+    let mut refused = Vec::new();
+    for p in manifests::permissions() {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(format!("system:serviceaccount:{SYSTEM}:{}", p.account)),
+                resource_attributes: Some(p.attributes()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match reviews.create(&PostParams::default(), &review).await {
+            Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => {}
+            Ok(_) => refused.push(p.to_string()),
+            Err(kube::Error::Api(e)) if e.code == 403 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(Error(format!(
+        "the cluster's RBAC refuses nsfleet: {}; nothing was made (`nsfleet kube install` applies the roles again)",
+        refused.join(", ")
+    )))
 }
 
 /// A 404 on the resource itself means nsfleet is not installed in the cluster.
@@ -185,7 +218,9 @@ pub async fn change(
     format: &str,
 ) -> Result<i64, Error> {
     let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
-    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format } });
+    let (fleet, _) = get(client, ns, name).await?;
+    let revision = fleet.spec.revision.unwrap_or(0) + 1;
+    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format, "revision": revision } });
     let fleet = api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -257,7 +292,7 @@ pub async fn node_home(
 
 /// The ready agent of `machine`.
 pub async fn machine_agent(client: &Client, machine: &str) -> Result<agents::Agent, Error> {
-    let agents = agents::list(client, SYSTEM).await?;
+    let agents = agents::list(client, SYSTEM, None).await?;
     (agents.into_iter())
         .find(|a| a.machine == machine && a.ready)
         .ok_or_else(|| Error(format!("machine {machine} has no ready nsfleet agent")))
@@ -288,15 +323,19 @@ pub async fn run_in_agent<O: std::io::Write, E: std::io::Write>(
         .stdout(true)
         .stderr(true);
     let mut proc = pods.exec(&agent.pod, argv, &ap).await?;
-    // Held, never written: it closes when this returns, or when our process ends.
-    let _stdin = proc.stdin();
+    // Never written: it closes when our reader of the command's output goes (a pipe's
+    // reader ended: the command ends with it), when this returns, or when our process
+    // ends.
+    let stdin = proc.stdin();
     let mut out = proc.stdout().ok_or_else(|| Error("no stdout".into()))?;
     let mut err = proc.stderr().ok_or_else(|| Error("no stderr".into()))?;
     let status = proc.take_status();
-    let _ = tokio::join!(
-        pass(&mut out, streams.stdout),
-        pass(&mut err, streams.stderr)
-    );
+    let Streams { stdout, stderr, .. } = streams;
+    let output = async move {
+        pass(&mut out, stdout).await;
+        drop(stdin);
+    };
+    let _ = tokio::join!(output, pass(&mut err, stderr));
     let status = match status {
         Some(s) => s.await,
         None => None,

@@ -12,6 +12,9 @@ use std::process::{Command, Output, Stdio};
 pub struct Env {
     pub run_dir: PathBuf,
     pub files: PathBuf,
+    /// Variables every nsfleet of the test gets besides the run folder's (a cluster's
+    /// KUBECONFIG, once the cluster is up).
+    vars: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 impl Env {
@@ -21,6 +24,7 @@ impl Env {
         let env = Env {
             run_dir: base.join("run"),
             files: base.join("files"),
+            vars: Default::default(),
         };
         std::fs::create_dir_all(&env.files).unwrap();
         env
@@ -30,7 +34,8 @@ impl Env {
         let mut c = Command::new(env!("CARGO_BIN_EXE_nsfleet"));
         c.args(args)
             .env("NSFLEET_RUN_DIR", &self.run_dir)
-            .env("NSFLEET_IMAGES", self.images());
+            .env("NSFLEET_IMAGES", self.images())
+            .envs(self.vars.lock().unwrap().iter().cloned());
         // With SIGINT's default action: a suite started where it is ignored (a background
         // job of a shell without job control) must still see what Ctrl-C does to nsfleet.
         // SAFETY: signal(2) between fork and exec, async-signal-safe; it touches no
@@ -42,6 +47,11 @@ impl Env {
             });
         }
         c
+    }
+
+    /// Gives every nsfleet the test runs from now on `key=value`.
+    pub fn set_var(&self, key: &str, value: &str) {
+        self.vars.lock().unwrap().push((key.into(), value.into()));
     }
 
     /// The test's own image store (empty until a test loads an image).
