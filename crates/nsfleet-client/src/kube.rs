@@ -26,7 +26,7 @@ const UP_BOUND: Duration = Duration::from_secs(600);
 /// gives up on a machine without an agent after its own bound, 30 s).
 const DOWN_BOUND: Duration = Duration::from_secs(300);
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
@@ -328,61 +328,6 @@ fn remote_error(stderr: &[u8]) -> String {
         true => "it failed and said nothing".into(),
         false => lines.join("; "),
     }
-}
-
-/// `nsfleet capture NAME NODE:IFACE... --kube`: what to capture, as for a local capture.
-pub struct CaptureOn {
-    pub targets: Vec<String>,
-    pub write: Option<PathBuf>,
-    pub count: Option<u64>,
-    pub snaplen: u32,
-    pub filter: Vec<String>,
-}
-
-/// Captures on the interfaces' machine (they must share one), through its agent: lines, or
-/// pcapng written here. Returns the machine's capture's exit code.
-pub fn capture(name: &str, a: CaptureOn, c: &Cluster) -> anyhow::Result<i32> {
-    let mut out: Box<dyn std::io::Write> = match a.write.as_deref() {
-        None => Box::new(std::io::stdout()),
-        Some(p) if p == Path::new("-") => Box::new(std::io::stdout()),
-        Some(p) => {
-            Box::new(std::fs::File::create(p).with_context(|| format!("-w {}", p.display()))?)
-        }
-    };
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
-        let mut home: Option<nsfleet_kube::agents::Agent> = None;
-        for t in &a.targets {
-            let node = t.split_once(':').map_or(t.as_str(), |(n, _)| n);
-            let (_, agent) = remote::node_home(&client, &c.namespace, name, node).await?;
-            if let Some(h) = &home {
-                if h.machine != agent.machine {
-                    bail!(
-                        "{t} is on machine {} and {} on {}: one capture is of one machine's interfaces; capture each machine's in its own call",
-                        agent.machine, a.targets[0], h.machine
-                    );
-                }
-            }
-            home = Some(agent);
-        }
-        let agent = home.ok_or_else(|| anyhow!("no interface to capture: give NODE:IFACE"))?;
-        let mut args = vec!["capture".to_string(), name.into()];
-        args.extend(a.targets.iter().cloned());
-        args.extend(["-s".into(), a.snaplen.to_string(), "--until-stdin-closes".into()]);
-        if let Some(n) = a.count {
-            args.extend(["-c".into(), n.to_string()]);
-        }
-        if a.write.is_some() {
-            args.extend(["-w".into(), "-".into()]);
-        }
-        args.extend(a.filter.iter().cloned());
-        let streams = remote::Streams {
-            stdout: &mut out,
-            stderr: std::io::stderr(),
-            stdin: true,
-        };
-        Ok(remote::run_in_agent(&client, &agent, &args, streams).await?)
-    })
 }
 
 /// `nsfleet down NAME --kube`: the Fleet deleted, and each machine's word on its part.

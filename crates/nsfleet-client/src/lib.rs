@@ -21,6 +21,7 @@ pub mod graph;
 pub mod image;
 pub mod impair;
 pub mod kube;
+pub mod kube_capture;
 pub mod kube_image;
 pub mod link;
 pub mod mn;

@@ -18,7 +18,8 @@ use std::path::PathBuf;
 ///   nsfleet capture lab r1:eth0 r2:eth1 -w ospf.pcapng ip proto 89
 ///   nsfleet capture lab r1:eth0 -w - | wireshark -k -i -
 ///   nsfleet capture lab r1:eth0 -w - | tcpdump -n -r -
-///   nsfleet capture lab r1:eth0 --kube -w r1.pcapng   # on r1's machine, written here
+///   nsfleet capture lab r1:eth0 r9:eth1 --kube -w both.pcapng   # on each one's machine,
+///                                                                # merged here
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct CaptureCommand {
@@ -62,14 +63,14 @@ impl CaptureCommand {
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
         if let Some(cluster) = kube.cluster() {
-            let a = cmd::kube::CaptureOn {
+            let a = cmd::kube_capture::CaptureOn {
                 targets: targets.to_vec(),
                 write,
                 count,
                 snaplen: snaplen as u32,
                 filter: filter.to_vec(),
             };
-            std::process::exit(cmd::kube::capture(&name, a, &cluster)?);
+            std::process::exit(cmd::kube_capture::capture(&name, a, &cluster)?);
         }
         cmd::capture::capture(cmd::capture::CaptureArgs {
             name,

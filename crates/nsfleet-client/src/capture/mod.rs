@@ -9,6 +9,7 @@
 //! socket still goes first. Everything that can be wrong (a node, an interface, the filter,
 //! the output) is refused before the first packet is read.
 
+pub mod merge;
 mod pcapng;
 mod summary;
 
