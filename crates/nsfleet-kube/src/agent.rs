@@ -311,6 +311,14 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
         ("Failed", _) => return Ok(Action::await_change()),
         // Starting, stopping, or its supervisor not answering: asked again soon.
         (_, Local::Unknown) => return Ok(Action::requeue(Duration::from_secs(2))),
+        // Up before this part ever said a phase (the agent says Deploying before it
+        // starts one): what runs is an earlier part's fleet of the same name, let go
+        // while this agent was away. It goes first.
+        ("", Local::Up(_)) => {
+            eprintln!("nsfleet agent: fleet {fleet} runs here from an earlier part: taking it down first");
+            run_nsfleet(ctx, &["down", fleet]).await.map_err(Error)?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         // Its spec changed while it runs (`nsfleet apply --kube`), and was not refused.
         (_, Local::Up(_)) if was.observed_generation != generation && was.refused_generation != generation => {
             match run_part(ctx, part, "apply-part").await {
