@@ -81,6 +81,7 @@ fn main() {
         Command::Stats(c) => c.run(run_dir),
         Command::Graph(c) => c.run(run_dir),
         Command::Events(c) => c.run(run_dir),
+        Command::Wait(c) => c.run(run_dir),
         Command::Node(c) => c.run(run_dir),
         Command::Link(c) => c.run(run_dir),
         Command::Clean(c) => c.run(run_dir),

@@ -260,6 +260,140 @@ fn a_generated_frr_ring_converges_and_leaves_nothing() {
     down_to_nothing(&env, fleet, &mounts);
 }
 
+/// The daemons each router runs now, by program name.
+fn daemons_of(env: &Env, fleet: &str, node: &str) -> Vec<String> {
+    let s = env.status(fleet);
+    let n = (s["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == node)
+        .unwrap()
+        .clone();
+    (n["processes"].as_array().unwrap().iter())
+        .filter(|p| p["daemon"] == true)
+        .filter_map(|p| p["command"].as_str()?.split_whitespace().next())
+        .map(|c| c.rsplit('/').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn up_waits_until_every_router_has_every_loopback_and_says_so_as_an_event() {
+    let env = Env::new("frr-wait");
+    let text = std::fs::read_to_string(examples().join("frr-ospf-ring.toml")).unwrap();
+    copy_example(&env, "frr/ospf.conf");
+    let mounts = host_mounts();
+    let file = env.file(
+        "ring.toml",
+        &text.replace("name = \"ospf\"", "name = \"ospf-w\""),
+    );
+    let fleet = Fleet {
+        env: &env,
+        name: "ospf-w".into(),
+    };
+    let out = env.ok(&[
+        "up",
+        file.to_str().unwrap(),
+        "--wait",
+        "converged",
+        "--wait-timeout",
+        "60",
+    ]);
+    assert!(out.contains("fleet \"ospf-w\" is converged"), "{out}");
+    // Converged as read from the kernels: every router reaches every loopback now,
+    // without waiting.
+    let routers: Vec<String> = (1..=8).map(|i| format!("r{i}")).collect();
+    let loopbacks: Vec<String> = (1..=8).map(|i| format!("10.255.0.{i}")).collect();
+    wait_full_reachability(&env, "ospf-w", &routers, &loopbacks, Duration::from_secs(2));
+    // No static route in the file: no staticd.
+    assert_eq!(daemons_of(&env, "ospf-w", "r1"), ["zebra", "ospfd"]);
+    // `wait` on a live fleet, and the event it leaves.
+    let mut events = env.events("ospf-w");
+    let out = env.ok(&["wait", "ospf-w", "converged", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ready"]["condition"], "converged", "{out}");
+    events.wait_for("the wait's event", Duration::from_secs(10), |e| {
+        e["event"] == "ready" && e["condition"] == "converged" && e["met"] == true
+    });
+    drop(events);
+    down_to_nothing(&env, fleet, &mounts);
+}
+
+#[test]
+fn a_configuration_frr_refuses_is_said_at_its_line_and_the_fleet_goes() {
+    let env = Env::new("frr-refused");
+    env.file(
+        "r.conf",
+        "frr defaults traditional\nip route 192.0.2.0/24 Null0\nrouter ospf\n no-such-command 7\n",
+    );
+    let conf = env.files.join("r.conf");
+    let file = env.file(
+        "bad.toml",
+        &format!("[fleet]\nname = \"frr-bad\"\n[[node]]\nname = \"r1\"\nkind = \"frr\"\nconfig = {conf:?}\ndaemons = [\"ospfd\"]\n"),
+    );
+    let fleet = Fleet {
+        env: &env,
+        name: "frr-bad".into(),
+    };
+    let err = env.fails(
+        &["up", file.to_str().unwrap(), "--wait", "started"],
+        "node r1: its command",
+    );
+    let line = format!(
+        "{}:4 (/etc/frr/frr.conf): % Unknown command",
+        conf.display()
+    );
+    assert!(err.contains(&line), "{err}");
+    assert!(
+        err.contains("the fleet was taken down: nothing of it is left"),
+        "{err}"
+    );
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+    // The same file, its line mended: the static route starts staticd.
+    std::fs::write(
+        &conf,
+        "frr defaults traditional\nip route 192.0.2.0/24 Null0\n",
+    )
+    .unwrap();
+    let mounts = host_mounts();
+    env.ok(&["up", file.to_str().unwrap(), "--wait", "started"]);
+    assert_eq!(
+        daemons_of(&env, "frr-bad", "r1"),
+        ["zebra", "staticd", "ospfd"]
+    );
+    let routes = env.ok(&["exec", "frr-bad", "r1", "--", "ip", "route"]);
+    assert!(routes.contains("blackhole 192.0.2.0/24"), "{routes}");
+    down_to_nothing(&env, fleet, &mounts);
+}
+
+#[test]
+fn a_wait_that_is_never_met_names_the_routers_that_lack_routes_and_leaves_the_fleet_up() {
+    let env = Env::new("frr-unmet");
+    // Two routers with loopbacks and no link between them: neither ever reaches the other.
+    let conf = env.file("lo.conf", "frr defaults traditional\n");
+    let file = env.file(
+        "apart.toml",
+        &format!("[fleet]\nname = \"frr-apart\"\n[[node]]\nname = \"r{{i}}\"\ncount = 2\nkind = \"frr\"\nconfig = {conf:?}\nloopback = \"10.255.9.0/24\"\n"),
+    );
+    let mounts = host_mounts();
+    let fleet = Fleet {
+        env: &env,
+        name: "frr-apart".into(),
+    };
+    let err = env.fails(
+        &[
+            "up",
+            file.to_str().unwrap(),
+            "--wait",
+            "converged",
+            "--wait-timeout",
+            "3",
+        ],
+        "fleet \"frr-apart\" is not converged after 3 s: 2 of 2 routers lack routes",
+    );
+    assert!(err.contains("r1 has no route to r2 ("), "{err}");
+    assert!(err.contains("the fleet is left up to look into"), "{err}");
+    assert_eq!(env.status("frr-apart")["state"], "up");
+    down_to_nothing(&env, fleet, &mounts);
+}
+
 #[test]
 fn a_bird_line_converges_and_leaves_nothing() {
     let env = Env::new("bird");

@@ -81,3 +81,17 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
         a.name
     )
 }
+
+/// Takes fleet `name` down and waits until the kernel has reclaimed it, saying nothing:
+/// for a command whose own failure it follows (`up --wait`).
+pub fn down_quietly(rd: &RunDir, name: &str) -> anyhow::Result<()> {
+    let mut c = connect(rd, name)?;
+    c.send(&Request::Down { wait: true })?;
+    // Read on until the supervisor closes: its run folder is gone then.
+    while let Some(reply) = c.next_reply()? {
+        if let Reply::Error { message, .. } = reply {
+            bail!("{message}");
+        }
+    }
+    Ok(())
+}

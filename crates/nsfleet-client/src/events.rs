@@ -93,6 +93,16 @@ fn describe(e: &Value) -> String {
             ),
             None => format!("control  {} {} {}", s("node"), s("controller"), s("state")),
         },
+        "ready" => format!(
+            "ready    {} {} ({:.1} s after up)",
+            s("condition"),
+            if e["met"].as_bool() == Some(true) {
+                "met"
+            } else {
+                "not met"
+            },
+            e["since_up_s"].as_f64().unwrap_or(0.0)
+        ),
         "fleet_down" => "fleet    going down".to_string(),
         other => format!("{other} {e}"),
     };

@@ -28,6 +28,7 @@ pub mod mn;
 pub mod netlab;
 pub mod node;
 mod ports;
+pub mod ready;
 pub mod report;
 pub mod standin;
 pub mod stats;

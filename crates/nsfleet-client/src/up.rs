@@ -43,6 +43,8 @@ pub struct UpArgs {
     pub vars: Vec<PathBuf>,
     /// A process whose end takes the fleet down (`--owner`).
     pub owner: Option<libc::pid_t>,
+    /// Return once the fleet is ready by this condition (`--wait`).
+    pub wait: Option<crate::ready::Wait>,
 }
 
 impl UpArgs {
@@ -64,6 +66,7 @@ impl UpArgs {
             netns_names: false,
             vars: Vec::new(),
             owner: None,
+            wait: None,
         }
     }
 }
@@ -147,7 +150,33 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     // From here on a failure must give the name back.
     launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
         let _ = rd.remove(&topo.name, true);
-    })
+    })?;
+    match a.wait {
+        Some(w) => wait_ready(&rd, &topo.name, w, a.json),
+        None => Ok(()),
+    }
+}
+
+/// `--wait`: the fleet ready, or taken down when a node failed to start, or left up
+/// (said so) when the bound came first.
+fn wait_ready(rd: &RunDir, name: &str, w: crate::ready::Wait, json: bool) -> anyhow::Result<()> {
+    use crate::ready::NotReady;
+    match crate::ready::wait(rd, name, w, json)? {
+        Ok(since_up_s) => {
+            crate::ready::say_ready(name, w.until, since_up_s, json);
+            Ok(())
+        }
+        Err(NotReady::Failed(m)) => {
+            let gone = match crate::down::down_quietly(rd, name) {
+                Ok(()) => "the fleet was taken down: nothing of it is left".to_string(),
+                Err(e) => format!("taking the fleet down failed too: {e:#}"),
+            };
+            bail!("{}\n{gone}", m.join("\n"))
+        }
+        Err(NotReady::Unmet(m)) => {
+            bail!("{m}\nthe fleet is left up to look into: `nsfleet down {name}` takes it down")
+        }
+    }
 }
 
 /// What the machine would refuse half-way is refused now, with what to change; notes go

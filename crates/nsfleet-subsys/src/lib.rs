@@ -14,6 +14,7 @@ pub mod ovs;
 pub mod ports;
 pub mod probe;
 pub mod process;
+pub mod reach;
 pub mod routes;
 mod spawner;
 pub mod sysctl;

@@ -99,6 +99,20 @@ struct Run {
     stopping: bool,
 }
 
+/// Whether a node's commands have started it ([`Procs::started`]).
+#[derive(Debug, PartialEq)]
+pub enum Started {
+    Yes,
+    /// Not yet, and what it waits for.
+    Not(String),
+    /// A command failed: which, how, and the log that has its output.
+    Failed {
+        command: String,
+        exit: Exit,
+        log: PathBuf,
+    },
+}
+
 /// A node's processes and their world (this subsystem's per-node state).
 #[derive(Default)]
 pub struct Procs {
@@ -155,6 +169,43 @@ impl Procs {
             Some(exit) => Err(exit),
             None => Ok(run.host_pid),
         })
+    }
+
+    /// How far the node's commands have got (`--wait started`): each must have exited
+    /// with status 0, or sleep with no child process of its own (a daemon in the
+    /// foreground, a `sleep`); a command with children (a start script under way), or
+    /// running, is not done yet. A failed command is a failure unless it is to be started
+    /// again. One look can catch a shell at the instant it has no child and has not yet
+    /// run: the caller looks twice (`ready`).
+    pub fn started(&self) -> Started {
+        for p in &self.list {
+            let run = p.run.lock();
+            match run.exit {
+                Some(Exit::Code(0)) => {}
+                Some(exit) if p.restart && !run.stopping => {
+                    return Started::Not(format!(
+                        "`{}` ended ({exit:?}) and starts again",
+                        p.command
+                    ))
+                }
+                Some(exit) => {
+                    return Started::Failed {
+                        command: p.command.clone(),
+                        exit,
+                        log: p.log.clone(),
+                    }
+                }
+                // A shell between two of its commands has no child for an instant, but
+                // runs: only one that sleeps without a child is settled.
+                None if !sys::children_of(run.host_pid).is_empty()
+                    || !sys::is_sleeping(run.host_pid) =>
+                {
+                    return Started::Not(format!("`{}` still runs", p.command))
+                }
+                None => {}
+            }
+        }
+        Started::Yes
     }
 
     /// The node's commands, then the daemons its init holds.

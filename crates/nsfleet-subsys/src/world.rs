@@ -186,6 +186,21 @@ pub(crate) fn hostname(node: &Node, vars: &Vars<'_>) -> String {
     (config.hostname.as_deref()).map_or(node.name().to_string(), |h| template::expand(h, vars))
 }
 
+/// The node's files copied from the host: (its path in the node, the host's file), each
+/// template filled; for messages that point at what the user wrote.
+pub fn host_files(node: &Node, fleet: &str) -> Vec<(String, String)> {
+    let (config, wiring) = (node.config(), node.wiring());
+    let vars = vars(node, fleet, &wiring);
+    (config.files.iter())
+        .filter_map(|f| match &f.source {
+            FileSource::Path(p) => {
+                Some((template::expand(&f.path, &vars), template::expand(p, &vars)))
+            }
+            FileSource::Inline(_) => None,
+        })
+        .collect()
+}
+
 /// What a node's templates are filled with.
 pub(crate) fn vars<'a>(node: &'a Node, fleet: &'a str, wiring: &'a NodeWiring) -> Vars<'a> {
     Vars {

@@ -83,6 +83,12 @@ pub enum Request {
         node: String,
         action: NodeAction,
     },
+    /// Wait until the fleet is `until` (see `ready`), or `bound_ms` has passed; `waiting`
+    /// replies about once a second, then `ready` or `unready`.
+    Wait {
+        until: crate::ready::Condition,
+        bound_ms: u64,
+    },
     /// Traffic generator commands (pktgen's, see nsfleet_traffic::params), applied in order
     /// once all are checked; the reply reports every thread and device. No commands: only
     /// the report.
@@ -211,6 +217,27 @@ pub enum Reply {
         impair: Option<Impair>,
     },
     Gen(crate::traffic::GenReport),
+    /// Where a `wait` stands, `elapsed_s` into it.
+    Waiting {
+        #[serde(flatten)]
+        standing: crate::ready::Standing,
+        elapsed_s: f64,
+    },
+    /// The wait's condition holds, `after_s` into the wait and `since_up_s` after the
+    /// fleet's supervisor started.
+    Ready {
+        condition: crate::ready::Condition,
+        after_s: f64,
+        since_up_s: f64,
+    },
+    /// The wait ended without its condition: `failed`, the nodes whose commands failed
+    /// (the fleet is not what its file says), or where it stood at its bound.
+    Unready {
+        condition: crate::ready::Condition,
+        failed: Vec<String>,
+        standing: Option<crate::ready::Standing>,
+        elapsed_s: f64,
+    },
     Dropped {
         nodes: usize,
         teardown_ms: f64,

@@ -16,6 +16,7 @@
 
 pub mod control;
 pub mod preflight;
+pub mod ready;
 pub mod rundir;
 pub mod traffic;
 pub mod watch;
@@ -186,6 +187,8 @@ struct Supervisor {
     /// Protects the image store's hold on the images the nodes run ([`SupervisorArgs::keep`]),
     /// which `apply` replaces by its own. A leaf.
     images: Mutex<Option<OwnedFd>>,
+    /// When the supervisor started: what `wait` counts its `since_up_s` from.
+    born: std::time::Instant,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -218,6 +221,7 @@ fn log(line: std::fmt::Arguments) {
 }
 
 fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
+    let born = std::time::Instant::now();
     let mut input = String::new();
     sys::dup_stdio(0)?.read_to_string(&mut input)?;
     let topo: Topology =
@@ -255,6 +259,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         watchers,
         changes: Mutex::new(order::CHANGES, ()),
         images: Mutex::new(order::IMAGES_HELD, args.keep),
+        born,
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());

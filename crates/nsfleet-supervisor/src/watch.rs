@@ -41,6 +41,13 @@ pub enum FleetEvent {
         iface: String,
         action: &'static str,
     },
+    /// A wait for `condition` (`up --wait`, `nsfleet wait`) ended: met or not,
+    /// `since_up_s` after the fleet's supervisor started.
+    Ready {
+        condition: crate::ready::Condition,
+        met: bool,
+        since_up_s: f64,
+    },
     /// The fleet is going down: the last event.
     FleetDown,
 }

@@ -214,10 +214,20 @@ pub fn plain_priority() {
 
 /// Whether the process (a host pid) is stopped by a signal (state `T` in /proc).
 pub fn is_stopped(pid: i64) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    state_of(pid) == Some('T')
+}
+
+/// Whether the process (a host pid) sleeps, waiting for something (state `S`): not
+/// running, not between two steps of its work.
+pub fn is_sleeping(pid: i64) -> bool {
+    state_of(pid) == Some('S')
+}
+
+/// The process's state letter in /proc (R, S, D, T, Z, ...).
+fn state_of(pid: i64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The state follows the command name, which is in parentheses and may hold anything.
-    stat.rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('T'))
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 /// Our pid as the host sees it. Inside a new PID namespace getpid() says 1, but /proc is

@@ -16,6 +16,6 @@ pub use nsfleet_core as core;
 pub use nsfleet_core::fault;
 pub use nsfleet_subsys as subsys;
 pub use nsfleet_supervisor as supervisor;
-pub use nsfleet_supervisor::{control, preflight, rundir, traffic};
+pub use nsfleet_supervisor::{control, preflight, ready, rundir, traffic};
 pub use nsfleet_sys as sys;
 pub use nsfleet_topology as topology;

@@ -53,6 +53,21 @@ pub struct LaunchArgs {
     owner: Option<u64>,
     #[command(flatten)]
     images: ImageArgs,
+    /// Return only once the fleet is ready, its progress on stderr: `started`, every
+    /// node's commands have run (each exited with status 0, or runs on as a daemon in
+    /// the foreground); `converged`, started and every router (kind frr or bird, or
+    /// `router = true`) has a route in its kernel to every other router's loopback
+    /// addresses (those on its `lo`). A command that fails (a configuration its daemon
+    /// refuses: the daemon's message and the file's line are said) takes the fleet down
+    /// and nothing is left; at --wait-timeout, the routers that lack routes are named and
+    /// the fleet is left up to look into (`nsfleet down` takes it). Either exits 1.
+    /// `nsfleet events` says when a wait ended; `nsfleet wait` waits for a fleet that is
+    /// up already.
+    #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
+    wait: Option<nsfleet::ready::Condition>,
+    /// With --wait: how many seconds to wait at most.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds, default_value_t = 300.0, requires = "wait")]
+    wait_timeout: f64,
 }
 
 /// Where nodes that name an image get it, or whether they run the host's software.
@@ -79,6 +94,11 @@ impl ImageArgs {
 }
 
 impl LaunchArgs {
+    /// Whether `--wait` was given.
+    pub fn waits(&self) -> bool {
+        self.wait.is_some()
+    }
+
     /// `up`'s arguments: these, with the file and name that `up` (not `deploy`) takes.
     pub fn up(
         self,
@@ -101,6 +121,10 @@ impl LaunchArgs {
             netns_names: false,
             vars: Vec::new(),
             owner: self.owner.map(|p| p as i32),
+            wait: self.wait.map(|until| cmd::ready::Wait {
+                until,
+                bound: std::time::Duration::from_secs_f64(self.wait_timeout),
+            }),
         }
     }
 }

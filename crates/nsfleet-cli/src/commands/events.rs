@@ -7,8 +7,9 @@ use std::path::PathBuf;
 /// Stream what happens in a live fleet until it ends: links up, down or without
 /// carrier (the kernel's own notifications in each node, not polling), processes
 /// started and exited with their status, node actions, nodes and interfaces added,
-/// changed or removed by `apply`, and Open vSwitch switches connecting to their
-/// OpenFlow controllers, losing them, or failing to reach them (once per change).
+/// changed or removed by `apply`, Open vSwitch switches connecting to their
+/// OpenFlow controllers, losing them, or failing to reach them (once per change), and
+/// waits for the fleet to be ready (`up --wait`, `nsfleet wait`) ending, met or not.
 ///
 ///   nsfleet events lab            # 12:04:31.250 UTC  link     r1:eth0 no-carrier
 ///   nsfleet events lab --json     # {"event":"link","node":"r1","iface":"eth0","state":"no-carrier","at":...}
@@ -18,9 +19,10 @@ pub struct EventsCommand {
     /// The fleet.
     name: String,
     /// One JSON object per line: {"event": "link" | "node" | "interface" |
-    /// "process_started" | "process_exited" | "controller" | "fleet_down", "at": seconds
-    /// since the epoch, ...}; a controller's: {"node", "controller": "tcp:IP:PORT",
-    /// "state": "connected" | "disconnected" | "unreachable", "reason"?}.
+    /// "process_started" | "process_exited" | "controller" | "ready" | "fleet_down",
+    /// "at": seconds since the epoch, ...}; a controller's: {"node", "controller":
+    /// "tcp:IP:PORT", "state": "connected" | "disconnected" | "unreachable", "reason"?};
+    /// a wait's: {"condition": "started" | "converged", "met", "since_up_s"}.
     #[arg(long)]
     json: bool,
 }

@@ -28,6 +28,7 @@ pub mod status;
 pub mod tools;
 pub mod up;
 pub mod vm;
+pub mod wait;
 
 use clap::Subcommand;
 
@@ -50,6 +51,7 @@ pub enum Command {
     Stats(stats::StatsCommand),
     Graph(graph::GraphCommand),
     Events(events::EventsCommand),
+    Wait(wait::WaitCommand),
     Node(node::NodeCommand),
     Gen(Box<gen::GenCommand>),
     Vm(vm::VmCommand),

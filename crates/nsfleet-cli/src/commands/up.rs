@@ -71,6 +71,9 @@ impl UpCommand {
             let Some(file) = file else {
                 anyhow::bail!("up --kube needs a topology file");
             };
+            if launch.waits() {
+                anyhow::bail!("--wait with --kube: not offered yet; `nsfleet status --kube` shows each part's processes");
+            }
             if launch.dry_run {
                 anyhow::bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
             }

@@ -9,7 +9,7 @@ mod nsid;
 mod route;
 mod tc;
 
-pub use addr::{del_addr, new_addr};
+pub use addr::{del_addr, dump_addrs, new_addr, parse_addr};
 pub use link::{
     bridge_querier, new_bridge, new_dummy, new_macvlan, new_veth, new_vxlan, no_link_local,
 };
@@ -20,5 +20,5 @@ pub use link::{
 };
 pub use link::{Snooping, Vxlan};
 pub use nsid::*;
-pub use route::{del_route, new_route, Route};
+pub use route::{del_route, dump_routes, new_route, parse_route, Route, RouteDst};
 pub use tc::{del_root_qdisc, set_netem, set_tbf, Netem};

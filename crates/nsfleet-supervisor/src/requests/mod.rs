@@ -13,6 +13,7 @@ mod node;
 mod shapes;
 mod stats;
 mod status;
+mod wait;
 
 use crate::control::{self, Reply, Request, MAX_REQUEST};
 use crate::{Asker, Shutdown, Supervisor};
@@ -83,6 +84,9 @@ impl Supervisor {
             }) => reply(&self.gen(&commands, threads, sink)),
             Ok(Request::Link { node, iface, up }) => reply(&answer(self.link(&node, &iface, up))),
             Ok(Request::Node { node, action }) => reply(&answer(self.node(&node, action))),
+            Ok(Request::Wait { until, bound_ms }) => {
+                self.wait(&conn, until, Duration::from_millis(bound_ms))
+            }
             Ok(Request::Apply {
                 file,
                 topology_len,

@@ -1,0 +1,49 @@
+//! `nsfleet wait`: until a live fleet is ready, as `up --wait` waits.
+
+use super::args::seconds;
+use clap::Args;
+use nsfleet_client as cmd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Wait until a live fleet is ready, its progress on stderr, as `up --wait` does:
+/// `started` (every node's commands have run: each exited with status 0, or runs on as
+/// a daemon in the foreground) or `converged` (started, and every router has a route in
+/// its kernel to every other router's loopback addresses, those on its `lo`). Exits 0
+/// once it holds; 1 with what is missing when a node's command failed (its log's last
+/// lines, a refused configuration line as its file's line) or at --timeout, and the
+/// fleet stays as it is. `nsfleet events` says when a wait ended.
+///
+///   nsfleet deploy -t ospf.clab.yml && nsfleet wait clab-ospf converged --timeout 60
+#[derive(Args)]
+#[command(verbatim_doc_comment)]
+pub struct WaitCommand {
+    /// The fleet.
+    name: String,
+    /// started or converged.
+    #[arg(value_parser = cmd::ready::parse_condition)]
+    until: nsfleet::ready::Condition,
+    /// Seconds to wait at most.
+    #[arg(long, value_parser = seconds, default_value_t = 300.0)]
+    timeout: f64,
+    /// Print the result as one JSON object: {"ready": {"fleet", "condition", "since_up_s"}}.
+    #[arg(long)]
+    json: bool,
+}
+
+impl WaitCommand {
+    pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
+        let rd = nsfleet::rundir::RunDir::new(&run_dir);
+        let w = cmd::ready::Wait {
+            until: self.until,
+            bound: Duration::from_secs_f64(self.timeout),
+        };
+        match cmd::ready::wait(&rd, &self.name, w, self.json)? {
+            Ok(since_up_s) => {
+                cmd::ready::say_ready(&self.name, self.until, since_up_s, self.json);
+                Ok(())
+            }
+            Err(not) => Err(anyhow::anyhow!("{not}")),
+        }
+    }
+}
