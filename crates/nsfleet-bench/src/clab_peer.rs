@@ -328,10 +328,34 @@ impl Peers<'_> {
                         .entry((tool, "converged"))
                         .or_default()
                         .push(conv.unwrap_or(f64::NAN));
+                    // The protocol's floor, on nsfleet's routers (the same FRR as the
+                    // image's): their links pulled and plugged back at once.
+                    if tool == Tool::Nsfleet && conv.is_some() {
+                        let pids = self.node_pids(tool, &name)?;
+                        let again = || match self.wait_converged(tool, &name, n, Instant::now())? {
+                            Some(_) => Ok(()),
+                            None => bail!("{lab}: not converged again after the floor's plug"),
+                        };
+                        let floor = crate::daemons::floor(&pids, &["eth0"], self.a.timeout, again)?;
+                        samples.entry((tool, "floor")).or_default().push(floor);
+                    }
                 }
                 let destroy = guard.destroy()?;
                 samples.entry((tool, "destroy")).or_default().push(destroy);
             }
+        }
+        if let (Some(f), Some(n)) = (
+            samples.get(&(Tool::Nsfleet, "floor")),
+            samples.get(&(Tool::Nsfleet, "converged")),
+        ) {
+            metrics.insert(
+                format!("{lab}.protocol_floor_s"),
+                metric("s", Better::Neither, f.clone()),
+            );
+            metrics.insert(
+                format!("{lab}.converged.nsfleet_over_floor"),
+                metric("x", Better::Lower, ratios(n, f)),
+            );
         }
         for what in ["deploy", "destroy", "converged"] {
             let (Some(c), Some(n)) = (

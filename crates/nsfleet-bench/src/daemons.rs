@@ -1,17 +1,20 @@
 //! `nsfleet bench daemons`: N routers running BIRD OSPF in a grid (examples/bird/ospf.conf,
 //! one template), from `nsfleet up` to full convergence (every router has a route to
-//! every other router's loopback), memory per router (kernel, daemon, nsfleet's init), and
-//! `down` to full reclamation. `nsfleet bench clab` is the same experiment as a user of
-//! containerlab would write it: FRR routers in a grid, a `.clab.yml` file and a startup
-//! configuration per router, `nsfleet deploy` to converged to `destroy`. The convergence time is split into what nsfleet spends
-//! (`up`: namespaces, links, worlds, daemons started) and what the daemons spend after
-//! (OSPF's own timers: hello 2 s, dead 120 s, SPF on a 5 s tick, and its flooding), so
-//! each can be judged against its own.
+//! every other router's loopback, as `nsfleet wait converged` reads it from the kernels),
+//! memory per router (kernel, daemon, nsfleet's init), and `down` to full reclamation.
+//! `nsfleet bench clab` is the same experiment as a user of containerlab would write it:
+//! FRR routers in a grid, a `.clab.yml` file and a startup configuration per router,
+//! `nsfleet deploy` to converged to `destroy`. The convergence time is split into what
+//! nsfleet spends (`up`: namespaces, links, worlds, daemons started) and what the daemons
+//! spend after; and set against the protocol's floor on this machine: the same routers,
+//! their daemons running, every link pulled and then plugged back at once, timed from the
+//! plug to converged again.
 
 use super::{emit, machine, metric, need_root, note, rss_of, which, Cli, Common, UpResult};
 use anyhow::{bail, Context};
 use nsfleet::core::mem_available;
 use nsfleet::sys;
+use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use nsfleet_results::{Better, Results};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -37,6 +40,14 @@ impl Suite {
         match self {
             Suite::Bird => "bird",
             Suite::FrrClab => "frr",
+        }
+    }
+
+    /// Interfaces the floor's pull leaves alone: containerlab's management interface.
+    fn kept(self) -> &'static [&'static str] {
+        match self {
+            Suite::Bird => &[],
+            Suite::FrrClab => &["eth0"],
         }
     }
 
@@ -175,6 +186,7 @@ struct Samples {
     bird_kb: Vec<f64>,
     init_kb: Vec<f64>,
     all_in_kb: Vec<f64>,
+    floor_s: Vec<f64>,
 }
 
 pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
@@ -210,7 +222,7 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
     );
     let daemon_pss = format!("{}_pss_per_router_kb", a.suite.daemon());
     use Better::*;
-    let figures: [(&str, &str, Better, &Vec<f64>); 8] = [
+    let figures: [(&str, &str, Better, &Vec<f64>); 9] = [
         ("nsfleet_up_s", "s", Lower, &s.up_s),
         (
             "ospf_converged_after_up_s",
@@ -219,6 +231,7 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
             &s.converged_after_up_s,
         ),
         ("up_to_converged_s", "s", Lower, &s.total_s),
+        ("protocol_floor_s", "s", Neither, &s.floor_s),
         ("down_to_reclaimed_s", "s", Lower, &s.down_s),
         ("kernel_per_router_kb", "KB", Lower, &s.kernel_kb),
         (&daemon_pss, "KB", Neither, &s.bird_kb),
@@ -230,6 +243,10 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
     }
     let share: Vec<f64> = s.up_s.iter().zip(&s.total_s).map(|(u, t)| u / t).collect();
     res.metric("nsfleet_share_of_convergence", metric("x", Lower, share));
+    let over: Vec<f64> = (s.total_s.iter().zip(&s.floor_s))
+        .map(|(t, f)| t / f)
+        .collect();
+    res.metric("converged_over_floor", metric("x", Lower, over));
     emit(
         &res,
         c,
@@ -254,9 +271,13 @@ fn run(
     let t = Instant::now();
     let mut up = suite.up(cli, rows, cols, workers)?;
     let up_s = t.elapsed().as_secs_f64();
+    wait_converged(&up.cli, timeout)?;
+    let total_s = t.elapsed().as_secs_f64();
+    let all_in = (before - mem_available()) as f64 / 1e3 / count as f64;
     let status = up.cli.status()?;
     // The nodes' inits (the supervisor's children named nsfleet-node) live as long as
-    // their routers: the convergence checker enters each router's namespace by its init.
+    // their routers: the links are pulled and plugged in each router's namespace by its
+    // init.
     let sup = status["pid"].as_i64().unwrap_or(0);
     let inits: Vec<i64> = (sys::children_of(sup).into_iter())
         .filter(|p| {
@@ -267,27 +288,27 @@ fn run(
     if inits.len() as u64 != count {
         bail!("expected {count} routers, found {} node inits", inits.len());
     }
-    wait_converged(&inits, count, t, timeout)?;
-    let total_s = t.elapsed().as_secs_f64();
-    let all_in = (before - mem_available()) as f64 / 1e3 / count as f64;
-    // The routing daemons: BIRD, or FRR's zebra, staticd and ospfd (once `vtysh -b`
-    // has exited), as the supervisor sees them now.
-    let status = up.cli.status()?;
-    let birds: Vec<i64> = (status["nodes"].as_array().into_iter().flatten())
+    // The routing daemons: BIRD, or FRR's zebra, ospfd (and staticd where a router has
+    // static routes) once `vtysh -b` has exited, as the supervisor sees them now.
+    let daemons: Vec<i64> = (status["nodes"].as_array().into_iter().flatten())
         .flat_map(|n| n["processes"].as_array().cloned().unwrap_or_default())
         .filter(|p| p["running"].as_bool() == Some(true))
         .filter_map(|p| p["pid"].as_i64())
         .collect();
     let pss = |pids: &[i64]| pids.iter().map(|p| pss_kb(*p)).sum::<f64>() / count as f64;
-    s.bird_kb.push(pss(&birds));
+    s.bird_kb.push(pss(&daemons));
     s.init_kb.push(pss(&inits));
     s.kernel_kb.push(up.kernel_bytes / 1e3 / count as f64);
     s.all_in_kb.push(all_in);
     s.up_s.push(up_s);
     s.total_s.push(total_s);
     s.converged_after_up_s.push(total_s - up_s);
+    let floor_s = floor(&inits, suite.kept(), timeout, || {
+        wait_converged(&up.cli, timeout)
+    })?;
+    s.floor_s.push(floor_s);
     note(&format!(
-        "up in {up_s:.1} s, converged {:.1} s later; supervisor RSS {:.0} MB",
+        "up in {up_s:.1} s, converged {:.1} s later; the protocol's floor {floor_s:.1} s; supervisor RSS {:.0} MB",
         total_s - up_s,
         rss_of(sup) / 1e6
     ));
@@ -297,54 +318,96 @@ fn run(
     Ok(())
 }
 
-/// Polls every router's routing table until each has a route to every other router's
-/// loopback (10.255.0.0/16), every 1 s plus 4 ms per router (the resolution of the
-/// convergence time). Reads /proc/net/route from a thread that visits each
-/// router's network namespace: a few microseconds per router, no process per check.
-fn wait_converged(
-    birds: &[i64],
-    count: u64,
-    since: Instant,
+/// `nsfleet wait bench converged`: every router with a route to every other router's
+/// loopbacks, read from the kernels by nsfleet itself.
+fn wait_converged(cli: &Cli, timeout: Duration) -> anyhow::Result<()> {
+    let secs = timeout.as_secs().max(1).to_string();
+    cli.run(&["wait", "bench", "converged", "--json", "--timeout", &secs])
+        .context("waiting for OSPF to converge")?;
+    Ok(())
+}
+
+/// The protocol's own pace on this machine: the same routers, their daemons running and
+/// quiet, every link pulled, then all plugged back at once; the time from the plug to
+/// converged. Pulled until no router has a route to another's loopback, then 10 s more
+/// for OSPF's hold timers (SPF's backoff, the 5 s between a router's own LSAs) to
+/// settle, so that the plug starts them as a fresh start would. `pids`: a process in
+/// each router's namespace; `kept`: interfaces left alone; `converged`: returns once the
+/// routers have converged again.
+pub(crate) fn floor(
+    pids: &[i64],
+    kept: &[&str],
     timeout: Duration,
-) -> anyhow::Result<()> {
-    let birds = birds.to_vec();
-    std::thread::spawn(move || -> anyhow::Result<()> {
-        let mut pending: Vec<i64> = birds;
-        let mut last_note = Instant::now();
-        // Each check formats every routing table it reads (a few ms per thousand routes):
-        // at a thousand routers, once a second would take a CPU from the daemons.
-        let every = Duration::from_millis(1000 + count * 4);
-        while !pending.is_empty() {
-            pending.retain(|pid| loopback_routes(*pid).is_none_or(|n| n + 1 < count));
-            if pending.is_empty() {
-                break;
-            }
-            if since.elapsed() > timeout {
-                bail!(
-                    "{} routers still lack routes to some loopbacks after {timeout:?}",
-                    pending.len()
-                );
-            }
-            if last_note.elapsed() > Duration::from_secs(5) {
-                note(&format!(
-                    "{} routers not converged yet ({:.0} s)",
-                    pending.len(),
-                    since.elapsed().as_secs_f64()
-                ));
-                last_note = Instant::now();
-            }
-            std::thread::sleep(every);
+    converged: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    set_links(pids, kept, false)?;
+    let t = Instant::now();
+    while any_routes(pids)? {
+        if t.elapsed() > timeout {
+            bail!(
+                "routes to other routers' loopbacks stayed {timeout:?} after every link was pulled"
+            );
         }
-        Ok(())
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    let t = Instant::now();
+    set_links(pids, kept, true)?;
+    converged()?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Every interface of each router but `lo` and `kept` up or down, from a few threads,
+/// each entering routers' namespaces (by their inits' pids) in turn.
+fn set_links(inits: &[i64], kept: &[&str], up: bool) -> anyhow::Result<()> {
+    let chunk = inits.len().div_ceil(4).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (inits.chunks(chunk))
+            .map(|pids| {
+                scope.spawn(move || pids.iter().try_for_each(|p| set_links_of(*p, kept, up)))
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a link setter panicked"))?
+        })
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the convergence checker panicked"))?
-    .context("waiting for OSPF to converge")
+}
+
+/// [`set_links`] in one router, from the calling thread, which stays in its namespace
+/// (the scoped threads end with their work).
+fn set_links_of(pid: i64, kept: &[&str], up: bool) -> anyhow::Result<()> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    sys::setns_net(ns.as_fd())?;
+    let mut sock = NlSocket::open()?;
+    let mut b = Batch::new();
+    rtnl::dump_links(&mut b, sock.next_seq());
+    let mut links = Vec::new();
+    sock.dump(&b, |m| links.extend(rtnl::parse_link(m)))?;
+    let mut b = Batch::new();
+    for l in links
+        .iter()
+        .filter(|l| l.name != "lo" && !kept.contains(&l.name.as_str()))
+    {
+        rtnl::set_link(&mut b, sock.next_seq(), l.index, up, None);
+    }
+    if !b.is_empty() {
+        sock.execute_all(&b)?;
+    }
+    Ok(())
+}
+
+/// Whether any router still has a route to another's loopback: read from a thread of its
+/// own, which visits each router's namespace and ends with the look.
+fn any_routes(inits: &[i64]) -> anyhow::Result<bool> {
+    let inits = inits.to_vec();
+    std::thread::spawn(move || inits.iter().any(|p| loopback_routes(*p).unwrap_or(0) > 0))
+        .join()
+        .map_err(|_| anyhow::anyhow!("the route reader panicked"))
 }
 
 /// Routes in the main table of `pid`'s network namespace to distinct /32s of 10.255/16.
-/// Runs on the checker's one thread, which it moves into that namespace (the thread ends
-/// with the wait, before the fleet goes down).
+/// Runs on the caller's thread, which it moves into that namespace.
 fn loopback_routes(pid: i64) -> Option<u64> {
     let ns = std::fs::File::open(format!("/proc/{pid}/ns/net")).ok()?;
     sys::setns_net(ns.as_fd()).ok()?;
