@@ -296,7 +296,13 @@ impl Peers<'_> {
             self.write(&format!("{lab}/r{i}/daemons"), DAEMONS)?;
             nodes.push_str(&format!("    r{i}:\n      binds:\n        - r{i}/daemons:/etc/frr/daemons\n        - r{i}/frr.conf:/etc/frr/frr.conf\n"));
         }
-        let y = format!("name: {lab}\ntopology:\n  defaults:\n    kind: linux\n    image: {FRR_IMAGE}\n  nodes:\n{nodes}  links:\n{}", g.yaml_links);
+        // containerlab's management /24 has 253 node addresses.
+        let mgmt = if rows * cols > 250 {
+            "mgmt:\n  ipv4-subnet: 172.20.0.0/16\n  ipv6-subnet: 3fff:172:20:20::/64\n"
+        } else {
+            ""
+        };
+        let y = format!("name: {lab}\n{mgmt}topology:\n  defaults:\n    kind: linux\n    image: {FRR_IMAGE}\n  nodes:\n{nodes}  links:\n{}", g.yaml_links);
         self.write(&format!("{lab}/{lab}.clab.yml"), &y)
     }
 
@@ -330,13 +336,23 @@ impl Peers<'_> {
                         .push(conv.unwrap_or(f64::NAN));
                     // The protocol's floor, on nsfleet's routers (the same FRR as the
                     // image's): their links pulled and plugged back at once.
-                    if tool == Tool::Nsfleet && conv.is_some() {
-                        let pids = self.node_pids(tool, &name)?;
-                        let again = || match self.wait_converged(tool, &name, n, Instant::now())? {
-                            Some(_) => Ok(()),
-                            None => bail!("{lab}: not converged again after the floor's plug"),
+                    // A run that did not converge has no floor either (NaN), so that
+                    // the floor's samples pair with the converged ones run by run.
+                    if tool == Tool::Nsfleet {
+                        let floor = match conv {
+                            Some(_) => {
+                                let pids = self.node_pids(tool, &name)?;
+                                let again =
+                                    || match self.wait_converged(tool, &name, n, Instant::now())? {
+                                        Some(_) => Ok(()),
+                                        None => bail!(
+                                            "{lab}: not converged again after the floor's plug"
+                                        ),
+                                    };
+                                crate::daemons::floor(&pids, &["eth0"], self.a.timeout, again)?
+                            }
+                            None => f64::NAN,
                         };
-                        let floor = crate::daemons::floor(&pids, &["eth0"], self.a.timeout, again)?;
                         samples.entry((tool, "floor")).or_default().push(floor);
                     }
                 }

@@ -1,5 +1,5 @@
 //! `up --wait`, `deploy --wait` and `nsfleet wait`: until a live fleet is ready by a
-//! condition (`started`, `converged`: see nsfleet-supervisor's `ready`), its standing on
+//! condition (`started`, `healthy`, `converged`: see nsfleet-supervisor's `ready`), its standing on
 //! stderr as it goes, and what was missing when it is not. The supervisor does the
 //! checking and tells `nsfleet events` the end too; this only asks and says.
 
@@ -18,13 +18,14 @@ pub struct Wait {
     pub bound: Duration,
 }
 
-/// `--wait`'s value: started or converged.
+/// `--wait`'s value: started, healthy or converged.
 pub fn parse_condition(s: &str) -> Result<Condition, String> {
     match s {
         "started" => Ok(Condition::Started),
+        "healthy" => Ok(Condition::Healthy),
         "converged" => Ok(Condition::Converged),
         other => Err(format!(
-            "unknown condition {other:?}: expected started (every node's commands have run) or converged (every router has routes to every other router's loopbacks)"
+            "unknown condition {other:?}: expected started (every node's commands have run), healthy (and each node's health check has passed) or converged (and every router has routes to every other router's loopbacks)"
         )),
     }
 }
@@ -49,9 +50,24 @@ impl std::fmt::Display for NotReady {
     }
 }
 
-/// Waits for fleet `name`; the time it took, since its supervisor started, once it
-/// holds.
-pub fn wait(rd: &RunDir, name: &str, w: Wait, json: bool) -> anyhow::Result<Result<f64, NotReady>> {
+/// A wait that ended with its condition holding.
+#[derive(Clone, Copy, Debug)]
+pub struct Ready {
+    pub until: Condition,
+    /// Seconds since the fleet's supervisor started.
+    pub since_up_s: f64,
+    /// The nodes it was checked on (routers, for `converged`).
+    pub of: usize,
+}
+
+/// Waits for fleet `name`: how it holds, or what is missing. Progress goes to stderr,
+/// but with `json`.
+pub fn wait(
+    rd: &RunDir,
+    name: &str,
+    w: Wait,
+    json: bool,
+) -> anyhow::Result<Result<Ready, NotReady>> {
     let mut c = connect(rd, name)?;
     c.send(&Request::Wait {
         until: w.until,
@@ -63,10 +79,15 @@ pub fn wait(rd: &RunDir, name: &str, w: Wait, json: bool) -> anyhow::Result<Resu
             Reply::Waiting {
                 standing,
                 elapsed_s,
-            } => say(&standing, elapsed_s, live),
-            Reply::Ready { since_up_s, .. } => {
+            } if !json => say(&standing, elapsed_s, live),
+            Reply::Waiting { .. } => {}
+            Reply::Ready { since_up_s, of, .. } => {
                 end_line(live);
-                return Ok(Ok(since_up_s));
+                return Ok(Ok(Ready {
+                    until: w.until,
+                    since_up_s,
+                    of,
+                }));
             }
             Reply::Unready {
                 condition,
@@ -92,16 +113,19 @@ pub fn wait(rd: &RunDir, name: &str, w: Wait, json: bool) -> anyhow::Result<Resu
 }
 
 /// The fleet is ready: said for people, or as a JSON object.
-pub fn say_ready(name: &str, until: Condition, since_up_s: f64, json: bool) {
-    let condition = until.name();
-    match json {
-        true => println!(
-            "{}",
-            serde_json::json!({"ready": {"fleet": name, "condition": condition, "since_up_s": since_up_s}})
-        ),
-        false => println!(
-            "fleet {name:?} is {condition}, {since_up_s:.1} s after its supervisor started"
-        ),
+pub fn say_ready(name: &str, r: Ready, json: bool) {
+    let condition = r.until.name();
+    if json {
+        let v = serde_json::json!({"ready": {"fleet": name, "condition": condition, "since_up_s": r.since_up_s, "of": r.of}});
+        println!("{v}");
+        return;
+    }
+    println!(
+        "fleet {name:?} is {condition}, {:.1} s after its supervisor started",
+        r.since_up_s
+    );
+    if r.until == Condition::Converged && r.of == 0 {
+        println!("  it has no router (kind frr or bird, or router = true): started was all there was to wait for");
     }
 }
 
@@ -109,6 +133,7 @@ pub fn say_ready(name: &str, until: Condition, since_up_s: f64, json: bool) {
 fn say(s: &Standing, elapsed_s: f64, live: bool) {
     let what = match s.stage.as_str() {
         "converged" => "routers with a route to every other router's loopback",
+        "healthy" => "nodes healthy",
         _ => "nodes started",
     };
     let line = format!("waiting: {}/{} {what} ({elapsed_s:.0} s)", s.done, s.of);
@@ -129,6 +154,7 @@ fn end_line(live: bool) {
 fn unmet(name: &str, until: Condition, s: &Standing, elapsed_s: f64) -> String {
     let what = match s.stage.as_str() {
         "converged" => "routers lack routes to other routers' loopbacks",
+        "healthy" => "nodes are not healthy",
         _ => "nodes have not started",
     };
     let mut m = format!(

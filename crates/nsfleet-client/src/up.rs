@@ -162,8 +162,8 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
 fn wait_ready(rd: &RunDir, name: &str, w: crate::ready::Wait, json: bool) -> anyhow::Result<()> {
     use crate::ready::NotReady;
     match crate::ready::wait(rd, name, w, json)? {
-        Ok(since_up_s) => {
-            crate::ready::say_ready(name, w.until, since_up_s, json);
+        Ok(ready) => {
+            crate::ready::say_ready(name, ready, json);
             Ok(())
         }
         Err(NotReady::Failed(m)) => {

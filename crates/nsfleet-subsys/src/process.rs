@@ -97,6 +97,35 @@ struct Run {
     again_at: Option<Instant>,
     /// Set at teardown: no more restarts.
     stopping: bool,
+    /// The command's processes, all asleep, as `started` last saw them, and since when.
+    quiet: Option<(Vec<i64>, Instant)>,
+}
+
+/// How long a command's processes must stay asleep and the same for `started` to count
+/// it as a daemon in the foreground, when it has children.
+pub const QUIET: Duration = Duration::from_secs(3);
+
+impl Run {
+    /// Why the running command is not settled yet (see `Procs::started`), if it is not.
+    fn under_way(&mut self) -> Option<&'static str> {
+        let tree = sys::tree_of(self.host_pid);
+        if !tree.iter().all(|p| sys::is_sleeping(*p)) {
+            self.quiet = None;
+            return Some("still runs");
+        }
+        if tree.len() == 1 {
+            return None;
+        }
+        match &self.quiet {
+            Some((seen, since)) if *seen == tree => {
+                (since.elapsed() < QUIET).then_some("and its children have not settled")
+            }
+            _ => {
+                self.quiet = Some((tree, Instant::now()));
+                Some("and its children have not settled")
+            }
+        }
+    }
 }
 
 /// Whether a node's commands have started it ([`Procs::started`]).
@@ -118,6 +147,50 @@ pub enum Started {
 pub struct Procs {
     world: Option<World>,
     list: Vec<Arc<Proc>>,
+    /// How its health check is started, if it has one.
+    checker: Option<Checker>,
+}
+
+/// What a node's health check runs as, and where its output goes.
+struct Checker {
+    spawner: Spawner,
+    world: (libc::pid_t, u64),
+    launch: Launch,
+    log: PathBuf,
+}
+
+/// A health check under way: its pid (for the reaper) and pidfd.
+pub struct CheckRun {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    /// Where its output went: `<log dir>/<node>.health.log`.
+    pub log: PathBuf,
+}
+
+impl CheckRun {
+    /// How it ended, once it has (its process group is killed then: what the check left
+    /// running goes with it; the drop reaps).
+    pub fn ended(&self) -> Option<Exit> {
+        sys::peek_exit_pidfd(self.pidfd.as_fd())
+    }
+
+    /// Ends it now, with whatever it started (SIGKILL to its process group), and reaps
+    /// it: what its drop does.
+    pub fn kill(self) {
+        drop(self)
+    }
+}
+
+impl Drop for CheckRun {
+    /// A check is never left running, nor unreaped (a watched child the orphan sweep
+    /// would wait on).
+    fn drop(&mut self) {
+        let _ = sys::kill_group(self.pid, libc::SIGKILL);
+        let _ = sys::kill_pidfd(self.pidfd.as_fd(), libc::SIGKILL);
+        let _ = sys::poll_exited(&[self.pidfd.as_fd()], Duration::from_secs(5));
+        sys::reap_pidfd(self.pidfd.as_fd());
+        sys::unwatch_child(self.pid);
+    }
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -171,15 +244,16 @@ impl Procs {
         })
     }
 
-    /// How far the node's commands have got (`--wait started`): each must have exited
-    /// with status 0, or sleep with no child process of its own (a daemon in the
-    /// foreground, a `sleep`); a command with children (a start script under way), or
-    /// running, is not done yet. A failed command is a failure unless it is to be started
-    /// again. One look can catch a shell at the instant it has no child and has not yet
-    /// run: the caller looks twice (`ready`).
+    /// How far the node's commands have got (`--wait started`). Each must have exited
+    /// with status 0, or run on as a daemon in the foreground: asleep with no child (a
+    /// daemon, a `sleep`), or a tree of processes all asleep and unchanged for
+    /// [`QUIET`] (a supervisor and its workers, a pipeline). A command whose processes
+    /// run, or change, is under way; a shell between two of its commands has no child
+    /// for an instant but runs, so one look can be wrong: the caller looks twice
+    /// (`ready`). A failed command is a failure unless it is to be started again.
     pub fn started(&self) -> Started {
         for p in &self.list {
-            let run = p.run.lock();
+            let mut run = p.run.lock();
             match run.exit {
                 Some(Exit::Code(0)) => {}
                 Some(exit) if p.restart && !run.stopping => {
@@ -195,17 +269,30 @@ impl Procs {
                         log: p.log.clone(),
                     }
                 }
-                // A shell between two of its commands has no child for an instant, but
-                // runs: only one that sleeps without a child is settled.
-                None if !sys::children_of(run.host_pid).is_empty()
-                    || !sys::is_sleeping(run.host_pid) =>
-                {
-                    return Started::Not(format!("`{}` still runs", p.command))
+                None if sys::is_stopped(run.host_pid) => {
+                    return Started::Not("paused (`nsfleet node ... resume`)".into())
                 }
-                None => {}
+                None => {
+                    if let Some(why) = run.under_way() {
+                        return Started::Not(format!("`{}` {why}", p.command));
+                    }
+                }
             }
         }
         Started::Yes
+    }
+
+    /// Starts the node's health check in its world (`--wait healthy`); `None` when it has
+    /// none.
+    pub fn start_check(&self) -> Option<std::io::Result<CheckRun>> {
+        let c = self.checker.as_ref()?;
+        Some(
+            (c.spawner.spawn(&c.launch, &c.log, c.world)).map(|(pid, pidfd)| CheckRun {
+                pid,
+                pidfd,
+                log: c.log.clone(),
+            }),
+        )
     }
 
     /// The node's commands, then the daemons its init holds.
@@ -273,15 +360,23 @@ impl Procs {
 /// process first (its entrypoint and cmd), then the node's `commands` (shell lines, its
 /// templates filled). In a node with an image, all run with the image's environment,
 /// working directory and user, as `docker exec` runs in a container.
-fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
+/// What every process of the node starts with but its command line: its environment,
+/// and its image's working directory and user.
+fn base_launch(node: &Node, fleet: &str) -> Launch {
     let config = node.config();
     let image = config.image.as_ref();
-    let base = Launch {
+    Launch {
         argv: Vec::new(),
         env: environment(node, fleet),
         workdir: image.and_then(|i| i.workdir()).map(String::from),
         user: image.and_then(|i| i.user()).map(String::from),
-    };
+    }
+}
+
+fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
+    let config = node.config();
+    let image = config.image.as_ref();
+    let base = base_launch(node, fleet);
     let mut out = Vec::new();
     // containerlab's `startup-delay`: every process waits, through the node's shell.
     let delay = config.start_delay_s;
@@ -368,6 +463,7 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             &c.binds,
             &c.image,
             c.ovs_hub.is_some(),
+            &c.healthcheck,
         )
     }
     let templated = |c: &NodeConfig| {
@@ -403,8 +499,9 @@ impl Subsystem for Processes {
         let shared = (self.shared)
             .get_or_init(|| world::Shared::new(cx.log_dir, cx.peers().iter().map(|n| &**n)));
         let commands = launches(node, &self.fleet);
+        let check = node.config().healthcheck.clone();
         // Before the world: a failure here must not leave an init behind.
-        let helpers = if commands.is_empty() {
+        let helpers = if commands.is_empty() && check.is_none() {
             None
         } else {
             Some(self.helpers()?)
@@ -417,6 +514,15 @@ impl Subsystem for Processes {
         let Some((spawner, watcher)) = helpers else {
             return Ok(());
         };
+        procs.checker = check.map(|c| Checker {
+            spawner: spawner.clone(),
+            world: world_id,
+            launch: Launch {
+                argv: c.argv,
+                ..base_launch(node, &self.fleet)
+            },
+            log: cx.log_dir.join(format!("{}.health.log", node.name())),
+        });
         for (command, launch) in commands {
             match spawner.spawn(&launch, &log, world_id) {
                 Ok((pid, pidfd)) => {
@@ -439,6 +545,7 @@ impl Subsystem for Processes {
                                 restarts: 0,
                                 again_at: None,
                                 stopping: false,
+                                quiet: None,
                             },
                         ),
                     });

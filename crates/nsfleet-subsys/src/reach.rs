@@ -10,6 +10,7 @@
 use nsfleet_core::Fleet;
 use nsfleet_netlink::rtnl::{self, RouteDst};
 use nsfleet_netlink::{Batch, NlSocket};
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 /// A netlink socket in each of some nodes.
@@ -67,31 +68,50 @@ impl Reach {
 
 /// The addresses of `wanted` that no route of `routes` leads to. A default route leads
 /// everywhere and so shows nothing learnt: it does not count; nor does a route out of
-/// `lo` (a router's own loopback).
+/// `lo` (a router's own loopback). The routes are indexed by prefix length, so that a
+/// thousand routers' thousand routes each are looked up, not scanned, per address.
 pub fn unreached(routes: &[RouteDst], wanted: &[IpAddr]) -> Vec<IpAddr> {
-    let useful: Vec<&RouteDst> = (routes.iter())
+    let mut index: HashSet<(bool, u8, u128)> = HashSet::new();
+    let mut lengths: Vec<(bool, u8)> = Vec::new();
+    for r in routes
+        .iter()
         .filter(|r| r.prefix > 0 && r.oif != Some(LOOPBACK_INDEX))
-        .collect();
+    {
+        let (v6, bits, width) = bits(r.dst);
+        if u32::from(r.prefix) > width {
+            continue;
+        }
+        index.insert((v6, r.prefix, masked(bits, r.prefix, width)));
+        if !lengths.contains(&(v6, r.prefix)) {
+            lengths.push((v6, r.prefix));
+        }
+    }
     (wanted.iter())
-        .filter(|a| !useful.iter().any(|r| covers(r, **a)))
+        .filter(|a| {
+            let (v6, bits, width) = bits(**a);
+            !(lengths.iter().filter(|(f, _)| *f == v6))
+                .any(|(_, p)| index.contains(&(v6, *p, masked(bits, *p, width))))
+        })
         .copied()
         .collect()
 }
 
-/// Whether `addr` is inside the route's destination prefix.
-fn covers(r: &RouteDst, addr: IpAddr) -> bool {
-    let bits = |a: IpAddr| -> (u128, u32) {
-        match a {
-            IpAddr::V4(a) => (u32::from(a) as u128, 32),
-            IpAddr::V6(a) => (u128::from(a), 128),
-        }
-    };
-    let ((net, width), (host, host_width)) = (bits(r.dst), bits(addr));
-    if width != host_width || u32::from(r.prefix) > width {
-        return false;
+/// An address as (IPv6?, its bits, its width).
+fn bits(a: IpAddr) -> (bool, u128, u32) {
+    match a {
+        IpAddr::V4(a) => (false, u32::from(a) as u128, 32),
+        IpAddr::V6(a) => (true, u128::from(a), 128),
     }
-    let shift = width - u32::from(r.prefix);
-    shift >= width || (net >> shift) == (host >> shift)
+}
+
+/// `bits` with all but its first `prefix` of `width` bits cleared.
+fn masked(bits: u128, prefix: u8, width: u32) -> u128 {
+    let shift = width - u32::from(prefix);
+    match shift {
+        0 => bits,
+        s if s >= 128 => 0,
+        s => (bits >> s) << s,
+    }
 }
 
 #[cfg(test)]

@@ -224,11 +224,14 @@ pub enum Reply {
         elapsed_s: f64,
     },
     /// The wait's condition holds, `after_s` into the wait and `since_up_s` after the
-    /// fleet's supervisor started.
+    /// fleet's supervisor started; `of`: the nodes it was checked on (routers, for
+    /// `converged`: none means started was all there was to wait for).
     Ready {
         condition: crate::ready::Condition,
         after_s: f64,
         since_up_s: f64,
+        #[serde(default)]
+        of: usize,
     },
     /// The wait ended without its condition: `failed`, the nodes whose commands failed
     /// (the fleet is not what its file says), or where it stood at its bound.

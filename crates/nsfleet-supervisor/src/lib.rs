@@ -189,6 +189,9 @@ struct Supervisor {
     images: Mutex<Option<OwnedFd>>,
     /// When the supervisor started: what `wait` counts its `since_up_s` from.
     born: std::time::Instant,
+    /// Waits under way (`ready`): their sockets in the routers hold namespaces, so the
+    /// teardown lets them end first.
+    waits: std::sync::atomic::AtomicUsize,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -260,6 +263,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         changes: Mutex::new(order::CHANGES, ()),
         images: Mutex::new(order::IMAGES_HELD, args.keep),
         born,
+        waits: std::sync::atomic::AtomicUsize::new(0),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());
@@ -308,6 +312,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     // namespaces: they go first.
     sup.watchers.close();
     sup.traffic.lock().shutdown(&sup.fleet);
+    sup.waits_ended(Duration::from_secs(3));
     let ms = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64() * 1e3);
     let ticket = sup.fleet.destroy_all();
     drop(change);

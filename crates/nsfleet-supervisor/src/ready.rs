@@ -1,8 +1,12 @@
-//! Whether the fleet is ready (`up --wait`, `nsfleet wait`), by one of two conditions,
-//! the second including the first:
+//! Whether the fleet is ready (`up --wait`, `nsfleet wait`), by one of three conditions,
+//! each including `started`:
 //! - `started`: every node's commands have run (see `Procs::started`); a command that
 //!   failed ends the wait at once, with the end of its log, and where a host file it was
 //!   given says what it refused ("r1.conf:11: % Unknown command").
+//! - `healthy`: started, and each node's health check (containerlab's `healthcheck`) has
+//!   passed once: run once the node has started, then every interval, each within its
+//!   timeout; its retries failed in a row (not counting those in its start period) end
+//!   the wait, with the check's output.
 //! - `converged`: started, and every router has a route in its kernel to every other
 //!   router's loopback addresses (nsfleet-subsys's `reach`).
 //!
@@ -11,10 +15,13 @@
 //! 1 s), so that a wait takes at most a tenth of a CPU from the daemons it waits for.
 
 use crate::Supervisor;
-use nsfleet_subsys::process::{Procs, Started};
+use nsfleet_subsys::process::{CheckRun, Procs, Started};
 use nsfleet_subsys::reach::{self, Reach};
+use nsfleet_sys::Exit;
+use nsfleet_topology::HealthCheck;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What `--wait` waits for.
@@ -22,6 +29,7 @@ use std::time::{Duration, Instant};
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
     Started,
+    Healthy,
     Converged,
 }
 
@@ -29,6 +37,7 @@ impl Condition {
     pub fn name(self) -> &'static str {
         match self {
             Condition::Started => "started",
+            Condition::Healthy => "healthy",
             Condition::Converged => "converged",
         }
     }
@@ -37,7 +46,7 @@ impl Condition {
 /// Where a wait stands: `done` of `of` nodes (routers, for `converged`) are there.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Standing {
-    /// "started" or "converged": the condition being checked now.
+    /// "started", "healthy" or "converged": the condition being checked now.
     pub stage: String,
     pub done: usize,
     pub of: usize,
@@ -47,13 +56,33 @@ pub struct Standing {
 
 /// How a wait ended.
 pub enum Outcome {
-    Met,
+    /// It holds; `of`: the nodes (routers, for `converged`) it was checked on.
+    Met { of: usize },
     /// A node's command failed: the fleet is not what its file says.
     Failed(Vec<String>),
-    /// The bound came first; where it stood then.
+    /// The bound came first, or a node's health check failed its retries; where it
+    /// stood then.
     Unmet(Standing),
     /// The fleet went down meanwhile.
     Gone,
+    /// The wait itself failed (a socket it could not open): the fleet is as it was.
+    Error(String),
+}
+
+/// A wait under way, counted in `Supervisor::waits` until it is dropped.
+struct Waiting<'a>(&'a Supervisor);
+
+impl<'a> Waiting<'a> {
+    fn new(sup: &'a Supervisor) -> Self {
+        sup.waits.fetch_add(1, Ordering::SeqCst);
+        Waiting(sup)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waits.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// How many nodes a message names before "and N more".
@@ -68,19 +97,22 @@ impl Supervisor {
         bound: Duration,
         mut progress: impl FnMut(&Standing) -> bool,
     ) -> Outcome {
+        // Declared first, dropped last: after the routers' sockets.
+        let _counted = Waiting::new(self);
         let start = Instant::now();
         let mut told = Instant::now();
         let mut routers: Option<Routers> = None;
+        let mut health: Option<Health> = None;
         // Rounds in a row that found every node started (see `Procs::started`).
         let mut settled = 0;
-        loop {
+        let outcome = loop {
             let round = Instant::now();
-            if *self.state.lock() != "up" {
-                return Outcome::Gone;
+            if self.going() {
+                break Outcome::Gone;
             }
             // Each condition is checked once the one before it holds.
             let standing = match self.started() {
-                Err(failures) => return Outcome::Failed(failures),
+                Err(failures) => break Outcome::Failed(failures),
                 Ok(s) if s.done < s.of => {
                     settled = 0;
                     s
@@ -92,23 +124,36 @@ impl Supervisor {
                         ..s
                     }
                 }
-                Ok(s) if until == Condition::Started => s,
-                Ok(_) => {
-                    let r = match routers.as_mut() {
-                        Some(r) => r,
-                        None => match Routers::open(self) {
-                            Ok(r) => routers.insert(r),
-                            Err(e) => return Outcome::Failed(vec![format!("{e:#}")]),
-                        },
-                    };
-                    r.check()
-                }
+                Ok(s) => match until {
+                    Condition::Started => s,
+                    Condition::Healthy => {
+                        let h = health.get_or_insert_with(|| Health::new(self));
+                        match h.round(self) {
+                            Ok(s) => s,
+                            Err(unhealthy) => break Outcome::Unmet(unhealthy),
+                        }
+                    }
+                    Condition::Converged => {
+                        let r = match routers.as_mut() {
+                            Some(r) => r,
+                            None => match Routers::open(self) {
+                                Ok(r) => routers.insert(r),
+                                Err(e) => {
+                                    break Outcome::Error(format!(
+                                        "reading the routers' tables: {e:#}"
+                                    ))
+                                }
+                            },
+                        };
+                        r.check()
+                    }
+                },
             };
             if standing.done == standing.of {
-                return Outcome::Met;
+                break Outcome::Met { of: standing.of };
             }
             if start.elapsed() >= bound {
-                return Outcome::Unmet(match (standing.stage.as_str(), routers.as_mut()) {
+                break Outcome::Unmet(match (standing.stage.as_str(), routers.as_mut()) {
                     ("converged", Some(r)) => r.full_look(),
                     _ => standing,
                 });
@@ -116,12 +161,43 @@ impl Supervisor {
             if told.elapsed() >= Duration::from_secs(1) {
                 told = Instant::now();
                 if !progress(&standing) {
-                    return Outcome::Gone;
+                    break Outcome::Gone;
                 }
             }
             let pause =
-                (round.elapsed() * 3).clamp(Duration::from_millis(100), Duration::from_secs(1));
-            std::thread::sleep(pause.min(bound.saturating_sub(start.elapsed())));
+                (round.elapsed() * 9).clamp(Duration::from_millis(100), Duration::from_secs(1));
+            self.pause(pause.min(bound.saturating_sub(start.elapsed())));
+        };
+        if let Some(h) = health {
+            h.stop();
+        }
+        outcome
+    }
+
+    /// Whether the fleet is going down (or gone): a wait ends then, and lets go of the
+    /// namespaces it reads. A fleet still starting is waited for.
+    fn going(&self) -> bool {
+        !matches!(*self.state.lock(), "up" | "starting")
+    }
+
+    /// Sleeps `d`, or less if the fleet starts going down meanwhile.
+    fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.going() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+
+    /// Returns once no wait is under way, or after `bound` (for the teardown: a wait
+    /// notices within 50 ms that the fleet is going down).
+    pub(crate) fn waits_ended(&self, bound: Duration) {
+        let until = Instant::now() + bound;
+        while self.waits.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -136,7 +212,16 @@ impl Supervisor {
         let mut failures = Vec::new();
         for n in nodes.iter() {
             let state = n.inspect::<Procs, _>(self.defaults.process, |p| p.started());
-            match state.unwrap_or(Started::Yes) {
+            // A node with a world but no processes' state has been stopped.
+            let stopped = || match n.config().has_world() {
+                true => Started::Not(format!(
+                    "stopped (`nsfleet node {} {} start`)",
+                    self.name,
+                    n.name()
+                )),
+                false => Started::Yes,
+            };
+            match state.unwrap_or_else(stopped) {
                 Started::Yes => s.done += 1,
                 Started::Not(why) => note(&mut s.lacking, format!("{}: {why}", n.name())),
                 Started::Failed { command, exit, log } => {
@@ -157,6 +242,156 @@ impl Supervisor {
 fn note(list: &mut Vec<String>, line: String) {
     if list.len() < SHOWN {
         list.push(line);
+    }
+}
+
+/// The nodes' health checks, as far as a wait has run them.
+struct Health {
+    checks: Vec<Checked>,
+    /// Nodes without a health check: healthy once started.
+    unchecked: usize,
+    /// When the checks began (their start periods count from here).
+    began: Instant,
+}
+
+/// One node's health check.
+struct Checked {
+    node: String,
+    check: HealthCheck,
+    running: Option<(CheckRun, Instant)>,
+    next: Instant,
+    failures: u32,
+    last: String,
+    healthy: bool,
+}
+
+impl Health {
+    fn new(sup: &Supervisor) -> Health {
+        let nodes = sup.fleet.nodes();
+        let checks: Vec<Checked> = (nodes.iter())
+            .filter_map(|n| {
+                Some(Checked {
+                    node: n.name().to_string(),
+                    check: n.config().healthcheck.clone()?,
+                    running: None,
+                    next: Instant::now(),
+                    failures: 0,
+                    last: String::new(),
+                    healthy: false,
+                })
+            })
+            .collect();
+        Health {
+            unchecked: nodes.len() - checks.len(),
+            checks,
+            began: Instant::now(),
+        }
+    }
+
+    /// Ends the checks that run, starts those that are due; a node that failed its
+    /// retries is the error, with its check's output.
+    fn round(&mut self, sup: &Supervisor) -> Result<Standing, Standing> {
+        let now = Instant::now();
+        let mut unhealthy = Vec::new();
+        for c in self.checks.iter_mut().filter(|c| !c.healthy) {
+            if let Some((run, deadline)) = c.running.take() {
+                let exit = match run.ended() {
+                    Some(exit) => Some((exit, run.log.clone())),
+                    None if now >= deadline => {
+                        let log = run.log.clone();
+                        run.kill();
+                        c.last = format!("timed out after {} s", c.check.timeout_s);
+                        c.failed(self.began, &log, &mut unhealthy);
+                        None
+                    }
+                    None => {
+                        c.running = Some((run, deadline));
+                        None
+                    }
+                };
+                match exit {
+                    Some((Exit::Code(0), _)) => c.healthy = true,
+                    Some((exit, log)) => {
+                        c.last = how(exit);
+                        c.failed(self.began, &log, &mut unhealthy);
+                    }
+                    None => {}
+                }
+            }
+            if !c.healthy && c.running.is_none() && now >= c.next {
+                let node = sup.fleet.nodes().get(&c.node).cloned();
+                let started = node
+                    .and_then(|n| n.inspect::<Procs, _>(sup.defaults.process, |p| p.start_check()));
+                match started.flatten() {
+                    Some(Ok(run)) => {
+                        let deadline = now + Duration::from_secs(c.check.timeout_s.into());
+                        c.running = Some((run, deadline));
+                        c.next = now + Duration::from_secs(c.check.interval_s.into());
+                    }
+                    Some(Err(e)) => {
+                        unhealthy.push(format!("{}: its health check could not start: {e}", c.node))
+                    }
+                    None => unhealthy.push(format!(
+                        "{}: it has no world to run its health check in",
+                        c.node
+                    )),
+                }
+            }
+        }
+        let healthy = self.checks.iter().filter(|c| c.healthy).count();
+        let mut s = Standing {
+            stage: "healthy".into(),
+            of: self.checks.len() + self.unchecked,
+            done: healthy + self.unchecked,
+            lacking: Vec::new(),
+        };
+        if !unhealthy.is_empty() {
+            s.lacking = unhealthy;
+            return Err(s);
+        }
+        for c in self.checks.iter().filter(|c| !c.healthy) {
+            let last = match c.last.as_str() {
+                "" => "not checked yet".to_string(),
+                l => format!("{} failures, the last {l}", c.failures),
+            };
+            note(&mut s.lacking, format!("{}: {last}", c.node));
+        }
+        Ok(s)
+    }
+
+    /// Ends the checks still running.
+    fn stop(self) {
+        for c in self.checks {
+            if let Some((run, _)) = c.running {
+                run.kill();
+            }
+        }
+    }
+}
+
+impl Checked {
+    /// A failed check: counted unless within the start period; the node is unhealthy
+    /// once its retries have failed in a row.
+    fn failed(&mut self, began: Instant, log: &std::path::Path, unhealthy: &mut Vec<String>) {
+        if began.elapsed() < Duration::from_secs(self.check.start_period_s.into()) {
+            return;
+        }
+        self.failures += 1;
+        if self.failures >= self.check.retries {
+            let text = std::fs::read(log).unwrap_or_default();
+            let tail =
+                String::from_utf8_lossy(&text[text.len().saturating_sub(1024)..]).into_owned();
+            let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+            let out = lines[lines.len().saturating_sub(4)..].join("\n    ");
+            unhealthy.push(format!(
+                "{}: unhealthy: its health check `{}` failed {} times in a row (the last: {}); its output ({}) ends:\n    {out}",
+                self.node,
+                self.check.argv.join(" "),
+                self.failures,
+                self.last,
+                log.display()
+            ));
+        }
     }
 }
 
@@ -231,11 +466,14 @@ impl Routers {
         }
     }
 
-    /// The other routers' loopbacks router `i` has no route to.
+    /// The other routers' loopbacks router `i` has no route to (an address it has on
+    /// its own `lo` too, anycast, it has).
     fn lacking(&mut self, i: usize) -> Vec<IpAddr> {
+        let own = &self.loopbacks[i];
         let others: Vec<IpAddr> = (self.loopbacks.iter().enumerate())
             .filter(|(j, _)| *j != i)
             .flat_map(|(_, l)| l.iter().copied())
+            .filter(|a| !own.contains(a))
             .collect();
         match self.reach.routes(i) {
             Ok(routes) => reach::unreached(&routes, &others),
@@ -266,15 +504,11 @@ impl Routers {
 fn failure(
     node: &str,
     command: &str,
-    exit: nsfleet_sys::Exit,
+    exit: Exit,
     log: &std::path::Path,
     files: &[(String, String)],
 ) -> String {
-    let how = match exit {
-        nsfleet_sys::Exit::Code(c) => format!("exited with status {c}"),
-        nsfleet_sys::Exit::Signal(s) => format!("was killed by signal {s}"),
-        nsfleet_sys::Exit::Unknown => "ended".to_string(),
-    };
+    let how = how(exit);
     let text = std::fs::read(log).unwrap_or_default();
     let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).into_owned();
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -293,6 +527,15 @@ fn failure(
         "node {node}: its command `{command}` {how}; the end of its log:\n{}",
         said.join("\n")
     )
+}
+
+/// How a process ended, said.
+fn how(exit: Exit) -> String {
+    match exit {
+        Exit::Code(c) => format!("exited with status {c}"),
+        Exit::Signal(s) => format!("was killed by signal {s}"),
+        Exit::Unknown => "ended".to_string(),
+    }
 }
 
 /// "line 11: % Unknown command: x" as (11, "% Unknown command: x").
@@ -314,7 +557,7 @@ mod tests {
         let text = "ZEBRA: starting\nline 11: % Unknown command[41]:  bogus 1\nConfiguration file[/etc/frr/frr.conf] processing failure: 2\n";
         std::fs::write(&log, text).unwrap();
         let files = [("/etc/frr/frr.conf".to_string(), "/lab/r1.conf".to_string())];
-        let m = failure("r1", "vtysh -b", nsfleet_sys::Exit::Code(2), &log, &files);
+        let m = failure("r1", "vtysh -b", Exit::Code(2), &log, &files);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(
             m.starts_with("node r1: its command `vtysh -b` exited with status 2"),

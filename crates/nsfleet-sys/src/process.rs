@@ -145,6 +145,16 @@ impl Exit {
 /// Reaps the child behind `pidfd` if it has exited and says how it ended; `None` while it
 /// runs (or if someone else reaped it).
 pub fn try_wait_pidfd(pidfd: BorrowedFd<'_>) -> Option<Exit> {
+    wait_pidfd(pidfd, 0)
+}
+
+/// How the child behind `pidfd` ended, if it has, without reaping it: it stays a zombie,
+/// and its pid (and process group id) nobody else's, until it is reaped.
+pub fn peek_exit_pidfd(pidfd: BorrowedFd<'_>) -> Option<Exit> {
+    wait_pidfd(pidfd, libc::WNOWAIT)
+}
+
+fn wait_pidfd(pidfd: BorrowedFd<'_>, flags: libc::c_int) -> Option<Exit> {
     // SAFETY: siginfo_t is plain data; waitid(2) with P_PIDFD and WNOHANG never blocks.
     let info = unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -152,7 +162,7 @@ pub fn try_wait_pidfd(pidfd: BorrowedFd<'_>) -> Option<Exit> {
             libc::P_PIDFD,
             pidfd.as_raw_fd() as libc::id_t,
             &mut info,
-            libc::WEXITED | libc::WNOHANG,
+            libc::WEXITED | libc::WNOHANG | flags,
         );
         if rc < 0 || info.si_pid() == 0 {
             return None;
@@ -165,6 +175,17 @@ pub fn try_wait_pidfd(pidfd: BorrowedFd<'_>) -> Option<Exit> {
         libc::CLD_EXITED => Exit::Code(status),
         _ => Exit::Signal(status),
     })
+}
+
+/// Process `pid` and all its descendants (host pids), from /proc, parents first.
+pub fn tree_of(pid: i64) -> Vec<i64> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        tree.extend(children_of(tree[i]));
+        i += 1;
+    }
+    tree
 }
 
 /// The children of process `pid` (host pids), from /proc.

@@ -108,6 +108,9 @@ pub struct NodeConfig {
     /// Seconds its processes wait before they start (containerlab's `startup-delay`).
     #[serde(default)]
     pub start_delay_s: u32,
+    /// How to tell it is healthy (containerlab's `healthcheck`), for `--wait healthy`.
+    #[serde(default)]
+    pub healthcheck: Option<HealthCheck>,
     /// Environment variables of its commands, besides nsfleet's own.
     #[serde(default)]
     pub env: Vec<(String, String)>,
@@ -138,6 +141,20 @@ pub struct NodeConfig {
     /// its own: an Open vSwitch switch's is the fleet's Open vSwitch node's.
     #[serde(default)]
     pub netns_of: Option<String>,
+}
+
+/// A node's health check, as containerlab's `healthcheck` (Docker's HEALTHCHECK) has it:
+/// `argv` runs in the node, the first time once its commands have run, then every
+/// `interval_s`; it passes by exiting 0 within `timeout_s`; `retries` failures in a row,
+/// not counting those within `start_period_s` of the first, make the node unhealthy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    /// A program and its arguments (`CMD`), or `/bin/sh -c LINE` (`CMD-SHELL`).
+    pub argv: Vec<String>,
+    pub start_period_s: u32,
+    pub interval_s: u32,
+    pub timeout_s: u32,
+    pub retries: u32,
 }
 
 /// A port of a node published on the host, as Docker publishes a container's: what
@@ -222,6 +239,7 @@ impl PartialEq for NodeConfig {
             files,
             restart_on_failure,
             start_delay_s,
+            healthcheck,
             env,
             binds,
             aliases,
@@ -232,25 +250,33 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
         } = self;
-        (image, querier, start_delay_s, ports, ovs, ovs_hub, netns_of)
+        (
+            image,
+            querier,
+            start_delay_s,
+            ports,
+            ovs,
+            ovs_hub,
+            netns_of,
+            healthcheck,
+        ) == (
+            &o.image,
+            &o.querier,
+            &o.start_delay_s,
+            &o.ports,
+            &o.ovs,
+            &o.ovs_hub,
+            &o.netns_of,
+            &o.healthcheck,
+        ) && (sysctls, commands, router, switch, hostname, dirs)
             == (
-                &o.image,
-                &o.querier,
-                &o.start_delay_s,
-                &o.ports,
-                &o.ovs,
-                &o.ovs_hub,
-                &o.netns_of,
+                &o.sysctls,
+                &o.commands,
+                &o.router,
+                &o.switch,
+                &o.hostname,
+                &o.dirs,
             )
-            && (sysctls, commands, router, switch, hostname, dirs)
-                == (
-                    &o.sysctls,
-                    &o.commands,
-                    &o.router,
-                    &o.switch,
-                    &o.hostname,
-                    &o.dirs,
-                )
             && (files, restart_on_failure, env, binds, aliases, clab)
                 == (
                     &o.files,
@@ -505,6 +531,7 @@ impl NodeConfig {
             || !self.dirs.is_empty()
             || !self.files.is_empty()
             || !self.binds.is_empty()
+            || self.healthcheck.is_some()
     }
 }
 

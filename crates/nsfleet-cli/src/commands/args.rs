@@ -55,14 +55,17 @@ pub struct LaunchArgs {
     images: ImageArgs,
     /// Return only once the fleet is ready, its progress on stderr: `started`, every
     /// node's commands have run (each exited with status 0, or runs on as a daemon in
-    /// the foreground); `converged`, started and every router (kind frr or bird, or
-    /// `router = true`) has a route in its kernel to every other router's loopback
-    /// addresses (those on its `lo`). A command that fails (a configuration its daemon
-    /// refuses: the daemon's message and the file's line are said) takes the fleet down
-    /// and nothing is left; at --wait-timeout, the routers that lack routes are named and
-    /// the fleet is left up to look into (`nsfleet down` takes it). Either exits 1.
-    /// `nsfleet events` says when a wait ended; `nsfleet wait` waits for a fleet that is
-    /// up already.
+    /// the foreground); `healthy`, started and each node's health check (containerlab's
+    /// `healthcheck`) has passed; `converged`, started and every router (kind frr or
+    /// bird, or `router = true`) has a route in its kernel to every other router's
+    /// loopback addresses (those on its `lo`). A command that fails (a configuration its
+    /// daemon refuses: the daemon's message and the file's line are said) takes the
+    /// fleet down and nothing is left; a node whose health check fails its retries, or
+    /// --wait-timeout, is said (the routers that lack routes, and which) and the fleet is
+    /// left up to look into (`nsfleet down` takes it). Either exits 1. `nsfleet events`
+    /// says when a wait ended; `nsfleet wait` waits for a fleet that is up already. With
+    /// --json, no progress, and a second object follows the fleet's: {"ready": {"fleet",
+    /// "condition", "since_up_s", "of"}}.
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.

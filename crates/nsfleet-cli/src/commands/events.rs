@@ -22,7 +22,7 @@ pub struct EventsCommand {
     /// "process_started" | "process_exited" | "controller" | "ready" | "fleet_down",
     /// "at": seconds since the epoch, ...}; a controller's: {"node", "controller":
     /// "tcp:IP:PORT", "state": "connected" | "disconnected" | "unreachable", "reason"?};
-    /// a wait's: {"condition": "started" | "converged", "met", "since_up_s"}.
+    /// a wait's: {"condition": "started" | "healthy" | "converged", "met", "since_up_s"}.
     #[arg(long)]
     json: bool,
 }

@@ -8,11 +8,14 @@ use std::time::Duration;
 
 /// Wait until a live fleet is ready, its progress on stderr, as `up --wait` does:
 /// `started` (every node's commands have run: each exited with status 0, or runs on as
-/// a daemon in the foreground) or `converged` (started, and every router has a route in
-/// its kernel to every other router's loopback addresses, those on its `lo`). Exits 0
-/// once it holds; 1 with what is missing when a node's command failed (its log's last
-/// lines, a refused configuration line as its file's line) or at --timeout, and the
-/// fleet stays as it is. `nsfleet events` says when a wait ended.
+/// a daemon in the foreground), `healthy` (started, and each node's health check,
+/// containerlab's `healthcheck`, has passed: the first run once the node has started,
+/// then every interval) or `converged` (started, and every router has a route in its
+/// kernel to every other router's loopback addresses, those on its `lo`). Exits 0 once
+/// it holds; 1 with what is missing when a node's command failed (its log's last lines,
+/// a refused configuration line as its file's line), a health check failed its retries
+/// (its output), or at --timeout; the fleet stays as it is. `nsfleet events` says when
+/// a wait ended.
 ///
 ///   nsfleet deploy -t ospf.clab.yml && nsfleet wait clab-ospf converged --timeout 60
 #[derive(Args)]
@@ -20,13 +23,14 @@ use std::time::Duration;
 pub struct WaitCommand {
     /// The fleet.
     name: String,
-    /// started or converged.
+    /// started, healthy or converged.
     #[arg(value_parser = cmd::ready::parse_condition)]
     until: nsfleet::ready::Condition,
     /// Seconds to wait at most.
     #[arg(long, value_parser = seconds, default_value_t = 300.0)]
     timeout: f64,
-    /// Print the result as one JSON object: {"ready": {"fleet", "condition", "since_up_s"}}.
+    /// No progress; the result as one JSON object: {"ready": {"fleet", "condition",
+    /// "since_up_s", "of"}} ("of": the nodes it was checked on, routers for converged).
     #[arg(long)]
     json: bool,
 }
@@ -39,8 +43,8 @@ impl WaitCommand {
             bound: Duration::from_secs_f64(self.timeout),
         };
         match cmd::ready::wait(&rd, &self.name, w, self.json)? {
-            Ok(since_up_s) => {
-                cmd::ready::say_ready(&self.name, self.until, since_up_s, self.json);
+            Ok(ready) => {
+                cmd::ready::say_ready(&self.name, ready, self.json);
                 Ok(())
             }
             Err(not) => Err(anyhow::anyhow!("{not}")),

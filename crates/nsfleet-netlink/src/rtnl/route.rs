@@ -117,13 +117,15 @@ pub fn parse_route(m: &Message<'_>) -> Option<RouteDst> {
                     .get(..4)
                     .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
             }
-            // Tables above 255 are only named here.
+            // Tables above 255 are only named here (the header's byte then says 252).
             RTA_TABLE => {
-                table = v
-                    .first()
-                    .copied()
-                    .filter(|_| v.get(1..4) == Some(&[0, 0, 0]))
-                    .unwrap_or(0)
+                let id = v
+                    .get(..4)
+                    .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+                table = match id {
+                    Some(t) if t == u32::from(RT_TABLE_MAIN) => RT_TABLE_MAIN,
+                    _ => 0,
+                };
             }
             _ => {}
         }

@@ -16,6 +16,9 @@ impl Supervisor {
         bound: Duration,
     ) -> std::io::Result<()> {
         let start = Instant::now();
+        // An asker that stops reading must not hold the wait (and the namespaces it
+        // reads) on a write.
+        conn.set_write_timeout(Some(Duration::from_secs(1)))?;
         // An asker gone (Ctrl-C) ends the wait: progress it cannot write.
         let outcome = self.wait_ready(until, bound, |standing| {
             let r = Reply::Waiting {
@@ -27,11 +30,12 @@ impl Supervisor {
         let since_up_s = self.born.elapsed().as_secs_f64();
         let elapsed_s = start.elapsed().as_secs_f64();
         let (reply, met) = match outcome {
-            Outcome::Met => (
+            Outcome::Met { of } => (
                 Reply::Ready {
                     condition: until,
                     after_s: elapsed_s,
                     since_up_s,
+                    of,
                 },
                 true,
             ),
@@ -54,6 +58,7 @@ impl Supervisor {
                 false,
             ),
             Outcome::Gone => return Ok(()),
+            Outcome::Error(message) => return control::write_line(conn, &Reply::error(message)),
         };
         self.watchers.publish(&FleetEvent::Ready {
             condition: until,

@@ -99,7 +99,7 @@ pub(super) fn parts(
 fn start(d: &str, if_static: bool) -> String {
     let line = format!("{DAEMON_DIR}/{d} -d -F traditional -A 127.0.0.1");
     match if_static {
-        true => format!("if grep -qsE '^[[:space:]]*(ip|ipv6) (route|mroute) ' /etc/frr/frr.conf; then {line}; fi"),
+        true => format!("if grep -qsE '^[[:space:]]*(ip|ipv6)[[:space:]]+(route|mroute)[[:space:]]' /etc/frr/frr.conf; then {line}; fi"),
         false => line,
     }
 }

@@ -400,6 +400,7 @@ impl NodeDecl<'_> {
                 }
             };
         }
+        c.healthcheck = self.healthcheck(lab)?;
         c.ports = self.ports(lab, host_iface)?;
         c.aliases = Some(self.container.clone())
             .filter(|a| *a != self.name)
@@ -498,6 +499,91 @@ impl NodeDecl<'_> {
         shlex(&line)
             .map(Some)
             .map_err(|m| lab.err(y.span.clone(), m))
+    }
+
+    /// `healthcheck`, from the first layer that sets it: `test` as Docker takes it
+    /// (`[CMD, prog, args...]`, `[CMD-SHELL, line]`, or `[NONE]`), and `start-period`,
+    /// `interval`, `timeout` (seconds) and `retries`, at Docker's defaults when left out
+    /// (0, 30, 30, 3).
+    fn healthcheck(&self, lab: &Lab<'_>) -> Result<Option<crate::HealthCheck>, TopologyError> {
+        let Some(h) = self.first("healthcheck") else {
+            return Ok(None);
+        };
+        let err = |y: &Yaml, m: &str| {
+            lab.err(
+                y.span.clone(),
+                format!("node {}: healthcheck: {m}", self.name),
+            )
+        };
+        let Some(entries) = h.entries() else {
+            return Err(err(
+                h,
+                "expected a mapping of test, start-period, interval, timeout and retries",
+            ));
+        };
+        let mut check = crate::HealthCheck {
+            argv: Vec::new(),
+            start_period_s: 0,
+            interval_s: 30,
+            timeout_s: 30,
+            retries: 3,
+        };
+        let mut test = None;
+        for (k, v) in entries {
+            let number = |lo: i64, what: &str| match v.int() {
+                Some(n) if (lo..=86_400).contains(&n) => Ok(n as u32),
+                _ => Err(err(
+                    v,
+                    &format!(
+                        "{}: expected {what} from {lo} to 86400",
+                        k.str().unwrap_or("")
+                    ),
+                )),
+            };
+            match k.str().unwrap_or("") {
+                "test" => test = Some(self.health_test(lab, v)?),
+                "start-period" => check.start_period_s = number(0, "whole seconds")?,
+                "interval" => check.interval_s = number(1, "whole seconds")?,
+                "timeout" => check.timeout_s = number(1, "whole seconds")?,
+                "retries" => check.retries = number(1, "a whole number")?,
+                other => return Err(err(k, &format!("unknown key {other:?}: expected test, start-period, interval, timeout or retries"))),
+            }
+        }
+        // An image's own HEALTHCHECK is not read: a node's check is the file's.
+        let Some(argv) = test else {
+            return Err(err(
+                h,
+                "expected a test (an image's own HEALTHCHECK is not run)",
+            ));
+        };
+        if argv.is_empty() {
+            // `[NONE]`: Docker then checks nothing.
+            return Ok(None);
+        }
+        check.argv = argv;
+        Ok(Some(check))
+    }
+
+    /// A health check's `test`: what it runs in the node.
+    fn health_test(&self, lab: &Lab<'_>, v: &Yaml) -> Result<Vec<String>, TopologyError> {
+        let expected =
+            "test: expected [CMD-SHELL, \"a shell line\"], [CMD, program, arguments...] or [NONE]";
+        let bad = || {
+            lab.err(
+                v.span.clone(),
+                format!("node {}: healthcheck: {expected}", self.name),
+            )
+        };
+        let words = lab.strings(v, "healthcheck test")?;
+        let words: Vec<String> = words.iter().map(|(w, _)| self.magic(w)).collect();
+        match words.split_first() {
+            Some((first, rest)) if first == "CMD-SHELL" && rest.len() == 1 => {
+                Ok(vec!["/bin/sh".into(), "-c".into(), rest[0].clone()])
+            }
+            Some((first, rest)) if first == "CMD" && !rest.is_empty() => Ok(rest.to_vec()),
+            Some((first, rest)) if first == "NONE" && rest.is_empty() => Ok(Vec::new()),
+            _ => Err(bad()),
+        }
     }
 
     /// `ports`, from the first layer that sets it (as containerlab takes it).
