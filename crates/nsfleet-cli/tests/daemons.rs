@@ -364,6 +364,26 @@ fn a_configuration_frr_refuses_is_said_at_its_line_and_the_fleet_goes() {
 }
 
 #[test]
+fn a_daemon_that_exits_at_start_ends_the_wait_with_its_words() {
+    let env = Env::new("exits-at-start");
+    let file = env.file(
+        "exits.toml",
+        "[fleet]\nname = \"exits\"\n[[node]]\nname = \"d{i}\"\ncount = 2\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"bad\"\ncommands = [\"echo 'cannot bind 0.0.0.0:179: in use' >&2; exit 3\"]\n",
+    );
+    let _guard = Fleet {
+        env: &env,
+        name: "exits".into(),
+    };
+    let err = env.fails(
+        &["up", file.to_str().unwrap(), "--wait", "converged"],
+        "node bad: its command `echo 'cannot bind 0.0.0.0:179: in use' >&2; exit 3` exited with status 3",
+    );
+    assert!(err.contains("  cannot bind 0.0.0.0:179: in use"), "{err}");
+    assert!(err.contains("nothing of it is left"), "{err}");
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}
+
+#[test]
 fn a_wait_that_is_never_met_names_the_routers_that_lack_routes_and_leaves_the_fleet_up() {
     let env = Env::new("frr-unmet");
     // Two routers with loopbacks and no link between them: neither ever reaches the other.
