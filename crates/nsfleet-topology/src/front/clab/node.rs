@@ -816,13 +816,20 @@ impl NodeDecl<'_> {
                 String::new(),
             ),
         };
-        let daemons = match self.bound_file(binds, "/etc/frr/daemons") {
+        let mut daemons = match self.bound_file(binds, "/etc/frr/daemons") {
             Some((source, at)) => {
                 let text = config::read_source(&source).map_err(|m| lab.err(at.clone(), m))?;
                 daemons_enabled(&text)
             }
             None => daemons_configured(&text),
         };
+        // FRR's image runs FRR's init, which starts staticd always ("The watchfrr, zebra
+        // and staticd daemons are always started", its daemons file says), and tools
+        // that configure such nodes later (netlab) add static routes then: staticd
+        // runs. nsfleet's own `kind: frr` starts it only for a file with static routes.
+        if host_frr && !daemons.iter().any(|d| d == "staticd") {
+            daemons.insert(0, "staticd".to_string());
+        }
         Ok(Some((config, daemons)))
     }
 }
