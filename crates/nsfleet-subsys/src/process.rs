@@ -173,16 +173,11 @@ impl CheckRun {
     pub fn ended(&self) -> Option<Exit> {
         sys::peek_exit_pidfd(self.pidfd.as_fd())
     }
-
-    /// Ends it now, with whatever it started (SIGKILL to its process group), and reaps
-    /// it: what its drop does.
-    pub fn kill(self) {
-        drop(self)
-    }
 }
 
 impl Drop for CheckRun {
-    /// A check is never left running, nor unreaped (a watched child the orphan sweep
+    /// Ends it, with whatever it started (SIGKILL to its process group), and reaps it:
+    /// a check is never left running, nor unreaped (a watched child the orphan sweep
     /// would wait on).
     fn drop(&mut self) {
         let _ = sys::kill_group(self.pid, libc::SIGKILL);

@@ -168,9 +168,7 @@ impl Supervisor {
                 (round.elapsed() * 9).clamp(Duration::from_millis(100), Duration::from_secs(1));
             self.pause(pause.min(bound.saturating_sub(start.elapsed())));
         };
-        if let Some(h) = health {
-            h.stop();
-        }
+        // Checks still running end with `health` (a `CheckRun` kills and reaps on drop).
         outcome
     }
 
@@ -299,7 +297,7 @@ impl Health {
                     Some(exit) => Some((exit, run.log.clone())),
                     None if now >= deadline => {
                         let log = run.log.clone();
-                        run.kill();
+                        drop(run);
                         c.last = format!("timed out after {} s", c.check.timeout_s);
                         c.failed(self.began, &log, &mut unhealthy);
                         None
@@ -358,15 +356,6 @@ impl Health {
         }
         Ok(s)
     }
-
-    /// Ends the checks still running.
-    fn stop(self) {
-        for c in self.checks {
-            if let Some((run, _)) = c.running {
-                run.kill();
-            }
-        }
-    }
 }
 
 impl Checked {
@@ -378,11 +367,7 @@ impl Checked {
         }
         self.failures += 1;
         if self.failures >= self.check.retries {
-            let text = std::fs::read(log).unwrap_or_default();
-            let tail =
-                String::from_utf8_lossy(&text[text.len().saturating_sub(1024)..]).into_owned();
-            let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
-            let out = lines[lines.len().saturating_sub(4)..].join("\n    ");
+            let out = last_lines(log, 4).join("\n    ");
             unhealthy.push(format!(
                 "{}: unhealthy: its health check `{}` failed {} times in a row (the last: {}); its output ({}) ends:\n    {out}",
                 self.node,
@@ -509,14 +494,10 @@ fn failure(
     files: &[(String, String)],
 ) -> String {
     let how = how(exit);
-    let text = std::fs::read(log).unwrap_or_default();
-    let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).into_owned();
-    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
-    let lines = &lines[lines.len().saturating_sub(6)..];
+    let lines = last_lines(log, 6);
     // The node file the log names, as the host file it came from.
-    let named = files
-        .iter()
-        .find(|(inside, _)| tail.contains(inside.as_str()));
+    let named =
+        (files.iter()).find(|(inside, _)| lines.iter().any(|l| l.contains(inside.as_str())));
     let said: Vec<String> = (lines.iter())
         .map(|l| match (named, line_number(l)) {
             (Some((inside, host)), Some((n, rest))) => format!("  {host}:{n} ({inside}): {rest}"),
@@ -527,6 +508,17 @@ fn failure(
         "node {node}: its command `{command}` {how}; the end of its log:\n{}",
         said.join("\n")
     )
+}
+
+/// The last `n` lines of a log that are not blank (from its last 4 KB).
+fn last_lines(log: &std::path::Path, n: usize) -> Vec<String> {
+    let text = std::fs::read(log).unwrap_or_default();
+    let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(4096)..]).into_owned();
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
 }
 
 /// How a process ended, said.

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// (its output), or at --timeout; the fleet stays as it is. `nsfleet events` says when
 /// a wait ended.
 ///
-///   nsfleet deploy -t ospf.clab.yml && nsfleet wait clab-ospf converged --timeout 60
+///   nsfleet deploy -t ospf.clab.yml && nsfleet wait ospf converged --timeout 60   # the lab's name
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct WaitCommand {
