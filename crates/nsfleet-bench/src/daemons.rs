@@ -11,6 +11,7 @@
 //! plug to converged again.
 
 use super::{emit, machine, metric, need_root, note, rss_of, which, Cli, Common, UpResult};
+use crate::phases;
 use anyhow::{bail, Context};
 use nsfleet::core::mem_available;
 use nsfleet::sys;
@@ -48,6 +49,22 @@ impl Suite {
         match self {
             Suite::Bird => &[],
             Suite::FrrClab => &["eth0"],
+        }
+    }
+
+    /// The programs the phases follow.
+    fn programs(self) -> &'static phases::Programs {
+        match self {
+            Suite::Bird => &phases::BIRD,
+            Suite::FrrClab => &phases::FRR,
+        }
+    }
+
+    /// The routers ospfd can be asked about, by node name (FRR's).
+    fn asked(self, count: u64) -> Vec<String> {
+        match self {
+            Suite::Bird => Vec::new(),
+            Suite::FrrClab => (0..count).map(|i| format!("r{i}")).collect(),
         }
     }
 
@@ -187,6 +204,8 @@ struct Samples {
     init_kb: Vec<f64>,
     all_in_kb: Vec<f64>,
     floor_s: Vec<f64>,
+    /// Each phase's per-router samples, every run's.
+    phases: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
@@ -247,6 +266,7 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
         .map(|(t, f)| t / f)
         .collect();
     res.metric("converged_over_floor", metric("x", Lower, over));
+    phases::metrics(&mut res, &s.phases);
     emit(
         &res,
         c,
@@ -268,6 +288,7 @@ fn run(
     let count = rows * cols;
     let cli = Cli::new()?;
     let before = mem_available();
+    let recorder = phases::Recorder::start(suite.programs())?;
     let t = Instant::now();
     let mut up = suite.up(cli, rows, cols, workers)?;
     let up_s = t.elapsed().as_secs_f64();
@@ -295,6 +316,12 @@ fn run(
         .filter(|p| p["running"].as_bool() == Some(true))
         .filter_map(|p| p["pid"].as_i64())
         .collect();
+    // CPU before ospfd is asked anything.
+    phases::print_cpu(&daemons, &inits, sup, count);
+    let mut phases = recorder.finish(&up.cli, &suite.asked(count), count);
+    phases.bracket(up_s, total_s);
+    phases.print(count);
+    phases.add_to(&mut s.phases);
     let pss = |pids: &[i64]| pids.iter().map(|p| pss_kb(*p)).sum::<f64>() / count as f64;
     s.bird_kb.push(pss(&daemons));
     s.init_kb.push(pss(&inits));

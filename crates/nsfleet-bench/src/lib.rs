@@ -15,6 +15,7 @@ mod daemons;
 mod images;
 pub mod kernels;
 mod mininet;
+mod phases;
 mod raw;
 mod routers;
 mod setns;

@@ -231,6 +231,16 @@ impl NlSocket {
         Ok(results.into_iter().map(Option::unwrap).collect())
     }
 
+    /// Sends a batch whose messages ask for no ACK ([`Batch::begin_unacked`]) and waits
+    /// for nothing: the proc connector's subscription, which nothing acknowledges.
+    pub fn send_unacked(&mut self, batch: &Batch) -> io::Result<()> {
+        assert!(
+            batch.seqs().is_empty(),
+            "a batch that asks for ACKs: use execute"
+        );
+        self.send(batch.bytes())
+    }
+
     /// Sends the batch; the first failure (in batch order) is the error.
     pub fn execute_all(&mut self, batch: &Batch) -> Result<(), NlError> {
         for r in self.execute(batch)? {

@@ -399,6 +399,18 @@ pub fn clock_ticks_per_second() -> i64 {
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
 
+/// Now on the monotonic clock, in nanoseconds: the clock the kernel stamps its process
+/// events with (and `Instant` reads, without saying its value).
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) fills the timespec it is given; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// The size of a memory page, in bytes.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

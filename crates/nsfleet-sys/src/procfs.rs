@@ -96,6 +96,11 @@ pub fn marked_processes(want: &HashSet<u64>, marker: &str) -> Vec<(u64, String)>
     found
 }
 
+/// The inode of process `pid`'s network namespace; `None` once it is gone.
+pub fn netns_of_pid(pid: i64) -> Option<u64> {
+    netns_of(std::path::Path::new(&format!("/proc/{pid}/ns/net")))
+}
+
 /// The inode of the network namespace a `ns/net` link (or a descriptor of one) names.
 fn netns_of(link: &std::path::Path) -> Option<u64> {
     let t = std::fs::read_link(link).ok()?;

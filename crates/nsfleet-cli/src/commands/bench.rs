@@ -75,6 +75,8 @@ pub enum Bench {
     /// Routers that run real software: N BIRD OSPF routers in a grid from one template,
     /// from `up` to full convergence (every router has a route to every loopback), memory
     /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
+    /// Each router's phases are recorded as they happen and printed: BIRD started, its
+    /// first and last route to another router's loopback; then the protocol's floor.
     Daemons {
         /// Routers (a grid as close to square as the count allows).
         #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().daemons_count)]
@@ -88,7 +90,11 @@ pub enum Bench {
     /// A containerlab lab of N FRR routers in a grid, as its users write one (a .clab.yml
     /// and a startup configuration per router): `up` of the file to full OSPF
     /// convergence, memory per router (kernel, FRR's daemons, nsfleet's init), and down to
-    /// reclamation. Needs frr.
+    /// reclamation. Needs frr. Each router's phases are recorded as they happen and
+    /// printed: its daemons and `vtysh -b` started and returned (the kernel's process
+    /// events), adjacencies Full and SPF runs (ospfd's own counters), its first and last
+    /// route to another router's loopback (a route socket in its namespace); CPU per
+    /// router; then the protocol's floor.
     ///
     /// With --peer containerlab (where Docker and containerlab run: see
     /// ../shared/notes/containerlab-peer.md), the same files with both tools in the same

@@ -20,5 +20,7 @@ pub use link::{
 };
 pub use link::{Snooping, Vxlan};
 pub use nsid::*;
-pub use route::{del_route, dump_routes, new_route, parse_route, Route, RouteDst};
+pub use route::{
+    del_route, dump_routes, new_route, parse_route, Route, RouteDst, RTNLGRP_IPV4_ROUTE,
+};
 pub use tc::{del_root_qdisc, set_netem, set_tbf, Netem};

@@ -5,6 +5,8 @@ use crate::msg::{self, Batch, Message, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const RTM_NEWROUTE: u16 = 24;
+/// The multicast group of IPv4 route changes.
+pub const RTNLGRP_IPV4_ROUTE: u32 = 7;
 const RTM_DELROUTE: u16 = 25;
 const RTM_GETROUTE: u16 = 26;
 
