@@ -279,6 +279,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
             // Rolled back already; the folder goes too, even if `up` is no longer there
             // to remove it.
             sup.fleet.shutdown();
+            host_ends_gone(&sup, Duration::from_secs(2));
             let _ = sup.run_dir.remove(&sup.name, true);
             events.send(&UpEvent::failed(&e));
             return Ok(1);
@@ -339,6 +340,9 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     let settled = ticket.wait_settled();
     // The hub is a namespace of the fleet too: let it go before saying "reclaimed".
     sup.fleet.shutdown();
+    // A held node keeps its host end: no use waiting long for it.
+    let bound = if settled.held.is_empty() { 2000 } else { 200 };
+    host_ends_gone(sup, Duration::from_millis(bound));
     answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         log(format_args!("{e:#}"));
@@ -353,6 +357,23 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     // Written here, before we exit: the kernel delivers it even after the process ends.
     for a in &waiting {
         let _ = control::write_line(&a.conn, &reclaimed);
+    }
+}
+
+/// Waits, `bound` at most, until the fleet's host interfaces are gone, so that `down`
+/// (or a failed `up`) returns with none of them left: the kernel deletes a reclaimed
+/// node's host end a moment after it says the node is reclaimed (see
+/// `host::wait_gone`). Those that outlive the bound (their node held alive elsewhere)
+/// are logged; they go with their node.
+fn host_ends_gone(sup: &Supervisor, bound: Duration) {
+    let journal = sup.run_dir.host_journal(&sup.name);
+    match nsfleet_subsys::link::host::wait_gone(&journal, bound) {
+        Ok(left) if !left.is_empty() => log(format_args!(
+            "host interfaces {} outlived the bound of {bound:?} after their nodes; they go when their nodes do",
+            left.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => log(format_args!("looking for the fleet's host interfaces: {e:#}")),
     }
 }
 

@@ -84,28 +84,53 @@ pub fn lookup(sock: &mut NlSocket, name: &str) -> anyhow::Result<Option<rtnl::Li
     }
 }
 
-/// Deletes the host interfaces a fleet's journal lists, each only if it still carries the
-/// fleet's token. Returns the names removed. Runs in the host's namespace.
-pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
+/// The host interfaces a fleet's journal lists that still exist and carry its token;
+/// `sock` is in the host's namespace.
+fn still_ours(journal: &Path, sock: &mut NlSocket) -> anyhow::Result<Vec<String>> {
     let Ok(text) = std::fs::read_to_string(journal) else {
         return Ok(Vec::new());
     };
-    let mut sock = NlSocket::open()?;
-    let mut removed = Vec::new();
-    for line in text.lines() {
-        let Some((name, token)) = line.split_once(' ') else {
-            continue;
-        };
-        let ours = lookup(&mut sock, name)?.is_some_and(|l| l.alias.as_deref() == Some(token));
-        if ours {
-            let mut b = Batch::new();
-            rtnl::del_link_by_name(&mut b, sock.next_seq(), name);
-            sock.execute_all(&b)
-                .with_context(|| format!("deleting host interface {name}"))?;
-            removed.push(name.to_string());
+    let mut ours = Vec::new();
+    for (name, token) in text.lines().filter_map(|l| l.split_once(' ')) {
+        if lookup(sock, name)?.is_some_and(|l| l.alias.as_deref() == Some(token)) {
+            ours.push(name.to_string());
         }
     }
-    Ok(removed)
+    Ok(ours)
+}
+
+/// Deletes the host interfaces a fleet's journal lists, each only if it still carries the
+/// fleet's token. Returns the names removed. Runs in the host's namespace.
+pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
+    let mut sock = NlSocket::open()?;
+    let ours = still_ours(journal, &mut sock)?;
+    for name in &ours {
+        let mut b = Batch::new();
+        rtnl::del_link_by_name(&mut b, sock.next_seq(), name);
+        sock.execute_all(&b)
+            .with_context(|| format!("deleting host interface {name}"))?;
+    }
+    Ok(ours)
+}
+
+/// Waits, up to `bound`, until none of the host interfaces a fleet's journal lists is
+/// left; returns those still there at the bound. For the fleet's teardown, once the
+/// kernel has said its nodes' namespaces are reclaimed: the kernel says so (RTM_DELNSID)
+/// as it unhashes a dying namespace, and deletes its devices, and so the host ends of
+/// their veths, only after an RCU grace period. Without this wait `down` could return
+/// with a host end still there, and the same fleet brought up at once would find its name
+/// taken. Deleting the host ends instead would cost 16 ms each under RTNL; the kernel's
+/// batch deletes them all at once. Runs in the host's namespace.
+pub fn wait_gone(journal: &Path, bound: std::time::Duration) -> anyhow::Result<Vec<String>> {
+    let mut sock = NlSocket::open()?;
+    let started = std::time::Instant::now();
+    loop {
+        let left = still_ours(journal, &mut sock)?;
+        if left.is_empty() || started.elapsed() >= bound {
+            return Ok(left);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 impl LinkKind for HostLinks {
