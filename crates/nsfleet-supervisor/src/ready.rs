@@ -261,6 +261,8 @@ struct Checked {
     failures: u32,
     last: String,
     healthy: bool,
+    /// Failed its retries, or its check could not run: said as unhealthy.
+    gave_up: bool,
 }
 
 impl Health {
@@ -276,6 +278,7 @@ impl Health {
                     failures: 0,
                     last: String::new(),
                     healthy: false,
+                    gave_up: false,
                 })
             })
             .collect();
@@ -327,32 +330,38 @@ impl Health {
                         c.next = now + Duration::from_secs(c.check.interval_s.into());
                     }
                     Some(Err(e)) => {
+                        c.gave_up = true;
                         unhealthy.push(format!("{}: its health check could not start: {e}", c.node))
                     }
-                    None => unhealthy.push(format!(
-                        "{}: it has no world to run its health check in",
-                        c.node
-                    )),
+                    None => {
+                        c.gave_up = true;
+                        unhealthy.push(format!(
+                            "{}: it has no world to run its health check in",
+                            c.node
+                        ))
+                    }
                 }
             }
         }
         let healthy = self.checks.iter().filter(|c| c.healthy).count();
+        let failed = !unhealthy.is_empty();
+        // The unhealthy first, then those not healthy yet: every node named is one of the
+        // `of - done`, so "and N more" counts the rest of them.
         let mut s = Standing {
             stage: "healthy".into(),
             of: self.checks.len() + self.unchecked,
             done: healthy + self.unchecked,
-            lacking: Vec::new(),
+            lacking: unhealthy,
         };
-        if !unhealthy.is_empty() {
-            s.lacking = unhealthy;
-            return Err(s);
-        }
-        for c in self.checks.iter().filter(|c| !c.healthy) {
+        for c in self.checks.iter().filter(|c| !c.healthy && !c.gave_up) {
             let last = match c.last.as_str() {
                 "" => "not checked yet".to_string(),
                 l => format!("{} failures, the last {l}", c.failures),
             };
             note(&mut s.lacking, format!("{}: {last}", c.node));
+        }
+        if failed {
+            return Err(s);
         }
         Ok(s)
     }
@@ -367,6 +376,7 @@ impl Checked {
         }
         self.failures += 1;
         if self.failures >= self.check.retries {
+            self.gave_up = true;
             let out = last_lines(log, 4).join("\n    ");
             unhealthy.push(format!(
                 "{}: unhealthy: its health check `{}` failed {} times in a row (the last: {}); its output ({}) ends:\n    {out}",
