@@ -353,7 +353,11 @@ fn a_configuration_frr_refuses_is_said_at_its_line_and_the_fleet_goes() {
     )
     .unwrap();
     let mounts = host_mounts();
-    env.ok(&["up", file.to_str().unwrap(), "--wait", "started"]);
+    let out = env.ok(&["up", file.to_str().unwrap(), "--wait", "started", "--json"]);
+    // One object, for machines: the fleet's, with what the wait found.
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["name"], "frr-bad", "{out}");
+    assert_eq!(v["ready"]["condition"], "started", "{out}");
     assert_eq!(
         daemons_of(&env, "frr-bad", "r1"),
         ["zebra", "staticd", "ospfd"]

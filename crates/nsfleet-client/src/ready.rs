@@ -113,11 +113,10 @@ pub fn wait(
 }
 
 /// The fleet is ready: said for people, or as a JSON object.
-pub fn say_ready(name: &str, r: Ready, json: bool) {
+pub fn say_ready(name: &str, r: &Ready, json: bool) {
     let condition = r.until.name();
     if json {
-        let v = serde_json::json!({"ready": {"fleet": name, "condition": condition, "since_up_s": r.since_up_s, "of": r.of}});
-        println!("{v}");
+        println!("{}", serde_json::json!({ "ready": ready_json(name, r) }));
         return;
     }
     println!(
@@ -127,6 +126,11 @@ pub fn say_ready(name: &str, r: Ready, json: bool) {
     if r.until == Condition::Converged && r.of == 0 {
         println!("  it has no router (kind frr or bird, or router = true): started was all there was to wait for");
     }
+}
+
+/// What a met wait says to machines: {"fleet", "condition", "since_up_s", "of"}.
+pub fn ready_json(name: &str, r: &Ready) -> serde_json::Value {
+    serde_json::json!({"fleet": name, "condition": r.until.name(), "since_up_s": r.since_up_s, "of": r.of})
 }
 
 /// A line of progress: rewritten in place on a terminal, one a second otherwise.

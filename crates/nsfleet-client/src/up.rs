@@ -148,24 +148,47 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
     let mut record = rd.claim(&topo.name)?;
     // From here on a failure must give the name back.
-    launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
+    let report = launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
         let _ = rd.remove(&topo.name, true);
     })?;
     match a.wait {
-        Some(w) => wait_ready(&rd, &topo.name, w, a.json),
-        None => Ok(()),
+        Some(w) => wait_ready(&rd, &topo.name, w, report),
+        None => {
+            if let Some(v) = report {
+                println!("{v}");
+            }
+            Ok(())
+        }
     }
 }
 
 /// `--wait`: the fleet ready, or taken down when a node failed to start, or left up
-/// (said so) when the bound came first.
-fn wait_ready(rd: &RunDir, name: &str, w: crate::ready::Wait, json: bool) -> anyhow::Result<()> {
+/// (said so) when the bound came first. With `--json` (`report`, the fleet's object),
+/// one object: the fleet's, its `ready` what the wait found (null when it was not met
+/// and the fleet is left up; nothing when the fleet was taken down).
+fn wait_ready(
+    rd: &RunDir,
+    name: &str,
+    w: crate::ready::Wait,
+    report: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
     use crate::ready::NotReady;
-    match crate::ready::wait(rd, name, w, json)? {
-        Ok(ready) => {
-            crate::ready::say_ready(name, ready, json);
-            Ok(())
+    let outcome = crate::ready::wait(rd, name, w, report.is_some())?;
+    let ready = match &outcome {
+        Ok(ready) => crate::ready::ready_json(name, ready),
+        Err(_) => serde_json::Value::Null,
+    };
+    match (report, &outcome) {
+        (Some(_), Err(NotReady::Failed(_))) => {}
+        (Some(mut v), _) => {
+            v["ready"] = ready;
+            println!("{v}");
         }
+        (None, Ok(r)) => crate::ready::say_ready(name, r, false),
+        (None, Err(_)) => {}
+    }
+    match outcome {
+        Ok(_) => Ok(()),
         Err(NotReady::Failed(m)) => {
             let gone = match crate::down::down_quietly(rd, name) {
                 Ok(()) => "the fleet was taken down: nothing of it is left".to_string(),
@@ -223,7 +246,7 @@ fn launch(
     validate: Duration,
     held: sys::SignalsHeld,
     hold: Option<nsfleet_image::Hold>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<serde_json::Value>> {
     let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
     // Opened here, in the caller's PID namespace: the supervisor has one of its own.
     let owner = (a.owner)
@@ -258,8 +281,7 @@ fn launch(
             Ok(UpEvent::Progress { phase, done, total }) => bar.set(&phase, done, total),
             Ok(UpEvent::Ready { report, pid }) => {
                 bar.finish();
-                print_ready(topo, &report, validate, pid, a.json);
-                return Ok(());
+                return Ok(print_ready(topo, &report, validate, pid, a.json));
             }
             Ok(UpEvent::Failed { message, at }) => {
                 bar.finish();
@@ -277,7 +299,15 @@ fn launch(
     bail!("the supervisor died while starting (wait status {status}): {last}")
 }
 
-fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, json: bool) {
+/// Says the fleet is up; with `json`, returns its object instead, for the caller to
+/// print (with what `--wait` found, if it waits).
+fn print_ready(
+    topo: &Topology,
+    r: &CreateReport,
+    validate: Duration,
+    pid: i32,
+    json: bool,
+) -> Option<serde_json::Value> {
     let build: Duration = r.phases.iter().map(|(_, d)| *d).sum();
     let rate = r.nodes as f64 / build.as_secs_f64().max(1e-9);
     if json {
@@ -288,8 +318,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
             "kernel_mem_bytes": r.kernel_bytes,
             "create_latency_us": r.create_latency_us,
         });
-        println!("{v}");
-        return;
+        return Some(v);
     }
     let name = &topo.name;
     let took = if build.as_secs() >= 1 {
@@ -331,6 +360,7 @@ fn print_ready(topo: &Topology, r: &CreateReport, validate: Duration, pid: i32, 
         ("status", "down")
     };
     println!("  next: nsfleet {status} {name} | nsfleet exec {name} {first} -- ip addr | nsfleet {down} {name}");
+    None
 }
 
 /// A progress bar on a terminal; nothing when stderr is piped.

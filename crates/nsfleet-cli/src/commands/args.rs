@@ -64,8 +64,8 @@ pub struct LaunchArgs {
     /// --wait-timeout, is said (the routers that lack routes, and which) and the fleet is
     /// left up to look into (`nsfleet down` takes it). Either exits 1. `nsfleet events`
     /// says when a wait ended; `nsfleet wait` waits for a fleet that is up already. With
-    /// --json, no progress, and a second object follows the fleet's: {"ready": {"fleet",
-    /// "condition", "since_up_s", "of"}}.
+    /// --json, no progress, and the fleet's object has `ready`: {"fleet", "condition",
+    /// "since_up_s", "of"}, or null when the fleet is left up unready.
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.

@@ -44,7 +44,7 @@ impl WaitCommand {
         };
         match cmd::ready::wait(&rd, &self.name, w, self.json)? {
             Ok(ready) => {
-                cmd::ready::say_ready(&self.name, ready, self.json);
+                cmd::ready::say_ready(&self.name, &ready, self.json);
                 Ok(())
             }
             Err(not) => Err(anyhow::anyhow!("{not}")),
