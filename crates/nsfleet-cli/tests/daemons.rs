@@ -550,3 +550,45 @@ fn a_node_with_a_world_comes_up_where_run_is_a_mount_of_its_own() {
         "{text}"
     );
 }
+
+/// `healthcheck` in a TOML file, as in a containerlab one: `up --wait healthy` returns
+/// once the check passes in the node (here once its command has made the file the check
+/// looks for, in a folder private to the node); a bad one is refused at its line before
+/// anything exists.
+#[test]
+fn a_toml_healthcheck_is_waited_for_and_a_bad_one_is_refused_at_its_line() {
+    let env = Env::new("toml-health");
+    let file = env.file(
+        "health.toml",
+        "[fleet]\nname = \"toml-health\"\n[[node]]\nname = \"a\"\ndirs = [\"/run/app\"]\ncommands = [\"sleep 1; touch /run/app/ready\"]\nhealthcheck = { test = \"test -e /run/app/ready\", interval = 1, retries = 30 }\n[[node]]\nname = \"b\"\nhealthcheck = { test = [\"ip\", \"link\", \"show\", \"lo\"] }\n",
+    );
+    let mounts = host_mounts();
+    let fleet = Fleet {
+        env: &env,
+        name: "toml-health".into(),
+    };
+    let out = env.ok(&["up", file.to_str().unwrap(), "--wait", "healthy"]);
+    assert!(out.contains("fleet \"toml-health\" is healthy"), "{out}");
+    env.ok(&[
+        "exec",
+        "toml-health",
+        "a",
+        "--",
+        "test",
+        "-e",
+        "/run/app/ready",
+    ]);
+    down_to_nothing(&env, fleet, &mounts);
+
+    let bad = env.file(
+        "bad.toml",
+        "[fleet]\nname = \"toml-health-bad\"\n[[node]]\nname = \"a\"\nhealthcheck = { test = 5 }\n",
+    );
+    env.refused(
+        "toml-healthcheck",
+        &["up", bad.to_str().unwrap()],
+        &bad,
+        5,
+        "healthcheck: test: expected a shell line",
+    );
+}

@@ -127,6 +127,8 @@ pub(crate) struct NodeKeys {
     pub(crate) loopback: Option<Spanned<Value>>,
     /// The container image the node runs (`alpine:3.20`).
     pub(crate) image: Option<Spanned<String>>,
+    /// How to tell the node is healthy: `{ test = ..., interval = ..., ... }`.
+    pub(crate) healthcheck: Option<Spanned<Value>>,
 }
 
 impl NodeKeys {
@@ -146,6 +148,7 @@ impl NodeKeys {
         "restart",
         "loopback",
         "image",
+        "healthcheck",
     ];
 
     /// `own` keys, then the node keys: every key of a section that holds node keys
@@ -185,6 +188,7 @@ impl NodeKeys {
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,
             "image" => self.image = map.next_value()?,
+            "healthcheck" => self.healthcheck = map.next_value()?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -376,10 +380,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`"), "{e}");
     }
 }

@@ -157,6 +157,23 @@ pub struct HealthCheck {
     pub retries: u32,
 }
 
+impl HealthCheck {
+    /// Docker's defaults for what a file leaves out (start period 0 s, every 30 s, 30 s
+    /// each, unhealthy after 3 failures in a row); `argv` is the file's.
+    pub fn with_docker_defaults(argv: Vec<String>) -> Self {
+        HealthCheck {
+            argv,
+            start_period_s: 0,
+            interval_s: 30,
+            timeout_s: 30,
+            retries: 3,
+        }
+    }
+
+    /// The longest any of its periods may be, in seconds (a day).
+    pub const MAX_SECONDS: i64 = 86_400;
+}
+
 /// A port of a node published on the host, as Docker publishes a container's: what
 /// comes to the host's `host_port` (on `host_addr`, or on any of the host's addresses)
 /// goes to `node_port` at the node's address on `iface`.

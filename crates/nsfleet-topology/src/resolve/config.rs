@@ -207,6 +207,9 @@ pub(crate) fn build(
             }
         };
     }
+    if let Some(h) = layers.iter().rev().find_map(|l| l.healthcheck.as_ref()) {
+        config.healthcheck = Some(healthcheck(cx, h)?);
+    }
     dirs(cx, layers, &mut config)?;
     binds(cx, layers, &mut config)?;
     files(cx, layers, &mut config, &mut templates)?;
@@ -700,6 +703,53 @@ pub fn private_holder<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str>
     (dirs.iter().map(|d| d.path.as_str()).chain([PRIVATE_RUN]))
         .filter(|d| inside(d))
         .max_by_key(|d| d.len())
+}
+
+/// `healthcheck = { test = "a shell line", interval = 30, timeout = 30, retries = 3,
+/// start_period = 0 }`, containerlab's (Docker's) check in TOML: `test` a shell line, or a
+/// program and its arguments as a list; the others whole seconds (retries a count), at
+/// Docker's defaults when left out. Not a template: run as written.
+fn healthcheck(cx: &Ctx<'_>, v: &Spanned<Value>) -> Result<crate::HealthCheck, TopologyError> {
+    let err = |m: String| cx.err(v.span(), format!("healthcheck: {m}"));
+    let expected_test = "test: expected a shell line (\"test -e /tmp/ready\") or a program and its arguments ([\"/usr/bin/curl\", \"-f\", \"http://localhost/\"])";
+    let Value::Table(t) = v.get_ref() else {
+        return Err(err("expected a table: { test = \"a shell line\", interval = 30, timeout = 30, retries = 3, start_period = 0 }".into()));
+    };
+    let mut check = crate::HealthCheck::with_docker_defaults(Vec::new());
+    for (k, x) in t {
+        let most = crate::HealthCheck::MAX_SECONDS;
+        let number = |lo: i64| match x {
+            Value::Integer(n) if (lo..=most).contains(n) => Ok(*n as u32),
+            _ => Err(err(format!(
+                "{k}: expected a whole number from {lo} to {most}"
+            ))),
+        };
+        match k.as_str() {
+            "test" => {
+                check.argv = match x {
+                    Value::Text(line) if !line.trim().is_empty() => {
+                        vec!["/bin/sh".into(), "-c".into(), line.clone()]
+                    }
+                    Value::List(words) if !words.is_empty() => (words.iter())
+                        .map(|w| w.as_str().filter(|w| !w.is_empty()).map(str::to_string))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| err(expected_test.into()))?,
+                    _ => return Err(err(expected_test.into())),
+                }
+            }
+            "interval" => check.interval_s = number(1)?,
+            "timeout" => check.timeout_s = number(1)?,
+            "retries" => check.retries = number(1)?,
+            "start_period" => check.start_period_s = number(0)?,
+            other => return Err(err(format!(
+                "unknown key {other:?}: expected test, interval, timeout, retries or start_period"
+            ))),
+        }
+    }
+    if check.argv.is_empty() {
+        return Err(err(expected_test.into()));
+    }
+    Ok(check)
 }
 
 /// `loopback = "10.255.0.0/16"` or a list of such pools (one per IP version): each node of

@@ -521,21 +521,16 @@ impl NodeDecl<'_> {
                 "expected a mapping of test, start-period, interval, timeout and retries",
             ));
         };
-        let mut check = crate::HealthCheck {
-            argv: Vec::new(),
-            start_period_s: 0,
-            interval_s: 30,
-            timeout_s: 30,
-            retries: 3,
-        };
+        let mut check = crate::HealthCheck::with_docker_defaults(Vec::new());
         let mut test = None;
         for (k, v) in entries {
+            let most = crate::HealthCheck::MAX_SECONDS;
             let number = |lo: i64, what: &str| match v.int() {
-                Some(n) if (lo..=86_400).contains(&n) => Ok(n as u32),
+                Some(n) if (lo..=most).contains(&n) => Ok(n as u32),
                 _ => Err(err(
                     v,
                     &format!(
-                        "{}: expected {what} from {lo} to 86400",
+                        "{}: expected {what} from {lo} to {most}",
                         k.str().unwrap_or("")
                     ),
                 )),
