@@ -18,6 +18,7 @@
 //! name (Debian's FRR in both, see the notes). Nothing here asserts anything: it measures
 //! and reports.
 
+use crate::daemons::loopback_routes;
 use crate::{emit, machine, metric, need_root, note, ratios, Cli, Common};
 use anyhow::{anyhow, bail, Context};
 use nsfleet_results::{Better, Results};
@@ -553,22 +554,6 @@ impl Drop for Deployed<'_> {
 /// containers (`clab-pline20-n1`) meet none of a lab of the user's.
 fn lab_name(label: &str) -> String {
     format!("p{label}")
-}
-
-/// How many IPv4 /32 routes into 10.255/16 the main table of `pid`'s namespace has.
-fn loopback_routes(pid: i64) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/net/route")).ok()?;
-    Some(
-        text.lines()
-            .skip(1)
-            .filter(|l| {
-                let c: Vec<&str> = l.split_whitespace().collect();
-                let hex = |i: usize| c.get(i).and_then(|v| u32::from_str_radix(v, 16).ok());
-                // Destination and mask as the kernel prints them (host byte order).
-                matches!((hex(1), hex(7)), (Some(d), Some(0xFFFF_FFFF)) if d.to_ne_bytes()[..2] == [10, 255])
-            })
-            .count() as u64,
-    )
 }
 
 /// What one tool's nodes saw: per node, per section, normalised lines; and `inspect`.
