@@ -17,6 +17,7 @@ use nsfleet::core::mem_available;
 use nsfleet::sys;
 use nsfleet_netlink::{rtnl, Batch, NlSocket};
 use nsfleet_results::{Better, Results};
+use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -288,9 +289,13 @@ fn run(
     let count = rows * cols;
     let cli = Cli::new()?;
     let before = mem_available();
+    // Declared before the recorder, so dropped after it: a run that fails half-way ends
+    // the recording (whose sockets hold the routers' namespaces) before `up`'s drop takes
+    // the fleet down.
+    let mut up: UpResult;
     let recorder = phases::Recorder::start(suite.programs())?;
     let t = Instant::now();
-    let mut up = suite.up(cli, rows, cols, workers)?;
+    up = suite.up(cli, rows, cols, workers)?;
     let up_s = t.elapsed().as_secs_f64();
     wait_converged(&up.cli, timeout)?;
     let total_s = t.elapsed().as_secs_f64();
@@ -318,7 +323,8 @@ fn run(
         .collect();
     // CPU before ospfd is asked anything.
     phases::print_cpu(&daemons, &inits, sup, count);
-    let mut phases = recorder.finish(&up.cli, &suite.asked(count), count);
+    let fleet: HashSet<u64> = inits.iter().filter_map(|p| sys::netns_of_pid(*p)).collect();
+    let mut phases = recorder.into_phases(&up.cli, &suite.asked(count), &fleet, count);
     phases.bracket(up_s, total_s);
     phases.print(count);
     phases.add_to(&mut s.phases);

@@ -16,7 +16,9 @@
 //!
 //! It watches and reads; it changes nothing in the fleet. Every socket it opened in a
 //! router's namespace is closed when the recording ends, before the bench takes the
-//! fleet down: a socket holds its namespace.
+//! fleet down: a socket holds its namespace. While it records, a routing daemon started
+//! in any namespace gets a socket (the fleet's namespaces are known only once it is up);
+//! only the fleet's are counted.
 
 use crate::{metric, note, Cli};
 use anyhow::Context;
@@ -32,10 +34,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The programs a router suite starts, in the order they start; the last is the one
-/// whose start opens the router's route socket (it is the one that installs routes).
+/// The programs a router suite starts, in the order they start.
 pub(crate) struct Programs {
     pub names: &'static [&'static str],
+    /// The one whose start opens the router's route socket: the daemon that computes the
+    /// routes, started before anything can install one.
     pub routing: &'static str,
 }
 
@@ -106,10 +109,17 @@ impl Recorder {
         })
     }
 
-    /// Ends the recording (its sockets closed), and reads what the routers' daemons say of
-    /// the protocol: `routers` (FRR's, by node name in fleet "bench") or none.
-    pub(crate) fn finish(mut self, cli: &Cli, routers: &[String], count: u64) -> Phases {
-        let seen = match self.end() {
+    /// Ends the recording (its sockets closed), keeps what happened in the fleet's
+    /// namespaces (`fleet`, their inodes), and asks the routers' ospfd for the protocol's
+    /// side: `routers`, FRR's, by node name in fleet "bench" (none for BIRD).
+    pub(crate) fn into_phases(
+        mut self,
+        cli: &Cli,
+        routers: &[String],
+        fleet: &HashSet<u64>,
+        count: u64,
+    ) -> Phases {
+        let mut seen = match self.end() {
             Some(Ok(seen)) => seen,
             Some(Err(e)) => {
                 note(&format!("phases: the recording failed: {e:#}"));
@@ -117,6 +127,8 @@ impl Recorder {
             }
             None => Seen::default(),
         };
+        seen.execs.retain(|x| fleet.contains(&x.netns));
+        seen.routes.retain(|ns, _| fleet.contains(ns));
         let ospf = routers.iter().filter_map(|r| ospf_of(cli, r)).collect();
         Phases::new(seen, ospf, self.t0_ns, count)
     }
@@ -134,9 +146,24 @@ impl Drop for Recorder {
     }
 }
 
-/// The recording thread: process events and route notifications, until told to stop.
+/// The recording thread: process events and route notifications, until told to stop;
+/// then the connector is told this listener is done, however the recording ended.
 fn listen(
     mut cn: NlSocket,
+    programs: &'static Programs,
+    stop: &AtomicBool,
+) -> anyhow::Result<Seen> {
+    let seen = record(&mut cn, programs, stop);
+    let mut b = Batch::new();
+    proc_events::ignore(&mut b, cn.next_seq());
+    let counted_out = cn.send_unacked(&b);
+    let seen = seen?;
+    counted_out.context("telling the proc connector this listener is done")?;
+    Ok(seen)
+}
+
+fn record(
+    cn: &mut NlSocket,
     programs: &'static Programs,
     stop: &AtomicBool,
 ) -> anyhow::Result<Seen> {
@@ -153,14 +180,14 @@ fn listen(
         };
         if ready[0] {
             let mut events = Vec::new();
-            if receive(&mut cn, |m| events.extend(proc_events::parse_proc_event(m))) {
+            if receive(cn, |m| events.extend(proc_events::parse_proc_event(m))) {
                 seen.lost += 1;
             }
             for e in events {
-                let opened = seen.process(e, programs, host_ino);
-                if let Some(ns) = opened.filter(|ns| !watched.iter().any(|(w, _)| w == ns)) {
+                let routing = seen.record(e, programs, host_ino);
+                if let Some(ns) = routing.filter(|ns| !watched.iter().any(|(w, _)| w == ns)) {
                     // The process may be gone already; its routes then go unrecorded.
-                    if let Ok(s) = route_socket_in(e.tgid, host.as_fd()) {
+                    if let Some(s) = route_socket_in(e.tgid, host.as_fd())? {
                         watched.push((ns, s));
                     }
                 }
@@ -184,22 +211,28 @@ fn receive(s: &mut NlSocket, f: impl FnMut(&nsfleet_netlink::Message<'_>)) -> bo
 }
 
 /// A socket subscribed to IPv4 route changes in process `pid`'s namespace, opened from
-/// this thread, which goes there and comes back to `host`.
-fn route_socket_in(pid: i32, host: BorrowedFd<'_>) -> anyhow::Result<NlSocket> {
-    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
-    sys::setns_net(ns.as_fd())?;
+/// this thread, which goes there and comes back to `host`; `None` when the process (or
+/// the socket) could not be had. Failing to come back is the error: the thread would
+/// hold a router's namespace.
+fn route_socket_in(pid: i32, host: BorrowedFd<'_>) -> anyhow::Result<Option<NlSocket>> {
+    let Ok(ns) = std::fs::File::open(format!("/proc/{pid}/ns/net")) else {
+        return Ok(None);
+    };
+    if sys::setns_net(ns.as_fd()).is_err() {
+        return Ok(None);
+    }
     let opened = NlSocket::open().and_then(|mut s| {
         s.join_group(rtnl::RTNLGRP_IPV4_ROUTE)?;
         Ok(s)
     });
     sys::setns_net(host).context("returning to the host's namespace")?;
-    Ok(opened?)
+    Ok(opened.ok())
 }
 
 impl Seen {
-    /// Records a process event of a router's program; returns the router's namespace when
+    /// Records an exec or exit of a router's program; returns the router's namespace when
     /// it is its routing daemon that was started.
-    fn process(
+    fn record(
         &mut self,
         e: proc_events::ProcEvent,
         programs: &'static Programs,
@@ -217,13 +250,21 @@ impl Seen {
                 let comm = std::fs::read_to_string(format!("/proc/{}/comm", e.tgid)).ok()?;
                 let program = *programs.names.iter().find(|p| **p == comm.trim())?;
                 let netns = sys::netns_of_pid(e.tgid.into()).filter(|n| *n != host_ino)?;
-                self.execs.push(Exec {
+                let exec = Exec {
                     tgid: e.tgid,
                     program,
                     netns,
                     started_ns: e.monotonic_ns,
                     returned_ns: None,
-                });
+                };
+                // Read late, a shell's exec (`sh -c "... && vtysh -b"` execs vtysh in its
+                // place) shows the program it became: the later exec is that program's.
+                let unended = (self.execs.iter_mut().rev())
+                    .find(|x| x.tgid == e.tgid && x.returned_ns.is_none());
+                match unended {
+                    Some(x) => *x = exec,
+                    None => self.execs.push(exec),
+                }
                 (program == programs.routing).then_some(netns)
             }
         }
@@ -250,7 +291,9 @@ impl Routes {
     }
 }
 
-/// What ospfd says of one router once converged, with the moment it said it.
+/// What ospfd says of one router once converged, with the moment it said it: taken as
+/// `nsfleet exec` returns, so that the times derived from it ("so many ms ago") are late
+/// by at most the exec's own length (tens of ms).
 struct Ospf {
     asked_ns: u64,
     /// How long ago each neighbour went Full, in ms.
@@ -299,40 +342,19 @@ pub(crate) struct Phases {
 }
 
 impl Phases {
+    /// The rows in the order things happen to a router: its programs, its adjacencies,
+    /// its routes and SPF, then the counts.
     fn new(seen: Seen, ospf: Vec<Ospf>, t0_ns: u64, count: u64) -> Self {
         let since = |ns: u64| ns.saturating_sub(t0_ns) as f64 / 1e9;
-        let mut rows = Vec::new();
-        let mut programs: Vec<&'static str> = Vec::new();
-        for x in &seen.execs {
-            if !programs.contains(&x.program) {
-                programs.push(x.program);
-            }
-        }
-        for p in programs {
-            // A router's first start of the program (a restart is not a phase).
-            let mut first: BTreeMap<u64, &Exec> = BTreeMap::new();
-            for x in seen.execs.iter().filter(|x| x.program == p) {
-                first.entry(x.netns).or_insert(x);
-            }
-            let label = if p == "vtysh" { "vtysh -b" } else { p };
-            rows.push((
-                format!("{label} started"),
-                first.values().map(|x| since(x.started_ns)).collect(),
-            ));
-            let returned: Vec<f64> = (first.values())
-                .filter_map(|x| x.returned_ns.map(since))
-                .collect();
-            if !returned.is_empty() {
-                rows.push((format!("{label} returned"), returned));
-            }
-        }
+        let mut rows = program_rows(&seen.execs, since);
         let at = |o: &Ospf, ago_ms: f64| since(o.asked_ns) - ago_ms / 1e3;
         let fulls = |pick: fn(&[f64]) -> Option<f64>| -> Vec<f64> {
             (ospf.iter())
                 .filter_map(|o| Some(at(o, pick(&o.full_ago_ms)?)))
                 .collect()
         };
-        if !ospf.is_empty() {
+        let asked = !ospf.is_empty();
+        if asked {
             // The first adjacency is the one Full longest ago.
             rows.push(("first adjacency Full".into(), fulls(max_of)));
             rows.push(("last adjacency Full".into(), fulls(min_of)));
@@ -344,11 +366,9 @@ impl Phases {
                 .map(|r| since(r.first_ns))
                 .collect(),
         ));
-        if !ospf.is_empty() {
-            rows.push((
-                "last SPF run".into(),
-                ospf.iter().map(|o| at(o, o.spf_last_ago_ms)).collect(),
-            ));
+        if asked {
+            let last_spf = ospf.iter().map(|o| at(o, o.spf_last_ago_ms)).collect();
+            rows.push(("last SPF run".into(), last_spf));
         }
         let others = count.saturating_sub(1) as usize;
         rows.push((
@@ -358,12 +378,10 @@ impl Phases {
                 .map(|ns| since(*ns))
                 .collect(),
         ));
-        if !ospf.is_empty() {
+        if asked {
             rows.push(("SPF runs".into(), ospf.iter().map(|o| o.spf_runs).collect()));
-            rows.push((
-                "last SPF took (ms)".into(),
-                ospf.iter().map(|o| o.spf_last_took_ms).collect(),
-            ));
+            let took = ospf.iter().map(|o| o.spf_last_took_ms).collect();
+            rows.push(("last SPF took (ms)".into(), took));
         }
         Phases {
             rows,
@@ -375,7 +393,7 @@ impl Phases {
     /// `nsfleet wait converged` did.
     pub(crate) fn bracket(&mut self, returned_s: f64, converged_s: f64) {
         self.rows
-            .insert(0, ("nsfleet up returned".into(), vec![returned_s]));
+            .insert(0, ("up/deploy returned".into(), vec![returned_s]));
         (self.rows).push(("converged (nsfleet wait)".into(), vec![converged_s]));
     }
 
@@ -431,6 +449,34 @@ pub(crate) fn metrics(res: &mut Results, samples: &BTreeMap<String, Vec<f64>>) {
             metric(unit, Better::Neither, v.clone()),
         );
     }
+}
+
+/// Each program's "started" and "returned" rows: every router's first start of it (a
+/// restart is not a phase), in the order the programs were first seen.
+fn program_rows(execs: &[Exec], since: impl Fn(u64) -> f64) -> Vec<(String, Vec<f64>)> {
+    let mut programs: Vec<&'static str> = Vec::new();
+    for x in execs {
+        if !programs.contains(&x.program) {
+            programs.push(x.program);
+        }
+    }
+    let mut rows = Vec::new();
+    for p in programs {
+        let mut first: BTreeMap<u64, &Exec> = BTreeMap::new();
+        for x in execs.iter().filter(|x| x.program == p) {
+            first.entry(x.netns).or_insert(x);
+        }
+        let label = if p == "vtysh" { "vtysh -b" } else { p };
+        let started = first.values().map(|x| since(x.started_ns)).collect();
+        rows.push((format!("{label} started"), started));
+        let returned: Vec<f64> = (first.values())
+            .filter_map(|x| x.returned_ns.map(&since))
+            .collect();
+        if !returned.is_empty() {
+            rows.push((format!("{label} returned"), returned));
+        }
+    }
+    rows
 }
 
 fn max_of(v: &[f64]) -> Option<f64> {

@@ -14,6 +14,7 @@ pub const NETLINK_CONNECTOR: libc::c_int = 11;
 pub const CN_IDX_PROC: u32 = 1;
 const CN_VAL_PROC: u32 = 1;
 const PROC_CN_MCAST_LISTEN: u32 = 1;
+const PROC_CN_MCAST_IGNORE: u32 = 2;
 
 const PROC_EVENT_EXEC: u32 = 0x0000_0002;
 const PROC_EVENT_EXIT: u32 = 0x8000_0000;
@@ -21,14 +22,26 @@ const PROC_EVENT_EXIT: u32 = 0x8000_0000;
 /// struct cn_msg: id (idx, val), seq, ack, len, flags.
 const CN_MSG_LEN: usize = 20;
 
-/// The request that starts the events flowing to the socket that sends it.
+/// The request that starts the events flowing to the socket that sends it. The kernel
+/// builds process events for every fork, exec and exit while anyone listens: a listener
+/// sends [`ignore`] when done (closing the socket alone does not count it out on every
+/// kernel).
 pub fn listen(b: &mut Batch, seq: u32) {
+    control(b, seq, PROC_CN_MCAST_LISTEN);
+}
+
+/// The request that stops them: the listener counted out.
+pub fn ignore(b: &mut Batch, seq: u32) {
+    control(b, seq, PROC_CN_MCAST_IGNORE);
+}
+
+fn control(b: &mut Batch, seq: u32, op: u32) {
     let mut m = [0u8; CN_MSG_LEN + 4];
     m[0..4].copy_from_slice(&CN_IDX_PROC.to_ne_bytes());
     m[4..8].copy_from_slice(&CN_VAL_PROC.to_ne_bytes());
     m[8..12].copy_from_slice(&seq.to_ne_bytes());
     m[16..18].copy_from_slice(&4u16.to_ne_bytes());
-    m[CN_MSG_LEN..].copy_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+    m[CN_MSG_LEN..].copy_from_slice(&op.to_ne_bytes());
     // The connector acknowledges nothing: the type is the one its listeners have always
     // sent, NLMSG_DONE.
     b.begin_unacked(crate::msg::NLMSG_DONE, 0, seq)
@@ -143,5 +156,8 @@ mod tests {
             "the connector sends no ACK to wait for"
         );
         assert_eq!(&bytes[16 + 20..], &PROC_CN_MCAST_LISTEN.to_ne_bytes());
+        let mut b = Batch::new();
+        ignore(&mut b, 6);
+        assert_eq!(&b.bytes()[16 + 20..], &PROC_CN_MCAST_IGNORE.to_ne_bytes());
     }
 }

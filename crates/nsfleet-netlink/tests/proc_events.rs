@@ -38,6 +38,9 @@ fn a_child_is_seen_to_exec_and_then_exit() {
             );
         }
     }
+    let mut b = Batch::new();
+    proc_events::ignore(&mut b, cn.next_seq());
+    cn.send_unacked(&b).expect("the listener counted out");
     let mut child = child;
     assert!(child.wait().expect("reaped").success());
     let (exec, exit) = (exec.expect("its exec"), exit.expect("its exit"));

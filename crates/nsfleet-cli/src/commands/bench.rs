@@ -94,7 +94,7 @@ pub enum Bench {
     /// printed: its daemons and `vtysh -b` started and returned (the kernel's process
     /// events), adjacencies Full and SPF runs (ospfd's own counters), its first and last
     /// route to another router's loopback (a route socket in its namespace); CPU per
-    /// router; then the protocol's floor.
+    /// router; then the protocol's floor (phases not with --peer).
     ///
     /// With --peer containerlab (where Docker and containerlab run: see
     /// ../shared/notes/containerlab-peer.md), the same files with both tools in the same
