@@ -80,17 +80,23 @@ pub fn clab_peer(a: ClabPeerArgs) -> anyhow::Result<()> {
     for d in &differences {
         println!("{d}");
     }
-    for &n in &a.lines {
-        let n = c.size(n, 5);
-        let file = p.line_lab(n)?;
-        p.timed(&format!("line{n}"), &file, None, &mut metrics)?;
-    }
-    for &n in &a.grids {
-        let (rows, cols) = crate::daemons::square(c.size(n, 4));
-        let file = p.grid_lab(rows, cols)?;
-        let lab = format!("grid{}", rows * cols);
-        p.timed(&lab, &file, Some(rows * cols), &mut metrics)?;
-    }
+    // A failure half-way (Docker refusing to let go of a network, say) still reports
+    // what was measured before it, marked incomplete.
+    let measured = (|| -> anyhow::Result<()> {
+        for &n in &a.lines {
+            let n = c.size(n, 5);
+            let file = p.line_lab(n)?;
+            p.timed(&format!("line{n}"), &file, None, &mut metrics)?;
+        }
+        for &n in &a.grids {
+            let (rows, cols) = crate::daemons::square(c.size(n, 4));
+            let file = p.grid_lab(rows, cols)?;
+            let lab = format!("grid{}", rows * cols);
+            p.timed(&lab, &file, Some(rows * cols), &mut metrics)?;
+        }
+        Ok(())
+    })();
+    let incomplete = measured.as_ref().err().map(|e| format!("{e:#}"));
     let results = Results {
         format: nsfleet_results::FORMAT,
         scenario: "clab-peer".into(),
@@ -99,6 +105,7 @@ pub fn clab_peer(a: ClabPeerArgs) -> anyhow::Result<()> {
             "lines": a.lines, "grids": a.grids, "runs": c.repetitions(),
             "containerlab": p.version(Tool::Containerlab),
             "differences": differences,
+            "incomplete": incomplete,
         }),
         metrics,
         charts: Vec::new(),
@@ -107,6 +114,9 @@ pub fn clab_peer(a: ClabPeerArgs) -> anyhow::Result<()> {
         &results,
         c,
         "the same containerlab files with containerlab (Docker) and nsfleet",
+    )?;
+    measured.context(
+        "the bench stopped before its end; the results above are what it measured until then",
     )
 }
 
@@ -318,6 +328,20 @@ impl Peers<'_> {
     ) -> anyhow::Result<()> {
         let name = lab_name(lab);
         let mut samples: BTreeMap<(Tool, &str), Vec<f64>> = BTreeMap::new();
+        let ran = self.runs(lab, &name, file, routers, &mut samples);
+        self.sample_metrics(lab, &samples, metrics);
+        ran
+    }
+
+    /// [`Self::timed`]'s runs, each sample kept as it is taken.
+    fn runs(
+        &self,
+        lab: &str,
+        name: &str,
+        file: &str,
+        routers: Option<u64>,
+        samples: &mut BTreeMap<(Tool, &str), Vec<f64>>,
+    ) -> anyhow::Result<()> {
         for run in 0..self.a.common.repetitions() {
             let order = if run % 2 == 0 {
                 [Tool::Containerlab, Tool::Nsfleet]
@@ -330,7 +354,7 @@ impl Peers<'_> {
                 let (mut guard, deploy) = self.deploy(tool, file)?;
                 samples.entry((tool, "deploy")).or_default().push(deploy);
                 if let Some(n) = routers {
-                    let conv = self.wait_converged(tool, &name, n, start)?;
+                    let conv = self.wait_converged(tool, name, n, start)?;
                     samples
                         .entry((tool, "converged"))
                         .or_default()
@@ -342,9 +366,9 @@ impl Peers<'_> {
                     if tool == Tool::Nsfleet {
                         let floor = match conv {
                             Some(_) => {
-                                let pids = self.node_pids(tool, &name)?;
+                                let pids = self.node_pids(tool, name)?;
                                 let again =
-                                    || match self.wait_converged(tool, &name, n, Instant::now())? {
+                                    || match self.wait_converged(tool, name, n, Instant::now())? {
                                         Some(_) => Ok(()),
                                         None => bail!(
                                             "{lab}: not converged again after the floor's plug"
@@ -361,6 +385,16 @@ impl Peers<'_> {
                 samples.entry((tool, "destroy")).or_default().push(destroy);
             }
         }
+        Ok(())
+    }
+
+    /// The metrics of a lab's samples: each tool's, and their ratios run by run.
+    fn sample_metrics(
+        &self,
+        lab: &str,
+        samples: &BTreeMap<(Tool, &str), Vec<f64>>,
+        metrics: &mut BTreeMap<String, nsfleet_results::Metric>,
+    ) {
         if let (Some(f), Some(n)) = (
             samples.get(&(Tool::Nsfleet, "floor")),
             samples.get(&(Tool::Nsfleet, "converged")),
@@ -394,7 +428,6 @@ impl Peers<'_> {
                 metric("x", Better::Higher, ratios(c, n)),
             );
         }
-        Ok(())
     }
 
     /// Seconds from `start` until every router has a route to every other's loopback;
