@@ -279,7 +279,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
             // Rolled back already; the folder goes too, even if `up` is no longer there
             // to remove it.
             sup.fleet.shutdown();
-            host_ends_gone(&sup, Duration::from_secs(2));
+            wait_host_ends_gone(&sup, Duration::from_secs(2));
             let _ = sup.run_dir.remove(&sup.name, true);
             events.send(&UpEvent::failed(&e));
             return Ok(1);
@@ -342,7 +342,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     sup.fleet.shutdown();
     // A held node keeps its host end: no use waiting long for it.
     let bound = if settled.held.is_empty() { 2000 } else { 200 };
-    host_ends_gone(sup, Duration::from_millis(bound));
+    wait_host_ends_gone(sup, Duration::from_millis(bound));
     answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         log(format_args!("{e:#}"));
@@ -365,7 +365,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
 /// node's host end a moment after it says the node is reclaimed (see
 /// `host::wait_gone`). Those that outlive the bound (their node held alive elsewhere)
 /// are logged; they go with their node.
-fn host_ends_gone(sup: &Supervisor, bound: Duration) {
+fn wait_host_ends_gone(sup: &Supervisor, bound: Duration) {
     let journal = sup.run_dir.host_journal(&sup.name);
     match nsfleet_subsys::link::host::wait_gone(&journal, bound) {
         Ok(left) if !left.is_empty() => log(format_args!(

@@ -84,16 +84,22 @@ pub fn lookup(sock: &mut NlSocket, name: &str) -> anyhow::Result<Option<rtnl::Li
     }
 }
 
-/// The host interfaces a fleet's journal lists that still exist and carry its token;
-/// `sock` is in the host's namespace.
-fn still_ours(journal: &Path, sock: &mut NlSocket) -> anyhow::Result<Vec<String>> {
-    let Ok(text) = std::fs::read_to_string(journal) else {
-        return Ok(Vec::new());
-    };
+/// A fleet's journal of host interfaces: (name, the fleet's token) per line.
+fn journalled(journal: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(journal).unwrap_or_default();
+    (text.lines())
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, token)| (name.to_string(), token.to_string()))
+        .collect()
+}
+
+/// Those of `entries` that exist and carry their token, looked up one by one; `sock` is
+/// in the host's namespace.
+fn still_ours(entries: &[(String, String)], sock: &mut NlSocket) -> anyhow::Result<Vec<String>> {
     let mut ours = Vec::new();
-    for (name, token) in text.lines().filter_map(|l| l.split_once(' ')) {
+    for (name, token) in entries {
         if lookup(sock, name)?.is_some_and(|l| l.alias.as_deref() == Some(token)) {
-            ours.push(name.to_string());
+            ours.push(name.clone());
         }
     }
     Ok(ours)
@@ -103,7 +109,7 @@ fn still_ours(journal: &Path, sock: &mut NlSocket) -> anyhow::Result<Vec<String>
 /// fleet's token. Returns the names removed. Runs in the host's namespace.
 pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
     let mut sock = NlSocket::open()?;
-    let ours = still_ours(journal, &mut sock)?;
+    let ours = still_ours(&journalled(journal), &mut sock)?;
     for name in &ours {
         let mut b = Batch::new();
         rtnl::del_link_by_name(&mut b, sock.next_seq(), name);
@@ -122,14 +128,32 @@ pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
 /// taken. Deleting the host ends instead would cost 16 ms each under RTNL; the kernel's
 /// batch deletes them all at once. Runs in the host's namespace.
 pub fn wait_gone(journal: &Path, bound: std::time::Duration) -> anyhow::Result<Vec<String>> {
+    let entries = journalled(journal);
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut sock = NlSocket::open()?;
     let started = std::time::Instant::now();
     loop {
-        let left = still_ours(journal, &mut sock)?;
+        // One dump a round, however many host links: RTNL is what the kernel's own
+        // deletion of them needs.
+        let mut b = Batch::new();
+        rtnl::dump_links(&mut b, sock.next_seq());
+        let mut left = Vec::new();
+        sock.dump(&b, |m| {
+            if let Some(l) = rtnl::parse_link(m) {
+                let ours = |(name, token): &(String, String)| {
+                    *name == l.name && l.alias.as_deref() == Some(token.as_str())
+                };
+                if entries.iter().any(ours) {
+                    left.push(l.name);
+                }
+            }
+        })?;
         if left.is_empty() || started.elapsed() >= bound {
             return Ok(left);
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
