@@ -75,12 +75,17 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
         if !a.reconfigure {
             bail!("lab {name:?} is already deployed: `nsfleet destroy -t {}` first, or deploy with --reconfigure", file.display());
         }
-        super::down::down(super::down::DownArgs {
-            name: name.clone(),
-            no_wait: false,
-            json: false,
-            run_dir: a.up.run_dir.clone(),
-        })?;
+        // With --json, stdout is the new lab's object alone.
+        if a.up.json {
+            super::down::down_quietly(&rd, &name)?;
+        } else {
+            super::down::down(super::down::DownArgs {
+                name: name.clone(),
+                no_wait: false,
+                json: false,
+                run_dir: a.up.run_dir.clone(),
+            })?;
+        }
     }
     if a.up.netns_names {
         names_are_free(&valid.topo)?;

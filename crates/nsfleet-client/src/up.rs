@@ -173,7 +173,18 @@ fn wait_ready(
     report: Option<serde_json::Value>,
 ) -> anyhow::Result<()> {
     use crate::ready::NotReady;
-    let outcome = crate::ready::wait(rd, name, w, report.is_some())?;
+    let outcome = match crate::ready::wait(rd, name, w, report.is_some()) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // The wait itself failed (the fleet went, a lost connection): the fleet's
+            // object still, for what may be up.
+            if let Some(mut v) = report {
+                v["ready"] = serde_json::Value::Null;
+                println!("{v}");
+            }
+            return Err(e);
+        }
+    };
     let ready = match &outcome {
         Ok(ready) => crate::ready::ready_json(name, ready),
         Err(_) => serde_json::Value::Null,
