@@ -3,7 +3,7 @@
 //! - `started`: every node's commands have run (see `Procs::started`); a command that
 //!   failed ends the wait at once, with the end of its log, and where a host file it was
 //!   given says what it refused ("r1.conf:11: % Unknown command").
-//! - `healthy`: started, and each node's health check (containerlab's `healthcheck`) has
+//! - `healthy`: started, and each node's health check (containerlab's `healthcheck`, or TOML's) has
 //!   passed once: run once the node has started, then every interval, each within its
 //!   timeout; its retries failed in a row (not counting those in its start period) end
 //!   the wait, with the check's output.

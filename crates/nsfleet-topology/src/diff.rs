@@ -88,6 +88,23 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
         new.restart_on_failure.to_string(),
     );
     said("env", format!("{:?}", old.env), format!("{:?}", new.env));
+    said(
+        "image",
+        format!("{:?}", old.image.as_ref().map(|i| &i.reference)),
+        format!("{:?}", new.image.as_ref().map(|i| &i.reference)),
+    );
+    let check = |c: &NodeConfig| match &c.healthcheck {
+        Some(h) => format!(
+            "`{}` every {} s, timeout {} s, {} retries, start period {} s",
+            h.argv.join(" "),
+            h.interval_s,
+            h.timeout_s,
+            h.retries,
+            h.start_period_s
+        ),
+        None => "none".into(),
+    };
+    said("healthcheck", check(old), check(new));
     // An Open vSwitch switch whose settings change: its bridge is changed in place.
     type Field = (&'static str, fn(&crate::OvsSwitch) -> String);
     let fields: [Field; 6] = [

@@ -172,6 +172,20 @@ impl HealthCheck {
 
     /// The longest any of its periods may be, in seconds (a day).
     pub const MAX_SECONDS: i64 = 86_400;
+
+    /// Docker's forms of a check's `test`, as argv: `[CMD-SHELL, LINE]` (run by `/bin/sh
+    /// -c`), `[CMD, PROGRAM, ARGS...]`, or `[NONE]` (no check: empty). `None` for anything
+    /// else.
+    pub fn docker_test(words: &[String]) -> Option<Vec<String>> {
+        match words.split_first()? {
+            (first, [line]) if first == "CMD-SHELL" => {
+                Some(vec!["/bin/sh".into(), "-c".into(), line.clone()])
+            }
+            (first, rest) if first == "CMD" && !rest.is_empty() => Some(rest.to_vec()),
+            (first, []) if first == "NONE" => Some(Vec::new()),
+            _ => None,
+        }
+    }
 }
 
 /// A port of a node published on the host, as Docker publishes a container's: what

@@ -56,7 +56,7 @@ pub struct LaunchArgs {
     /// Return only once the fleet is ready, its progress on stderr: `started`, every
     /// node's commands have run (each exited with status 0, or runs on as a daemon in
     /// the foreground); `healthy`, started and each node's health check (containerlab's
-    /// `healthcheck`) has passed; `converged`, started and every router (kind frr or
+    /// `healthcheck`, or TOML's) has passed; `converged`, started and every router (kind frr or
     /// bird, or `router = true`) has a route in its kernel to every other router's
     /// loopback addresses (those on its `lo`). A command that fails (a configuration its
     /// daemon refuses: the daemon's message and the file's line are said) takes the
@@ -65,7 +65,8 @@ pub struct LaunchArgs {
     /// left up to look into (`nsfleet down` takes it). Either exits 1. `nsfleet events`
     /// says when a wait ended; `nsfleet wait` waits for a fleet that is up already. With
     /// --json, no progress, and the fleet's object has `ready`: {"fleet", "condition",
-    /// "since_up_s", "of"}, or null when the fleet is left up unready.
+    /// "since_up_s", "of"}, or null when the fleet is left up unready (nothing on stdout
+    /// when a failed node took it down).
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.

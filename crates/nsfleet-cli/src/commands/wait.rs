@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Wait until a live fleet is ready, its progress on stderr, as `up --wait` does:
 /// `started` (every node's commands have run: each exited with status 0, or runs on as
 /// a daemon in the foreground), `healthy` (started, and each node's health check,
-/// containerlab's `healthcheck`, has passed: the first run once the node has started,
+/// containerlab's `healthcheck` or the same in TOML, has passed: the first run once the node has started,
 /// then every interval) or `converged` (started, and every router has a route in its
 /// kernel to every other router's loopback addresses, those on its `lo`). Exits 0 once
 /// it holds; 1 with what is missing when a node's command failed (its log's last lines,

@@ -208,7 +208,7 @@ pub(crate) fn build(
         };
     }
     if let Some(h) = layers.iter().rev().find_map(|l| l.healthcheck.as_ref()) {
-        config.healthcheck = Some(healthcheck(cx, h)?);
+        config.healthcheck = healthcheck(cx, h)?;
     }
     dirs(cx, layers, &mut config)?;
     binds(cx, layers, &mut config)?;
@@ -707,15 +707,19 @@ pub fn private_holder<'a>(path: &str, dirs: &'a [PrivateDir]) -> Option<&'a str>
 
 /// `healthcheck = { test = "a shell line", interval = 30, timeout = 30, retries = 3,
 /// start_period = 0 }`, containerlab's (Docker's) check in TOML: `test` a shell line, or a
-/// program and its arguments as a list; the others whole seconds (retries a count), at
+/// program and its arguments as a list, or Docker's own list (`["CMD-SHELL", LINE]`,
+/// `["CMD", ...]`, `["NONE"]`: no check); the others whole seconds (retries a count), at
 /// Docker's defaults when left out. Not a template: run as written.
-fn healthcheck(cx: &Ctx<'_>, v: &Spanned<Value>) -> Result<crate::HealthCheck, TopologyError> {
+fn healthcheck(
+    cx: &Ctx<'_>,
+    v: &Spanned<Value>,
+) -> Result<Option<crate::HealthCheck>, TopologyError> {
     let err = |m: String| cx.err(v.span(), format!("healthcheck: {m}"));
-    let expected_test = "test: expected a shell line (\"test -e /tmp/ready\") or a program and its arguments ([\"/usr/bin/curl\", \"-f\", \"http://localhost/\"])";
     let Value::Table(t) = v.get_ref() else {
         return Err(err("expected a table: { test = \"a shell line\", interval = 30, timeout = 30, retries = 3, start_period = 0 }".into()));
     };
     let mut check = crate::HealthCheck::with_docker_defaults(Vec::new());
+    let mut tested = false;
     for (k, x) in t {
         let most = crate::HealthCheck::MAX_SECONDS;
         let number = |lo: i64| match x {
@@ -726,30 +730,48 @@ fn healthcheck(cx: &Ctx<'_>, v: &Spanned<Value>) -> Result<crate::HealthCheck, T
         };
         match k.as_str() {
             "test" => {
-                check.argv = match x {
-                    Value::Text(line) if !line.trim().is_empty() => {
-                        vec!["/bin/sh".into(), "-c".into(), line.clone()]
-                    }
-                    Value::List(words) if !words.is_empty() => (words.iter())
-                        .map(|w| w.as_str().filter(|w| !w.is_empty()).map(str::to_string))
-                        .collect::<Option<_>>()
-                        .ok_or_else(|| err(expected_test.into()))?,
-                    _ => return Err(err(expected_test.into())),
-                }
+                check.argv = health_test(x).map_err(err)?;
+                tested = true;
             }
             "interval" => check.interval_s = number(1)?,
             "timeout" => check.timeout_s = number(1)?,
             "retries" => check.retries = number(1)?,
             "start_period" => check.start_period_s = number(0)?,
-            other => return Err(err(format!(
+            other => {
+                return Err(err(format!(
                 "unknown key {other:?}: expected test, interval, timeout, retries or start_period"
-            ))),
+            )))
+            }
         }
     }
-    if check.argv.is_empty() {
-        return Err(err(expected_test.into()));
+    if !tested {
+        return Err(err(EXPECTED_TEST.into()));
     }
-    Ok(check)
+    // ["NONE"]: Docker then checks nothing.
+    Ok((!check.argv.is_empty()).then_some(check))
+}
+
+const EXPECTED_TEST: &str = "test: expected a shell line (\"test -e /tmp/ready\") or a program and its arguments ([\"/usr/bin/curl\", \"-f\", \"http://localhost/\"])";
+
+/// A health check's `test` as argv: a shell line, a program and its arguments, or
+/// Docker's list (empty for `["NONE"]`); the error says what was expected.
+fn health_test(x: &Value) -> Result<Vec<String>, String> {
+    match x {
+        Value::Text(line) if !line.trim().is_empty() => {
+            Ok(vec!["/bin/sh".into(), "-c".into(), line.clone()])
+        }
+        Value::List(words) if !words.is_empty() => {
+            let words: Vec<String> = (words.iter())
+                .map(|w| w.as_str().filter(|w| !w.is_empty()).map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or(EXPECTED_TEST)?;
+            if !["CMD", "CMD-SHELL", "NONE"].contains(&words[0].as_str()) {
+                return Ok(words);
+            }
+            crate::HealthCheck::docker_test(&words).ok_or_else(|| format!("test: Docker's form: expected [\"CMD-SHELL\", \"a shell line\"], [\"CMD\", program, arguments...] or [\"NONE\"], not {words:?}"))
+        }
+        _ => Err(EXPECTED_TEST.into()),
+    }
 }
 
 /// `loopback = "10.255.0.0/16"` or a list of such pools (one per IP version): each node of
@@ -804,4 +826,31 @@ pub(crate) fn check_nodes<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Value {
+        Value::List(w.iter().map(|s| Value::Text(s.to_string())).collect())
+    }
+
+    #[test]
+    fn a_health_test_is_a_line_a_program_or_dockers_list() {
+        let shell = health_test(&Value::Text("test -e /x".into())).unwrap();
+        assert_eq!(shell, ["/bin/sh", "-c", "test -e /x"]);
+        assert_eq!(
+            health_test(&words(&["curl", "-f"])).unwrap(),
+            ["curl", "-f"]
+        );
+        assert_eq!(health_test(&words(&["CMD", "curl"])).unwrap(), ["curl"]);
+        let docker_shell = health_test(&words(&["CMD-SHELL", "true"])).unwrap();
+        assert_eq!(docker_shell, ["/bin/sh", "-c", "true"]);
+        assert!(health_test(&words(&["NONE"])).unwrap().is_empty());
+        let e = health_test(&words(&["CMD-SHELL", "a", "b"])).unwrap_err();
+        assert!(e.starts_with("test: Docker's form"), "{e}");
+        assert!(health_test(&Value::Integer(5)).is_err());
+        assert!(health_test(&words(&["ok", ""])).is_err());
+    }
 }

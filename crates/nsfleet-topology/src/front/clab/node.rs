@@ -571,14 +571,7 @@ impl NodeDecl<'_> {
         };
         let words = lab.strings(v, "healthcheck test")?;
         let words: Vec<String> = words.iter().map(|(w, _)| self.magic(w)).collect();
-        match words.split_first() {
-            Some((first, rest)) if first == "CMD-SHELL" && rest.len() == 1 => {
-                Ok(vec!["/bin/sh".into(), "-c".into(), rest[0].clone()])
-            }
-            Some((first, rest)) if first == "CMD" && !rest.is_empty() => Ok(rest.to_vec()),
-            Some((first, rest)) if first == "NONE" && rest.is_empty() => Ok(Vec::new()),
-            _ => Err(bad()),
-        }
+        crate::HealthCheck::docker_test(&words).ok_or_else(bad)
     }
 
     /// `ports`, from the first layer that sets it (as containerlab takes it).
