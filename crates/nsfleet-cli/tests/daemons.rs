@@ -260,6 +260,59 @@ fn a_generated_frr_ring_converges_and_leaves_nothing() {
     down_to_nothing(&env, fleet, &mounts);
 }
 
+/// A router behaves as FRR does when its user works in it: `write memory` saves the
+/// running configuration to the node's own /etc/frr/frr.conf (the file it came from on
+/// the host is not touched), and FRR's `frr-reload` (frr-pythontools) applies an edit of
+/// that file live.
+#[test]
+fn vtysh_write_saves_in_the_node_and_frr_reload_applies_an_edit() {
+    assert!(
+        Path::new("/usr/lib/frr/frr-reload.py").exists(),
+        "frr-reload needs FRR's Python tools: apt-get install frr-pythontools"
+    );
+    let env = Env::new("frr-reload");
+    let source = "frr defaults traditional\nrouter ospf\n ospf router-id 10.255.0.1\n";
+    let conf = env.file("r.conf", source);
+    let mounts = host_mounts();
+    let fleet = env.up(&format!(
+        "[fleet]\nname = \"frr-reload\"\n[[node]]\nname = \"r1\"\nkind = \"frr\"\nconfig = {conf:?}\ndaemons = [\"ospfd\"]\n"
+    ));
+    env.ok(&["wait", "frr-reload", "started"]);
+    let vtysh = |args: &[&str]| {
+        let mut all = vec!["exec", "frr-reload", "r1", "--", "vtysh"];
+        for a in args {
+            all.extend(["-c", a]);
+        }
+        env.ok(&all)
+    };
+    vtysh(&[
+        "conf t",
+        "router ospf",
+        "auto-cost reference-bandwidth 1000",
+        "end",
+        "write memory",
+    ]);
+    let saved = env.ok(&["exec", "frr-reload", "r1", "--", "cat", "/etc/frr/frr.conf"]);
+    assert!(
+        saved.contains("auto-cost reference-bandwidth 1000"),
+        "{saved}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        source,
+        "the host's file"
+    );
+    let edit = "sed -i 's/reference-bandwidth 1000/reference-bandwidth 2000/' /etc/frr/frr.conf";
+    env.ok(&["exec", "frr-reload", "r1", "--", "sh", "-c", edit]);
+    env.ok(&["exec", "frr-reload", "r1", "--", "/usr/lib/frr/frr-reload"]);
+    let running = vtysh(&["show running-config"]);
+    assert!(
+        running.contains("auto-cost reference-bandwidth 2000"),
+        "{running}"
+    );
+    down_to_nothing(&env, fleet, &mounts);
+}
+
 /// The daemons each router runs now, by program name.
 fn daemons_of(env: &Env, fleet: &str, node: &str) -> Vec<String> {
     let s = env.status(fleet);
@@ -560,7 +613,7 @@ fn a_toml_healthcheck_is_waited_for_and_a_bad_one_is_refused_at_its_line() {
     let env = Env::new("toml-health");
     let file = env.file(
         "health.toml",
-        "[fleet]\nname = \"toml-health\"\n[[node]]\nname = \"a\"\ndirs = [\"/run/app\"]\ncommands = [\"sleep 1; touch /run/app/ready\"]\nhealthcheck = { test = \"test -e /run/app/ready\", interval = 1, retries = 30 }\n[[node]]\nname = \"b\"\nhealthcheck = { test = [\"ip\", \"link\", \"show\", \"lo\"] }\n",
+        "[fleet]\nname = \"toml-health\"\n[[node]]\nname = \"a\"\ndirs = [\"/run/app\"]\ncommands = [\"sleep 1; touch /run/app/ready\"]\nhealthcheck = { test = \"test -e /run/app/ready\", interval = 1, retries = 30 }\n[[node]]\nname = \"b\"\nhealthcheck = { test = [\"CMD\", \"ip\", \"link\", \"show\", \"lo\"] }\n",
     );
     let mounts = host_mounts();
     let fleet = Fleet {
