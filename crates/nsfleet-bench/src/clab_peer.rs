@@ -96,8 +96,7 @@ pub fn clab_peer(a: ClabPeerArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })();
-    let incomplete = measured.as_ref().err().map(|e| format!("{e:#}"));
-    let results = Results {
+    let mut results = Results {
         format: nsfleet_results::FORMAT,
         scenario: "clab-peer".into(),
         machine: machine(),
@@ -105,11 +104,14 @@ pub fn clab_peer(a: ClabPeerArgs) -> anyhow::Result<()> {
             "lines": a.lines, "grids": a.grids, "runs": c.repetitions(),
             "containerlab": p.version(Tool::Containerlab),
             "differences": differences,
-            "incomplete": incomplete,
         }),
         metrics,
         charts: Vec::new(),
     };
+    // Said only when it is, so that complete results compare with earlier ones.
+    if let Err(e) = &measured {
+        results.params["incomplete"] = serde_json::json!(format!("{e:#}"));
+    }
     emit(
         &results,
         c,

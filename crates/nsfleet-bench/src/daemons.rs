@@ -289,9 +289,10 @@ fn run(
     let count = rows * cols;
     let cli = Cli::new()?;
     let before = mem_available();
-    // Declared before the recorder, so dropped after it: a run that fails half-way ends
+    // Declared before the recorder, so dropped after it: a run that fails after `up` ends
     // the recording (whose sockets hold the routers' namespaces) before `up`'s drop takes
-    // the fleet down.
+    // the fleet down. (An `up` that fails itself rolls back while the recorder may hold
+    // some of its routers: those namespaces go when the recorder ends, just after.)
     let mut up: UpResult;
     let recorder = phases::Recorder::start(suite.programs())?;
     let t = Instant::now();

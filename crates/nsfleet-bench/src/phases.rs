@@ -55,7 +55,7 @@ pub(crate) const BIRD: Programs = Programs {
 /// A recording under way: a thread of its own listens to the kernel.
 pub(crate) struct Recorder {
     stop: Arc<AtomicBool>,
-    /// Taken by [`Recorder::finish`]; a recording dropped unfinished (a failed run) is
+    /// Taken by [`Recorder::into_phases`]; a recording dropped unfinished (a failed run) is
     /// ended by its drop, so that its sockets let the routers' namespaces go.
     thread: Option<JoinHandle<anyhow::Result<Seen>>>,
     t0_ns: u64,
@@ -153,7 +153,7 @@ fn listen(
     programs: &'static Programs,
     stop: &AtomicBool,
 ) -> anyhow::Result<Seen> {
-    let seen = record(&mut cn, programs, stop);
+    let seen = record_until_stopped(&mut cn, programs, stop);
     let mut b = Batch::new();
     proc_events::ignore(&mut b, cn.next_seq());
     let counted_out = cn.send_unacked(&b);
@@ -162,7 +162,7 @@ fn listen(
     Ok(seen)
 }
 
-fn record(
+fn record_until_stopped(
     cn: &mut NlSocket,
     programs: &'static Programs,
     stop: &AtomicBool,

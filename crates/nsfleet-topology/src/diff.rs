@@ -60,6 +60,32 @@ fn list(what: &str, items: &[&str]) -> String {
     }
 }
 
+/// A node's image as far as its processes see it: the reference, the image the store
+/// found for it (a tag pulled again may be another), and what the file sets over it.
+fn image(c: &NodeConfig) -> String {
+    match &c.image {
+        Some(i) => format!(
+            "{} ({}){}{}{}",
+            i.reference,
+            i.found.as_ref().map_or("not looked up", |f| f.id.as_str()),
+            (i.entrypoint.as_ref()).map_or(String::new(), |e| format!(" entrypoint {e:?}")),
+            (i.cmd.as_ref()).map_or(String::new(), |c| format!(" cmd {c:?}")),
+            (i.user.as_ref()).map_or(String::new(), |u| format!(" user {u}")),
+        ),
+        None => "none".into(),
+    }
+}
+
+fn health_check(c: &NodeConfig) -> String {
+    match &c.healthcheck {
+        Some(h) => format!(
+            "{:?} every {} s, timeout {} s, {} retries, start period {} s",
+            h.argv, h.interval_s, h.timeout_s, h.retries, h.start_period_s
+        ),
+        None => "none".into(),
+    }
+}
+
 fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Change>) {
     let mut said = |field: &str, from: String, to: String| {
         if from != to {
@@ -88,23 +114,8 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
         new.restart_on_failure.to_string(),
     );
     said("env", format!("{:?}", old.env), format!("{:?}", new.env));
-    said(
-        "image",
-        format!("{:?}", old.image.as_ref().map(|i| &i.reference)),
-        format!("{:?}", new.image.as_ref().map(|i| &i.reference)),
-    );
-    let check = |c: &NodeConfig| match &c.healthcheck {
-        Some(h) => format!(
-            "`{}` every {} s, timeout {} s, {} retries, start period {} s",
-            h.argv.join(" "),
-            h.interval_s,
-            h.timeout_s,
-            h.retries,
-            h.start_period_s
-        ),
-        None => "none".into(),
-    };
-    said("healthcheck", check(old), check(new));
+    said("image", image(old), image(new));
+    said("healthcheck", health_check(old), health_check(new));
     // An Open vSwitch switch whose settings change: its bridge is changed in place.
     type Field = (&'static str, fn(&crate::OvsSwitch) -> String);
     let fields: [Field; 6] = [
@@ -370,5 +381,20 @@ mod tests {
             .map(|c| format!("{} {}", c.object, c.detail))
             .collect();
         assert_eq!(show, ["s1 protocols [] -> [\"OpenFlow13\"]"]);
+    }
+
+    #[test]
+    fn a_health_check_that_differs_is_said() {
+        let file = |check: &str| {
+            format!("[fleet]\nname = \"x\"\n[[node]]\nname = \"a\"\nhealthcheck = {check}\n")
+        };
+        let old = topo(&file("{ test = \"true\" }"));
+        let new = topo(&file("{ test = \"true\", retries = 5 }"));
+        let d = diff(&old, &crate::reshape::reshape(&old, new).unwrap());
+        let show: Vec<String> = d
+            .iter()
+            .map(|c| format!("{} {}", c.object, c.detail))
+            .collect();
+        assert_eq!(show, ["a healthcheck [\"/bin/sh\", \"-c\", \"true\"] every 30 s, timeout 30 s, 3 retries, start period 0 s -> [\"/bin/sh\", \"-c\", \"true\"] every 30 s, timeout 30 s, 5 retries, start period 0 s"]);
     }
 }

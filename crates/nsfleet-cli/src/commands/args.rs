@@ -65,8 +65,8 @@ pub struct LaunchArgs {
     /// left up to look into (`nsfleet down` takes it). Either exits 1. `nsfleet events`
     /// says when a wait ended; `nsfleet wait` waits for a fleet that is up already. With
     /// --json, no progress, and the fleet's object has `ready`: {"fleet", "condition",
-    /// "since_up_s", "of"}, or null when the fleet is left up unready (nothing on stdout
-    /// when a failed node took it down).
+    /// "since_up_s", "of"}, or null when the wait was not met (the fleet left up) or
+    /// could not finish (nothing on stdout when a failed node took the fleet down).
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.
