@@ -86,6 +86,30 @@ fn health_check(c: &NodeConfig) -> String {
     }
 }
 
+/// What a node's change says of its settings, each as text to compare and show.
+type Described<T> = (&'static str, fn(&T) -> String);
+
+const NODE_FIELDS: [Described<NodeConfig>; 8] = [
+    ("kind", |c| kind(c).into()),
+    ("router", |c| c.router.to_string()),
+    ("processes", |c| format!("{:?}", c.commands)),
+    ("hostname", |c| format!("{:?}", c.hostname)),
+    ("restart", |c| c.restart_on_failure.to_string()),
+    ("env", |c| format!("{:?}", c.env)),
+    ("image", image),
+    ("healthcheck", health_check),
+];
+
+/// An Open vSwitch switch's settings: its bridge is changed in place.
+const OVS_FIELDS: [Described<crate::OvsSwitch>; 6] = [
+    ("controller", |o| format!("{:?}", o.controllers)),
+    ("protocols", |o| format!("{:?}", o.protocols)),
+    ("fail_mode", |o| format!("{:?}", o.fail_mode)),
+    ("datapath", |o| format!("{:?}", o.datapath)),
+    ("dpid", |o| format!("{:?}", o.dpid)),
+    ("port_numbers", |o| format!("{:?}", o.port_numbers)),
+];
+
 fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Change>) {
     let mut said = |field: &str, from: String, to: String| {
         if from != to {
@@ -96,48 +120,15 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
             ));
         }
     };
-    said("kind", kind(old).into(), kind(new).into());
-    said("router", old.router.to_string(), new.router.to_string());
-    said(
-        "processes",
-        format!("{:?}", old.commands),
-        format!("{:?}", new.commands),
-    );
-    said(
-        "hostname",
-        format!("{:?}", old.hostname),
-        format!("{:?}", new.hostname),
-    );
-    said(
-        "restart",
-        old.restart_on_failure.to_string(),
-        new.restart_on_failure.to_string(),
-    );
-    said("env", format!("{:?}", old.env), format!("{:?}", new.env));
-    said("image", image(old), image(new));
-    said("healthcheck", health_check(old), health_check(new));
-    // An Open vSwitch switch whose settings change: its bridge is changed in place.
-    type Field = (&'static str, fn(&crate::OvsSwitch) -> String);
-    let fields: [Field; 6] = [
-        ("controller", |o| format!("{:?}", o.controllers)),
-        ("protocols", |o| format!("{:?}", o.protocols)),
-        ("fail_mode", |o| format!("{:?}", o.fail_mode)),
-        ("datapath", |o| format!("{:?}", o.datapath)),
-        ("dpid", |o| format!("{:?}", o.dpid)),
-        ("port_numbers", |o| format!("{:?}", o.port_numbers)),
-    ];
+    for (field, f) in NODE_FIELDS {
+        said(field, f(old), f(new));
+    }
     if let (Some(o), Some(n)) = (&old.ovs, &new.ovs) {
-        for (field, f) in fields {
+        for (field, f) in OVS_FIELDS {
             said(field, f(o), f(n));
         }
     }
-    let paths = |c: &NodeConfig| {
-        let dirs = c.dirs.iter().map(|d| d.path.clone());
-        let binds = c.binds.iter().map(|b| format!("{}:{}", b.source, b.target));
-        dirs.chain(c.files.iter().map(|f| f.path.clone()))
-            .chain(binds)
-            .collect::<Vec<_>>()
-    };
+    // Contents count too: the same paths with other contents are a change.
     if paths(old) != paths(new) || old.files != new.files {
         said(
             "files",
@@ -145,6 +136,20 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
             format!("{:?}", paths(new)),
         );
     }
+    sysctls(name, old, new, out);
+}
+
+/// The node's private paths: folders, files and binds.
+fn paths(c: &NodeConfig) -> Vec<String> {
+    let dirs = c.dirs.iter().map(|d| d.path.clone());
+    let binds = c.binds.iter().map(|b| format!("{}:{}", b.source, b.target));
+    dirs.chain(c.files.iter().map(|f| f.path.clone()))
+        .chain(binds)
+        .collect()
+}
+
+/// Sysctls added or changed (in the new order), then removed.
+fn sysctls(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Change>) {
     for (k, v) in &new.sysctls {
         match old.sysctls.iter().find(|(o, _)| o == k) {
             None => out.push(change(Op::Add, format!("{name} sysctl {k}"), v.clone())),
@@ -156,11 +161,8 @@ fn node_config(name: &str, old: &NodeConfig, new: &NodeConfig, out: &mut Vec<Cha
             _ => {}
         }
     }
-    for (k, v) in old
-        .sysctls
-        .iter()
-        .filter(|(k, _)| !new.sysctls.iter().any(|(n, _)| n == k))
-    {
+    let gone = (old.sysctls.iter()).filter(|(k, _)| !new.sysctls.iter().any(|(n, _)| n == k));
+    for (k, v) in gone {
         out.push(change(Op::Remove, format!("{name} sysctl {k}"), v.clone()));
     }
 }
