@@ -403,13 +403,16 @@ impl Phases {
         note(&format!(
             "where the time went, in s since the deploy began (across the {count} routers: median [min-max], routers seen):"
         ));
-        for (label, v) in &self.rows {
-            if let Some((mid, lo, hi)) = spread(v) {
-                note(&format!(
-                    "  {label:<36} {mid:>8.2} [{lo:.2}-{hi:.2}]  {}",
-                    v.len()
-                ));
-            }
+        for (label, v) in self.rows.iter().filter(|(_, v)| !v.is_empty()) {
+            // The results' own median and range, as the metrics have them.
+            let m = metric("", Better::Neither, v.clone());
+            note(&format!(
+                "  {label:<36} {:>8.2} [{:.2}-{:.2}]  {}",
+                m.median,
+                m.min,
+                m.max,
+                v.len()
+            ));
         }
         if self.lost > 0 {
             note(&format!(
@@ -485,13 +488,6 @@ fn max_of(v: &[f64]) -> Option<f64> {
 
 fn min_of(v: &[f64]) -> Option<f64> {
     v.iter().copied().reduce(f64::min)
-}
-
-/// Median, minimum and maximum.
-fn spread(v: &[f64]) -> Option<(f64, f64, f64)> {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some((*s.get(s.len() / 2)?, *s.first()?, *s.last()?))
 }
 
 /// CPU per router at converged, on stderr: each daemon's (user, kernel) since it forked
