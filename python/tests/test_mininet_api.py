@@ -4,7 +4,7 @@ Debian's archive into the machine's cache), as the measure of compatibility: eac
 runs unchanged under `nsfleet mn` (its `mininet` imports answered by nsfleet), and the
 `mn` command the walkthrough spawns is Mininet's own, run by `nsfleet mn` through an `mn`
 placed first on PATH. Every test passes, or is skipped by Mininet's own test (IVS and the
-reference user switch are not packaged), or is listed in `NOT_RUN` (and in the README)
+reference user switch are not packaged), or is listed in `NOT_RUN` (and in docs/mininet.md)
 with the reason it cannot."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ SOURCES = _sources()
 pytestmark = pytest.mark.skipif(SOURCES is None, reason="Mininet's source tree could not be fetched "
                                 "(scripts/mininet-sources needs Debian's mininet package and its archive)")
 
-# What does not pass, a whole file or one test (FILE.CLASS.TEST), and why; the README's
+# What does not pass, a whole file or one test (FILE.CLASS.TEST), and why; docs/mininet.md's
 # table says the same.
 NOT_RUN: Dict[str, str] = {
     "test_hifi": "CPULimitedHost, and netem for its links' delay and loss, which this kernel lacks",

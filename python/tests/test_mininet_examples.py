@@ -1,6 +1,6 @@
 """Mininet's own examples (Debian's `mininet` package) run unchanged by `nsfleet mn`,
 checked for what Mininet prints. Skipped, saying so, where the package is not installed.
-The README's table of examples says which run and why the others do not."""
+docs/mininet.md's table of examples says which run and why the others do not."""
 
 from __future__ import annotations
 

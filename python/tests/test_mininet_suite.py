@@ -3,7 +3,7 @@
 runs unchanged under `nsfleet mn` (its own `mininet` imports answered by nsfleet), and the
 `python -m mininet.examples.NAME` it spawns under pexpect is answered by `nsfleet mn
 NAME.py` through a `python` placed first on PATH. A file passes, or is listed in
-`NOT_RUN` (and in the README's table) with the reason it cannot."""
+`NOT_RUN` (and in docs/mininet.md's table) with the reason it cannot."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ EXAMPLES = TESTS.parent
 pytestmark = pytest.mark.skipif(not TESTS.is_dir(),
                                 reason="Debian's mininet package is not installed (its tests are the measure)")
 
-# The files that do not pass, and why; the README's table says the same.
+# The files that do not pass, and why; docs/mininet.md's table says the same.
 NOT_RUN = {
     "test_baresshd": "runs sshd in a host and connects to it from the host's own namespace",
     "test_bind": "bind.py asks for a private /var/mn, which the host lacks, and nsfleet makes no folder in the host's /var (privateDirs themselves work: test_mininet.py)",

@@ -3,7 +3,7 @@ standing in for containerlab, Docker and sudo: a lab of FRR routers and a Linux 
 comes up, netlab configures it, validates it, connects to it, captures on it and takes it
 down, leaving nothing; a LAN's bridge is a switch of the lab's own, not the host's; and a chosen subset of netlab's own integration tests (copied
 under netlab/integration, MIT, from ipspace/netlab) passes its validation as netlab's
-harness runs them. The README lists which of them pass and why the others do not."""
+harness runs them. docs/netlab.md lists which of them pass and why the others do not."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_a_netlab_that_is_not_installed_is_named_with_how_to_install_it(run_dir:
     assert "netlab is not installed" in done.stderr and "pip install networklab" in done.stderr, done.stderr
 
 
-# netlab's own integration tests that pass on nsfleet with Debian's FRR (the README's
+# netlab's own integration tests that pass on nsfleet with Debian's FRR (docs/netlab.md's
 # table lists every FRR/Linux test and why the others do not pass).
 CHOSEN = [
     "bgp/01-ebgp-session.yml",

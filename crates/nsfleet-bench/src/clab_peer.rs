@@ -8,7 +8,7 @@
 //!   (name, MTU, the form of the MAC, state), addresses, routes, hostname, /etc/hosts,
 //!   /etc/resolv.conf, containerlab's variables and the names of the others, the exec
 //!   lines' effects, forwarding, reachability; and `inspect`'s JSON. Each difference is
-//!   printed with the README's reason when it documents one, or as undocumented.
+//!   printed with the guide's reason when it documents one, or as undocumented.
 //! - **Deploy and destroy** of lines of plain linux nodes (20, 100, 200), and FRR OSPF
 //!   grids (25, 100) from deploy to converged (every router has a route to every other
 //!   router's loopback, read from the kernel's table through a process of each node),
@@ -709,14 +709,14 @@ fn mac_form(mac: &str) -> String {
     }
 }
 
-/// The README's reasons for the differences it documents, by section.
+/// The guide's reasons (docs/containerlab.md) for the differences it documents, by section.
 const DOCUMENTED: [(&str, &str); 6] = [
-    ("links", "MACs: Docker's 02:42:... on eth0 and containerlab's aa:c1:ab:... on veths; nsfleet's are the kernel's random locally administered ones (README, containerlab)"),
-    ("hosts", "/etc/hosts: containerlab writes localhost, the IPv6 names, the node's own name and nodes with a static mgmt-ipv4; nsfleet every node as NAME and clab-LAB-NAME (README, containerlab)"),
-    ("resolv.conf", "DNS: Docker's embedded resolver (127.0.0.11) there; the host's resolv.conf here: nsfleet runs no DNS (README, containerlab)"),
-    ("environment", "Docker gives the image's variables (PATH, HOME, HOSTNAME, ...); nsfleet a standard PATH, HOME, HOSTNAME, the file's env, CLAB_* and NSFLEET_* (README, containerlab)"),
-    ("addresses", "eth0 addresses: containerlab gives them in container start order, nsfleet in file order after static ones (README, containerlab)"),
-    ("inspect", "inspect's JSON: nsfleet gives containerlab's keys for name, kind, image, state and addresses, not Docker's container id, owner or lab paths (README, containerlab)"),
+    ("links", "MACs: Docker's 02:42:... on eth0 and containerlab's aa:c1:ab:... on veths; nsfleet's are the kernel's random locally administered ones (docs/containerlab.md)"),
+    ("hosts", "/etc/hosts: containerlab writes localhost, the IPv6 names, the node's own name and nodes with a static mgmt-ipv4; nsfleet every node as NAME and clab-LAB-NAME (docs/containerlab.md)"),
+    ("resolv.conf", "DNS: Docker's embedded resolver (127.0.0.11) there; the host's resolv.conf here: nsfleet runs no DNS (docs/containerlab.md)"),
+    ("environment", "Docker gives the image's variables (PATH, HOME, HOSTNAME, ...); nsfleet a standard PATH, HOME, HOSTNAME, the file's env, CLAB_* and NSFLEET_* (docs/containerlab.md)"),
+    ("addresses", "eth0 addresses: containerlab gives them in container start order, nsfleet in file order after static ones (docs/containerlab.md)"),
+    ("inspect", "inspect's JSON: nsfleet gives containerlab's keys for name, kind, image, state and addresses, not Docker's container id, owner or lab paths (docs/containerlab.md)"),
 ];
 
 /// Each difference between what containerlab's nodes and nsfleet's saw.

@@ -141,7 +141,7 @@ fn report(dir: &Path, written: &[PathBuf]) -> anyhow::Result<()> {
     let page = dir.join("report.html");
     std::fs::write(&page, nsfleet_results::report(&loaded))?;
     eprintln!(
-        "{} result file(s) in {}; side by side in {}\n  (again, or with other files: nsfleet report {}/*.json -o report.html --readme README.md)",
+        "{} result file(s) in {}; side by side in {}\n  (again, or with other files: nsfleet report {}/*.json -o report.html --readme docs/kernel-lab.md --section kernels)",
         files.len(),
         dir.display(),
         page.display(),

@@ -2,6 +2,8 @@
 //! behaviour lives there. Each command's arguments are a module of `commands`.
 
 mod commands;
+#[cfg(test)]
+mod guide_check;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use commands::Command;
