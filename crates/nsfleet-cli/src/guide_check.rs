@@ -115,6 +115,34 @@ fn inline_code(line: &str) -> Vec<&str> {
     line.split('`').skip(1).step_by(2).collect()
 }
 
+/// What the README and the guide show a user to type, wherever they show it: each line of
+/// a code block, and each span of inline code, with its place (`docs/x.md:12`) and
+/// whether it is a code block's.
+fn shown_to_type() -> Vec<(String, String, bool)> {
+    let mut out = Vec::new();
+    for (page, text) in pages() {
+        for (n, line, code) in lines(&text) {
+            let at = format!("{}:{n}", relative(&page));
+            let spans = if code {
+                vec![line.as_str()]
+            } else {
+                inline_code(&line)
+            };
+            out.extend(spans.into_iter().map(|s| (at.clone(), s.to_string(), code)));
+        }
+    }
+    out
+}
+
+/// A shell line as typed: without a prompt (`$ `, `# `) or `sudo`.
+fn typed(line: &str) -> &str {
+    let line = line
+        .trim()
+        .trim_start_matches("$ ")
+        .trim_start_matches("# ");
+    line.strip_prefix("sudo ").unwrap_or(line)
+}
+
 /// Where in `page` a link to `target` fails, if it does.
 fn broken_link(page: &Path, target: &str) -> Option<String> {
     if target.contains("://") || target.starts_with("mailto:") {
@@ -196,11 +224,7 @@ fn shell_words(line: &str) -> Vec<String> {
 /// the line is not one or is a synopsis (`[FILE]`, `a\|b`, `CMD...`) rather than a line
 /// to type.
 fn nsfleet_command(line: &str) -> Option<Vec<String>> {
-    let line = line
-        .trim()
-        .trim_start_matches("$ ")
-        .trim_start_matches("# ");
-    let line = line.strip_prefix("sudo ").unwrap_or(line);
+    let line = typed(line);
     let rest = [
         "nsfleet ",
         "cargo run --release -- ",
@@ -224,29 +248,23 @@ fn every_nsfleet_command_the_guide_shows_parses() {
     use clap::error::ErrorKind::*;
     let mut refused = Vec::new();
     let mut checked = 0;
-    for (page, text) in pages() {
-        for (n, line, code) in lines(&text) {
-            let shown: Vec<&str> = if code {
-                vec![&line]
-            } else {
-                inline_code(&line)
-            };
-            for words in shown.into_iter().filter_map(nsfleet_command) {
-                checked += 1;
-                let args = std::iter::once("nsfleet".to_string()).chain(words.clone());
-                if let Err(e) = Cli::try_parse_from(args) {
-                    let named_only = !code
-                        && matches!(
-                            e.kind(),
-                            MissingRequiredArgument | DisplayHelpOnMissingArgumentOrSubcommand
-                        );
-                    if !matches!(e.kind(), DisplayHelp | DisplayVersion) && !named_only {
-                        let why = e.to_string().lines().next().unwrap_or("").to_string();
-                        let shown = words.join(" ");
-                        refused.push(format!("{}:{n}: nsfleet {shown}: {why}", relative(&page)));
-                    }
-                }
-            }
+    for (at, span, code) in shown_to_type() {
+        let Some(words) = nsfleet_command(&span) else {
+            continue;
+        };
+        checked += 1;
+        let args = std::iter::once("nsfleet".to_string()).chain(words.clone());
+        let Err(e) = Cli::try_parse_from(args) else {
+            continue;
+        };
+        let named_only = !code
+            && matches!(
+                e.kind(),
+                MissingRequiredArgument | DisplayHelpOnMissingArgumentOrSubcommand
+            );
+        if !matches!(e.kind(), DisplayHelp | DisplayVersion) && !named_only {
+            let why = e.to_string().lines().next().unwrap_or("").to_string();
+            refused.push(format!("{at}: nsfleet {}: {why}", words.join(" ")));
         }
     }
     assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
@@ -256,11 +274,7 @@ fn every_nsfleet_command_the_guide_shows_parses() {
 /// The script a line tells a user to run, and whether it is run directly (so must be
 /// executable) rather than through `bash`.
 fn script_run(line: &str) -> Option<(&str, bool)> {
-    let line = line
-        .trim()
-        .trim_start_matches("$ ")
-        .trim_start_matches("# ");
-    let line = line.strip_prefix("sudo ").unwrap_or(line);
+    let line = typed(line);
     let (line, direct) = match line.strip_prefix("bash ") {
         Some(rest) => (rest, false),
         None => (line, true),
@@ -275,25 +289,18 @@ fn every_script_the_guide_runs_is_there_and_runs_as_shown() {
     use std::os::unix::fs::PermissionsExt;
     let mut wrong = Vec::new();
     let mut checked = 0;
-    for (page, text) in pages() {
-        for (n, line, code) in lines(&text) {
-            let shown: Vec<&str> = if code {
-                vec![&line]
-            } else {
-                inline_code(&line)
-            };
-            for (script, direct) in shown.into_iter().filter_map(script_run) {
-                checked += 1;
-                let path = top().join(script);
-                let at = format!("{}:{n}: {script}", relative(&page));
-                match std::fs::metadata(&path) {
-                    Err(_) => wrong.push(format!("{at}: no such file")),
-                    Ok(m) if direct && m.permissions().mode() & 0o111 == 0 => {
-                        wrong.push(format!("{at}: not executable (Permission denied)"))
-                    }
-                    Ok(_) => {}
-                }
+    for (at, span, _) in shown_to_type() {
+        let Some((script, direct)) = script_run(&span) else {
+            continue;
+        };
+        checked += 1;
+        let at = format!("{at}: {script}");
+        match std::fs::metadata(top().join(script)) {
+            Err(_) => wrong.push(format!("{at}: no such file")),
+            Ok(m) if direct && m.permissions().mode() & 0o111 == 0 => {
+                wrong.push(format!("{at}: not executable (Permission denied)"))
             }
+            Ok(_) => {}
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
