@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Run a containerlab topology file (containerlab's verb for `up`)
+///
 /// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
 /// for `up`).
 ///

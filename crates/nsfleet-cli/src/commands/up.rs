@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Build a fleet from a topology file and leave its supervisor running
+///
 /// Build a fleet and leave its supervisor running; returns once every node is ready.
 ///
 /// Validates the whole file first (errors name file:line:column, and nothing is
