@@ -17,7 +17,7 @@ const AFTER: &str = "Examples:
   nsfleet up examples/hosts.toml     # a fleet from a topology file
   nsfleet deploy -t lab.clab.yml     # a containerlab topology, without Docker
   nsfleet status                     # every fleet; `--json` for machines
-  nsfleet exec default h1 -- ip addr # a command inside node h1
+  nsfleet exec default r1 -- ip addr # a command inside node r1
   nsfleet down default               # tear down, wait for the kernel to reclaim
   nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop
   nsfleet image pull alpine:3.20     # an image from its registry into nsfleet's image store
