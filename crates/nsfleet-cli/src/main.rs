@@ -49,7 +49,7 @@ fn main() {
     let run_dir = cli.run_dir;
     // Every command that makes, reads or reaches a fleet trusts the run directory: it is
     // checked once, here (the bench, the report and the image store keep to folders of
-    // their own).
+    // their own; completions and man pages reach no fleet).
     let trusts = !matches!(
         cli.command,
         Command::Bench(_)
@@ -57,6 +57,8 @@ fn main() {
             | Command::Vm(_)
             | Command::Mn(_)
             | Command::Image(_)
+            | Command::Completions(_)
+            | Command::Manpage(_)
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
@@ -91,6 +93,8 @@ fn main() {
         Command::Vm(c) => c.run(),
         Command::Mn(c) => c.run(),
         Command::Image(c) => c.run(),
+        Command::Completions(c) => c.run(Cli::command()),
+        Command::Manpage(c) => c.run(Cli::command()),
         Command::Netlab(c) => c.run(run_dir),
         Command::StandIn(c) => c.run(run_dir),
     };
