@@ -122,3 +122,71 @@ fn asks_json(m: &ArgMatches) -> bool {
         None => matches!(m.try_get_one::<bool>("json"), Ok(Some(true))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every command `--help` shows, at any depth, as `nsfleet kube image`, but clap's own
+    /// `help`.
+    fn shown(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            if sub.is_hide_set() || sub.get_name() == "help" {
+                continue;
+            }
+            let path = format!("{path} {}", sub.get_name());
+            shown(sub, &path, out);
+            out.push((path, sub.clone()));
+        }
+    }
+
+    #[test]
+    fn clap_accepts_the_definition() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_lists_one_line_per_command() {
+        // Wide enough that nothing wraps: each line is as long as its text.
+        let mut cli = Cli::command().term_width(1000);
+        let help = cli.render_help().to_string();
+        let list: Vec<&str> = (help.lines())
+            .skip_while(|l| *l != "Commands:")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let names: Vec<&str> = (cli.get_subcommands())
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
+        assert_eq!(list.len(), names.len(), "a line per command:\n{help}");
+        for (line, name) in list.iter().zip(names) {
+            assert!(line.trim_start().starts_with(name), "{name}: {line}");
+            assert!(line.chars().count() < 100, "{name}'s line is long: {line}");
+        }
+    }
+
+    #[test]
+    fn every_command_has_a_summary_and_keeps_its_long_help() {
+        let mut commands = Vec::new();
+        shown(&Cli::command(), "nsfleet", &mut commands);
+        assert!(commands.len() > 40, "{}", commands.len());
+        for (path, cmd) in commands {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{path} has no summary");
+            assert!(
+                !about.contains('\n'),
+                "{path}'s summary is not one line: {about}"
+            );
+            assert!(
+                about.chars().count() <= 72,
+                "{path}'s summary is long: {about}"
+            );
+            assert!(!about.ends_with('.'), "{path}'s summary ends with a period");
+            let long = cmd.get_long_about().map(|a| a.to_string());
+            let long = long.unwrap_or(about.clone());
+            assert!(long.len() >= about.len(), "{path}'s long help is shorter");
+        }
+    }
+}
