@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Change a running fleet into a topology file, only where they differ
+///
 /// Change a running fleet into FILE, only where they differ: nodes and switches
 /// added or removed, interfaces, addresses, routes, impairments, sysctls and processes
 /// of the others changed. Nodes the change does not touch keep their processes and

@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Capture packets of a live fleet's interfaces, as tcpdump would
+///
 /// Capture packets of one or more interfaces of a live fleet, as tcpdump would.
 ///
 /// Each NODE:IFACE is captured in its node's namespace; several are merged in the

@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Remove what crashed fleets left behind
+///
 /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
 /// a running fleet or anything without an nsfleet record.
 #[derive(Args)]

@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Take a containerlab lab down (containerlab's verb for `down`)
+///
 /// Take a containerlab lab down (containerlab's verb for `down`): returns once the
 /// kernel has reclaimed every namespace. Nothing is left on the host.
 #[derive(Args)]

@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Tear a fleet down and wait for the kernel to reclaim it
+///
 /// Tear a fleet down; by default returns when the kernel has reclaimed every namespace.
 #[derive(Args)]
 pub struct DownCommand {

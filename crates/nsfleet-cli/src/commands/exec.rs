@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Run a command inside a node, like `ip netns exec`
+///
 /// Run a command inside a node, like `ip netns exec`: stdio and exit status pass through.
 ///
 /// In a node that runs software, the command runs in the node's whole world (its PID,

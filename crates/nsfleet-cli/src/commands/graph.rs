@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Draw a fleet as an HTML page, or its graph for other tools
+///
 /// Draw a fleet: one self-contained HTML page (no network needed) from a topology file
 /// or a running fleet, or its graph for other tools.
 ///

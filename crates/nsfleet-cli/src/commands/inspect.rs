@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// List a lab's nodes as containerlab shows them
+///
 /// A lab's nodes as containerlab shows them: Name (clab-LAB-NODE), Kind/Image,
 /// State, IPv4/6 Address (eth0's, on the management network).
 #[derive(Args)]

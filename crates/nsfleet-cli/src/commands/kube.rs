@@ -56,6 +56,8 @@ pub enum KubeCommand {
         #[arg(long)]
         context: Option<String>,
     },
+    /// Build nsfleet's image (for `install --image`) from this program
+    ///
     /// Build nsfleet's image (for `install --image`) from this program: an OCI image
     /// archive (FILE.tar: `ctr images import`, `podman load`, `skopeo copy
     /// oci-archive:FILE.tar docker://...`) or an OCI layout folder (any other name).

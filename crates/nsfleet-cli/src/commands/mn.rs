@@ -3,6 +3,8 @@
 use clap::Args;
 use nsfleet_client as cmd;
 
+/// Run a Mininet script, or Mininet's `mn`, on nsfleet
+///
 /// Run a script written for Mininet unchanged on nsfleet: its `mininet.*` imports are
 /// answered by nsfleet's Python package (`nsfleet.mininet`: Mininet, Topo, TreeTopo,
 /// Host, OVSSwitch, RemoteController, TCLink, CLI...). Needs the package (`pip install .`

@@ -6,6 +6,8 @@ use nsfleet_client as cmd;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Run netlab with nsfleet standing in for containerlab and Docker
+///
 /// Run netlab (PyPI `networklab`, yours) with nsfleet standing in for containerlab and
 /// Docker: `nsfleet netlab up`, `validate`, `connect r1`, `capture r1 eth1`, `status`,
 /// `down`, for labs of FRR and Linux nodes (provider clab).

@@ -4,6 +4,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Save each node's running configuration (containerlab's `save`)
+///
 /// Save each node's running configuration where the node keeps it (containerlab's
 /// `save`). A node that runs FRR saves with `vtysh -c 'write memory'` into its own
 /// /etc/frr (the host's file, when the lab binds one there); any other node has nothing

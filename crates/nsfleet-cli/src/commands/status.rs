@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Show fleets, their nodes and processes, and kernel memory
+///
 /// Fleets, their nodes and processes, kernel memory, namespaces awaiting reclamation.
 #[derive(Args)]
 pub struct StatusCommand {

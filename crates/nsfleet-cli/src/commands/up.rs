@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Build a fleet from a topology file and leave its supervisor running
+///
 /// Build a fleet and leave its supervisor running; returns once every node is ready.
 ///
 /// Validates the whole file first (errors name file:line:column, and nothing is
@@ -15,8 +17,8 @@ use std::path::PathBuf;
 /// A node that runs software gets a world of its own, as a container would: host name,
 /// PID namespace, private /run, /proc, /sys, folders and files, and the fleet's
 /// /etc/hosts. Node keys: kind ("linux", "frr", "bird"), config, daemons, commands,
-/// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes,
-/// image.
+/// hostname, dirs, dirs_from_host, binds, files, loopback, restart, router, sysctls,
+/// routes, image, healthcheck.
 ///
 /// image = "alpine:3.20": the node runs a container image, its root filesystem over
 /// overlayfs with a writable layer of its own (in memory), its entrypoint and cmd, env,
