@@ -151,6 +151,12 @@ impl Drop for StandIns {
     }
 }
 
+/// `nsfleet clean --all`'s sweep of netlab's leftovers.
+pub const STALE: crate::clean::Sweep = crate::clean::Sweep {
+    sweep: clean_stale,
+    what: "a killed `nsfleet netlab`'s stand-ins",
+};
+
 /// Removes the stand-in folders of `nsfleet netlab` runs that are gone (killed before
 /// they could); returns them.
 pub fn clean_stale(rd: &RunDir) -> Vec<PathBuf> {
