@@ -208,7 +208,7 @@ pub(crate) fn deployed(
 }
 
 /// Every node of every deployed lab, with its lab.
-pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
+pub fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
     let mut out = Vec::new();
     for f in labs(rd) {
         for n in f.nodes.iter().filter(|n| n.clab.is_some()) {
@@ -221,7 +221,7 @@ pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
 /// The lab and node that are container `name` (clab-LAB-NODE). The labs whose name the
 /// container's contains are asked first, and the search stops at the first that has
 /// it: `docker exec` through the stand-in asks this once per call.
-pub(crate) fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
+pub fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
     let mut fleets = rd.fleets();
     fleets
         .sort_by_key(|f| !name.contains(&format!("-{f}-")) && !name.starts_with(&format!("{f}-")));
@@ -285,7 +285,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
 }
 
 /// How long the lab has been up, as Docker says it of a container (`Up 5 minutes`).
-pub(crate) fn up_since(rd: &RunDir, lab: &str) -> String {
+pub fn up_since(rd: &RunDir, lab: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

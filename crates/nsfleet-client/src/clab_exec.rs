@@ -87,7 +87,7 @@ pub fn exec_labs(a: ExecLabsArgs) -> anyhow::Result<()> {
 }
 
 /// `words` run in node `node` of `lab` as `nsfleet exec` runs them, its output captured.
-pub(crate) fn run_in(
+pub fn run_in(
     exe: &std::path::Path,
     run_dir: &std::path::Path,
     lab: &str,

@@ -25,7 +25,7 @@ impl CleanCommand {
             name,
             all,
             run_dir,
-            sweeps: vec![cmd::netlab::STALE],
+            sweeps: vec![nsfleet_netlab::netlab::STALE],
         });
         // The kernel lab's own leftovers: folders of `nsfleet vm` runs that were killed.
         if all {

@@ -5,7 +5,7 @@
 //! namespace is named `clab-LAB-NODE`, as containerlab names them and netlab expects.
 
 use super::{options, unanswered, Tool};
-use crate::clab;
+use nsfleet_client::clab;
 use std::path::PathBuf;
 
 /// The containerlab whose behaviour nsfleet's containerlab support follows, and which it
@@ -59,9 +59,9 @@ fn topo(
 
 fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     let (file, reconfigure, _) = topo(args, &["--reconfigure", "-c"])?;
-    let up = crate::up::UpArgs {
+    let up = nsfleet_client::up::UpArgs {
         netns_names: true,
-        ..crate::up::UpArgs::defaults(run_dir)
+        ..nsfleet_client::up::UpArgs::defaults(run_dir)
     };
     let run_dir = up.run_dir.clone();
     clab::deploy(clab::DeployArgs {
@@ -106,7 +106,7 @@ fn apply_fwd_masks(lab: &str, run_dir: &std::path::Path) -> anyhow::Result<()> {
     for (bridge, mask) in text.lines().filter_map(|l| l.split_once(' ')) {
         let script = format!("echo {mask} > /sys/class/net/br0/bridge/group_fwd_mask");
         let words = ["sh", "-c", &script].map(String::from);
-        let out = crate::clab_exec::run_in(&exe, run_dir, lab, bridge, &words)?;
+        let out = nsfleet_client::clab_exec::run_in(&exe, run_dir, lab, bridge, &words)?;
         if !out.status.success() {
             anyhow::bail!(
                 "setting {bridge}'s group_fwd_mask to {mask}: {}",

@@ -152,7 +152,7 @@ impl Drop for StandIns {
 }
 
 /// `nsfleet clean --all`'s sweep of netlab's leftovers.
-pub const STALE: crate::clean::Sweep = crate::clean::Sweep {
+pub const STALE: nsfleet_client::clean::Sweep = nsfleet_client::clean::Sweep {
     sweep: clean_stale,
     what: "a killed `nsfleet netlab`'s stand-ins",
 };
