@@ -9,3 +9,4 @@
 
 pub mod netlab;
 pub mod standin;
+mod state;

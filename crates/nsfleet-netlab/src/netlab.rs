@@ -6,6 +6,7 @@
 //! no Docker is needed, and a real Docker or containerlab on the machine is not touched.
 
 use crate::standin::Tool;
+use crate::state::STATE;
 use anyhow::{bail, Context};
 use nsfleet::rundir::{ProcId, RunDir};
 use nsfleet::sys;
@@ -92,11 +93,6 @@ fn check_version(version: &str, untested: bool) -> anyhow::Result<()> {
         _ => bail!("netlab {version} is newer than the {MAJOR}.x nsfleet stands in for (tested with {TESTED}): the commands it runs may differ; `python3 -m pip install networklab=={TESTED}`, or --untested-netlab to try"),
     }
 }
-
-/// The variable that tells the stand-ins their run's folder, where they keep what one
-/// step tells a later one (the forwarding masks netlab asks of its bridges before the
-/// lab exists).
-pub(crate) const STATE: &str = "NSFLEET_STANDIN_DIR";
 
 /// The run's folder of stand-in scripts, removed when dropped.
 struct StandIns {

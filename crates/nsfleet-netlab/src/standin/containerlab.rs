@@ -77,29 +77,10 @@ fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Where the sudo stand-in keeps the forwarding masks netlab asked of its bridges.
-fn fwd_masks_file() -> Option<PathBuf> {
-    std::env::var_os(crate::netlab::STATE).map(|d| PathBuf::from(d).join("group_fwd_mask"))
-}
-
-/// Remembers that netlab asked bridge `bridge` to forward the link-local groups of
-/// `mask` (LLDP, 802.1X, ...), for when its switch exists.
-pub(crate) fn remember_fwd_mask(bridge: &str, mask: u16) -> anyhow::Result<()> {
-    let Some(file) = fwd_masks_file() else {
-        return Ok(());
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&file)?;
-    std::io::Write::write_all(&mut f, format!("{bridge} {mask}\n").as_bytes())?;
-    Ok(())
-}
-
 /// Gives each of the lab's bridge switches the forwarding mask netlab asked of its
 /// bridge, as netlab sets it on a host bridge (its `group_fwd_mask`).
 fn apply_fwd_masks(lab: &str, run_dir: &std::path::Path) -> anyhow::Result<()> {
-    let Some(text) = fwd_masks_file().and_then(|f| std::fs::read_to_string(f).ok()) else {
+    let Some(text) = crate::state::fwd_masks() else {
         return Ok(());
     };
     let exe = std::env::current_exe()?;

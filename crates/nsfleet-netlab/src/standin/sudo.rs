@@ -27,7 +27,7 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
         }
         if let Some(mask) = mask {
             // For the bridge's switch, once the lab is deployed (containerlab's stand-in).
-            super::containerlab::remember_fwd_mask(bridge, mask)?;
+            crate::state::remember_fwd_mask(bridge, mask)?;
         }
         eprintln!(
             "nsfleet: {bridge} is made by nsfleet as a switch of the lab's own, not on the host: `{}` is not run",
