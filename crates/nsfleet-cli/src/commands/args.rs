@@ -2,6 +2,7 @@
 //! parsers that check values while clap parses, so that a bad one is a usage error (exit 2).
 
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
@@ -20,9 +21,9 @@ pub struct LabArgs {
     all: bool,
 }
 
-impl From<LabArgs> for cmd::clab::Lab {
+impl From<LabArgs> for clab::lab::Lab {
     fn from(a: LabArgs) -> Self {
-        cmd::clab::Lab {
+        clab::lab::Lab {
             topo: a.topo,
             name: a.name,
             all: a.all,

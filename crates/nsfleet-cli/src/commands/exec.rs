@@ -3,6 +3,7 @@
 
 use super::args::KubeArgs;
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
@@ -72,7 +73,7 @@ impl ExecCommand {
             anyhow::bail!("containerlab's form (--cmd) with --kube: not offered; give the node: nsfleet exec NAME NODE --kube -- COMMAND");
         }
         if !cmds.is_empty() {
-            return cmd::clab_exec::exec_labs(cmd::clab_exec::ExecLabsArgs {
+            return clab::exec::exec_labs(clab::exec::ExecLabsArgs {
                 topo,
                 labels,
                 cmds,

@@ -5,7 +5,7 @@
 //! namespace is named `clab-LAB-NODE`, as containerlab names them and netlab expects.
 
 use super::{options, unanswered, Tool};
-use nsfleet_client::clab;
+use nsfleet_clab::lab as clab;
 use std::path::PathBuf;
 
 /// The containerlab whose behaviour nsfleet's containerlab support follows, and which it
@@ -87,7 +87,7 @@ fn apply_fwd_masks(lab: &str, run_dir: &std::path::Path) -> anyhow::Result<()> {
     for (bridge, mask) in text.lines().filter_map(|l| l.split_once(' ')) {
         let script = format!("echo {mask} > /sys/class/net/br0/bridge/group_fwd_mask");
         let words = ["sh", "-c", &script].map(String::from);
-        let out = nsfleet_client::clab_exec::run_in(&exe, run_dir, lab, bridge, &words)?;
+        let out = nsfleet_clab::exec::run_in(&exe, run_dir, lab, bridge, &words)?;
         if !out.status.success() {
             anyhow::bail!(
                 "setting {bridge}'s group_fwd_mask to {mask}: {}",

@@ -6,7 +6,7 @@
 //! node after another, in container-name order. As containerlab, a failing command is
 //! reported and does not fail the whole; a filter that matches no node does.
 
-use super::clab::{deployed, labs};
+use crate::lab::{deployed, labs};
 use anyhow::{bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
