@@ -59,7 +59,7 @@ impl ApplyCommand {
             kube,
         } = self;
         if let Some(cluster) = kube.cluster() {
-            return cmd::kube::apply(&file, format, name, dry_run, &cluster, json);
+            return nsfleet_kube_client::fleet::apply(&file, format, name, dry_run, &cluster, json);
         }
         cmd::apply::apply(cmd::apply::ApplyArgs {
             file,

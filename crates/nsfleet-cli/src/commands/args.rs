@@ -207,8 +207,8 @@ pub struct KubeArgs {
 
 impl KubeArgs {
     /// The cluster, when --kube was given.
-    pub fn cluster(&self) -> Option<cmd::kube::Cluster> {
-        self.kube.then(|| cmd::kube::Cluster {
+    pub fn cluster(&self) -> Option<nsfleet_kube_client::Cluster> {
+        self.kube.then(|| nsfleet_kube_client::Cluster {
             context: self.context.clone(),
             namespace: self.namespace.clone(),
         })

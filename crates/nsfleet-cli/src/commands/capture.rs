@@ -63,14 +63,14 @@ impl CaptureCommand {
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
         if let Some(cluster) = kube.cluster() {
-            let a = cmd::kube_capture::CaptureOn {
+            let a = nsfleet_kube_client::capture::CaptureOn {
                 targets: targets.to_vec(),
                 write,
                 count,
                 snaplen: snaplen as u32,
                 filter: filter.to_vec(),
             };
-            std::process::exit(cmd::kube_capture::capture(&name, a, &cluster)?);
+            std::process::exit(nsfleet_kube_client::capture::capture(&name, a, &cluster)?);
         }
         cmd::capture::capture(cmd::capture::CaptureArgs {
             name,

@@ -31,7 +31,7 @@ impl DownCommand {
             if no_wait {
                 anyhow::bail!("--no-wait with --kube: each machine's agent always waits for its part's reclamation");
             }
-            return cmd::kube::down(&name, &cluster, json);
+            return nsfleet_kube_client::fleet::down(&name, &cluster, json);
         }
         cmd::down::down(cmd::down::DownArgs {
             name,

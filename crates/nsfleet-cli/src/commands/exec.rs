@@ -85,7 +85,9 @@ impl ExecCommand {
             anyhow::bail!("give the fleet and the node: nsfleet exec NAME NODE -- COMMAND");
         };
         if let Some(cluster) = kube.cluster() {
-            std::process::exit(cmd::kube::exec(&name, &node, &command, &cluster)?);
+            std::process::exit(nsfleet_kube_client::fleet::exec(
+                &name, &node, &command, &cluster,
+            )?);
         }
         cmd::exec::exec(cmd::exec::ExecArgs {
             name,

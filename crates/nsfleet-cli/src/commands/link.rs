@@ -42,7 +42,13 @@ impl LinkCommand {
             kube,
         } = self;
         if let Some(cluster) = kube.cluster() {
-            return cmd::kube::link(&name, &target, action.as_deref(), &cluster, json);
+            return nsfleet_kube_client::fleet::link(
+                &name,
+                &target,
+                action.as_deref(),
+                &cluster,
+                json,
+            );
         }
         cmd::link::link(cmd::link::LinkArgs {
             name,

@@ -24,7 +24,7 @@ impl StatusCommand {
             let Some(name) = name else {
                 anyhow::bail!("status --kube needs the fleet's name");
             };
-            return cmd::kube::status(&name, &cluster, json);
+            return nsfleet_kube_client::fleet::status(&name, &cluster, json);
         }
         cmd::status::status(cmd::status::StatusArgs {
             name,

@@ -77,7 +77,14 @@ impl UpCommand {
             if launch.dry_run {
                 anyhow::bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
             }
-            return cmd::kube::up(&file, format, name, machines, &cluster, launch.json);
+            return nsfleet_kube_client::fleet::up(
+                &file,
+                format,
+                name,
+                machines,
+                &cluster,
+                launch.json,
+            );
         }
         cmd::up::up(launch.up(file, format, name, run_dir))
     }
