@@ -18,7 +18,6 @@ pub mod graph;
 pub mod image;
 pub mod impair;
 pub mod link;
-pub mod mn;
 pub mod node;
 mod ports;
 pub mod ready;

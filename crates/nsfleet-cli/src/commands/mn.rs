@@ -1,7 +1,6 @@
 //! `nsfleet mn`: run a Mininet script on nsfleet's Python package.
 
 use clap::Args;
-use nsfleet_client as cmd;
 
 /// Run a script written for Mininet unchanged on nsfleet: its `mininet.*` imports are
 /// answered by nsfleet's Python package (`nsfleet.mininet`: Mininet, Topo, TreeTopo,
@@ -32,6 +31,6 @@ pub struct MnCommand {
 impl MnCommand {
     pub fn run(self) -> anyhow::Result<()> {
         let MnCommand { script } = self;
-        cmd::mn::mn(&script)
+        nsfleet_mininet::mn(&script)
     }
 }
