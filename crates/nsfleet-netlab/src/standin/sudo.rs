@@ -14,8 +14,7 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
     let Some(program) = command.first() else {
         bail!("sudo: no command given");
     };
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nsfleet::sys::is_root() {
         bail!("nsfleet's sudo stand-in runs commands as root only, and this is not root");
     }
     if let Some((bridge, mask)) = host_bridge(command) {
