@@ -4,6 +4,10 @@
 //!
 //! A client reaches a fleet only through its supervisor's control socket and its run
 //! directory: it never holds a namespace or changes a node itself.
+//!
+//! This is what every front shares (connect, the fleet commands, errors, progress, ports,
+//! report); each front (containerlab's, netlab's, Kubernetes', Mininet's) is a crate of its
+//! own on top of it, and this crate never imports one.
 
 pub mod apply;
 pub mod capture;
