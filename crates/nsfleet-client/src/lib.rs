@@ -10,6 +10,7 @@
 //! own on top of it, and this crate never imports one.
 
 pub mod apply;
+pub mod backend;
 pub mod capture;
 pub mod clean;
 pub mod down;

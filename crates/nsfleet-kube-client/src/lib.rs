@@ -10,6 +10,7 @@
 //! itself (a machine's agent runs nsfleet's own commands there), never forks from its
 //! runtime, and the general client never imports it.
 
+mod backend;
 pub mod capture;
 pub mod cluster;
 pub mod fleet;

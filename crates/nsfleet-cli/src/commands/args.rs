@@ -99,11 +99,6 @@ impl ImageArgs {
 }
 
 impl LaunchArgs {
-    /// Whether `--wait` was given.
-    pub fn waits(&self) -> bool {
-        self.wait.is_some()
-    }
-
     /// `up`'s arguments: these, with the file and name that `up` (not `deploy`) takes.
     pub fn up(
         self,
@@ -206,11 +201,14 @@ pub struct KubeArgs {
 }
 
 impl KubeArgs {
-    /// The cluster, when --kube was given.
-    pub fn cluster(&self) -> Option<nsfleet_kube_client::Cluster> {
-        self.kube.then(|| nsfleet_kube_client::Cluster {
-            context: self.context.clone(),
-            namespace: self.namespace.clone(),
-        })
+    /// Where the fleet lives: the cluster when --kube was given, else this machine.
+    pub fn backend(&self) -> Box<dyn cmd::backend::Backend> {
+        match self.kube {
+            true => Box::new(nsfleet_kube_client::Cluster {
+                context: self.context.clone(),
+                namespace: self.namespace.clone(),
+            }),
+            false => Box::new(cmd::backend::Here),
+        }
     }
 }

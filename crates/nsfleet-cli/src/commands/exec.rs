@@ -84,17 +84,12 @@ impl ExecCommand {
         let (Some(name), Some(node)) = (name, node) else {
             anyhow::bail!("give the fleet and the node: nsfleet exec NAME NODE -- COMMAND");
         };
-        if let Some(cluster) = kube.cluster() {
-            std::process::exit(nsfleet_kube_client::fleet::exec(
-                &name, &node, &command, &cluster,
-            )?);
-        }
-        cmd::exec::exec(cmd::exec::ExecArgs {
+        let code = kube.backend().exec(cmd::exec::ExecArgs {
             name,
             node,
             command,
             run_dir,
-        })
-        .map(|_| ())
+        })?;
+        std::process::exit(code)
     }
 }
