@@ -60,10 +60,7 @@ impl ApplyCommand {
             images,
             kube,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            return cmd::kube::apply(&file, format, name, dry_run, &cluster, json);
-        }
-        cmd::apply::apply(cmd::apply::ApplyArgs {
+        kube.backend().apply(cmd::apply::ApplyArgs {
             file,
             format,
             name,

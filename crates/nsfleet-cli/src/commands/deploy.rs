@@ -2,6 +2,7 @@
 
 use super::args::LaunchArgs;
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
@@ -66,7 +67,7 @@ impl DeployCommand {
             vars,
             ..launch.up(None, None, None, run_dir)
         };
-        cmd::clab::deploy(cmd::clab::DeployArgs {
+        clab::lab::deploy(clab::lab::DeployArgs {
             topo,
             reconfigure,
             up,

@@ -2,7 +2,7 @@
 
 use super::args::LabArgs;
 use clap::Args;
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
 /// Take a containerlab lab down (containerlab's verb for `down`)
@@ -27,7 +27,7 @@ impl DestroyCommand {
             cleanup: _,
             json,
         } = self;
-        cmd::clab::destroy(cmd::clab::DestroyArgs {
+        clab::lab::destroy(clab::lab::DestroyArgs {
             lab: lab.into(),
             json,
             run_dir,

@@ -43,10 +43,7 @@ impl LinkCommand {
             json,
             kube,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            return cmd::kube::link(&name, &target, action.as_deref(), &cluster, json);
-        }
-        cmd::link::link(cmd::link::LinkArgs {
+        kube.backend().link(cmd::link::LinkArgs {
             name,
             target,
             action,

@@ -1,7 +1,6 @@
 //! `nsfleet mn`: run a Mininet script on nsfleet's Python package.
 
 use clap::Args;
-use nsfleet_client as cmd;
 
 /// Run a Mininet script, or Mininet's `mn`, on nsfleet
 ///
@@ -34,6 +33,6 @@ pub struct MnCommand {
 impl MnCommand {
     pub fn run(self) -> anyhow::Result<()> {
         let MnCommand { script } = self;
-        cmd::mn::mn(&script)
+        nsfleet_mininet::mn(&script)
     }
 }

@@ -2,7 +2,7 @@
 //! the hidden `nsfleet stand-in TOOL`, which the scripts it puts on netlab's PATH call.
 
 use clap::{Args, ValueEnum};
-use nsfleet_client as cmd;
+use nsfleet_netlab::{netlab, standin};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -36,7 +36,7 @@ pub struct NetlabCommand {
 
 impl NetlabCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let code = cmd::netlab::netlab(cmd::netlab::NetlabArgs {
+        let code = netlab::netlab(netlab::NetlabArgs {
             args: self.args,
             untested: self.untested_netlab,
             run_dir,
@@ -64,11 +64,11 @@ pub struct StandInCommand {
 impl StandInCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let tool = match self.tool {
-            Tool::Containerlab => cmd::standin::Tool::Containerlab,
-            Tool::Docker => cmd::standin::Tool::Docker,
-            Tool::Sudo => cmd::standin::Tool::Sudo,
+            Tool::Containerlab => standin::Tool::Containerlab,
+            Tool::Docker => standin::Tool::Docker,
+            Tool::Sudo => standin::Tool::Sudo,
         };
-        let code = cmd::standin::answer(cmd::standin::StandInArgs {
+        let code = standin::answer(standin::StandInArgs {
             tool,
             args: self.args,
             run_dir,

@@ -2,7 +2,7 @@
 //! containers (clab-LAB-NODE).
 
 use clap::{Args, Subcommand};
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
 /// containerlab's tools: netem and veth on the nodes of running labs
@@ -142,7 +142,7 @@ impl ToolsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         match self {
             ToolsCommand::Netem(NetemCommand::Set(s)) => {
-                cmd::tools::netem_set(cmd::tools::NetemSetArgs {
+                clab::tools::netem_set(clab::tools::NetemSetArgs {
                     container: s.node,
                     iface: s.interface,
                     delay: s.delay,
@@ -154,16 +154,16 @@ impl ToolsCommand {
                 })
             }
             ToolsCommand::Netem(NetemCommand::Show(s)) => {
-                cmd::tools::netem_show(&s.node, s.format == "json", run_dir)
+                clab::tools::netem_show(&s.node, s.format == "json", run_dir)
             }
             ToolsCommand::Netem(NetemCommand::Reset(r)) => {
-                cmd::tools::netem_reset(&r.node, &r.interface, run_dir)
+                clab::tools::netem_reset(&r.node, &r.interface, run_dir)
             }
             ToolsCommand::Vxlan(_) => anyhow::bail!(
                 "nsfleet does not stitch VXLAN tunnels on the host (containerlab's tools vxlan: a VXLAN device on the host tied to a host interface with tc, outside the lab's record and left behind by a kill): give the link `type: vxlan` in the file (remote, vni, dst-port), the same tunnel made from the host into the node and gone with it"
             ),
             ToolsCommand::Veth(VethCommand::Create(v)) => {
-                cmd::tools::veth_create(cmd::tools::VethCreateArgs {
+                clab::tools::veth_create(clab::tools::VethCreateArgs {
                     a: v.a,
                     b: v.b,
                     mtu: v.mtu,

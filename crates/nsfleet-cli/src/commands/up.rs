@@ -3,7 +3,6 @@
 
 use super::args::{parse_format, KubeArgs, LaunchArgs};
 use clap::Args;
-use nsfleet_client as cmd;
 use std::path::PathBuf;
 
 /// Build a fleet from a topology file and leave its supervisor running
@@ -69,18 +68,7 @@ impl UpCommand {
             kube,
             machines,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            let Some(file) = file else {
-                anyhow::bail!("up --kube needs a topology file");
-            };
-            if launch.waits() {
-                anyhow::bail!("--wait with --kube: not offered yet; `nsfleet status --kube` shows each part's processes");
-            }
-            if launch.dry_run {
-                anyhow::bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
-            }
-            return cmd::kube::up(&file, format, name, machines, &cluster, launch.json);
-        }
-        cmd::up::up(launch.up(file, format, name, run_dir))
+        kube.backend()
+            .up(launch.up(file, format, name, run_dir), machines)
     }
 }
