@@ -7,7 +7,7 @@
 //! starts from the same N. Times are end to end, as a user sees them: the command's wall
 //! time.
 
-use super::{emit, machine, metric, need_root, note, ratios, Cli, Common};
+use super::{emit, machine, metric, need_root, note, ratio, Cli, Common};
 use anyhow::bail;
 use nsfleet_results::{Better, Results};
 use std::time::Instant;
@@ -54,7 +54,7 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
             );
             res.metric(
                 &format!("apply_vs_up_n{n}_k{k}"),
-                metric("x", Better::Higher, ratios(&add, &up)),
+                ratio(Better::Higher, &add, &up),
             );
         }
         res.metric(

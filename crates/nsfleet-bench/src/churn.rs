@@ -6,7 +6,7 @@
 //! in the same run, the raw loop: each batch made by one thread (`unshare`, lo up) and
 //! dropped all at once, with nothing around it.
 
-use super::{emit, machine, metric, need_root, note, ratios, raw_namespaces, Common, MemSampler};
+use super::{emit, machine, metric, need_root, note, ratio, raw_namespaces, Common, MemSampler};
 use anyhow::Context;
 use nsfleet::core::{mem_available, Fleet, FleetOptions};
 use nsfleet::subsys::loopback::Loopback;
@@ -117,21 +117,14 @@ pub fn churn(a: ChurnArgs) -> anyhow::Result<()> {
             metric(unit, Neither, f(&raw, get)),
         );
     }
-    let throughput = ratios(
-        &f(&bounded, |r| r.cycles_per_s),
-        &f(&unbounded, |r| r.cycles_per_s),
-    );
+    let rate = |runs: &[Run]| f(runs, |r| r.cycles_per_s);
     res.metric(
         "bounded_vs_unbounded_throughput",
-        metric("x", Higher, throughput).with_target(">= 0.8"),
-    );
-    let against_raw = ratios(
-        &f(&bounded, |r| r.cycles_per_s),
-        &f(&raw, |r| r.cycles_per_s),
-    );
-    res.metric(
+        ratio(Higher, &rate(&bounded), &rate(&unbounded)).with_target(">= 0.8"),
+    )
+    .metric(
         "bounded_vs_raw_throughput",
-        metric("x", Higher, against_raw),
+        ratio(Higher, &rate(&bounded), &rate(&raw)),
     );
     let last = |runs: &[Run], name: String| Series {
         name,

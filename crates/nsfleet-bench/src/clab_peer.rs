@@ -19,7 +19,7 @@
 //! and reports.
 
 use crate::daemons::loopback_routes;
-use crate::{emit, machine, metric, need_root, note, ratios, Cli, Common};
+use crate::{emit, machine, need_root, note, versus, Cli, Common, Ratio};
 use anyhow::{anyhow, bail, Context};
 use nsfleet_results::{Better, Results};
 use std::collections::BTreeMap;
@@ -401,13 +401,15 @@ impl Peers<'_> {
             samples.get(&(Tool::Nsfleet, "floor")),
             samples.get(&(Tool::Nsfleet, "converged")),
         ) {
-            metrics.insert(
-                format!("{lab}.protocol_floor_s"),
-                metric("s", Better::Neither, f.clone()),
-            );
-            metrics.insert(
-                format!("{lab}.converged.nsfleet_over_floor"),
-                metric("x", Better::Lower, ratios(n, f)),
+            versus(
+                metrics,
+                "s",
+                (None, n),
+                (Some(&format!("{lab}.protocol_floor_s")), f),
+                Ratio::OursPerTheirs(
+                    &format!("{lab}.converged.nsfleet_over_floor"),
+                    Better::Lower,
+                ),
             );
         }
         for what in ["deploy", "destroy", "converged"] {
@@ -417,17 +419,12 @@ impl Peers<'_> {
             ) else {
                 continue;
             };
-            metrics.insert(
-                format!("{lab}.{what}.containerlab_s"),
-                metric("s", Better::Neither, c.clone()),
-            );
-            metrics.insert(
-                format!("{lab}.{what}.nsfleet_s"),
-                metric("s", Better::Lower, n.clone()),
-            );
-            metrics.insert(
-                format!("{lab}.{what}.ratio"),
-                metric("x", Better::Higher, ratios(c, n)),
+            versus(
+                metrics,
+                "s",
+                (Some(&format!("{lab}.{what}.nsfleet_s")), n),
+                (Some(&format!("{lab}.{what}.containerlab_s")), c),
+                Ratio::TheirsPerOurs(&format!("{lab}.{what}.ratio"), Better::Higher),
             );
         }
     }

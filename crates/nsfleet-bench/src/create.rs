@@ -6,7 +6,8 @@
 //! Rates, per-operation latency distributions, and teardown to full reclamation.
 
 use super::{
-    cdf_points, emit, machine, metric, need_root, note, ratios, raw_namespaces, which, Cli, Common,
+    cdf_points, emit, machine, metric, need_root, note, raw_namespaces, versus, which, Cli, Common,
+    Ratio,
 };
 use anyhow::{bail, Context};
 use nsfleet::core::{Fleet, FleetOptions};
@@ -96,6 +97,7 @@ pub fn create(a: CreateArgs) -> anyhow::Result<()> {
 
 fn metrics(res: &mut Results, s: &Samples, workers: usize) {
     use Better::*;
+    use Ratio::*;
     let best = &s.nsfleet_rate[workers - 1];
     for (w, v) in s.nsfleet_rate.iter().enumerate() {
         res.metric(
@@ -103,36 +105,61 @@ fn metrics(res: &mut Results, s: &Samples, workers: usize) {
             metric("nodes/s", Higher, v.clone()),
         );
     }
+    // nsfleet's best rate against each peer's; the shell and `ip netns add` where measured.
+    let mut peers = vec![
+        (
+            "nodes/s",
+            "raw_nodes_per_s",
+            &s.raw_rate,
+            "nsfleet_vs_raw",
+            Some(">= 0.8"),
+        ),
+        (
+            "nodes/s",
+            "raw_lo_nodes_per_s",
+            &s.raw_lo_rate,
+            "nsfleet_vs_raw_lo_up",
+            None,
+        ),
+    ];
+    if !s.shell_rate.is_empty() {
+        peers.extend([
+            (
+                "ops/s",
+                "shell_ops_per_s",
+                &s.shell_rate,
+                "nsfleet_vs_shell",
+                Some(">= 5"),
+            ),
+            (
+                "ops/s",
+                "ip_netns_add_per_s",
+                &s.ip_rate,
+                "nsfleet_vs_ip_netns_add",
+                None,
+            ),
+        ]);
+    }
+    let m = &mut res.metrics;
+    for (unit, name, theirs, ratio, target) in peers {
+        versus(
+            m,
+            unit,
+            (None, best),
+            (Some(name), theirs),
+            OursPerTheirs(ratio, Higher),
+        )
+        .target = target.map(String::from);
+    }
+    versus(
+        m,
+        "s",
+        (Some("nsfleet_down_s"), &s.nsfleet_down_s),
+        (Some("raw_lo_down_s"), &s.raw_lo_down_s),
+        TheirsPerOurs("nsfleet_teardown_vs_raw_lo", Higher),
+    )
+    .target = Some(">= 0.9 (same kernel objects)".into());
     res.metric(
-        "raw_nodes_per_s",
-        metric("nodes/s", Neither, s.raw_rate.clone()),
-    )
-    .metric(
-        "raw_lo_nodes_per_s",
-        metric("nodes/s", Neither, s.raw_lo_rate.clone()),
-    )
-    .metric(
-        "nsfleet_vs_raw",
-        metric("x", Higher, ratios(best, &s.raw_rate)).with_target(">= 0.8"),
-    )
-    .metric(
-        "nsfleet_vs_raw_lo_up",
-        metric("x", Higher, ratios(best, &s.raw_lo_rate)),
-    )
-    .metric(
-        "nsfleet_down_s",
-        metric("s", Lower, s.nsfleet_down_s.clone()),
-    )
-    .metric(
-        "raw_lo_down_s",
-        metric("s", Neither, s.raw_lo_down_s.clone()),
-    )
-    .metric(
-        "nsfleet_teardown_vs_raw_lo",
-        metric("x", Higher, ratios(&s.raw_lo_down_s, &s.nsfleet_down_s))
-            .with_target(">= 0.9 (same kernel objects)"),
-    )
-    .metric(
         "supervisor_rss_per_node_bytes",
         metric("bytes", Lower, s.rss_per_node.clone()).with_target("<= 2048"),
     )
@@ -140,24 +167,6 @@ fn metrics(res: &mut Results, s: &Samples, workers: usize) {
         "kernel_per_node_bytes",
         metric("bytes", Lower, s.kernel_per_node.clone()),
     );
-    if !s.shell_rate.is_empty() {
-        res.metric(
-            "shell_ops_per_s",
-            metric("ops/s", Neither, s.shell_rate.clone()),
-        )
-        .metric(
-            "ip_netns_add_per_s",
-            metric("ops/s", Neither, s.ip_rate.clone()),
-        )
-        .metric(
-            "nsfleet_vs_shell",
-            metric("x", Higher, ratios(best, &s.shell_rate)).with_target(">= 5"),
-        )
-        .metric(
-            "nsfleet_vs_ip_netns_add",
-            metric("x", Higher, ratios(best, &s.ip_rate)),
-        );
-    }
     for (name, lat) in [
         ("nsfleet", &s.nsfleet_lat),
         ("raw", &s.raw_lat),

@@ -11,7 +11,7 @@
 //! with Docker on the same nodes is the peer where both are installed; without
 //! them it is said, and not measured.
 
-use super::{emit, machine, metric, need_root, note, ratios, Cli, Common};
+use super::{emit, machine, metric, need_root, note, versus, Cli, Common, Ratio};
 use anyhow::{bail, Context};
 use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
 use nsfleet_image::local_registry::{missing_tools, LocalRegistry};
@@ -67,15 +67,12 @@ pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
     let missing = missing_tools();
     if missing.is_empty() {
         let (nsfleet, skopeo) = pulls(c, &store.0)?;
-        res.metric("pull_s", metric("s", Better::Lower, nsfleet.clone()))
-            .metric(
-                "skopeo_copy_s",
-                metric("s", Better::Neither, skopeo.clone()),
-            )
-            .metric(
-                "pull_vs_skopeo",
-                metric("x", Better::Lower, ratios(&nsfleet, &skopeo)).with_target("<= 1.2"),
-            );
+        let (ours, theirs) = (
+            (Some("pull_s"), &nsfleet[..]),
+            (Some("skopeo_copy_s"), &skopeo[..]),
+        );
+        let ratio = Ratio::OursPerTheirs("pull_vs_skopeo", Better::Lower);
+        versus(&mut res.metrics, "s", ours, theirs, ratio).target = Some("<= 1.2".into());
     } else {
         note(&format!(
             "{missing:?} not installed: the pull is not measured"
@@ -422,48 +419,43 @@ fn run(cmd: &mut std::process::Command) -> anyhow::Result<()> {
 
 fn peer_metrics(res: &mut Results, count: u64, s: &PeerSamples) {
     use Better::*;
+    use Ratio::*;
     let k = |what: &str| format!("clab{count}_{what}");
-    res.metric(
-        &k("containerlab_deploy_s"),
-        metric("s", Neither, s.clab_deploy_s.clone()),
-    )
-    .metric(
-        &k("nsfleet_deploy_s"),
-        metric("s", Lower, s.nsfleet_deploy_s.clone()),
-    )
-    .metric(
-        &k("deploy_vs_containerlab"),
-        metric("x", Higher, ratios(&s.clab_deploy_s, &s.nsfleet_deploy_s)).with_target(">= 50"),
-    )
-    .metric(
-        &k("containerlab_destroy_s"),
-        metric("s", Neither, s.clab_destroy_s.clone()),
-    )
-    .metric(
-        &k("nsfleet_destroy_s"),
-        metric("s", Lower, s.nsfleet_destroy_s.clone()),
-    )
-    .metric(
-        &k("destroy_vs_containerlab"),
-        metric("x", Higher, ratios(&s.clab_destroy_s, &s.nsfleet_destroy_s)),
-    )
-    .metric(
-        &k("containerlab_pss_per_node_bytes"),
-        metric("bytes", Neither, s.clab_mem_per_node.clone()),
-    )
-    .metric(
-        &k("nsfleet_pss_per_node_bytes"),
-        metric("bytes", Lower, s.nsfleet_mem_per_node.clone()),
-    )
-    .metric(
-        &k("memory_vs_containerlab"),
-        metric(
-            "x",
-            Higher,
-            ratios(&s.clab_mem_per_node, &s.nsfleet_mem_per_node),
+    for (figure, ratio, unit, ours, theirs, target) in [
+        (
+            "deploy_s",
+            "deploy",
+            "s",
+            &s.nsfleet_deploy_s,
+            &s.clab_deploy_s,
+            Some(">= 50"),
+        ),
+        (
+            "destroy_s",
+            "destroy",
+            "s",
+            &s.nsfleet_destroy_s,
+            &s.clab_destroy_s,
+            None,
+        ),
+        (
+            "pss_per_node_bytes",
+            "memory",
+            "bytes",
+            &s.nsfleet_mem_per_node,
+            &s.clab_mem_per_node,
+            Some(">= 10"),
+        ),
+    ] {
+        versus(
+            &mut res.metrics,
+            unit,
+            (Some(&k(&format!("nsfleet_{figure}"))), ours),
+            (Some(&k(&format!("containerlab_{figure}"))), theirs),
+            TheirsPerOurs(&k(&format!("{ratio}_vs_containerlab")), Higher),
         )
-        .with_target(">= 10"),
-    );
+        .target = target.map(String::from);
+    }
 }
 
 /// The pulled image's size: what a pull's time is against.
@@ -554,36 +546,32 @@ fn du(dir: &Path) -> u64 {
 
 fn metrics(res: &mut Results, count: u64, s: &Samples) {
     use Better::*;
+    use Ratio::*;
     let k = |what: &str| format!("n{count}_{what}");
-    res.metric(&k("image_up_s"), metric("s", Lower, s.image_up_s.clone()))
-        .metric(&k("plain_up_s"), metric("s", Neither, s.plain_up_s.clone()))
-        .metric(
-            &k("image_vs_plain_up"),
-            metric("x", Lower, ratios(&s.image_up_s, &s.plain_up_s)).with_target("<= 1.5"),
+    for (what, ours, theirs, target) in [
+        ("up", &s.image_up_s, &s.plain_up_s, Some("<= 1.5")),
+        ("down", &s.image_down_s, &s.plain_down_s, None),
+    ] {
+        versus(
+            &mut res.metrics,
+            "s",
+            (Some(&k(&format!("image_{what}_s"))), ours),
+            (Some(&k(&format!("plain_{what}_s"))), theirs),
+            OursPerTheirs(&k(&format!("image_vs_plain_{what}")), Lower),
         )
-        .metric(
-            &k("image_down_s"),
-            metric("s", Lower, s.image_down_s.clone()),
-        )
-        .metric(
-            &k("plain_down_s"),
-            metric("s", Neither, s.plain_down_s.clone()),
-        )
-        .metric(
-            &k("image_vs_plain_down"),
-            metric("x", Lower, ratios(&s.image_down_s, &s.plain_down_s)),
-        )
-        .metric(
-            &k("image_mem_per_node_bytes"),
-            metric("bytes", Lower, s.image_mem_per_node.clone()),
-        )
-        .metric(
-            &k("plain_mem_per_node_bytes"),
-            metric("bytes", Neither, s.plain_mem_per_node.clone()),
-        )
-        .metric(
-            &k("image_layers_on_disk_bytes"),
-            metric("bytes", Lower, s.layers_bytes.clone())
-                .with_target("the image's layers once, whatever the count"),
-        );
+        .target = target.map(String::from);
+    }
+    res.metric(
+        &k("image_mem_per_node_bytes"),
+        metric("bytes", Lower, s.image_mem_per_node.clone()),
+    )
+    .metric(
+        &k("plain_mem_per_node_bytes"),
+        metric("bytes", Neither, s.plain_mem_per_node.clone()),
+    )
+    .metric(
+        &k("image_layers_on_disk_bytes"),
+        metric("bytes", Lower, s.layers_bytes.clone())
+            .with_target("the image's layers once, whatever the count"),
+    );
 }

@@ -39,6 +39,7 @@ pub use traffic::{traffic, TrafficArgs};
 
 use anyhow::{bail, Context};
 use nsfleet_results::{Machine, Metric, Results};
+use std::collections::{btree_map::Entry, BTreeMap};
 use std::io::IsTerminal;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -329,6 +330,57 @@ pub(crate) fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x / y).collect()
 }
 
+/// A ratio of two contenders' samples, run by run, as a metric in "x".
+pub(crate) fn ratio(better: nsfleet_results::Better, a: &[f64], b: &[f64]) -> Metric {
+    metric("x", better, ratios(a, b))
+}
+
+/// Which way a ratio of nsfleet to a peer divides, with its name and its direction.
+pub(crate) enum Ratio<'a> {
+    /// nsfleet's samples over the peer's: a rate's multiple, or a time's overhead.
+    OursPerTheirs(&'a str, nsfleet_results::Better),
+    /// The peer's samples over nsfleet's: how many times faster nsfleet is, from times.
+    TheirsPerOurs(&'a str, nsfleet_results::Better),
+}
+
+/// nsfleet measured against a peer on one figure in `unit`: nsfleet's metric, the peer's
+/// and their ratio, each named (a side named `None` is among the metrics already). The
+/// peer's figure is kept for the record (`Neither`); nsfleet's is judged the way its ratio
+/// reads. Returns the ratio, for a target.
+pub(crate) fn versus<'m>(
+    metrics: &'m mut BTreeMap<String, Metric>,
+    unit: &str,
+    (ours_name, ours): (Option<&str>, &[f64]),
+    (theirs_name, theirs): (Option<&str>, &[f64]),
+    ratio_of: Ratio<'_>,
+) -> &'m mut Metric {
+    use nsfleet_results::Better::*;
+    let (name, ours_better, value) = match ratio_of {
+        Ratio::OursPerTheirs(name, better) => (name, better, ratio(better, ours, theirs)),
+        Ratio::TheirsPerOurs(name, better) => {
+            let flipped = match better {
+                Higher => Lower,
+                Lower => Higher,
+                Neither => Neither,
+            };
+            (name, flipped, ratio(better, theirs, ours))
+        }
+    };
+    if let Some(n) = ours_name {
+        metrics.insert(n.to_string(), metric(unit, ours_better, ours.to_vec()));
+    }
+    if let Some(n) = theirs_name {
+        metrics.insert(n.to_string(), metric(unit, Neither, theirs.to_vec()));
+    }
+    match metrics.entry(name.to_string()) {
+        Entry::Occupied(mut e) => {
+            e.insert(value);
+            e.into_mut()
+        }
+        Entry::Vacant(e) => e.insert(value),
+    }
+}
+
 /// Refuses to run a scenario without root, where it would fail half-way instead.
 pub(crate) fn need_root(scenario: &str) -> anyhow::Result<()> {
     if !nsfleet::sys::is_root() {
@@ -609,7 +661,7 @@ fn cpu_model() -> String {
 
 /// The config options these results depend on, from /proc/config.gz or
 /// /boot/config-RELEASE (whichever is readable; none is fine).
-fn kernel_config() -> std::collections::BTreeMap<String, String> {
+fn kernel_config() -> BTreeMap<String, String> {
     const KEYS: [&str; 7] = [
         "CONFIG_PREEMPT",
         "CONFIG_PREEMPT_VOLUNTARY",

@@ -5,7 +5,7 @@
 //! nsfleet's own `up` of the same topology (the file the API writes). The ratios: Mininet
 //! over the API, and the API over `up`: what the Python layer adds (target: under 10%).
 
-use crate::{emit, machine, metric, need_root, note, ratios, Cli, Common};
+use crate::{emit, machine, metric, need_root, note, versus, Cli, Common, Ratio::*};
 use anyhow::{bail, Context};
 use nsfleet_results::{Better::*, Results};
 use std::path::PathBuf;
@@ -138,33 +138,27 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     res.metric("api_start_s", m("s", &api.start))
         .metric("api_ready_s", m("s", &api.ready))
         .metric("api_stop_s", m("s", &api.stop));
+    let (api_ready, api_stop) = ((None, &api.ready[..]), (None, &api.stop[..]));
     if !up.ready.is_empty() {
-        res.metric("up_ready_s", m("s", &up.ready))
-            .metric("up_stop_s", m("s", &up.stop))
-            .metric(
-                "api_over_up_ready",
-                metric("x", Lower, ratios(&api.ready, &up.ready)).with_target("< 1.10"),
-            );
+        res.metric("up_stop_s", m("s", &up.stop));
+        let up_ready = (Some("up_ready_s"), &up.ready[..]);
+        let ratio = OursPerTheirs("api_over_up_ready", Lower);
+        versus(&mut res.metrics, "s", api_ready, up_ready, ratio).target = Some("< 1.10".into());
     }
     if !mn.ready.is_empty() {
-        res.metric("mininet_ready_s", m("s", &mn.ready))
-            .metric("mininet_stop_s", m("s", &mn.stop))
-            .metric(
-                "api_vs_mininet_ready",
-                metric("x", Higher, ratios(&mn.ready, &api.ready)),
-            )
-            .metric(
-                "api_vs_mininet_stop",
-                metric("x", Higher, ratios(&mn.stop, &api.stop)),
-            );
+        let mn_ready = (Some("mininet_ready_s"), &mn.ready[..]);
+        let mn_stop = (Some("mininet_stop_s"), &mn.stop[..]);
+        let ratio = TheirsPerOurs("api_vs_mininet_ready", Higher);
+        versus(&mut res.metrics, "s", api_ready, mn_ready, ratio);
+        let ratio = TheirsPerOurs("api_vs_mininet_stop", Higher);
+        versus(&mut res.metrics, "s", api_stop, mn_stop, ratio);
     }
     if !bridges.ready.is_empty() {
-        res.metric("up_bridges_ready_s", m("s", &bridges.ready))
-            .metric("up_bridges_stop_s", m("s", &bridges.stop))
-            .metric(
-                "up_ovs_over_bridges_ready",
-                metric("x", Lower, ratios(&up.ready, &bridges.ready)),
-            );
+        res.metric("up_bridges_stop_s", m("s", &bridges.stop));
+        let up_ready = (None, &up.ready[..]);
+        let bridges_ready = (Some("up_bridges_ready_s"), &bridges.ready[..]);
+        let ratio = OursPerTheirs("up_ovs_over_bridges_ready", Lower);
+        versus(&mut res.metrics, "s", up_ready, bridges_ready, ratio);
     }
     if a.ovs() {
         res.metric("api_switch_pss_mb", m("MB", &api.switch_pss));

@@ -11,7 +11,9 @@
 //!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
 //!   building that topology (what the kernel work alone allows against Mininet).
 
-use super::{emit, machine, metric, need_root, note, ratios, raw, which, Cli, Common};
+use super::{
+    emit, machine, metric, need_root, note, ratio, raw, versus, which, Cli, Common, Ratio,
+};
 use anyhow::{bail, Context};
 use nsfleet::core::{Fleet, FleetOptions};
 use nsfleet::sys;
@@ -160,6 +162,7 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
 
 fn step_metrics(res: &mut Results, steps: &[Step]) {
     use Better::*;
+    use Ratio::*;
     let rate = |n: u64, v: &[f64]| v.iter().map(|s| n as f64 / s).collect::<Vec<_>>();
     let (mut ns_curve, mut raw_curve) = (Vec::new(), Vec::new());
     let (mut mv_curve, mut raw_mv_curve) = (Vec::new(), Vec::new());
@@ -167,41 +170,54 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
         let n = s.count;
         let (ns, raw) = (rate(n, &s.nsfleet_up_s), rate(n, &s.raw_up_s));
         let m = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
+        let (macvlan, raw_macvlan) = (rate(n, &s.macvlan_up_s), rate(n, &s.raw_macvlan_up_s));
+        let at = |what: &str| format!("{what}_at_{n}");
+        // Each against the raw veth pair's rate, which the first records.
+        for (ours, v, theirs, ratio, better, target) in [
+            (
+                "nsfleet_routers_per_s",
+                &ns,
+                Some("raw_routers_per_s"),
+                "nsfleet_vs_raw",
+                Higher,
+                Some(">= 0.8"),
+            ),
+            (
+                "nsfleet_macvlan_routers_per_s",
+                &macvlan,
+                None,
+                "nsfleet_macvlan_vs_raw",
+                Higher,
+                Some(">= 1.5"),
+            ),
+            (
+                "raw_macvlan_routers_per_s",
+                &raw_macvlan,
+                None,
+                "raw_macvlan_vs_raw",
+                Neither,
+                None,
+            ),
+        ] {
+            let theirs = theirs.map(at);
+            let theirs = (theirs.as_deref(), &raw[..]);
+            let ratio = OursPerTheirs(&at(ratio), better);
+            versus(
+                &mut res.metrics,
+                "routers/s",
+                (Some(&at(ours)), v),
+                theirs,
+                ratio,
+            )
+            .target = target.map(String::from);
+        }
         res.metric(
-            &format!("nsfleet_routers_per_s_at_{n}"),
-            m("routers/s", Higher, &ns),
-        )
-        .metric(
-            &format!("raw_routers_per_s_at_{n}"),
-            m("routers/s", Neither, &raw),
-        )
-        .metric(
-            &format!("nsfleet_vs_raw_at_{n}"),
-            metric("x", Higher, ratios(&ns, &raw)).with_target(">= 0.8"),
-        )
-        .metric(
-            &format!("nsfleet_macvlan_routers_per_s_at_{n}"),
-            m("routers/s", Higher, &rate(n, &s.macvlan_up_s)),
-        )
-        .metric(
-            &format!("nsfleet_macvlan_vs_raw_at_{n}"),
-            metric("x", Higher, ratios(&rate(n, &s.macvlan_up_s), &raw)).with_target(">= 1.5"),
-        )
-        .metric(
             &format!("nsfleet_macvlan_down_to_reclaimed_s_at_{n}"),
             m("s", Lower, &s.macvlan_down_s),
         )
         .metric(
             &format!("kernel_per_router_bytes_macvlan_at_{n}"),
             m("bytes", Lower, &s.macvlan_kernel_per_router_bytes),
-        )
-        .metric(
-            &format!("raw_macvlan_routers_per_s_at_{n}"),
-            m("routers/s", Neither, &rate(n, &s.raw_macvlan_up_s)),
-        )
-        .metric(
-            &format!("raw_macvlan_vs_raw_at_{n}"),
-            metric("x", Neither, ratios(&rate(n, &s.raw_macvlan_up_s), &raw)),
         )
         .metric(
             &format!("raw_macvlan_down_to_reclaimed_s_at_{n}"),
@@ -234,11 +250,8 @@ fn step_metrics(res: &mut Results, steps: &[Step]) {
         );
         ns_curve.push((n as f64, nsfleet_results::median(&ns)));
         raw_curve.push((n as f64, nsfleet_results::median(&raw)));
-        mv_curve.push((n as f64, nsfleet_results::median(&rate(n, &s.macvlan_up_s))));
-        raw_mv_curve.push((
-            n as f64,
-            nsfleet_results::median(&rate(n, &s.raw_macvlan_up_s)),
-        ));
+        mv_curve.push((n as f64, nsfleet_results::median(&macvlan)));
+        raw_mv_curve.push((n as f64, nsfleet_results::median(&raw_macvlan)));
     }
     res.charts.push(Chart {
         id: "routers-rate".into(),
@@ -400,46 +413,71 @@ fn mininet_vs_linear(k: u64, c: &Common, fleet: &Fleet) -> anyhow::Result<Minine
 
 fn mininet_metrics(res: &mut Results, m: &MininetRuns) {
     use Better::*;
-    let m2 = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
-    res.metric("mininet_start_s", m2("s", Neither, &m.mininet_up_s))
-        .metric("mininet_stop_s", m2("s", Neither, &m.mininet_down_s))
-        .metric("nsfleet_linear_start_s", m2("s", Lower, &m.nsfleet_up_s))
-        .metric("nsfleet_linear_stop_s", m2("s", Lower, &m.nsfleet_drop_s))
-        .metric(
+    for (name, better, v) in [
+        ("mininet_start_s", Neither, &m.mininet_up_s),
+        ("mininet_stop_s", Neither, &m.mininet_down_s),
+        ("nsfleet_linear_start_s", Lower, &m.nsfleet_up_s),
+        ("nsfleet_linear_stop_s", Lower, &m.nsfleet_drop_s),
+        (
             "nsfleet_linear_stop_to_reclaimed_s",
-            m2("s", Lower, &m.nsfleet_down_s),
-        )
-        .metric("raw_linear_start_s", m2("s", Neither, &m.raw_up_s))
-        .metric(
-            "linear_links_kernel_floor_s",
-            m2("s", Neither, &m.links_floor_s),
-        )
-        .metric(
+            Lower,
+            &m.nsfleet_down_s,
+        ),
+        ("raw_linear_start_s", Neither, &m.raw_up_s),
+        ("linear_links_kernel_floor_s", Neither, &m.links_floor_s),
+    ] {
+        res.metric(name, metric("s", better, v.clone()));
+    }
+    // Each as how many times faster than the slower: its seconds over the faster's.
+    let (mininet_up, mininet_down) = (&m.mininet_up_s, &m.mininet_down_s);
+    for (name, better, slower, faster, target) in [
+        (
             "nsfleet_vs_mininet_start",
-            metric("x", Higher, ratios(&m.mininet_up_s, &m.nsfleet_up_s)).with_target(">= 50"),
-        )
-        .metric(
+            Higher,
+            mininet_up,
+            &m.nsfleet_up_s,
+            Some(">= 50"),
+        ),
+        (
             "nsfleet_vs_mininet_stop",
-            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_drop_s)).with_target(">= 50"),
-        )
-        .metric(
+            Higher,
+            mininet_down,
+            &m.nsfleet_drop_s,
+            Some(">= 50"),
+        ),
+        (
             "nsfleet_to_reclaimed_vs_mininet_stop",
-            metric("x", Higher, ratios(&m.mininet_down_s, &m.nsfleet_down_s)),
-        )
-        .metric(
+            Higher,
+            mininet_down,
+            &m.nsfleet_down_s,
+            None,
+        ),
+        (
             "nsfleet_vs_raw_linear_start",
-            metric("x", Higher, ratios(&m.raw_up_s, &m.nsfleet_up_s)),
-        )
-        .metric(
+            Higher,
+            &m.raw_up_s,
+            &m.nsfleet_up_s,
+            None,
+        ),
+        (
             "raw_linear_vs_mininet_start",
-            metric("x", Neither, ratios(&m.mininet_up_s, &m.raw_up_s))
-                .with_target("the kernel work alone, on one thread"),
-        )
-        .metric(
+            Neither,
+            mininet_up,
+            &m.raw_up_s,
+            Some("the kernel work alone, on one thread"),
+        ),
+        (
             "kernel_floor_vs_mininet_start",
-            metric("x", Neither, ratios(&m.mininet_up_s, &m.links_floor_s))
-                .with_target("the links alone: no tool can pass this"),
-        );
+            Neither,
+            mininet_up,
+            &m.links_floor_s,
+            Some("the links alone: no tool can pass this"),
+        ),
+    ] {
+        let mut r = ratio(better, slower, faster);
+        r.target = target.map(String::from);
+        res.metric(name, r);
+    }
 }
 
 /// Mininet's (start, stop) seconds for LinearTopo(k).

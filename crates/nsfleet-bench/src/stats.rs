@@ -5,7 +5,7 @@
 //! `docker exec` or `ip netns exec` per node would) over K of the same nodes, in the same
 //! run, per node.
 
-use super::{cpu_of, emit, machine, metric, need_root, note, ratios, Cli, Common};
+use super::{cpu_of, emit, machine, metric, need_root, note, versus, Cli, Common, Ratio};
 use anyhow::bail;
 use nsfleet_results::{Better, Results};
 use std::time::Instant;
@@ -54,17 +54,12 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
         &format!("refresh_wall_s_at_{count}"),
         metric("s", Better::Lower, wall),
     );
-    res.metric(
-        "nsfleet_cpu_ms_per_node",
-        metric("ms", Better::Lower, own.clone()),
-    );
-    res.metric(
-        "process_per_node_cpu_ms_per_node",
-        metric("ms", Better::Neither, theirs.clone()),
-    );
-    res.metric(
-        "process_per_node_vs_nsfleet",
-        metric("x", Better::Higher, ratios(&theirs, &own)),
+    versus(
+        &mut res.metrics,
+        "ms",
+        (Some("nsfleet_cpu_ms_per_node"), &own),
+        (Some("process_per_node_cpu_ms_per_node"), &theirs),
+        Ratio::TheirsPerOurs("process_per_node_vs_nsfleet", Better::Higher),
     );
     emit(
         &res,

@@ -12,7 +12,7 @@
 //! (`net.ipv4.icmp_msgs_per_sec = 0`) for every contender alike: otherwise its
 //! port-unreachable route lookups, not the senders, set every rate.
 
-use super::{emit, machine, metric, need_root, note, ratios, which, Cli, Common};
+use super::{emit, machine, metric, need_root, note, ratio, versus, which, Cli, Common, Ratio};
 use anyhow::{bail, Context};
 use nsfleet_results::{Better, Results};
 use serde_json::Value;
@@ -231,6 +231,7 @@ fn trafgen(cli: &Cli, secs: f64) -> anyhow::Result<f64> {
 
 fn results(s: &Samples, secs: f64, loop_packets: u64, c: &Common) -> Results {
     use Better::*;
+    use Ratio::*;
     let mut res = Results::new(
         "traffic",
         machine(),
@@ -247,14 +248,6 @@ fn results(s: &Samples, secs: f64, loop_packets: u64, c: &Common) -> Results {
     res.metric("nsfleet_pps", metric("pps", Higher, s.auto.clone()))
         .metric("nsfleet_ring_pps", metric("pps", Higher, s.ring.clone()))
         .metric(
-            "nsfleet_two_threads_pps",
-            metric("pps", Higher, s.two.clone()),
-        )
-        .metric(
-            "two_threads_vs_one",
-            metric("x", Higher, ratios(&s.two, &s.auto)).with_target(">= 1.6"),
-        )
-        .metric(
             "loop_ns_per_packet_rcu",
             metric("ns", Lower, ns(&s.loop_rcu)),
         )
@@ -270,16 +263,30 @@ fn results(s: &Samples, secs: f64, loop_packets: u64, c: &Common) -> Results {
             "rcu_saving_ring_ns_per_packet",
             metric("ns", Neither, saving(&s.ring_locked, &s.ring)),
         );
+    let two = (Some("nsfleet_two_threads_pps"), &s.two[..]);
+    versus(
+        &mut res.metrics,
+        "pps",
+        two,
+        (None, &s.auto),
+        OursPerTheirs("two_threads_vs_one", Higher),
+    )
+    .target = Some(">= 1.6".into());
     if !s.trafgen.is_empty() {
-        res.metric("trafgen_pps", metric("pps", Neither, s.trafgen.clone()))
-            .metric(
-                "nsfleet_vs_trafgen",
-                metric("x", Higher, ratios(&s.auto, &s.trafgen)).with_target(">= 2"),
-            )
-            .metric(
-                "nsfleet_ring_vs_trafgen",
-                metric("x", Higher, ratios(&s.ring, &s.trafgen)),
-            );
+        let m = &mut res.metrics;
+        let trafgen = (Some("trafgen_pps"), &s.trafgen[..]);
+        versus(
+            m,
+            "pps",
+            (None, &s.auto),
+            trafgen,
+            OursPerTheirs("nsfleet_vs_trafgen", Higher),
+        )
+        .target = Some(">= 2".into());
+        m.insert(
+            "nsfleet_ring_vs_trafgen".into(),
+            ratio(Higher, &s.ring, &s.trafgen),
+        );
     }
     res
 }

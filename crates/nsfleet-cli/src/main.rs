@@ -19,7 +19,7 @@ const AFTER: &str = "Examples:
   nsfleet up examples/hosts.toml     # a fleet from a topology file
   nsfleet deploy -t lab.clab.yml     # a containerlab topology, without Docker
   nsfleet status                     # every fleet; `--json` for machines
-  nsfleet exec default h1 -- ip addr # a command inside node h1
+  nsfleet exec default r1 -- ip addr # a command inside node r1
   nsfleet down default               # tear down, wait for the kernel to reclaim
   nsfleet bench create --count 2000  # nsfleet against raw unshare and a shell loop
   nsfleet image pull alpine:3.20     # an image from its registry into nsfleet's image store
@@ -51,7 +51,7 @@ fn main() {
     let run_dir = cli.run_dir;
     // Every command that makes, reads or reaches a fleet trusts the run directory: it is
     // checked once, here (the bench, the report and the image store keep to folders of
-    // their own).
+    // their own; completions and man pages reach no fleet).
     let trusts = !matches!(
         cli.command,
         Command::Bench(_)
@@ -59,6 +59,8 @@ fn main() {
             | Command::Vm(_)
             | Command::Mn(_)
             | Command::Image(_)
+            | Command::Completions(_)
+            | Command::Manpage(_)
     );
     if trusts {
         if let Err(e) = nsfleet::rundir::RunDir::new(&run_dir).check() {
@@ -93,6 +95,8 @@ fn main() {
         Command::Vm(c) => c.run(),
         Command::Mn(c) => c.run(),
         Command::Image(c) => c.run(),
+        Command::Completions(c) => c.run(Cli::command()),
+        Command::Manpage(c) => c.run(Cli::command()),
         Command::Netlab(c) => c.run(run_dir),
         Command::StandIn(c) => c.run(run_dir),
     };
@@ -118,5 +122,73 @@ fn asks_json(m: &ArgMatches) -> bool {
     match m.subcommand() {
         Some((_, sub)) => asks_json(sub),
         None => matches!(m.try_get_one::<bool>("json"), Ok(Some(true))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every command `--help` shows, at any depth, as `nsfleet kube image`, but clap's own
+    /// `help`.
+    fn shown(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            if sub.is_hide_set() || sub.get_name() == "help" {
+                continue;
+            }
+            let path = format!("{path} {}", sub.get_name());
+            shown(sub, &path, out);
+            out.push((path, sub.clone()));
+        }
+    }
+
+    #[test]
+    fn clap_accepts_the_definition() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_lists_one_line_per_command() {
+        // Wide enough that nothing wraps: each line is as long as its text.
+        let mut cli = Cli::command().term_width(1000);
+        let help = cli.render_help().to_string();
+        let list: Vec<&str> = (help.lines())
+            .skip_while(|l| *l != "Commands:")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let names: Vec<&str> = (cli.get_subcommands())
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
+        assert_eq!(list.len(), names.len(), "a line per command:\n{help}");
+        for (line, name) in list.iter().zip(names) {
+            assert!(line.trim_start().starts_with(name), "{name}: {line}");
+            assert!(line.chars().count() < 100, "{name}'s line is long: {line}");
+        }
+    }
+
+    #[test]
+    fn every_command_has_a_summary_and_keeps_its_long_help() {
+        let mut commands = Vec::new();
+        shown(&Cli::command(), "nsfleet", &mut commands);
+        assert!(commands.len() > 40, "{}", commands.len());
+        for (path, cmd) in commands {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{path} has no summary");
+            assert!(
+                !about.contains('\n'),
+                "{path}'s summary is not one line: {about}"
+            );
+            assert!(
+                about.chars().count() <= 72,
+                "{path}'s summary is long: {about}"
+            );
+            assert!(!about.ends_with('.'), "{path}'s summary ends with a period");
+            let long = cmd.get_long_about().map(|a| a.to_string());
+            let long = long.unwrap_or(about.clone());
+            assert!(long.len() >= about.len(), "{path}'s long help is shorter");
+        }
     }
 }

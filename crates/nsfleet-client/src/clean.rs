@@ -14,6 +14,17 @@ pub struct CleanArgs {
     pub name: Option<String>,
     pub all: bool,
     pub run_dir: PathBuf,
+    /// What the fronts leave under the run directory, swept with `--all` after the
+    /// fleets.
+    pub sweeps: Vec<Sweep>,
+}
+
+/// A front's leftovers under the run directory (a killed run's folder): `sweep` removes
+/// those whose process is gone and returns them; each is said as removed, `what` after
+/// its path.
+pub struct Sweep {
+    pub sweep: fn(&RunDir) -> Vec<PathBuf>,
+    pub what: &'static str,
 }
 
 pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
@@ -52,12 +63,11 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
         );
     }
     if a.all {
-        for dir in crate::netlab::clean_stale(&rd) {
-            println!(
-                "removed {} (a killed `nsfleet netlab`'s stand-ins)",
-                dir.display()
-            );
-            removed += 1;
+        for s in &a.sweeps {
+            for dir in (s.sweep)(&rd) {
+                println!("removed {} ({})", dir.display(), s.what);
+                removed += 1;
+            }
         }
     }
     if removed == 0 && a.all {

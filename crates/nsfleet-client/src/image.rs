@@ -62,30 +62,47 @@ pub fn pull(a: PullArgs) -> anyhow::Result<()> {
         ..PullOptions::default()
     };
     let bars = std::io::stderr().is_terminal() && !a.json;
-    let mut pulled = Vec::new();
+    let pull = |r: &str| pull_one(&store, r, &opts, bars);
+    let print = |record: &ImageRecord| print_stored("Pulled", record);
+    each_reference(
+        &a.references,
+        a.json,
+        ("pulled", "images not pulled"),
+        pull,
+        print,
+    )
+}
+
+/// Does `act` to each reference in turn; one that fails does not stop the others. Each
+/// done is printed (or, with `json`, all of them as `{"<key>": [...]}` at the end), and
+/// the command fails after them naming every failure ("3 <several>: ...").
+fn each_reference<T: serde::Serialize>(
+    references: &[String],
+    json: bool,
+    (key, several): (&str, &str),
+    mut act: impl FnMut(&str) -> anyhow::Result<T>,
+    print: impl Fn(&T),
+) -> anyhow::Result<()> {
+    let mut done = Vec::new();
     let mut failed = Vec::new();
-    for r in &a.references {
-        match pull_one(&store, r, &opts, bars) {
-            Ok(record) => {
-                if !a.json {
-                    print_stored("Pulled", &record);
+    for r in references {
+        match act(r) {
+            Ok(d) => {
+                if !json {
+                    print(&d);
                 }
-                pulled.push(record);
+                done.push(d);
             }
             Err(e) => failed.push(format!("{e:#}")),
         }
     }
-    if a.json {
-        println!("{}", serde_json::json!({ "pulled": pulled }));
+    if json {
+        println!("{}", serde_json::json!({ key: done }));
     }
     match failed.as_slice() {
         [] => Ok(()),
         [one] => bail!("{one}"),
-        several => bail!(
-            "{} images not pulled:\n  {}",
-            several.len(),
-            several.join("\n  ")
-        ),
+        failures => bail!("{} {several}:\n  {}", failures.len(), failures.join("\n  ")),
     }
 }
 
@@ -252,31 +269,17 @@ fn print_table(list: &[ImageRecord]) {
 /// after them naming every failure.
 pub fn rm(store: PathBuf, references: &[String], json: bool) -> anyhow::Result<()> {
     let store = Store::open(&store)?;
-    let mut removed = Vec::new();
-    let mut failed = Vec::new();
-    for r in references {
-        match store.remove(r) {
-            Ok(done) => {
-                if !json {
-                    print_removed(&done.names, &done.images, &done.layers, done.bytes_freed);
-                }
-                removed.push(done);
-            }
-            Err(e) => failed.push(format!("{e:#}")),
-        }
-    }
-    if json {
-        println!("{}", serde_json::json!({ "removed": removed }));
-    }
-    match failed.as_slice() {
-        [] => Ok(()),
-        [one] => bail!("{one}"),
-        several => bail!(
-            "{} references not removed:\n  {}",
-            several.len(),
-            several.join("\n  ")
-        ),
-    }
+    let print = |done: &nsfleet_image::Removed| {
+        print_removed(&done.names, &done.images, &done.layers, done.bytes_freed)
+    };
+    let remove = |r: &str| store.remove(r);
+    each_reference(
+        references,
+        json,
+        ("removed", "references not removed"),
+        remove,
+        print,
+    )
 }
 
 pub fn prune(store: PathBuf, all: bool, json: bool) -> anyhow::Result<()> {

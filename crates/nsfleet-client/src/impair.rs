@@ -53,7 +53,7 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
 }
 
 /// Sets (or, with `None`, removes) an interface's impairment; returns the one it has now.
-pub(crate) fn set(
+pub fn set(
     rd: &RunDir,
     fleet: &str,
     node: &str,

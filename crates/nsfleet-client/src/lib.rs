@@ -4,12 +4,14 @@
 //!
 //! A client reaches a fleet only through its supervisor's control socket and its run
 //! directory: it never holds a namespace or changes a node itself.
+//!
+//! This is what every front shares (connect, the fleet commands, errors, progress, ports,
+//! report); each front (containerlab's, netlab's, Kubernetes', Mininet's) is a crate of its
+//! own on top of it, and this crate never imports one.
 
 pub mod apply;
+pub mod backend;
 pub mod capture;
-pub mod clab;
-pub mod clab_exec;
-pub mod clab_save;
 pub mod clean;
 pub mod down;
 pub mod errors;
@@ -20,20 +22,13 @@ pub mod gen;
 pub mod graph;
 pub mod image;
 pub mod impair;
-pub mod kube;
-pub mod kube_capture;
-pub mod kube_image;
 pub mod link;
-pub mod mn;
-pub mod netlab;
 pub mod node;
 mod ports;
 pub mod ready;
 pub mod report;
-pub mod standin;
 pub mod stats;
 pub mod status;
-pub mod tools;
 pub mod up;
 
 use anyhow::bail;
@@ -61,7 +56,7 @@ pub(crate) fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
 /// A node's namespaces as the supervisor passes them: the descriptor is its network
 /// namespace, or with `world`, a pidfd of its init, whose namespaces (network, mount, UTS,
 /// PID) are the node's; setns(2) takes either.
-pub(crate) struct NodeNamespace {
+pub struct NodeNamespace {
     pub fd: std::os::fd::OwnedFd,
     pub world: bool,
     /// The node's whole environment, as its processes have it.
@@ -74,7 +69,7 @@ pub(crate) struct NodeNamespace {
 
 /// Node `node` of fleet `name`'s namespaces, or why not (the closest names of a node
 /// that does not exist).
-pub(crate) fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Result<NodeNamespace> {
+pub fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Result<NodeNamespace> {
     use nsfleet::control::{Reply, Request};
     let mut c = connect(rd, name)?;
     let request = Request::Netns {
@@ -113,7 +108,7 @@ pub(crate) fn human_bytes(b: i64) -> String {
 
 /// Rows under a header, each column as wide as its widest cell; numbers to the right,
 /// the first and last columns (names, commands) to the left.
-pub(crate) fn columns(head: &[&str], rows: &[&Vec<String>]) -> String {
+pub fn columns(head: &[&str], rows: &[&Vec<String>]) -> String {
     let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in rows {
         for (w, c) in width.iter_mut().zip(r.iter()) {

@@ -79,7 +79,10 @@ pub fn register_defaults(
     let switches = ovs::Switches::default();
     let ovs_controllers =
         fleet.register(ovs::Controllers::new(events.clone(), switches.clone()))?;
-    let process = fleet.register(process::Processes::new(fleet_name, events))?;
+    // The Open vSwitch hub's start line comes to `process` as data (`StartLine`), so that
+    // `process` imports nothing of `ovs`.
+    let processes = process::Processes::new(fleet_name, events, vec![ovs::start_command]);
+    let process = fleet.register(processes)?;
     // Ready
     fleet.register(ovs::Bridges::new(process, switches))?;
     fleet.register(ovs::Ready { processes: process })?;

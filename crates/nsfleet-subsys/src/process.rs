@@ -1,7 +1,9 @@
 //! Processes per node: the topology's `commands`, started inside the node's world (see
 //! `world`) once the fleet is configured, each through `/bin/sh -c` in a process group of
 //! its own, with an environment of the node's own (see [`environment`]), their
-//! placeholders filled, stdout and stderr appended to `<log dir>/<node>.log`.
+//! placeholders filled, stdout and stderr appended to `<log dir>/<node>.log`. Before
+//! them, the lines other subsystems describe ([`StartLine`]), given as data: this file
+//! knows of no other subsystem.
 //!
 //! A watcher thread collects every command's exit status as it ends, and with
 //! `restart = "on-failure"` starts a failed one again after a backoff (1 s, doubling to
@@ -45,10 +47,18 @@ pub enum ProcessEvent {
     },
 }
 
+/// A command a node runs besides its own, described by the subsystem that knows what it
+/// is for (the fleet's Open vSwitch hub's start line, `ovs/hub.rs`): what `status` and
+/// `events` call it and its shell line, or `None` for a node that runs none. Given to
+/// [`Processes::new`] by `register_defaults`, so that this subsystem imports no other.
+pub type StartLine = fn(&Node) -> Option<(String, String)>;
+
 pub struct Processes {
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
     fleet: String,
+    /// The lines a node starts before its own commands: those that describe one for it.
+    start_lines: Vec<StartLine>,
     events: Option<crate::Events>,
     spawner: OnceLock<Spawner>,
     watcher: OnceLock<Watcher>,
@@ -57,10 +67,11 @@ pub struct Processes {
 }
 
 impl Processes {
-    pub fn new(fleet: &str, events: Option<crate::Events>) -> Self {
+    pub fn new(fleet: &str, events: Option<crate::Events>, start_lines: Vec<StartLine>) -> Self {
         Processes {
             grace: Duration::from_secs(3),
             fleet: fleet.to_string(),
+            start_lines,
             events,
             spawner: OnceLock::new(),
             watcher: OnceLock::new(),
@@ -368,7 +379,7 @@ fn base_launch(node: &Node, fleet: &str) -> Launch {
     }
 }
 
-fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
+fn launches(node: &Node, fleet: &str, start_lines: &[StartLine]) -> Vec<(String, Launch)> {
     let config = node.config();
     let image = config.image.as_ref();
     let base = base_launch(node, fleet);
@@ -394,7 +405,7 @@ fn launches(node: &Node, fleet: &str) -> Vec<(String, Launch)> {
             },
         ));
     }
-    if let Some((label, line)) = crate::ovs::start_command(node) {
+    for (label, line) in start_lines.iter().filter_map(|start| start(node)) {
         out.push((label, Launch::shell(&line, &base)));
     }
     let wiring = node.wiring();
@@ -493,7 +504,7 @@ impl Subsystem for Processes {
         let log = cx.log_dir.join(format!("{}.log", node.name()));
         let shared = (self.shared)
             .get_or_init(|| world::Shared::new(cx.log_dir, cx.peers().iter().map(|n| &**n)));
-        let commands = launches(node, &self.fleet);
+        let commands = launches(node, &self.fleet, &self.start_lines);
         let check = node.config().healthcheck.clone();
         // Before the world: a failure here must not leave an init behind.
         let helpers = if commands.is_empty() && check.is_none() {

@@ -5,9 +5,12 @@
 //! placing its error at the value. Neutral: a key whose value may take several shapes (a
 //! sysctl, a file's source, `loopback`) holds a [`Value`], which any serde format can
 //! produce and a front-end can build, so that no format's own values reach the resolver.
+//! Also one end of a link as declared ([`EndDecl`]), which the front-ends and the link
+//! kinds build and the plan (`resolve/plan.rs`) lays out: here, where both reach it, as
+//! the plan imports the link kinds.
 
 use crate::error::{Ctx, TopologyError};
-use crate::Impair;
+use crate::{Impair, IpNet};
 use indexmap::IndexMap;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -100,6 +103,17 @@ impl<'de> Visitor<'de> for ValueVisitor {
         }
         Ok(Value::Table(table))
     }
+}
+
+/// One end of a link as declared: a node, maybe an interface name, and its settings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EndDecl {
+    pub node: String,
+    pub iface: Option<String>,
+    pub addrs: Vec<IpNet>,
+    pub mtu: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+    pub impair: Option<Impair>,
 }
 
 /// The keys that say what a node is and runs: `[defaults]`, a `[[generate]]` group's

@@ -21,15 +21,12 @@ import socket
 import subprocess
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .. import _binary
 from . import log
+from ._protocols import IntfLike, NetLike
 from ._unsupported import Unsupported, once
-
-if TYPE_CHECKING:
-    from .link import Intf
-    from .net import Mininet
 
 # The prompt of every node's shell: a command's output ends where it appears.
 _SENTINEL = chr(127)
@@ -52,10 +49,10 @@ class Node:
         self.privateDirs = params.get("privateDirs") or []
         # Mininet's privateDirs as nsfleet's node keys (dirs, binds).
         self.fleetDirs: Dict[str, List[str]] = _private_dirs(name, self.privateDirs)
-        self.intfs: Dict[int, "Intf"] = {}
-        self.ports: Dict["Intf", int] = {}
-        self.nameToIntf: Dict[str, "Intf"] = {}
-        self.net: Optional["Mininet"] = None
+        self.intfs: Dict[int, IntfLike] = {}
+        self.ports: Dict[IntfLike, int] = {}
+        self.nameToIntf: Dict[str, IntfLike] = {}
+        self.net: Optional[NetLike] = None
         self.shell: Optional[subprocess.Popen] = None
         self._out: Any = None
         self._master: Optional[int] = None
@@ -107,7 +104,7 @@ class Node:
     def newPort(self) -> int:
         return max(self.intfs.keys(), default=self.portBase - 1) + 1
 
-    def addIntf(self, intf: "Intf", port: Optional[int] = None) -> None:
+    def addIntf(self, intf: IntfLike, port: Optional[int] = None) -> None:
         port = self.newPort() if port is None else port
         self.intfs[port] = intf
         self.ports[intf] = port
@@ -120,17 +117,17 @@ class Node:
             if intf.mac is None and self.params.get("mac"):
                 intf.mac = str(self.params["mac"])
 
-    def intfList(self) -> List["Intf"]:
+    def intfList(self) -> List[IntfLike]:
         return [self.intfs[p] for p in sorted(self.intfs)]
 
     def intfNames(self) -> List[str]:
         return [i.name for i in self.intfList()]
 
-    def defaultIntf(self) -> Optional["Intf"]:
+    def defaultIntf(self) -> Optional[IntfLike]:
         ports = sorted(self.intfs)
         return self.intfs[ports[0]] if ports else None
 
-    def intf(self, intf: Any = None) -> Optional["Intf"]:
+    def intf(self, intf: Any = None) -> Optional[IntfLike]:
         if intf is None:
             return self.defaultIntf()
         if isinstance(intf, str):
@@ -184,7 +181,7 @@ class Node:
                     os.close(fd)
             self.shell = self._master = self._slave = self._out = None
 
-    def delIntf(self, intf: "Intf") -> None:
+    def delIntf(self, intf: IntfLike) -> None:
         """Forgets one of the node's interfaces (its link is gone)."""
         port = self.ports.pop(intf, None)
         if port is not None:
@@ -383,7 +380,7 @@ class Switch(Node):
     def connected(self) -> bool:
         return True
 
-    def defaultIntf(self) -> Optional["Intf"]:
+    def defaultIntf(self) -> Optional[IntfLike]:
         return None
 
 

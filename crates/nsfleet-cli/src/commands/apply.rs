@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Change a running fleet into a topology file, only where they differ
+///
 /// Change a running fleet into FILE, only where they differ: nodes and switches
 /// added or removed, interfaces, addresses, routes, impairments, sysctls and processes
 /// of the others changed. Nodes the change does not touch keep their processes and
@@ -58,10 +60,7 @@ impl ApplyCommand {
             images,
             kube,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            return cmd::kube::apply(&file, format, name, dry_run, &cluster, json);
-        }
-        cmd::apply::apply(cmd::apply::ApplyArgs {
+        kube.backend().apply(cmd::apply::ApplyArgs {
             file,
             format,
             name,

@@ -2,6 +2,7 @@
 //! parsers that check values while clap parses, so that a bad one is a usage error (exit 2).
 
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
@@ -20,9 +21,9 @@ pub struct LabArgs {
     all: bool,
 }
 
-impl From<LabArgs> for cmd::clab::Lab {
+impl From<LabArgs> for clab::lab::Lab {
     fn from(a: LabArgs) -> Self {
-        cmd::clab::Lab {
+        clab::lab::Lab {
             topo: a.topo,
             name: a.name,
             all: a.all,
@@ -98,11 +99,6 @@ impl ImageArgs {
 }
 
 impl LaunchArgs {
-    /// Whether `--wait` was given.
-    pub fn waits(&self) -> bool {
-        self.wait.is_some()
-    }
-
     /// `up`'s arguments: these, with the file and name that `up` (not `deploy`) takes.
     pub fn up(
         self,
@@ -205,11 +201,14 @@ pub struct KubeArgs {
 }
 
 impl KubeArgs {
-    /// The cluster, when --kube was given.
-    pub fn cluster(&self) -> Option<cmd::kube::Cluster> {
-        self.kube.then(|| cmd::kube::Cluster {
-            context: self.context.clone(),
-            namespace: self.namespace.clone(),
-        })
+    /// Where the fleet lives: the cluster when --kube was given, else this machine.
+    pub fn backend(&self) -> Box<dyn cmd::backend::Backend> {
+        match self.kube {
+            true => Box::new(nsfleet_kube_client::Cluster {
+                context: self.context.clone(),
+                namespace: self.namespace.clone(),
+            }),
+            false => Box::new(cmd::backend::Here),
+        }
     }
 }

@@ -5,10 +5,14 @@ use super::args::{default_workers, seconds, within, within_usize};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
+/// Benchmarks: nsfleet and its peers measured in the same run
+///
 /// Benchmarks: the seeds' experiments, nsfleet and its peers measured in the same run,
 /// as result files (JSON) with medians, ratios and charts.
 #[derive(Subcommand)]
 pub enum Bench {
+    /// Seed 000: bare nodes, nsfleet against raw unshare and ip netns loops
+    ///
     /// Seed 000: bare nodes (loopback up). nsfleet with 1 to --workers workers vs a raw
     /// in-process unshare(CLONE_NEWNET) loop, seed 000's `unshare -n bash -c exit` loop and
     /// an `ip netns add` loop: rates, per-operation latency, teardown to full reclamation.
@@ -22,6 +26,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 001: teardown by nsfleet's batched reaper against one at a time
+    ///
     /// Seed 001: N namespaces torn down by nsfleet's batched reaper vs one at a time, each
     /// waited for until the kernel has reclaimed it; memory given back over time.
     Teardown {
@@ -31,6 +37,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 002: create/destroy cycles with and without the reaper's bound
+    ///
     /// Seed 002: M create/destroy cycles with and without the reaper's bound on namespaces
     /// awaiting reclamation, and the raw loop (each batch made on one thread and dropped at
     /// once); MemAvailable and Slab through the run, peak drop, throughput.
@@ -47,6 +55,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 003: fake routers, nsfleet against raw loops, ip and Mininet
+    ///
     /// Seed 003's fake routers (lo up, eth0 on a shared switch, an address, forwarding):
     /// nsfleet vs a raw in-process loop doing the same kernel work at each count; nsfleet
     /// with `ports = "macvlan"` (a macvlan per router instead of a veth pair and a bridge
@@ -72,6 +82,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// BIRD OSPF routers in a grid, from `up` to full convergence
+    ///
     /// Routers that run real software: N BIRD OSPF routers in a grid from one template,
     /// from `up` to full convergence (every router has a route to every loopback), memory
     /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
@@ -87,6 +99,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// A containerlab lab of FRR routers in a grid, up to OSPF convergence
+    ///
     /// A containerlab lab of N FRR routers in a grid, as its users write one (a .clab.yml
     /// and a startup configuration per router): `up` of the file to full OSPF
     /// convergence, memory per router (kernel, FRR's daemons, nsfleet's init), and down to
@@ -139,6 +153,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// A live fleet's cables pulled, timed to the carrier's loss
+    ///
     /// A live fleet's cables: N hosts on a switch, each host's eth0 pulled (`nsfleet link
     /// ... down`) one after the other, timed to the event that the switch port lost its
     /// carrier (`nsfleet events`, from the kernel's notification): median and p99.
@@ -149,6 +165,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Nodes that run one container image, against the host's software
+    ///
     /// Nodes that run one container image (built here from the host's static busybox and
     /// 16 MiB of incompressible data, loaded into a store of the bench's own), up and
     /// reclaimed, against the same nodes running the host's software, alternated in the
@@ -162,6 +180,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// One `nsfleet stats` refresh, against a process per node
+    ///
     /// One `nsfleet stats` refresh of a star of N hosts: the CPU time of the supervisor and
     /// the client per refresh (the target: under 1 s at 10,000 nodes), against reading the
     /// same counters with a process per node (`nsfleet exec NODE -- ip -s -j link`) over K
@@ -176,6 +196,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// `nsfleet apply` adding routers to a running fleet, against `up`
+    ///
     /// `nsfleet apply` adding K routers to a running line of N, and removing them again,
     /// against `up` of K routers in a fleet of their own, in the same run: routers per
     /// second of each, and apply's rate over up's (1.0: apply adds at up's pace).
@@ -189,6 +211,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 003: moving a thread between namespaces, setns against nsenter
+    ///
     /// Seed 003: the cost of moving a thread between namespaces, per setns call, with N
     /// namespaces alive, vs a process per move (nsenter, as `ip netns exec` does).
     Setns {
@@ -204,6 +228,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Seed 004: `nsfleet gen` against trafgen over a veth pair
+    ///
     /// Seed 004: `nsfleet gen` against netsniff-ng's trafgen, 64-byte UDP over a veth pair
     /// between two fleet nodes: one core each, two threads against one, and the device
     /// list read lock-free against under a mutex per packet (the ablation).
@@ -217,6 +243,8 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Mininet's tree1024: nsfleet's Mininet API, Mininet itself and `up`
+    ///
     /// Mininet's tree1024 network (TreeNet(depth=2, fanout=32): 1,024 hosts) from start
     /// to pingAll-ready and stop, in the same run: nsfleet's Mininet API (Python), Mininet
     /// itself (no controller; needs mininet, and bridge-utils or Open vSwitch), and
@@ -242,12 +270,16 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Every scenario at its default size, each result in a file
+    ///
     /// Every scenario at its default size (or --quick), each result in DIR/SCENARIO.json
     /// (--dir, default bench-results).
     All {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// Compare two result files of one scenario, for `git bisect run`
+    ///
     /// Compares two result files of one scenario, metric by metric (medians). Exit 0: no
     /// regression beyond the threshold; 1: a regression; 125: the candidate could not be
     /// measured; 128: the baseline is unusable, or the runs differ in scenario or size.

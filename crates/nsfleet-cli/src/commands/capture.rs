@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Capture packets of a live fleet's interfaces, as tcpdump would
+///
 /// Capture packets of one or more interfaces of a live fleet, as tcpdump would.
 ///
 /// Each NODE:IFACE is captured in its node's namespace; several are merged in the
@@ -62,17 +64,7 @@ impl CaptureCommand {
             .position(|w| !w.contains(':'))
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
-        if let Some(cluster) = kube.cluster() {
-            let a = cmd::kube_capture::CaptureOn {
-                targets: targets.to_vec(),
-                write,
-                count,
-                snaplen: snaplen as u32,
-                filter: filter.to_vec(),
-            };
-            std::process::exit(cmd::kube_capture::capture(&name, a, &cluster)?);
-        }
-        cmd::capture::capture(cmd::capture::CaptureArgs {
+        let code = kube.backend().capture(cmd::capture::CaptureArgs {
             name,
             targets: targets.to_vec(),
             write,
@@ -81,6 +73,10 @@ impl CaptureCommand {
             filter: filter.to_vec(),
             run_dir,
             until_stdin_closes,
-        })
+        })?;
+        if code != 0 {
+            std::process::exit(code);
+        }
+        Ok(())
     }
 }

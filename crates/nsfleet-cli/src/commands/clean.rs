@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Remove what crashed fleets left behind
+///
 /// Remove what crashed fleets left behind (run folders, stale sockets). Never touches
 /// a running fleet or anything without an nsfleet record.
 #[derive(Args)]
@@ -21,7 +23,12 @@ pub struct CleanCommand {
 impl CleanCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let CleanCommand { name, all } = self;
-        let fleets = cmd::clean::clean(cmd::clean::CleanArgs { name, all, run_dir });
+        let fleets = cmd::clean::clean(cmd::clean::CleanArgs {
+            name,
+            all,
+            run_dir,
+            sweeps: vec![nsfleet_netlab::netlab::STALE],
+        });
         // The kernel lab's own leftovers: folders of `nsfleet vm` runs that were killed.
         if all {
             for r in nsfleet_vm::scratch::sweep_all() {

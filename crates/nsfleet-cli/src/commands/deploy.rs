@@ -2,24 +2,30 @@
 
 use super::args::LaunchArgs;
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
-/// Run a containerlab topology file as it is: no Docker, no images (containerlab's verb
-/// for `up`).
+/// Run a containerlab topology file (containerlab's verb for `up`)
 ///
-/// The lab is a fleet named after the file's `name`. Kinds: linux (its cmd, then its
-/// exec lines), frr (the host's FRR with the startup-config), linux with FRR's image
-/// (the host's FRR with the frr.conf and daemons it binds), bridge (a switch in a
-/// namespace of its own, not a bridge on the host), host. Vendor kinds (srl, ceos,
-/// crpd, vr-*, ...) are refused. Every node gets eth0 on the management network
+/// Run a containerlab topology file as it is, without Docker or any container engine:
+/// nodes run their images from nsfleet's own image store (see `nsfleet image --help`),
+/// or with --host-software the host's programs (containerlab's verb for `up`).
+///
+/// The lab is a fleet named after the file's `name`. Kinds: linux (its entrypoint and
+/// cmd, then its exec lines), frr (the host's FRR with the startup-config), linux with
+/// FRR's image (the image; with --host-software, the host's FRR with the frr.conf and
+/// daemons it binds), bridge (a switch in a namespace of its own, not a bridge on the
+/// host), ovs-bridge (a bridge of the lab's own Open vSwitch), host. Vendor kinds (srl,
+/// ceos, crpd, vr-*, ...) are refused. Every node gets eth0 on the management network
 /// (172.20.20.0/24 and 3fff:172:20:20::/64 by default, addresses from .2 in file
-/// order), which the host reaches through a host link holding the gateway; nodes'
-/// names (and clab-LAB-NODE) are in the fleet's /etc/hosts, never the host's. Images
-/// are recorded and shown, not pulled; binds are mounted in the node's world only.
-/// Keys nsfleet does not apply are warned about with file:line; keys that would
-/// change the lab (user, pid-mode, network-mode host) are refused. Example:
-/// examples/clab/frr01/frr01.clab.yml (containerlab's own lab-examples/frr01).
+/// order), which the host reaches through a host link holding the gateway; nodes' names
+/// (and clab-LAB-NODE) are in the fleet's /etc/hosts, never the host's. An image the
+/// store lacks is pulled first (with --host-software images are only recorded and
+/// shown); binds are mounted in the node's world only. Keys nsfleet does not apply are
+/// warned about with file:line; keys that would change the lab (pid-mode, network-mode
+/// host or container:NAME; user on a node that runs the host's software) are refused.
+/// Example: examples/clab/frr01/frr01.clab.yml (containerlab's own lab-examples/frr01).
 #[derive(Args)]
 pub struct DeployCommand {
     /// The topology file (or a folder with one); without it, the only *.clab.yml in
@@ -61,7 +67,7 @@ impl DeployCommand {
             vars,
             ..launch.up(None, None, None, run_dir)
         };
-        cmd::clab::deploy(cmd::clab::DeployArgs {
+        clab::lab::deploy(clab::lab::DeployArgs {
             topo,
             reconfigure,
             up,

@@ -2,9 +2,11 @@
 
 use super::args::LabArgs;
 use clap::Args;
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
+/// Take a containerlab lab down (containerlab's verb for `down`)
+///
 /// Take a containerlab lab down (containerlab's verb for `down`): returns once the
 /// kernel has reclaimed every namespace. Nothing is left on the host.
 #[derive(Args)]
@@ -25,7 +27,7 @@ impl DestroyCommand {
             cleanup: _,
             json,
         } = self;
-        cmd::clab::destroy(cmd::clab::DestroyArgs {
+        clab::lab::destroy(clab::lab::DestroyArgs {
             lab: lab.into(),
             json,
             run_dir,

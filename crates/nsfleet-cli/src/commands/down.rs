@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Tear a fleet down and wait for the kernel to reclaim it
+///
 /// Tear a fleet down; by default returns when the kernel has reclaimed every namespace.
 #[derive(Args)]
 pub struct DownCommand {
@@ -27,13 +29,7 @@ impl DownCommand {
             json,
             kube,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            if no_wait {
-                anyhow::bail!("--no-wait with --kube: each machine's agent always waits for its part's reclamation");
-            }
-            return cmd::kube::down(&name, &cluster, json);
-        }
-        cmd::down::down(cmd::down::DownArgs {
+        kube.backend().down(cmd::down::DownArgs {
             name,
             no_wait,
             json,

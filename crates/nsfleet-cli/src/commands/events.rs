@@ -4,6 +4,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Stream what happens in a live fleet until it ends
+///
 /// Stream what happens in a live fleet until it ends: links up, down or without
 /// carrier (the kernel's own notifications in each node, not polling), processes
 /// started and exited with their status, node actions, nodes and interfaces added,

@@ -3,9 +3,12 @@
 
 use super::args::KubeArgs;
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Run a command inside a node, like `ip netns exec`
+///
 /// Run a command inside a node, like `ip netns exec`: stdio and exit status pass through.
 ///
 /// In a node that runs software, the command runs in the node's whole world (its PID,
@@ -72,7 +75,7 @@ impl ExecCommand {
             anyhow::bail!("containerlab's form (--cmd) with --kube: not offered; give the node: nsfleet exec NAME NODE --kube -- COMMAND");
         }
         if !cmds.is_empty() {
-            return cmd::clab_exec::exec_labs(cmd::clab_exec::ExecLabsArgs {
+            return clab::exec::exec_labs(clab::exec::ExecLabsArgs {
                 topo,
                 labels,
                 cmds,
@@ -83,15 +86,12 @@ impl ExecCommand {
         let (Some(name), Some(node)) = (name, node) else {
             anyhow::bail!("give the fleet and the node: nsfleet exec NAME NODE -- COMMAND");
         };
-        if let Some(cluster) = kube.cluster() {
-            std::process::exit(cmd::kube::exec(&name, &node, &command, &cluster)?);
-        }
-        cmd::exec::exec(cmd::exec::ExecArgs {
+        let code = kube.backend().exec(cmd::exec::ExecArgs {
             name,
             node,
             command,
             run_dir,
-        })
-        .map(|_| ())
+        })?;
+        std::process::exit(code)
     }
 }

@@ -6,6 +6,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Send packets between nodes with the traffic generator
+///
 /// Send packets between nodes with the traffic generator (pktgen's model: a pinned
 /// thread per core, devices spread over them), then report sent and delivered packets.
 ///

@@ -2,9 +2,12 @@
 
 use super::args::within;
 use clap::Args;
+use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Draw a fleet as an HTML page, or its graph for other tools
+///
 /// Draw a fleet: one self-contained HTML page (no network needed) from a topology file
 /// or a running fleet, or its graph for other tools.
 ///
@@ -88,7 +91,7 @@ impl GraphCommand {
         };
         let source = match (source, topo) {
             (Some(s), _) => s,
-            (None, Some(file)) => cmd::clab::graph_source(&file, offline, &run_dir)?,
+            (None, Some(file)) => clab::lab::graph_source(&file, offline, &run_dir)?,
             (None, None) => unreachable!("clap requires one"),
         };
         cmd::graph::graph(cmd::graph::GraphArgs {

@@ -5,6 +5,8 @@ use clap::{Args, Subcommand};
 use nsfleet_client::image as cmd;
 use std::path::PathBuf;
 
+/// Container images for nodes, in nsfleet's own image store
+///
 /// Container images for nodes, without a container engine: OCI and Docker images kept in
 /// nsfleet's own content-addressed store, each layer checked against its digest and
 /// unpacked once, shared by every image that has it.

@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Impair one interface of a live fleet (tc netem)
+///
 /// Impair one interface of a live fleet (tc netem; on kernels without netem, only
 /// --rate, with tbf). Replaces the interface's current impairment.
 #[derive(Args)]

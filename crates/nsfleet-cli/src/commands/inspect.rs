@@ -2,9 +2,11 @@
 
 use super::args::LabArgs;
 use clap::Args;
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
+/// List a lab's nodes as containerlab shows them
+///
 /// A lab's nodes as containerlab shows them: Name (clab-LAB-NODE), Kind/Image,
 /// State, IPv4/6 Address (eth0's, on the management network).
 #[derive(Args)]
@@ -23,7 +25,7 @@ pub struct InspectCommand {
 impl InspectCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let InspectCommand { lab, wide, json } = self;
-        cmd::clab::inspect(cmd::clab::InspectArgs {
+        clab::lab::inspect(clab::lab::InspectArgs {
             lab: lab.into(),
             json,
             wide,

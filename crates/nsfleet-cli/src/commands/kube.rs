@@ -2,7 +2,6 @@
 //! controller and agent that run there.
 
 use clap::Subcommand;
-use nsfleet_client as cmd;
 use std::path::PathBuf;
 
 /// Fleets larger than one machine, on Kubernetes.
@@ -56,6 +55,8 @@ pub enum KubeCommand {
         #[arg(long)]
         context: Option<String>,
     },
+    /// Build nsfleet's image (for `install --image`) from this program
+    ///
     /// Build nsfleet's image (for `install --image`) from this program: an OCI image
     /// archive (FILE.tar: `ctr images import`, `podman load`, `skopeo copy
     /// oci-archive:FILE.tar docker://...`) or an OCI layout folder (any other name).
@@ -92,15 +93,19 @@ impl KubeCommand {
                 image,
                 api_server,
                 context,
-            } => cmd::kube::install(image, api_server, context),
+            } => nsfleet_kube_client::cluster::install(image, api_server, context),
             KubeCommand::Manifests { image, api_server } => {
-                cmd::kube::print_manifests(image, api_server)
+                nsfleet_kube_client::cluster::print_manifests(image, api_server)
             }
-            KubeCommand::Image { reference, output } => cmd::kube_image::image(&reference, &output),
-            KubeCommand::Controller => cmd::kube::controller(),
-            KubeCommand::Agent => cmd::kube::agent(),
-            KubeCommand::UpPart { file } => cmd::kube::up_part(&file, run_dir),
-            KubeCommand::ApplyPart { file } => cmd::kube::apply_part(&file, run_dir),
+            KubeCommand::Image { reference, output } => {
+                nsfleet_kube_client::image::image(&reference, &output)
+            }
+            KubeCommand::Controller => nsfleet_kube_client::cluster::controller(),
+            KubeCommand::Agent => nsfleet_kube_client::cluster::agent(),
+            KubeCommand::UpPart { file } => nsfleet_kube_client::cluster::up_part(&file, run_dir),
+            KubeCommand::ApplyPart { file } => {
+                nsfleet_kube_client::cluster::apply_part(&file, run_dir)
+            }
         }
     }
 }

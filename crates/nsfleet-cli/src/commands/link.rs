@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Pull a link's cable, plug it back, or look at the link
+///
 /// Pull a link's cable and plug it back, on a live fleet; or look at the link.
 ///
 /// `down` takes the end NODE:IFACE down: its peer loses carrier (NO-CARRIER), as a
@@ -41,10 +43,7 @@ impl LinkCommand {
             json,
             kube,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            return cmd::kube::link(&name, &target, action.as_deref(), &cluster, json);
-        }
-        cmd::link::link(cmd::link::LinkArgs {
+        kube.backend().link(cmd::link::LinkArgs {
             name,
             target,
             action,

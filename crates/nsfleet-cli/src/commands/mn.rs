@@ -1,8 +1,9 @@
 //! `nsfleet mn`: run a Mininet script on nsfleet's Python package.
 
 use clap::Args;
-use nsfleet_client as cmd;
 
+/// Run a Mininet script, or Mininet's `mn`, on nsfleet
+///
 /// Run a script written for Mininet unchanged on nsfleet: its `mininet.*` imports are
 /// answered by nsfleet's Python package (`nsfleet.mininet`: Mininet, Topo, TreeTopo,
 /// Host, OVSSwitch, RemoteController, TCLink, CLI...). Needs the package (`pip install .`
@@ -32,6 +33,6 @@ pub struct MnCommand {
 impl MnCommand {
     pub fn run(self) -> anyhow::Result<()> {
         let MnCommand { script } = self;
-        cmd::mn::mn(&script)
+        nsfleet_mininet::mn(&script)
     }
 }

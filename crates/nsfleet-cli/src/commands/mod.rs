@@ -6,6 +6,7 @@ pub mod args;
 pub mod bench;
 pub mod capture;
 pub mod clean;
+pub mod completions;
 pub mod deploy;
 pub mod destroy;
 pub mod down;
@@ -18,6 +19,7 @@ pub mod impair;
 pub mod inspect;
 pub mod kube;
 pub mod link;
+pub mod manpage;
 pub mod mn;
 pub mod netlab;
 pub mod node;
@@ -67,6 +69,8 @@ pub enum Command {
     #[command(subcommand)]
     Bench(bench::Bench),
     Report(report::ReportCommand),
+    Completions(completions::CompletionsCommand),
+    Manpage(manpage::ManpageCommand),
     #[command(hide = true)]
     StandIn(netlab::StandInCommand),
 }

@@ -2,10 +2,12 @@
 //! the hidden `nsfleet stand-in TOOL`, which the scripts it puts on netlab's PATH call.
 
 use clap::{Args, ValueEnum};
-use nsfleet_client as cmd;
+use nsfleet_netlab::{netlab, standin};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Run netlab with nsfleet standing in for containerlab and Docker
+///
 /// Run netlab (PyPI `networklab`, yours) with nsfleet standing in for containerlab and
 /// Docker: `nsfleet netlab up`, `validate`, `connect r1`, `capture r1 eth1`, `status`,
 /// `down`, for labs of FRR and Linux nodes (provider clab).
@@ -34,7 +36,7 @@ pub struct NetlabCommand {
 
 impl NetlabCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let code = cmd::netlab::netlab(cmd::netlab::NetlabArgs {
+        let code = netlab::netlab(netlab::NetlabArgs {
             args: self.args,
             untested: self.untested_netlab,
             run_dir,
@@ -62,11 +64,11 @@ pub struct StandInCommand {
 impl StandInCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let tool = match self.tool {
-            Tool::Containerlab => cmd::standin::Tool::Containerlab,
-            Tool::Docker => cmd::standin::Tool::Docker,
-            Tool::Sudo => cmd::standin::Tool::Sudo,
+            Tool::Containerlab => standin::Tool::Containerlab,
+            Tool::Docker => standin::Tool::Docker,
+            Tool::Sudo => standin::Tool::Sudo,
         };
-        let code = cmd::standin::answer(cmd::standin::StandInArgs {
+        let code = standin::answer(standin::StandInArgs {
             tool,
             args: self.args,
             run_dir,

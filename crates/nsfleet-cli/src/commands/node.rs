@@ -4,6 +4,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Stop, start, restart, pause or resume one node's processes
+///
 /// Stop, start, restart, pause or resume one node's processes on a live fleet; its
 /// namespace, links and addresses stay.
 ///

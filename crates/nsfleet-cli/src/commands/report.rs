@@ -4,6 +4,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Make an HTML page of charts from bench result files
+///
 /// One self-contained HTML page (SVG charts, no network) from bench result files; one
 /// column and one series per file, so that two kernels sit side by side.
 #[derive(Args)]

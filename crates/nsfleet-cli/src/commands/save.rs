@@ -1,9 +1,11 @@
 //! `nsfleet save`: containerlab's `save`.
 
 use clap::Args;
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
+/// Save each node's running configuration (containerlab's `save`)
+///
 /// Save each node's running configuration where the node keeps it (containerlab's
 /// `save`). A node that runs FRR saves with `vtysh -c 'write memory'` into its own
 /// /etc/frr (the host's file, when the lab binds one there); any other node has nothing
@@ -30,7 +32,7 @@ pub struct SaveCommand {
 
 impl SaveCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        cmd::clab_save::save(cmd::clab_save::SaveArgs {
+        clab::save::save(clab::save::SaveArgs {
             topo: self.topo,
             name: self.name,
             nodes: self.node_filter,

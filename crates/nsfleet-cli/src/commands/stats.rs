@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Show a live fleet's interface and process counters, once or like top
+///
 /// Per-interface packets, bytes, drops and errors, and per-process CPU and memory, of
 /// a live fleet: once, or refreshed like top with rates (--watch).
 ///

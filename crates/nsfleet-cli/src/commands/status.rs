@@ -5,6 +5,8 @@ use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Show fleets, their nodes and processes, and kernel memory
+///
 /// Fleets, their nodes and processes, kernel memory, namespaces awaiting reclamation.
 #[derive(Args)]
 pub struct StatusCommand {
@@ -20,13 +22,7 @@ pub struct StatusCommand {
 impl StatusCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let StatusCommand { name, json, kube } = self;
-        if let Some(cluster) = kube.cluster() {
-            let Some(name) = name else {
-                anyhow::bail!("status --kube needs the fleet's name");
-            };
-            return cmd::kube::status(&name, &cluster, json);
-        }
-        cmd::status::status(cmd::status::StatusArgs {
+        kube.backend().status(cmd::status::StatusArgs {
             name,
             json,
             run_dir,

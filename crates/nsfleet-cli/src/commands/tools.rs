@@ -2,9 +2,11 @@
 //! containers (clab-LAB-NODE).
 
 use clap::{Args, Subcommand};
-use nsfleet_client as cmd;
+use nsfleet_clab as clab;
 use std::path::PathBuf;
 
+/// containerlab's tools: netem and veth on the nodes of running labs
+///
 /// containerlab's tools: netem (impairments) and veth (links made by hand), on the
 /// nodes of running labs named as containers (clab-LAB-NODE). `vxlan` is refused, saying
 /// what to use instead.
@@ -18,6 +20,8 @@ pub enum ToolsCommand {
     Vxlan(VxlanCommand),
 }
 
+/// An interface's impairment, as `nsfleet impair` sets it
+///
 /// An interface's impairment, as `nsfleet impair` sets it (on kernels without netem,
 /// only --rate, with tbf).
 #[derive(Subcommand)]
@@ -27,6 +31,8 @@ pub enum NetemCommand {
     Reset(NetemReset),
 }
 
+/// Set an interface's impairment
+///
 /// Set an interface's impairment: the flags given become it (none: no impairment).
 ///
 ///   nsfleet tools netem set -n clab-lab-r1 -i eth1 --delay 10ms --jitter 2ms --loss 1
@@ -55,6 +61,8 @@ pub struct NetemSet {
     corruption: Option<f64>,
 }
 
+/// Show a node's impairments
+///
 /// Show a node's impairments: every interface (table), or the impaired ones (json).
 #[derive(Args)]
 pub struct NetemShow {
@@ -76,12 +84,16 @@ pub struct NetemReset {
     interface: String,
 }
 
+/// Veth pairs made by hand between lab nodes, or a node and the host
+///
 /// Veth pairs made by hand between nodes of running labs, or a node and the host.
 #[derive(Subcommand)]
 pub enum VethCommand {
     Create(VethCreate),
 }
 
+/// Make a veth pair between two lab nodes, or a node and the host
+///
 /// Make a veth pair between two nodes of running labs, or a node and the host.
 ///
 /// Ends are CONTAINER:IFACE, bridge:BRIDGE:IFACE (a port of the bridge of a lab's
@@ -106,9 +118,13 @@ pub struct VethCreate {
     mtu: Option<u32>,
 }
 
+/// containerlab's VXLAN tunnels on the host: refused
+///
 /// containerlab's VXLAN tunnels stitched on the host: refused, with what to use instead.
 #[derive(Subcommand)]
 pub enum VxlanCommand {
+    /// Refused: a `type: vxlan` link in the file makes the same tunnel
+    ///
     /// Refused: containerlab makes a VXLAN device on the host and ties it to a host
     /// interface with tc; nsfleet makes the same tunnel from a `type: vxlan` link.
     Create {
@@ -126,7 +142,7 @@ impl ToolsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         match self {
             ToolsCommand::Netem(NetemCommand::Set(s)) => {
-                cmd::tools::netem_set(cmd::tools::NetemSetArgs {
+                clab::tools::netem_set(clab::tools::NetemSetArgs {
                     container: s.node,
                     iface: s.interface,
                     delay: s.delay,
@@ -138,16 +154,16 @@ impl ToolsCommand {
                 })
             }
             ToolsCommand::Netem(NetemCommand::Show(s)) => {
-                cmd::tools::netem_show(&s.node, s.format == "json", run_dir)
+                clab::tools::netem_show(&s.node, s.format == "json", run_dir)
             }
             ToolsCommand::Netem(NetemCommand::Reset(r)) => {
-                cmd::tools::netem_reset(&r.node, &r.interface, run_dir)
+                clab::tools::netem_reset(&r.node, &r.interface, run_dir)
             }
             ToolsCommand::Vxlan(_) => anyhow::bail!(
                 "nsfleet does not stitch VXLAN tunnels on the host (containerlab's tools vxlan: a VXLAN device on the host tied to a host interface with tc, outside the lab's record and left behind by a kill): give the link `type: vxlan` in the file (remote, vni, dst-port), the same tunnel made from the host into the node and gone with it"
             ),
             ToolsCommand::Veth(VethCommand::Create(v)) => {
-                cmd::tools::veth_create(cmd::tools::VethCreateArgs {
+                clab::tools::veth_create(clab::tools::VethCreateArgs {
                     a: v.a,
                     b: v.b,
                     mtu: v.mtu,

@@ -3,9 +3,10 @@
 
 use super::args::{parse_format, KubeArgs, LaunchArgs};
 use clap::Args;
-use nsfleet_client as cmd;
 use std::path::PathBuf;
 
+/// Build a fleet from a topology file and leave its supervisor running
+///
 /// Build a fleet and leave its supervisor running; returns once every node is ready.
 ///
 /// Validates the whole file first (errors name file:line:column, and nothing is
@@ -15,8 +16,8 @@ use std::path::PathBuf;
 /// A node that runs software gets a world of its own, as a container would: host name,
 /// PID namespace, private /run, /proc, /sys, folders and files, and the fleet's
 /// /etc/hosts. Node keys: kind ("linux", "frr", "bird"), config, daemons, commands,
-/// hostname, dirs, dirs_from_host, files, loopback, restart, router, sysctls, routes,
-/// image.
+/// hostname, dirs, dirs_from_host, binds, files, loopback, restart, router, sysctls,
+/// routes, image, healthcheck.
 ///
 /// image = "alpine:3.20": the node runs a container image, its root filesystem over
 /// overlayfs with a writable layer of its own (in memory), its entrypoint and cmd, env,
@@ -67,18 +68,7 @@ impl UpCommand {
             kube,
             machines,
         } = self;
-        if let Some(cluster) = kube.cluster() {
-            let Some(file) = file else {
-                anyhow::bail!("up --kube needs a topology file");
-            };
-            if launch.waits() {
-                anyhow::bail!("--wait with --kube: not offered yet; `nsfleet status --kube` shows each part's processes");
-            }
-            if launch.dry_run {
-                anyhow::bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
-            }
-            return cmd::kube::up(&file, format, name, machines, &cluster, launch.json);
-        }
-        cmd::up::up(launch.up(file, format, name, run_dir))
+        kube.backend()
+            .up(launch.up(file, format, name, run_dir), machines)
     }
 }

@@ -3,6 +3,8 @@
 use super::args::within;
 use clap::Args;
 
+/// Run a command on another kernel, booted under QEMU
+///
 /// Run a command on another kernel: boot it under QEMU with this machine's root
 /// filesystem read-only inside (a writable scratch over it, in the guest's memory), so
 /// that nsfleet and the host's tools run there unchanged; the command's output comes

@@ -6,6 +6,8 @@ use nsfleet_client as cmd;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Wait until a live fleet is ready: started, healthy or converged
+///
 /// Wait until a live fleet is ready, its progress on stderr, as `up --wait` does:
 /// `started` (every node's commands have run: each exited with status 0, or runs on as
 /// a daemon in the foreground), `healthy` (started, and each node's health check,

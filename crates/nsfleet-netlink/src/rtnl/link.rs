@@ -92,6 +92,21 @@ fn spec_attrs(b: &mut Batch, s: &LinkSpec<'_>) {
     }
 }
 
+/// Begins the request that creates the device `spec` describes, of `kind`, on `lower` if
+/// it has one (IFLA_LINK), up to the IFLA_LINKINFO nest with the kind in it: returns the
+/// nest's mark, for the kind's own data to go in before it is closed.
+fn new_link(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, lower: Option<i32>, kind: &str) -> usize {
+    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
+        .header(&spec_header(spec));
+    spec_attrs(b, spec);
+    if let Some(lower) = lower {
+        b.attr_i32(IFLA_LINK, lower);
+    }
+    let info = b.nest_begin(IFLA_LINKINFO);
+    b.attr_str(IFLA_INFO_KIND, kind);
+    info
+}
+
 /// A veth pair in one request: `local` in the socket's namespace (or `local.netns_fd`'s),
 /// `peer` wherever its `netns_fd` says. Both ends get their name, index, MTU and MAC right
 /// away: no create-then-move-then-rename. Only `local` can take a master and come up: the
@@ -103,11 +118,7 @@ pub fn new_veth(b: &mut Batch, seq: u32, local: &LinkSpec<'_>, peer: &LinkSpec<'
         "the kernel ignores a veth peer's master"
     );
     let peer = &LinkSpec { up: false, ..*peer };
-    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&spec_header(local));
-    spec_attrs(b, local);
-    let info = b.nest_begin(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "veth");
+    let info = new_link(b, seq, local, None, "veth");
     let data = b.nest_begin(IFLA_INFO_DATA);
     // The peer is an ifinfomsg followed by link attributes, not a plain nest.
     let p = b.open_attr(VETH_INFO_PEER);
@@ -128,11 +139,7 @@ pub struct Snooping {
 /// A Linux bridge (STP off, the kernel's default); without `snooping`, it floods
 /// multicast to every port.
 pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, snooping: Option<&Snooping>) {
-    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&spec_header(spec));
-    spec_attrs(b, spec);
-    let info = b.nest_begin(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "bridge");
+    let info = new_link(b, seq, spec, None, "bridge");
     let data = b.nest_begin(IFLA_INFO_DATA);
     b.attr(IFLA_BR_MCAST_SNOOPING, &[snooping.is_some() as u8]);
     if let Some(s) = snooping {
@@ -144,11 +151,7 @@ pub fn new_bridge(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, snooping: Option
 
 /// A dummy device: an interface with nothing behind it.
 pub fn new_dummy(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>) {
-    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&spec_header(spec));
-    spec_attrs(b, spec);
-    let info = b.nest_begin(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "dummy");
+    let info = new_link(b, seq, spec, None, "dummy");
     b.nest_end(info).end();
 }
 
@@ -168,12 +171,7 @@ pub fn bridge_querier(b: &mut Batch, seq: u32, index: i32) {
 /// wherever `spec.netns_fd` says: one device where a veth pair and a bridge port are
 /// three kernel objects. Its siblings on the same lower reach one another directly.
 pub fn new_macvlan(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, lower: i32) {
-    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&spec_header(spec));
-    spec_attrs(b, spec);
-    b.attr_i32(IFLA_LINK, lower);
-    let info = b.nest_begin(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "macvlan");
+    let info = new_link(b, seq, spec, Some(lower), "macvlan");
     let data = b.nest_begin(IFLA_INFO_DATA);
     b.attr_u32(IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
     b.nest_end(data).nest_end(info).end();
@@ -201,11 +199,7 @@ pub fn new_vxlan(b: &mut Batch, seq: u32, spec: &LinkSpec<'_>, vx: &Vxlan) {
             std::net::IpAddr::V6(a) => b.attr(v6, &a.octets()),
         };
     };
-    b.begin(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, seq)
-        .header(&spec_header(spec));
-    spec_attrs(b, spec);
-    let info = b.nest_begin(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "vxlan");
+    let info = new_link(b, seq, spec, None, "vxlan");
     let data = b.nest_begin(IFLA_INFO_DATA);
     b.attr_u32(IFLA_VXLAN_ID, vx.vni);
     ip(b, IFLA_VXLAN_GROUP, IFLA_VXLAN_GROUP6, vx.remote);

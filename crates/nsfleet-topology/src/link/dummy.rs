@@ -10,10 +10,10 @@
 //! mtu = 1500                # optional
 //! ```
 
-use crate::decl::Spanned;
+use crate::decl::{EndDecl, Spanned};
 use crate::error::Ctx;
 use crate::link::Link;
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::TopologyError;
 use serde::Deserialize;
 

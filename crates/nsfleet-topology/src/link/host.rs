@@ -3,10 +3,10 @@
 //! one thing of a fleet outside it: its name must be unique on the host, so a host link
 //! belongs to one written-out node, never to a generated group.
 
-use crate::decl::{value, Spanned};
+use crate::decl::{value, EndDecl, Spanned};
 use crate::error::Ctx;
 use crate::link::{HostEnd, Link};
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::{IpNet, Names, TopologyError};
 use serde::Deserialize;
 

@@ -24,7 +24,8 @@
 //! 2,500 macvlans, trunks were not forwarding 16 s after `up`. A lower pair is brought
 //! up so that neither end needs the link watch (nsfleet-subsys's `link/macvlan.rs`).
 
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::decl::EndDecl;
+use crate::resolve::plan::Plan;
 use crate::{MacvlanPort, Ports};
 
 /// Macvlans per lower device: a broadcast's copies to its siblings stay within a CPU's

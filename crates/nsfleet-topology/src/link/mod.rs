@@ -17,9 +17,8 @@ pub mod macvlan;
 pub mod veth;
 pub mod vxlan;
 
-use crate::decl::{mtu, value, Spanned};
+use crate::decl::{mtu, value, EndDecl, Spanned};
 use crate::error::Ctx;
-use crate::resolve::plan::EndDecl;
 use crate::{IpNet, TopologyError};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;

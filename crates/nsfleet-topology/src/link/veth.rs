@@ -2,10 +2,10 @@
 //! made from its node's side with the other end placed straight into the peer's namespace;
 //! the end on a switch is made from the switch, so that it can be enslaved at creation.
 
-use crate::decl::{impair, mtu, value, ImpairMap, Spanned};
+use crate::decl::{impair, mtu, value, EndDecl, ImpairMap, Spanned};
 use crate::error::Ctx;
 use crate::link::Link;
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::{values, IpNet, TopologyError};
 use serde::Deserialize;
 

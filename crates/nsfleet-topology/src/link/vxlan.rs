@@ -14,10 +14,10 @@
 //! mtu = 1450
 //! ```
 
-use crate::decl::{value, Spanned};
+use crate::decl::{value, EndDecl, Spanned};
 use crate::error::Ctx;
 use crate::link::{Link, VxlanEnd};
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::TopologyError;
 use serde::Deserialize;
 use std::net::IpAddr;

@@ -3,7 +3,8 @@
 //! links. Point-to-point shapes give each link a /30 of the pool and name interfaces
 //! `eth0`, `eth1`, ... in the order links reach a node.
 
-use super::plan::{EndDecl, Plan};
+use super::plan::Plan;
+use crate::decl::EndDecl;
 use crate::{Impair, IpNet, Names};
 use std::collections::{HashSet, VecDeque};
 

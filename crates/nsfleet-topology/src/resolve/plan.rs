@@ -4,9 +4,10 @@
 //! veth pair, what a host link claims) are in its file under `link/`. Errors are plain
 //! sentences that the parser places at a file position.
 
+use crate::decl::EndDecl;
 use crate::kind::ovs;
 use crate::link::{bridge, Link, Peer};
-use crate::{Iface, Impair, IpNet, NodeWiring, Place, Ports, RouteSpec};
+use crate::{Iface, IpNet, NodeWiring, Place, Ports, RouteSpec};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -15,17 +16,6 @@ use std::sync::Arc;
 /// node makes, odd for ends made from the other side. Indexes are per namespace, and a new
 /// namespace has only `lo` (1) and perhaps a few fallback tunnels.
 pub(crate) const IFACE_BASE: i32 = 1000;
-
-/// One end of a link as declared: a node, maybe an interface name, and its settings.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct EndDecl {
-    pub node: String,
-    pub iface: Option<String>,
-    pub addrs: Vec<IpNet>,
-    pub mtu: Option<u32>,
-    pub mac: Option<[u8; 6]>,
-    pub impair: Option<Impair>,
-}
 
 pub(crate) struct Plan {
     index: HashMap<String, u32>,

@@ -8,10 +8,11 @@
 use super::mgmt::Mgmt;
 use super::node::{Kind, NodeDecl};
 use super::{keys, Lab};
+use crate::decl::EndDecl;
 use crate::error::TopologyError;
 use crate::front::yaml::Yaml;
 use crate::link::{HostUnderlay, VxlanEnd};
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::values;
 use std::net::IpAddr;
 use std::ops::Range;

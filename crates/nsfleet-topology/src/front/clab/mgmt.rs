@@ -7,9 +7,10 @@
 
 use super::node::NodeDecl;
 use super::{keys, Lab};
+use crate::decl::EndDecl;
 use crate::error::TopologyError;
 use crate::front::yaml::Yaml;
-use crate::resolve::plan::{EndDecl, Plan};
+use crate::resolve::plan::Plan;
 use crate::IpNet;
 use std::net::IpAddr;
 use std::ops::Range;

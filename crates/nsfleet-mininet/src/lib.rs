@@ -2,8 +2,12 @@
 //! by the Python package (`python3 -m nsfleet.mn`), whose `mininet.*` imports are answered
 //! by `nsfleet.mininet.*`; `nsfleet mn [OPTIONS]`: Mininet's own `mn` command, run so.
 //! The Python found is the one installed beside this executable (the virtual environment
-//! `pip install .` put both in), else `python3` on PATH. This module only finds and
+//! `pip install .` put both in), else `python3` on PATH. This crate only finds and
 //! starts it; it never reads the script.
+//!
+//! Mininet's front, a crate of its own although it is small: the Python package is
+//! Mininet's API, and this only hands it the command line. It needs nothing of the
+//! general client (it reaches no fleet itself), and the general client never imports it.
 
 use anyhow::{bail, Context};
 use std::os::unix::process::CommandExt;

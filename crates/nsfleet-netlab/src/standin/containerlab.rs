@@ -5,7 +5,7 @@
 //! namespace is named `clab-LAB-NODE`, as containerlab names them and netlab expects.
 
 use super::{options, unanswered, Tool};
-use crate::clab;
+use nsfleet_clab::lab as clab;
 use std::path::PathBuf;
 
 /// The containerlab whose behaviour nsfleet's containerlab support follows, and which it
@@ -59,9 +59,9 @@ fn topo(
 
 fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     let (file, reconfigure, _) = topo(args, &["--reconfigure", "-c"])?;
-    let up = crate::up::UpArgs {
+    let up = nsfleet_client::up::UpArgs {
         netns_names: true,
-        ..crate::up::UpArgs::defaults(run_dir)
+        ..nsfleet_client::up::UpArgs::defaults(run_dir)
     };
     let run_dir = up.run_dir.clone();
     clab::deploy(clab::DeployArgs {
@@ -77,36 +77,17 @@ fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Where the sudo stand-in keeps the forwarding masks netlab asked of its bridges.
-fn fwd_masks_file() -> Option<PathBuf> {
-    std::env::var_os(crate::netlab::STATE).map(|d| PathBuf::from(d).join("group_fwd_mask"))
-}
-
-/// Remembers that netlab asked bridge `bridge` to forward the link-local groups of
-/// `mask` (LLDP, 802.1X, ...), for when its switch exists.
-pub(crate) fn remember_fwd_mask(bridge: &str, mask: u16) -> anyhow::Result<()> {
-    let Some(file) = fwd_masks_file() else {
-        return Ok(());
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&file)?;
-    std::io::Write::write_all(&mut f, format!("{bridge} {mask}\n").as_bytes())?;
-    Ok(())
-}
-
 /// Gives each of the lab's bridge switches the forwarding mask netlab asked of its
 /// bridge, as netlab sets it on a host bridge (its `group_fwd_mask`).
 fn apply_fwd_masks(lab: &str, run_dir: &std::path::Path) -> anyhow::Result<()> {
-    let Some(text) = fwd_masks_file().and_then(|f| std::fs::read_to_string(f).ok()) else {
+    let Some(text) = crate::state::fwd_masks() else {
         return Ok(());
     };
     let exe = std::env::current_exe()?;
     for (bridge, mask) in text.lines().filter_map(|l| l.split_once(' ')) {
         let script = format!("echo {mask} > /sys/class/net/br0/bridge/group_fwd_mask");
         let words = ["sh", "-c", &script].map(String::from);
-        let out = crate::clab_exec::run_in(&exe, run_dir, lab, bridge, &words)?;
+        let out = nsfleet_clab::exec::run_in(&exe, run_dir, lab, bridge, &words)?;
         if !out.status.success() {
             anyhow::bail!(
                 "setting {bridge}'s group_fwd_mask to {mask}: {}",

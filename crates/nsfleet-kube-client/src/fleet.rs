@@ -1,36 +1,20 @@
-//! `--kube`: `up`, `status`, `exec` and `down` of a fleet spread over a Kubernetes cluster,
-//! and `nsfleet kube` (install, the controller, the agent, one machine's part). What is
-//! done in the cluster is nsfleet-kube's; the printing for people and machines is here.
+//! `--kube`: `up`, `apply`, `status`, `exec`, `link` and `down` of a fleet spread over a
+//! Kubernetes cluster. What is done in the cluster is nsfleet-kube's; the printing for
+//! people and machines is here.
 
-use crate::up::{UpArgs, Validated};
+use crate::{runtime, Cluster};
 use anyhow::{anyhow, bail, Context};
 use nsfleet::topology::{self, Topology};
-use nsfleet_kube::crd::{FleetPartSpec, FleetSpec, FleetStatus, MachineStatus};
-use nsfleet_kube::{manifests, plan, remote};
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus};
+use nsfleet_kube::{plan, remote};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Which cluster, and which namespace of it.
-#[derive(Clone, Debug, Default)]
-pub struct Cluster {
-    pub context: Option<String>,
-    pub namespace: String,
-}
-
-/// How long `kube install` waits for the controller and the agents to run.
-const INSTALL_BOUND: Duration = Duration::from_secs(180);
 /// How long `up --kube` waits for every machine's part.
 const UP_BOUND: Duration = Duration::from_secs(600);
 /// How long `down --kube` waits for every machine to take its part down (the controller
 /// gives up on a machine without an agent after its own bound, 30 s).
 const DOWN_BOUND: Duration = Duration::from_secs(300);
-
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
 
 /// `nsfleet up FILE --kube`: the file read and checked here (its errors name its lines,
 /// and nothing is made in the cluster), then a Fleet made and followed until every
@@ -148,7 +132,7 @@ pub fn apply(
             if json {
                 println!("{}", serde_json::json!({ "fleet": name, "dry_run": dry_run, "applied": false, "changes": changes }));
             } else {
-                crate::apply::print_plan(&name, &changes, None);
+                nsfleet_client::apply::print_plan(&name, &changes, None);
             }
             return Ok(());
         }
@@ -173,7 +157,7 @@ pub fn apply(
             println!("{}", serde_json::json!({ "fleet": name, "dry_run": false, "applied": true, "changes": changes, "status": status, "seconds": started.elapsed().as_secs_f64() }));
             return Ok(());
         }
-        crate::apply::print_plan(&name, &changes, None);
+        nsfleet_client::apply::print_plan(&name, &changes, None);
         println!(
             "fleet {name:?} changed on Kubernetes in {:.1} s: {} nodes on {} machines; {} links cross machines",
             started.elapsed().as_secs_f64(),
@@ -280,7 +264,7 @@ pub fn link(
             println!("{v}");
             return Ok(());
         }
-        crate::link::print(&look.end, look.far.as_ref(), look.host.as_deref(), look.impair.as_ref());
+        nsfleet_client::link::print(&look.end, look.far.as_ref(), look.host.as_deref(), look.impair.as_ref());
         match across {
             Some((far_machine, vni)) => println!(
                 "  across machines: {} to {far_machine}, VXLAN {vni}; the far end keeps its carrier when this one is pulled, and packets stop both ways",
@@ -355,121 +339,4 @@ pub fn down(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
         }
         Ok(())
     })
-}
-
-/// `nsfleet kube install`: the resources, RBAC, controller and agents applied.
-pub fn install(
-    image: String,
-    api_server: Option<String>,
-    context: Option<String>,
-) -> anyhow::Result<()> {
-    let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
-    let o = manifests::Options { image, api_server };
-    runtime()?.block_on(async {
-        let client = remote::connect(context.as_deref()).await?;
-        for done in remote::install(&client, &o).await? {
-            println!("applied {done}");
-        }
-        eprintln!(
-            "nsfleet: waiting for the controller and an agent on every machine (bound: {} s)",
-            INSTALL_BOUND.as_secs()
-        );
-        let agents = remote::wait_installed(&client, INSTALL_BOUND).await?;
-        println!(
-            "nsfleet is installed: the controller runs, and {} machines run the agent:",
-            agents.len()
-        );
-        for a in agents.iter().filter(|a| a.ready) {
-            println!(
-                "  {:<16} {:<16} {:>8} MB for fleets, MTU {}",
-                a.machine,
-                a.info.address,
-                a.info.capacity >> 20,
-                a.info.mtu
-            );
-        }
-        Ok(())
-    })
-}
-
-/// `nsfleet kube manifests`: the same objects, as a JSON list for `kubectl apply -f -`.
-pub fn print_manifests(image: String, api_server: Option<String>) -> anyhow::Result<()> {
-    let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
-    let items = manifests::all(&manifests::Options { image, api_server });
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    println!("{}", serde_json::to_string_pretty(&list)?);
-    Ok(())
-}
-
-fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| anyhow!("--api-server {s:?}: expected HOST:PORT"))?;
-    let port = port
-        .parse()
-        .map_err(|_| anyhow!("--api-server {s:?}: expected a port number after ':'"))?;
-    Ok((host.to_string(), port))
-}
-
-/// `nsfleet kube controller`.
-pub fn controller() -> anyhow::Result<()> {
-    runtime()?.block_on(nsfleet_kube::controller::run(manifests::SYSTEM.to_string()))
-}
-
-/// `nsfleet kube agent`: its machine, pod and namespace from the environment the
-/// DaemonSet gives it.
-pub fn agent() -> anyhow::Result<()> {
-    let var = |k: &str| {
-        std::env::var(k).with_context(|| format!("${k} is not set (the DaemonSet sets it)"))
-    };
-    let args = nsfleet_kube::agent::AgentArgs {
-        machine: var("NSFLEET_MACHINE")?,
-        pod: var("NSFLEET_POD")?,
-        namespace: var("NSFLEET_POD_NAMESPACE")?,
-        exe: std::env::current_exe()?,
-        work_dir: PathBuf::from("/run/nsfleet-parts"),
-    };
-    runtime()?.block_on(nsfleet_kube::agent::run(args))
-}
-
-/// `nsfleet kube up-part FILE`: one machine's part brought up, as `up` brings up a file:
-/// the whole topology read and checked against this machine's kernel, this machine's
-/// nodes kept, its cut links made tunnels.
-pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let part = part_topology(file)?;
-    crate::up::start(UpArgs::defaults(run_dir), Validated::of(part))
-}
-
-/// `nsfleet kube apply-part FILE`: the running part changed into the part FILE describes
-/// (its spec changed by `nsfleet apply --kube`), as `apply` changes a fleet: all or
-/// nothing on this machine.
-pub fn apply_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let topo = part_topology(file)?;
-    crate::apply::change(crate::apply::ChangeTo {
-        name: topo.name.clone(),
-        file: std::path::absolute(file)?,
-        shown: file.to_path_buf(),
-        topo,
-        hold: None,
-        dry_run: false,
-        json: false,
-        run_dir,
-    })
-}
-
-/// This machine's part of a fleet, from a FleetPart's spec written to `file`.
-fn part_topology(file: &Path) -> anyhow::Result<Topology> {
-    let spec: FleetPartSpec = serde_json::from_slice(&std::fs::read(file)?)
-        .with_context(|| format!("{}: not a fleet part", file.display()))?;
-    let where_ = format!("fleet {}'s topology", spec.fleet);
-    let draft = plan::draft(&where_, &spec.topology, spec.format.as_deref())?;
-    let mut whole: Topology = nsfleet::subsys::probe::validate(draft)?;
-    whole.name = spec.fleet.clone();
-    let here: HashSet<&str> = spec.nodes.iter().map(String::as_str).collect();
-    let cut = plan::crossings(&spec.tunnels).map_err(|e| anyhow!(e))?;
-    let local = spec
-        .address
-        .parse()
-        .map_err(|_| anyhow!("part address {:?}: expected an IP address", spec.address))?;
-    Ok(whole.part(|n| here.contains(n), local, &cut))
 }

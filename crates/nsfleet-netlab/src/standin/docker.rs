@@ -71,13 +71,13 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
     if !rest.is_empty() {
         bail!("docker ps: unexpected {:?}", rest.join(" "));
     }
-    for (f, n) in crate::clab::containers(rd) {
+    for (f, n) in nsfleet_clab::lab::containers(rd) {
         let c = n.clab.as_ref().expect("filtered");
         let line = serde_json::json!({
             "Names": c.container,
             "Image": c.image.clone().unwrap_or_default(),
             "State": if f.state == "up" { "running" } else { f.state.as_str() },
-            "Status": crate::clab::up_since(rd, &f.name),
+            "Status": nsfleet_clab::lab::up_since(rd, &f.name),
             "Labels": (c.labels.iter().map(|(k, v)| format!("{k}={v}")))
                 .collect::<Vec<_>>()
                 .join(","),
@@ -90,7 +90,7 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
 
 /// The lab that runs container `name`.
 fn lab_of(rd: &RunDir, name: &str) -> anyhow::Result<String> {
-    crate::clab::find_container(rd, name).map(|(f, _)| f.name)
+    nsfleet_clab::lab::find_container(rd, name).map(|(f, _)| f.name)
 }
 
 fn exec(rd: &RunDir, args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
@@ -108,7 +108,7 @@ fn exec(rd: &RunDir, args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
         bail!("docker exec: expected CONTAINER COMMAND [ARG...]");
     }
     let lab = lab_of(rd, container)?;
-    match crate::exec::exec(crate::exec::ExecArgs {
+    match nsfleet_client::exec::exec(nsfleet_client::exec::ExecArgs {
         name: lab,
         node: container.clone(),
         command: command.to_vec(),
@@ -179,7 +179,7 @@ fn stats(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
         bail!("nsfleet stands in for `docker stats --no-stream --format json` only");
     }
     let total = nsfleet::sys::meminfo("MemTotal:") / 1024;
-    for (_, n) in crate::clab::containers(rd) {
+    for (_, n) in nsfleet_clab::lab::containers(rd) {
         let c = n.clab.as_ref().expect("filtered");
         let kib: u64 = n
             .processes

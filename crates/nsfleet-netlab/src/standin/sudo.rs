@@ -14,8 +14,7 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
     let Some(program) = command.first() else {
         bail!("sudo: no command given");
     };
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nsfleet::sys::is_root() {
         bail!("nsfleet's sudo stand-in runs commands as root only, and this is not root");
     }
     if let Some((bridge, mask)) = host_bridge(command) {
@@ -27,7 +26,7 @@ pub fn answer(args: &[String]) -> anyhow::Result<i32> {
         }
         if let Some(mask) = mask {
             // For the bridge's switch, once the lab is deployed (containerlab's stand-in).
-            super::containerlab::remember_fwd_mask(bridge, mask)?;
+            crate::state::remember_fwd_mask(bridge, mask)?;
         }
         eprintln!(
             "nsfleet: {bridge} is made by nsfleet as a switch of the lab's own, not on the host: `{}` is not run",

@@ -4,9 +4,9 @@
 //! timestamps (`capture::merge`), or lines as they come, whole. Ctrl-C here, or a reader
 //! of ours that goes, ends every machine's capture.
 
-use crate::capture::merge::Merge;
-use crate::kube::{runtime, Cluster};
+use crate::{runtime, Cluster};
 use anyhow::{anyhow, Context};
+use nsfleet_client::capture::merge::Merge;
 use nsfleet_kube::agents::Agent;
 use nsfleet_kube::remote;
 use std::io::Write;

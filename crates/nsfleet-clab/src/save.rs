@@ -6,8 +6,8 @@
 //! have nothing to save. `--copy DIR` also copies each saved configuration to
 //! DIR/NODE/frr.conf, since a node's own folders go with it.
 
-use super::clab::deployed;
-use super::clab_exec::run_in;
+use crate::exec::run_in;
+use crate::lab::deployed;
 use anyhow::{bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;

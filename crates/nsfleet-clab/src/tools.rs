@@ -11,7 +11,7 @@
 //!   its Linux bridge, or for an `ovs-bridge` node, its bridge of the lab's own Open
 //!   vSwitch; a bridge of the host's gets no port from nsfleet.
 
-use crate::clab::find_container;
+use crate::lab::find_container;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
@@ -60,7 +60,7 @@ pub fn netem_set(a: NetemSetArgs) -> anyhow::Result<()> {
     if !impairments(&node).iter().any(|(i, _)| *i == a.iface) {
         bail!("{} has no interface {:?} in its lab (`tools netem show -n {}` lists them; one made by `tools veth create` is not the lab's: impair it with tc inside the node)", a.container, a.iface, a.container);
     }
-    let now = crate::impair::set(&rd, &lab.name, &node.name, &a.iface, impair)?;
+    let now = nsfleet_client::impair::set(&rd, &lab.name, &node.name, &a.iface, impair)?;
     print_table(&[(a.iface, now)]);
     Ok(())
 }
@@ -69,7 +69,7 @@ pub fn netem_set(a: NetemSetArgs) -> anyhow::Result<()> {
 pub fn netem_reset(container: &str, iface: &str, run_dir: PathBuf) -> anyhow::Result<()> {
     let rd = RunDir::new(&run_dir);
     let (lab, node) = find_container(&rd, container)?;
-    crate::impair::set(&rd, &lab.name, &node.name, iface, None)?;
+    nsfleet_client::impair::set(&rd, &lab.name, &node.name, iface, None)?;
     println!("{container}:{iface}: no impairment");
     Ok(())
 }
@@ -162,7 +162,7 @@ fn print_table(rows: &[(String, Option<Impair>)]) {
     let rows: Vec<Vec<String>> = cells.into_iter().map(Vec::from).collect();
     print!(
         "{}",
-        crate::columns(&header, &rows.iter().collect::<Vec<_>>())
+        nsfleet_client::columns(&header, &rows.iter().collect::<Vec<_>>())
     );
 }
 
@@ -269,7 +269,7 @@ impl Resolved {
         };
         let exe = std::env::current_exe().context("finding nsfleet's own executable")?;
         let words = ["ovs-vsctl", "add-port", bridge, &self.iface].map(String::from);
-        let out = crate::clab_exec::run_in(&exe, run_dir, lab, node, &words)?;
+        let out = crate::exec::run_in(&exe, run_dir, lab, node, &words)?;
         if !out.status.success() {
             bail!(
                 "ovs-vsctl add-port {bridge} {}: {}",
@@ -299,7 +299,7 @@ fn resolve(rd: &RunDir, end: End) -> anyhow::Result<Resolved> {
         }
         End::Bridge { bridge, iface } => (bridge_lab(rd, &bridge)?, bridge, iface, true),
     };
-    let ns = crate::node_namespace(rd, &lab, &node)?;
+    let ns = nsfleet_client::node_namespace(rd, &lab, &node)?;
     let joins = match (bridge, ns.ovs_bridge) {
         (false, _) => Joins::Nothing,
         (true, None) => Joins::LinuxBridge,
@@ -315,7 +315,7 @@ fn resolve(rd: &RunDir, end: End) -> anyhow::Result<Resolved> {
 /// The lab whose bridge node (`kind: bridge`) is `bridge`: containerlab's `bridge:NAME`
 /// is the bridge a lab's node NAME stands for. A bridge of the host's is not one.
 fn bridge_lab(rd: &RunDir, bridge: &str) -> anyhow::Result<String> {
-    let labs: Vec<String> = (crate::clab::labs(rd).into_iter())
+    let labs: Vec<String> = (crate::lab::labs(rd).into_iter())
         .filter(|f| (f.nodes.iter()).any(|n| n.name == bridge && n.clab.is_none()))
         .map(|f| f.name)
         .collect();

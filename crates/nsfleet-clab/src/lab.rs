@@ -3,11 +3,11 @@
 //! Without `-t`, the one `*.clab.yml` (or `*.clab.yaml`) of the current folder is used,
 //! as containerlab does.
 
-use super::status::query;
 use anyhow::{bail, Context};
 use nsfleet::control::{FleetStatus, NodeStatus};
 use nsfleet::rundir::RunDir;
 use nsfleet::topology::{self, Format};
+use nsfleet_client::status::query;
 use std::path::{Path, PathBuf};
 
 /// The topology file: the one given, or the only `*.clab.y*ml` of the current folder
@@ -58,7 +58,7 @@ pub fn lab_name(file: &Path) -> anyhow::Result<String> {
 pub struct DeployArgs {
     pub topo: Option<PathBuf>,
     pub reconfigure: bool,
-    pub up: super::up::UpArgs,
+    pub up: nsfleet_client::up::UpArgs,
 }
 
 /// `deploy`: `up` of a containerlab file; `--reconfigure` destroys a running lab of
@@ -68,7 +68,7 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
     let file = topology_file(a.topo.as_deref())?;
     a.up.file = Some(file.clone());
     a.up.format = Some(Format::Clab);
-    let valid = super::up::validate(&a.up)?;
+    let valid = nsfleet_client::up::validate(&a.up)?;
     let name = valid.topo.name.clone();
     let rd = RunDir::new(&a.up.run_dir);
     if rd.record(&name).is_some() && !a.up.dry_run {
@@ -77,9 +77,9 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
         }
         // With --json, stdout is the new lab's object alone.
         if a.up.json {
-            super::down::down_quietly(&rd, &name)?;
+            nsfleet_client::down::down_quietly(&rd, &name)?;
         } else {
-            super::down::down(super::down::DownArgs {
+            nsfleet_client::down::down(nsfleet_client::down::DownArgs {
                 name: name.clone(),
                 no_wait: false,
                 json: false,
@@ -91,7 +91,7 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
         names_are_free(&valid.topo)?;
     }
     let (quiet, run_dir) = (a.up.json || a.up.dry_run, a.up.run_dir.clone());
-    super::up::start(a.up, valid)?;
+    nsfleet_client::up::start(a.up, valid)?;
     if quiet {
         return Ok(());
     }
@@ -154,7 +154,7 @@ pub fn destroy(a: DestroyArgs) -> anyhow::Result<()> {
         eprintln!("nsfleet: no labs are deployed");
     }
     for name in names {
-        super::down::down(super::down::DownArgs {
+        nsfleet_client::down::down(nsfleet_client::down::DownArgs {
             name,
             no_wait: false,
             json: a.json,
@@ -208,7 +208,7 @@ pub(crate) fn deployed(
 }
 
 /// Every node of every deployed lab, with its lab.
-pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
+pub fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
     let mut out = Vec::new();
     for f in labs(rd) {
         for n in f.nodes.iter().filter(|n| n.clab.is_some()) {
@@ -221,7 +221,7 @@ pub(crate) fn containers(rd: &RunDir) -> Vec<(FleetStatus, NodeStatus)> {
 /// The lab and node that are container `name` (clab-LAB-NODE). The labs whose name the
 /// container's contains are asked first, and the search stops at the first that has
 /// it: `docker exec` through the stand-in asks this once per call.
-pub(crate) fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
+pub fn find_container(rd: &RunDir, name: &str) -> anyhow::Result<(FleetStatus, NodeStatus)> {
     let mut fleets = rd.fleets();
     fleets
         .sort_by_key(|f| !name.contains(&format!("-{f}-")) && !name.starts_with(&format!("{f}-")));
@@ -285,7 +285,7 @@ pub fn inspect(a: InspectArgs) -> anyhow::Result<()> {
 }
 
 /// How long the lab has been up, as Docker says it of a container (`Up 5 minutes`).
-pub(crate) fn up_since(rd: &RunDir, lab: &str) -> String {
+pub fn up_since(rd: &RunDir, lab: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

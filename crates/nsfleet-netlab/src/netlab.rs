@@ -6,6 +6,7 @@
 //! no Docker is needed, and a real Docker or containerlab on the machine is not touched.
 
 use crate::standin::Tool;
+use crate::state::STATE;
 use anyhow::{bail, Context};
 use nsfleet::rundir::{ProcId, RunDir};
 use nsfleet::sys;
@@ -93,11 +94,6 @@ fn check_version(version: &str, untested: bool) -> anyhow::Result<()> {
     }
 }
 
-/// The variable that tells the stand-ins their run's folder, where they keep what one
-/// step tells a later one (the forwarding masks netlab asks of its bridges before the
-/// lab exists).
-pub(crate) const STATE: &str = "NSFLEET_STANDIN_DIR";
-
 /// The run's folder of stand-in scripts, removed when dropped.
 struct StandIns {
     dir: PathBuf,
@@ -150,6 +146,12 @@ impl Drop for StandIns {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `nsfleet clean --all`'s sweep of netlab's leftovers.
+pub const STALE: nsfleet_client::clean::Sweep = nsfleet_client::clean::Sweep {
+    sweep: clean_stale,
+    what: "a killed `nsfleet netlab`'s stand-ins",
+};
 
 /// Removes the stand-in folders of `nsfleet netlab` runs that are gone (killed before
 /// they could); returns them.

@@ -6,7 +6,7 @@
 //! node after another, in container-name order. As containerlab, a failing command is
 //! reported and does not fail the whole; a filter that matches no node does.
 
-use super::clab::{deployed, labs};
+use crate::lab::{deployed, labs};
 use anyhow::{bail, Context};
 use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
@@ -87,7 +87,7 @@ pub fn exec_labs(a: ExecLabsArgs) -> anyhow::Result<()> {
 }
 
 /// `words` run in node `node` of `lab` as `nsfleet exec` runs them, its output captured.
-pub(crate) fn run_in(
+pub fn run_in(
     exe: &std::path::Path,
     run_dir: &std::path::Path,
     lab: &str,

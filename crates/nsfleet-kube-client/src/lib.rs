@@ -1,0 +1,31 @@
+//! The Kubernetes front, on the client side: a fleet spread over a cluster's machines,
+//! reached from here. The `--kube` forms of `up`, `apply`, `status`, `exec`, `link` and
+//! `down` ([`fleet`]) and of `capture` ([`capture`]); `nsfleet kube` ([`cluster`]:
+//! install, the controller, the agent, one machine's part) and `nsfleet kube image`
+//! ([`image`]). What is done in the cluster is nsfleet-kube's; the printing for people and
+//! machines is here.
+//!
+//! The only crate of the client side that runs tokio (a current-thread runtime per
+//! command, [`runtime`]) and uses nsfleet-kube. It never touches a network namespace
+//! itself (a machine's agent runs nsfleet's own commands there), never forks from its
+//! runtime, and the general client never imports it.
+
+mod backend;
+pub mod capture;
+pub mod cluster;
+pub mod fleet;
+pub mod image;
+
+/// Which cluster, and which namespace of it.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    pub context: Option<String>,
+    pub namespace: String,
+}
+
+/// A runtime for one command's calls to the cluster.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,108 @@
+//! The hub: the start line of the fleet's Open vSwitch daemons (its database made and
+//! served, then ovs-vswitchd in the foreground), and what the host sees of them once
+//! started: their run folder through the hub's init's root, the database's socket and
+//! whether it answers, whether the start line has become ovs-vswitchd, the hub's log.
+//! It never starts, enters or signals a process: `process` runs the line, as any node's
+//! command, and this file only reads what that left.
+
+use nsfleet_core::Node;
+use nsfleet_sys as sys;
+
+/// What `processes` calls the hub's start line.
+pub(super) const HUB_LABEL: &str = "ovs-vswitchd: the fleet's Open vSwitch";
+
+/// The shell line that starts the fleet's Open vSwitch in the hub node: its database made
+/// and served, then ovs-vswitchd in the foreground, the command nsfleet watches; with
+/// what `status` and `events` call it. `None` for a node that is no hub. The same for
+/// every hub: a change of the fleet's switches never starts it again.
+pub(crate) fn start_command(node: &Node) -> Option<(String, String)> {
+    node.config().ovs_hub.as_ref()?;
+    // The userspace datapath forwards what it reads from its ports' packet sockets;
+    // with TSO support on it keeps the senders' checksum offload (their packets'
+    // checksums are left to the NIC) and completes them, and TCP across it works. The
+    // kernel datapath ignores it.
+    let tso = " -- set Open_vSwitch . other_config:userspace-tso-enable=true";
+    let (settle, said) = match crate::probe::has_ovs_kernel_datapath() {
+        true => (EARLY_BOOT, "the kernel has the openvswitch module: switches on datapath auto use the kernel datapath"),
+        false => ("", "this kernel has no openvswitch module: switches use the userspace datapath"),
+    };
+    let line = format!(
+        "set -e; mkdir -p /run/openvswitch; \
+         ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema; \
+         ovsdb-server /etc/openvswitch/conf.db --remote=punix:/run/openvswitch/db.sock --pidfile --detach --no-chdir --log-file; \
+         ovs-vsctl --no-wait init{tso}; \
+         echo \"nsfleet: the fleet's Open vSwitch; {said}\"; {settle}\
+         exec ovs-vswitchd --pidfile --no-chdir --log-file"
+    );
+    Some((HUB_LABEL.to_string(), line))
+}
+
+/// Waits, said, until the system has been up 10 s. Open vSwitch 3.1 (Debian 12's) counts
+/// the CPUs at most every 10 s of `time_msec()`, which starts at boot, and its count
+/// starts at 0: an ovs-vswitchd started in a system's first 10 s gives the kernel
+/// datapath no upcall handler (its log: "Overriding n-handler-threads to 0"), and every
+/// packet that misses the datapath's flows is lost. Seen in a guest of `nsfleet vm`,
+/// where a fleet comes up 5 s after boot; the userspace datapath has no handlers.
+const EARLY_BOOT: &str = "up=$(cut -d. -f1 /proc/uptime); if [ \"$up\" -lt 10 ]; then \
+     echo \"nsfleet: waiting $((10 - up)) s: Open vSwitch counts no CPU in a system's first 10 s and would start no upcall handler\"; \
+     sleep $((10 - up)); fi; ";
+
+/// The last `n` lines of the file at `path`, indented; or why there are none.
+pub(super) fn last_lines(path: &std::path::Path, n: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(n);
+            lines[from..]
+                .iter()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(e) => format!("  ({}: {e})", path.display()),
+    }
+}
+
+/// Open vSwitch's run folder in the hub's world, as the host reaches it (its init's
+/// root); `None` while the hub has no world.
+pub(super) fn hub_run_dir(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
+    let pid = hub.inspect(processes, |p: &crate::process::Procs| p.world_pid());
+    pid.flatten()
+        .map(|pid| format!("/proc/{pid}/root/run/openvswitch"))
+}
+
+/// Where the hub's start line is: `Ok(true)` once it has become ovs-vswitchd (its last
+/// step, an exec), `Ok(false)` before, `Err` with how it ended.
+pub(super) fn vswitchd_runs(hub: &Node, processes: nsfleet_core::SubsysId) -> Result<bool, String> {
+    let run = hub.inspect(processes, |p: &crate::process::Procs| p.run_of(HUB_LABEL));
+    match run.flatten() {
+        Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
+        Some(Err(sys::Exit::Code(c))) => Err(format!("exit status {c}")),
+        Some(Err(sys::Exit::Signal(s))) => Err(format!("signal {s}")),
+        Some(Err(sys::Exit::Unknown)) => Err("it ended".to_string()),
+        None => Ok(false),
+    }
+}
+
+/// What a hub whose ovs-vswitchd runs and whose database does not answer is told: its
+/// ovsdb-server has ended (the start line served the database before it started
+/// ovs-vswitchd), and nothing that needs it can happen, or should wait.
+pub(super) fn database_gone() -> anyhow::Error {
+    anyhow::anyhow!(
+        "the fleet's Open vSwitch database does not answer: its ovsdb-server has ended \
+         (ovs-vswitchd runs on, with the switches as they were); `nsfleet down` and `up` \
+         again start it afresh"
+    )
+}
+
+/// The hub's database socket, as the host reaches it; `None` while the hub has no world.
+pub(super) fn database_socket(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
+    Some(format!("{}/db.sock", hub_run_dir(hub, processes)?))
+}
+
+/// Whether the database at socket `sock` takes a connection (its socket exists a moment
+/// before ovsdb-server listens on it).
+pub(super) fn answers(sock: &str) -> bool {
+    std::os::unix::net::UnixStream::connect(sock).is_ok()
+}
