@@ -10,15 +10,51 @@ use harness::*;
 /// One guest at a time: each uses both cores, and each test checks that no QEMU is left.
 static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Runs `nsfleet vm --debian 6.12 ARGS`, the kernel cached in this test's folder.
+/// Runs `nsfleet vm --debian 6.12 ARGS`, the kernel cached in this test's folder; a
+/// kernel it fetched is kept for the next tests (see [`shared_kernels`]).
 fn vm(env: &Env, args: &[&str]) -> std::process::Output {
-    vm_cmd(env, args).output().unwrap()
+    let out = vm_cmd(env, args).output().unwrap();
+    link_kernels(&env.files.join("cache/nsfleet/kernels"), &shared_kernels());
+    out
+}
+
+/// Where the tests keep the Debian kernels they fetched, across tests and runs: the
+/// machine's cache (`~/.cache/nsfleet-tests/kernels`), as CI keeps its other downloads.
+/// Each test still has a cache of its own, `nsfleet vm`'s as a user has it; it starts
+/// with these kernels in it, hard links of the complete entries only.
+fn shared_kernels() -> std::path::PathBuf {
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+    std::path::Path::new(&home).join(".cache/nsfleet-tests/kernels")
+}
+
+/// Hard-links each complete kernel entry of `from` (a partial one's name begins with a
+/// dot) that `to` lacks into `to`; what cannot be linked is left to be fetched again.
+fn link_kernels(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') || to.join(&name).exists() {
+            continue;
+        }
+        let _ = std::fs::create_dir_all(to);
+        // Into a partial name first, then renamed: a test reading `to` sees whole entries.
+        let partial = to.join(format!(".{}.linking", name.to_string_lossy()));
+        let linked = std::process::Command::new("cp")
+            .arg("-al")
+            .arg(entry.path())
+            .arg(&partial)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !(linked && std::fs::rename(&partial, to.join(&name)).is_ok()) {
+            let _ = std::fs::remove_dir_all(&partial);
+        }
+    }
 }
 
 /// The command of [`vm`]: the accelerator is nsfleet's choice (`auto`), whatever the
 /// developer's environment says.
 fn vm_cmd(env: &Env, args: &[&str]) -> std::process::Command {
     let mut c = env.cmd(&[&["vm", "--debian", "6.12", "--timeout", "300"], args].concat());
+    link_kernels(&shared_kernels(), &env.files.join("cache/nsfleet/kernels"));
     c.env("XDG_CACHE_HOME", env.files.join("cache"))
         .env_remove("NSFLEET_VM_ACCEL")
         .stdin(std::process::Stdio::null());
