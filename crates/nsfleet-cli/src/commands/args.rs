@@ -5,6 +5,7 @@ use clap::Args;
 use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Which containerlab lab: by its file, its name, or all of them.
 #[derive(Args)]
@@ -71,8 +72,8 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.
-    #[arg(long, value_name = "SECONDS", value_parser = seconds, default_value_t = 300.0, requires = "wait")]
-    wait_timeout: f64,
+    #[arg(long, value_name = "SECONDS", value_parser = duration, default_value = "300", requires = "wait")]
+    wait_timeout: Duration,
 }
 
 /// Where nodes that name an image get it, or whether they run the host's software.
@@ -123,7 +124,7 @@ impl LaunchArgs {
             owner: self.owner.map(|p| p as i32),
             wait: self.wait.map(|until| cmd::ready::Wait {
                 until,
-                bound: std::time::Duration::from_secs_f64(self.wait_timeout),
+                bound: self.wait_timeout,
             }),
         }
     }
@@ -169,6 +170,12 @@ pub fn seconds(s: &str) -> Result<f64, String> {
             "expected seconds above 0 and at most 86400, not {s:?}"
         )),
     }
+}
+
+/// [`seconds`] as the duration the library takes: converted here, once, for every
+/// command that takes one.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    seconds(s).map(Duration::from_secs_f64)
 }
 
 /// A topology file's language, as `--format` names it: toml, or clab (containerlab).
