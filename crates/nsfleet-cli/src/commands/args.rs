@@ -1,5 +1,6 @@
-//! What more than one command takes: the argument groups they flatten in, and the value
-//! parsers that check values while clap parses, so that a bad one is a usage error (exit 2).
+//! What more than one command takes: the argument groups they flatten in, the value
+//! parsers that check values while clap parses, so that a bad one is a usage error (exit 2),
+//! and what turns flags into the library's settings.
 
 use clap::Args;
 use nsfleet_clab as clab;
@@ -176,6 +177,17 @@ pub fn seconds(s: &str) -> Result<f64, String> {
 /// command that takes one.
 pub fn duration(s: &str) -> Result<Duration, String> {
     seconds(s).map(Duration::from_secs_f64)
+}
+
+/// The flags given, by name, as `impair` and `gen` hand them on: a flag not given is
+/// left out, never sent empty.
+pub fn given<const N: usize>(
+    flags: [(&'static str, Option<String>); N],
+) -> Vec<(&'static str, String)> {
+    flags
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
 }
 
 /// A topology file's language, as `--format` names it: toml, or clab (containerlab).
