@@ -4,7 +4,7 @@
 //! timestamps (`capture::merge`), or lines as they come, whole. Ctrl-C here, or a reader
 //! of ours that goes, ends every machine's capture.
 
-use crate::{runtime, Cluster};
+use crate::Cluster;
 use anyhow::{anyhow, Context};
 use nsfleet_client::capture::merge::Merge;
 use nsfleet_kube::agents::Agent;
@@ -36,8 +36,7 @@ pub fn capture(name: &str, a: CaptureOn, c: &Cluster) -> anyhow::Result<i32> {
             Box::new(std::fs::File::create(p).with_context(|| format!("-w {}", p.display()))?)
         }
     };
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    c.with_client(|client| async move {
         let groups = by_machine(&client, c, name, &a.targets).await?;
         let interfaces: Vec<u32> = groups.iter().map(|(_, t)| t.len() as u32).collect();
         let (feed, merged) = mpsc::channel();

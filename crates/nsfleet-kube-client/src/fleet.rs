@@ -2,7 +2,7 @@
 //! Kubernetes cluster. What is done in the cluster is nsfleet-kube's; the printing for
 //! people and machines is here.
 
-use crate::{runtime, Cluster};
+use crate::Cluster;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::topology::{self, Topology};
 use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus};
@@ -27,22 +27,18 @@ pub fn up(
     c: &Cluster,
     json: bool,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let (text, format_name, topo) = read_checked(file, format, name)?;
-    let name = topo.name.clone();
-    let rt = runtime()?;
-    rt.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    let (sent, name) = read_checked(file, format, name)?;
+    c.with_client(|client| async move {
         let spec = FleetSpec {
-            topology: Some(text),
-            format: Some(format_name.into()),
+            topology: Some(sent.text),
+            format: Some(sent.format_name.into()),
             machines,
             ..FleetSpec::default()
         };
         remote::check_access(&client).await?;
         remote::create(&client, &c.namespace, &name, spec).await?;
         if !json {
-            eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", topo.node_count(), c.namespace);
+            eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
         }
         let status = remote::wait_ready(&client, &c.namespace, &name, 1, UP_BOUND, |s| {
             if !json {
@@ -56,13 +52,13 @@ pub fn up(
             bail!("fleet {name} failed: {}", status.message);
         }
         if json {
-            println!("{}", serde_json::json!({ "fleet": name, "status": status, "seconds": started.elapsed().as_secs_f64() }));
+            println!("{}", serde_json::json!({ "fleet": name, "status": status, "seconds": sent.started.elapsed().as_secs_f64() }));
         } else {
             println!(
                 "fleet {name:?} is up on Kubernetes: {} nodes on {} machines in {:.1} s; {} links cross machines (VXLAN, MTU {})",
                 status.nodes,
                 status.machine_count,
-                started.elapsed().as_secs_f64(),
+                sent.started.elapsed().as_secs_f64(),
                 status.tunnels,
                 status.tunnel_mtu.unwrap_or(0)
             );
@@ -72,14 +68,24 @@ pub fn up(
     })
 }
 
-/// The file read and checked here, as `up` reads it (its errors name its lines, and
-/// nothing is made in the cluster), named `name` if given: its text, its format's name,
-/// and the topology.
+/// What `up --kube` and `apply --kube` send, and when the command began (the time each
+/// says counts the reading).
+struct Sent {
+    started: Instant,
+    text: String,
+    format_name: &'static str,
+    topo: Topology,
+}
+
+/// How `up --kube` and `apply --kube` open: the file read and checked here, as `up` reads
+/// it (its errors name its lines, and nothing is made in the cluster), named `name` if
+/// given: its text, its format's name and the topology; and the fleet's name.
 fn read_checked(
     file: &Path,
     format: Option<topology::Format>,
     name: Option<String>,
-) -> anyhow::Result<(String, &'static str, Topology)> {
+) -> anyhow::Result<(Sent, String)> {
+    let started = Instant::now();
     let text = topology::read_text(file)?;
     let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
         topology::Format::Toml => "toml",
@@ -93,7 +99,14 @@ fn read_checked(
         topo.name = n;
     }
     plan::check_fleet_name(&topo.name).map_err(|m| anyhow!("{}: {m}", file.display()))?;
-    Ok((text, format_name, topo))
+    let name = topo.name.clone();
+    let sent = Sent {
+        started,
+        text,
+        format_name,
+        topo,
+    };
+    Ok((sent, name))
 }
 
 /// `nsfleet apply FILE --kube`: the file read and checked here, the change shown (as the
@@ -107,11 +120,8 @@ pub fn apply(
     c: &Cluster,
     json: bool,
 ) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let (text, format_name, topo) = read_checked(file, format, name)?;
-    let name = topo.name.clone();
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    let (sent, name) = read_checked(file, format, name)?;
+    c.with_client(|client| async move {
         let (fleet, parts) = remote::get(&client, &c.namespace, &name).await?;
         if fleet.spec.config_map.is_some() {
             bail!("fleet {name} takes its topology from a ConfigMap; `apply --kube` changes spec.topology: change the ConfigMap and the Fleet with kubectl instead");
@@ -123,10 +133,10 @@ pub fn apply(
         };
         let old = plan::read(&name, &running_text, running_format.as_deref()).map_err(|e| anyhow!(e))?;
         let running: Vec<_> = old.nodes().collect();
-        let reshape = topology::reshape::reshape(&running, topo.nodes().collect())
+        let reshape = topology::reshape::reshape(&running, sent.topo.nodes().collect())
             .map_err(|e| anyhow!("{}: {e}", file.display()))?;
         let changes = topology::diff::diff(&running, &reshape);
-        let said = fleet.spec.topology.as_deref() == Some(text.as_str());
+        let said = fleet.spec.topology.as_deref() == Some(sent.text.as_str());
         let clean = fleet.status.as_ref().is_none_or(|s| s.change_error.is_empty());
         if dry_run || (changes.is_empty() && said && clean) {
             if json {
@@ -137,7 +147,7 @@ pub fn apply(
             return Ok(());
         }
         remote::check_access(&client).await?;
-        let generation = remote::change(&client, &c.namespace, &name, text, format_name).await?;
+        let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name).await?;
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
@@ -154,13 +164,13 @@ pub fn apply(
             bail!("fleet {name} is {}: {}", status.phase, status.message);
         }
         if json {
-            println!("{}", serde_json::json!({ "fleet": name, "dry_run": false, "applied": true, "changes": changes, "status": status, "seconds": started.elapsed().as_secs_f64() }));
+            println!("{}", serde_json::json!({ "fleet": name, "dry_run": false, "applied": true, "changes": changes, "status": status, "seconds": sent.started.elapsed().as_secs_f64() }));
             return Ok(());
         }
         nsfleet_client::apply::print_plan(&name, &changes, None);
         println!(
             "fleet {name:?} changed on Kubernetes in {:.1} s: {} nodes on {} machines; {} links cross machines",
-            started.elapsed().as_secs_f64(),
+            sent.started.elapsed().as_secs_f64(),
             status.nodes,
             status.machine_count,
             status.tunnels
@@ -186,8 +196,7 @@ fn print_machines(machines: &[MachineStatus]) {
 /// `nsfleet status NAME --kube`: the Fleet's status, and with `--json` the machine of
 /// every node.
 pub fn status(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    c.with_client(|client| async move {
         let (fleet, parts) = remote::get(&client, &c.namespace, name).await?;
         let status: FleetStatus = fleet.status.unwrap_or_default();
         if json {
@@ -208,8 +217,7 @@ pub fn status(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
 
 /// `nsfleet exec NAME NODE --kube -- CMD`: the command run in the node, on its machine.
 pub fn exec(name: &str, node: &str, command: &[String], c: &Cluster) -> anyhow::Result<i32> {
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    c.with_client(|client| async move {
         Ok(remote::exec(&client, &c.namespace, name, node, command).await?)
     })
 }
@@ -236,8 +244,7 @@ pub fn link(
     let node = (target.split_once(':').map(|(n, _)| n))
         .filter(|n| !n.is_empty())
         .ok_or_else(|| anyhow!("expected NODE:IFACE, like r1:eth0, got {target:?}"))?;
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    c.with_client(|client| async move {
         let (part, agent) = remote::node_home(&client, &c.namespace, name, node).await?;
         let mut args = vec!["link".to_string(), name.into(), target.into()];
         args.extend(action.map(str::to_string));
@@ -317,8 +324,7 @@ fn remote_error(stderr: &[u8]) -> String {
 /// `nsfleet down NAME --kube`: the Fleet deleted, and each machine's word on its part.
 pub fn down(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
     let started = Instant::now();
-    runtime()?.block_on(async {
-        let client = remote::connect(c.context.as_deref()).await?;
+    c.with_client(|client| async move {
         let machines = remote::delete(&client, &c.namespace, name, DOWN_BOUND).await?;
         let lost: Vec<&MachineStatus> = machines.iter().filter(|m| !m.reclaimed).collect();
         if json {

@@ -23,6 +23,19 @@ pub struct Cluster {
     pub namespace: String,
 }
 
+impl Cluster {
+    /// Runs `body` with a client of this cluster, on a runtime of its own: how every
+    /// `--kube` command that reaches a fleet opens.
+    pub(crate) fn with_client<T, F, Fut>(&self, body: F) -> anyhow::Result<T>
+    where
+        F: FnOnce(nsfleet_kube::Client) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<T>>,
+    {
+        let context = self.context.as_deref();
+        runtime()?.block_on(async { body(nsfleet_kube::remote::connect(context).await?).await })
+    }
+}
+
 /// A runtime for one command's calls to the cluster.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()

@@ -1,10 +1,12 @@
-//! What more than one command takes: the argument groups they flatten in, and the value
-//! parsers that check values while clap parses, so that a bad one is a usage error (exit 2).
+//! What more than one command takes: the argument groups they flatten in, the value
+//! parsers that check values while clap parses, so that a bad one is a usage error (exit 2),
+//! and what turns flags into the library's settings.
 
 use clap::Args;
 use nsfleet_clab as clab;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Which containerlab lab: by its file, its name, or all of them.
 #[derive(Args)]
@@ -71,8 +73,8 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "CONDITION", value_parser = cmd::ready::parse_condition)]
     wait: Option<nsfleet::ready::Condition>,
     /// With --wait: how many seconds to wait at most.
-    #[arg(long, value_name = "SECONDS", value_parser = seconds, default_value_t = 300.0, requires = "wait")]
-    wait_timeout: f64,
+    #[arg(long, value_name = "SECONDS", value_parser = duration, default_value = "300", requires = "wait")]
+    wait_timeout: Duration,
 }
 
 /// Where nodes that name an image get it, or whether they run the host's software.
@@ -123,7 +125,7 @@ impl LaunchArgs {
             owner: self.owner.map(|p| p as i32),
             wait: self.wait.map(|until| cmd::ready::Wait {
                 until,
-                bound: std::time::Duration::from_secs_f64(self.wait_timeout),
+                bound: self.wait_timeout,
             }),
         }
     }
@@ -169,6 +171,23 @@ pub fn seconds(s: &str) -> Result<f64, String> {
             "expected seconds above 0 and at most 86400, not {s:?}"
         )),
     }
+}
+
+/// [`seconds`] as the duration the library takes: converted here, once, for every
+/// command that takes one.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    seconds(s).map(Duration::from_secs_f64)
+}
+
+/// The flags given, by name, as `impair` and `gen` hand them on: a flag not given is
+/// left out, never sent empty.
+pub fn given<const N: usize>(
+    flags: [(&'static str, Option<String>); N],
+) -> Vec<(&'static str, String)> {
+    flags
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
 }
 
 /// A topology file's language, as `--format` names it: toml, or clab (containerlab).

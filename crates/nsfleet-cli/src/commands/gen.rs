@@ -1,7 +1,7 @@
 //! `nsfleet gen`: drive a fleet's traffic generator with pktgen's settings, given as flags
 //! or in a command file.
 
-use super::args::within_usize;
+use super::args::{given, within_usize};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -111,7 +111,7 @@ pub struct GenCommand {
 
 impl GenCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let given = [
+        let params = given([
             ("dst", self.dst),
             ("dst_min", self.dst_min),
             ("dst_max", self.dst_max),
@@ -131,7 +131,7 @@ impl GenCommand {
             ("flowlen", self.flowlen),
             ("dst_mac", self.dst_mac),
             ("method", self.method),
-        ];
+        ]);
         let duration = match self.duration {
             None => None,
             Some(d) => Some(std::time::Duration::from_nanos(
@@ -141,10 +141,7 @@ impl GenCommand {
         cmd::gen::gen(cmd::gen::GenArgs {
             name: self.name,
             devs: self.devs,
-            params: given
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, v?)))
-                .collect(),
+            params,
             file: self.file,
             threads: self.threads,
             device_list: self.device_list,

@@ -50,11 +50,8 @@ pub enum ImageCommand {
         /// A registry (HOST or HOST:PORT) to reach over plain HTTP; may be repeated.
         #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
         insecure_registry: Vec<String>,
-        /// JSON on stdout, for machines.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        store: StoreArg,
+        store: StoreArgs,
     },
     /// Load the images of a `docker save` archive or an OCI image layout
     ///
@@ -81,22 +78,16 @@ pub enum ImageCommand {
         /// when this names none): `alpine`, `ghcr.io/me/app:1.0`.
         #[arg(long)]
         name: Option<String>,
-        /// JSON on stdout, for machines.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        store: StoreArg,
+        store: StoreArgs,
     },
     /// List the images.
     ///
     /// A table of NAME, ID (12 hex digits), ARCH, LAYERS and unpacked SIZE, one row per
     /// name; --json gives every field.
     Ls {
-        /// JSON on stdout, for machines.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        store: StoreArg,
+        store: StoreArgs,
     },
     /// Remove images by name or id
     ///
@@ -111,11 +102,8 @@ pub enum ImageCommand {
         /// Image names or ids.
         #[arg(required = true)]
         references: Vec<String>,
-        /// JSON on stdout, for machines.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        store: StoreArg,
+        store: StoreArgs,
     },
     /// Remove what no image or node needs.
     ///
@@ -125,16 +113,18 @@ pub enum ImageCommand {
         /// Also every named image that no running node uses.
         #[arg(long)]
         all: bool,
-        /// JSON on stdout, for machines.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        store: StoreArg,
+        store: StoreArgs,
     },
 }
 
+/// What every image command takes, last among its options: whether to answer in JSON,
+/// and the store.
 #[derive(Args)]
-pub struct StoreArg {
+pub struct StoreArgs {
+    /// JSON on stdout, for machines.
+    #[arg(long)]
+    json: bool,
     /// The image store's folder.
     #[arg(long = "store", env = "NSFLEET_IMAGES", default_value = cmd::DEFAULT_STORE)]
     dir: PathBuf,
@@ -146,11 +136,10 @@ impl ImageCommand {
             ImageCommand::Pull {
                 references,
                 insecure_registry,
-                json,
                 store,
             } => cmd::pull(cmd::PullArgs {
                 references,
-                json,
+                json: store.json,
                 store: store.dir,
                 insecure_registries: insecure_registry,
             }),
@@ -158,22 +147,17 @@ impl ImageCommand {
                 file,
                 from,
                 name,
-                json,
                 store,
             } => cmd::load(cmd::LoadArgs {
                 file,
                 from,
                 name,
-                json,
+                json: store.json,
                 store: store.dir,
             }),
-            ImageCommand::Ls { json, store } => cmd::ls(store.dir, json),
-            ImageCommand::Rm {
-                references,
-                json,
-                store,
-            } => cmd::rm(store.dir, &references, json),
-            ImageCommand::Prune { all, json, store } => cmd::prune(store.dir, all, json),
+            ImageCommand::Ls { store } => cmd::ls(store.dir, store.json),
+            ImageCommand::Rm { references, store } => cmd::rm(store.dir, &references, store.json),
+            ImageCommand::Prune { all, store } => cmd::prune(store.dir, all, store.json),
         }
     }
 }

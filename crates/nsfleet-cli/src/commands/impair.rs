@@ -1,6 +1,7 @@
 //! `nsfleet impair`: set or clear one interface's impairment; the flags given become
 //! the settings, those not given are left out.
 
+use super::args::given;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -59,7 +60,7 @@ impl ImpairCommand {
             clear,
             json,
         } = self;
-        let given = [
+        let set = given([
             ("delay", delay),
             ("jitter", jitter),
             ("loss", loss),
@@ -67,11 +68,7 @@ impl ImpairCommand {
             ("corrupt", corrupt),
             ("reorder", reorder),
             ("rate", rate),
-        ];
-        let set = given
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect();
+        ]);
         cmd::impair::impair(cmd::impair::ImpairArgs {
             name,
             target,

@@ -1,6 +1,6 @@
 //! `nsfleet stats`: a live fleet's interface and process counters, once or refreshed.
 
-use super::args::{seconds, within_usize};
+use super::args::{duration, within_usize};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -28,8 +28,8 @@ pub struct StatsCommand {
     #[arg(long)]
     watch: bool,
     /// Seconds between refreshes with --watch.
-    #[arg(long, default_value_t = 1.0, value_parser = seconds)]
-    interval: f64,
+    #[arg(long, default_value = "1", value_parser = duration)]
+    interval: std::time::Duration,
     /// Sort rows by name, rx, tx, drops, errors (interfaces) or cpu, mem (processes);
     /// largest first.
     #[arg(long, default_value = "name")]
@@ -59,7 +59,7 @@ impl StatsCommand {
             name,
             target,
             watch,
-            interval: std::time::Duration::from_secs_f64(interval),
+            interval,
             json,
             sort,
             limit,

@@ -1,6 +1,6 @@
 //! `nsfleet wait`: until a live fleet is ready, as `up --wait` waits.
 
-use super::args::seconds;
+use super::args::duration;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -29,8 +29,8 @@ pub struct WaitCommand {
     #[arg(value_parser = cmd::ready::parse_condition)]
     until: nsfleet::ready::Condition,
     /// Seconds to wait at most.
-    #[arg(long, value_parser = seconds, default_value_t = 300.0)]
-    timeout: f64,
+    #[arg(long, value_parser = duration, default_value = "300")]
+    timeout: Duration,
     /// No progress; the result as one JSON object: {"ready": {"fleet", "condition",
     /// "since_up_s", "of"}} ("of": the nodes it was checked on, routers for converged).
     #[arg(long)]
@@ -42,7 +42,7 @@ impl WaitCommand {
         let rd = nsfleet::rundir::RunDir::new(&run_dir);
         let w = cmd::ready::Wait {
             until: self.until,
-            bound: Duration::from_secs_f64(self.timeout),
+            bound: self.timeout,
         };
         match cmd::ready::wait(&rd, &self.name, w, self.json)? {
             Ok(ready) => {
