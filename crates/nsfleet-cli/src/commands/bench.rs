@@ -296,6 +296,11 @@ pub enum Bench {
         /// bisection after one regression.
         #[arg(long, value_name = "NAME")]
         metric: Vec<String>,
+        /// Judge against the baseline's range instead of its median: a figure regresses
+        /// only when the candidate's median is past the baseline's worst run by more than
+        /// the threshold (a baseline of several runs, whose own noise is then no verdict).
+        #[arg(long)]
+        beyond_range: bool,
         #[arg(long)]
         json: bool,
     },
@@ -511,8 +516,14 @@ impl Bench {
                 candidate,
                 threshold,
                 metric,
+                beyond_range,
                 json,
-            } => std::process::exit(compare(&baseline, &candidate, threshold, &metric, json)),
+            } => {
+                use nsfleet_bench::Against::{Median, Range};
+                let against = if beyond_range { Range } else { Median };
+                let judged = (threshold, against);
+                std::process::exit(compare(&baseline, &candidate, judged, &metric, json))
+            }
         }
     }
 
