@@ -317,7 +317,7 @@ pub(crate) fn emit(r: &Results, c: &Common, title: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fig(v: f64) -> String {
+pub(crate) fn fig(v: f64) -> String {
     match v.abs() {
         a if !a.is_finite() => "-".into(),
         a if a >= 100.0 => format!("{v:.0}"),
