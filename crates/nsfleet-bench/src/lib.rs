@@ -31,6 +31,8 @@ pub use create::{create, CreateArgs};
 pub use daemons::{daemons, DaemonsArgs, Suite};
 pub use images::{images, ImagesArgs};
 pub use mininet::{mininet, MininetArgs};
+/// How `compare` judges: against the baseline's median or its range.
+pub use nsfleet_results::Against;
 pub use routers::{routers, RoutersArgs};
 pub use setns::{setns, SetnsArgs};
 pub use stats::{stats, StatsArgs};
@@ -208,14 +210,14 @@ impl Default for Defaults {
 }
 
 /// `nsfleet bench compare`: the exit code `git bisect run` acts on. 0: no metric
-/// regressed beyond `threshold`; 1: one did; 125: the candidate could not be measured
-/// (missing, unreadable, or nothing finite in it: skip this commit); 128: the baseline is
-/// unusable, or the two runs were of different scenarios or sizes (aborts a bisect
-/// rather than misjudging every commit).
+/// regressed beyond `threshold` (past the baseline's median, or its range: `against`);
+/// 1: one did; 125: the candidate could not be measured (missing, unreadable, or nothing
+/// finite in it: skip this commit); 128: the baseline is unusable, or the two runs were
+/// of different scenarios or sizes (aborts a bisect rather than misjudging every commit).
 pub fn compare(
     base: &std::path::Path,
     cand: &std::path::Path,
-    threshold: f64,
+    (threshold, against): (f64, Against),
     only: &[String],
     json: bool,
 ) -> i32 {
@@ -233,7 +235,7 @@ pub fn compare(
             return 125;
         }
     };
-    let cmp = match nsfleet_results::compare(&base, &cand, threshold, only) {
+    let cmp = match nsfleet_results::compare_against(&base, &cand, threshold, only, against) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("nsfleet: {e:#}");
@@ -245,10 +247,14 @@ pub fn compare(
             .rows
             .iter()
             .map(|r| {
-                serde_json::json!({
+                let mut row = serde_json::json!({
                     "metric": r.metric, "unit": r.unit, "baseline": r.base, "candidate": r.cand,
                     "change": r.change, "verdict": format!("{:?}", r.verdict).to_lowercase(),
-                })
+                });
+                if against == Against::Range {
+                    row["baseline_range"] = serde_json::json!([r.base_range.0, r.base_range.1]);
+                }
+                row
             })
             .collect();
         println!(
@@ -311,7 +317,7 @@ pub(crate) fn emit(r: &Results, c: &Common, title: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fig(v: f64) -> String {
+pub(crate) fn fig(v: f64) -> String {
     match v.abs() {
         a if !a.is_finite() => "-".into(),
         a if a >= 100.0 => format!("{v:.0}"),

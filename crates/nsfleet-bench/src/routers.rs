@@ -10,14 +10,17 @@
 //! - Mininet's LinearTopo(k) with Linux bridges and no controller (when Mininet is
 //!   installed), against nsfleet's `linear` generator of the same shape and a raw loop
 //!   building that topology (what the kernel work alone allows against Mininet).
+//!
+//! The fleets and raw loops are measured at each of `--steps`, after a warm-up, in
+//! interleaved rounds, with each curve's flatness against the raw loop's (see [`curve`]).
 
-use super::{
-    emit, machine, metric, need_root, note, ratio, raw, versus, which, Cli, Common, Ratio,
-};
+mod curve;
+
+use super::{emit, machine, metric, need_root, note, ratio, raw, which, Cli, Common};
 use anyhow::{bail, Context};
 use nsfleet::core::{Fleet, FleetOptions};
 use nsfleet::sys;
-use nsfleet_results::{Axis, Better, Chart, Results, Series};
+use nsfleet_results::{Better, Results};
 use std::process::Command;
 use std::time::Instant;
 
@@ -27,23 +30,6 @@ pub struct RoutersArgs {
     pub script_count: u64,
     pub mininet_count: u64,
     pub common: Common,
-}
-
-#[derive(Default, Clone, serde::Serialize)]
-struct Step {
-    count: u64,
-    nsfleet_up_s: Vec<f64>,
-    nsfleet_down_s: Vec<f64>,
-    user_cpu_share: Vec<f64>,
-    kernel_per_router_bytes: Vec<f64>,
-    rss_per_router_bytes: Vec<f64>,
-    raw_up_s: Vec<f64>,
-    raw_down_s: Vec<f64>,
-    raw_macvlan_up_s: Vec<f64>,
-    raw_macvlan_down_s: Vec<f64>,
-    macvlan_up_s: Vec<f64>,
-    macvlan_down_s: Vec<f64>,
-    macvlan_kernel_per_router_bytes: Vec<f64>,
 }
 
 const MININET: &str = r#"
@@ -65,7 +51,11 @@ print(up, time.time() - t)
 pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
     need_root("routers")?;
     let c = &a.common;
-    let steps: Vec<u64> = a.steps.iter().map(|&n| c.size(n, 100)).collect();
+    let mut steps: Vec<u64> = a.steps.iter().map(|&n| c.size(n, 100)).collect();
+    // Ascending: flatness is against the smallest step, and a count measured twice
+    // would only overwrite its own figures.
+    steps.sort_unstable();
+    steps.dedup();
     let (script_count, mininet_count) = (c.size(a.script_count, 20), c.size(a.mininet_count, 10));
     let most = *steps.iter().max().unwrap_or(&1);
     let spare = nsfleet::preflight::SPARE_DESCRIPTORS;
@@ -80,40 +70,7 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         ));
     }
     let fleet = Fleet::new(FleetOptions::default())?; // for its reclamation barrier
-    let mut measured: Vec<Step> = Vec::new();
-    for &count in &steps {
-        let mut s = Step {
-            count,
-            ..Step::default()
-        };
-        for r in 0..c.repetitions() {
-            note(&format!(
-                "{count} routers, run {}/{}",
-                r + 1,
-                c.repetitions()
-            ));
-            let nsfleet_first = r % 2 == 0;
-            if !nsfleet_first && raw_fits(count) {
-                push_raw(&mut s, &fleet, count)?;
-            }
-            let m = fake_routers(count, c.workers, "macvlan")?;
-            s.macvlan_up_s.push(m.up_s);
-            s.macvlan_down_s.push(m.down_s);
-            s.macvlan_kernel_per_router_bytes
-                .push(m.kernel_bytes / count as f64);
-            let b = fake_routers(count, c.workers, "veth")?;
-            s.nsfleet_up_s.push(b.up_s);
-            s.nsfleet_down_s.push(b.down_s);
-            s.user_cpu_share.push(b.user_share);
-            s.kernel_per_router_bytes
-                .push(b.kernel_bytes / count as f64);
-            s.rss_per_router_bytes.push(b.rss / count as f64);
-            if nsfleet_first && raw_fits(count) {
-                push_raw(&mut s, &fleet, count)?;
-            }
-        }
-        measured.push(s);
-    }
+    let measured = curve::measure(&steps, c, &fleet, raw_fits)?;
     let script = (script_count > 0).then(|| {
         note(&format!("seed 003's ip script, {script_count} routers"));
         let ns = fake_routers(script_count, c.workers, "veth");
@@ -137,9 +94,10 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         "routers",
         machine(),
         serde_json::json!({"steps": steps, "script_count": script_count, "mininet_count": mininet_count,
-            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick, "unavailable": unavailable}),
+            "runs": c.repetitions(), "workers": c.workers, "quick": c.quick, "unavailable": unavailable,
+            "warm_up": curve::warm_up_count(&steps)}),
     );
-    step_metrics(&mut res, &measured);
+    curve::metrics(&mut res, &measured);
     if let Some((ns, (up, down))) = script {
         let n = script_count as f64;
         use Better::*;
@@ -157,139 +115,9 @@ pub fn routers(a: RoutersArgs) -> anyhow::Result<()> {
         mininet_metrics(&mut res, &m);
     }
     let title = format!("fake routers at {steps:?}; the ip script at {script_count}; Mininet LinearTopo({mininet_count})");
-    emit(&res, c, &title)
-}
-
-fn step_metrics(res: &mut Results, steps: &[Step]) {
-    use Better::*;
-    use Ratio::*;
-    let rate = |n: u64, v: &[f64]| v.iter().map(|s| n as f64 / s).collect::<Vec<_>>();
-    let (mut ns_curve, mut raw_curve) = (Vec::new(), Vec::new());
-    let (mut mv_curve, mut raw_mv_curve) = (Vec::new(), Vec::new());
-    for s in steps {
-        let n = s.count;
-        let (ns, raw) = (rate(n, &s.nsfleet_up_s), rate(n, &s.raw_up_s));
-        let m = |unit, better, v: &[f64]| metric(unit, better, v.to_vec());
-        let (macvlan, raw_macvlan) = (rate(n, &s.macvlan_up_s), rate(n, &s.raw_macvlan_up_s));
-        let at = |what: &str| format!("{what}_at_{n}");
-        // Each against the raw veth pair's rate, which the first records.
-        for (ours, v, theirs, ratio, better, target) in [
-            (
-                "nsfleet_routers_per_s",
-                &ns,
-                Some("raw_routers_per_s"),
-                "nsfleet_vs_raw",
-                Higher,
-                Some(">= 0.8"),
-            ),
-            (
-                "nsfleet_macvlan_routers_per_s",
-                &macvlan,
-                None,
-                "nsfleet_macvlan_vs_raw",
-                Higher,
-                Some(">= 1.5"),
-            ),
-            (
-                "raw_macvlan_routers_per_s",
-                &raw_macvlan,
-                None,
-                "raw_macvlan_vs_raw",
-                Neither,
-                None,
-            ),
-        ] {
-            let theirs = theirs.map(at);
-            let theirs = (theirs.as_deref(), &raw[..]);
-            let ratio = OursPerTheirs(&at(ratio), better);
-            versus(
-                &mut res.metrics,
-                "routers/s",
-                (Some(&at(ours)), v),
-                theirs,
-                ratio,
-            )
-            .target = target.map(String::from);
-        }
-        res.metric(
-            &format!("nsfleet_macvlan_down_to_reclaimed_s_at_{n}"),
-            m("s", Lower, &s.macvlan_down_s),
-        )
-        .metric(
-            &format!("kernel_per_router_bytes_macvlan_at_{n}"),
-            m("bytes", Lower, &s.macvlan_kernel_per_router_bytes),
-        )
-        .metric(
-            &format!("raw_macvlan_down_to_reclaimed_s_at_{n}"),
-            m("s", Neither, &s.raw_macvlan_down_s),
-        )
-        .metric(
-            &format!("nsfleet_down_to_reclaimed_s_at_{n}"),
-            m("s", Lower, &s.nsfleet_down_s),
-        )
-        .metric(
-            &format!("raw_down_to_reclaimed_s_at_{n}"),
-            m("s", Neither, &s.raw_down_s),
-        )
-        .metric(
-            &format!("user_cpu_share_at_{n}"),
-            metric(
-                "%",
-                Lower,
-                s.user_cpu_share.iter().map(|v| v * 100.0).collect(),
-            )
-            .with_target("< 15"),
-        )
-        .metric(
-            &format!("kernel_per_router_bytes_at_{n}"),
-            m("bytes", Lower, &s.kernel_per_router_bytes),
-        )
-        .metric(
-            &format!("supervisor_rss_per_router_bytes_at_{n}"),
-            m("bytes", Lower, &s.rss_per_router_bytes),
-        );
-        ns_curve.push((n as f64, nsfleet_results::median(&ns)));
-        raw_curve.push((n as f64, nsfleet_results::median(&raw)));
-        mv_curve.push((n as f64, nsfleet_results::median(&macvlan)));
-        raw_mv_curve.push((n as f64, nsfleet_results::median(&raw_macvlan)));
-    }
-    res.charts.push(Chart {
-        id: "routers-rate".into(),
-        title: "Fake routers: creation rate against the number built".into(),
-        x: Axis::linear("routers"),
-        y: Axis::linear("routers/s"),
-        series: vec![
-            Series {
-                name: "nsfleet".into(),
-                points: ns_curve,
-            },
-            Series {
-                name: "raw loop, same kernel work".into(),
-                points: raw_curve,
-            },
-            Series {
-                name: "nsfleet, macvlan ports".into(),
-                points: mv_curve,
-            },
-            Series {
-                name: "raw loop, macvlans".into(),
-                points: raw_mv_curve,
-            },
-        ],
-    });
-}
-
-fn push_raw(s: &mut Step, fleet: &Fleet, count: u64) -> anyhow::Result<()> {
-    let (up, down) = raw::routers(fleet, count, false)?;
-    s.raw_up_s.push(up);
-    s.raw_down_s.push(down);
-    // A reference, not a peer: a kernel without macvlan (CONFIG_MACVLAN) only loses it.
-    match raw::routers(fleet, count, true) {
-        Ok((up, down)) => {
-            s.raw_macvlan_up_s.push(up);
-            s.raw_macvlan_down_s.push(down);
-        }
-        Err(e) => note(&format!("the raw macvlan loop could not run: {e:#}")),
+    emit(&res, c, &title)?;
+    if !c.json && steps.len() > 1 {
+        print!("{}", curve::table(&res, &steps));
     }
     Ok(())
 }

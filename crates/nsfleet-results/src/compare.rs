@@ -1,6 +1,6 @@
 //! Baseline against candidate, metric by metric: the verdict `git bisect run` needs.
 
-use crate::schema::{Better, Results};
+use crate::schema::{Better, Metric, Results};
 use std::fmt::Write;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,11 +15,24 @@ pub enum Verdict {
     Missing,
 }
 
+/// What a candidate's median is held against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Against {
+    /// The baseline's median: a move past the threshold is a verdict.
+    #[default]
+    Median,
+    /// The baseline's range: a move is a verdict only past the baseline's worst run (or
+    /// best) by more than the threshold, so the baseline's own run-to-run noise is none.
+    Range,
+}
+
 #[derive(Clone, Debug)]
 pub struct Row {
     pub metric: String,
     pub unit: String,
     pub base: f64,
+    /// The baseline's runs' range (min, max).
+    pub base_range: (f64, f64),
     pub cand: Option<f64>,
     /// Candidate over baseline, minus one (+0.25: 25% higher).
     pub change: f64,
@@ -30,6 +43,7 @@ pub struct Row {
 pub struct Comparison {
     pub scenario: String,
     pub threshold: f64,
+    pub against: Against,
     pub rows: Vec<Row>,
 }
 
@@ -42,6 +56,17 @@ pub fn compare(
     cand: &Results,
     threshold: f64,
     only: &[String],
+) -> anyhow::Result<Comparison> {
+    compare_against(base, cand, threshold, only, Against::Median)
+}
+
+/// [`compare`], each candidate median held `against` the baseline's median or range.
+pub fn compare_against(
+    base: &Results,
+    cand: &Results,
+    threshold: f64,
+    only: &[String],
+    against: Against,
 ) -> anyhow::Result<Comparison> {
     if base.scenario != cand.scenario {
         anyhow::bail!(
@@ -84,12 +109,14 @@ pub fn compare(
                 Some(_) if b.better == Better::Neither || !change.is_finite() || !judged(name) => {
                     Verdict::Unjudged
                 }
+                Some(c) if against == Against::Range => judge_range(b, c, threshold),
                 Some(_) => judge(b.better, change, threshold),
             };
             Row {
                 metric: name.clone(),
                 unit: b.unit.clone(),
                 base: b.median,
+                base_range: (b.min, b.max),
                 cand: c,
                 change,
                 verdict,
@@ -99,6 +126,7 @@ pub fn compare(
     Ok(Comparison {
         scenario: base.scenario.clone(),
         threshold,
+        against,
         rows,
     })
 }
@@ -118,6 +146,22 @@ fn judge(better: Better, change: f64, threshold: f64) -> Verdict {
     }
 }
 
+/// Worse only when `cand` is past the baseline's worst run by more than `threshold`,
+/// better only past its best: with one run, the same verdicts as against the median.
+fn judge_range(b: &Metric, cand: f64, threshold: f64) -> Verdict {
+    let (worst, best) = if b.better == Better::Higher {
+        (b.min, b.max)
+    } else {
+        (b.max, b.min)
+    };
+    let past = |bound: f64| judge(b.better, cand / bound - 1.0, threshold);
+    match (past(worst), past(best)) {
+        (Verdict::Worse, _) => Verdict::Worse,
+        (_, Verdict::Better) => Verdict::Better,
+        _ => Verdict::Same,
+    }
+}
+
 impl Comparison {
     pub fn regressed(&self) -> bool {
         self.rows.iter().any(|r| r.verdict == Verdict::Worse)
@@ -133,8 +177,12 @@ impl Comparison {
 
     /// A table for a terminal.
     pub fn render(&self) -> String {
+        let (against, bw) = match self.against {
+            Against::Median => ("candidate against baseline, medians", 12),
+            Against::Range => ("candidate's medians against baseline's ranges", 26),
+        };
         let mut out = format!(
-            "{}: candidate against baseline, medians (threshold {:.0}%)\n",
+            "{}: {against} (threshold {:.0}%)\n",
             self.scenario,
             self.threshold * 100.0
         );
@@ -147,7 +195,7 @@ impl Comparison {
             .max(6);
         let _ = writeln!(
             out,
-            "  {:<w$} {:>12} {:>12} {:>9}  verdict",
+            "  {:<w$} {:>bw$} {:>12} {:>9}  verdict",
             "metric", "baseline", "candidate", "change"
         );
         for r in &self.rows {
@@ -166,9 +214,9 @@ impl Comparison {
             };
             let _ = writeln!(
                 out,
-                "  {:<w$} {:>12} {:>12} {:>9}  {} {}",
+                "  {:<w$} {:>bw$} {:>12} {:>9}  {} {}",
                 r.metric,
-                num(r.base),
+                self.base_figure(r),
                 cand,
                 change,
                 verdict,
@@ -180,6 +228,17 @@ impl Comparison {
             );
         }
         out
+    }
+
+    /// The baseline's median, with its range when that is what it is judged by.
+    fn base_figure(&self, r: &Row) -> String {
+        match self.against {
+            Against::Median => num(r.base),
+            Against::Range => {
+                let (min, max) = r.base_range;
+                format!("{} [{}-{}]", num(r.base), num(min), num(max))
+            }
+        }
     }
 }
 
@@ -265,6 +324,52 @@ mod tests {
         assert!(e
             .to_string()
             .contains("--metric no_such: the baseline has no such figure"));
+    }
+
+    fn runs(rates: &[f64]) -> Results {
+        let mut r = Results::new("routers", Machine::default(), serde_json::json!({}));
+        let flat = Metric::new("x", Better::Higher, rates.to_vec());
+        r.metric("flatness_vs_raw", flat);
+        r.metric("down_s", Metric::new("s", Better::Lower, rates.to_vec()));
+        r
+    }
+
+    fn verdict(c: &Comparison, metric: &str) -> Verdict {
+        c.rows.iter().find(|r| r.metric == metric).unwrap().verdict
+    }
+
+    #[test]
+    fn against_a_range_only_a_move_past_its_worst_run_by_the_threshold_is_a_verdict() {
+        let base = runs(&[0.90, 1.00, 1.10]);
+        let range = |cand: f64| {
+            let c = compare_against(&base, &runs(&[cand]), 0.10, &[], Against::Range);
+            c.unwrap()
+        };
+        // 0.85 is 15% under the median (a regression against it) but within 10% of the
+        // baseline's worst run: its noise, not a bend.
+        let median = compare(&base, &runs(&[0.85]), 0.10, &[]).unwrap();
+        assert_eq!(verdict(&median, "flatness_vs_raw"), Verdict::Worse);
+        assert_eq!(verdict(&range(0.85), "flatness_vs_raw"), Verdict::Same);
+        assert_eq!(verdict(&range(0.80), "flatness_vs_raw"), Verdict::Worse);
+        assert_eq!(verdict(&range(1.15), "flatness_vs_raw"), Verdict::Same);
+        assert_eq!(verdict(&range(1.25), "flatness_vs_raw"), Verdict::Better);
+        // Lower is better: the worst run is the highest.
+        assert_eq!(verdict(&range(1.15), "down_s"), Verdict::Same);
+        assert_eq!(verdict(&range(1.25), "down_s"), Verdict::Worse);
+        assert_eq!(verdict(&range(0.80), "down_s"), Verdict::Better);
+        assert!(range(0.80).render().contains("0.9000-1.10]"));
+    }
+
+    #[test]
+    fn against_the_range_of_one_run_the_verdicts_are_the_medians() {
+        for cand in [0.5, 0.95, 1.0, 1.05, 1.5] {
+            let (base, cand) = (runs(&[1.0]), runs(&[cand]));
+            let by_range = compare_against(&base, &cand, 0.1, &[], Against::Range).unwrap();
+            let by_median = compare(&base, &cand, 0.1, &[]).unwrap();
+            for (a, b) in by_range.rows.iter().zip(&by_median.rows) {
+                assert_eq!(a.verdict, b.verdict, "{}", a.metric);
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod html;
 mod schema;
 mod svg;
 
-pub use compare::{compare, Comparison, Row, Verdict};
+pub use compare::{compare, compare_against, Against, Comparison, Row, Verdict};
 pub use html::{markdown_table, report};
 pub use schema::{
     median, percentiles, Axis, Better, Chart, Machine, Metric, Results, Series, FORMAT,
