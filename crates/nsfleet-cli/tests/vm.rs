@@ -958,6 +958,9 @@ fn a_killed_runs_qemu_dies_with_it_and_its_folder_goes_with_the_next_run() {
     for d in [&live, &bare] {
         std::fs::create_dir_all(d).unwrap();
     }
+    // Removed however the test ends: left behind, they fail every later vm test's
+    // leftover check.
+    let planted = Planted(vec![live.clone(), bare.clone()]);
     let me = std::fs::read_to_string("/proc/self/stat").unwrap();
     let since = me
         .rsplit(')')
@@ -995,8 +998,17 @@ fn a_killed_runs_qemu_dies_with_it_and_its_folder_goes_with_the_next_run() {
         live.is_dir() && bare.is_dir(),
         "what is not a dead run's stays"
     );
-    for d in [&live, &bare] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
+    drop(planted);
     assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// Folders a test planted, removed when it ends, passed or failed.
+struct Planted(Vec<std::path::PathBuf>);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
