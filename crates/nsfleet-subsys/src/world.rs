@@ -237,8 +237,11 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
         dirs: config.dirs.clone(),
         files,
         binds: config.binds.clone(),
+        // The fleet's Open vSwitch resolves no node's name (its controllers are
+        // addresses), and ovs-vswitchd's resolver (libunbound) keeps every name of the
+        // hosts file it reads: it reads the host's, as a Mininet host's does.
         hosts: (shared.hosts.as_deref())
-            .filter(|_| Path::new(HOSTS).is_file())
+            .filter(|_| Path::new(HOSTS).is_file() && config.ovs_hub.is_none())
             .map(|p| p.display().to_string()),
     })
 }
