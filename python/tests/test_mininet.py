@@ -63,6 +63,17 @@ def test_a_tree_is_built_pinged_and_stopped(run_dir: Path, capsys: pytest.Captur
     assert net.fleet is None
 
 
+def test_ovs_tso_false_is_said_in_the_fleet_s_file_when_it_has_ovs_switches() -> None:
+    from nsfleet.mininet.node import OVSBridge
+    from nsfleet.mininet.nodelib import LinuxBridge
+    lean = Mininet(topo=SingleSwitchTopo(2), switch=OVSBridge, controller=None, ovsTso=False)
+    assert lean.topology()["fleet"]["ovs_tso"] is False
+    default = Mininet(topo=SingleSwitchTopo(2), switch=OVSBridge, controller=None)
+    assert "ovs_tso" not in default.topology()["fleet"]
+    bridges = Mininet(topo=SingleSwitchTopo(2), switch=LinuxBridge, controller=None, ovsTso=False)
+    assert "ovs_tso" not in bridges.topology()["fleet"], "a fleet without OVS refuses it"
+
+
 def test_a_router_between_subnets_and_a_shaped_link(run_dir: Path) -> None:
     net = Mininet(topo=TwoSubnets())
     net.start()

@@ -40,6 +40,49 @@ fn daemons_of(fleet: &Fleet<'_>) -> Vec<(i32, String)> {
         .collect()
 }
 
+/// 4 MB sent by TCP from h1 to h3 (10.0.0.3) of fleet `fleet`, across its switch.
+fn tcp_across(env: &Env, fleet: &str) {
+    let server = "import socket;s=socket.socket();s.bind(('0.0.0.0',5201));s.listen();c,_=s.accept();n=0\nwhile True:\n d=c.recv(65536)\n if not d: break\n n+=len(d)\nprint(n)";
+    let mut got = env
+        .cmd(&[
+            "exec", fleet, "h3", "--", "timeout", "20", "python3", "-c", server,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = "import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection(('10.0.0.3',5201),timeout=5);break\n except OSError: time.sleep(0.1)\ns.sendall(b'x'*4000000);s.close()";
+    env.ok(&[
+        "exec", fleet, "h1", "--", "timeout", "20", "python3", "-c", client,
+    ]);
+    let mut out = String::new();
+    std::io::Read::read_to_string(got.stdout.as_mut().unwrap(), &mut out).unwrap();
+    got.wait().unwrap();
+    assert_eq!(out.trim(), "4000000", "the bytes sent across the switch");
+}
+
+#[test]
+fn without_tso_the_hosts_sum_their_own_checksums_and_tcp_still_crosses() {
+    let env = Env::new("ovs-lean");
+    let text =
+        three_hosts("ovl", "").replace("name = \"ovl\"\n", "name = \"ovl\"\novs_tso = false\n");
+    let _fleet = env.up(&text);
+    let config = env.ok(&[
+        "exec",
+        "ovl",
+        "s1",
+        "--",
+        "ovs-vsctl",
+        "get",
+        "Open_vSwitch",
+        ".",
+        "other_config",
+    ]);
+    assert!(!config.contains("userspace-tso-enable"), "{config}");
+    let offloads = env.ok(&["exec", "ovl", "h1", "--", "ethtool", "-k", "eth0"]);
+    assert!(offloads.contains("tx-checksumming: off"), "{offloads}");
+    tcp_across(&env, "ovl");
+}
+
 #[test]
 fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
     let env = Env::new("ovs-basic");
@@ -49,22 +92,7 @@ fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
         // `up` returned with the switch forwarding: the first ping is answered.
         env.ok(&["exec", "ovb", "h1", "--", "ping", "-c1", "-W2", "10.0.0.3"]);
         // TCP across the userspace datapath (which needs its TSO support, see ovs.rs).
-        let server = "import socket;s=socket.socket();s.bind(('0.0.0.0',5201));s.listen();c,_=s.accept();n=0\nwhile True:\n d=c.recv(65536)\n if not d: break\n n+=len(d)\nprint(n)";
-        let mut got = env
-            .cmd(&[
-                "exec", "ovb", "h3", "--", "timeout", "20", "python3", "-c", server,
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let client = "import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection(('10.0.0.3',5201),timeout=5);break\n except OSError: time.sleep(0.1)\ns.sendall(b'x'*4000000);s.close()";
-        env.ok(&[
-            "exec", "ovb", "h1", "--", "timeout", "20", "python3", "-c", client,
-        ]);
-        let mut out = String::new();
-        std::io::Read::read_to_string(got.stdout.as_mut().unwrap(), &mut out).unwrap();
-        got.wait().unwrap();
-        assert_eq!(out.trim(), "4000000", "the bytes sent across the switch");
+        tcp_across(&env, "ovb");
         // Ports numbered in the file's order, s1-p3 as the file says.
         let ports = env.ok(&[
             "exec",

@@ -272,7 +272,7 @@ impl Traffic {
         let i = iface.to_string();
         fleet
             .on_node(node, move |_| {
-                nsfleet_sys::set_gro(&i, true).map_err(Into::into)
+                nsfleet_sys::set_offload(&i, nsfleet_sys::Offload::Gro, true).map_err(Into::into)
             })
             .with_context(|| format!("{node}:{iface}: turning GRO on for XDP frames"))?;
         self.gro.push(key);
@@ -282,7 +282,8 @@ impl Traffic {
     fn restore_gro(&mut self, fleet: &Fleet) {
         for (node, iface) in self.gro.drain(..) {
             let _ = fleet.on_node(&node, move |_| {
-                nsfleet_sys::set_gro(&iface, false).map_err(Into::into)
+                nsfleet_sys::set_offload(&iface, nsfleet_sys::Offload::Gro, false)
+                    .map_err(Into::into)
             });
         }
     }

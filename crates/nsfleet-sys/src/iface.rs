@@ -1,22 +1,37 @@
-//! Interface ioctls in the calling thread's network namespace: index, MAC, GRO.
+//! Interface ioctls in the calling thread's network namespace: index, MAC, offloads.
 
 use crate::check;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// Turns GRO on or off on an interface of the calling thread's namespace (the legacy
-/// ETHTOOL_SGRO ioctl, one call with no family to resolve). On a veth, GRO on makes the
-/// device run NAPI, which is what lets its peer hand it XDP frames.
-pub fn set_gro(ifname: &str, on: bool) -> io::Result<()> {
+/// An offload of a device's that ethtool's legacy ioctls turn on and off: one call each,
+/// with no generic netlink family to resolve.
+#[derive(Clone, Copy, Debug)]
+pub enum Offload {
+    /// Generic receive offload. On a veth, GRO on makes the device run NAPI, which is
+    /// what lets its peer hand it XDP frames.
+    Gro,
+    /// Transmit checksum offload (`ethtool -K IF tx`): off, the kernel computes the
+    /// checksums of what it sends there itself (and segments TCP to the MTU).
+    TxChecksum,
+}
+
+/// Turns `offload` on or off on an interface of the calling thread's namespace.
+pub fn set_offload(ifname: &str, offload: Offload, on: bool) -> io::Result<()> {
+    const ETHTOOL_STXCSUM: u32 = 0x17;
     const ETHTOOL_SGRO: u32 = 0x2c;
     #[repr(C)]
     struct EthtoolValue {
         cmd: u32,
         data: u32,
     }
+    let cmd = match offload {
+        Offload::Gro => ETHTOOL_SGRO,
+        Offload::TxChecksum => ETHTOOL_STXCSUM,
+    };
     let mut value = EthtoolValue {
-        cmd: ETHTOOL_SGRO,
+        cmd,
         data: on as u32,
     };
     interface_ioctl(ifname, libc::SIOCETHTOOL, |req| {

@@ -335,10 +335,12 @@ impl PartialEq for Iface {
             impair,
             bridge,
             link,
+            software_checksums,
             at: _,
         } = self;
         (name, index, mtu, mac, addrs) == (&o.name, &o.index, &o.mtu, &o.mac, &o.addrs)
             && (impair, bridge, link) == (&o.impair, &o.bridge, &o.link)
+            && *software_checksums == o.software_checksums
     }
 }
 
@@ -591,6 +593,10 @@ pub struct Iface {
     /// On a switch: the bridge this interface is a port of (`br0`, a switch node's one).
     pub bridge: Option<u16>,
     pub link: Link,
+    /// Its node computes the checksums of what it sends here (tx checksum offload off):
+    /// a host's end on a switch of an Open vSwitch without TSO support (`ovs_tso = false`).
+    #[serde(default)]
+    pub software_checksums: bool,
     /// Where the topology file declared it (for kernel errors).
     pub at: Place,
 }

@@ -34,11 +34,26 @@ impl Reshape {
 }
 
 /// Whether two ends are the same link as the kernel sees it: what makes the device and how
-/// (kind, far end, MTU, MAC, bridge). Addresses and impairments are set on a device that
+/// (kind, far end, MTU, MAC, bridge, who sums its checksums). Addresses and impairments are set on a device that
 /// stays; its place is where it was written, which an edit moves.
 pub fn same_link(a: &Iface, b: &Iface) -> bool {
-    (&a.name, a.index, a.mtu, a.mac, a.bridge, &a.link)
-        == (&b.name, b.index, b.mtu, b.mac, b.bridge, &b.link)
+    (
+        &a.name,
+        a.index,
+        a.mtu,
+        a.mac,
+        a.bridge,
+        &a.link,
+        a.software_checksums,
+    ) == (
+        &b.name,
+        b.index,
+        b.mtu,
+        b.mac,
+        b.bridge,
+        &b.link,
+        b.software_checksums,
+    )
 }
 
 /// Splits `new` (the file's nodes) against `running` into what to add, change and remove,
@@ -73,10 +88,22 @@ pub fn reshape(running: &[NodeSpec], mut new: Vec<NodeSpec>) -> Result<Reshape, 
                     kind(&n.config)
                 ))
             }
+            Some(was) if without_tso(&was.config) != without_tso(&n.config) => {
+                return Err(format!(
+                    "ovs_tso would change from {} to {}: the fleet's Open vSwitch reads it once, at its start; take the fleet down and up with the new file",
+                    !without_tso(&was.config),
+                    !without_tso(&n.config)
+                ))
+            }
             Some(_) => out.change.push(n),
         }
     }
     Ok(out)
+}
+
+/// Whether a node is the fleet's Open vSwitch, started without TSO support.
+fn without_tso(c: &crate::NodeConfig) -> bool {
+    c.ovs_hub.as_ref().is_some_and(|h| h.without_tso)
 }
 
 /// What a node is, as far as its devices go: a bridge and an Open vSwitch switch hold
@@ -343,6 +370,41 @@ pub(crate) mod tests {
         let added = s1.wiring.iface("s1-p4").unwrap().index;
         assert_eq!(crate::kind::ovs::range_of(added), Some(r1[0]));
         assert!(!r.change.iter().any(|n| n.name == "s2"), "s2 is untouched");
+    }
+
+    #[test]
+    fn without_tso_the_hosts_on_ovs_sum_their_own_and_a_live_fleet_keeps_its_choice() {
+        let lean = two_ovs(2).replace("name = \"x\"\n", "name = \"x\"\novs_tso = false\n");
+        let running = nodes(&lean);
+        let hub = running.iter().find(|n| n.name == "openvswitch").unwrap();
+        assert!(hub.config.ovs_hub.as_ref().unwrap().without_tso);
+        let sums = |specs: &[NodeSpec], name: &str| -> Vec<bool> {
+            let n = specs.iter().find(|n| n.name == name).unwrap();
+            n.wiring
+                .ifaces
+                .iter()
+                .map(|i| i.software_checksums)
+                .collect()
+        };
+        assert_eq!(
+            sums(&running, "h1"),
+            [true],
+            "a host's end on an OVS switch"
+        );
+        assert!(
+            !sums(&running, "s1").contains(&true),
+            "the switches' own ends"
+        );
+        assert_eq!(
+            sums(&nodes(&two_ovs(1)), "h1"),
+            [false],
+            "with TSO, the NIC's"
+        );
+        let err = reshape(&running, nodes(&two_ovs(2))).unwrap_err();
+        assert!(
+            err.contains("ovs_tso would change from false to true"),
+            "{err}"
+        );
     }
 
     #[test]

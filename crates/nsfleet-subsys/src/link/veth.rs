@@ -12,6 +12,7 @@
 use super::{bridge, At, LinkKind};
 use nsfleet_core::{Node, Phase, Requests};
 use nsfleet_netlink::rtnl::{self, LinkSpec};
+use nsfleet_sys as sys;
 use nsfleet_topology::{Iface, Link, Subject};
 
 /// The ends a node makes.
@@ -88,6 +89,16 @@ impl LinkKind for FarEnds {
     fn wire(&self, out: &mut Requests<'_>, at: &At<'_>, i: &Iface) -> anyhow::Result<()> {
         crate::link_local_policy(out, i.index, i.bridge.is_some(), at.ipv6)?;
         out.add(|b, seq| rtnl::set_link(b, seq, i.index, true, bridge::master(i)))
+    }
+
+    /// In the node's namespace (its worker entered it): an end whose node sums its own
+    /// checksums has its transmit checksum offload turned off.
+    fn finish(&self, _node: &Node, i: &Iface) -> anyhow::Result<()> {
+        if i.software_checksums {
+            sys::set_offload(&i.name, sys::Offload::TxChecksum, false)
+                .map_err(|e| anyhow::anyhow!("turning its transmit checksum offload off: {e}"))?;
+        }
+        Ok(())
     }
 
     fn describe(&self, node: &Node, i: &Iface) -> Subject {

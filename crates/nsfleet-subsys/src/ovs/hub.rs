@@ -16,12 +16,17 @@ pub(super) const HUB_LABEL: &str = "ovs-vswitchd: the fleet's Open vSwitch";
 /// what `status` and `events` call it. `None` for a node that is no hub. The same for
 /// every hub: a change of the fleet's switches never starts it again.
 pub(crate) fn start_command(node: &Node) -> Option<(String, String)> {
-    node.config().ovs_hub.as_ref()?;
+    let hub = node.config().ovs_hub.clone()?;
     // The userspace datapath forwards what it reads from its ports' packet sockets;
     // with TSO support on it keeps the senders' checksum offload (their packets'
     // checksums are left to the NIC) and completes them, and TCP across it works. The
-    // kernel datapath ignores it.
-    let tso = " -- set Open_vSwitch . other_config:userspace-tso-enable=true";
+    // kernel datapath ignores it. Without it (`ovs_tso = false`), each port's receive
+    // buffers for TSO's 64 KB packets (about 0.2 MB) are never made, and the hosts on
+    // its switches compute their own checksums (`software_checksums`).
+    let tso = match hub.without_tso {
+        false => " -- set Open_vSwitch . other_config:userspace-tso-enable=true",
+        true => "",
+    };
     let (settle, said) = match crate::probe::has_ovs_kernel_datapath() {
         true => (EARLY_BOOT, "the kernel has the openvswitch module: switches on datapath auto use the kernel datapath"),
         false => ("", "this kernel has no openvswitch module: switches use the userspace datapath"),

@@ -46,6 +46,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct FleetSection {
     name: Spanned<String>,
+    /// Whether the fleet's Open vSwitch keeps its userspace datapath's TSO support.
+    ovs_tso: Option<Spanned<bool>>,
 }
 
 /// A `[[node]]`: its own keys, and the node keys, which [`NodeKeys`] reads.
@@ -182,8 +184,16 @@ pub fn read(file: &str, text: &str) -> Result<Draft, TopologyError> {
     let mut groups = Groups::default();
     let generators = declare(&cx, &doc, &mut groups, &mut errors);
     let mut plan = groups.plan();
+    let ovs_tso = doc.fleet.get_ref().ovs_tso.as_ref();
+    plan.set_ovs_tso(ovs_tso.is_none_or(|t| *t.get_ref()));
     if let Some(generators) = generators {
         wire(&cx, &doc, &generators, &groups, &mut plan, &mut errors);
+    }
+    if let Some(t) = ovs_tso.filter(|_| plan.ovs_hub().is_none()) {
+        errors.take::<()>(Err(cx.err(
+            t.span(),
+            "ovs_tso is a setting of the fleet's Open vSwitch, and this fleet has none: it is for a fleet with [[switch]] kind = \"ovs\"",
+        )));
     }
     errors.done()?;
     resolve::finish(name.get_ref(), groups, plan, cx, Vec::new(), |_, _| {})

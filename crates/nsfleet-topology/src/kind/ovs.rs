@@ -44,6 +44,11 @@ pub struct OvsHub {
     /// Every controller of the fleet's switches, once each, sorted: the supervisor relays
     /// each into the hub's namespace (see nsfleet-subsys's `ovs.rs`).
     pub controllers: Vec<SocketAddr>,
+    /// ovs-vswitchd runs its userspace datapath without TSO support (the file's
+    /// `ovs_tso = false`): about 0.2 MB less a port, TCP across it in packets of the
+    /// MTU. Fixed for the fleet's life: the daemon reads it once, at its start.
+    #[serde(default)]
+    pub without_tso: bool,
 }
 
 /// The name of the node that runs the fleet's Open vSwitch. A node of the file may not
@@ -216,10 +221,13 @@ pub fn needs() -> Vec<(HostNeed, String)> {
 
 /// The fleet's Open vSwitch node: Open vSwitch's folders its own, the controllers to
 /// relay. No bridge of its own: the switches' bridges are made by their nodes.
-pub fn hub_config(controllers: Vec<SocketAddr>) -> crate::NodeConfig {
+pub fn hub_config(controllers: Vec<SocketAddr>, tso: bool) -> crate::NodeConfig {
     crate::NodeConfig {
         dirs: DIRS.iter().map(|d| private(d, None, 0o755)).collect(),
-        ovs_hub: Some(OvsHub { controllers }),
+        ovs_hub: Some(OvsHub {
+            controllers,
+            without_tso: !tso,
+        }),
         ..crate::NodeConfig::default()
     }
 }

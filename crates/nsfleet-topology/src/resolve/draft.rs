@@ -201,7 +201,7 @@ impl Groups {
             controllers.dedup();
             self.list.push(NodeGroup {
                 names: Names::One(hub.to_string()),
-                config: Arc::new(crate::kind::ovs::hub_config(controllers)),
+                config: Arc::new(crate::kind::ovs::hub_config(controllers, plan.ovs_tso())),
             });
             self.templates.push(config::Templates::default());
             self.loopbacks.push(None);

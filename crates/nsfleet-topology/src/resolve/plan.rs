@@ -25,6 +25,10 @@ pub(crate) struct Plan {
     ovs_ports: HashMap<String, u32>,
     /// The index ranges' slots OVS switches have taken.
     ovs_slots: HashSet<u32>,
+    /// Whether the fleet's Open vSwitch keeps its userspace datapath's TSO support (the
+    /// file's `ovs_tso`; on unless it says `false`). Without it, the hosts on its switches
+    /// compute their own checksums.
+    ovs_tso: bool,
     names: Vec<String>,
     switch: Vec<bool>,
     pub(crate) wiring: Vec<NodeWiring>,
@@ -70,6 +74,7 @@ impl Plan {
         let mut plan = Plan {
             index: HashMap::new(),
             ovs_hub: None,
+            ovs_tso: true,
             ovs_ports: HashMap::new(),
             ovs_slots: HashSet::new(),
             names: Vec::new(),
@@ -157,8 +162,14 @@ impl Plan {
         Ok(())
     }
 
-    fn is_ovs(&self, i: u32) -> bool {
+    pub(crate) fn is_ovs(&self, i: u32) -> bool {
         self.switches.get(&i).is_some_and(|s| s.ovs.is_some())
+    }
+
+    /// The interface put last on node `i` (which is no switch: a switch's may be on a shard).
+    pub(crate) fn last_iface(&mut self, i: u32) -> &mut Iface {
+        let w = &mut self.wiring[i as usize];
+        w.ifaces.last_mut().expect("an interface was just put here")
     }
 
     /// The name switch `i`'s next port gets when the file gives none: `p1`, `p2`, ... on
@@ -440,6 +451,7 @@ impl Plan {
             impair: d.impair,
             bridge: bridge.then_some(0),
             link,
+            software_checksums: false,
             at,
         });
         index
@@ -509,6 +521,16 @@ impl Plan {
 
     /// The fleet's Open vSwitch node, if it has OVS switches: the node after the file's
     /// (before any shard).
+    /// Sets [`Plan::ovs_tso`], before the first link.
+    pub fn set_ovs_tso(&mut self, on: bool) {
+        self.ovs_tso = on;
+    }
+
+    /// Whether the fleet's Open vSwitch keeps its TSO support.
+    pub fn ovs_tso(&self) -> bool {
+        self.ovs_tso
+    }
+
     pub fn ovs_hub(&self) -> Option<&str> {
         self.ovs_hub.map(|i| self.names[i as usize].as_str())
     }
