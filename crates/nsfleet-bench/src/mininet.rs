@@ -59,6 +59,9 @@ trap 'stop; exit 130' INT TERM HUP
 
 const DRIVER: &str = include_str!("mininet_driver.py");
 
+/// One kind of samples of a contender's runs.
+type Samples = fn(&Times) -> &[f64];
+
 /// Seconds from the start to pingAll-ready, and of the stop.
 #[derive(Default)]
 struct Times {
@@ -68,6 +71,8 @@ struct Times {
     /// Open vSwitch's daemons' proportional memory (PSS) per switch, where the switches
     /// are OVS.
     switch_pss: Vec<f64>,
+    /// Their anonymous memory per switch (see the driver's `ovs_memory_mb`).
+    switch_anon: Vec<f64>,
 }
 
 pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
@@ -77,6 +82,9 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
     let python =
         nsfleet::sys::host::python_with("nsfleet.mininet.net").map_err(anyhow::Error::msg)?;
     let (mut api, mut up, mut mn) = (Times::default(), Times::default(), Times::default());
+    // With Open vSwitch: the API's network again, its Open vSwitch without TSO support
+    // (`ovsTso=False`), as Mininet's runs.
+    let mut api_lean = Times::default();
     // With Open vSwitch: `up` of the same network on Linux bridges, in the same run.
     let mut bridges = Times::default();
     let mut unavailable = serde_json::Map::new();
@@ -94,8 +102,20 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
         // gone with its network: the API and Mininet only.
         let with_up = a.switch != "ovs-controller";
         let written = with_up.then_some(topo.as_str());
-        let v = driver(&python, "nsfleet.mininet", &a, fanout, written, &cli)?;
+        let v = driver(&python, "nsfleet.mininet", &a, fanout, written, &cli, true)?;
         push(&mut api, &v);
+        if a.ovs() {
+            let v = driver(
+                &python,
+                "nsfleet.mininet",
+                &a,
+                fanout,
+                None,
+                &Cli::new()?,
+                false,
+            )?;
+            push(&mut api_lean, &v);
+        }
         if with_up {
             // Read before `cli` goes (with its folder) at the end of its `up`.
             let on_bridges = match a.ovs() {
@@ -117,6 +137,7 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
                 fanout,
                 None,
                 &Cli::new()?,
+                false,
             ) {
                 Ok(v) => push(&mut mn, &v),
                 Err(e) => {
@@ -161,9 +182,30 @@ pub fn mininet(a: MininetArgs) -> anyhow::Result<()> {
         versus(&mut res.metrics, "s", up_ready, bridges_ready, ratio);
     }
     if a.ovs() {
-        res.metric("api_switch_pss_mb", m("MB", &api.switch_pss));
-        if !mn.switch_pss.is_empty() {
-            res.metric("mininet_switch_pss_mb", m("MB", &mn.switch_pss));
+        let kinds: [(&str, Samples); 2] =
+            [("pss", |t| &t.switch_pss), ("anon", |t| &t.switch_anon)];
+        for (kind, of) in kinds {
+            let api_name = format!("api_switch_{kind}_mb");
+            res.metric(&api_name, m("MB", of(&api)));
+            res.metric(
+                &format!("api_no_tso_switch_{kind}_mb"),
+                m("MB", of(&api_lean)),
+            );
+            if of(&mn).is_empty() {
+                continue;
+            }
+            for (ours, name) in [(&api, "api"), (&api_lean, "api_no_tso")] {
+                let theirs = format!("mininet_switch_{kind}_mb");
+                let ratio_name = format!("{name}_vs_mininet_switch_{kind}");
+                let ratio = TheirsPerOurs(&ratio_name, Higher);
+                versus(
+                    &mut res.metrics,
+                    "MB",
+                    (None, of(ours)),
+                    (Some(&theirs), of(&mn)),
+                    ratio,
+                );
+            }
         }
     }
     let title = format!(
@@ -180,6 +222,9 @@ fn push(t: &mut Times, v: &serde_json::Value) {
     t.stop.push(v["stop_s"].as_f64().unwrap_or(f64::NAN));
     if let Some(pss) = v["ovs_pss_mb_per_switch"].as_f64() {
         t.switch_pss.push(pss);
+    }
+    if let Some(anon) = v["ovs_anon_mb_per_switch"].as_f64() {
+        t.switch_anon.push(anon);
     }
 }
 
@@ -218,7 +263,8 @@ fn last_host_address(toml: &str) -> Option<String> {
     Some(addr.to_string())
 }
 
-/// Runs the driver with `python` over the modules under `prefix`; its JSON line.
+/// Runs the driver with `python` over the modules under `prefix`; its JSON line. With
+/// `ovs_tso` false, nsfleet's API runs its Open vSwitch without TSO support.
 fn driver(
     python: &PathBuf,
     prefix: &str,
@@ -226,6 +272,7 @@ fn driver(
     fanout: u64,
     topo: Option<&str>,
     cli: &Cli,
+    ovs_tso: bool,
 ) -> anyhow::Result<serde_json::Value> {
     let switch = a.switch.as_str();
     let mut cmd = match a.ovs() && prefix == "mininet" {
@@ -246,6 +293,7 @@ fn driver(
         switch,
     ])
     .args(topo)
+    .env("NSFLEET_BENCH_OVS_TSO", if ovs_tso { "1" } else { "0" })
     .env("NSFLEET_RUN_DIR", &cli.run_dir)
     .env("NSFLEET_BIN", &cli.exe);
     // The host's own mount namespace, whose Open vSwitch daemons the driver leaves out

@@ -5,7 +5,8 @@
 # under PREFIX (`mininet`: Mininet itself; `nsfleet.mininet`: nsfleet's API). With TOPO,
 # nsfleet's API also writes the network as an nsfleet topology file there (fleet
 # "bench"), for `nsfleet up` of the same thing. Prints one JSON line of seconds (and, for
-# Open vSwitch, its daemons' memory per switch).
+# Open vSwitch, its daemons' memory per switch). NSFLEET_BENCH_OVS_TSO=0 runs nsfleet's
+# Open vSwitch without TSO support (the API's ovsTso=False).
 import importlib
 import json
 import sys
@@ -34,13 +35,17 @@ else:
 importlib.import_module(prefix + ".log").setLogLevel("error")
 
 
-def ovs_pss_mb():
-    """Open vSwitch's daemons' proportional memory (PSS: a page shared by N processes,
-    shared libraries among them, counts 1/N to each), those of the network under test
-    only: daemons in the host's own mount namespace (an Open vSwitch the machine runs)
-    are not counted, as both sides run theirs in mount namespaces of their own."""
+def ovs_memory_mb():
+    """Open vSwitch's daemons' memory, those of the network under test only (daemons in
+    the host's own mount namespace, an Open vSwitch the machine runs, are not counted,
+    as both sides run theirs in mount namespaces of their own): proportional (PSS: a
+    page shared by N processes, shared libraries among them, counts 1/N to each) and
+    anonymous (heaps, stacks, caches: what no file backs, and the kernel cannot take
+    back without swap). A library's clean pages count in PSS only while the process
+    maps them: a daemon that forks after loading them (`--detach`, as Mininet's are
+    started) does not count those its parent touched, one in the foreground does."""
     host = os.environ.get("NSFLEET_BENCH_HOST_MNT")
-    total = 0
+    pss = anon = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/comm" % pid) as f:
@@ -50,15 +55,22 @@ def ovs_pss_mb():
             if os.readlink("/proc/%s/ns/mnt" % pid) == host:
                 continue
             with open("/proc/%s/smaps_rollup" % pid) as f:
-                total += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+                for line in f:
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+                    elif line.startswith("Anonymous:"):
+                        anon += int(line.split()[1])
         except OSError:
             continue
-    return total / 1024.0
+    return pss / 1024.0, anon / 1024.0
 
 
+# nsfleet's API only: its Open vSwitch without TSO support, as Mininet's runs.
+lean = prefix == "nsfleet.mininet" and os.environ.get("NSFLEET_BENCH_OVS_TSO") == "0"
+extra = {"ovsTso": False} if lean else {}
 t0 = time.monotonic()
 net = net_mod.Mininet(topo=topolib.TreeTopo(depth=depth, fanout=fanout), switch=bridge,
-                      controller=controller)
+                      controller=controller, **extra)
 net.start()
 t1 = time.monotonic()
 first, last = net.hosts[0], net.hosts[-1]
@@ -69,7 +81,8 @@ else:
     net.stop()
     sys.exit("%s never reached %s" % (first.name, last.name))
 t2 = time.monotonic()
-pss = ovs_pss_mb() / len(net.switches) if kind != "bridge" else None
+pss, anon = ovs_memory_mb() if kind != "bridge" else (None, None)
+per_switch = (lambda mb: mb / len(net.switches)) if kind != "bridge" else (lambda mb: None)
 if topo_out:
     from nsfleet import _toml
     doc = net.topology()
@@ -89,4 +102,5 @@ net.stop()
 t4 = time.monotonic()
 print(json.dumps({"start_s": t1 - t0, "ready_s": t2 - t0, "stop_s": t4 - t3,
                   "hosts": len(net.hosts), "switches": len(net.switches),
-                  "ovs_pss_mb_per_switch": pss}))
+                  "ovs_pss_mb_per_switch": per_switch(pss),
+                  "ovs_anon_mb_per_switch": per_switch(anon)}))
