@@ -6,8 +6,8 @@
 //! directory: it never holds a namespace or changes a node itself.
 //!
 //! This is what every front shares (connect, the fleet commands, errors, progress, ports,
-//! report); each front (containerlab's, netlab's, Kubernetes', Mininet's) is a crate of its
-//! own on top of it, and this crate never imports one.
+//! report); each front (containerlab's, netlab's, Kubernetes', Mininet's, the lab server's
+//! `nsfleet-serve`) is a crate of its own on top of it, and this crate never imports one.
 
 pub mod apply;
 pub mod backend;
@@ -19,7 +19,6 @@ pub mod events;
 pub mod exec;
 pub mod fleet_images;
 pub mod gen;
-pub mod graph;
 pub mod image;
 pub mod impair;
 pub mod link;
@@ -36,7 +35,7 @@ use nsfleet::control::Client;
 use nsfleet::rundir::RunDir;
 
 /// Connects to a fleet's supervisor, or explains why there is none.
-pub(crate) fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
+pub fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {
     match Client::connect(&rd.socket(name)) {
         Ok(c) => Ok(c),
         Err(e) => match rd.record(name) {

@@ -1,6 +1,8 @@
 //! The subsystems: each file implements [`Subsystem`](nsfleet_core::Subsystem) for one
 //! aspect of a node and knows nothing of the others. Adding one is adding a file and a
-//! line in [`register_defaults`].
+//! line in [`register_defaults`]. What one needs of another goes through here, as data or
+//! as an interface that `register_defaults` hands over: the hub's start line to `process`
+//! (`process::StartLine`), what became of it back to `ovs` ([`Commands`]).
 
 pub mod addresses;
 pub mod cable;
@@ -24,6 +26,7 @@ use link::Wired;
 use nsfleet_core::{Fleet, Node, Requests, SubsysId};
 use nsfleet_netlink::rtnl;
 use nsfleet_topology::{Iface, NodeWiring};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -39,6 +42,30 @@ pub enum Event {
 /// Where subsystems' events go; called from workers and from subsystems' own threads
 /// (the process watcher, the controller relays), so it must not block for long.
 pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// A node's commands as the host sees them, for a subsystem that reads what it had
+/// another start: `ovs` gives `process` the hub's start line, and asks through this
+/// whether it runs, and where the hub's world is. `process` answers
+/// (`process::Lookup`, its state of each node), and [`register_defaults`] hands the
+/// answer to `ovs`: neither imports the other, and the core, which keeps each node's
+/// states, learns nothing of what they hold. Only looks: nothing here starts, enters or
+/// signals a process.
+pub trait Commands: Send + Sync {
+    /// The pid of the node's init in the host's /proc (its world's root is
+    /// `/proc/PID/root`); `None` while it has no world.
+    fn world_pid(&self, node: &Node) -> Option<i64>;
+
+    /// The node's command `command` (as `status` names it): its pid as the host sees it,
+    /// or how it ended; `None` if the node has no such command.
+    fn run_of(&self, node: &Node, command: &str) -> Option<Result<i64, nsfleet_sys::Exit>>;
+
+    /// While `command` runs: its pidfd, and its pid as the host sees it.
+    fn running(&self, node: &Node, command: &str) -> Option<(Arc<OwnedFd>, i64)>;
+
+    /// Whether the node's commands are still held: not yet taken down (with the node, or
+    /// by `nsfleet node stop`), whether they run or have ended.
+    fn held(&self, node: &Node) -> bool;
+}
 
 /// Handles of the default subsystems that callers query for reports or live changes.
 pub struct Defaults {
@@ -83,9 +110,12 @@ pub fn register_defaults(
     // `process` imports nothing of `ovs`.
     let processes = process::Processes::new(fleet_name, events, vec![ovs::start_command]);
     let process = fleet.register(processes)?;
+    // What became of it goes back to `ovs` as answers to `Commands`, so that `ovs`
+    // imports nothing of `process` either.
+    let commands: Arc<dyn Commands> = Arc::new(process::Lookup(process));
     // Ready
-    fleet.register(ovs::Bridges::new(process, switches))?;
-    fleet.register(ovs::Ready { processes: process })?;
+    fleet.register(ovs::Bridges::new(commands.clone(), switches))?;
+    fleet.register(ovs::Ready { commands })?;
     Ok(Defaults {
         process,
         impair,

@@ -19,7 +19,7 @@
 use crate::spawner::{Launch, Spawner};
 use crate::world::{self, World};
 use anyhow::Context;
-use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
+use nsfleet_core::{InitCtx, Node, Phase, Shape, SubsysId, Subsystem};
 use nsfleet_locks::{order, Mutex};
 use nsfleet_sys::{self as sys, Exit};
 use nsfleet_topology::{template, FileSource, NodeConfig};
@@ -160,6 +160,34 @@ pub struct Procs {
     list: Vec<Arc<Proc>>,
     /// How its health check is started, if it has one.
     checker: Option<Checker>,
+}
+
+/// This subsystem's answers to [`crate::Commands`], read from its state of each node:
+/// `Lookup(id)`, with the id registering [`Processes`] returned. What another subsystem
+/// learns of the commands it had started (the hub's ovs-vswitchd), without knowing
+/// [`Procs`].
+pub struct Lookup(pub SubsysId);
+
+impl crate::Commands for Lookup {
+    fn world_pid(&self, node: &Node) -> Option<i64> {
+        node.inspect(self.0, Procs::world_pid).flatten()
+    }
+
+    fn run_of(&self, node: &Node, command: &str) -> Option<Result<i64, Exit>> {
+        node.inspect(self.0, |p: &Procs| p.run_of(command))
+            .flatten()
+    }
+
+    fn running(&self, node: &Node, command: &str) -> Option<(Arc<OwnedFd>, i64)> {
+        node.inspect(self.0, |p: &Procs| {
+            Some((p.pidfd_of(command)?, p.run_of(command)?.ok()?))
+        })
+        .flatten()
+    }
+
+    fn held(&self, node: &Node) -> bool {
+        node.inspect(self.0, |_: &Procs| ()).is_some()
+    }
 }
 
 /// What a node's health check runs as, and where its output goes.

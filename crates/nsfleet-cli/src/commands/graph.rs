@@ -3,7 +3,7 @@
 use super::args::within;
 use clap::Args;
 use nsfleet_clab as clab;
-use nsfleet_client as cmd;
+use nsfleet_serve::graph;
 use std::path::PathBuf;
 
 /// Draw a fleet as an HTML page, or its graph for other tools
@@ -40,7 +40,7 @@ pub struct GraphCommand {
     offline: bool,
     /// html, dot, mermaid or json.
     #[arg(long, default_value = "html")]
-    format: cmd::graph::Format,
+    format: graph::Format,
     /// containerlab's --dot: --format dot.
     #[arg(long, conflicts_with_all = ["format", "mermaid"])]
     dot: bool,
@@ -81,12 +81,12 @@ impl GraphCommand {
             anyhow::bail!("--drawio runs containerlab's clab-io-draw container, which nsfleet does not: --format dot or mermaid, or the HTML page");
         }
         let format = match (dot, mermaid) {
-            (true, _) => cmd::graph::Format::Dot,
-            (_, true) => cmd::graph::Format::Mermaid,
+            (true, _) => graph::Format::Dot,
+            (_, true) => graph::Format::Mermaid,
             _ => format,
         };
         let serve = match srv {
-            Some(addr) => Some(cmd::graph::port_of(&addr)?),
+            Some(addr) => Some(graph::port_of(&addr)?),
             None => serve.map(|p| p as u16),
         };
         let source = match (source, topo) {
@@ -94,7 +94,7 @@ impl GraphCommand {
             (None, Some(file)) => clab::lab::graph_source(&file, offline, &run_dir)?,
             (None, None) => unreachable!("clap requires one"),
         };
-        cmd::graph::graph(cmd::graph::GraphArgs {
+        graph::graph(graph::GraphArgs {
             source,
             format,
             output,

@@ -8,6 +8,7 @@
 use super::hub::{answers, database_gone, database_socket, last_lines, vswitchd_runs, HUB_LABEL};
 use super::vsctl::{bridge_args, change_args, del_br, del_port_args, vsctl, DB_WAIT};
 use super::{bridge_name, in_kernel};
+use crate::Commands;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_locks::{order, Mutex};
@@ -94,7 +95,8 @@ impl Switches {
 /// the hub's world; changed in place, or made again, when the switch changes (`apply`);
 /// deleted, with its ports, when the switch goes and the hub stays.
 pub struct Bridges {
-    processes: nsfleet_core::SubsysId,
+    /// What became of the hub's start line (`process` answers).
+    commands: Arc<dyn Commands>,
     switches: Switches,
     /// Serialises the making of bridges (see `init`).
     making: Mutex<()>,
@@ -104,9 +106,9 @@ pub struct Bridges {
 const CLOSERS: usize = 64;
 
 impl Bridges {
-    pub fn new(processes: nsfleet_core::SubsysId, switches: Switches) -> Self {
+    pub fn new(commands: Arc<dyn Commands>, switches: Switches) -> Self {
         Bridges {
-            processes,
+            commands,
             switches,
             making: Mutex::new(order::OVS_MAKING, ()),
         }
@@ -120,12 +122,12 @@ impl Bridges {
     /// once ovs-vswitchd runs (its start line served the database first): its
     /// ovsdb-server has ended, and every wait for it would last its bound.
     fn database(&self, hub: &Node, log_dir: &std::path::Path) -> anyhow::Result<String> {
-        let sock = database_socket(hub, self.processes)
+        let sock = database_socket(hub, &*self.commands)
             .context("the fleet's Open vSwitch node has no world")?;
         let since = std::time::Instant::now();
         let log = || last_lines(&log_dir.join(format!("{}.log", hub.name())), 5);
         while !answers(&sock) && since.elapsed() < DB_WAIT {
-            match vswitchd_runs(hub, self.processes) {
+            match vswitchd_runs(hub, &*self.commands) {
                 Err(exit) => anyhow::bail!(
                     "the fleet's Open vSwitch's start line ended ({exit}); its log ends:\n{}",
                     log()
@@ -211,10 +213,7 @@ impl Bridges {
     /// once; the duplicates are then closed from many threads, whose grace periods
     /// overlap.
     fn end_vswitchd(&self, hub: &Node) {
-        let found = hub.inspect(self.processes, |p: &crate::process::Procs| {
-            Some((p.pidfd_of(HUB_LABEL)?, p.run_of(HUB_LABEL)?.ok()?))
-        });
-        let Some((pidfd, pid)) = found.flatten() else {
+        let Some((pidfd, pid)) = self.commands.running(hub, HUB_LABEL) else {
             return;
         };
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -247,7 +246,7 @@ impl Bridges {
         let Some(hub) = node.host() else { return };
         // Not waited for: a database that does not answer now has ended, and its rows
         // with it.
-        if let Some(sock) = database_socket(&hub, self.processes).filter(|s| answers(s)) {
+        if let Some(sock) = database_socket(&hub, &*self.commands).filter(|s| answers(s)) {
             let _ = del_br(&format!("unix:{sock}"), bridge_name(node), false);
         }
         let indexes: Vec<i32> = node.wiring().ifaces.iter().map(|i| i.index).collect();
@@ -331,10 +330,7 @@ impl Subsystem for Bridges {
     fn exit_batch(&self, batch: &mut [(&Node, &mut ())]) {
         for (node, _) in batch.iter().filter(|(n, _)| n.config().ovs.is_some()) {
             self.switches.remove(node);
-            let hub_stays = (node.host()).is_some_and(|h| {
-                h.inspect(self.processes, |_: &crate::process::Procs| ())
-                    .is_some()
-            });
+            let hub_stays = (node.host()).is_some_and(|h| self.commands.held(&h));
             if hub_stays {
                 self.unmake(node);
             }

@@ -3,8 +3,11 @@
 //! started: their run folder through the hub's init's root, the database's socket and
 //! whether it answers, whether the start line has become ovs-vswitchd, the hub's log.
 //! It never starts, enters or signals a process: `process` runs the line, as any node's
-//! command, and this file only reads what that left.
+//! command, and this file only reads what became of it, through [`Commands`] (what
+//! `process` answers, handed over by `register_defaults`), never through `process`'s own
+//! state.
 
+use crate::Commands;
 use nsfleet_core::Node;
 use nsfleet_sys as sys;
 
@@ -70,17 +73,15 @@ pub(super) fn last_lines(path: &std::path::Path, n: usize) -> String {
 
 /// Open vSwitch's run folder in the hub's world, as the host reaches it (its init's
 /// root); `None` while the hub has no world.
-pub(super) fn hub_run_dir(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
-    let pid = hub.inspect(processes, |p: &crate::process::Procs| p.world_pid());
-    pid.flatten()
-        .map(|pid| format!("/proc/{pid}/root/run/openvswitch"))
+pub(super) fn hub_run_dir(hub: &Node, commands: &dyn Commands) -> Option<String> {
+    let pid = commands.world_pid(hub)?;
+    Some(format!("/proc/{pid}/root/run/openvswitch"))
 }
 
 /// Where the hub's start line is: `Ok(true)` once it has become ovs-vswitchd (its last
 /// step, an exec), `Ok(false)` before, `Err` with how it ended.
-pub(super) fn vswitchd_runs(hub: &Node, processes: nsfleet_core::SubsysId) -> Result<bool, String> {
-    let run = hub.inspect(processes, |p: &crate::process::Procs| p.run_of(HUB_LABEL));
-    match run.flatten() {
+pub(super) fn vswitchd_runs(hub: &Node, commands: &dyn Commands) -> Result<bool, String> {
+    match commands.run_of(hub, HUB_LABEL) {
         Some(Ok(pid)) => Ok(std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")),
         Some(Err(sys::Exit::Code(c))) => Err(format!("exit status {c}")),
@@ -102,8 +103,8 @@ pub(super) fn database_gone() -> anyhow::Error {
 }
 
 /// The hub's database socket, as the host reaches it; `None` while the hub has no world.
-pub(super) fn database_socket(hub: &Node, processes: nsfleet_core::SubsysId) -> Option<String> {
-    Some(format!("{}/db.sock", hub_run_dir(hub, processes)?))
+pub(super) fn database_socket(hub: &Node, commands: &dyn Commands) -> Option<String> {
+    Some(format!("{}/db.sock", hub_run_dir(hub, commands)?))
 }
 
 /// Whether the database at socket `sock` takes a connection (its socket exists a moment

@@ -24,7 +24,9 @@
 //! `ready.rs` (`ovs-ready`: a switch's ports taken) and `relay.rs` (`ovs-controllers`:
 //! the OpenFlow relays). Here: what they all share, the bridge's name and whether a
 //! datapath is the kernel's. Nothing here, or below, starts a process in a node or enters
-//! the hub's world: the hub's start line is run by `process`, as any node's command.
+//! the hub's world: the hub's start line is run by `process`, as any node's command, and
+//! what became of it is read through [`crate::Commands`], which `process` answers: this
+//! module imports nothing of `process`.
 
 mod bridges;
 mod hub;

@@ -5,6 +5,7 @@
 
 use super::bridge_name;
 use super::hub::{answers, database_gone, database_socket, hub_run_dir, last_lines, vswitchd_runs};
+use crate::Commands;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
 use nsfleet_netlink::rtnl;
@@ -19,9 +20,9 @@ use std::time::Duration;
 /// on this machine class, most of it ovs-vswitchd's own start, which takes little CPU:
 /// in the Ready phase, so that the switches' waits overlap.
 pub struct Ready {
-    /// The `processes` subsystem: a switch whose start line has ended is said at once,
-    /// not after the wait's bound.
-    pub processes: nsfleet_core::SubsysId,
+    /// What became of the hub's start line (`process` answers): a switch whose start line
+    /// has ended is said at once, not after the wait's bound.
+    pub commands: std::sync::Arc<dyn Commands>,
 }
 
 /// How long a switch's ovs-vswitchd gets to take its ports.
@@ -52,7 +53,7 @@ impl Subsystem for Ready {
             .host()
             .context("the fleet's Open vSwitch node is gone")?;
         // The bridge's OpenFlow socket, looked for once its ports are taken.
-        let socket = hub_run_dir(&hub, self.processes)
+        let socket = hub_run_dir(&hub, &*self.commands)
             .map(|dir| format!("{dir}/{}.mgmt", bridge_name(cx.node)));
         let has_socket = || {
             socket
@@ -66,7 +67,7 @@ impl Subsystem for Ready {
         // The ports not seen taken yet: a port once taken is not asked about again.
         let mut left: Vec<i32> = wiring.ifaces.iter().map(|i| i.index).collect();
         loop {
-            let runs = vswitchd_runs(&hub, self.processes);
+            let runs = vswitchd_runs(&hub, &*self.commands);
             let taken = taken(cx, &left)?;
             left.retain(|i| !taken.contains(i));
             let missing: Vec<&str> = (wiring.ifaces.iter())
@@ -78,7 +79,7 @@ impl Subsystem for Ready {
             }
             if runs == Ok(true) && std::time::Instant::now() >= ask_db_at {
                 ask_db_at += DB_CHECK_EVERY;
-                let sock = database_socket(&hub, self.processes);
+                let sock = database_socket(&hub, &*self.commands);
                 if sock.is_some_and(|s| !answers(&s)) {
                     return Err(database_gone());
                 }

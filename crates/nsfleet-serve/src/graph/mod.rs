@@ -11,11 +11,11 @@ mod export;
 mod layout;
 mod model;
 
-use super::connect;
 use anyhow::{bail, Context};
 use model::Graph;
 use nsfleet::control::{Reply, Request};
 use nsfleet::rundir::RunDir;
+use nsfleet_client::connect;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
