@@ -65,13 +65,12 @@ impl CaptureCommand {
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
         let code = kube.backend().capture(cmd::capture::CaptureArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             targets: targets.to_vec(),
             write,
             count,
             snaplen: snaplen as u32,
             filter: filter.to_vec(),
-            run_dir,
             until_stdin_closes,
         })?;
         if code != 0 {

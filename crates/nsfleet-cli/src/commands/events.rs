@@ -33,9 +33,8 @@ impl EventsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let EventsCommand { name, json } = self;
         cmd::events::events(cmd::events::EventsArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             json,
-            run_dir,
         })
     }
 }

@@ -139,7 +139,10 @@ impl GenCommand {
             )),
         };
         cmd::gen::gen(cmd::gen::GenArgs {
-            name: self.name,
+            fleet: cmd::FleetRef {
+                name: self.name,
+                run_dir,
+            },
             devs: self.devs,
             params,
             file: self.file,
@@ -151,7 +154,6 @@ impl GenCommand {
             results: self.results,
             keep: self.keep,
             json: self.json,
-            run_dir,
         })
     }
 }

@@ -70,12 +70,11 @@ impl ImpairCommand {
             ("rate", rate),
         ]);
         cmd::impair::impair(cmd::impair::ImpairArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             target,
             set,
             clear,
             json,
-            run_dir,
         })
     }
 }

@@ -44,11 +44,10 @@ impl LinkCommand {
             kube,
         } = self;
         kube.backend().link(cmd::link::LinkArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             target,
             action,
             json,
-            run_dir,
         })
     }
 }

@@ -38,11 +38,10 @@ impl NodeCommand {
             json,
         } = self;
         cmd::node::node(cmd::node::NodeArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             node,
             action,
             json,
-            run_dir,
         })
     }
 }

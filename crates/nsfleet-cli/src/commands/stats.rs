@@ -56,14 +56,13 @@ impl StatsCommand {
             json,
         } = self;
         cmd::stats::stats(cmd::stats::StatsArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             target,
             watch,
             interval,
             json,
             sort,
             limit,
-            run_dir,
         })
     }
 }
