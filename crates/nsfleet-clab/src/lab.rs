@@ -8,6 +8,7 @@ use nsfleet::control::{FleetStatus, NodeStatus};
 use nsfleet::rundir::RunDir;
 use nsfleet::topology::{self, Format};
 use nsfleet_client::status::query;
+use nsfleet_client::FleetRef;
 use std::path::{Path, PathBuf};
 
 /// The topology file: the one given, or the only `*.clab.y*ml` of the current folder
@@ -80,10 +81,12 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
             nsfleet_client::down::down_quietly(&rd, &name)?;
         } else {
             nsfleet_client::down::down(nsfleet_client::down::DownArgs {
-                name: name.clone(),
+                fleet: FleetRef {
+                    name: name.clone(),
+                    run_dir: a.up.run_dir.clone(),
+                },
                 no_wait: false,
                 json: false,
-                run_dir: a.up.run_dir.clone(),
             })?;
         }
     }
@@ -155,10 +158,12 @@ pub fn destroy(a: DestroyArgs) -> anyhow::Result<()> {
     }
     for name in names {
         nsfleet_client::down::down(nsfleet_client::down::DownArgs {
-            name,
+            fleet: FleetRef {
+                name,
+                run_dir: a.run_dir.clone(),
+            },
             no_wait: false,
             json: a.json,
-            run_dir: a.run_dir.clone(),
         })?;
     }
     Ok(())

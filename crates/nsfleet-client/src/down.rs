@@ -1,24 +1,21 @@
 //! `nsfleet down`: ask the supervisor to end the fleet and, unless `--no-wait`, report when
 //! the kernel has reclaimed every namespace.
 
-use super::connect;
+use super::{connect, FleetRef};
 use anyhow::bail;
 use nsfleet::control::{Reply, Request};
 use nsfleet::rundir::RunDir;
-use std::path::PathBuf;
 
 pub struct DownArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     pub no_wait: bool,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn down(a: DownArgs) -> anyhow::Result<()> {
-    let rd = RunDir::new(&a.run_dir);
-    let mut c = connect(&rd, &a.name)?;
+    let mut c = a.fleet.connect()?;
     c.send(&Request::Down { wait: !a.no_wait })?;
-    let mut result = serde_json::json!({ "name": a.name });
+    let mut result = serde_json::json!({ "name": a.fleet.name });
     while let Some(reply) = c.next_reply()? {
         match reply {
             Reply::Dropped { nodes, teardown_ms } => {
@@ -27,7 +24,7 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
                 if !a.json {
                     println!(
                         "fleet {:?}: {nodes} nodes torn down in {teardown_ms:.1} ms",
-                        a.name
+                        a.fleet.name
                     );
                 }
                 if a.no_wait {
@@ -78,7 +75,7 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
     }
     bail!(
         "the supervisor of {:?} ended without confirming the teardown",
-        a.name
+        a.fleet.name
     )
 }
 

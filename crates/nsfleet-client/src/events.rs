@@ -3,23 +3,19 @@
 //! node actions; nodes and interfaces `apply` adds, changes or removes), until the fleet
 //! ends. `--json`: the supervisor's lines as they come.
 
-use super::connect;
+use super::FleetRef;
 use anyhow::bail;
 use nsfleet::control::{Reply, Request};
-use nsfleet::rundir::RunDir;
 use serde_json::Value;
 use std::io::Write;
-use std::path::PathBuf;
 
 pub struct EventsArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn events(a: EventsArgs) -> anyhow::Result<()> {
-    let rd = RunDir::new(&a.run_dir);
-    let mut client = connect(&rd, &a.name)?;
+    let mut client = a.fleet.connect()?;
     match client.call(&Request::Events)? {
         Reply::Watching => {}
         other => bail!("unexpected reply from the supervisor: {other:?}"),
@@ -30,11 +26,14 @@ pub fn events(a: EventsArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}",
-            serde_json::json!({ "event": "watching", "fleet": a.name })
+            serde_json::json!({ "event": "watching", "fleet": a.fleet.name })
         )?;
         out.flush()?;
     } else {
-        eprintln!("watching fleet {:?} until it ends (Ctrl-C to stop)", a.name);
+        eprintln!(
+            "watching fleet {:?} until it ends (Ctrl-C to stop)",
+            a.fleet.name
+        );
     }
     while let Some(e) = client.next_as::<Value>()? {
         let line = if a.json { e.to_string() } else { describe(&e) };

@@ -7,19 +7,16 @@
 //! network namespace, gets a private mount namespace with /sys remounted for it, and
 //! becomes the command. Standard input, output and error are the command's own.
 
-use super::{node_namespace, NodeNamespace};
+use super::{FleetRef, NodeNamespace};
 use anyhow::{bail, Context};
-use nsfleet::rundir::RunDir;
 use nsfleet::sys;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 
 pub struct ExecArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     pub node: String,
     pub command: Vec<String>,
-    pub run_dir: PathBuf,
 }
 
 /// Returns only on failure; on success this process has become the command.
@@ -27,21 +24,20 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     if a.command.is_empty() {
         bail!(
             "no command given: nsfleet exec {} {} -- CMD [ARGS...]",
-            a.name,
+            a.fleet.name,
             a.node
         );
     }
-    let rd = RunDir::new(&a.run_dir);
     let NodeNamespace {
         fd: ns,
         world,
         env,
         image,
         ..
-    } = node_namespace(&rd, &a.name, &a.node)?;
+    } = a.fleet.node_namespace(&a.node)?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
     // under them. Set while this process is still single-threaded.
-    std::env::set_var(nsfleet::control::EXEC_MARKER, &a.name);
+    std::env::set_var(nsfleet::control::EXEC_MARKER, &a.fleet.name);
     if world {
         let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
         sys::setns(ns.as_fd(), all).context("entering the node's namespaces")?;
@@ -54,7 +50,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         // marker `apply` looks for, and the terminal's type when the command has ours
         // (as `docker exec -t` gives one).
         command.args(&a.command[1..]).env_clear().envs(env);
-        command.env(nsfleet::control::EXEC_MARKER, &a.name);
+        command.env(nsfleet::control::EXEC_MARKER, &a.fleet.name);
         if let Some(term) = std::env::var_os("TERM").filter(|_| std::io::stdin().is_terminal()) {
             command.env("TERM", term);
         }

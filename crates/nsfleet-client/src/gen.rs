@@ -5,10 +5,9 @@
 //! `start` (with `--keep`: no reset, and devices already running go on). It then follows the run until every device is done (or `--duration` ends it, or
 //! Ctrl-C stops it), and prints what was sent and what arrived.
 
-use super::connect;
+use super::FleetRef;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::control::{Client, Reply, Request};
-use nsfleet::rundir::RunDir;
 use nsfleet::sys;
 use nsfleet::traffic::GenReport;
 use nsfleet_traffic::{Command, Param};
@@ -17,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub struct GenArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     /// `node:iface`, spread over the threads in turn.
     pub devs: Vec<String>,
     /// (pktgen parameter, value) for every device: ("dst", "10.0.0.2").
@@ -34,11 +33,9 @@ pub struct GenArgs {
     /// Apply on top of what runs (no reset) and return without following the run.
     pub keep: bool,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn gen(a: GenArgs) -> anyhow::Result<()> {
-    let rd = RunDir::new(&a.run_dir);
     let only = match (a.stop, a.results) {
         (true, _) => Some(vec![Command::Stop]),
         (_, true) => Some(vec![]),
@@ -52,9 +49,9 @@ pub fn gen(a: GenArgs) -> anyhow::Result<()> {
     // Held before the first thread: Ctrl-C becomes "stop", never an abandoned generator.
     let _held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM])?;
     let threads = (!a.stop && !a.results).then(|| default_threads(a.threads));
-    let mut report = call(&rd, &a.name, commands, threads, a.sink)?;
+    let mut report = call(&a.fleet, commands, threads, a.sink)?;
     if run {
-        report = follow(&rd, &a, report)?;
+        report = follow(&a, report)?;
     }
     print(&a, &report)
 }
@@ -104,13 +101,12 @@ fn default_threads(asked: Option<usize>) -> usize {
 }
 
 fn call(
-    rd: &RunDir,
-    name: &str,
+    fleet: &FleetRef,
     commands: Vec<Command>,
     threads: Option<usize>,
     sink: bool,
 ) -> anyhow::Result<GenReport> {
-    let mut client: Client = connect(rd, name)?;
+    let mut client: Client = fleet.connect()?;
     match client.call(&Request::Gen {
         commands,
         threads,
@@ -123,7 +119,7 @@ fn call(
 
 /// Polls until every device has ended; stops it all on Ctrl-C or at the end of
 /// `--duration`.
-fn follow(rd: &RunDir, a: &GenArgs, mut report: GenReport) -> anyhow::Result<GenReport> {
+fn follow(a: &GenArgs, mut report: GenReport) -> anyhow::Result<GenReport> {
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal() && !a.json;
     loop {
@@ -141,7 +137,7 @@ fn follow(rd: &RunDir, a: &GenArgs, mut report: GenReport) -> anyhow::Result<Gen
             sys::take_signal(&[libc::SIGINT, libc::SIGTERM], Duration::from_millis(200))?;
         let stop = out_of_time || interrupted.is_some();
         let cmds = if stop { vec![Command::Stop] } else { vec![] };
-        report = call(rd, &a.name, cmds, None, false)?;
+        report = call(&a.fleet, cmds, None, false)?;
         if tty {
             let (sent, pps): (u64, f64) =
                 (report.results.threads.iter()).fold((0, 0.0), |(s, p), t| (s + t.sent, p + t.pps));
@@ -165,7 +161,7 @@ fn print(a: &GenArgs, r: &GenReport) -> anyhow::Result<()> {
     let res = &r.results;
     println!(
         "fleet {}: {} thread(s), device list {:?}{}",
-        a.name,
+        a.fleet.name,
         res.threads.len(),
         res.list_mode,
         if res.running { ", running" } else { "" }

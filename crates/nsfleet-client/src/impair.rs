@@ -1,21 +1,19 @@
 //! `nsfleet impair`: change one interface's impairment on a live fleet.
 
-use super::connect;
+use super::{connect, FleetRef};
 use anyhow::{anyhow, bail};
 use nsfleet::control::{Reply, Request};
 use nsfleet::rundir::RunDir;
 use nsfleet::topology::Impair;
-use std::path::PathBuf;
 
 pub struct ImpairArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     /// `node:iface`
     pub target: String,
     /// (parameter, value) as given: ("delay", "20ms").
     pub set: Vec<(&'static str, String)>,
     pub clear: bool,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
@@ -36,12 +34,11 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
             Some(imp)
         }
     };
-    let rd = RunDir::new(&a.run_dir);
-    let impair = set(&rd, &a.name, node, iface, impair)?;
+    let impair = set(&a.fleet.dir(), &a.fleet.name, node, iface, impair)?;
     if a.json {
         println!(
             "{}",
-            serde_json::json!({ "fleet": a.name, "node": node, "iface": iface, "impair": impair })
+            serde_json::json!({ "fleet": a.fleet.name, "node": node, "iface": iface, "impair": impair })
         );
         return Ok(());
     }

@@ -33,6 +33,36 @@ pub mod up;
 use anyhow::bail;
 use nsfleet::control::Client;
 use nsfleet::rundir::RunDir;
+use std::path::PathBuf;
+
+/// One running fleet as a command names it: the fleet's name, and the run directory its
+/// supervisor's socket and record are under. The commands that act on one named fleet
+/// (`down`, `link`, `node`, `stats`, ...) take it, built once from the command line, rather
+/// than the two fields each: they are the same two things in every one of them. Not for
+/// what names a fleet only maybe (`up`'s and `apply`'s name, which the file may give;
+/// `status`'s and `clean`'s, which may be every fleet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetRef {
+    pub name: String,
+    pub run_dir: PathBuf,
+}
+
+impl FleetRef {
+    /// The run directory, to look things up under.
+    pub fn dir(&self) -> RunDir {
+        RunDir::new(&self.run_dir)
+    }
+
+    /// Connects to the fleet's supervisor, or explains why there is none.
+    pub fn connect(&self) -> anyhow::Result<Client> {
+        connect(&self.dir(), &self.name)
+    }
+
+    /// Node `node`'s namespaces, as [`node_namespace`] gives them.
+    pub fn node_namespace(&self, node: &str) -> anyhow::Result<NodeNamespace> {
+        node_namespace(&self.dir(), &self.name, node)
+    }
+}
 
 /// Connects to a fleet's supervisor, or explains why there is none.
 pub fn connect(rd: &RunDir, name: &str) -> anyhow::Result<Client> {

@@ -1,21 +1,18 @@
 //! `nsfleet link`: pull a link's cable (`down`), plug it back (`up`), or look at it: both
 //! ends' state (up, carrier), the impairment, the counters.
 
-use super::{connect, human_bytes};
+use super::{human_bytes, FleetRef};
 use anyhow::{anyhow, bail};
 use nsfleet::control::{Reply, Request};
-use nsfleet::rundir::RunDir;
 use nsfleet::subsys::cable::EndState;
-use std::path::PathBuf;
 
 pub struct LinkArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     /// `node:iface`
     pub target: String,
     /// `down`, `up`, or nothing to look.
     pub action: Option<String>,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn link(a: LinkArgs) -> anyhow::Result<()> {
@@ -27,8 +24,7 @@ pub fn link(a: LinkArgs) -> anyhow::Result<()> {
         Some("up") => Some(true),
         Some(other) => bail!("expected down or up, got {other:?}"),
     };
-    let rd = RunDir::new(&a.run_dir);
-    let mut client = connect(&rd, &a.name)?;
+    let mut client = a.fleet.connect()?;
     let req = Request::Link {
         node: node.into(),
         iface: iface.into(),
@@ -44,7 +40,7 @@ pub fn link(a: LinkArgs) -> anyhow::Result<()> {
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {
-        let v = serde_json::json!({ "fleet": a.name, "end": end, "far": far, "host": host, "impair": impair });
+        let v = serde_json::json!({ "fleet": a.fleet.name, "end": end, "far": far, "host": host, "impair": impair });
         println!("{v}");
         return Ok(());
     }

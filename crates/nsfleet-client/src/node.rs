@@ -1,24 +1,20 @@
 //! `nsfleet node`: one node's processes stopped, started, restarted, paused or resumed on
 //! a live fleet; its namespace, links and addresses stay.
 
-use super::connect;
 use super::status::describe_process;
+use super::FleetRef;
 use anyhow::bail;
 use nsfleet::control::{NodeAction, Reply, Request};
-use nsfleet::rundir::RunDir;
-use std::path::PathBuf;
 
 pub struct NodeArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     pub node: String,
     pub action: NodeAction,
     pub json: bool,
-    pub run_dir: PathBuf,
 }
 
 pub fn node(a: NodeArgs) -> anyhow::Result<()> {
-    let rd = RunDir::new(&a.run_dir);
-    let mut client = connect(&rd, &a.name)?;
+    let mut client = a.fleet.connect()?;
     let req = Request::Node {
         node: a.node.clone(),
         action: a.action,
@@ -28,7 +24,8 @@ pub fn node(a: NodeArgs) -> anyhow::Result<()> {
         other => bail!("unexpected reply from the supervisor: {other:?}"),
     };
     if a.json {
-        let v = serde_json::json!({ "fleet": a.name, "node": a.node, "processes": processes });
+        let v =
+            serde_json::json!({ "fleet": a.fleet.name, "node": a.node, "processes": processes });
         println!("{v}");
         return Ok(());
     }

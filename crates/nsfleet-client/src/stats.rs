@@ -3,12 +3,10 @@
 //! with rates between two readings. The supervisor reads the counters (one link dump in
 //! each node's namespace, spread over its workers); this side sorts and prints.
 
-use super::{connect, human_bytes};
+use super::{human_bytes, FleetRef};
 use anyhow::bail;
 use nsfleet::control::{FleetStats, IfaceStats, NodeStats, ProcUsage, Reply, Request};
-use nsfleet::rundir::RunDir;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// What rows are sorted by: counters once, rates with `--watch`; largest first but
@@ -45,7 +43,7 @@ impl std::str::FromStr for SortKey {
 }
 
 pub struct StatsArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     /// NODE or NODE:IFACE; the whole fleet without it.
     pub target: Option<String>,
     pub watch: bool,
@@ -54,18 +52,16 @@ pub struct StatsArgs {
     pub sort: SortKey,
     /// Rows shown of each table (all without it).
     pub limit: Option<usize>,
-    pub run_dir: PathBuf,
 }
 
 pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
-    let rd = RunDir::new(&a.run_dir);
     let (node, iface) = match a.target.as_deref().map(|t| t.split_once(':')) {
         None => (None, None),
         Some(None) => (a.target.clone(), None),
         Some(Some((n, i))) => (Some(n.to_string()), Some(i.to_string())),
     };
     let read = || -> anyhow::Result<FleetStats> {
-        let mut s = ask(&rd, &a.name, node.clone())?;
+        let mut s = ask(&a.fleet, node.clone())?;
         if let Some(i) = &iface {
             only_interface(&mut s, i)?;
         }
@@ -90,7 +86,7 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
             let every = a.interval.as_secs_f64();
             let head = format!(
                 "fleet {}: {} nodes, every {every}s, sorted by {} (Ctrl-C ends)\n\n",
-                a.name,
+                a.fleet.name,
                 now.nodes.len(),
                 format!("{:?}", a.sort).to_lowercase()
             );
@@ -103,8 +99,8 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
     }
 }
 
-fn ask(rd: &RunDir, name: &str, node: Option<String>) -> anyhow::Result<FleetStats> {
-    let mut c = connect(rd, name)?;
+fn ask(fleet: &FleetRef, node: Option<String>) -> anyhow::Result<FleetStats> {
+    let mut c = fleet.connect()?;
     c.set_timeout(Some(Duration::from_secs(60)));
     match c.call(&Request::Stats { node })? {
         Reply::Stats(s) => Ok(s),

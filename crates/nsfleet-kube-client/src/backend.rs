@@ -32,7 +32,7 @@ impl Backend for Cluster {
         if a.no_wait {
             bail!("--no-wait with --kube: each machine's agent always waits for its part's reclamation");
         }
-        fleet::down(&a.name, self, a.json)
+        fleet::down(&a.fleet.name, self, a.json)
     }
 
     fn status(&self, a: StatusArgs) -> anyhow::Result<()> {
@@ -43,11 +43,11 @@ impl Backend for Cluster {
     }
 
     fn exec(&self, a: ExecArgs) -> anyhow::Result<i32> {
-        fleet::exec(&a.name, &a.node, &a.command, self)
+        fleet::exec(&a.fleet.name, &a.node, &a.command, self)
     }
 
     fn link(&self, a: LinkArgs) -> anyhow::Result<()> {
-        fleet::link(&a.name, &a.target, a.action.as_deref(), self, a.json)
+        fleet::link(&a.fleet.name, &a.target, a.action.as_deref(), self, a.json)
     }
 
     fn apply(&self, a: ApplyArgs) -> anyhow::Result<()> {
@@ -62,6 +62,6 @@ impl Backend for Cluster {
             snaplen: a.snaplen,
             filter: a.filter,
         };
-        capture::capture(&a.name, on, self)
+        capture::capture(&a.fleet.name, on, self)
     }
 }

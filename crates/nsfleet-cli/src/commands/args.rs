@@ -33,6 +33,23 @@ impl From<LabArgs> for clab::lab::Lab {
     }
 }
 
+/// The running fleet a command acts on, named first (`nsfleet link NAME ...`): with the
+/// run directory, the client's [`cmd::FleetRef`], made here once for every such command.
+#[derive(Args)]
+pub struct FleetName {
+    /// The fleet.
+    name: String,
+}
+
+impl FleetName {
+    /// The fleet under `run_dir`, as the client's commands take it. Unpacked whole, as
+    /// each command unpacks its own: a field added here and not passed on fails the build.
+    pub fn under(self, run_dir: PathBuf) -> cmd::FleetRef {
+        let FleetName { name } = self;
+        cmd::FleetRef { name, run_dir }
+    }
+}
+
 /// How `up` (and `deploy`) bring a fleet up.
 #[derive(Args)]
 pub struct LaunchArgs {

@@ -1,7 +1,7 @@
 //! `nsfleet capture`: capture packets of a live fleet's interfaces. Interfaces and the
 //! filter share one list of words, split here.
 
-use super::args::{within, KubeArgs};
+use super::args::{within, FleetName, KubeArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct CaptureCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// NODE:IFACE to capture (one or more), then the filter, if any: words that are not
     /// NODE:IFACE start it.
     #[arg(required = true, num_args = 1..)]
@@ -50,7 +50,7 @@ pub struct CaptureCommand {
 impl CaptureCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let CaptureCommand {
-            name,
+            fleet,
             args,
             write,
             count,
@@ -65,13 +65,12 @@ impl CaptureCommand {
             .unwrap_or(args.len());
         let (targets, filter) = args.split_at(split);
         let code = kube.backend().capture(cmd::capture::CaptureArgs {
-            name,
+            fleet: fleet.under(run_dir),
             targets: targets.to_vec(),
             write,
             count,
             snaplen: snaplen as u32,
             filter: filter.to_vec(),
-            run_dir,
             until_stdin_closes,
         })?;
         if code != 0 {

@@ -30,10 +30,9 @@ impl DownCommand {
             kube,
         } = self;
         kube.backend().down(cmd::down::DownArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             no_wait,
             json,
-            run_dir,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! `nsfleet events`: what happens in a live fleet, as it happens.
 
+use super::args::FleetName;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -18,8 +19,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct EventsCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// One JSON object per line: {"event": "link" | "node" | "interface" |
     /// "process_started" | "process_exited" | "controller" | "ready" | "fleet_down",
     /// "at": seconds since the epoch, ...}; a controller's: {"node", "controller":
@@ -31,11 +32,10 @@ pub struct EventsCommand {
 
 impl EventsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let EventsCommand { name, json } = self;
+        let EventsCommand { fleet, json } = self;
         cmd::events::events(cmd::events::EventsArgs {
-            name,
+            fleet: fleet.under(run_dir),
             json,
-            run_dir,
         })
     }
 }

@@ -87,10 +87,9 @@ impl ExecCommand {
             anyhow::bail!("give the fleet and the node: nsfleet exec NAME NODE -- COMMAND");
         };
         let code = kube.backend().exec(cmd::exec::ExecArgs {
-            name,
+            fleet: cmd::FleetRef { name, run_dir },
             node,
             command,
-            run_dir,
         })?;
         std::process::exit(code)
     }

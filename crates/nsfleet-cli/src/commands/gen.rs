@@ -1,7 +1,7 @@
 //! `nsfleet gen`: drive a fleet's traffic generator with pktgen's settings, given as flags
 //! or in a command file.
 
-use super::args::{given, within_usize};
+use super::args::{given, within_usize, FleetName};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -26,8 +26,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct GenCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// A device to send from, NODE:IFACE; repeat for more (spread over the threads).
     #[arg(long = "dev")]
     devs: Vec<String>,
@@ -139,7 +139,7 @@ impl GenCommand {
             )),
         };
         cmd::gen::gen(cmd::gen::GenArgs {
-            name: self.name,
+            fleet: self.fleet.under(run_dir),
             devs: self.devs,
             params,
             file: self.file,
@@ -151,7 +151,6 @@ impl GenCommand {
             results: self.results,
             keep: self.keep,
             json: self.json,
-            run_dir,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! `nsfleet impair`: set or clear one interface's impairment; the flags given become
 //! the settings, those not given are left out.
 
-use super::args::given;
+use super::args::{given, FleetName};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 /// --rate, with tbf). Replaces the interface's current impairment.
 #[derive(Args)]
 pub struct ImpairCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// The interface, as NODE:IFACE (`nsfleet status NAME` lists them).
     target: String,
     /// Added delay of each packet, e.g. 20ms.
@@ -48,7 +48,7 @@ pub struct ImpairCommand {
 impl ImpairCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let ImpairCommand {
-            name,
+            fleet,
             target,
             delay,
             jitter,
@@ -70,12 +70,11 @@ impl ImpairCommand {
             ("rate", rate),
         ]);
         cmd::impair::impair(cmd::impair::ImpairArgs {
-            name,
+            fleet: fleet.under(run_dir),
             target,
             set,
             clear,
             json,
-            run_dir,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! `nsfleet link`: pull a link's cable, plug it back, or look at the link.
 
-use super::args::KubeArgs;
+use super::args::{FleetName, KubeArgs};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -21,8 +21,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct LinkCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// One end of the link, as NODE:IFACE (`nsfleet status NAME` lists them).
     target: String,
     /// down (pull the cable) or up (plug it back); nothing to look.
@@ -37,18 +37,17 @@ pub struct LinkCommand {
 impl LinkCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let LinkCommand {
-            name,
+            fleet,
             target,
             action,
             json,
             kube,
         } = self;
         kube.backend().link(cmd::link::LinkArgs {
-            name,
+            fleet: fleet.under(run_dir),
             target,
             action,
             json,
-            run_dir,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! `nsfleet node`: stop, start, restart, pause or resume one node's processes.
 
+use super::args::FleetName;
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -19,8 +20,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct NodeCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// The node (`nsfleet status NAME` lists them).
     node: String,
     #[arg(value_parser = node_actions())]
@@ -32,17 +33,16 @@ pub struct NodeCommand {
 impl NodeCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let NodeCommand {
-            name,
+            fleet,
             node,
             action,
             json,
         } = self;
         cmd::node::node(cmd::node::NodeArgs {
-            name,
+            fleet: fleet.under(run_dir),
             node,
             action,
             json,
-            run_dir,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! `nsfleet stats`: a live fleet's interface and process counters, once or refreshed.
 
-use super::args::{duration, within_usize};
+use super::args::{duration, within_usize, FleetName};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -20,8 +20,8 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct StatsCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// NODE or NODE:IFACE; the whole fleet without it.
     target: Option<String>,
     /// Refresh until Ctrl-C, showing rates between two readings.
@@ -47,7 +47,7 @@ pub struct StatsCommand {
 impl StatsCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
         let StatsCommand {
-            name,
+            fleet,
             target,
             watch,
             interval,
@@ -56,14 +56,13 @@ impl StatsCommand {
             json,
         } = self;
         cmd::stats::stats(cmd::stats::StatsArgs {
-            name,
+            fleet: fleet.under(run_dir),
             target,
             watch,
             interval,
             json,
             sort,
             limit,
-            run_dir,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! `nsfleet wait`: until a live fleet is ready, as `up --wait` waits.
 
-use super::args::duration;
+use super::args::{duration, FleetName};
 use clap::Args;
 use nsfleet_client as cmd;
 use std::path::PathBuf;
@@ -23,8 +23,8 @@ use std::time::Duration;
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct WaitCommand {
-    /// The fleet.
-    name: String,
+    #[command(flatten)]
+    fleet: FleetName,
     /// started, healthy or converged.
     #[arg(value_parser = cmd::ready::parse_condition)]
     until: nsfleet::ready::Condition,
@@ -39,14 +39,14 @@ pub struct WaitCommand {
 
 impl WaitCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let rd = nsfleet::rundir::RunDir::new(&run_dir);
+        let fleet = self.fleet.under(run_dir);
         let w = cmd::ready::Wait {
             until: self.until,
             bound: self.timeout,
         };
-        match cmd::ready::wait(&rd, &self.name, w, self.json)? {
+        match cmd::ready::wait(&fleet.dir(), &fleet.name, w, self.json)? {
             Ok(ready) => {
-                cmd::ready::say_ready(&self.name, &ready, self.json);
+                cmd::ready::say_ready(&fleet.name, &ready, self.json);
                 Ok(())
             }
             Err(not) => Err(anyhow::anyhow!("{not}")),

@@ -13,9 +13,8 @@ pub mod merge;
 mod pcapng;
 mod summary;
 
-use super::node_namespace;
+use super::FleetRef;
 use anyhow::{anyhow, bail, Context};
-use nsfleet::rundir::RunDir;
 use nsfleet::sys;
 use nsfleet::sys::packet::{self, PacketStats};
 use std::cmp::Reverse;
@@ -35,7 +34,7 @@ const BUFFER: i32 = 8 << 20;
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
 pub struct CaptureArgs {
-    pub name: String,
+    pub fleet: FleetRef,
     /// `node:iface`, one or more.
     pub targets: Vec<String>,
     /// pcapng to this file (`-` for standard output); one line a packet without it.
@@ -44,7 +43,6 @@ pub struct CaptureArgs {
     pub snaplen: u32,
     /// tcpdump's filter syntax, in words as given.
     pub filter: Vec<String>,
-    pub run_dir: PathBuf,
     /// Also end when standard input ends: run on a machine for `capture --kube`, whose
     /// standard input closes when the user's `nsfleet` ends, Ctrl-C included.
     pub until_stdin_closes: bool,
@@ -68,12 +66,11 @@ pub fn capture(a: CaptureArgs) -> anyhow::Result<()> {
             Some(sys::bpf::compile_filter(f, a.snaplen).map_err(|e| anyhow!("filter {f:?}: {e}"))?)
         }
     };
-    let rd = RunDir::new(&a.run_dir);
     let mut taps = Vec::new();
     for t in &a.targets {
-        taps.push(open_tap(&rd, &a.name, t, program.as_deref())?);
+        taps.push(open_tap(&a.fleet, t, program.as_deref())?);
     }
-    let mut out = Output::open(a.write.as_ref(), &a.name, &taps, a.snaplen)?;
+    let mut out = Output::open(a.write.as_ref(), &a.fleet.name, &taps, a.snaplen)?;
     let labels: Vec<&str> = taps.iter().map(|t| t.label.as_str()).collect();
     eprintln!(
         "nsfleet: capturing on {} (snapshot length {}); Ctrl-C ends it",
@@ -102,11 +99,10 @@ pub fn capture(a: CaptureArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A packet socket on `target` (`node:iface`) of fleet `name`, inside the node's network
+/// A packet socket on `target` (`node:iface`) of `fleet`, inside the node's network
 /// namespace, with `program` attached, bound and stamping packets.
 fn open_tap(
-    rd: &RunDir,
-    name: &str,
+    fleet: &FleetRef,
     target: &str,
     program: Option<&[libc::sock_filter]>,
 ) -> anyhow::Result<Tap> {
@@ -116,7 +112,7 @@ fn open_tap(
     else {
         bail!("{target:?}: expected NODE:IFACE, like r1:eth0");
     };
-    let ns = node_namespace(rd, name, node)?.fd;
+    let ns = fleet.node_namespace(node)?.fd;
     let (iface, program) = (iface.to_string(), program.map(<[_]>::to_vec));
     // A thread of its own enters the namespace and ends there: the socket it makes stays
     // in the namespace, and this thread never leaves the host's.

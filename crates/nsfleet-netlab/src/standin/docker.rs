@@ -109,10 +109,9 @@ fn exec(rd: &RunDir, args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     }
     let lab = lab_of(rd, container)?;
     match nsfleet_client::exec::exec(nsfleet_client::exec::ExecArgs {
-        name: lab,
+        fleet: nsfleet_client::FleetRef { name: lab, run_dir },
         node: container.clone(),
         command: command.to_vec(),
-        run_dir,
     })? {}
 }
 
