@@ -61,6 +61,32 @@ def test_cpu_limited_hosts_are_refused_at_the_scripts_line(run_dir: Path, exampl
     assert "Configuring hosts" not in done.stdout, "refused before the network is built"
 
 
+# Where the tests keep the Debian kernels they fetched, across tests and runs: the one
+# the Rust vm tests keep (crates/nsfleet-cli/tests/vm.rs), in the machine's cache.
+SHARED_KERNELS = Path(os.environ.get("HOME", "/root")) / ".cache" / "nsfleet-tests" / "kernels"
+
+
+def link_kernels(src: Path, dst: Path) -> None:
+    """Hard-links each complete kernel entry of `src` (a partial one's name begins with a
+    dot) that `dst` lacks into `dst`, through a partial name renamed once whole; what
+    cannot be linked is left to be fetched again."""
+    if not src.is_dir():
+        return
+    for entry in src.iterdir():
+        if entry.name.startswith(".") or (dst / entry.name).exists():
+            continue
+        dst.mkdir(parents=True, exist_ok=True)
+        partial = dst / f".{entry.name}.linking"
+        linked = subprocess.run(["cp", "-al", str(entry), str(partial)]).returncode == 0
+        if not (linked and os.path.lexists(partial)):
+            shutil.rmtree(partial, ignore_errors=True)
+            continue
+        try:
+            partial.rename(dst / entry.name)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+
+
 @pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="QEMU is not installed")
 def test_intfoptions_shapes_loses_and_delays_in_a_guest_with_netem(run_dir: Path, tmp_path: Path) -> None:
     # This machine's kernel has no netem: the example runs in a Debian guest that has.
@@ -68,9 +94,12 @@ def test_intfoptions_shapes_loses_and_delays_in_a_guest_with_netem(run_dir: Path
     # oopsed the guest once, in the middle of iperf's UDP flood.
     script = f"NSFLEET_RUN_DIR=/run/nsf {_binary.executable()} mn {EXAMPLES}/intfoptions.py < /dev/null"
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    kernels = tmp_path / "cache" / "nsfleet" / "kernels"
+    link_kernels(SHARED_KERNELS, kernels)
     done = subprocess.run([_binary.executable(), "vm", "--debian", "6.12", "--cpus", "1", "--timeout", "600",
                            "--", "sh", "-c", script], text=True, capture_output=True,
                           timeout=900, env=env)
+    link_kernels(kernels, SHARED_KERNELS)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     tcp = re.search(r"Results: \['([\d.]+) Mbits/sec'", out)
