@@ -40,8 +40,8 @@ fn daemons_of(fleet: &Fleet<'_>) -> Vec<(i32, String)> {
         .collect()
 }
 
-/// 4 MB sent by TCP from h1 to h3 (10.0.0.3) of fleet `fleet`, across its switch.
-fn tcp_across(env: &Env, fleet: &str) {
+/// 4 MB sent by TCP from `from` to h3 (10.0.0.3) of fleet `fleet`, across its switch.
+fn tcp_across(env: &Env, fleet: &str, from: &str) {
     let server = "import socket;s=socket.socket();s.bind(('0.0.0.0',5201));s.listen();c,_=s.accept();n=0\nwhile True:\n d=c.recv(65536)\n if not d: break\n n+=len(d)\nprint(n)";
     let mut got = env
         .cmd(&[
@@ -52,7 +52,7 @@ fn tcp_across(env: &Env, fleet: &str) {
         .unwrap();
     let client = "import socket,time\nfor _ in range(50):\n try:\n  s=socket.create_connection(('10.0.0.3',5201),timeout=5);break\n except OSError: time.sleep(0.1)\ns.sendall(b'x'*4000000);s.close()";
     env.ok(&[
-        "exec", fleet, "h1", "--", "timeout", "20", "python3", "-c", client,
+        "exec", fleet, from, "--", "timeout", "20", "python3", "-c", client,
     ]);
     let mut out = String::new();
     std::io::Read::read_to_string(got.stdout.as_mut().unwrap(), &mut out).unwrap();
@@ -80,7 +80,13 @@ fn without_tso_the_hosts_sum_their_own_checksums_and_tcp_still_crosses() {
     assert!(!config.contains("userspace-tso-enable"), "{config}");
     let offloads = env.ok(&["exec", "ovl", "h1", "--", "ethtool", "-k", "eth0"]);
     assert!(offloads.contains("tx-checksumming: off"), "{offloads}");
-    tcp_across(&env, "ovl");
+    tcp_across(&env, "ovl", "h1");
+    // A host behind a Linux bridge trunked to the switch: the bridge's end sums for it.
+    let trunked = format!(
+        "{text}[[node]]\nname = \"h4\"\n[[switch]]\nname = \"b1\"\n[[link]]\na = \"s1\"\nb = \"b1\"\n[[link]]\na = {{ at = \"h4:eth0\", addrs = [\"10.0.0.44/24\"] }}\nb = \"b1\"\n"
+    );
+    env.ok(&["apply", env.file("trunk.toml", &trunked).to_str().unwrap()]);
+    tcp_across(&env, "ovl", "h4");
 }
 
 #[test]
@@ -92,7 +98,7 @@ fn an_ovs_switch_forwards_tcp_numbers_ports_in_file_order_and_leaves_nothing() {
         // `up` returned with the switch forwarding: the first ping is answered.
         env.ok(&["exec", "ovb", "h1", "--", "ping", "-c1", "-W2", "10.0.0.3"]);
         // TCP across the userspace datapath (which needs its TSO support, see ovs.rs).
-        tcp_across(&env, "ovb");
+        tcp_across(&env, "ovb", "h1");
         // Ports numbered in the file's order, s1-p3 as the file says.
         let ports = env.ok(&[
             "exec",

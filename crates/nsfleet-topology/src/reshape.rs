@@ -34,26 +34,12 @@ impl Reshape {
 }
 
 /// Whether two ends are the same link as the kernel sees it: what makes the device and how
-/// (kind, far end, MTU, MAC, bridge, who sums its checksums). Addresses and impairments are set on a device that
-/// stays; its place is where it was written, which an edit moves.
+/// (kind, far end, MTU, MAC, bridge, who sums its checksums). Addresses and impairments
+/// are set on a device that stays; its place is where it was written, which an edit moves.
 pub fn same_link(a: &Iface, b: &Iface) -> bool {
-    (
-        &a.name,
-        a.index,
-        a.mtu,
-        a.mac,
-        a.bridge,
-        &a.link,
-        a.software_checksums,
-    ) == (
-        &b.name,
-        b.index,
-        b.mtu,
-        b.mac,
-        b.bridge,
-        &b.link,
-        b.software_checksums,
-    )
+    (&a.name, a.index, a.mtu, a.mac, a.bridge, &a.link)
+        == (&b.name, b.index, b.mtu, b.mac, b.bridge, &b.link)
+        && a.software_checksums == b.software_checksums
 }
 
 /// Splits `new` (the file's nodes) against `running` into what to add, change and remove,
@@ -399,6 +385,13 @@ pub(crate) mod tests {
             sums(&nodes(&two_ovs(1)), "h1"),
             [false],
             "with TSO, the NIC's"
+        );
+        // A Linux bridge trunked to an OVS switch sums for the hosts behind it.
+        let trunk = format!("{lean}[[switch]]\nname = \"b1\"\n[[link]]\na = \"s2\"\nb = \"b1\"\n");
+        assert_eq!(
+            sums(&nodes(&trunk), "b1"),
+            [true],
+            "the bridge's end of the trunk"
         );
         let err = reshape(&running, nodes(&two_ovs(2))).unwrap_err();
         assert!(

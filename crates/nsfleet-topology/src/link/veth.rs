@@ -164,11 +164,12 @@ impl Plan {
             return self.add_macvlan_port((ai, &a), (bi, &b), at);
         }
         let peer = self.push_far_end(bi, &b, at)?;
-        if self.is_ovs(ai) && !self.is_switch_at(bi) && !self.ovs_tso() {
+        if self.is_ovs(ai) && !self.is_ovs(bi) && !self.ovs_tso() {
             // Without TSO support, ovs-vswitchd's userspace datapath forwards a packet
             // whose checksum its sender left to the NIC as it is, and the receiver drops
-            // it: the host's end sums its own (Mininet's TCULink does the same).
-            self.last_iface(bi).software_checksums = true;
+            // it: the far end sums its own (Mininet's TCULink does the same); on a Linux
+            // bridge's trunk, for every host behind it.
+            self.last_iface(&peer.node).software_checksums = true;
         }
         self.push_iface(ai, &a, Link::Veth(peer), at)?;
         Ok(())

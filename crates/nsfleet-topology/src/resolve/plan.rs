@@ -166,8 +166,9 @@ impl Plan {
         self.switches.get(&i).is_some_and(|s| s.ovs.is_some())
     }
 
-    /// The interface put last on node `i` (which is no switch: a switch's may be on a shard).
-    pub(crate) fn last_iface(&mut self, i: u32) -> &mut Iface {
+    /// The interface put last on node `node` (a big switch's shard, for its ports).
+    pub(crate) fn last_iface(&mut self, node: &str) -> &mut Iface {
+        let i = self.index[node];
         let w = &mut self.wiring[i as usize];
         w.ifaces.last_mut().expect("an interface was just put here")
     }
