@@ -434,3 +434,85 @@ pub fn kill_pidfd(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Asks the kernel to reclaim the pages of process `pid`'s read-only file mappings (its
+/// program's and libraries' code and constants) that no other process maps:
+/// `process_madvise(2)` with `MADV_PAGEOUT`, which skips a page another process maps
+/// too (a library's pages the host's other programs use stay). Those the process still
+/// uses come back at its next touch, from the page cache or the file. For a daemon
+/// started in the foreground: what it touched only while loading and starting (symbol
+/// tables, relocations' lookups, its set-up code) stays mapped in it for good, where a
+/// daemon that forks to detach leaves them in its parent. Returns the bytes advised.
+/// `pidfd` names the process (its mappings are read through `pid`, which only the
+/// pidfd keeps from naming another). Kernels before 5.10 answer `ENOSYS` or `EINVAL`.
+pub fn page_out_file_pages(pidfd: BorrowedFd<'_>, pid: libc::pid_t) -> io::Result<usize> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let ranges: Vec<libc::iovec> = maps.lines().filter_map(read_only_file_range).collect();
+    // The kernel takes at most IOV_MAX (1024) ranges a call.
+    let mut advised = 0;
+    for chunk in ranges.chunks(1024) {
+        // SAFETY: process_madvise(2) takes a pidfd, an array of `chunk.len()` iovecs
+        // that it only reads (addresses in the other process, never dereferenced
+        // here), the advice and flags.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_process_madvise,
+                pidfd.as_raw_fd(),
+                chunk.as_ptr(),
+                chunk.len(),
+                libc::MADV_PAGEOUT,
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        advised += r as usize;
+    }
+    Ok(advised)
+}
+
+/// The address range of a line of /proc/PID/maps that maps a file read-only
+/// (`7f..-7f.. r-xp 00001000 fe:01 1234 /usr/lib/libc.so.6`); `None` for any other.
+fn read_only_file_range(line: &str) -> Option<libc::iovec> {
+    let mut fields = line.split_whitespace();
+    let (start, end) = fields.next()?.split_once('-')?;
+    let perms = fields.next()?;
+    let path = fields.nth(3)?;
+    if !path.starts_with('/') || perms.as_bytes().get(1) != Some(&b'-') {
+        return None;
+    }
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
+    Some(libc::iovec {
+        iov_base: start as *mut libc::c_void,
+        iov_len: end - start,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn only_read_only_file_mappings_are_paged_out() {
+        let range = |l| read_only_file_range(l).map(|v| (v.iov_base as usize, v.iov_len));
+        let text = "7f00a000-7f00c000 r-xp 00001000 fe:01 1234 /usr/lib/libc.so.6";
+        assert_eq!(range(text), Some((0x7f00a000, 0x2000)));
+        let data = "7f00c000-7f00d000 rw-p 00003000 fe:01 1234 /usr/lib/libc.so.6";
+        assert_eq!(range(data), None);
+        assert_eq!(range("7f00d000-7f00e000 rw-p 00000000 00:00 0"), None);
+        assert_eq!(
+            range("7ffd0000-7ffd1000 r--p 00000000 00:00 0 [vvar]"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_process_pages_out_its_own_code() {
+        let pid = std::process::id() as libc::pid_t;
+        let advised = page_out_file_pages(pidfd_open(pid).unwrap().as_fd(), pid).unwrap();
+        assert!(advised > 0);
+    }
+}

@@ -91,6 +91,19 @@ pub(super) fn vswitchd_runs(hub: &Node, commands: &dyn Commands) -> Result<bool,
     }
 }
 
+/// Gives back the pages of ovs-vswitchd's code and constants that only it maps, once a
+/// switch is ready: run in the foreground (the command `process` watches), it keeps
+/// mapped all it touched while loading its libraries and starting, about 2.5 MB that a
+/// daemon detached by a fork (Debian's, Mininet's) leaves in its parent. What it uses
+/// comes back as it forwards (see `sys::page_out_file_pages`). Best effort: a kernel
+/// without `process_madvise` (before 5.10) keeps them, and nothing else changes.
+pub(super) fn give_back_start_pages(hub: &Node, commands: &dyn Commands) {
+    if let Some((pidfd, pid)) = commands.running(hub, HUB_LABEL) {
+        use std::os::fd::AsFd;
+        let _ = sys::page_out_file_pages(pidfd.as_fd(), pid as i32);
+    }
+}
+
 /// What a hub whose ovs-vswitchd runs and whose database does not answer is told: its
 /// ovsdb-server has ended (the start line served the database before it started
 /// ovs-vswitchd), and nothing that needs it can happen, or should wait.

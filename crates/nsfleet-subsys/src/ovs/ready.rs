@@ -4,7 +4,10 @@
 //! hub's files and processes): it never changes a bridge, a port or a process.
 
 use super::bridge_name;
-use super::hub::{answers, database_gone, database_socket, hub_run_dir, last_lines, vswitchd_runs};
+use super::hub::{
+    answers, database_gone, database_socket, give_back_start_pages, hub_run_dir, last_lines,
+    vswitchd_runs,
+};
 use crate::Commands;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, Subsystem};
@@ -75,6 +78,7 @@ impl Subsystem for Ready {
                 .map(|i| i.name.as_str())
                 .collect();
             if missing.is_empty() && runs == Ok(true) && has_socket() {
+                give_back_start_pages(&hub, &*self.commands);
                 return Ok(());
             }
             if runs == Ok(true) && std::time::Instant::now() >= ask_db_at {
