@@ -5,8 +5,9 @@
 //! on a bridge node is a port of that switch, and an end on the host (or on a `kind:
 //! host` node) is a host link.
 
+use super::kind::Kind;
 use super::mgmt::Mgmt;
-use super::node::{Kind, NodeDecl};
+use super::node::NodeDecl;
 use super::{keys, Lab};
 use crate::decl::EndDecl;
 use crate::error::TopologyError;

@@ -5,6 +5,9 @@
 //!
 //! - [`node`]: a node's definition through containerlab's layers (defaults < kind <
 //!   group < node), its kind, and the node configuration it becomes;
+//! - [`kind`]: the kinds nsfleet takes, and those it refuses (a vendor's image, ...);
+//! - [`frr`]: FRR's rules for a node that runs the host's FRR (which daemons it runs);
+//! - [`shlex`]: containerlab's word splitting of `exec` lines, `entrypoint` and `cmd`;
 //! - [`keys`]: every key containerlab knows, and whether nsfleet takes it, warns that it
 //!   does not apply, or refuses it because ignoring it would change what the lab is;
 //! - [`mgmt`]: the management network (every node's `eth0` on one switch, reachable from
@@ -19,12 +22,15 @@
 
 mod envfile;
 mod envsubst;
+mod frr;
 mod gotemplate;
 mod keys;
+mod kind;
 mod links;
 mod mgmt;
 mod node;
 mod ports;
+mod shlex;
 mod stages;
 
 use crate::decl::Spanned;
@@ -88,7 +94,7 @@ pub fn read_with_vars(
 
     let mut groups = Groups::default();
     // A `kind: host` node is the host itself: its link ends are host links.
-    for n in nodes.iter().filter(|n| n.kind != node::Kind::Host) {
+    for n in nodes.iter().filter(|n| n.kind != kind::Kind::Host) {
         let built = n.build(&mut lab, mgmt.host_iface())?;
         groups.add(&cx, Names::One(n.name.clone()), built, &n.spanned_name())?;
     }
@@ -102,7 +108,7 @@ pub fn read_with_vars(
             .map_err(|e| e.with(format!("{} (the management network's switch is named after mgmt.network: set another there)", e.message)))?;
     }
     let mut plan = groups.plan();
-    for n in nodes.iter().filter(|n| n.kind == node::Kind::OvsBridge) {
+    for n in nodes.iter().filter(|n| n.kind == kind::Kind::OvsBridge) {
         (plan.set_ovs(&n.name)).map_err(|m| lab.err(n.spanned_name().span(), m))?;
     }
     if !managed.is_empty() {
@@ -123,7 +129,7 @@ pub fn read_with_vars(
 /// A command line split into words as containerlab splits `exec` lines and `exec
 /// --cmd` (Go's shlex: quotes and backslashes, no shell).
 pub fn split_words(line: &str) -> Result<Vec<String>, String> {
-    node::shlex(line)
+    shlex::shlex(line)
 }
 
 /// The file's text with the environment's variables in it, as containerlab reads it.

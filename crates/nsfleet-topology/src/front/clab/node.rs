@@ -10,115 +10,21 @@
 //! - `bridge`: a switch, in a namespace of its own; `ovs-bridge`: a bridge of the fleet's Open vSwitch.
 //! - `host`: the host itself; its link ends are host links.
 //!
-//! Kinds that run a vendor's image are refused, naming the node and its line.
+//! Which kinds are taken and which refused is [`super::kind`]'s; which FRR daemons a node
+//! runs is [`super::frr`]'s; `exec`'s word splitting is [`super::shlex`]'s.
 
+use super::frr::{content, daemons_configured, daemons_enabled, Frr};
+use super::kind::{resolve_kind, Kind};
+use super::shlex::shlex;
 use super::{keys, Lab};
 use crate::decl::{NodeKeys, Spanned, Value};
 use crate::error::TopologyError;
 use crate::front::yaml::Yaml;
-use crate::kind::frr;
 use crate::resolve::config::{self, Built};
 use crate::{check_name, template, Bind, ClabNode, PublishedPort, MAX_NODE_NAME};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Linux,
-    Frr,
-    Bridge,
-    /// A bridge of the fleet's Open vSwitch (containerlab's is one of the host's).
-    OvsBridge,
-    Host,
-}
-
-/// Kinds that need no container image, and what they become.
-const OWN: &[(&str, Kind)] = &[
-    ("linux", Kind::Linux),
-    ("frr", Kind::Frr),
-    ("bridge", Kind::Bridge),
-    ("ovs-bridge", Kind::OvsBridge),
-    ("host", Kind::Host),
-];
-
-/// containerlab's kinds that run a vendor's network OS image (or a VM in one).
-const VENDOR: &[&str] = &[
-    "srl",
-    "nokia_srlinux",
-    "ceos",
-    "arista_ceos",
-    "crpd",
-    "juniper_crpd",
-    "nokia_sros",
-    "vr-sros",
-    "vr-nokia_sros",
-    "nokia_srsim",
-    "xrd",
-    "cisco_xrd",
-    "cisco_xrd_vrouter",
-    "c8000",
-    "cisco_c8000",
-    "cvx",
-    "cumulus_cvx",
-    "nvidia_cumulusvx",
-    "cjunosevolved",
-    "juniper_cjunosevolved",
-    "juniper_csrx",
-    "sonic-vs",
-    "sonic-vm",
-    "dell_sonic",
-    "plvision_sonic",
-    "keysight_ixia-c-one",
-    "rare",
-    "cisco_iol",
-    "6wind_vsr",
-    "arrcus_arcos",
-    "checkpoint_cloudguard",
-    "cisco_sdwan",
-    "f5_bigip-ve",
-    "fdio_vpp",
-    "fortinet_fortigate",
-    "generic_vm",
-    "huawei_vrp",
-    "ipinfusion_ocnos",
-    "spirent_stc",
-    "veesix_osvbng",
-    "vyosnetworks_vyos",
-    "cisco_csr1000v",
-    "cisco_n9kv",
-    "cisco_xrv",
-    "cisco_xrv9k",
-    "cisco_c8000v",
-    "cisco_cat9kv",
-    "cisco_ftdv",
-    "cisco_asav",
-    "cisco_vios",
-    "juniper_vmx",
-    "juniper_vqfx",
-    "juniper_vsrx",
-    "juniper_vjunosrouter",
-    "juniper_vjunosswitch",
-    "juniper_vjunosevolved",
-    "arista_veos",
-    "mikrotik_ros",
-    "aruba_aoscx",
-    "dell_ftosv",
-    "paloalto_panos",
-    "ciena_saos",
-    "freebsd",
-    "openbsd",
-    "openwrt",
-];
-
-/// Kinds that need something nsfleet does not have.
-const OTHER: &[(&str, &str)] = &[
-    (
-        "ext-container",
-        "it attaches to a container that already runs under a container engine",
-    ),
-    ("k8s-kind", "it runs a Kubernetes cluster in containers"),
-];
 
 /// One node as the file declares it.
 pub(crate) struct NodeDecl<'a> {
@@ -234,26 +140,6 @@ fn lab_base(file: &str) -> String {
         .unwrap_or(dir.to_path_buf())
         .display()
         .to_string()
-}
-
-fn resolve_kind(
-    lab: &mut Lab<'_>,
-    node: &str,
-    kind: &str,
-    at: Range<usize>,
-) -> Result<Kind, TopologyError> {
-    let lower = kind.to_ascii_lowercase();
-    if let Some((_, k)) = OWN.iter().find(|(n, _)| *n == lower) {
-        return Ok(*k);
-    }
-    let why = if VENDOR.contains(&lower.as_str()) {
-        format!("kind {kind} needs its vendor's image (a network OS, or a VM in a container), and nsfleet runs no images")
-    } else if let Some((_, why)) = OTHER.iter().find(|(n, _)| *n == lower) {
-        format!("kind {kind}: {why}, and nsfleet has no container engine")
-    } else {
-        format!("unknown kind {kind:?}")
-    };
-    Err(lab.err(at, format!("node {node}: {why}; it runs the host's own software: kinds linux (FRR's image too), frr, bridge, host")))
 }
 
 impl NodeDecl<'_> {
@@ -851,14 +737,6 @@ fn holders_to_copy(binds: &[(Bind, Range<usize>)], keys: &NodeKeys) -> Vec<Spann
     copies
 }
 
-/// FRR's configuration (as the `config` key takes it) and the daemons it runs.
-type Frr = (Spanned<Value>, Vec<String>);
-
-/// A file given by its text, as `config` takes it: `{ content = "..." }`.
-fn content(text: &str) -> Value {
-    Value::Table([("content".to_string(), Value::Text(text.to_string()))].into())
-}
-
 /// The variable containerlab exports a label as: `clab-node-kind` is `CLAB_LABEL_CLAB_NODE_KIND`.
 fn label_variable(label: &str) -> String {
     let upper = label.chars().map(|c| {
@@ -869,95 +747,6 @@ fn label_variable(label: &str) -> String {
         }
     });
     format!("CLAB_LABEL_{}", upper.collect::<String>())
-}
-
-/// The daemons an FRR `daemons` file turns on (`ospfd=yes`).
-fn daemons_enabled(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.trim().split_once('='))
-        .filter(|(d, v)| v.trim() == "yes" && frr::DAEMONS.contains(d))
-        .map(|(d, _)| d.to_string())
-        .collect()
-}
-
-/// The daemons an FRR configuration needs, from what it configures.
-fn daemons_configured(conf: &str) -> Vec<String> {
-    const NEEDS: &[(&str, &str)] = &[
-        ("router bgp", "bgpd"),
-        ("router ospf6", "ospf6d"),
-        ("ipv6 ospf6", "ospf6d"),
-        ("router ospf", "ospfd"),
-        ("ip ospf", "ospfd"),
-        ("router isis", "isisd"),
-        ("ip router isis", "isisd"),
-        ("router ripng", "ripngd"),
-        ("router rip", "ripd"),
-        ("router eigrp", "eigrpd"),
-        ("router babel", "babeld"),
-        ("router openfabric", "fabricd"),
-        ("mpls ldp", "ldpd"),
-        ("bfd", "bfdd"),
-        ("pbr-map", "pbrd"),
-        ("vrrp", "vrrpd"),
-        ("router pim", "pimd"),
-        ("ip pim", "pimd"),
-        ("ip nhrp", "nhrpd"),
-        ("segment-routing", "pathd"),
-    ];
-    let mut out: Vec<String> = Vec::new();
-    for line in conf.lines().map(str::trim) {
-        for (starts, daemon) in NEEDS {
-            let word_end =
-                line.len() == starts.len() || line.as_bytes().get(starts.len()) == Some(&b' ');
-            if line.starts_with(starts) && word_end && !out.iter().any(|d| d == daemon) {
-                out.push(daemon.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// Splits a line into words as google/shlex (containerlab's exec) does: blanks separate
-/// words; single quotes keep everything; a backslash escapes the next character, in
-/// double quotes too; `#` at a word's start begins a comment.
-pub(crate) fn shlex(line: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\n' | '\r' => words.extend(cur.take()),
-            '#' if cur.is_none() => break,
-            '\\' => cur.get_or_insert_default().extend(chars.next()),
-            '\'' => {
-                let w = cur.get_or_insert_default();
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => w.push(c),
-                        None => return Err(format!("unclosed ' in {line:?}")),
-                    }
-                }
-            }
-            '"' => {
-                let w = cur.get_or_insert_default();
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c) => w.push(c),
-                            None => return Err(format!("unclosed \" in {line:?}")),
-                        },
-                        Some(c) => w.push(c),
-                        None => return Err(format!("unclosed \" in {line:?}")),
-                    }
-                }
-            }
-            c => cur.get_or_insert_default().push(c),
-        }
-    }
-    words.extend(cur);
-    Ok(words)
 }
 
 use crate::shell_quote as quote;
@@ -973,27 +762,5 @@ pub(crate) fn count_interfaces(groups: &mut [crate::NodeGroup], wiring: &[Arc<cr
                 .env
                 .push(("CLAB_INTFS".into(), n.to_string()));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shlex_splits_as_containerlab() {
-        let w = shlex(r#"bash -c 'echo "a b" > /x' "c\"d" e\ f # comment"#).unwrap();
-        assert_eq!(w, ["bash", "-c", "echo \"a b\" > /x", "c\"d", "e f"]);
-        assert!(shlex("echo 'open").is_err());
-    }
-
-    #[test]
-    fn frr_daemons_from_configuration() {
-        let conf = "router ospf\n ospf router-id 1.1.1.1\ninterface eth1\n ip ospf area 0\nrouter bgp 65001\n";
-        assert_eq!(daemons_configured(conf), ["ospfd", "bgpd"]);
-        assert_eq!(
-            daemons_enabled("zebra=yes\nospfd=yes\nbgpd=no\nldpd=yes\n"),
-            ["ospfd", "ldpd"]
-        );
     }
 }
