@@ -76,15 +76,16 @@ pub fn deploy(mut a: DeployArgs) -> anyhow::Result<()> {
         if !a.reconfigure {
             bail!("lab {name:?} is already deployed: `nsfleet destroy -t {}` first, or deploy with --reconfigure", file.display());
         }
+        let fleet = FleetRef {
+            name: name.clone(),
+            run_dir: a.up.run_dir.clone(),
+        };
         // With --json, stdout is the new lab's object alone.
         if a.up.json {
-            nsfleet_client::down::down_quietly(&rd, &name)?;
+            nsfleet_client::down::down_quietly(&fleet)?;
         } else {
             nsfleet_client::down::down(nsfleet_client::down::DownArgs {
-                fleet: FleetRef {
-                    name: name.clone(),
-                    run_dir: a.up.run_dir.clone(),
-                },
+                fleet,
                 no_wait: false,
                 json: false,
             })?;

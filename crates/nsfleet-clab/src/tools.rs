@@ -17,6 +17,7 @@ use nsfleet::control::NodeStatus;
 use nsfleet::rundir::RunDir;
 use nsfleet::subsys::link::loose::{make_pair, remove_pair, LooseEnd};
 use nsfleet::topology::Impair;
+use nsfleet_client::FleetRef;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -60,7 +61,11 @@ pub fn netem_set(a: NetemSetArgs) -> anyhow::Result<()> {
     if !impairments(&node).iter().any(|(i, _)| *i == a.iface) {
         bail!("{} has no interface {:?} in its lab (`tools netem show -n {}` lists them; one made by `tools veth create` is not the lab's: impair it with tc inside the node)", a.container, a.iface, a.container);
     }
-    let now = nsfleet_client::impair::set(&rd, &lab.name, &node.name, &a.iface, impair)?;
+    let fleet = FleetRef {
+        name: lab.name,
+        run_dir: a.run_dir,
+    };
+    let now = nsfleet_client::impair::set(&fleet, &node.name, &a.iface, impair)?;
     print_table(&[(a.iface, now)]);
     Ok(())
 }
@@ -69,7 +74,11 @@ pub fn netem_set(a: NetemSetArgs) -> anyhow::Result<()> {
 pub fn netem_reset(container: &str, iface: &str, run_dir: PathBuf) -> anyhow::Result<()> {
     let rd = RunDir::new(&run_dir);
     let (lab, node) = find_container(&rd, container)?;
-    nsfleet_client::impair::set(&rd, &lab.name, &node.name, iface, None)?;
+    let fleet = FleetRef {
+        name: lab.name,
+        run_dir,
+    };
+    nsfleet_client::impair::set(&fleet, &node.name, iface, None)?;
     println!("{container}:{iface}: no impairment");
     Ok(())
 }
@@ -299,11 +308,19 @@ fn resolve(rd: &RunDir, end: End) -> anyhow::Result<Resolved> {
         }
         End::Bridge { bridge, iface } => (bridge_lab(rd, &bridge)?, bridge, iface, true),
     };
-    let ns = nsfleet_client::node_namespace(rd, &lab, &node)?;
+    let fleet = FleetRef {
+        name: lab,
+        run_dir: rd.root().to_path_buf(),
+    };
+    let ns = fleet.node_namespace(&node)?;
     let joins = match (bridge, ns.ovs_bridge) {
         (false, _) => Joins::Nothing,
         (true, None) => Joins::LinuxBridge,
-        (true, Some(bridge)) => Joins::Ovs { lab, node, bridge },
+        (true, Some(bridge)) => Joins::Ovs {
+            lab: fleet.name,
+            node,
+            bridge,
+        },
     };
     Ok(Resolved {
         netns: Some(ns.fd),

@@ -1,10 +1,9 @@
 //! `nsfleet down`: ask the supervisor to end the fleet and, unless `--no-wait`, report when
 //! the kernel has reclaimed every namespace.
 
-use super::{connect, FleetRef};
+use super::FleetRef;
 use anyhow::bail;
 use nsfleet::control::{Reply, Request};
-use nsfleet::rundir::RunDir;
 
 pub struct DownArgs {
     pub fleet: FleetRef,
@@ -79,10 +78,10 @@ pub fn down(a: DownArgs) -> anyhow::Result<()> {
     )
 }
 
-/// Takes fleet `name` down and waits until the kernel has reclaimed it, saying nothing:
+/// Takes the fleet down and waits until the kernel has reclaimed it, saying nothing:
 /// for a command whose own failure it follows (`up --wait`).
-pub fn down_quietly(rd: &RunDir, name: &str) -> anyhow::Result<()> {
-    let mut c = connect(rd, name)?;
+pub fn down_quietly(fleet: &FleetRef) -> anyhow::Result<()> {
+    let mut c = fleet.connect()?;
     c.send(&Request::Down { wait: true })?;
     // Read on until the supervisor closes: its run folder is gone then.
     while let Some(reply) = c.next_reply()? {

@@ -1,9 +1,8 @@
 //! `nsfleet impair`: change one interface's impairment on a live fleet.
 
-use super::{connect, FleetRef};
+use super::FleetRef;
 use anyhow::{anyhow, bail};
 use nsfleet::control::{Reply, Request};
-use nsfleet::rundir::RunDir;
 use nsfleet::topology::Impair;
 
 pub struct ImpairArgs {
@@ -34,7 +33,7 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
             Some(imp)
         }
     };
-    let impair = set(&a.fleet.dir(), &a.fleet.name, node, iface, impair)?;
+    let impair = set(&a.fleet, node, iface, impair)?;
     if a.json {
         println!(
             "{}",
@@ -51,13 +50,12 @@ pub fn impair(a: ImpairArgs) -> anyhow::Result<()> {
 
 /// Sets (or, with `None`, removes) an interface's impairment; returns the one it has now.
 pub fn set(
-    rd: &RunDir,
-    fleet: &str,
+    fleet: &FleetRef,
     node: &str,
     iface: &str,
     impair: Option<Impair>,
 ) -> anyhow::Result<Option<Impair>> {
-    let mut client = connect(rd, fleet)?;
+    let mut client = fleet.connect()?;
     let req = Request::Impair {
         node: node.into(),
         iface: iface.into(),

@@ -58,9 +58,33 @@ impl FleetRef {
         connect(&self.dir(), &self.name)
     }
 
-    /// Node `node`'s namespaces, as [`node_namespace`] gives them.
+    /// Node `node`'s namespaces, or why not (the closest names of a node that does not
+    /// exist).
     pub fn node_namespace(&self, node: &str) -> anyhow::Result<NodeNamespace> {
-        node_namespace(&self.dir(), &self.name, node)
+        use nsfleet::control::{Reply, Request};
+        let mut c = self.connect()?;
+        let request = Request::Netns {
+            node: node.to_string(),
+        };
+        let Reply::Netns {
+            world,
+            env,
+            image,
+            ovs_bridge,
+            ..
+        } = c.call(&request)?
+        else {
+            bail!("unexpected reply from the supervisor");
+        };
+        let fd = (c.take_fd())
+            .ok_or_else(|| anyhow::anyhow!("the supervisor sent no namespace descriptor"))?;
+        Ok(NodeNamespace {
+            fd,
+            world,
+            env,
+            image,
+            ovs_bridge,
+        })
     }
 }
 
@@ -94,35 +118,6 @@ pub struct NodeNamespace {
     pub image: Option<nsfleet::control::ExecIn>,
     /// The node is this bridge of the fleet's Open vSwitch.
     pub ovs_bridge: Option<String>,
-}
-
-/// Node `node` of fleet `name`'s namespaces, or why not (the closest names of a node
-/// that does not exist).
-pub fn node_namespace(rd: &RunDir, name: &str, node: &str) -> anyhow::Result<NodeNamespace> {
-    use nsfleet::control::{Reply, Request};
-    let mut c = connect(rd, name)?;
-    let request = Request::Netns {
-        node: node.to_string(),
-    };
-    let Reply::Netns {
-        world,
-        env,
-        image,
-        ovs_bridge,
-        ..
-    } = c.call(&request)?
-    else {
-        bail!("unexpected reply from the supervisor");
-    };
-    let fd = (c.take_fd())
-        .ok_or_else(|| anyhow::anyhow!("the supervisor sent no namespace descriptor"))?;
-    Ok(NodeNamespace {
-        fd,
-        world,
-        env,
-        image,
-        ovs_bridge,
-    })
 }
 
 pub(crate) fn human_bytes(b: i64) -> String {

@@ -3,11 +3,10 @@
 //! stderr as it goes, and what was missing when it is not. The supervisor does the
 //! checking and tells `nsfleet events` the end too; this only asks and says.
 
-use super::connect;
+use super::FleetRef;
 use anyhow::bail;
 use nsfleet::control::{Reply, Request};
 use nsfleet::ready::{Condition, Standing};
-use nsfleet::rundir::RunDir;
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -60,15 +59,11 @@ pub struct Ready {
     pub of: usize,
 }
 
-/// Waits for fleet `name`: how it holds, or what is missing. Progress goes to stderr,
+/// Waits for the fleet: how it holds, or what is missing. Progress goes to stderr,
 /// but with `json`.
-pub fn wait(
-    rd: &RunDir,
-    name: &str,
-    w: Wait,
-    json: bool,
-) -> anyhow::Result<Result<Ready, NotReady>> {
-    let mut c = connect(rd, name)?;
+pub fn wait(fleet: &FleetRef, w: Wait, json: bool) -> anyhow::Result<Result<Ready, NotReady>> {
+    let name = &fleet.name;
+    let mut c = fleet.connect()?;
     c.send(&Request::Wait {
         until: w.until,
         bound_ms: w.bound.as_millis() as u64,

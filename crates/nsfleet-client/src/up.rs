@@ -1,7 +1,7 @@
 //! `nsfleet up`: validate, claim the name, launch the supervisor, show its progress, and
 //! return once the fleet is ready (leaving the supervisor running).
 
-use super::human_bytes;
+use super::{human_bytes, FleetRef};
 use crate::errors::Refused;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::control::UpEvent;
@@ -152,7 +152,13 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         let _ = rd.remove(&topo.name, true);
     })?;
     match a.wait {
-        Some(w) => wait_ready(&rd, &topo.name, w, report),
+        Some(w) => {
+            let fleet = FleetRef {
+                name: topo.name.clone(),
+                run_dir: a.run_dir.clone(),
+            };
+            wait_ready(&fleet, w, report)
+        }
         None => {
             if let Some(v) = report {
                 println!("{v}");
@@ -167,13 +173,13 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
 /// one object: the fleet's, its `ready` what the wait found (null when it was not met
 /// and the fleet is left up; nothing when the fleet was taken down).
 fn wait_ready(
-    rd: &RunDir,
-    name: &str,
+    fleet: &FleetRef,
     w: crate::ready::Wait,
     report: Option<serde_json::Value>,
 ) -> anyhow::Result<()> {
     use crate::ready::NotReady;
-    let outcome = match crate::ready::wait(rd, name, w, report.is_some()) {
+    let name = &fleet.name;
+    let outcome = match crate::ready::wait(fleet, w, report.is_some()) {
         Ok(outcome) => outcome,
         Err(e) => {
             // The wait itself failed (the fleet went, a lost connection): the fleet's
@@ -201,7 +207,7 @@ fn wait_ready(
     match outcome {
         Ok(_) => Ok(()),
         Err(NotReady::Failed(m)) => {
-            let gone = match crate::down::down_quietly(rd, name) {
+            let gone = match crate::down::down_quietly(fleet) {
                 Ok(()) => "the fleet was taken down: nothing of it is left".to_string(),
                 Err(e) => format!("taking the fleet down failed too: {e:#}"),
             };

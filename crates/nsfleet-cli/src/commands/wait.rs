@@ -44,7 +44,7 @@ impl WaitCommand {
             until: self.until,
             bound: self.timeout,
         };
-        match cmd::ready::wait(&fleet.dir(), &fleet.name, w, self.json)? {
+        match cmd::ready::wait(&fleet, w, self.json)? {
             Ok(ready) => {
                 cmd::ready::say_ready(&fleet.name, &ready, self.json);
                 Ok(())
