@@ -25,11 +25,13 @@ def mn(example: str, stdin: str = "") -> subprocess.CompletedProcess:
                           input=stdin, text=True, capture_output=True, timeout=900)
 
 
+# treeping64 is not among them: Mininet's own test of it (test_mininet_suite.py) runs the
+# same example and asks the same, every switch kind's ping at 0% loss. tree1024 is: its
+# own test lets 60% of 20 pings be lost, this one asks the first ping to come back.
 @pytest.mark.parametrize("example,stdin,expected", [
     ("linuxrouter", "h1 ping -c1 h3\npingall\n", ["1 received", "0% dropped (12/12 received)",
                                                   "192.168.1.0     0.0.0.0         255.255.255.0   U"]),
     ("emptynet", "pingall\n", ["0% dropped (2/2 received)"]),
-    ("treeping64", "", ["reference user: 0% packet loss", "Open vSwitch kernel: 0% packet loss"]),
     ("tree1024", "h1 ping -c1 h1024\n", ["1 received"]),
 ])
 def test_an_example_runs_as_on_mininet(run_dir: Path, example: str, stdin: str, expected: list) -> None:
