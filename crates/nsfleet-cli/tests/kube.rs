@@ -349,9 +349,12 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "exec", "kring", &a, "--kube", "--", "ip", "-d", "link", "show", "eth1",
     ]);
     let a_text = a_addr.to_string();
+    // Reachability is three probes, one answer enough (as in apply.rs): a single one
+    // from a node `apply` had just added went unanswered once in a CI run with both CPUs
+    // busy, and was answered alone. What is asserted is that the nodes are wired.
     let ping_across = || {
         k.ok(&[
-            "exec", "kring", &b, "--kube", "--", "ping", "-c1", "-W2", &a_text,
+            "exec", "kring", &b, "--kube", "--", "ping", "-c3", "-i0.5", "-W2", &a_text,
         ])
     };
     assert!(
@@ -489,7 +492,7 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     assert_eq!(machine_now("x1"), machine_of(1));
     for (from, to) in [("x1", "10.9.0.1"), ("x1", "10.9.2.2"), ("x2", "10.9.1.2")] {
         k.ok(&[
-            "exec", "kring", from, "--kube", "--", "ping", "-c1", "-W2", to,
+            "exec", "kring", from, "--kube", "--", "ping", "-c3", "-i0.5", "-W2", to,
         ]);
     }
     ping_across();
