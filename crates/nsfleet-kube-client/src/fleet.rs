@@ -27,7 +27,8 @@ pub fn up(
     c: &Cluster,
     json: bool,
 ) -> anyhow::Result<()> {
-    let (sent, name) = read_checked(file, format, name)?;
+    let sent = read_checked(file, format, name)?;
+    let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let spec = FleetSpec {
             topology: Some(sent.text),
@@ -79,12 +80,12 @@ struct Sent {
 
 /// How `up --kube` and `apply --kube` open: the file read and checked here, as `up` reads
 /// it (its errors name its lines, and nothing is made in the cluster), named `name` if
-/// given: its text, its format's name and the topology; and the fleet's name.
+/// given: its text, its format's name and the topology (which holds the fleet's name).
 fn read_checked(
     file: &Path,
     format: Option<topology::Format>,
     name: Option<String>,
-) -> anyhow::Result<(Sent, String)> {
+) -> anyhow::Result<Sent> {
     let started = Instant::now();
     let text = topology::read_text(file)?;
     let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
@@ -99,14 +100,12 @@ fn read_checked(
         topo.name = n;
     }
     plan::check_fleet_name(&topo.name).map_err(|m| anyhow!("{}: {m}", file.display()))?;
-    let name = topo.name.clone();
-    let sent = Sent {
+    Ok(Sent {
         started,
         text,
         format_name,
         topo,
-    };
-    Ok((sent, name))
+    })
 }
 
 /// `nsfleet apply FILE --kube`: the file read and checked here, the change shown (as the
@@ -120,7 +119,8 @@ pub fn apply(
     c: &Cluster,
     json: bool,
 ) -> anyhow::Result<()> {
-    let (sent, name) = read_checked(file, format, name)?;
+    let sent = read_checked(file, format, name)?;
+    let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let (fleet, parts) = remote::get(&client, &c.namespace, &name).await?;
         if fleet.spec.config_map.is_some() {
