@@ -78,6 +78,10 @@ impl Subsystem for Ready {
                 .map(|i| i.name.as_str())
                 .collect();
             if missing.is_empty() && runs == Ok(true) && has_socket() {
+                // At each switch, not once: ovs-vswitchd's start goes on until its last
+                // bridge is set up. Given back at the first switch only, 0.4-0.5 MB more
+                // of its file pages stayed (64 hosts, 9 switches); a call is a read of
+                // its maps and one system call, about 0.5 ms.
                 give_back_start_pages(&hub, &*self.commands);
                 return Ok(());
             }
