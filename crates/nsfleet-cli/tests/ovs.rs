@@ -416,17 +416,15 @@ fn kill_9_of_the_supervisor_takes_every_open_vswitch_daemon_along() {
     assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
 }
 
-#[test]
-fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
-    let env = Env::new("ovs-nostart");
-    let file = env.file("ovf.toml", &three_hosts("ovf", ""));
-    // Open vSwitch's schema hidden, in a mount namespace of this command's own: the
-    // switch's ovsdb-tool fails, and its start line ends. (`up`'s program, arguments and
-    // environment, run by unshare; Env::cmd's SIGINT reset does not matter here.)
+/// `up FILE` in a mount namespace of its own, once the shell command `mount` has run
+/// there: its standard error, exit code and how long it took. (`up`'s program,
+/// arguments and environment, run by unshare; Env::cmd's SIGINT reset does not matter
+/// here.)
+fn up_after(env: &Env, file: &std::path::Path, mount: &str) -> (String, Option<i32>, Duration) {
     let up = env.cmd(&["up", file.to_str().unwrap()]);
     let mut c = std::process::Command::new("unshare");
     c.args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs none /usr/share/openvswitch && exec \"$0\" \"$@\"")
+        .arg(format!("{mount} && exec \"$0\" \"$@\""))
         .arg(up.get_program())
         .args(up.get_args());
     for (k, v) in up.get_envs() {
@@ -437,13 +435,51 @@ fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
     }
     let started = std::time::Instant::now();
     let out = c.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (err, out.status.code(), started.elapsed())
+}
+
+#[test]
+fn a_switch_whose_open_vswitch_cannot_start_is_said_at_once_with_its_log() {
+    let env = Env::new("ovs-nostart");
+    let file = env.file("ovf.toml", &three_hosts("ovf", ""));
+    // Open vSwitch's schema hidden: the switch's ovsdb-tool fails, and its start line ends.
+    let (err, code, took) = up_after(&env, &file, "mount -t tmpfs none /usr/share/openvswitch");
+    assert_eq!(code, Some(1), "{err}");
     // At once, not after the 20 s that ovs-vswitchd gets to take its ports.
-    assert!(started.elapsed() < Duration::from_secs(15), "{err}");
+    assert!(took < Duration::from_secs(15), "{err}");
     assert!(err.contains("start line ended (exit status 1)"), "{err}");
     assert!(
         err.contains("vswitch.ovsschema"),
+        "the log's own words: {err}"
+    );
+    assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());
+}
+
+#[test]
+fn bridges_waited_for_by_an_ovs_vswitchd_that_cannot_start_are_said_at_once() {
+    let env = Env::new("ovs-novswitchd");
+    // Two switches: their bridges are made in two transactions, and the first is waited
+    // for until ovs-vswitchd has taken it.
+    let two = "[fleet]\nname = \"ovn\"\n[[node]]\nname = \"h1\"\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\n[[switch]]\nname = \"s2\"\nkind = \"ovs\"\n[[link]]\na = \"h1:eth0\"\nb = \"s1\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n";
+    let file = env.file("ovn.toml", two);
+    // ovs-vswitchd's program replaced by one that fails (Debian's /usr/sbin/ovs-vswitchd
+    // leads to it): the database is made and served, and the start line's last step ends.
+    let fails = env.file(
+        "ovs-vswitchd",
+        "#!/bin/sh\necho 'ovs-vswitchd: replaced by a test' >&2\nexit 3\n",
+    );
+    std::fs::set_permissions(&fails, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let program = std::fs::canonicalize("/usr/sbin/ovs-vswitchd").unwrap();
+    let mount = format!("mount --bind {} {}", fails.display(), program.display());
+    let (err, code, took) = up_after(&env, &file, &mount);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(took < Duration::from_secs(15), "{err}");
+    // Said by the wait for the first transaction, not by a switch's own wait.
+    let said = "the fleet's Open vSwitch's start line ended (exit status 3)";
+    assert!(err.contains(said), "{err}");
+    assert!(
+        err.contains("replaced by a test"),
         "the log's own words: {err}"
     );
     assert!(env.fleet_dirs().is_empty(), "{:?}", env.fleet_dirs());

@@ -78,6 +78,12 @@ pub(super) fn hub_run_dir(hub: &Node, commands: &dyn Commands) -> Option<String>
     Some(format!("/proc/{pid}/root/run/openvswitch"))
 }
 
+/// The OpenFlow socket of `switch`'s bridge in the hub's run folder `dir` (see
+/// [`hub_run_dir`]): ovs-vswitchd makes it when it takes the bridge.
+pub(super) fn bridge_socket(dir: &str, switch: &Node) -> String {
+    format!("{dir}/{}.mgmt", super::bridge_name(switch))
+}
+
 /// Where the hub's start line is: `Ok(true)` once it has become ovs-vswitchd (its last
 /// step, an exec), `Ok(false)` before, `Err` with how it ended.
 pub(super) fn vswitchd_runs(hub: &Node, commands: &dyn Commands) -> Result<bool, String> {

@@ -3,10 +3,9 @@
 //! ended, the database gone, the wait's bound passed). It only looks (links' flags, the
 //! hub's files and processes): it never changes a bridge, a port or a process.
 
-use super::bridge_name;
 use super::hub::{
-    answers, database_gone, database_socket, give_back_start_pages, hub_run_dir, last_lines,
-    vswitchd_runs,
+    answers, bridge_socket, database_gone, database_socket, give_back_start_pages, hub_run_dir,
+    last_lines, vswitchd_runs,
 };
 use crate::Commands;
 use anyhow::Context;
@@ -56,8 +55,7 @@ impl Subsystem for Ready {
             .host()
             .context("the fleet's Open vSwitch node is gone")?;
         // The bridge's OpenFlow socket, looked for once its ports are taken.
-        let socket = hub_run_dir(&hub, &*self.commands)
-            .map(|dir| format!("{dir}/{}.mgmt", bridge_name(cx.node)));
+        let socket = hub_run_dir(&hub, &*self.commands).map(|dir| bridge_socket(&dir, cx.node));
         let has_socket = || {
             socket
                 .as_ref()
