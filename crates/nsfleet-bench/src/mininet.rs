@@ -40,7 +40,7 @@ impl MininetArgs {
 /// Mininet with Open vSwitch needs the host's ovsdb-server and ovs-vswitchd: the bench
 /// runs its own, in a mount namespace of its own where Open vSwitch's folders are empty
 /// tmpfs mounts (the host's daemons, if any, and their files are never seen), and stops
-/// them after. Mininet's switches are in the host's namespace, as Mininet makes them.
+/// them after, waiting until they are gone. Mininet's switches are in the host's namespace, as Mininet makes them.
 const OWN_OPEN_VSWITCH: &str = r#"
 set -e
 mount --make-rprivate /
@@ -51,7 +51,17 @@ ovsdb-tool create /etc/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovssch
 ovsdb-server --remote=punix:/run/openvswitch/db.sock --pidfile --detach --no-chdir
 ovs-vsctl --no-wait init
 ovs-vswitchd --pidfile --detach --no-chdir
-stop() { for p in /run/openvswitch/*.pid; do kill "$(cat "$p")" 2>/dev/null || true; done; }
+# Gone before the bench goes on (up to 10 s each, then killed): the next run's driver
+# refuses to start beside another network's daemons.
+stop() {
+  pids=$(cat /run/openvswitch/*.pid 2>/dev/null || true)
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  for p in $pids; do
+    n=0
+    while kill -0 "$p" 2>/dev/null && [ $n -lt 200 ]; do sleep 0.05; n=$((n + 1)); done
+    kill -9 "$p" 2>/dev/null || true
+  done
+}
 trap stop EXIT
 trap 'stop; exit 130' INT TERM HUP
 "$@"

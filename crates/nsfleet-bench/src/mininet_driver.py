@@ -35,25 +35,35 @@ else:
 importlib.import_module(prefix + ".log").setLogLevel("error")
 
 
+def ovs_daemons(skip):
+    """Open vSwitch's daemons on this machine (their pids) but those whose mount
+    namespace is one of `skip`."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/comm" % pid) as f:
+                if f.read().strip() not in ("ovsdb-server", "ovs-vswitchd"):
+                    continue
+            if os.readlink("/proc/%s/ns/mnt" % pid) not in skip:
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
 def ovs_memory_mb():
     """Open vSwitch's daemons' memory, those of the network under test only (daemons in
     the host's own mount namespace, an Open vSwitch the machine runs, are not counted,
-    as both sides run theirs in mount namespaces of their own): proportional (PSS: a
+    as both sides run theirs in mount namespaces of their own; any other was refused
+    before the start): proportional (PSS: a
     page shared by N processes, shared libraries among them, counts 1/N to each) and
     anonymous (heaps, stacks, caches: what no file backs, and the kernel cannot take
     back without swap). A library's clean pages count in PSS only while the process
     maps them: a daemon that forks after loading them (`--detach`, as Mininet's are
     started) does not count those its parent touched, one in the foreground does."""
-    host = os.environ.get("NSFLEET_BENCH_HOST_MNT")
     pss = anon = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in ovs_daemons({host_mnt}):
         try:
-            with open("/proc/%s/comm" % pid) as f:
-                name = f.read().strip()
-            if name not in ("ovsdb-server", "ovs-vswitchd"):
-                continue
-            if os.readlink("/proc/%s/ns/mnt" % pid) == host:
-                continue
             with open("/proc/%s/smaps_rollup" % pid) as f:
                 for line in f:
                     if line.startswith("Pss:"):
@@ -63,6 +73,18 @@ def ovs_memory_mb():
         except OSError:
             continue
     return pss / 1024.0, anon / 1024.0
+
+
+host_mnt = os.environ.get("NSFLEET_BENCH_HOST_MNT")
+if kind != "bridge":
+    # Daemons of another network (a run that did not end, a lab in a namespace of its
+    # own) would be counted as this one's: refused before it starts. Mininet's side
+    # runs in the mount namespace of its own daemons, started before this.
+    others = ovs_daemons({host_mnt, os.readlink("/proc/self/ns/mnt")})
+    if others:
+        sys.exit("Open vSwitch daemons of another network run on this machine (pids %s): "
+                 "their memory would be counted as this network's; stop them first"
+                 % ", ".join(others))
 
 
 # nsfleet's API only: its Open vSwitch without TSO support, as Mininet's runs.
