@@ -109,4 +109,35 @@ mod tests {
             assert!(text.contains("prune"), "image prune");
         }
     }
+
+    /// Each script parses in its own shell (`-n`: read, not run). The shells are the
+    /// suite's (.ci/run installs them).
+    #[test]
+    fn scripts_parse_in_their_shells() {
+        let shells = [
+            (CompletionShell::Bash, "bash"),
+            (CompletionShell::Zsh, "zsh"),
+            (CompletionShell::Fish, "fish"),
+        ];
+        for (shell, program) in shells {
+            let mut text = Vec::new();
+            script(shell, crate::Cli::command(), &mut text);
+            let file = std::env::temp_dir().join(format!(
+                "nsfleet-completions-{}.{program}",
+                std::process::id()
+            ));
+            std::fs::write(&file, &text).unwrap();
+            let out = std::process::Command::new(program)
+                .arg("-n")
+                .arg(&file)
+                .output();
+            std::fs::remove_file(&file).unwrap();
+            let out = out.unwrap_or_else(|e| panic!("{program} (apt-get install {program}): {e}"));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && err.is_empty(),
+                "{program} -n: {err}"
+            );
+        }
+    }
 }
