@@ -40,7 +40,8 @@ impl MininetArgs {
 /// Mininet with Open vSwitch needs the host's ovsdb-server and ovs-vswitchd: the bench
 /// runs its own, in a mount namespace of its own where Open vSwitch's folders are empty
 /// tmpfs mounts (the host's daemons, if any, and their files are never seen), and stops
-/// them after, waiting until they are gone. Mininet's switches are in the host's namespace, as Mininet makes them.
+/// them after, waiting until they are gone. Mininet's switches are in the host's
+/// namespace, as Mininet makes them.
 const OWN_OPEN_VSWITCH: &str = r#"
 set -e
 mount --make-rprivate /

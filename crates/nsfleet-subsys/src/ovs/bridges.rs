@@ -7,7 +7,7 @@
 //! transactions, for ovs-vswitchd to take the bridges of the one before.
 
 use super::hub::{
-    answers, bridge_socket, database_gone, database_socket, hub_run_dir, last_lines, vswitchd_runs,
+    answers, bridge_socket, database_gone, database_socket, hub_run_dir, log_end, vswitchd_runs,
     HUB_LABEL,
 };
 use super::vsctl::{bridge_args, change_args, del_br, del_port_args, vsctl, DB_WAIT};
@@ -197,7 +197,7 @@ impl Bridges {
                     "ovs-vswitchd has not taken bridge(s) {} within {} s; its log ends:\n{}",
                     names.join(", "),
                     DB_WAIT.as_secs(),
-                    last_lines(&log_dir.join(format!("{}.log", hub.name())), 5)
+                    log_end(hub, log_dir)
                 );
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -292,7 +292,7 @@ impl Bridges {
 
 /// What a hub whose start line ended (`exit`) is said with: its log's last lines.
 fn ended(exit: &str, hub: &Node, log_dir: &std::path::Path) -> anyhow::Error {
-    let log = last_lines(&log_dir.join(format!("{}.log", hub.name())), 5);
+    let log = log_end(hub, log_dir);
     anyhow::anyhow!("the fleet's Open vSwitch's start line ended ({exit}); its log ends:\n{log}")
 }
 

@@ -55,12 +55,15 @@ const EARLY_BOOT: &str = "up=$(cut -d. -f1 /proc/uptime); if [ \"$up\" -lt 10 ];
      echo \"nsfleet: waiting $((10 - up)) s: Open vSwitch counts no CPU in a system's first 10 s and would start no upcall handler\"; \
      sleep $((10 - up)); fi; ";
 
-/// The last `n` lines of the file at `path`, indented; or why there are none.
-pub(super) fn last_lines(path: &std::path::Path, n: usize) -> String {
-    match std::fs::read_to_string(path) {
+/// The last lines of the hub's log in the fleet's log folder `log_dir`, indented; or why
+/// there are none: what every failure of the hub's is said with (its log goes with the
+/// fleet that the failure rolls back).
+pub(super) fn log_end(hub: &Node, log_dir: &std::path::Path) -> String {
+    let path = log_dir.join(format!("{}.log", hub.name()));
+    match std::fs::read_to_string(&path) {
         Ok(text) => {
             let lines: Vec<&str> = text.lines().collect();
-            let from = lines.len().saturating_sub(n);
+            let from = lines.len().saturating_sub(5);
             lines[from..]
                 .iter()
                 .map(|l| format!("  {l}"))

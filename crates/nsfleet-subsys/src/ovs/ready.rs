@@ -5,7 +5,7 @@
 
 use super::hub::{
     answers, bridge_socket, database_gone, database_socket, give_back_start_pages, hub_run_dir,
-    last_lines, vswitchd_runs,
+    log_end, vswitchd_runs,
 };
 use crate::Commands;
 use anyhow::Context;
@@ -90,13 +90,12 @@ impl Subsystem for Ready {
                     return Err(database_gone());
                 }
             }
-            let log = cx.log_dir.join(format!("{}.log", hub.name()));
             if let Err(exit) = runs {
                 // Its log goes with the fleet that this failure rolls back: said here.
                 anyhow::bail!(
                     "ovs-vswitchd's start line ended ({exit}) before it took port(s) {}; its log ends:\n{}",
                     missing.join(", "),
-                    last_lines(&log, 5)
+                    log_end(&hub, cx.log_dir)
                 );
             }
             if started.elapsed() > READY_WAIT {
@@ -107,7 +106,7 @@ impl Subsystem for Ready {
                 anyhow::bail!(
                     "ovs-vswitchd has not {what} within {} s; its log ends:\n{}",
                     READY_WAIT.as_secs(),
-                    last_lines(&log, 5)
+                    log_end(&hub, cx.log_dir)
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
