@@ -115,6 +115,8 @@ fn a_node_has_its_own_name_files_and_hosts_and_its_daemons_go_at_down() {
         "I am {name}, number {i} of {fleet}, at {addr.lo}; BIRD says { area 0 }\n",
     );
     let mounts = host_mounts();
+    // A secret of the shell that runs `up`, which no node may see.
+    env.set_var("BAR_SECRET_TOKEN", "s3cr3t");
     let fleet = env.up(&format!(
         r#"[fleet]
 name = "wo"
@@ -163,6 +165,19 @@ commands = ["env > /run/app/environ; echo $NSFLEET_NODE $NSFLEET_INDEX $NSFLEET_
         }
         assert!(!environ.contains("NSFLEET_RUN_DIR"), "{environ}");
     }
+    // Nor does the node's init show anything of that shell: not its environment, not
+    // its working directory (the test's), and neither does the supervisor.
+    let init = exec(
+        "w2",
+        "tr '\\0' '\\n' < /proc/1/environ; readlink /proc/1/cwd",
+    );
+    assert_eq!(init.trim_start_matches('\n'), "/\n", "{init:?}");
+    let sup = std::fs::read(format!("/proc/{}/environ", fleet.pid())).unwrap();
+    assert!(
+        sup.iter().all(|b| *b == 0),
+        "{}",
+        String::from_utf8_lossy(&sup)
+    );
     // exec's command carries the mark by which `apply` will not remove its node.
     assert!(exec("w2", "env").lines().any(|l| l == "NSFLEET_EXEC=wo"));
     assert_eq!(exec("w1", "hostname"), "host-w1\n");

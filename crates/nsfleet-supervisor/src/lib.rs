@@ -100,6 +100,8 @@ pub const SUPERVISOR_NAME: &CStr = c"nsfleet-sup";
 /// - It keeps only its three standard descriptors; every other one is closed in it. It
 ///   keeps the caller's signal mask and ignored signals (as exec would; SIGPIPE is set to
 ///   ignored, which it needs), not the caller's handlers.
+/// - It keeps none of the caller's environment but `PATH`, `TMPDIR`, `RUST_BACKTRACE`
+///   and `NSFLEET_*` (and /proc/PID/environ shows none of it), and works from `/`.
 /// - The caller's memory is shared copy-on-write: the child keeps alive what the caller
 ///   changes afterwards, and files or sockets the caller has mapped; a caller with big
 ///   or such mappings should launch early, or mark them MADV_DONTFORK.
@@ -133,6 +135,10 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         args.owner = owner_at.and_then(|i| fds.take(i));
         // `ps` shows what we are, not the command that forked us.
         let _ = sys::set_cmdline(&cmdline);
+        // Nothing of the shell that ran `up` reaches the fleet, whose nodes' inits are
+        // forked from us: not its environment, not its working directory.
+        let _ = sys::forget_environment(supervisor_needs);
+        let _ = std::env::set_current_dir("/");
         // A reader of our events or of a control reply that goes away must cost an EPIPE,
         // not the fleet.
         sys::ignore_sigpipe();
@@ -147,6 +153,14 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         topology,
         events,
     })
+}
+
+/// The variables of the caller's environment a supervisor keeps: where programs are
+/// (`PATH`, for the host's software and `ovs-vsctl`), where temporary files go, and
+/// nsfleet's own (`NSFLEET_FAULT`'s injected faults, the tests' `NSFLEET_HOLDER_CAP`).
+fn supervisor_needs(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    matches!(&*name, "PATH" | "TMPDIR" | "RUST_BACKTRACE") || name.starts_with("NSFLEET_")
 }
 
 const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD];

@@ -238,15 +238,8 @@ pub fn close_held(sock: BorrowedFd<'_>, slot: RawFd) -> io::Result<()> {
 /// command line stays as it was. `std::env::args` reads the same bytes: call this
 /// only where nothing reads the arguments any more.
 pub fn set_cmdline(line: &str) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    // Fields 48 and 49 of proc(5): arg_start and arg_end, counted after the command name,
-    // which may hold spaces but ends at the last ')'.
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let field = |n: usize| -> Option<u64> { after.split_whitespace().nth(n - 3)?.parse().ok() };
-    let (Some(start), Some(end)) = (field(48), field(49)) else {
-        return Err(io::Error::other("no argument area in /proc/self/stat"));
-    };
+    // Fields 48 and 49 of proc(5): arg_start and arg_end.
+    let (start, end) = own_area(48)?;
     let room = end.saturating_sub(start) as usize;
     let mut fits = line;
     while fits.len() >= room {
@@ -260,11 +253,53 @@ pub fn set_cmdline(line: &str) -> io::Result<()> {
     let mut area = vec![0u8; room];
     let text = fits.as_bytes();
     area[..text.len()].copy_from_slice(text);
+    overwrite_own_memory(start, &area)
+}
+
+/// Forgets the environment this process was started with, but the variables `keep`
+/// names: they are copied out of it first (setenv allocates its own copies), every other
+/// one is removed, and the kernel's environment area, which /proc/PID/environ shows to
+/// anyone who can read it, is overwritten with NULs. A helper forked from `nsfleet up`
+/// otherwise shows the whole environment of the shell that ran it, secrets included, and
+/// so does every process forked from it (a node's init). The area cannot be moved or
+/// shrunk without CAP_SYS_RESOURCE: it stays, empty. Call it while the process has one
+/// thread: std's environment lock and glibc's `environ` are not for two.
+pub fn forget_environment(keep: impl Fn(&std::ffi::OsStr) -> bool) -> io::Result<()> {
+    let all: Vec<_> = std::env::vars_os().collect();
+    for (name, value) in &all {
+        if keep(name) {
+            std::env::set_var(name, value);
+        } else {
+            std::env::remove_var(name);
+        }
+    }
+    // Fields 50 and 51 of proc(5): env_start and env_end.
+    let (start, end) = own_area(50)?;
+    overwrite_own_memory(start, &vec![0u8; end.saturating_sub(start) as usize])
+}
+
+/// Two consecutive fields of /proc/self/stat from field `first` (as proc(5) numbers
+/// them): the start and end of one of the areas the kernel set up at exec.
+fn own_area(first: usize) -> io::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Counted after the command name, which may hold spaces but ends at the last ')'.
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| -> Option<u64> { after.split_whitespace().nth(n - 3)?.parse().ok() };
+    match (field(first), field(first + 1)) {
+        (Some(start), Some(end)) => Ok((start, end)),
+        _ => Err(io::Error::other("no such area in /proc/self/stat")),
+    }
+}
+
+/// Writes `bytes` at address `at` of this process, through /proc/self/mem: a write the
+/// kernel checks, where a store through a pointer to memory Rust does not own would not be.
+fn overwrite_own_memory(at: u64, bytes: &[u8]) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
     let mut mem = std::fs::OpenOptions::new()
         .write(true)
         .open("/proc/self/mem")?;
-    mem.seek(SeekFrom::Start(start))?;
-    mem.write_all(&area)
+    mem.seek(SeekFrom::Start(at))?;
+    mem.write_all(bytes)
 }
 
 /// Gives the kernel back the free pages of this process's heap (glibc's `malloc_trim`). A
