@@ -58,6 +58,9 @@ class FleetStatus:
     kernel_mem_bytes: int
     awaiting_reclaim: int
     run_dir: str
+    # The first of the host ids its confined nodes are (a node's root; its uid N is
+    # first_id + N); None when the fleet is --privileged.
+    first_id: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,8 @@ class Fleet:
                            processes_running=int(f.get("processes_running", 0)),
                            kernel_mem_bytes=int(f.get("kernel_mem_bytes", 0)),
                            awaiting_reclaim=int(f.get("awaiting_reclaim", 0)),
-                           run_dir=str(f.get("run_dir", "")))
+                           run_dir=str(f.get("run_dir", "")),
+                           first_id=(f.get("ids") or {}).get("first"))
 
     @property
     def nodes(self) -> List[Node]:

@@ -8,9 +8,12 @@
 //! nsfleet spends (`up`: namespaces, links, worlds, daemons started) and what the daemons
 //! spend after; and set against the protocol's floor on this machine: the same routers,
 //! their daemons running, every link pulled and then plugged back at once, timed from the
-//! plug to converged again.
+//! plug to converged again. Each run also brings the same routers up `--privileged`
+//! (unconfined, as nsfleet ran them before): what confinement costs, in the same run.
 
-use super::{emit, machine, metric, need_root, note, rss_of, which, Cli, Common, UpResult};
+use super::{
+    emit, machine, metric, need_root, note, rss_of, versus, which, Cli, Common, Ratio, UpResult,
+};
 use crate::phases;
 use anyhow::{bail, Context};
 use nsfleet::core::mem_available;
@@ -217,14 +220,19 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
     let (rows, cols) = square(want);
     let count = rows * cols;
     let mut s = Samples::default();
+    let mut privileged = Samples::default();
     for r in 0..c.repetitions() {
         note(&format!(
-            "run {}/{}: a {rows} x {cols} grid of {} routers",
+            "run {}/{}: a {rows} x {cols} grid of {} routers, confined and --privileged",
             r + 1,
             c.repetitions(),
             a.suite.daemon()
         ));
-        run(&mut s, a.suite, rows, cols, a.timeout, c.workers)?;
+        // Alternated: each first in turn.
+        for unconfined in [r % 2 == 1, r % 2 == 0] {
+            let into = if unconfined { &mut privileged } else { &mut s };
+            run(into, a.suite, rows, cols, a.timeout, c.workers, unconfined)?;
+        }
     }
     let params = match a.suite {
         Suite::Bird => {
@@ -267,6 +275,33 @@ pub fn daemons(a: DaemonsArgs) -> anyhow::Result<()> {
         .map(|(t, f)| t / f)
         .collect();
     res.metric("converged_over_floor", metric("x", Lower, over));
+    // What confinement costs: the same routers `--privileged`.
+    for (name, unit, ours, theirs, target) in [
+        ("nsfleet_up_s", "s", &s.up_s, &privileged.up_s, "<= 1.1"),
+        (
+            "down_to_reclaimed_s",
+            "s",
+            &s.down_s,
+            &privileged.down_s,
+            "<= 1.1",
+        ),
+        (
+            "memory_all_in_per_router_kb",
+            "KB",
+            &s.all_in_kb,
+            &privileged.all_in_kb,
+            "<= 1.05",
+        ),
+    ] {
+        versus(
+            &mut res.metrics,
+            unit,
+            (None, ours),
+            (Some(&format!("privileged_{name}")), theirs),
+            Ratio::OursPerTheirs(&format!("confined_vs_privileged_{name}"), Lower),
+        )
+        .target = Some(target.into());
+    }
     phases::metrics(&mut res, &s.phases);
     emit(
         &res,
@@ -285,9 +320,10 @@ fn run(
     cols: u64,
     timeout: Duration,
     workers: usize,
+    privileged: bool,
 ) -> anyhow::Result<()> {
     let count = rows * cols;
-    let cli = Cli::new()?;
+    let cli = Cli::new()?.privileged(privileged);
     let before = mem_available();
     // Declared before the recorder, so dropped after it: a run that fails after `up` ends
     // the recording (whose sockets hold the routers' namespaces) before `up`'s drop takes

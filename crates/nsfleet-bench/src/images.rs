@@ -1,6 +1,8 @@
 //! `nsfleet bench images`: N nodes that run one container image, up and reclaimed,
 //! against the same N nodes running the host's software (one process each, as the image
-//! nodes have), in the same run, alternated: up and down times, their ratio, memory per
+//! nodes have), and against the same image nodes unconfined (`--privileged`: what a
+//! confined node's user namespace costs), in the same run, alternated: up and down
+//! times, their ratios, memory per
 //! node (each node's writable layer is a tmpfs of its own: memory, counted there;
 //! against containerlab, the PSS of the processes each tool runs for the nodes), and
 //! what the image costs on disk (its layers once, however many nodes run it). The image is built here (no registry is reachable)
@@ -41,7 +43,22 @@ struct Samples {
     plain_down_s: Vec<f64>,
     image_mem_per_node: Vec<f64>,
     plain_mem_per_node: Vec<f64>,
+    /// The image nodes `--privileged`.
+    privileged_up_s: Vec<f64>,
+    privileged_down_s: Vec<f64>,
+    privileged_mem_per_node: Vec<f64>,
     layers_bytes: Vec<f64>,
+}
+
+/// What one fleet of a run is.
+#[derive(Clone, Copy, PartialEq)]
+enum Nodes {
+    /// The image, confined (the default).
+    Image,
+    /// The image, `--privileged`.
+    Privileged,
+    /// The host's software.
+    Plain,
 }
 
 pub fn images(a: ImagesArgs) -> anyhow::Result<()> {
@@ -179,8 +196,11 @@ fn measure(count: u64, c: &Common, store: &Path) -> anyhow::Result<Samples> {
     let mut s = Samples::default();
     for r in 0..c.repetitions() {
         note(&format!("run {}/{}: {count} nodes", r + 1, c.repetitions()));
-        for image in [r % 2 == 0, r % 2 == 1] {
-            one(count, image, c.workers, store, &mut s)?;
+        // Alternated: each kind first in turn.
+        let mut kinds = [Nodes::Image, Nodes::Privileged, Nodes::Plain];
+        kinds.rotate_left(r % 3);
+        for nodes in kinds {
+            one(count, nodes, c.workers, store, &mut s)?;
         }
     }
     Ok(s)
@@ -189,11 +209,12 @@ fn measure(count: u64, c: &Common, store: &Path) -> anyhow::Result<Samples> {
 /// One fleet up and down: its times, memory, and (with the image) what it has on disk.
 fn one(
     count: u64,
-    image: bool,
+    nodes: Nodes,
     workers: usize,
     store: &Path,
     s: &mut Samples,
 ) -> anyhow::Result<()> {
+    let image = nodes != Nodes::Plain;
     let runs = match image {
         true => format!("image = \"{IMAGE}\""),
         false => "commands = [\"exec sleep 1000000\"]".to_string(),
@@ -203,6 +224,7 @@ fn one(
     let t = Instant::now();
     let mut up = Cli::new()?
         .with_image_store(&store.join("store"))
+        .privileged(nodes == Nodes::Privileged)
         .up_with(&body, workers)?;
     let up_s = t.elapsed().as_secs_f64();
     let mem = (before - nsfleet::sys::meminfo("MemAvailable:")) as f64 / count as f64;
@@ -212,13 +234,18 @@ fn one(
     let t = Instant::now();
     up.cli.down()?;
     let down_s = t.elapsed().as_secs_f64();
-    let (ups, downs, mems) = match image {
-        true => (
+    let (ups, downs, mems) = match nodes {
+        Nodes::Image => (
             &mut s.image_up_s,
             &mut s.image_down_s,
             &mut s.image_mem_per_node,
         ),
-        false => (
+        Nodes::Privileged => (
+            &mut s.privileged_up_s,
+            &mut s.privileged_down_s,
+            &mut s.privileged_mem_per_node,
+        ),
+        Nodes::Plain => (
             &mut s.plain_up_s,
             &mut s.plain_down_s,
             &mut s.plain_mem_per_node,
@@ -560,6 +587,33 @@ fn metrics(res: &mut Results, count: u64, s: &Samples) {
             OursPerTheirs(&k(&format!("image_vs_plain_{what}")), Lower),
         )
         .target = target.map(String::from);
+    }
+    // What confinement costs: the same image nodes against themselves `--privileged`.
+    for (what, unit, ours, theirs, target) in [
+        ("up_s", "s", &s.image_up_s, &s.privileged_up_s, "<= 1.1"),
+        (
+            "down_s",
+            "s",
+            &s.image_down_s,
+            &s.privileged_down_s,
+            "<= 1.1",
+        ),
+        (
+            "mem_per_node_bytes",
+            "bytes",
+            &s.image_mem_per_node,
+            &s.privileged_mem_per_node,
+            "<= 1.05",
+        ),
+    ] {
+        versus(
+            &mut res.metrics,
+            unit,
+            (None, ours),
+            (Some(&k(&format!("privileged_{what}"))), theirs),
+            OursPerTheirs(&k(&format!("confined_vs_privileged_{what}")), Lower),
+        )
+        .target = Some(target.into());
     }
     res.metric(
         &k("image_mem_per_node_bytes"),

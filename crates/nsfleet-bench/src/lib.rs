@@ -404,6 +404,8 @@ pub(crate) struct Cli {
     exe: std::path::PathBuf,
     /// The image store its commands use, when not the default.
     images: Option<std::path::PathBuf>,
+    /// Its fleets come up `--privileged` (their nodes unconfined).
+    privileged: bool,
     /// A fleet is up that nobody has taken down yet (the guard's `Drop` does then).
     up: bool,
 }
@@ -440,6 +442,7 @@ impl Cli {
             _scratch: scratch,
             exe: std::env::current_exe()?,
             images: None,
+            privileged: false,
             up: false,
         })
     }
@@ -457,6 +460,12 @@ impl Cli {
     /// Its commands use the image store at `store`.
     pub(crate) fn with_image_store(mut self, store: &std::path::Path) -> Self {
         self.images = Some(store.to_path_buf());
+        self
+    }
+
+    /// Its fleets come up `--privileged` when `yes`.
+    pub(crate) fn privileged(mut self, yes: bool) -> Self {
+        self.privileged = yes;
         self
     }
 
@@ -503,7 +512,12 @@ impl Cli {
 
     /// `nsfleet up FILE` of a fleet named "bench" (its format as its name says).
     pub(crate) fn up_file(mut self, file: &str, workers: usize) -> anyhow::Result<UpResult> {
-        let v = self.run(&["up", file, "--json", "--workers", &workers.to_string()])?;
+        let workers = workers.to_string();
+        let mut args = vec!["up", file, "--json", "--workers", &workers];
+        if self.privileged {
+            args.push("--privileged");
+        }
+        let v = self.run(&args)?;
         self.up = true;
         let pid = v["pid"].as_i64().unwrap_or(0);
         Ok(UpResult {

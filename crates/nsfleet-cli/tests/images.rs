@@ -117,21 +117,12 @@ fn appears(env: &Env, fleet: &str, node: &str, path: &str) {
     });
 }
 
-/// Overlay mounts anywhere on the machine whose writable layer is in `dir`: those of
-/// every node's mount namespace, as each process's mountinfo shows them.
-fn overlays_in(dir: &Path) -> usize {
-    let dir = dir.display().to_string();
-    let mut seen = std::collections::HashSet::new();
-    for p in std::fs::read_dir("/proc").unwrap().flatten() {
-        let info = std::fs::read_to_string(p.path().join("mountinfo")).unwrap_or_default();
-        for l in info
-            .lines()
-            .filter(|l| l.contains(" - overlay ") && l.contains(&dir))
-        {
-            seen.insert(l.split_whitespace().next().unwrap_or("").to_string() + l);
-        }
-    }
-    seen.len()
+/// The overlay mounts in the mount namespaces of `inits` (a node's root, each).
+fn overlays_of(inits: &[i32]) -> usize {
+    (inits.iter())
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/mountinfo")).unwrap_or_default())
+        .map(|info| info.lines().filter(|l| l.contains(" - overlay ")).count())
+        .sum()
 }
 
 #[test]
@@ -199,14 +190,13 @@ b = {{ at = "b:eth0", addrs = ["10.77.0.2/24"] }}
     // The layers are in use: `prune --all` leaves the image.
     let pruned = env.ok(&["image", "prune", "--all", "--json"]);
     assert!(env.ok(&["image", "ls"]).contains("test/busy:1"), "{pruned}");
-    // Each node's writable layer is a tmpfs in its own mount namespace: the host's
-    // folder under it stays empty.
-    let roots = env.run_dir.join(&name).join("roots");
-    assert_eq!(std::fs::read_dir(&roots).unwrap().count(), 0);
-    assert_eq!(overlays_in(&roots), 2);
+    // Each node's root is an overlay in its own mount namespace, its writable layer a
+    // tmpfs there: both go with the node's init.
+    let inits = inits_of(guard.pid());
+    assert_eq!(overlays_of(&inits), 2, "{inits:?}");
+    let spaces = mount_namespaces(&inits);
     drop(guard);
-    assert_eq!(overlays_in(&roots), 0);
-    assert!(!roots.exists(), "the writable layers go with the fleet");
+    assert_eq!(mount_namespaces_in_use(&spaces), 0);
     // Nothing holds the image now.
     env.ok(&["image", "prune", "--all"]);
     assert!(!env.ok(&["image", "ls"]).contains("test/busy:1"));
@@ -260,16 +250,17 @@ fn a_killed_supervisor_leaves_no_overlay_and_clean_takes_the_layers() {
         "[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"n{{i}}\"\ncount = 3\nimage = \"busy:1\"\n"
     );
     let guard = env.up(&text);
-    let roots = env.run_dir.join(&name).join("roots");
-    assert_eq!(overlays_in(&roots), 3);
     let pid = guard.pid();
+    let inits = inits_of(pid);
+    assert_eq!(overlays_of(&inits), 3);
+    let spaces = mount_namespaces(&inits);
     signal(pid, libc::SIGKILL);
     wait_gone(pid);
     // The nodes' mount namespaces went with their inits, and their overlays with them.
     wait_until(
         "no overlay left",
         Duration::from_secs(10),
-        || match overlays_in(&roots) {
+        || match mount_namespaces_in_use(&spaces) {
             0 => Ok(()),
             n => Err(n),
         },
@@ -282,7 +273,7 @@ fn a_killed_supervisor_leaves_no_overlay_and_clean_takes_the_layers() {
         String::from_utf8_lossy(&out.stderr)
     );
     env.ok(&["clean", &name]);
-    assert!(!roots.exists());
+    assert!(!env.run_dir.join(&name).exists());
     std::mem::forget(guard);
 }
 

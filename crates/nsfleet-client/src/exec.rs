@@ -39,8 +39,19 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     // under them. Set while this process is still single-threaded.
     std::env::set_var(nsfleet::control::EXEC_MARKER, &a.fleet.name);
     if world {
-        let all = libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+        // A confined node's user namespace.
+        let userns = sys::userns::of_process(ns.as_fd()).context("the node's user namespace")?;
+        let all = libc::CLONE_NEWNET
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWUTS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWCGROUP;
         sys::setns(ns.as_fd(), all).context("entering the node's namespaces")?;
+        if let Some(userns) = userns {
+            sys::userns::become_root_in(userns.as_fd())
+                .context("entering the node's user namespace as its root")?;
+        }
         drop(ns);
         let mut command = std::process::Command::new(&a.command[0]);
         if let Some(image) = &image {

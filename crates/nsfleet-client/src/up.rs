@@ -45,6 +45,8 @@ pub struct UpArgs {
     pub owner: Option<libc::pid_t>,
     /// Return once the fleet is ready by this condition (`--wait`).
     pub wait: Option<crate::ready::Wait>,
+    /// Run every node as the host's root, unconfined (`--privileged`).
+    pub privileged: bool,
 }
 
 impl UpArgs {
@@ -67,6 +69,7 @@ impl UpArgs {
             vars: Vec::new(),
             owner: None,
             wait: None,
+            privileged: false,
         }
     }
 }
@@ -233,7 +236,7 @@ fn preflight(topo: &Topology, a: &UpArgs) -> anyhow::Result<()> {
         unplaced: Vec::new(),
     };
     let file = file_name(a).display().to_string();
-    for f in nsfleet::preflight::check(topo) {
+    for f in nsfleet::preflight::check(topo, !a.privileged) {
         match f {
             nsfleet::preflight::Finding::Refuse(Subject { text, at: Some(at) }) => {
                 refused.placed.push(TopologyError::new(&file, at, text))
@@ -279,6 +282,7 @@ fn launch(
         // The fleet's images stay held for as long as its supervisor lives.
         keep: hold.map(nsfleet_image::Hold::into_fd),
         netns_names: a.netns_names,
+        privileged: a.privileged,
     };
     let sup = nsfleet::supervisor::launch(args, log.into()).context("starting the supervisor")?;
     let pid = sup.pid;

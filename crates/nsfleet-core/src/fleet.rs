@@ -42,6 +42,10 @@ pub struct FleetOptions {
     pub log_dir: PathBuf,
     /// Who holds the nodes' namespace descriptors.
     pub holding: Holding,
+    /// The ids of the fleet's confined nodes: each node that runs software gets a user
+    /// namespace of its own, mapping its root to the first of them; `None`: none is
+    /// confined (`--privileged`).
+    pub confine: Option<sys::userns::IdRange>,
 }
 
 /// Who holds the nodes' namespace descriptors.
@@ -62,6 +66,7 @@ impl Default for FleetOptions {
             max_unreclaimed: 4096,
             log_dir: std::env::temp_dir(),
             holding: Holding::Own,
+            confine: None,
         }
     }
 }
@@ -97,6 +102,8 @@ pub struct Fleet {
     /// switches). `None` once the fleet is shut down. A leaf lock.
     hub: Mutex<Option<Arc<OwnedFd>>>,
     holders: Option<Arc<Holders>>,
+    /// See [`FleetOptions::confine`].
+    confine: Option<sys::userns::IdRange>,
 }
 
 impl Fleet {
@@ -136,6 +143,7 @@ impl Fleet {
             watch,
             hub: Mutex::new(order::FLEET_HUB, Some(hub)),
             holders,
+            confine: opts.confine,
         })
     }
 
@@ -247,12 +255,18 @@ impl Fleet {
                 }
             };
             let (reaper, log_dir) = (self.reaper.clone(), self.log_dir.clone());
-            let (holders, ops) = (self.holders.clone(), ops.clone());
+            let (holders, ops, confine) = (self.holders.clone(), ops.clone(), self.confine);
             let create = move |w: &mut Worker, (i, spec): (usize, NodeSpec)| {
                 reaper.admit();
                 let t = Instant::now();
                 let host = (spec.config.netns_of.as_ref()).and_then(|h| hosts.get(h).cloned());
-                let made = create_node(w, spec, host, &ops, &log_dir, holders.as_deref());
+                let how = NewNode {
+                    host,
+                    confine,
+                    log_dir: &log_dir,
+                    holders: holders.as_deref(),
+                };
+                let made = create_node(w, spec, how, &ops);
                 let (node, r) = match made {
                     Ok(node) => (Some(node), Ok(())),
                     Err((node, e)) => (node, Err(e)),
@@ -520,25 +534,34 @@ enum OnError {
 
 type NodeResult = Result<Arc<Node>, (Option<Arc<Node>>, anyhow::Error)>;
 
-/// One node of the Create phase, on a worker: a new namespace, its id in the hub, then
-/// the Create-phase subsystems while the worker is still inside it.
-fn create_node(
-    w: &mut Worker,
-    spec: NodeSpec,
+/// Where and how one node of the Create phase is made.
+struct NewNode<'a> {
+    /// The node whose namespace a tenant lives in.
     host: Option<Arc<Node>>,
-    ops: &[Registered],
-    log_dir: &std::path::Path,
-    holders: Option<&Holders>,
-) -> NodeResult {
+    /// The fleet's ids, if its nodes that run software are confined.
+    confine: Option<sys::userns::IdRange>,
+    log_dir: &'a std::path::Path,
+    holders: Option<&'a Holders>,
+}
+
+/// One node of the Create phase, on a worker: a new namespace (owned by a user namespace
+/// of its own if it is confined), its id in the hub, then the Create-phase subsystems
+/// while the worker is still inside it.
+fn create_node(w: &mut Worker, spec: NodeSpec, how: NewNode<'_>, ops: &[Registered]) -> NodeResult {
     let fail = |e: anyhow::Error| (None, e);
-    let node = match host {
+    let (log_dir, holders) = (how.log_dir, how.holders);
+    let node = match how.host {
         Some(host) => {
             enter_node(w, &host).map_err(fail)?;
             Node::tenant(spec, host)
         }
         None => {
-            let fd = w
-                .enter_new()
+            let confine = how.confine.filter(|_| spec.config.has_world());
+            let made = match confine {
+                Some(ids) => w.enter_new_confined(ids),
+                None => w.enter_new(),
+            };
+            let fd = made
                 .map_err(sys::explain_new_namespace)
                 .with_context(|| format!("node {}: creating its network namespace", spec.name))
                 .map_err(fail)?;

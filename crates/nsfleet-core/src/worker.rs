@@ -33,6 +33,18 @@ impl Worker {
         sys::current_netns()
     }
 
+    /// As [`enter_new`](Self::enter_new), for a confined node: the namespace is owned by
+    /// a new user namespace of its own, whose root is `ids.first` outside (see
+    /// `sys::userns`); the user namespace lives as long as the network namespace.
+    pub fn enter_new_confined(&mut self, ids: sys::userns::IdRange) -> io::Result<OwnedFd> {
+        self.leave();
+        crate::fault::point("creating a namespace")?;
+        let (_user, net) = sys::userns::new_user_and_net(ids)?;
+        sys::setns_net(net.as_fd())?;
+        self.away = true;
+        Ok(net)
+    }
+
     pub fn enter(&mut self, ns: BorrowedFd<'_>) -> io::Result<()> {
         self.leave();
         crate::fault::point("entering a namespace")?;

@@ -132,9 +132,14 @@ fn open_world((pid, start_time): (libc::pid_t, u64)) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// The namespaces a node process is started in, and those the spawner comes back to.
-const WORLD: libc::c_int =
-    libc::CLONE_NEWNET | libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWPID;
+/// The namespaces a node process is started in, and those the spawner comes back to (a
+/// confined node's user namespace is entered by the process itself: a thread cannot).
+const WORLD: libc::c_int = libc::CLONE_NEWNET
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWCGROUP;
 
 /// The spawner thread's home: a pidfd of its own process, whose main thread has the
 /// process's namespaces, to come back to after each spawn in one `setns`.
@@ -157,7 +162,9 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .create(true)
         .append(true)
         .open(&req.log)?;
-    sys::setns(open_world(req.world)?.as_fd(), WORLD)?;
+    let world = open_world(req.world)?;
+    let userns = sys::userns::of_process(world.as_fd())?;
+    sys::setns(world.as_fd(), WORLD)?;
     let l = &req.launch;
     let Some((program, args)) = l.argv.split_first() else {
         return Err(io::Error::other("nothing to run"));
@@ -180,5 +187,6 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         stdio: [null.as_fd(), log.as_fd(), log.as_fd()],
         cwd: l.workdir.as_deref().map(OsStr::new),
         ids,
+        userns: userns.as_ref().map(|u| u.as_fd()),
     })
 }

@@ -22,7 +22,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The name of a node's init (`comm`), as `ps -e` shows it.
@@ -56,18 +55,18 @@ struct ImageLayout {
     /// The folder the layers share: the init works from there, so that `lower` fits in
     /// the page that mount(2) takes its options in (about 60 layers).
     layers_dir: String,
-    /// The fleet's folder of writable layers, over which the init mounts a tmpfs of the
-    /// node's own: the node's writes live in memory, as its /run does, and go with it.
-    roots: String,
-    /// The node's folder in that tmpfs: `upper` (its writes), `work` (overlayfs's) and
-    /// `root` (the mount).
-    dir: String,
     /// What the node's /etc/hostname and /etc/resolv.conf say.
     etc: [(&'static str, String); 2],
 }
 
 /// The host's devices a node with an image gets in its own /dev, as Docker's containers.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Devices made for a node rather than bound from the host's /dev (see
+/// `sys::device_files`), where the host has them: (path in the node, major, minor). An
+/// image node's /dev gets them, and a confined node's over the host's: a confined root
+/// may not open the host's own (this machine's /dev/net/tun is its root's alone).
+const OWN_DEVICES: &[(&str, u32, u32)] = &[("/dev/net/tun", 10, 200), ("/dev/fuse", 10, 229)];
 
 /// How long a world's init may take to set it up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,10 +79,6 @@ pub const GRACE: Duration = Duration::from_secs(3);
 pub struct Shared {
     /// The fleet's hosts file, if it could be written (see [`write_hosts`]).
     pub hosts: Option<PathBuf>,
-    /// The fleet's folder of image nodes' writable layers (see [`ROOTS_DIR`]), made on
-    /// the first image node's start.
-    roots: PathBuf,
-    roots_made: OnceLock<Result<(), String>>,
     /// What an image node's /etc/resolv.conf says (see [`resolv_conf`]).
     resolv_conf: String,
 }
@@ -94,23 +89,8 @@ impl Shared {
         let hosts = log_dir.join(HOSTS_FILE);
         Shared {
             hosts: write_hosts(&hosts, peers).ok().map(|()| hosts),
-            roots: log_dir.with_file_name(ROOTS_DIR),
-            roots_made: OnceLock::new(),
             resolv_conf: resolv_conf(),
         }
-    }
-
-    /// The roots folder, made if it is not yet: it only holds the nodes' own tmpfs mounts.
-    fn roots(&self) -> anyhow::Result<&Path> {
-        let made = self.roots_made.get_or_init(|| {
-            let made = std::fs::DirBuilder::new().mode(0o700).create(&self.roots);
-            made.or_else(|e| match e.kind() {
-                ErrorKind::AlreadyExists => Ok(()),
-                _ => Err(format!("making {}: {e}", self.roots.display())),
-            })
-        });
-        made.as_ref().map_err(|e| anyhow!("{e}"))?;
-        Ok(&self.roots)
     }
 }
 
@@ -120,26 +100,63 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let layout = layout(node, fleet, shared)?;
     let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
     let null = File::open("/dev/null")?;
+    // A confined node's network namespace is owned by its user namespace (see
+    // nsfleet-core's `Worker::enter_new_confined`): its world is made in it too.
+    let netns = sys::current_netns()?;
+    let userns = match sys::userns::owned_by_another(netns.as_fd())? {
+        true => Some(sys::userns::owner(netns.as_fd())?),
+        false => None,
+    };
+    drop(netns);
+    let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
+    fds.extend(userns.as_ref().map(|u| u.as_fd()));
     let how = sys::HelperStart {
         name: INIT_NAME,
-        fds: &[null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()],
+        fds: &fds,
         new_session: true,
         unblock_signals: true,
     };
     let _guard = sys::spawn_guard();
-    let pid = sys::fork_pid_ns_init(&how, |kept| {
-        let say = |line: &str| {
-            if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
-                let _ = File::from(fd).write_all(line.as_bytes());
-            }
-        };
-        if let Err(m) = setup(&layout) {
-            say(&format!("{}\n", m.replace('\n', " ")));
-            return 1;
+    let forked = match &userns {
+        None => sys::fork_pid_ns_init(&how, |kept| {
+            let sources = (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
+                .map_err(|e| format!("new mount and UTS namespaces: {e}"))
+                .and_then(|()| open_sources(&layout, None));
+            init_main(&layout, kept, sources)
+        }),
+        Some(_) => sys::fork_pid_ns_init_in_userns(
+            &how,
+            USERNS_SLOT,
+            |kept| match open_sources(&layout, kept.get(USERNS_SLOT)) {
+                Ok(sources) => Some(sources),
+                Err(m) => {
+                    say(kept, &format!("{}\n", m.replace('\n', " ")));
+                    None
+                }
+            },
+            |kept, sources| {
+                let new = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+                let mounts = (sys::unshare_mounts(new, libc::MS_PRIVATE))
+                    .map_err(|e| format!("new mount, UTS, IPC and cgroup namespaces: {e}"));
+                init_main(&layout, kept, mounts.map(|()| sources))
+            },
+        ),
+    };
+    let pid = match forked {
+        Ok(pid) => pid,
+        Err(e) => {
+            // What the helper said before it gave up, if it said anything.
+            drop(theirs);
+            ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
+            let mut line = String::new();
+            let _ = BufReader::new(&ours).read_line(&mut line);
+            let why = line.trim_end();
+            return Err(match why.is_empty() {
+                true => anyhow!(e).context("forking the node's init"),
+                false => anyhow!("setting up the node's world: {why}"),
+            });
         }
-        sys::run_node_init(GRACE, || say("ok\n"))
-    })
-    .context("forking the node's init")?;
+    };
     let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
     let start_time = sys::started_at(pidfd.as_fd()).unwrap_or(0);
     drop(_guard);
@@ -164,6 +181,26 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         _ => line.trim_end().to_string(),
     };
     Err(anyhow!("setting up the node's world: {why}"))
+}
+
+/// Where a confined node's init keeps its user namespace among its descriptors.
+const USERNS_SLOT: usize = 4;
+
+/// Says `line` (one line) to the supervisor, on the init's descriptor 3.
+fn say(kept: &sys::KeptFds, line: &str) {
+    if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
+        let _ = File::from(fd).write_all(line.as_bytes());
+    }
+}
+
+/// The init, in its new mount namespace with what it mounts opened: sets the world up,
+/// says "ok" or why not, and runs the init's loop.
+fn init_main(l: &Layout, kept: &sys::KeptFds, sources: Result<Sources, String>) -> i32 {
+    if let Err(m) = sources.and_then(|s| setup(l, s)) {
+        say(kept, &format!("{}\n", m.replace('\n', " ")));
+        return 1;
+    }
+    sys::run_node_init(GRACE, || say(kept, "ok\n"))
 }
 
 impl World {
@@ -228,7 +265,7 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
     }
     let hostname = hostname(node, &vars);
     let image = match config.image.as_ref().and_then(|i| i.found.as_ref()) {
-        Some(found) => Some(image_layout(found, shared, node.name(), &hostname)?),
+        Some(found) => Some(image_layout(found, shared, &hostname)?),
         None => None,
     };
     Ok(Layout {
@@ -250,7 +287,6 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
 fn image_layout(
     found: &nsfleet_topology::ImageRoot,
     shared: &Shared,
-    node: &str,
     hostname: &str,
 ) -> anyhow::Result<ImageLayout> {
     let Some(layers_dir) = found.layers.first().and_then(|l| Path::new(l).parent()) else {
@@ -267,12 +303,9 @@ fn image_layout(
         }
         lower.extend(l.file_name().and_then(|n| n.to_str()));
     }
-    let roots = shared.roots()?;
     Ok(ImageLayout {
         lower: lower.join(":"),
         layers_dir: layers_dir.display().to_string(),
-        roots: roots.display().to_string(),
-        dir: roots.join(node).display().to_string(),
         etc: [
             ("/etc/hostname", format!("{hostname}\n")),
             ("/etc/resolv.conf", shared.resolv_conf.clone()),
@@ -300,19 +333,33 @@ fn resolv_conf() -> String {
     out
 }
 
-/// Runs in the init, before anything else is started in the node. Errors are plain
-/// strings: this is a forked child, where nothing may take a lock another thread of the
-/// supervisor held at the fork (as capturing a backtrace would).
-fn setup(l: &Layout) -> Result<(), String> {
+/// What a node's init mounts or copies of the host's, opened before its mounts change:
+/// the fleet's run folder and the host's folders are the host's then. For a confined
+/// node (`userns`), while the init is still the host's root, in the host's mount
+/// namespace: each is a detached copy of its mount, and an image's layers are seen
+/// through the node's ids.
+struct Sources {
+    hosts: Option<Source>,
+    /// Each `dirs_from_host` folder's contents, read as the host's root reads them.
+    from_host: Vec<Vec<Copied>>,
+    bound: Vec<Source>,
+    /// The host's devices an image node's /dev gets: (its path there, the device).
+    devices: Vec<(String, Source)>,
+    /// The devices made for the node (see [`OWN_DEVICES`]).
+    own: Option<OwnDevices>,
+    /// Whether the image node's root is made already (a confined node's: see
+    /// [`build_root`]).
+    root_built: bool,
+}
+
+fn open_sources(
+    l: &Layout,
+    userns: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Result<Sources, String> {
     fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
         move |e| format!("{what}: {e}")
     }
-    (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
-        .map_err(at("new mount and UTS namespaces"))?;
-    sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
-    // Opened before anything is mounted over them: the fleet's run folder and the host's
-    // folders to copy are the host's.
-    let detached = l.image.is_some();
+    let detached = l.image.is_some() || userns.is_some();
     // The hosts file as a detached copy of its mount, always: it is in the fleet's run
     // folder, under /run, and /run is detached below. Where /run is a mount of its own
     // (systemd's tmpfs, an `nsfleet vm` guest), a bind from a descriptor of a path in
@@ -323,17 +370,123 @@ fn setup(l: &Layout) -> Result<(), String> {
         .map(|h| Source::open(h, true, false))
         .transpose())
     .map_err(at("the fleet's hosts file"))?;
-    let mut sources = Vec::new();
+    let mut from_host = Vec::new();
     for d in l.dirs.iter().filter(|d| d.from_host) {
-        sources.push(File::open(&d.path).map_err(at(&format!("opening the host's {}", d.path)))?);
+        let mut tree = Vec::new();
+        read_tree(Path::new(&d.path), Path::new(""), &mut tree)
+            .map_err(at(&format!("reading the host's {}", d.path)))?;
+        from_host.push(tree);
     }
     let mut bound = Vec::new();
     for b in &l.binds {
         let source = Source::open(&b.source, detached, !b.read_only);
         bound.push(source.map_err(at(&format!("bind source {}", b.source)))?);
     }
+    let mut devices = Vec::new();
+    if l.image.is_some() {
+        for d in DEVICES {
+            let path = format!("/dev/{d}");
+            devices.push((
+                path.clone(),
+                Source::open(&path, true, false).map_err(at(&path))?,
+            ));
+        }
+    }
+    let own = match l.image.is_some() || userns.is_some() {
+        true => Some(own_devices().map_err(at("the node's own devices"))?),
+        false => None,
+    };
+    let mut root_built = false;
     if let Some(image) = &l.image {
-        enter_image(image)?;
+        if let Some(userns) = userns {
+            let tree =
+                sys::clone_tree(&image.layers_dir, false).map_err(at("the image's layers"))?;
+            sys::userns::idmap_tree(tree.as_fd(), userns)
+                .map_err(at("the image's layers through the node's ids"))?;
+            // A mount namespace of the host's root's own for it, which the init's copies.
+            sys::unshare_mounts(0, libc::MS_PRIVATE).map_err(at("a new mount namespace"))?;
+            build_root(image, Some(tree))?;
+            root_built = true;
+        }
+    }
+    Ok(Sources {
+        hosts,
+        from_host,
+        bound,
+        devices,
+        own,
+        root_built,
+    })
+}
+
+/// The devices made for a node: a detached tmpfs that holds them, and where each goes.
+struct OwnDevices {
+    tmpfs: OwnedFd,
+    /// (its path in the node, its name in the tmpfs).
+    places: Vec<(&'static str, String)>,
+}
+
+/// [`OWN_DEVICES`] that the host has, made.
+fn own_devices() -> std::io::Result<OwnDevices> {
+    let here: Vec<_> = (OWN_DEVICES.iter())
+        .filter(|(path, ..)| Path::new(path).exists())
+        .collect();
+    // Named by their place in the list in the tmpfs, whose names have no folders.
+    let places: Vec<(&'static str, String)> = (here.iter().enumerate())
+        .map(|(i, (path, ..))| (*path, format!("d{i}")))
+        .collect();
+    let files: Vec<(&str, u32, u32)> = (here.iter().zip(&places))
+        .map(|((_, major, minor), (_, name))| (name.as_str(), *major, *minor))
+        .collect();
+    let tmpfs = sys::device_files(&files)?;
+    Ok(OwnDevices { tmpfs, places })
+}
+
+/// Mounts the node's own devices at their places (a missing one made, with its folder),
+/// each a bind from their tmpfs, attached for the while at `scratch`, a folder made on a
+/// filesystem of the node's own. Not a copy of each from the detached tmpfs: kernels
+/// before 6.15 refuse copies of what is not in the caller's mount namespace.
+fn mount_own_devices(own: &OwnDevices, scratch: &str) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(scratch)?;
+    sys::attach_tree(own.tmpfs.as_fd(), scratch, false)?;
+    for (path, name) in &own.places {
+        if let Some(folder) = Path::new(path).parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(folder)?;
+        }
+        if !Path::new(path).exists() {
+            File::create(path)?;
+        }
+        sys::bind(&format!("{scratch}/{name}"), path, false)?;
+    }
+    sys::detach(scratch)?;
+    std::fs::remove_dir(scratch)
+}
+
+/// Runs in the init, in its new mount and UTS namespaces, before anything else is started
+/// in the node. Errors are plain strings: this is a forked child, where nothing may take
+/// a lock another thread of the supervisor held at the fork (as capturing a backtrace
+/// would).
+fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
+    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+        move |e| format!("{what}: {e}")
+    }
+    sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
+    let Sources {
+        hosts,
+        from_host,
+        bound,
+        devices,
+        own,
+        root_built,
+    } = sources;
+    if let Some(image) = &l.image {
+        if !root_built {
+            build_root(image, None)?;
+        }
+        enter_image(image, &devices, own.as_ref())?;
     } else {
         // The host's named network namespaces would be copied into every node's mount
         // namespace (and pinned there) otherwise.
@@ -342,10 +495,15 @@ fn setup(l: &Layout) -> Result<(), String> {
         sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
         sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
         sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
+        // A confined node's own devices over the host's, in its mount namespace only.
+        if let Some(own) = &own {
+            let scratch = format!("{PRIVATE_RUN}/.nsfleet-devices");
+            mount_own_devices(own, &scratch).map_err(at("the node's own devices"))?;
+        }
     }
-    let mut sources = sources.into_iter();
+    let mut from_host = from_host.into_iter();
     for (i, d) in l.dirs.iter().enumerate() {
-        let source = if d.from_host { sources.next() } else { None };
+        let source = if d.from_host { from_host.next() } else { None };
         private_dir(d, &l.dirs[..i], source)
             .map_err(|e| format!("private directory {}: {e}", d.path))?;
     }
@@ -376,44 +534,89 @@ fn setup(l: &Layout) -> Result<(), String> {
     Ok(())
 }
 
-/// The node's root made of its image (the init is in its new mount namespace, whose
-/// mounts are private): the layers under the node's writable one, overlayfs, made the
-/// root; then the kernel's filesystems, a /dev of the node's own with the host's plain
-/// devices, and the /etc files nsfleet gives it. Everything after `pivot_root` happens
-/// inside the image, where its links (`/etc/resolv.conf -> ...`) lead nowhere else.
-fn enter_image(image: &ImageLayout) -> Result<(), String> {
+/// Where an image node's root is made: a tmpfs of the node's own over the host's /run,
+/// in its mount namespace only (left at `pivot_root`), holds its writable layer (`upper`,
+/// and overlayfs's `work`) and the overlay (`root`). There, where any process may pass:
+/// a confined node's root may not cross the fleet's run folder.
+const IMAGE_DIRS: [&str; 4] = ["/run/upper", "/run/work", "/run/root", "/run/layers"];
+
+/// The node's root made of its image's layers under the node's writable one (the caller
+/// is in a new mount namespace, whose mounts are private): a tmpfs, overlayfs over it.
+/// The host's root does this, with the trusted xattrs overlayfs reads only for it (an
+/// opaque folder): for a confined node, its init's helper before it enters the node's
+/// user namespace, with `layers` (the layers folder through the node's ids) mounted
+/// where overlayfs takes them from.
+fn build_root(image: &ImageLayout, layers: Option<OwnedFd>) -> Result<(), String> {
     fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
         move |e| format!("{what}: {e}")
     }
-    let mut devices = Vec::new();
-    for d in DEVICES {
-        let path = format!("/dev/{d}");
-        devices.push(Source::open(&path, true, false).map_err(at(&path))?);
-    }
-    // The node's writable layer: a tmpfs of its own, in its mount namespace only.
-    sys::mount_fs("tmpfs", &image.roots, "mode=0700").map_err(at("the node's writable layer"))?;
-    let [upper, work, root] = ["upper", "work", "root"].map(|d| format!("{}/{d}", image.dir));
-    for d in [&upper, &work, &root] {
-        (std::fs::DirBuilder::new()
-            .recursive(true)
+    sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("the node's writable layer"))?;
+    let [upper, work, root, seen] = IMAGE_DIRS;
+    for d in [upper, work, root] {
+        std::fs::DirBuilder::new()
             .mode(0o755)
-            .create(d))
-        .map_err(at(d))?;
+            .create(d)
+            .map_err(at(d))?;
     }
-    std::env::set_current_dir(&image.layers_dir).map_err(at("the image store's layers"))?;
-    sys::mount_overlay(&image.lower, &upper, &work, &root).map_err(at("overlayfs"))?;
-    std::env::set_current_dir(&root).map_err(at("the node's root"))?;
+    let layers_dir = match &layers {
+        Some(tree) => {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(seen)
+                .map_err(at(seen))?;
+            sys::attach_tree(tree.as_fd(), seen, false).map_err(at("the image's layers"))?;
+            seen
+        }
+        None => &image.layers_dir,
+    };
+    std::env::set_current_dir(layers_dir).map_err(at("the image store's layers"))?;
+    // The root of the writable layer is the root of the node's: its owner and mode are
+    // those of the image's top layer's root as the node sees it (a confined node's root
+    // owns it, through its ids), not those of the host's root that made it.
+    let top = image.lower.split(':').next().unwrap_or(".");
+    let image_root = std::fs::metadata(top).map_err(at("the image's top layer"))?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::os::unix::fs::chown(upper, Some(image_root.uid()), Some(image_root.gid()))
+            .map_err(at(upper))?;
+    }
+    std::fs::set_permissions(upper, image_root.permissions()).map_err(at(upper))?;
+    sys::mount_overlay(&image.lower, upper, work, root).map_err(at("overlayfs"))
+}
+
+/// Into the node's root that [`build_root`] made: the kernel's filesystems, the root
+/// made the root, a /dev of the node's own with the host's plain devices, and the /etc
+/// files nsfleet gives it. Everything after `pivot_root` happens inside the image, where
+/// its links (`/etc/resolv.conf -> ...`) lead nowhere else.
+fn enter_image(
+    image: &ImageLayout,
+    devices: &[(String, Source)],
+    own: Option<&OwnDevices>,
+) -> Result<(), String> {
+    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+        move |e| format!("{what}: {e}")
+    }
+    let root = IMAGE_DIRS[2];
+    // A mount of this namespace's own: a confined node's copy of the overlay its helper
+    // mounted is locked to its place, and the kernel refuses it as a new root (EINVAL).
+    sys::bind(root, root, false).map_err(at("the node's root"))?;
+    // /proc and /sys before the host's root goes: in a user namespace the kernel mounts
+    // them only where a mount of each is already fully visible.
+    for d in ["proc", "sys", "dev"] {
+        own_dir(&format!("{root}/{d}")).map_err(at(d))?;
+    }
+    let [proc, sysfs] = ["proc", "sys"].map(|d| format!("{root}/{d}"));
+    sys::mount_fs("proc", &proc, "").map_err(at("/proc for the node's PID namespace"))?;
+    sys::mount_fs("sysfs", &sysfs, "").map_err(at("/sys for the node's network namespace"))?;
+    std::env::set_current_dir(root).map_err(at("the node's root"))?;
     sys::pivot_root_to_cwd().map_err(at("pivot_root into the image"))?;
-    for d in ["/proc", "/sys", "/dev"] {
-        own_dir(d).map_err(at(d))?;
-    }
-    sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
-    sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
     sys::mount_dev("tmpfs", "/dev", "mode=0755,size=65536k").map_err(at("/dev"))?;
-    for (d, source) in DEVICES.iter().zip(&devices) {
-        let path = format!("/dev/{d}");
-        File::create(&path).map_err(at(&path))?;
-        source.mount_at(&path, false).map_err(at(&path))?;
+    for (path, source) in devices {
+        File::create(path).map_err(at(path))?;
+        source.mount_at(path, false).map_err(at(path))?;
+    }
+    if let Some(own) = own {
+        mount_own_devices(own, "/dev/.nsfleet-devices").map_err(at("the node's own devices"))?;
     }
     for d in ["/dev/pts", "/dev/shm", "/dev/mqueue"] {
         std::fs::DirBuilder::new()
@@ -551,7 +754,11 @@ fn through(file: &File) -> String {
 
 /// Mounts one private folder; `outer` are those mounted before it, `source` the host's
 /// folder to copy (opened before anything was mounted).
-fn private_dir(d: &PrivateDir, outer: &[PrivateDir], source: Option<File>) -> std::io::Result<()> {
+fn private_dir(
+    d: &PrivateDir,
+    outer: &[PrivateDir],
+    source: Option<Vec<Copied>>,
+) -> std::io::Result<()> {
     if !Path::new(&d.path).exists() {
         // Made only inside /run or another private folder, never on the host.
         let Some(holder) = private_holder(&d.path, outer) else {
@@ -569,7 +776,7 @@ fn private_dir(d: &PrivateDir, outer: &[PrivateDir], source: Option<File>) -> st
         &format!("mode={mode:o},uid={uid},gid={gid}"),
     )?;
     if let Some(source) = source {
-        copy_tree(Path::new(&through(&source)), Path::new(&d.path))?;
+        write_tree(&source, Path::new(&d.path))?;
     }
     Ok(())
 }
@@ -624,33 +831,83 @@ fn write_private(path: &str, text: &str, dirs: &[PrivateDir]) -> std::io::Result
     f.write_all(text.as_bytes())
 }
 
-/// Copies a directory's contents (files, folders, symbolic links, with owners and modes).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// One entry of a folder copied from the host: its path below the folder, what it is,
+/// and its mode and owner.
+struct Copied {
+    path: PathBuf,
+    what: CopiedKind,
+    mode: u32,
+    owner: (u32, u32),
+}
+
+enum CopiedKind {
+    Folder,
+    File(Vec<u8>),
+    Link(PathBuf),
+}
+
+/// Reads the folder `root`'s entries below `below` into `out`, folders before what they
+/// hold: by the host's root, before a confined node's init is its own root (who may not
+/// read what the host keeps from other users), and written by the init ([`write_tree`]).
+/// Sockets, fifos and devices are left out: a copy would not be one.
+fn read_tree(root: &Path, below: &Path, out: &mut Vec<Copied>) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    for entry in std::fs::read_dir(from)? {
+    for entry in std::fs::read_dir(root.join(below))? {
         let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let path = below.join(entry.file_name());
+        let src = root.join(&path);
         let meta = std::fs::symlink_metadata(&src)?;
         let t = meta.file_type();
-        if t.is_dir() {
-            std::fs::create_dir(&dst)?;
-            copy_tree(&src, &dst)?;
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        let what = if t.is_dir() {
+            CopiedKind::Folder
         } else if t.is_file() {
-            std::fs::copy(&src, &dst)?;
+            CopiedKind::File(std::fs::read(&src)?)
         } else if t.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+            CopiedKind::Link(std::fs::read_link(&src)?)
         } else {
-            continue; // sockets, fifos, devices: a copy would not be one
+            continue;
+        };
+        let folder = t.is_dir();
+        out.push(Copied {
+            path: path.clone(),
+            what,
+            mode: meta.mode() & 0o7777,
+            owner: (meta.uid(), meta.gid()),
+        });
+        if folder {
+            read_tree(root, &path, out)?;
         }
-        std::os::unix::fs::lchown(&dst, Some(meta.uid()), Some(meta.gid()))?;
     }
     Ok(())
 }
 
-/// The folder, beside the fleet's logs, over which each image node mounts the tmpfs of
-/// its writable layer, in its own mount namespace: the host sees it empty.
-pub const ROOTS_DIR: &str = "roots";
+/// Writes what [`read_tree`] read below `to`, with modes and owners: a confined node's
+/// owners are its own ids of the same numbers (the host's root is the node's), and one
+/// its ids cannot name is left to the node's root.
+fn write_tree(tree: &[Copied], to: &Path) -> std::io::Result<()> {
+    for c in tree {
+        let dst = to.join(&c.path);
+        match &c.what {
+            CopiedKind::Folder => std::fs::create_dir(&dst)?,
+            CopiedKind::File(bytes) => std::fs::write(&dst, bytes)?,
+            CopiedKind::Link(target) => std::os::unix::fs::symlink(target, &dst)?,
+        }
+        match std::os::unix::fs::lchown(&dst, Some(c.owner.0), Some(c.owner.1)) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            r => r?,
+        }
+    }
+    // Modes last, folders' included: a folder the host keeps read-only still takes what
+    // is copied into it.
+    for c in tree
+        .iter()
+        .filter(|c| !matches!(c.what, CopiedKind::Link(_)))
+    {
+        let mode = std::fs::Permissions::from_mode(c.mode);
+        std::fs::set_permissions(to.join(&c.path), mode)?;
+    }
+    Ok(())
+}
 
 /// The fleet's hosts file, in its log folder.
 pub const HOSTS_FILE: &str = "hosts";

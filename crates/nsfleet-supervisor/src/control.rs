@@ -271,7 +271,18 @@ pub struct FleetStatus {
     pub workers: usize,
     pub subsystems: Vec<String>,
     pub run_dir: String,
+    /// The ids its confined nodes are on the host (none: `--privileged`).
+    #[serde(default)]
+    pub ids: Option<FleetIds>,
     pub nodes: Vec<NodeStatus>,
+}
+
+/// A fleet's range of ids on the host: a confined node's root is `first`, its uid N is
+/// `first + N`, for `count` ids.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FleetIds {
+    pub first: u32,
+    pub count: u32,
 }
 
 /// A node as it is now: what `nsfleet graph` draws of a running fleet.

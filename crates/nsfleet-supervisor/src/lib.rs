@@ -15,6 +15,7 @@
 //! control protocol's JSON and its log.
 
 pub mod control;
+pub mod ids;
 pub mod preflight;
 pub mod ready;
 pub mod rundir;
@@ -58,6 +59,9 @@ pub struct SupervisorArgs {
     pub keep: Option<OwnedFd>,
     /// Name each containerlab node's namespace after its container, below /run/netns.
     pub netns_names: bool,
+    /// Run every node as the host's root, with every capability, as nsfleet did before
+    /// nodes were confined (`up --privileged`): no user namespace, no id range.
+    pub privileged: bool,
     /// A pidfd of the process whose end ends the fleet (`up --owner`), as a `down` would.
     pub owner: Option<OwnedFd>,
 }
@@ -206,6 +210,9 @@ struct Supervisor {
     /// Waits under way (`ready`): their sockets in the routers hold namespaces, so the
     /// teardown lets them end first.
     waits: std::sync::atomic::AtomicUsize,
+    /// The ids of its confined nodes (`status` says them), held by the lease `supervise`
+    /// keeps.
+    ids: Option<nsfleet_sys::userns::IdRange>,
 }
 
 /// Runs the supervisor, in the process [`launch`] forked; the topology arrives as JSON on
@@ -248,11 +255,17 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         .context("raising RLIMIT_NOFILE")?;
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
+    // Held until the supervisor ends, and with it every process of the fleet.
+    let lease = match args.privileged {
+        true => None,
+        false => Some(ids::take(&args.name).context("taking the fleet's id range")?),
+    };
     let fleet = Fleet::new(FleetOptions {
         holding: (args.holding).unwrap_or_else(|| crate::preflight::holding(&topo)),
         workers: args.workers,
         max_unreclaimed: args.max_unreclaimed,
         log_dir,
+        confine: lease.as_ref().map(|l| l.ids),
     })?;
     let watchers = Arc::new(watch::Watchers::default());
     let to = watchers.clone();
@@ -278,6 +291,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         images: Mutex::new(order::IMAGES_HELD, args.keep),
         born,
         waits: std::sync::atomic::AtomicUsize::new(0),
+        ids: lease.as_ref().map(|l| l.ids),
     });
     serve(sup.clone())?;
     signals(sup.shutdown.clone());

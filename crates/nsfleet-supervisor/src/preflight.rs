@@ -29,7 +29,7 @@ pub enum Finding {
 }
 
 /// Everything `topo` would run into on this machine, refusals first.
-pub fn check(topo: &Topology) -> Vec<Finding> {
+pub fn check(topo: &Topology, confined: bool) -> Vec<Finding> {
     let nodes = topo.node_count();
     let ifaces: u64 = topo.wiring.iter().map(|w| w.ifaces.len() as u64).sum();
     let addrs: u64 = (topo.wiring.iter().flat_map(|w| &w.ifaces))
@@ -37,6 +37,10 @@ pub fn check(topo: &Topology) -> Vec<Finding> {
         .sum();
     let mut out = Vec::new();
     namespaces(nodes, &mut out);
+    if confined {
+        let max = read_u64("/proc/sys/user/max_user_namespaces");
+        user_namespaces(topo, max, &mut out);
+    }
     descriptors(topo, &mut out);
     memory(nodes, ifaces, &mut out);
     neighbours(addrs, &mut out);
@@ -127,6 +131,39 @@ fn namespaces(nodes: u64, out: &mut Vec<Finding>) {
         out.push(Finding::Note(format!(
             "this fleet takes {need} of the {max} network namespaces user.max_net_namespaces allows"
         )));
+    }
+}
+
+/// A confined node takes a user namespace of its own (see ARCHITECTURE.md, "Confinement"):
+/// a kernel that refuses them, or allows too few, is said before anything exists, with the
+/// setting, its fix, and `--privileged`. (Debian's `kernel.unprivileged_userns_clone` and
+/// Ubuntu's `kernel.apparmor_restrict_unprivileged_userns` restrict users other than
+/// root: not nsfleet, which runs as root.)
+fn user_namespaces(topo: &Topology, max: Option<u64>, out: &mut Vec<Finding>) {
+    let confined: u64 = (topo.groups.iter())
+        .filter(|g| g.config.has_world())
+        .map(|g| g.names.len())
+        .sum();
+    if confined == 0 {
+        return;
+    }
+    let or_privileged =
+        "or bring the fleet up --privileged (its nodes then run as the host's root)";
+    let Some(max) = max else { return };
+    if confined > max {
+        let why = match max {
+            0 => "user namespaces are turned off here (user.max_user_namespaces = 0)".to_string(),
+            _ => format!(
+                "user.max_user_namespaces is {max} (every user namespace of this user counts)"
+            ),
+        };
+        out.push(Finding::Refuse(
+            format!(
+                "this fleet's {confined} nodes that run software each need a user namespace of their own, and {why}: raise it with `sysctl -w user.max_user_namespaces={}`, {or_privileged}",
+                confined * 2
+            )
+            .into(),
+        ));
     }
 }
 
@@ -315,12 +352,34 @@ mod tests {
             &KernelCaps::assumed(),
         )
         .unwrap();
-        let found = check(&topo);
+        let found = check(&topo, true);
         assert!(
             found.iter().any(|f| matches!(f, Finding::Refuse(m) if m.text.contains("max_net_namespaces") || m.text.contains("memory"))),
             "{found:?}"
         );
         assert!(matches!(found[0], Finding::Refuse(_)), "refusals first");
+    }
+
+    #[test]
+    fn a_kernel_without_user_namespaces_is_said_with_its_setting_and_privileged() {
+        let text = "[fleet]\nname = \"u\"\n[[node]]\nname = \"a{i}\"\ncount = 3\ncommands = [\"true\"]\n[[node]]\nname = \"bare\"\n";
+        let topo = nsfleet_topology::parse("t.toml", text, &KernelCaps::assumed()).unwrap();
+        let mut found = Vec::new();
+        user_namespaces(&topo, Some(0), &mut found);
+        let [Finding::Refuse(m)] = &found[..] else {
+            panic!("{found:?}")
+        };
+        for said in [
+            "3 nodes that run software",
+            "user.max_user_namespaces = 0",
+            "sysctl -w user.max_user_namespaces=6",
+            "--privileged",
+        ] {
+            assert!(m.text.contains(said), "{said:?} in {}", m.text);
+        }
+        let mut found = Vec::new();
+        user_namespaces(&topo, Some(3), &mut found);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
@@ -331,7 +390,9 @@ mod tests {
             &KernelCaps::assumed(),
         )
         .unwrap();
-        assert!(check(&topo).iter().all(|f| matches!(f, Finding::Note(_))));
+        assert!(check(&topo, true)
+            .iter()
+            .all(|f| matches!(f, Finding::Note(_))));
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod process;
 pub mod procfs;
 pub mod signals;
 pub mod spawn;
+pub mod userns;
 pub mod world;
 
 // The wrappers by name, for callers that use a few of several domains.

@@ -36,7 +36,11 @@ pub struct Exec<'a> {
     /// Its working directory.
     pub cwd: Option<&'a OsStr>,
     /// Its user and group ids, without supplementary groups; the caller's when `None`.
+    /// In a user namespace (`userns`), ids of that namespace.
     pub ids: Option<(libc::uid_t, libc::gid_t)>,
+    /// A confined node's user namespace (its descriptor, or a pidfd of a process in it),
+    /// which the process enters as its root before anything else.
+    pub userns: Option<BorrowedFd<'a>>,
 }
 
 /// Where execvp looks when PATH is not set (glibc's default, root's part first), and a
@@ -62,6 +66,7 @@ struct ChildArgs<'a> {
     cwd: Option<&'a CStr>,
     stdio: [RawFd; 3],
     ids: Option<(libc::uid_t, libc::gid_t)>,
+    userns: Option<BorrowedFd<'a>>,
     /// The errno of the step that failed; 0 while none has.
     error: AtomicI32,
 }
@@ -81,6 +86,7 @@ pub fn spawn_node_process(exec: &Exec<'_>) -> io::Result<libc::pid_t> {
         cwd: prepared.cwd.as_deref(),
         stdio: exec.stdio.map(|fd| fd.as_raw_fd()),
         ids: exec.ids,
+        userns: exec.userns,
         error: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; CHILD_STACK];
@@ -203,6 +209,10 @@ fn setup(args: &ChildArgs<'_>) -> io::Result<()> {
     // the kernel (glibc's wrappers would signal the caller's threads, whose memory this is).
     unsafe {
         check(libc::setpgid(0, 0))?;
+        // First: a change of credentials clears the parent-death signal.
+        if let Some(ns) = args.userns {
+            crate::userns::become_root_in(ns)?;
+        }
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
         for (i, fd) in args.stdio.iter().enumerate() {
             if *fd == i as RawFd {
@@ -315,6 +325,7 @@ mod tests {
             stdio: [null.as_fd(), out.as_fd(), out.as_fd()],
             cwd: Some(OsStr::new("/")),
             ids: Some((65534, 65534)),
+            userns: None,
         });
         // SAFETY: back to the mask this thread had.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
@@ -346,6 +357,7 @@ mod tests {
             stdio: [null.as_fd(), null.as_fd(), null.as_fd()],
             cwd: None,
             ids: None,
+            userns: None,
         })
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);

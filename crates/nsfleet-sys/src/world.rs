@@ -105,6 +105,49 @@ pub fn clone_tree(path: &str, recursive: bool) -> io::Result<std::os::fd::OwnedF
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
+/// `fsconfig(2)`'s command that creates the superblock (linux/mount.h).
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
+/// A tmpfs of its own, detached (attached nowhere), holding the character devices
+/// `devices` (name, major, minor) at its root, each readable and writable by all, as
+/// Docker's are. Made by the host's root in the host's user namespace, the tmpfs lets
+/// its devices be used, where a confined node's own mounts would not (the kernel makes
+/// them `nodev`) and a bind of the host's file would keep the host's owner and mode
+/// (the host's /dev/net/tun may be its root's alone). A node attaches it ([`attach_tree`])
+/// and binds its devices from there.
+pub fn device_files(devices: &[(&str, u32, u32)]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fsopen(2), fsconfig(2) and fsmount(2) on static strings and descriptors
+    // owned here; each descriptor returned is ours.
+    let mount = unsafe {
+        let fs = check(libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), 1u32) as libc::c_int)?;
+        let fs = std::os::fd::OwnedFd::from_raw_fd(fs);
+        let null: *const libc::c_char = std::ptr::null();
+        check(libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            null,
+            null,
+            0,
+        ) as libc::c_int)?;
+        let m = libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), 1u32, 0u32);
+        std::os::fd::OwnedFd::from_raw_fd(check(m as libc::c_int)?)
+    };
+    for (name, major, minor) in devices {
+        let n = cstr(name)?;
+        // SAFETY: mknodat(2) and fchmodat(2) below a descriptor we own, on a
+        // NUL-terminated name; the umask would otherwise narrow the mode.
+        unsafe {
+            let mode = libc::S_IFCHR | 0o666;
+            let dev = libc::makedev(*major, *minor);
+            check(libc::mknodat(mount.as_raw_fd(), n.as_ptr(), mode, dev))?;
+            check(libc::fchmodat(mount.as_raw_fd(), n.as_ptr(), 0o666, 0))?;
+        }
+    }
+    Ok(mount)
+}
+
 /// Attaches a tree [`clone_tree`] made at `target` (read-only when asked: the top mount
 /// only, as [`bind`] does).
 pub fn attach_tree(tree: BorrowedFd<'_>, target: &str, read_only: bool) -> io::Result<()> {

@@ -20,7 +20,8 @@ from ..fleet import Fleet
 from . import log
 from ._unsupported import Unsupported, once
 from .link import Intf, Link, TCLink
-from .node import Controller, Host, Node, OVSKernelSwitch, Switch, make_bind_sources
+from .node import (Controller, Host, Node, OVSKernelSwitch, Switch, give_bind_sources,
+                   make_bind_sources)
 from .node import CPULimitedHost
 from .topo import Topo, natural
 
@@ -137,8 +138,9 @@ class Mininet:
         self.nameToNode[node.name] = node
         if self.fleet is not None:
             try:
-                make_bind_sources(node)
+                made = make_bind_sources(node)
                 self._reshape()
+                give_bind_sources(made, self.fleet.status().first_id)
             except Exception:
                 # Refused: the network stays what the fleet is.
                 where.remove(node)
@@ -370,9 +372,9 @@ class Mininet:
         topology = self.topology()
         if log.enabled("debug"):
             log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
-        for n in self.hosts:
-            make_bind_sources(n)
+        made = [f for n in self.hosts for f in make_bind_sources(n)]
         self.fleet = Fleet.from_dict(topology, owner=os.getpid())
+        give_bind_sources(made, self.fleet.status().first_id)
         self._applied = self._switch_shapes(topology)
         _running.add(self)
         for h in self.hosts:

@@ -747,13 +747,28 @@ def _private_dirs(name: str, given: Optional[Sequence[Any]]) -> Dict[str, List[s
     return out
 
 
-def make_bind_sources(node: "Node") -> None:
+def make_bind_sources(node: "Node") -> List[str]:
     """Makes the host folders of `node`'s persistent private folders (Mininet's
-    `privateDirs` pairs) as the network starts, as Mininet makes them. They are the
-    script's own folders, asked for to outlive the network: they stay, even when the
-    fleet then refuses the network."""
+    `privateDirs` pairs) as the network starts, as Mininet makes them; returns those it
+    made (see `give_bind_sources`). They are the script's own folders, asked for to
+    outlive the network: they stay, even when the fleet then refuses the network."""
+    made = []
     for bind in node.fleetDirs.get("binds", []):
-        os.makedirs(bind.split(":")[0], exist_ok=True)
+        folder = bind.split(":")[0]
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+            made.append(folder)
+    return made
+
+
+def give_bind_sources(folders: Sequence[str], first_id: Optional[int]) -> None:
+    """Gives the folders `make_bind_sources` made to their node's root, which is the
+    fleet's first host id when its nodes are confined (a folder the host's root owns is
+    not theirs to write in), as Mininet's hosts, root on the host, own what it makes."""
+    if first_id is None:
+        return
+    for folder in folders:
+        os.chown(folder, first_id, first_id)
 
 
 class _Tied:

@@ -73,6 +73,13 @@ pub struct LaunchArgs {
     owner: Option<u64>,
     #[command(flatten)]
     images: ImageArgs,
+    /// Run every node as the host's root with every capability, as nsfleet did before
+    /// it confined nodes. Without it, each node that runs software is root only inside a
+    /// user namespace of its own: every capability over its own network, mounts and
+    /// processes (interfaces, routes, nftables, tc, `net.*` sysctls, tmpfs, `ip netns`),
+    /// and on the host an id of the fleet's range (from 1879048192 up), with none.
+    #[arg(long)]
+    pub privileged: bool,
     /// Return only once the fleet is ready, its progress on stderr: `started`, every
     /// node's commands have run (each exited with status 0, or runs on as a daemon in
     /// the foreground); `healthy`, started and each node's health check (containerlab's
@@ -140,6 +147,7 @@ impl LaunchArgs {
             netns_names: false,
             vars: Vec::new(),
             owner: self.owner.map(|p| p as i32),
+            privileged: self.privileged,
             wait: self.wait.map(|until| cmd::ready::Wait {
                 until,
                 bound: self.wait_timeout,

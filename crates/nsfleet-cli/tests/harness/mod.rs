@@ -284,6 +284,52 @@ pub fn in_own_mount_namespace(script: &str, vars: &[(&str, &Path)]) -> String {
     text
 }
 
+/// The children of `parent` (a host pid) named `comm`, by their host pids.
+pub fn children_named(parent: i32, comm: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok());
+        if head.ends_with(&format!("({comm}")) && ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The inits of a fleet's nodes that run software (host pids): its supervisor's children
+/// named `nsfleet-node`.
+pub fn inits_of(supervisor: i32) -> Vec<i32> {
+    children_named(supervisor, "nsfleet-node")
+}
+
+/// The mount namespaces of `pids` (their nsfs inodes).
+pub fn mount_namespaces(pids: &[i32]) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    (pids.iter())
+        .filter_map(|p| std::fs::metadata(format!("/proc/{p}/ns/mnt")).ok())
+        .map(|m| m.ino())
+        .collect()
+}
+
+/// How many of the mount namespaces `spaces` some process is still in.
+pub fn mount_namespaces_in_use(spaces: &[u64]) -> usize {
+    let pids: Vec<i32> = (std::fs::read_dir("/proc").unwrap().flatten())
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    let live = mount_namespaces(&pids);
+    spaces.iter().filter(|s| live.contains(s)).count()
+}
+
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {

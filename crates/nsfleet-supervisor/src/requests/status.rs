@@ -51,6 +51,10 @@ impl Supervisor {
                 .map(String::from)
                 .collect(),
             run_dir: self.run_dir.fleet_dir(&self.name).display().to_string(),
+            ids: self.ids.map(|r| crate::control::FleetIds {
+                first: r.first,
+                count: r.count,
+            }),
             nodes,
         }
     }

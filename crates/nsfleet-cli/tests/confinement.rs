@@ -1,0 +1,165 @@
+//! Confined nodes: a node that runs software is root in a user namespace of its own and
+//! an id of its fleet's range on the host. It does what a router does in its own
+//! namespaces, and what would reach the host or another node gets the kernel's refusal;
+//! `--privileged` is the host's root, as before.
+
+mod harness;
+
+use harness::*;
+use std::time::Duration;
+
+/// nsfleet's block of ids (nsfleet-supervisor's `ids::BLOCK`).
+const BLOCK: std::ops::Range<u64> = 0x7000_0000..0x7FFE_0000;
+
+/// A fleet of two nodes that run a daemon, linked, with addresses.
+fn two_nodes(name: &str) -> String {
+    format!(
+        "[fleet]\nname = \"{name}\"\n[[node]]\nname = \"n{{i}}\"\ncount = 2\ncommands = [\"exec sleep 1000\"]\n[[link]]\na = {{ at = \"n1:eth0\", addrs = [\"10.61.0.1/24\"] }}\nb = {{ at = \"n2:eth0\", addrs = [\"10.61.0.2/24\"] }}\n"
+    )
+}
+
+/// The first line of /proc/self/uid_map in `node`: (inside, outside, count).
+fn uid_map(env: &Env, fleet: &str, node: &str) -> (u64, u64, u64) {
+    let map = env.ok(&["exec", fleet, node, "--", "cat", "/proc/self/uid_map"]);
+    let f: Vec<u64> = (map.split_whitespace())
+        .map(|v| v.parse().unwrap())
+        .collect();
+    (f[0], f[1], f[2])
+}
+
+/// What `line` says in `node` (stdout and stderr), whatever its status.
+fn says(env: &Env, fleet: &str, node: &str, line: &str) -> String {
+    let out = env.run(&["exec", fleet, node, "--", "sh", "-c", line]);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_node_is_root_at_home_and_an_id_of_its_fleet_on_the_host() {
+    let env = Env::new("confine-ids");
+    let f = env.up(&two_nodes("cfi"));
+    let run = |node: &str, line: &str| env.ok(&["exec", "cfi", node, "--", "sh", "-c", line]);
+    // Root inside, with every capability over its own namespaces.
+    assert_eq!(run("n1", "id -u; id -g"), "0\n0\n");
+    let (inside, first, count) = uid_map(&env, "cfi", "n1");
+    assert_eq!((inside, count), (0, 65_536));
+    assert!(BLOCK.contains(&first), "{first}");
+    // Both nodes of the fleet share its range; on the host, their processes are that id.
+    assert_eq!(uid_map(&env, "cfi", "n2").1, first);
+    let inits = inits_of(f.pid());
+    assert_eq!(inits.len(), 2);
+    for pid in inits {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        assert!(
+            uid.split_whitespace()
+                .skip(1)
+                .all(|u| u == first.to_string()),
+            "{uid}"
+        );
+    }
+    // Another fleet gets another range.
+    let g = env.up(&two_nodes("cfj"));
+    let other = uid_map(&env, "cfj", "n1").1;
+    assert!(BLOCK.contains(&other) && (other + 65_536 <= first || first + 65_536 <= other));
+    drop(g);
+    // The range comes back when the fleet goes, however it goes: the same name takes
+    // the same range again, after a down and after a kill -9 of its supervisor.
+    drop(f);
+    let f = env.up(&two_nodes("cfi"));
+    assert_eq!(uid_map(&env, "cfi", "n1").1, first);
+    let pid = f.pid();
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    env.ok(&["clean", "cfi"]);
+    std::mem::forget(f);
+    let f = env.up(&two_nodes("cfi"));
+    assert_eq!(uid_map(&env, "cfi", "n1").1, first);
+    drop(f);
+}
+
+#[test]
+fn a_confined_node_does_what_a_router_does_in_its_own_namespaces() {
+    let env = Env::new("confine-can");
+    let _f = env.up(&two_nodes("cfc"));
+    let run = |line: &str| env.ok(&["exec", "cfc", "n1", "--", "sh", "-c", line]);
+    run("ip link add v0 type veth peer name v1 && ip link set v0 up && ip addr add 10.62.0.1/24 dev v0");
+    run("ip route add 10.63.0.0/24 via 10.61.0.2");
+    run("echo 1 > /proc/sys/net/ipv4/ip_forward && sysctl -qw net.ipv6.conf.all.forwarding=1");
+    run("tc qdisc add dev v0 root tbf rate 1mbit burst 32kbit latency 400ms");
+    run("nft add table inet confined && nft list tables | grep -q confined");
+    run("iptables -A INPUT -s 10.99.0.0/24 -j DROP && iptables -S INPUT | grep -q 10.99.0.0");
+    run("mkdir -p /run/m && mount -t tmpfs none /run/m && touch /run/m/x && umount /run/m");
+    run("ip netns add inner && ip netns exec inner ip link show lo && ip netns del inner");
+    assert!(run("ping -c1 -W2 10.61.0.2").contains("1 received"));
+    // Its own devices: /dev/net/tun (for a tap, as Open vSwitch's netdev datapath makes).
+    run("ip tuntap add dev tap0 mode tap && ip link show tap0");
+}
+
+#[test]
+fn what_would_reach_the_host_or_another_node_gets_the_kernels_refusal() {
+    let env = Env::new("confine-cannot");
+    let f = env.up(&two_nodes("cfn"));
+    let other = env.up(&two_nodes("cfo"));
+    let says = |line: &str| says(&env, "cfn", "n1", line);
+    // The kernel's own refusals, each.
+    assert!(says("mknod /tmp/cfn-blk b 7 0").contains("Operation not permitted"));
+    assert!(!std::path::Path::new("/tmp/cfn-blk").exists());
+    assert!(says("mkdir -p /run/dbg && mount -t debugfs none /run/dbg").contains("denied"));
+    let sysctl = "/proc/sys/kernel/printk_ratelimit";
+    let before = std::fs::read_to_string(sysctl).unwrap();
+    assert!(says(&format!("echo 7 > {sysctl}")).contains("Permission denied"));
+    assert_eq!(std::fs::read_to_string(sysctl).unwrap(), before);
+    // Another node's processes, and another fleet's, are not there to signal or trace:
+    // not even their pids (each node has a PID namespace of its own).
+    let theirs = inits_of(other.pid())[0];
+    let sup = f.pid();
+    for pid in [theirs, sup] {
+        let out = says(&format!("kill -0 {pid}; echo status $?"));
+        assert!(out.contains("status 1"), "{pid}: {out}");
+    }
+    // The host's abstract sockets (its own fleet's id range is held by one) are the
+    // host's network namespace's: the node has its own.
+    let first = uid_map(&env, "cfn", "n1").1;
+    let abstract_connect = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0nsfleet-ids-{first}')\" 2>&1 | tail -1"
+    );
+    assert!(
+        says(&abstract_connect).contains("Connection refused"),
+        "{}",
+        says(&abstract_connect)
+    );
+    // A file the host's root owns is not the node's root's.
+    let secret = env.file("secret", "host only\n");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let out = says(&format!("cat {}", secret.display()));
+    assert!(out.contains("Permission denied"), "{out}");
+    drop(other);
+    drop(f);
+}
+
+#[test]
+fn privileged_nodes_are_the_hosts_root_as_before() {
+    let env = Env::new("confine-priv");
+    let file = env.file("cfp.toml", &two_nodes("cfp"));
+    env.ok(&["up", "--privileged", file.to_str().unwrap()]);
+    let f = Fleet {
+        env: &env,
+        name: "cfp".into(),
+    };
+    assert_eq!(uid_map(&env, "cfp", "n1"), (0, 0, 4_294_967_295));
+    let caps = says(&env, "cfp", "n1", "grep CapEff /proc/self/status");
+    assert!(
+        caps.contains("000001fffeffffff") || caps.contains("000001ffffffffff"),
+        "{caps}"
+    );
+    wait_until("n1's init", Duration::from_secs(5), || {
+        (inits_of(f.pid()).len() == 2)
+            .then_some(())
+            .ok_or("not yet")
+    });
+    drop(f);
+}

@@ -1,0 +1,196 @@
+//! User namespaces: a confined node's, made with its network namespace; telling whether a
+//! namespace is owned by one; entering one as its root; and mounts seen through one's ids.
+//!
+//! A namespace belongs to the user namespace of the process that made it, for ever: a
+//! network namespace whose root is to have CAP_NET_ADMIN over it and nothing over the
+//! host must be made inside the user namespace, not moved there later.
+
+use crate::check;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Ids `0..count` inside a user namespace are `first..first + count` outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdRange {
+    pub first: u32,
+    pub count: u32,
+}
+
+impl IdRange {
+    /// The line /proc/PID/uid_map and gid_map take for it.
+    fn map_line(&self) -> String {
+        format!("0 {} {}\n", self.first, self.count)
+    }
+}
+
+/// The stack of the child that only holds the new namespaces while the caller opens them.
+const HOLDER_STACK: usize = 16 << 10;
+
+/// The child made by [`new_user_and_net`]: it sleeps until it is killed. Only syscalls,
+/// on its own stack: it shares the caller's memory.
+extern "C" fn hold(_: *mut libc::c_void) -> libc::c_int {
+    loop {
+        // SAFETY: pause(2) takes nothing.
+        unsafe { libc::pause() };
+    }
+}
+
+/// A new user namespace whose ids are `ids`, and a new network namespace it owns: the
+/// pair a confined node is made of. A process clone(2)d into both (sharing our memory, on
+/// a small stack, so that nothing is copied) holds them while they are opened and mapped,
+/// and is then killed. Returns (user namespace, network namespace).
+pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut stack = vec![0u8; HOLDER_STACK];
+    let end = stack.as_mut_ptr_range().end as usize & !15;
+    let flags = libc::CLONE_VM | libc::CLONE_NEWUSER | libc::CLONE_NEWNET;
+    // SAFETY: clone(2) through glibc's wrapper, running `hold` on `end`, the top of a
+    // stack that outlives the child: it is killed and reaped below before `stack` goes.
+    // `hold` touches no memory but its stack. No exit signal: the supervisor's reaper of
+    // orphans (waitpid(-1) without __WALL) never takes it; it is reaped here with __WALL.
+    let pid = unsafe { libc::clone(hold, end as *mut libc::c_void, flags, std::ptr::null_mut()) };
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        let why = match e.raw_os_error() {
+            Some(libc::ENOSPC) => "user.max_user_namespaces is reached: the kernel refuses more user namespaces for this user (sysctl user.max_user_namespaces; or --privileged)",
+            Some(libc::EPERM) => "the kernel refuses a new user namespace here (or --privileged)",
+            _ => return Err(e),
+        };
+        return Err(io::Error::new(e.kind(), format!("{why}: {e}")));
+    }
+    let opened = (|| {
+        // Our pid for it is of our PID namespace; /proc may be another's (the host's, in
+        // a supervisor): the pidfd's says the host's.
+        let pidfd = crate::pidfd_open(pid)?;
+        let host_pid = crate::host_pid_of(pidfd.as_fd())
+            .ok_or_else(|| io::Error::other("the holder of a new user namespace has no pid"))?;
+        std::fs::write(format!("/proc/{host_pid}/uid_map"), ids.map_line())?;
+        std::fs::write(format!("/proc/{host_pid}/gid_map"), ids.map_line())?;
+        let user = namespace_of(pidfd.as_fd(), PIDFD_GET_USER_NAMESPACE)?;
+        let net = namespace_of(pidfd.as_fd(), PIDFD_GET_NET_NAMESPACE)?;
+        Ok((user, net))
+    })();
+    // SAFETY: kill(2) and waitpid(2) of our own child, with a valid status pointer.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut 0, libc::__WALL);
+    }
+    drop(stack);
+    opened
+}
+
+/// `PIDFD_GET_*_NAMESPACE` (linux/pidfd.h, Linux 6.11): a namespace of a pidfd's process.
+const PIDFD_GET_NET_NAMESPACE: libc::c_ulong = 0xff04;
+const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xff09;
+
+/// The namespace `request` names of the process behind `pidfd`.
+fn namespace_of(pidfd: BorrowedFd<'_>, request: libc::c_ulong) -> io::Result<OwnedFd> {
+    // SAFETY: ioctl(2) on a borrowed pidfd; the request takes no argument and returns a
+    // new descriptor, which is ours.
+    let fd = check(unsafe { libc::ioctl(pidfd.as_raw_fd(), request, 0) })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `NS_GET_USERNS` (linux/nsfs.h): the user namespace that owns a namespace.
+const NS_GET_USERNS: libc::c_ulong = 0xb701;
+
+/// The user namespace that owns the namespace behind `ns`.
+pub fn owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: ioctl(2) on a descriptor borrowed for the call; NS_GET_USERNS takes no
+    // argument and returns a new descriptor, which is ours.
+    let fd = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS, 0) })?;
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the namespace behind `ns` is owned by another user namespace than the calling
+/// process's own: a confined node's.
+pub fn owned_by_another(ns: BorrowedFd<'_>) -> io::Result<bool> {
+    let theirs = crate::inode_of(owner(ns)?.as_fd())?;
+    let ours = std::fs::metadata("/proc/self/ns/user")?;
+    Ok(theirs != std::os::unix::fs::MetadataExt::ino(&ours))
+}
+
+/// The user namespace of the process behind `pidfd`, if it is another than ours: the
+/// node whose init it is, is confined.
+pub fn of_process(pidfd: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let theirs = namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?;
+    let ours = std::fs::metadata("/proc/self/ns/user")?;
+    let same = crate::inode_of(theirs.as_fd())? == std::os::unix::fs::MetadataExt::ino(&ours);
+    Ok((!same).then_some(theirs))
+}
+
+/// Moves the calling process into the user namespace `ns` (by its descriptor, or a pidfd
+/// of a process in it) as its root, with no supplementary group. Only for a process with
+/// one thread that shares no filesystem information (a forked child): the kernel refuses
+/// others. Straight to the kernel: glibc's set*id would signal threads of a parent whose
+/// memory a vfork child shares.
+pub fn become_root_in(ns: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns(2) on a borrowed descriptor, and set*id syscalls on integers and a
+    // null group list.
+    unsafe {
+        check(libc::setns(ns.as_raw_fd(), libc::CLONE_NEWUSER))?;
+        let none: *const libc::gid_t = std::ptr::null();
+        check(libc::syscall(libc::SYS_setgroups, 0, none) as libc::c_int)?;
+        check(libc::syscall(libc::SYS_setresgid, 0, 0, 0) as libc::c_int)?;
+        check(libc::syscall(libc::SYS_setresuid, 0, 0, 0) as libc::c_int)?;
+    }
+    Ok(())
+}
+
+/// `mount_setattr(2)`'s argument and flags (linux/mount.h), which libc does not name.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// Makes the detached mount `tree` (see [`crate::clone_tree`]) show its files' owners
+/// through the ids of the user namespace `ns`: a file of uid 0 on disk is its root's.
+/// An image's layers are kept on disk as the image says, and each fleet sees them as its
+/// own ids, with no copy and no chown.
+pub fn idmap_tree(tree: BorrowedFd<'_>, ns: BorrowedFd<'_>) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: ns.as_raw_fd() as u64,
+    };
+    // SAFETY: mount_setattr(2) on a borrowed descriptor with an empty path, and a
+    // pointer to `attr` with its size.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) as libc::c_int
+    })
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_user_namespace_owns_its_network_namespace_and_maps_its_root() {
+        let ids = IdRange {
+            first: 0x7fff_0000,
+            count: 65_536,
+        };
+        let (user, net) = new_user_and_net(ids).unwrap();
+        assert!(owned_by_another(net.as_fd()).unwrap());
+        let owner = owner(net.as_fd()).unwrap();
+        assert_eq!(
+            crate::inode_of(owner.as_fd()).unwrap(),
+            crate::inode_of(user.as_fd()).unwrap()
+        );
+    }
+}
