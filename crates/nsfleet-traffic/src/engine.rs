@@ -524,7 +524,16 @@ impl Worker {
             self.reload_list();
             if flags & STOP != 0 {
                 self.finish_all(State::Stopped);
-                self.me.flags.fetch_and(!STOP, Release);
+                if flags & START != 0 {
+                    // A start asked before this stop and not yet taken (the thread was
+                    // slow to wake): the stop cancels it, or its devices would start
+                    // after `gen --stop` returned. No start can follow the stop before it
+                    // is taken: `stop` waits for that, and the supervisor serialises both.
+                    for dev in self.list.iter().filter(|d| d.state() == State::Idle) {
+                        dev.set_state(State::Stopped);
+                    }
+                }
+                self.me.flags.fetch_and(!(STOP | START), Release);
                 continue;
             }
             if flags & START != 0 {
