@@ -116,47 +116,27 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         new_session: true,
         unblock_signals: true,
     };
-    let _guard = sys::spawn_guard();
-    let forked = match &userns {
-        None => sys::fork_pid_ns_init(&how, |kept| {
-            let sources = (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
+    // A confined node's init is PID 1 of a PID namespace its user namespace owns, made
+    // before the fork: its root may then mount the node's /proc.
+    let pidns = (userns.as_ref())
+        .map(|u| sys::userns::new_pid_ns_in(u.as_fd()))
+        .transpose()
+        .context("a PID namespace in the node's user namespace")?;
+    let init = |kept: &sys::KeptFds| {
+        let sources = match kept.get(USERNS_SLOT) {
+            None => (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
                 .map_err(|e| format!("new mount and UTS namespaces: {e}"))
-                .and_then(|()| open_sources(&layout, None));
-            init_main(&layout, kept, sources)
-        }),
-        Some(_) => sys::fork_pid_ns_init_in_userns(
-            &how,
-            USERNS_SLOT,
-            |kept| match open_sources(&layout, kept.get(USERNS_SLOT)) {
-                Ok(sources) => Some(sources),
-                Err(m) => {
-                    say(kept, &format!("{}\n", m.replace('\n', " ")));
-                    None
-                }
-            },
-            |kept, sources| {
-                let new = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
-                let mounts = (sys::unshare_mounts(new, libc::MS_PRIVATE))
-                    .map_err(|e| format!("new mount, UTS, IPC and cgroup namespaces: {e}"));
-                init_main(&layout, kept, mounts.map(|()| sources))
-            },
-        ),
+                .and_then(|()| open_sources(&layout, None)),
+            Some(userns) => confine(&layout, userns),
+        };
+        init_main(&layout, kept, sources)
     };
-    let pid = match forked {
-        Ok(pid) => pid,
-        Err(e) => {
-            // What the helper said before it gave up, if it said anything.
-            drop(theirs);
-            ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
-            let mut line = String::new();
-            let _ = BufReader::new(&ours).read_line(&mut line);
-            let why = line.trim_end();
-            return Err(match why.is_empty() {
-                true => anyhow!(e).context("forking the node's init"),
-                false => anyhow!("setting up the node's world: {why}"),
-            });
-        }
+    let _guard = sys::spawn_guard();
+    let forked = match &pidns {
+        None => sys::fork_pid_ns_init(&how, init),
+        Some(pidns) => sys::fork_init_of(&how, pidns.as_fd(), init),
     };
+    let pid = forked.context("forking the node's init")?;
     let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
     let start_time = sys::started_at(pidfd.as_fd()).unwrap_or(0);
     drop(_guard);
@@ -185,6 +165,20 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
 
 /// Where a confined node's init keeps its user namespace among its descriptors.
 const USERNS_SLOT: usize = 4;
+
+/// A confined node's init, still the host's root in the host's mount namespace: opens
+/// what only the host's root may (see [`open_sources`]), then enters the node's user
+/// namespace as its root and new mount, UTS, IPC and cgroup namespaces of its own, which
+/// that user namespace owns.
+fn confine(l: &Layout, userns: std::os::fd::BorrowedFd<'_>) -> Result<Sources, String> {
+    let sources = open_sources(l, Some(userns))?;
+    sys::userns::become_root_in(userns)
+        .map_err(|e| format!("entering the node's user namespace: {e}"))?;
+    let new = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+    sys::unshare_mounts(new, libc::MS_PRIVATE)
+        .map_err(|e| format!("new mount, UTS, IPC and cgroup namespaces: {e}"))?;
+    Ok(sources)
+}
 
 /// Says `line` (one line) to the supervisor, on the init's descriptor 3.
 fn say(kept: &sys::KeptFds, line: &str) {

@@ -11,7 +11,7 @@
 use crate::check;
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// How a helper starts.
 pub struct HelperStart<'a> {
@@ -147,117 +147,51 @@ pub fn fork_pid_ns_init<F>(how: &HelperStart<'_>, body: F) -> io::Result<libc::p
 where
     F: FnOnce(&KeptFds) -> i32 + Send,
 {
+    fork_init(how, None, body)
+}
+
+/// As [`fork_pid_ns_init`], as the init of the PID namespace `pidns`, which has none yet
+/// (see `userns::new_pid_ns_in`): the thread enters it (setns), which a process with
+/// threads may, instead of making one.
+pub fn fork_init_of<F>(
+    how: &HelperStart<'_>,
+    pidns: BorrowedFd<'_>,
+    body: F,
+) -> io::Result<libc::pid_t>
+where
+    F: FnOnce(&KeptFds) -> i32 + Send,
+{
+    fork_init(how, Some(pidns), body)
+}
+
+fn fork_init<F>(
+    how: &HelperStart<'_>,
+    pidns: Option<BorrowedFd<'_>>,
+    body: F,
+) -> io::Result<libc::pid_t>
+where
+    F: FnOnce(&KeptFds) -> i32 + Send,
+{
     std::thread::scope(|s| {
         let launcher = std::thread::Builder::new()
             .name("nsfleet-launch".into())
             .stack_size(INIT_STACK)
             .spawn_scoped(s, move || {
-                // SAFETY: unshare(2) with one flag; it changes only this thread's
-                // namespace for children, and this thread ends after one fork.
-                check(unsafe { libc::unshare(libc::CLONE_NEWPID) })?;
+                // SAFETY: unshare(2) and setns(2) with one flag (and a borrowed
+                // descriptor); they change only this thread's namespace for children,
+                // and this thread ends after one fork.
+                check(unsafe {
+                    match pidns {
+                        None => libc::unshare(libc::CLONE_NEWPID),
+                        Some(ns) => libc::setns(ns.as_raw_fd(), libc::CLONE_NEWPID),
+                    }
+                })?;
                 fork_helper(how, body)
             })?;
         launcher
             .join()
             .map_err(|_| io::Error::other("the thread starting a PID namespace's init panicked"))?
     })
-}
-
-/// As [`fork_pid_ns_init`], for a confined node: the init's PID namespace is owned by the
-/// user namespace of kept descriptor `userns`, in which the init is root, so that it may
-/// mount its /proc and everything else of the node's own. The kernel makes a namespace
-/// owned by the user namespace of its maker, and lets only a process of one thread enter
-/// a user namespace: so a helper is forked (as [`fork_helper`]), runs `prepare` (still
-/// the caller's root, in the caller's mount namespace: what only the host's root may
-/// open), enters the user namespace as its root and a new PID namespace, and forks the
-/// init, which runs `body` with what `prepare` made; the helper tells us the init's pid
-/// and exits, and the init is our child from then on (orphans go to a PID namespace's
-/// init, as the fleet's supervisor is). `prepare`'s error ends the helper: it exits 1.
-/// The caller holds [`crate::spawn_guard`], as the helper must be reaped here.
-pub fn fork_pid_ns_init_in_userns<P, T, F>(
-    how: &HelperStart<'_>,
-    userns: usize,
-    prepare: P,
-    body: F,
-) -> io::Result<libc::pid_t>
-where
-    P: FnOnce(&KeptFds) -> Option<T> + Send,
-    F: FnOnce(&KeptFds, T) -> i32 + Send,
-{
-    let (pid_r, pid_w) = std::io::pipe()?;
-    let mut fds = how.fds.to_vec();
-    let report = fds.len();
-    fds.push(pid_w.as_fd());
-    let with_report = HelperStart { fds: &fds, ..*how };
-    let helper = std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("nsfleet-launch".into())
-            .stack_size(INIT_STACK)
-            .spawn_scoped(s, || {
-                fork_helper(&with_report, |kept| {
-                    let Some(made) = prepare(kept) else { return 1 };
-                    let report = kept.take(report);
-                    let report_fd = report.as_ref().map(|fd| fd.as_raw_fd());
-                    let entered = (kept.get(userns))
-                        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
-                        .and_then(crate::userns::become_root_in)
-                        // SAFETY: unshare(2) with one flag, in a process of one thread.
-                        .and_then(|()| check(unsafe { libc::unshare(libc::CLONE_NEWPID) }));
-                    if entered.is_err() {
-                        return 2;
-                    }
-                    match fork_again(|| {
-                        if let Some(fd) = report_fd {
-                            // SAFETY: close(2) of the init's copy of the report pipe,
-                            // which nothing in it uses: its `OwnedFd` is the helper's,
-                            // never dropped here (the init ends in _exit).
-                            unsafe { libc::close(fd) };
-                        }
-                        body(kept, made)
-                    }) {
-                        Ok(pid) => {
-                            use std::io::Write;
-                            let mut w = report.map(std::fs::File::from);
-                            let said = w.as_mut().map(|w| w.write_all(&pid.to_ne_bytes()));
-                            i32::from(!matches!(said, Some(Ok(()))))
-                        }
-                        Err(_) => 3,
-                    }
-                })
-            })?
-            .join()
-            .map_err(|_| io::Error::other("the thread starting a confined init panicked"))?
-    })?;
-    drop(pid_w);
-    let mut status = 0;
-    // SAFETY: waitpid(2) of our own child, with a valid status pointer.
-    unsafe { libc::waitpid(helper, &mut status, 0) };
-    let mut pid = [0u8; 4];
-    match std::io::Read::read_exact(&mut { pid_r }, &mut pid) {
-        Ok(()) => Ok(libc::pid_t::from_ne_bytes(pid)),
-        Err(_) => Err(io::Error::other(match libc::WEXITSTATUS(status) {
-            2 => "entering the node's user and PID namespaces failed",
-            3 => "forking the node's init failed",
-            _ => "the helper starting the node's init failed",
-        })),
-    }
-}
-
-/// Forks a copy of this helper, a process of one thread, that runs `body` and exits
-/// with what it returns; it keeps every descriptor and what [`fork_helper`] set up.
-fn fork_again<F: FnOnce() -> i32>(body: F) -> io::Result<libc::pid_t> {
-    // SAFETY: fork(3) in a process of one thread (a helper): the child is a full copy
-    // and never returns from this frame (it ends in _exit).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid > 0 {
-        return Ok(pid);
-    }
-    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(101);
-    // SAFETY: _exit(2) has no preconditions; the child ends here.
-    unsafe { libc::_exit(code) }
 }
 
 /// The child's first steps, async-signal-safe: descriptors, session, signals, name.

@@ -26,48 +26,85 @@ impl IdRange {
 /// The stack of the child that only holds the new namespaces while the caller opens them.
 const HOLDER_STACK: usize = 16 << 10;
 
-/// The child made by [`new_user_and_net`]: it sleeps until it is killed. Only syscalls,
-/// on its own stack: it shares the caller's memory.
-extern "C" fn hold(_: *mut libc::c_void) -> libc::c_int {
+/// What a holder ([`hold`]) does before it sleeps, and how it went.
+struct HolderWork {
+    /// A user namespace to enter first (as [`become_root_in`] does), or -1.
+    enter: libc::c_int,
+    /// Whether it then makes a new PID namespace for its children (none are made: the
+    /// caller's next child, once it enters it, is its init).
+    new_pid: bool,
+    /// 1 once done, -1 if it failed; 0 until then.
+    done: std::sync::atomic::AtomicI32,
+}
+
+/// The child of [`held`]: does its work, says so, and sleeps until it is killed. Only
+/// syscalls, on its own stack: it shares the caller's memory.
+extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+    use std::sync::atomic::Ordering;
+    // SAFETY: `arg` is the caller's HolderWork, alive until the caller has killed us.
+    let work = unsafe { &*(arg as *const HolderWork) };
+    // SAFETY: setns(2) and unshare(2) on an integer and flags. On failure glibc writes
+    // errno, an int in the calling thread's TLS, which this child shares: the caller may
+    // then see a wrong errno for a call of its own in that instant; no memory is at risk.
+    let rc = unsafe {
+        let mut rc = 0;
+        if work.enter >= 0 {
+            rc = libc::setns(work.enter, libc::CLONE_NEWUSER);
+        }
+        if rc == 0 && work.new_pid {
+            rc = libc::unshare(libc::CLONE_NEWPID);
+        }
+        rc
+    };
+    // Not errno: this child shares the caller's thread's memory, its errno included,
+    // which the caller's thread may be using.
+    work.done
+        .store(if rc == 0 { 1 } else { -1 }, Ordering::Release);
     loop {
         // SAFETY: pause(2) takes nothing.
         unsafe { libc::pause() };
     }
 }
 
-/// A new user namespace whose ids are `ids`, and a new network namespace it owns: the
-/// pair a confined node is made of. A process clone(2)d into both (sharing our memory, on
-/// a small stack, so that nothing is copied) holds them while they are opened and mapped,
-/// and is then killed. Returns (user namespace, network namespace).
-pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
+/// Runs `work` in a child clone(2)d with `flags` (sharing our memory, on a small stack,
+/// so that nothing is copied), then `then` with a pidfd of it and its pid as /proc
+/// numbers it, then kills and reaps it. What a namespace needs to be made in another
+/// user namespace: a process there.
+fn held<T>(
+    flags: libc::c_int,
+    work: HolderWork,
+    then: impl FnOnce(BorrowedFd<'_>, i64) -> io::Result<T>,
+) -> io::Result<T> {
+    use std::sync::atomic::Ordering;
     let mut stack = vec![0u8; HOLDER_STACK];
     let end = stack.as_mut_ptr_range().end as usize & !15;
-    let flags = libc::CLONE_VM | libc::CLONE_NEWUSER | libc::CLONE_NEWNET;
+    let arg = &work as *const HolderWork as *mut libc::c_void;
     // SAFETY: clone(2) through glibc's wrapper, running `hold` on `end`, the top of a
-    // stack that outlives the child: it is killed and reaped below before `stack` goes.
-    // `hold` touches no memory but its stack. No exit signal: the supervisor's reaper of
-    // orphans (waitpid(-1) without __WALL) never takes it; it is reaped here with __WALL.
-    let pid = unsafe { libc::clone(hold, end as *mut libc::c_void, flags, std::ptr::null_mut()) };
+    // stack that outlives the child: it is killed and reaped below before `stack` and
+    // `work` go. `hold` touches no memory but its stack and `work`'s atomic. No exit
+    // signal: the supervisor's reaper of orphans (waitid without __WALL) never takes it;
+    // it is reaped here with __WALL.
+    let pid = unsafe { libc::clone(hold, end as *mut libc::c_void, libc::CLONE_VM | flags, arg) };
     if pid < 0 {
-        let e = io::Error::last_os_error();
-        let why = match e.raw_os_error() {
-            Some(libc::ENOSPC) => "user.max_user_namespaces is reached: the kernel refuses more user namespaces for this user (sysctl user.max_user_namespaces; or --privileged)",
-            Some(libc::EPERM) => "the kernel refuses a new user namespace here (or --privileged)",
-            _ => return Err(e),
-        };
-        return Err(io::Error::new(e.kind(), format!("{why}: {e}")));
+        return Err(refused(io::Error::last_os_error()));
     }
-    let opened = (|| {
+    let result = (|| {
+        let pidfd = crate::pidfd_open(pid)?;
+        let mut said = work.done.load(Ordering::Acquire);
+        while said == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+            said = work.done.load(Ordering::Acquire);
+        }
+        if said < 0 {
+            return Err(io::Error::other(
+                "entering a user namespace or making a PID namespace in it failed",
+            ));
+        }
         // Our pid for it is of our PID namespace; /proc may be another's (the host's, in
         // a supervisor): the pidfd's says the host's.
-        let pidfd = crate::pidfd_open(pid)?;
         let host_pid = crate::host_pid_of(pidfd.as_fd())
-            .ok_or_else(|| io::Error::other("the holder of a new user namespace has no pid"))?;
-        std::fs::write(format!("/proc/{host_pid}/uid_map"), ids.map_line())?;
-        std::fs::write(format!("/proc/{host_pid}/gid_map"), ids.map_line())?;
-        let user = namespace_of(pidfd.as_fd(), PIDFD_GET_USER_NAMESPACE)?;
-        let net = namespace_of(pidfd.as_fd(), PIDFD_GET_NET_NAMESPACE)?;
-        Ok((user, net))
+            .ok_or_else(|| io::Error::other("the holder of a new namespace has no pid"))?;
+        then(pidfd.as_fd(), host_pid)
     })();
     // SAFETY: kill(2) and waitpid(2) of our own child, with a valid status pointer.
     unsafe {
@@ -75,11 +112,59 @@ pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
         libc::waitpid(pid, &mut 0, libc::__WALL);
     }
     drop(stack);
-    opened
+    result
+}
+
+/// A refusal of a new user namespace, said with the setting that refuses it.
+fn refused(e: io::Error) -> io::Error {
+    let why = match e.raw_os_error() {
+        Some(libc::ENOSPC) => "user.max_user_namespaces is reached: the kernel refuses more user namespaces for this user (sysctl user.max_user_namespaces; or --privileged)",
+        Some(libc::EPERM) => "the kernel refuses a new user namespace here (or --privileged)",
+        _ => return e,
+    };
+    io::Error::new(e.kind(), format!("{why}: {e}"))
+}
+
+/// A new user namespace whose ids are `ids`, and a new network namespace it owns: the
+/// pair a confined node is made of. Returns (user namespace, network namespace).
+pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
+    let work = HolderWork {
+        enter: -1,
+        new_pid: false,
+        done: 0.into(),
+    };
+    held(
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNET,
+        work,
+        |pidfd, pid| {
+            std::fs::write(format!("/proc/{pid}/uid_map"), ids.map_line())?;
+            std::fs::write(format!("/proc/{pid}/gid_map"), ids.map_line())?;
+            let user = namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?;
+            let net = namespace_of(pidfd, PIDFD_GET_NET_NAMESPACE)?;
+            Ok((user, net))
+        },
+    )
+}
+
+/// A new PID namespace owned by the user namespace `userns`, with no process yet: the
+/// next child of a thread that enters it (setns CLONE_NEWPID) is its init. A confined
+/// node's init must be that, for the node's root to mount its /proc; made by a holder
+/// that enters the user namespace, where a thread of ours could not (a process of
+/// threads may not enter one), and without forking a copy of our memory to do it.
+pub fn new_pid_ns_in(userns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let work = HolderWork {
+        enter: userns.as_raw_fd(),
+        new_pid: true,
+        done: 0.into(),
+    };
+    held(0, work, |pidfd, _| {
+        namespace_of(pidfd, PIDFD_GET_PID_FOR_CHILDREN_NAMESPACE)
+    })
 }
 
 /// `PIDFD_GET_*_NAMESPACE` (linux/pidfd.h, Linux 6.11): a namespace of a pidfd's process.
 const PIDFD_GET_NET_NAMESPACE: libc::c_ulong = 0xff04;
+const PIDFD_GET_PID_FOR_CHILDREN_NAMESPACE: libc::c_ulong = 0xff06;
 const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xff09;
 
 /// The namespace `request` names of the process behind `pidfd`.

@@ -103,6 +103,8 @@ pub enum Bench {
     /// per router (kernel, BIRD, nsfleet's init) and `down` to reclamation. Needs bird2.
     /// Each router's phases are recorded as they happen and printed: BIRD started, its
     /// first and last route to another router's loopback; then the protocol's floor.
+    /// Each run also brings the same routers up `--privileged`: what confinement costs
+    /// (target: up and down within 1.1x, memory within 1.05x).
     Daemons {
         /// Routers (a grid as close to square as the count allows).
         #[arg(long, value_parser = within::<1, 10_000_000>, default_value_t = d().daemons_count)]
@@ -122,7 +124,9 @@ pub enum Bench {
     /// printed: its daemons and `vtysh -b` started and returned (the kernel's process
     /// events), adjacencies Full and SPF runs (ospfd's own counters), its first and last
     /// route to another router's loopback (a route socket in its namespace); CPU per
-    /// router; then the protocol's floor (phases not with --peer).
+    /// router; then the protocol's floor (phases not with --peer). Each run also brings
+    /// the same lab up `--privileged`: what confinement costs (target: up and down within
+    /// 1.1x, memory within 1.05x).
     ///
     /// With --peer containerlab (where Docker and containerlab run: see
     /// ../shared/notes/containerlab-peer.md), the same files with both tools in the same
@@ -183,8 +187,10 @@ pub enum Bench {
     ///
     /// Nodes that run one container image (built here from the host's static busybox and
     /// 16 MiB of incompressible data, loaded into a store of the bench's own), up and
-    /// reclaimed, against the same nodes running the host's software, alternated in the
-    /// same run: up and down times and their ratio (target: image nodes within 1.5x),
+    /// reclaimed, against the same nodes running the host's software and against the
+    /// same image nodes `--privileged` (unconfined), alternated in the same run: up and
+    /// down times and their ratios (targets: image nodes within 1.5x of the host's
+    /// software; confined within 1.1x, and memory within 1.05x, of `--privileged`),
     /// memory per node, the image's layers on disk (once, whatever the count) and each
     /// node's writable layer.
     Images {
