@@ -876,6 +876,15 @@ mod tests {
         let e = Engine::new(1).unwrap();
         null_device(&e, 0, "a:x", "0");
         e.start().unwrap();
+        // Sending first (a stop before its thread takes the start cancels the start).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while e.results().threads[0].devices[0].sent == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the device never sent"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(Duration::from_millis(10));
         e.stop();
         let r = e.results();
