@@ -163,3 +163,66 @@ fn privileged_nodes_are_the_hosts_root_as_before() {
     });
     drop(f);
 }
+
+#[test]
+fn a_privileged_node_is_said_at_its_line_and_is_the_hosts_root() {
+    let env = Env::new("confine-node");
+    let text = "[fleet]\nname = \"cfq\"\n[[node]]\nname = \"n1\"\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"p1\"\nprivileged = true\ncommands = [\"exec sleep 1000\"]\n";
+    let file = env.file("cfq.toml", text);
+    let out = env.run(&["up", file.to_str().unwrap()]);
+    let f = Fleet {
+        env: &env,
+        name: "cfq".into(),
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let at = format!("{}:8:", file.display());
+    assert!(
+        err.contains(&at) && err.contains("privileged: this node runs as the host's root"),
+        "{err}"
+    );
+    assert_eq!(err.matches("privileged: this node").count(), 1, "{err}");
+    assert_eq!(uid_map(&env, "cfq", "p1"), (0, 0, 4_294_967_295));
+    assert!(BLOCK.contains(&uid_map(&env, "cfq", "n1").1));
+    // containerlab's `privileged: true`, the same.
+    let lab = env.file(
+        "cfr.clab.yml",
+        "name: cfr\ntopology:\n  nodes:\n    c1:\n      kind: linux\n      cmd: sleep 1000\n    p1:\n      kind: linux\n      privileged: true\n      cmd: sleep 1000\n",
+    );
+    let out = env.run(&["deploy", "-t", lab.to_str().unwrap(), "--host-software"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(&format!("{}:9:", lab.display())), "{err}");
+    assert_eq!(uid_map(&env, "cfr", "p1"), (0, 0, 4_294_967_295));
+    assert!(BLOCK.contains(&uid_map(&env, "cfr", "c1").1));
+    env.ok(&["destroy", "-t", lab.to_str().unwrap()]);
+    drop(f);
+}
+
+#[test]
+fn apply_cannot_give_software_to_a_node_made_without_and_says_how() {
+    let env = Env::new("confine-apply");
+    let base = "[fleet]\nname = \"cfa\"\n[[node]]\nname = \"n1\"\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"bare\"\n";
+    let f = env.up(base);
+    let changed = env.file(
+        "changed.toml",
+        &base.replace(
+            "name = \"bare\"\n",
+            "name = \"bare\"\ncommands = [\"exec sleep 1000\"]\n",
+        ),
+    );
+    let out = env.run(&["apply", changed.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("node bare would run software") && err.contains("Remove it in one apply"),
+        "{err}"
+    );
+    // Nothing changed: it still runs nothing.
+    let status = env.status("cfa");
+    let bare = (status["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == "bare")
+        .unwrap();
+    assert!(bare["processes"].as_array().unwrap().is_empty(), "{bare}");
+    drop(f);
+}

@@ -109,6 +109,9 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     for w in draft.warnings() {
         eprintln!("nsfleet: warning: {w}");
     }
+    if a.privileged {
+        eprintln!("nsfleet: warning: --privileged: every node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)");
+    }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;

@@ -556,7 +556,7 @@ fn create_node(w: &mut Worker, spec: NodeSpec, how: NewNode<'_>, ops: &[Register
             Node::tenant(spec, host)
         }
         None => {
-            let confine = how.confine.filter(|_| spec.config.has_world());
+            let confine = how.confine.filter(|_| spec.config.confined());
             let made = match confine {
                 Some(ids) => w.enter_new_confined(ids),
                 None => w.enter_new(),

@@ -143,6 +143,8 @@ pub(crate) struct NodeKeys {
     pub(crate) image: Option<Spanned<String>>,
     /// How to tell the node is healthy: `{ test = ..., interval = ..., ... }`.
     pub(crate) healthcheck: Option<Spanned<Value>>,
+    /// Runs as the host's root, not confined.
+    pub(crate) privileged: Option<Spanned<bool>>,
 }
 
 impl NodeKeys {
@@ -163,6 +165,7 @@ impl NodeKeys {
         "loopback",
         "image",
         "healthcheck",
+        "privileged",
     ];
 
     /// `own` keys, then the node keys: every key of a section that holds node keys
@@ -198,6 +201,7 @@ impl NodeKeys {
             "dirs" => self.dirs = map.next_value()?,
             "dirs_from_host" => self.dirs_from_host = map.next_value()?,
             "binds" => self.binds = map.next_value()?,
+            "privileged" => self.privileged = map.next_value()?,
             "files" => self.files = map.next_value()?,
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,
@@ -394,10 +398,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`"), "{e}");
     }
 }

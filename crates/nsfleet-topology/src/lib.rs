@@ -141,6 +141,10 @@ pub struct NodeConfig {
     /// its own: an Open vSwitch switch's is the fleet's Open vSwitch node's.
     #[serde(default)]
     pub netns_of: Option<String>,
+    /// Runs as the host's root with every capability, not confined (`privileged = true`,
+    /// containerlab's `privileged: true`; see [`NodeConfig::confined`]).
+    #[serde(default)]
+    pub privileged: bool,
 }
 
 /// A node's health check, as containerlab's `healthcheck` (Docker's HEALTHCHECK) has it:
@@ -280,6 +284,7 @@ impl PartialEq for NodeConfig {
             ovs,
             ovs_hub,
             netns_of,
+            privileged,
         } = self;
         (
             image,
@@ -290,6 +295,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             healthcheck,
+            privileged,
         ) == (
             &o.image,
             &o.querier,
@@ -299,6 +305,7 @@ impl PartialEq for NodeConfig {
             &o.ovs_hub,
             &o.netns_of,
             &o.healthcheck,
+            &o.privileged,
         ) && (sysctls, commands, router, switch, hostname, dirs)
             == (
                 &o.sysctls,
@@ -553,6 +560,13 @@ impl NodeConfig {
     pub fn process_env(&self) -> Vec<(String, String)> {
         let image = self.image.iter().flat_map(|i| i.env());
         image.chain(self.env.iter().cloned()).collect()
+    }
+
+    /// Whether the node is confined in a fleet that confines its nodes: a user namespace
+    /// of its own owns its namespaces (see ARCHITECTURE.md, "Confinement"). A node that
+    /// runs software is, unless it is `privileged`.
+    pub fn confined(&self) -> bool {
+        self.has_world() && !self.privileged
     }
 
     /// Whether the node gets a world of its own (PID, mount and UTS namespaces): it runs

@@ -12,6 +12,34 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 impl Supervisor {
+    /// A node of a confined fleet is made confined only if it runs software then (see
+    /// ARCHITECTURE.md, "Confinement"): its namespaces belong for ever to the user
+    /// namespace they were made in. Giving software to one that ran none would run it as
+    /// the host's root: refused, naming the way.
+    fn refuse_confining(
+        &self,
+        running: &[nsfleet_topology::NodeSpec],
+        plan: &nsfleet_topology::reshape::Reshape,
+    ) -> Result<(), String> {
+        if self.ids.is_none() {
+            return Ok(());
+        }
+        let was: HashMap<&str, &nsfleet_topology::NodeSpec> =
+            running.iter().map(|n| (n.name.as_str(), n)).collect();
+        for n in &plan.change {
+            let before = was
+                .get(n.name.as_str())
+                .is_some_and(|w| w.config.confined());
+            if n.config.confined() && !before {
+                return Err(format!(
+                    "node {} would run software, and it was made without: its namespaces are not a user namespace's of its own, and what it ran would be the host's root. Remove it in one apply and add it in the next (or bring the fleet up --privileged)",
+                    n.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `nsfleet apply`: changes the running fleet into `topo` (the client read `file` and
     /// checked it against the kernel), only where they differ, all or nothing; with
     /// `dry_run`, only says what that would change. Once changed, the fleet holds the
@@ -47,6 +75,8 @@ impl Supervisor {
             })
             .collect();
         let plan = nsfleet_topology::reshape::reshape(&running, topo.nodes().collect())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        self.refuse_confining(&running, &plan)
             .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         let changes = nsfleet_topology::diff::diff(&running, &plan);
         if dry_run || plan.is_empty() {

@@ -64,6 +64,8 @@ pub(crate) struct Built {
     pub asked: Vec<Asked>,
     /// What its kind needs installed, for the host to be asked about.
     pub needs: Vec<Needed>,
+    /// What is said at its place on every `up` (a privileged node).
+    pub warnings: Vec<TopologyError>,
 }
 
 impl Built {
@@ -75,6 +77,7 @@ impl Built {
             loopback: None,
             asked: Vec::new(),
             needs: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -112,10 +115,16 @@ pub(crate) fn build(
         |f: fn(&NodeKeys) -> Option<&Spanned<String>>| layers.iter().rev().find_map(|l| f(l));
     let cfg = layers.iter().rev().find_map(|l| l.config.as_ref());
     let own_router = layers.iter().rev().find_map(|l| l.router);
+    let privileged = layers.iter().rev().find_map(|l| l.privileged.as_ref());
     let mut config = NodeConfig {
         router: own_router.or(router).unwrap_or(false),
+        privileged: privileged.is_some_and(|p| *p.get_ref()),
         ..NodeConfig::default()
     };
+    let warnings = (privileged.filter(|p| *p.get_ref()))
+        .map(|p| cx.err(p.span(), PRIVILEGED))
+        .into_iter()
+        .collect();
     let mut templates = Templates::default();
     let mut asked = Vec::new();
     let mut needs = Vec::new();
@@ -223,8 +232,12 @@ pub(crate) fn build(
         loopback,
         asked,
         needs,
+        warnings,
     })
 }
+
+/// What is said of a privileged node at its line, on every `up`.
+pub(crate) const PRIVILEGED: &str = "privileged: this node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)";
 
 /// Longest image reference (Docker's is 255 for the name alone, plus tag and digest).
 const MAX_IMAGE_REF: usize = 512;

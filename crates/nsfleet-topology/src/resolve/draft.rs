@@ -176,6 +176,8 @@ pub(crate) struct Groups {
     asked: Vec<config::Asked>,
     /// What each group's kind needs of the host, with where the kind is written.
     needs: Vec<config::Needed>,
+    /// What the groups' configurations say at their places (each place once).
+    pub(crate) warnings: Vec<TopologyError>,
     seen: HashMap<String, u32>,
     total: u64,
 }
@@ -269,6 +271,11 @@ impl Groups {
             }
         }
         self.needs.extend(built.needs);
+        for w in built.warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
         Ok(())
     }
 }

@@ -33,9 +33,10 @@ pub(crate) fn finish(
     mut groups: Groups,
     plan: Plan,
     cx: Ctx<'_>,
-    warnings: Vec<TopologyError>,
+    mut warnings: Vec<TopologyError>,
     add: impl FnOnce(&mut [NodeGroup], &[Arc<NodeWiring>]),
 ) -> Result<Draft, TopologyError> {
+    warnings.append(&mut groups.warnings);
     let wiring = groups.finish(plan);
     add(&mut groups.list, &wiring);
     config::check_nodes(name, groups.list.iter().zip(&groups.templates), &wiring)?;

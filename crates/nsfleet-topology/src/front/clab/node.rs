@@ -336,6 +336,14 @@ impl NodeDecl<'_> {
                 .transpose()?,
             ..NodeKeys::default()
         };
+        if let Some(p) = self.first("privileged") {
+            let yes = match lab.string(p)?.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(lab.err(p.span.clone(), "privileged: expected true or false")),
+            };
+            keys.privileged = Some(Spanned::new(p.span.clone(), yes));
+        }
         for (path, _, at) in self.merged_map(lab, "tmpfs")? {
             keys.dirs.push(text(&path, &at));
         }
