@@ -102,12 +102,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let null = File::open("/dev/null")?;
     // A confined node's network namespace is owned by its user namespace (see
     // nsfleet-core's `Worker::enter_new_confined`): its world is made in it too.
-    let netns = sys::current_netns()?;
-    let userns = match sys::userns::owned_by_another(netns.as_fd())? {
-        true => Some(sys::userns::owner(netns.as_fd())?),
-        false => None,
-    };
-    drop(netns);
+    let userns = sys::userns::owner_if_other(sys::current_netns()?.as_fd())?;
     let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
     fds.extend(userns.as_ref().map(|u| u.as_fd()));
     let how = sys::HelperStart {

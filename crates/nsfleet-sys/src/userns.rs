@@ -188,21 +188,23 @@ pub fn owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Whether the namespace behind `ns` is owned by another user namespace than the calling
-/// process's own: a confined node's.
-pub fn owned_by_another(ns: BorrowedFd<'_>) -> io::Result<bool> {
-    let theirs = crate::inode_of(owner(ns)?.as_fd())?;
-    let ours = std::fs::metadata("/proc/self/ns/user")?;
-    Ok(theirs != std::os::unix::fs::MetadataExt::ino(&ours))
+/// The user namespace that owns the namespace behind `ns`, if it is another than the
+/// calling process's own: a confined node's.
+pub fn owner_if_other(ns: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    unless_ours(owner(ns)?)
 }
 
 /// The user namespace of the process behind `pidfd`, if it is another than ours: the
 /// node whose init it is, is confined.
 pub fn of_process(pidfd: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
-    let theirs = namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?;
+    unless_ours(namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?)
+}
+
+/// `userns`, unless it is the calling process's own user namespace.
+fn unless_ours(userns: OwnedFd) -> io::Result<Option<OwnedFd>> {
     let ours = std::fs::metadata("/proc/self/ns/user")?;
-    let same = crate::inode_of(theirs.as_fd())? == std::os::unix::fs::MetadataExt::ino(&ours);
-    Ok((!same).then_some(theirs))
+    let same = crate::inode_of(userns.as_fd())? == std::os::unix::fs::MetadataExt::ino(&ours);
+    Ok((!same).then_some(userns))
 }
 
 /// Moves the calling process into the user namespace `ns` (by its descriptor, or a pidfd
@@ -271,8 +273,9 @@ mod tests {
             count: 65_536,
         };
         let (user, net) = new_user_and_net(ids).unwrap();
-        assert!(owned_by_another(net.as_fd()).unwrap());
-        let owner = owner(net.as_fd()).unwrap();
+        let owner = owner_if_other(net.as_fd())
+            .unwrap()
+            .expect("another user namespace");
         assert_eq!(
             crate::inode_of(owner.as_fd()).unwrap(),
             crate::inode_of(user.as_fd()).unwrap()
