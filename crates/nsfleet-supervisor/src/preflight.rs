@@ -141,7 +141,7 @@ fn namespaces(nodes: u64, out: &mut Vec<Finding>) {
 /// root: not nsfleet, which runs as root.)
 fn user_namespaces(topo: &Topology, max: Option<u64>, out: &mut Vec<Finding>) {
     let confined: u64 = (topo.groups.iter())
-        .filter(|g| g.config.has_world())
+        .filter(|g| g.config.confined())
         .map(|g| g.names.len())
         .sum();
     if confined == 0 {
