@@ -18,9 +18,10 @@ import pytest
 from nsfleet import _binary
 from nsfleet.mininet.link import TCLink
 from nsfleet.mininet.net import Mininet
-from nsfleet.mininet.node import CPULimitedHost, Node
+from nsfleet.mininet.node import CPULimitedHost, Host, Node
 from nsfleet.mininet.topo import SingleSwitchTopo, Topo
 from nsfleet.mininet.topolib import TreeTopo
+from nsfleet.mininet.util import custom
 from nsfleet.mininet._unsupported import Unsupported
 
 
@@ -105,12 +106,33 @@ def test_a_router_between_subnets_and_a_shaped_link(run_dir: Path) -> None:
 
 def test_what_nsfleet_lacks_is_refused_at_the_scripts_line(run_dir: Path) -> None:
     with pytest.raises(Unsupported) as e:
-        Mininet(topo=SingleSwitchTopo(2), host=CPULimitedHost)
+        Mininet(topo=SingleSwitchTopo(2), autoPinCpus=True)
     line = sys._getframe().f_lineno - 1
     assert e.value.file == __file__ and e.value.line == line, e.value.message
-    assert "CPULimitedHost is not available on nsfleet" in e.value.message
+    assert "autoPinCpus is not available on nsfleet" in e.value.message
     with pytest.raises(Unsupported, match="xterms"):
         Mininet(xterms=True)
+
+
+def test_a_cpu_limited_host_gets_its_share_and_no_more(run_dir: Path) -> None:
+    """Mininet's CPULimitedHost: `cpu` is a share of all the machine's cores, held by the
+    node's cgroup; a busy loop in it gets that share, its neighbour a whole core."""
+    cores = os.cpu_count() or 1
+    net = Mininet(topo=SingleSwitchTopo(2), host=custom(CPULimitedHost, cpu=0.1))
+    net.addHost("free", cls=Host)
+    net.start()
+    try:
+        h1 = net.get("h1")
+        assert h1.cgroupGet("cfs_quota_us") == int(100000 * 0.1 * cores)
+        shares = net.runCpuLimitTest(cpu=0.1, duration=3)
+        of = {h.name: shares[3 * i:3 * i + 3] for i, h in enumerate(net.hosts)}
+        # 10% of the machine, each second, within the kernel's accounting of a period.
+        limited = of["h1"] + of["h2"]
+        assert all(s < 13 for s in limited) and max(limited) > 5, of
+        # The unlimited host is not held (its one busy loop takes most of a core).
+        assert max(of["free"]) > 100 / cores * 0.6, of
+    finally:
+        net.stop()
 
 
 MN = "/usr/share/doc/mininet/examples"
@@ -139,10 +161,10 @@ def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Pat
     bad = tmp_path / "limited.py"
     bad.write_text("from mininet.net import Mininet\n"
                    "from mininet.node import CPULimitedHost\n"
-                   "net = Mininet(host=CPULimitedHost)\n")
+                   "net = Mininet(host=CPULimitedHost, autoPinCpus=True)\n")
     done = mn(str(bad), tmp_path)
     assert done.returncode == 1
-    assert f"{bad}:3: CPULimitedHost is not available on nsfleet" in done.stderr, done.stderr
+    assert f"{bad}:3: autoPinCpus is not available on nsfleet" in done.stderr, done.stderr
 
 
 @pytest.mark.skipif(not Path("/usr/bin/mn").is_file(), reason="Debian's mininet package is not installed")

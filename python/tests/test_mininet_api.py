@@ -43,7 +43,7 @@ pytestmark = pytest.mark.skipif(SOURCES is None, reason="Mininet's source tree c
 # What does not pass, a whole file or one test (FILE.CLASS.TEST), and why; docs/mininet.md's
 # table says the same.
 NOT_RUN: Dict[str, str] = {
-    "test_hifi": "CPULimitedHost, and netem for its links' delay and loss, which this kernel lacks",
+    "test_hifi": "netem for its links' delay and loss, which this kernel lacks",
     "test_walkthrough.testWalkthrough.testWireshark":
         "tshark is not installed here, and the test fails without it rather than skipping",
     "test_walkthrough.testWalkthrough.testLinkChange":

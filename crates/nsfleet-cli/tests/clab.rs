@@ -529,7 +529,7 @@ fn keys_nsfleet_does_not_apply_are_warned_about_with_their_line() {
     // Any name, with --format clab.
     let f = env.file(
         "lab.yaml.txt",
-        &format!("name: {name}\nmgmt: {{ipv4-subnet: 172.31.74.0/24}}\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1GB\n      colour: blue\n"),
+        &format!("name: {name}\nmgmt: {{ipv4-subnet: 172.31.74.0/24}}\ntopology:\n  nodes:\n    a:\n      kind: linux\n      position: 10,20\n      colour: blue\n"),
     );
     let dry = env.ok(&["up", "--format", "clab", "--dry-run", f.to_str().unwrap()]);
     assert!(
@@ -545,7 +545,7 @@ fn keys_nsfleet_does_not_apply_are_warned_about_with_their_line() {
     assert!(out.status.success(), "{err}");
     let at =
         |line: usize, what: &str| format!("nsfleet: warning: {}:{line}:7: {what}", f.display());
-    assert!(err.contains(&at(7, "`memory` is not applied")), "{err}");
+    assert!(err.contains(&at(7, "`position` is not applied")), "{err}");
     assert!(err.contains(&at(8, "unknown node key `colour`")), "{err}");
     drop(guard);
 }

@@ -65,6 +65,8 @@ struct Host {
     /// Open vSwitch's daemons (this test's switches' are its only ones).
     open_vswitch: usize,
     run_files: Vec<String>,
+    /// The cgroups of this test's fleets (`nsfleet/fw.PID`, in every hierarchy).
+    cgroups: Vec<String>,
 }
 
 fn host(env: &Env) -> Host {
@@ -120,6 +122,18 @@ fn host(env: &Env) -> Host {
         .count();
     let mut run_files: Vec<String> = walk(&env.run_dir);
     run_files.sort();
+    let all = nsfleet::sys::cgroup::hierarchies().unwrap();
+    let mut cgroups: Vec<String> = (all.iter())
+        .flat_map(|h| {
+            std::fs::read_dir(h.mount.join("nsfleet"))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .filter(|p| p.contains("/nsfleet/fw."))
+        .collect();
+    cgroups.sort();
     Host {
         netns,
         links,
@@ -127,6 +141,7 @@ fn host(env: &Env) -> Host {
         supervisors,
         open_vswitch,
         run_files,
+        cgroups,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `nsfleet clean`: remove what a crashed fleet left behind. A fleet's namespaces and
 //! processes die with its supervisor; what can remain is its run folder (record, stale
-//! socket, logs) and, if a node was held alive, a journalled host link; and the names of
+//! socket, logs), its cgroup and, if a node was held alive, a journalled host link; and the names of
 //! its nodes' namespaces (`deploy --netns-names`), which hold them alive. Only folders
 //! with an nsfleet record whose owner is gone are touched, only host interfaces that
 //! carry the fleet's token and only names that still hold the namespace journalled with
@@ -49,6 +49,12 @@ pub fn clean(a: CleanArgs) -> anyhow::Result<()> {
         }
         for ifname in nsfleet::subsys::link::host::clean_journal(&rd.host_journal(&n))? {
             println!("removed host interface {ifname} (journalled by fleet {n:?})");
+        }
+        for dir in nsfleet::subsys::world::cgroups::clean_journal(&rd.cgroup_journal(&n))? {
+            println!(
+                "removed the cgroup {} (journalled by fleet {n:?})",
+                dir.display()
+            );
         }
         let names = &rd.netns_journal(&n);
         for name in nsfleet::subsys::netns_names::clean_journal(names)? {

@@ -83,6 +83,12 @@ fn describe(e: &Value) -> String {
             s("command"),
             how(&e["exit"])
         ),
+        "out_of_memory" => format!(
+            "memory   {} killed: out of memory, limit {} ({} ended with it)",
+            s("node"),
+            (e["limit_bytes"].as_u64()).map_or("none".into(), nsfleet_values::memory_text),
+            s("command")
+        ),
         "controller" => match e["reason"].as_str() {
             Some(why) => format!(
                 "control  {} {} {} ({why})",

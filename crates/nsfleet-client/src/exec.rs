@@ -41,6 +41,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     if world {
         // A confined node's user namespace.
         let userns = sys::userns::of_process(ns.as_fd()).context("the node's user namespace")?;
+        join_cgroup(ns.as_fd())?;
         let all = libc::CLONE_NEWNET
             | libc::CLONE_NEWNS
             | libc::CLONE_NEWUTS
@@ -70,6 +71,12 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
             Ok(c) => c,
             Err(e) => cannot_run(&a.command[0], e),
         };
+        // SIGTERM and SIGHUP go to the command, as `docker exec` passes them on: this
+        // process only waits for it, and a caller that ends it (a closed terminal,
+        // Mininet's `popen(...).terminate()`) means the command. By a handler: a process
+        // that has entered another PID namespace may not start a thread to take them.
+        sys::forward_signals(child.id() as libc::pid_t, &[libc::SIGTERM, libc::SIGHUP])
+            .context("passing signals on to the command")?;
         // The terminal's Ctrl-C is the command's to take; we only report how it ended.
         sys::ignore_interrupts();
         let status = child.wait().context("waiting for the command")?;
@@ -86,6 +93,17 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
     // network namespace is what matters, /sys/class/net is a convenience.
     let _ = sys::remount_sys_for_netns();
     cannot_run(&a.command[0], sys::exec(&a.command))
+}
+
+/// Joins the cgroup of the node whose init's pidfd is `init`, as `docker exec` does: what
+/// the command uses is the node's, under the node's limits. While still the host's root.
+fn join_cgroup(init: std::os::fd::BorrowedFd<'_>) -> anyhow::Result<()> {
+    use nsfleet::subsys::world::cgroups::BASE;
+    let pid = sys::host_pid_of(init).context("the node's init has ended")?;
+    let all = sys::cgroup::hierarchies().context("reading the cgroup mounts")?;
+    let dirs = sys::cgroup::of_process(&all, pid as i32, std::path::Path::new(BASE))
+        .context("reading the node's cgroup")?;
+    sys::cgroup::join_dirs(&dirs).context("joining the node's cgroup")
 }
 
 /// A command in a node that runs an image, as `docker exec` runs one: in the image's

@@ -130,11 +130,14 @@ fn only_interface(s: &mut FleetStats, iface: &str) -> anyhow::Result<()> {
     )
 }
 
-/// Two tables, interfaces and processes, as rows of cells with a key to sort by.
+/// Three tables, interfaces, nodes (what each one's cgroup counts, every process of it
+/// included) and processes, as rows of cells with a key to sort by.
 struct Table {
     ifaces: Vec<(f64, Vec<String>)>,
+    nodes: Vec<(f64, Vec<String>)>,
     procs: Vec<(f64, Vec<String>)>,
     iface_head: [&'static str; 7],
+    node_head: [&'static str; 4],
     proc_head: [&'static str; 5],
     by_name: bool,
 }
@@ -173,6 +176,12 @@ impl Table {
                 errors(i).to_string(),
             ];
             t.ifaces.push((key, cells));
+        }
+        t.node_head[1] = "CPU TIME";
+        for (n, u) in usages(s) {
+            let cpu = u.cpu_ns as f64 / 1e9;
+            let key = proc_key(sort, cpu, u.memory_bytes as f64);
+            t.nodes.push((key, node_cells(n, u, format!("{cpu:.2}s"))));
         }
         for (node, p) in processes(s) {
             let key = proc_key(sort, p.cpu_seconds, p.rss_bytes as f64);
@@ -227,6 +236,18 @@ impl Table {
             ];
             t.ifaces.push((iface_key(sort, rx, tx, d, e), cells));
         }
+        let node_before: HashMap<&str, u64> = usages(was)
+            .map(|(n, u)| (n.name.as_str(), u.cpu_ns))
+            .collect();
+        for (n, u) in usages(now) {
+            let Some(b) = node_before.get(n.name.as_str()) else {
+                continue;
+            };
+            let share = u.cpu_ns.saturating_sub(*b) as f64 / 1e9 / dt;
+            let key = proc_key(sort, share, u.memory_bytes as f64);
+            t.nodes
+                .push((key, node_cells(n, u, format!("{:.1}%", share * 100.0))));
+        }
         let cpu_before: HashMap<i64, f64> = processes(was)
             .map(|(_, p)| (p.pid, p.cpu_seconds))
             .collect();
@@ -244,8 +265,10 @@ impl Table {
     fn new(sort: SortKey, iface_head: [&'static str; 7], proc_head: [&'static str; 5]) -> Table {
         Table {
             ifaces: Vec::new(),
+            nodes: Vec::new(),
             procs: Vec::new(),
             iface_head,
+            node_head: ["NODE", "CPU", "MEMORY", "LIMITS"],
             proc_head,
             by_name: sort == SortKey::Name,
         }
@@ -256,6 +279,7 @@ impl Table {
         let mut out = String::new();
         for (head, rows) in [
             (&self.iface_head[..], &mut self.ifaces),
+            (&self.node_head[..], &mut self.nodes),
             (&self.proc_head[..], &mut self.procs),
         ] {
             if rows.is_empty() {
@@ -287,6 +311,35 @@ fn interfaces(s: &FleetStats) -> impl Iterator<Item = (&str, &IfaceStats)> {
 
 fn processes(s: &FleetStats) -> impl Iterator<Item = (&str, &ProcUsage)> {
     (s.nodes.iter()).flat_map(|n: &NodeStats| n.processes.iter().map(move |p| (n.name.as_str(), p)))
+}
+
+/// Each node with a cgroup, and what it counts.
+fn usages(s: &FleetStats) -> impl Iterator<Item = (&NodeStats, &nsfleet::sys::cgroup::Usage)> {
+    (s.nodes.iter()).filter_map(|n| Some((n, n.usage.as_ref()?)))
+}
+
+fn node_cells(n: &NodeStats, u: &nsfleet::sys::cgroup::Usage, cpu: String) -> Vec<String> {
+    let l = &n.limits;
+    let mut limits = Vec::new();
+    limits.extend(
+        l.memory
+            .map(|m| format!("memory {}", nsfleet_values::memory_text(m))),
+    );
+    limits.extend(l.cpu_milli.map(|c| format!("cpu {}", c as f64 / 1000.0)));
+    limits.extend(l.pids.map(|p| format!("pids {p}")));
+    if u.oom_kills > 0 {
+        limits.push(format!("{} OOM kills", u.oom_kills));
+    }
+    vec![
+        n.name.clone(),
+        cpu,
+        human_bytes(u.memory_bytes as i64),
+        if limits.is_empty() {
+            "-".into()
+        } else {
+            limits.join(", ")
+        },
+    ]
 }
 
 fn drops(i: &IfaceStats) -> u64 {

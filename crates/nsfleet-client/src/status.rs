@@ -123,6 +123,13 @@ fn print_one(f: &FleetStatus) {
             n.netns_inode,
             procs.join("; ")
         );
+        if let Some(line) = limits_line(&n.limits, n.usage.as_ref()) {
+            println!("      {line}");
+        }
+        if let Some(u) = n.usage.filter(|u| u.oom_kills > 0) {
+            let line = nsfleet::subsys::process::oom_line(u.oom_kills, n.limits.memory);
+            println!("      {line}");
+        }
         for i in &n.interfaces {
             println!("      {i}");
         }
@@ -136,6 +143,38 @@ fn print_one(f: &FleetStatus) {
             f.nodes.len() - SHOWN
         );
     }
+}
+
+/// "limits: memory 64 MB (3.1 MB used), cpu 0.5, cpuset 0-1, pids 50": a node's limits,
+/// if it has any.
+fn limits_line(
+    l: &nsfleet::topology::Limits,
+    u: Option<&nsfleet::sys::cgroup::Usage>,
+) -> Option<String> {
+    use nsfleet_values::{cpu_list_text, memory_text};
+    if !l.any() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(m) = l.memory {
+        let used = u.map_or(String::new(), |u| {
+            format!(" ({} used)", human_bytes(u.memory_bytes as i64))
+        });
+        parts.push(format!("memory {}{used}", memory_text(m)));
+    }
+    if let Some(c) = l.cpu_milli {
+        parts.push(format!("cpu {}", c as f64 / 1000.0));
+    }
+    if let Some(c) = &l.cpuset {
+        parts.push(format!("cpuset {}", cpu_list_text(c)));
+    }
+    if let Some(p) = l.pids {
+        parts.push(format!("pids {p}"));
+    }
+    if let Some(b) = l.shm_bytes {
+        parts.push(format!("/dev/shm {}", memory_text(b)));
+    }
+    Some(format!("limits: {}", parts.join(", ")))
 }
 
 /// `zebra -d ... [4242, daemon]`, `sleep 9 [4243, exited 1, restarted 2x]`.

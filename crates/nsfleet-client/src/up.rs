@@ -153,8 +153,10 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     // nobody owns: hold it until the supervisor exists to clean up after us.
     let held = sys::SignalsHeld::new(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
     let mut record = rd.claim(&topo.name)?;
-    // From here on a failure must give the name back.
+    // From here on a failure must give the name back, and what a supervisor that died
+    // made that outlives it (its cgroup, journalled in the folder) goes first.
     let report = launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
+        let _ = nsfleet::subsys::world::cgroups::clean_journal(&rd.cgroup_journal(&topo.name));
         let _ = rd.remove(&topo.name, true);
     })?;
     match a.wait {

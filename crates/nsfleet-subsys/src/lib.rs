@@ -76,11 +76,13 @@ pub struct Defaults {
 }
 
 /// Registers the default subsystems in their order of `init` within each phase (`exit`
-/// runs in reverse). `host_journal` is where host links are journalled for `clean`.
+/// runs in reverse). `host_journal` and `cgroup_journal` are where host links and the
+/// fleet's cgroup are journalled for `clean`.
 pub fn register_defaults(
     fleet: &Fleet,
     fleet_name: &str,
     host_journal: PathBuf,
+    cgroup_journal: PathBuf,
     events: Option<Events>,
 ) -> anyhow::Result<Defaults> {
     probe::has_ipv6(); // looked up here, in the host, rather than inside a node
@@ -108,7 +110,8 @@ pub fn register_defaults(
         fleet.register(ovs::Controllers::new(events.clone(), switches.clone()))?;
     // The Open vSwitch hub's start line comes to `process` as data (`StartLine`), so that
     // `process` imports nothing of `ovs`.
-    let processes = process::Processes::new(fleet_name, events, vec![ovs::start_command]);
+    let processes =
+        process::Processes::new(fleet_name, events, vec![ovs::start_command], cgroup_journal);
     let process = fleet.register(processes)?;
     // What became of it goes back to `ovs` as answers to `Commands`, so that `ovs`
     // imports nothing of `process` either.

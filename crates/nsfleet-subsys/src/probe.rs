@@ -60,12 +60,26 @@ fn host_for(needs: &BTreeSet<HostNeed>) -> HostFound {
                 Some(ids) => found.users.insert(u.clone(), ids).is_none(),
                 None => false,
             },
+            HostNeed::Cgroup(c) => crate::world::cgroups::usable(c),
+            HostNeed::Cpus(list) => cpus_online(list),
         };
         if !there {
             found.missing.insert(need.clone());
         }
     }
     found
+}
+
+/// Whether every CPU of `list` (as the kernel writes a list) is online.
+fn cpus_online(list: &str) -> bool {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    match (
+        nsfleet_values::cpu_list(list),
+        nsfleet_values::cpu_list(&online),
+    ) {
+        (Ok(asked), Ok(online)) => asked.iter().all(|c| online.contains(c)),
+        _ => false,
+    }
 }
 
 /// Of `values`, those whose writable key the namespace we are in refuses, with the

@@ -16,7 +16,7 @@
 //! takes every other process of their nodes (daemons) with them. Processes also die with
 //! the fleet's owner: PR_SET_PDEATHSIG, and the supervisor's PID namespace.
 
-use crate::spawner::{Launch, Spawner};
+use crate::spawner::{Launch, Spawner, WorldRef};
 use crate::world::{self, World};
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, Phase, Shape, SubsysId, Subsystem};
@@ -45,6 +45,46 @@ pub enum ProcessEvent {
         command: String,
         exit: Exit,
     },
+    /// The kernel's OOM killer killed a process of the node for its memory limit: told
+    /// as the command it ended (or one that had it killed) is seen to end.
+    OutOfMemory {
+        node: String,
+        /// The command that ended with it.
+        command: String,
+        /// The node's kills so far.
+        kills: u64,
+        limit_bytes: Option<u64>,
+    },
+}
+
+/// A node's OOM kills as last told, shared by its commands: each new one is told once.
+pub(crate) struct OomCount {
+    group: sys::cgroup::Group,
+    told: std::sync::atomic::AtomicU64,
+}
+
+impl OomCount {
+    /// The node's kills and limit, if there are kills not told yet (now told).
+    fn new_kills(&self) -> Option<(u64, Option<u64>)> {
+        let kills = self.group.usage().oom_kills;
+        let was = self
+            .told
+            .fetch_max(kills, std::sync::atomic::Ordering::Relaxed);
+        (kills > was).then(|| (kills, self.group.memory_limit()))
+    }
+}
+
+/// What a node's log says of an OOM kill: "killed: out of memory, limit 64 MB".
+pub fn oom_line(kills: u64, limit: Option<u64>) -> String {
+    let limit = limit.map_or("no limit of its own".into(), |b| {
+        format!("limit {}", nsfleet_values::memory_text(b))
+    });
+    let times = if kills == 1 {
+        String::new()
+    } else {
+        format!(" ({kills} kills so far)")
+    };
+    format!("killed: out of memory, {limit}{times}")
 }
 
 /// A command a node runs besides its own, described by the subsystem that knows what it
@@ -64,11 +104,19 @@ pub struct Processes {
     watcher: OnceLock<Watcher>,
     /// What the fleet's worlds share, made on the first node's start.
     shared: OnceLock<world::Shared>,
+    /// Where the fleet's cgroup is journalled (see `world::cgroups`).
+    cgroup_journal: PathBuf,
 }
 
 impl Processes {
-    pub fn new(fleet: &str, events: Option<crate::Events>, start_lines: Vec<StartLine>) -> Self {
+    pub fn new(
+        fleet: &str,
+        events: Option<crate::Events>,
+        start_lines: Vec<StartLine>,
+        cgroup_journal: PathBuf,
+    ) -> Self {
         Processes {
+            cgroup_journal,
             grace: Duration::from_secs(3),
             fleet: fleet.to_string(),
             start_lines,
@@ -86,10 +134,12 @@ struct Proc {
     command: String,
     log: PathBuf,
     /// The node's init (pid, start time), whose world the command runs in.
-    world: (libc::pid_t, u64),
+    world: WorldRef,
     launch: Launch,
     restart: bool,
     events: Option<crate::Events>,
+    /// The node's OOM kills, shared by its commands.
+    oom: Arc<OomCount>,
     /// Protects the command's current run; taken by the watcher, `status` (under the
     /// node's states) and teardown (a batch's at once); only `WATCHED` is taken under it.
     run: Mutex<Run>,
@@ -193,7 +243,7 @@ impl crate::Commands for Lookup {
 /// What a node's health check runs as, and where its output goes.
 struct Checker {
     spawner: Spawner,
-    world: (libc::pid_t, u64),
+    world: WorldRef,
     launch: Launch,
     log: PathBuf,
 }
@@ -247,6 +297,11 @@ pub struct ProcInfo {
 }
 
 impl Procs {
+    /// What the node's cgroup counts it has used, while it has a world.
+    pub fn cgroup_usage(&self) -> Option<sys::cgroup::Usage> {
+        Some(self.world.as_ref()?.cgroup.0.usage())
+    }
+
     /// A pidfd of the node's init, to enter its world by (`exec`).
     pub fn world_pidfd(&self) -> Option<OwnedFd> {
         self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
@@ -321,7 +376,7 @@ impl Procs {
     pub fn start_check(&self) -> Option<std::io::Result<CheckRun>> {
         let c = self.checker.as_ref()?;
         Some(
-            (c.spawner.spawn(&c.launch, &c.log, c.world)).map(|(pid, pidfd)| CheckRun {
+            (c.spawner.spawn(&c.launch, &c.log, &c.world)).map(|(pid, pidfd)| CheckRun {
                 pid,
                 pidfd,
                 log: c.log.clone(),
@@ -530,8 +585,10 @@ impl Subsystem for Processes {
     fn init(&self, cx: &mut InitCtx<'_>, procs: &mut Procs) -> anyhow::Result<()> {
         let node = cx.node;
         let log = cx.log_dir.join(format!("{}.log", node.name()));
-        let shared = (self.shared)
-            .get_or_init(|| world::Shared::new(cx.log_dir, cx.peers().iter().map(|n| &**n)));
+        let shared = self.shared.get_or_init(|| {
+            let peers = cx.peers().iter().map(|n| &**n);
+            world::Shared::new(&self.fleet, cx.log_dir, &self.cgroup_journal, peers)
+        });
         let commands = launches(node, &self.fleet, &self.start_lines);
         let check = node.config().healthcheck.clone();
         // Before the world: a failure here must not leave an init behind.
@@ -543,14 +600,21 @@ impl Subsystem for Processes {
         let log_file = OpenOptions::new().create(true).append(true).open(&log)?;
         let w = world::start(node, &self.fleet, &log_file, shared)
             .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
-        let world_id = (w.pid, w.start_time);
+        let world_id = WorldRef {
+            init: (w.pid, w.start_time),
+            cgroup: w.cgroup.0.paths().map(PathBuf::from).collect(),
+        };
+        let oom = Arc::new(OomCount {
+            group: w.cgroup.0.clone(),
+            told: 0.into(),
+        });
         procs.world = Some(w);
         let Some((spawner, watcher)) = helpers else {
             return Ok(());
         };
         procs.checker = check.map(|c| Checker {
             spawner: spawner.clone(),
-            world: world_id,
+            world: world_id.clone(),
             launch: Launch {
                 argv: c.argv,
                 ..base_launch(node, &self.fleet)
@@ -558,15 +622,16 @@ impl Subsystem for Processes {
             log: cx.log_dir.join(format!("{}.health.log", node.name())),
         });
         for (command, launch) in commands {
-            match spawner.spawn(&launch, &log, world_id) {
+            match spawner.spawn(&launch, &log, &world_id) {
                 Ok((pid, pidfd)) => {
                     let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
                     let p = Arc::new(Proc {
                         node: node.name().to_string(),
                         events: self.events.clone(),
+                        oom: oom.clone(),
                         command,
                         log: log.clone(),
-                        world: world_id,
+                        world: world_id.clone(),
                         launch,
                         restart: node.config().restart_on_failure,
                         run: Mutex::new(
@@ -844,11 +909,22 @@ fn ended(p: &Proc) {
     }
     // Told with no lock held: whoever listens may be slow.
     drop(run);
+    if let Some((kills, limit)) = p.oom.new_kills() {
+        let line = format!("nsfleet: {}\n", oom_line(kills, limit));
+        let log = OpenOptions::new().append(true).open(&p.log);
+        let _ = log.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        p.tell(|node, command| ProcessEvent::OutOfMemory {
+            node,
+            command,
+            kills,
+            limit_bytes: limit,
+        });
+    }
     p.tell_exited(pid, exit);
 }
 
 fn start_again(p: &Proc, spawner: &Spawner) {
-    let r = spawner.spawn(&p.launch, &p.log, p.world);
+    let r = spawner.spawn(&p.launch, &p.log, &p.world);
     let mut run = p.run.lock();
     run.again_at = None;
     match r {

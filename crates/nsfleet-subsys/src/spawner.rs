@@ -19,14 +19,22 @@ pub(crate) struct Spawner {
 }
 
 struct Request {
+    world: WorldRef,
+    launch: Launch,
+    log: PathBuf,
+    reply: Sender<io::Result<libc::pid_t>>,
+}
+
+/// The world a node process starts in.
+#[derive(Clone, Debug)]
+pub(crate) struct WorldRef {
     /// The node's init, whose namespaces the command's are (its PID namespace by setns
     /// for children), as its pid and start time: a pid, not a descriptor, as this thread
     /// has a descriptor table of its own; with the start time, as the pid of an init that
     /// has died may have been given to another process (see `open_world`).
-    world: (libc::pid_t, u64),
-    launch: Launch,
-    log: PathBuf,
-    reply: Sender<io::Result<libc::pid_t>>,
+    pub init: (libc::pid_t, u64),
+    /// The node's cgroup (a folder per hierarchy), which the process joins first.
+    pub cgroup: std::sync::Arc<[PathBuf]>,
 }
 
 /// What a node process is started as.
@@ -94,7 +102,7 @@ impl Spawner {
         &self,
         launch: &Launch,
         log: &Path,
-        world: (libc::pid_t, u64),
+        world: &WorldRef,
     ) -> io::Result<(libc::pid_t, OwnedFd)> {
         let (reply, answer) = crossbeam_channel::bounded(1);
         // Held until the child is watched: the PID-1 orphan sweep must not reap it, its
@@ -102,7 +110,7 @@ impl Spawner {
         let _guard = sys::spawn_guard();
         self.tx
             .send(Request {
-                world,
+                world: world.clone(),
                 launch: launch.clone(),
                 log: log.to_path_buf(),
                 reply,
@@ -162,8 +170,11 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .create(true)
         .append(true)
         .open(&req.log)?;
-    let world = open_world(req.world)?;
+    let world = open_world(req.world.init)?;
     let userns = sys::userns::of_process(world.as_fd())?;
+    // Opened here, in the host's cgroup namespace and as its root: the process joins
+    // before it is the node's root.
+    let cgroups = sys::cgroup::open_procs(req.world.cgroup.iter().map(PathBuf::as_path))?;
     sys::setns(world.as_fd(), WORLD)?;
     let l = &req.launch;
     let Some((program, args)) = l.argv.split_first() else {
@@ -188,5 +199,6 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         cwd: l.workdir.as_deref().map(OsStr::new),
         ids,
         userns: userns.as_ref().map(|u| u.as_fd()),
+        cgroups: &cgroups.iter().map(|f| f.as_fd()).collect::<Vec<_>>(),
     })
 }

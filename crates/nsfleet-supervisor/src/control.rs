@@ -307,6 +307,13 @@ pub struct NodeStats {
     /// Its interfaces but `lo`, in the kernel's order.
     pub interfaces: Vec<IfaceStats>,
     pub processes: Vec<ProcUsage>,
+    /// What its cgroup counts: every process of the node, daemons included (a node that
+    /// runs software).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<nsfleet_sys::cgroup::Usage>,
+    /// What its cgroup limits.
+    #[serde(default)]
+    pub limits: nsfleet_topology::Limits,
     /// Interfaces with an impairment now, as (interface, impairment).
     #[serde(default)]
     pub impairments: Vec<(String, Impair)>,
@@ -350,6 +357,12 @@ pub struct NodeStatus {
     /// What a containerlab file declared the node as (`nsfleet inspect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clab: Option<ClabNode>,
+    /// What its cgroup limits.
+    #[serde(default)]
+    pub limits: nsfleet_topology::Limits,
+    /// What its cgroup counts (a node that runs software).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<nsfleet_sys::cgroup::Usage>,
 }
 
 /// What a starting supervisor tells the `up` that launched it, one JSON line each.

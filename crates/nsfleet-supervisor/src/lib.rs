@@ -271,7 +271,8 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let to = watchers.clone();
     let events: nsfleet_subsys::Events = Arc::new(move |e| to.publish(&e));
     let journal = run_dir.host_journal(&args.name);
-    let defaults = register_defaults(&fleet, &args.name, journal, Some(events))?;
+    let cgroups = run_dir.cgroup_journal(&args.name);
+    let defaults = register_defaults(&fleet, &args.name, journal, cgroups, Some(events))?;
     if args.netns_names {
         let journal = run_dir.netns_journal(&args.name);
         fleet.register(nsfleet_subsys::netns_names::NetnsNames::new(journal)?)?;
@@ -308,6 +309,7 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
             // to remove it.
             sup.fleet.shutdown();
             wait_host_ends_gone(&sup, Duration::from_secs(2));
+            remove_cgroups(&sup);
             let _ = sup.run_dir.remove(&sup.name, true);
             events.send(&UpEvent::failed(&e));
             return Ok(1);
@@ -371,6 +373,7 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     // A held node keeps its host end: no use waiting long for it.
     let bound = if settled.held.is_empty() { 2000 } else { 200 };
     wait_host_ends_gone(sup, Duration::from_millis(bound));
+    remove_cgroups(sup);
     answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         log(format_args!("{e:#}"));
@@ -385,6 +388,15 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     // Written here, before we exit: the kernel delivers it even after the process ends.
     for a in &waiting {
         let _ = control::write_line(&a.conn, &reclaimed);
+    }
+}
+
+/// Removes the fleet's cgroup, its nodes' all gone with their worlds: what its journal
+/// names, as `clean` would.
+fn remove_cgroups(sup: &Supervisor) {
+    let journal = sup.run_dir.cgroup_journal(&sup.name);
+    if let Err(e) = nsfleet_subsys::world::cgroups::clean_journal(&journal) {
+        log(format_args!("{e:#}"));
     }
 }
 

@@ -82,6 +82,12 @@ impl RunDir {
         self.fleet_dir(name).join("host-links")
     }
 
+    /// The fleet's cgroup, one folder per hierarchy, journalled before it is made (for
+    /// `clean`).
+    pub fn cgroup_journal(&self, name: &str) -> PathBuf {
+        self.fleet_dir(name).join("cgroups")
+    }
+
     /// Names given to the nodes' namespaces (`/run/netns/NAME`), journalled before they
     /// are given (for `clean`).
     pub fn netns_journal(&self, name: &str) -> PathBuf {

@@ -10,6 +10,7 @@
 //! the callers' policy. It knows no fleet, node, topology or netlink message.
 
 pub mod bpf;
+pub mod cgroup;
 pub mod fdpass;
 pub mod fs;
 pub mod helper;

@@ -41,6 +41,9 @@ pub struct Exec<'a> {
     /// A confined node's user namespace (its descriptor, or a pidfd of a process in it),
     /// which the process enters as its root before anything else.
     pub userns: Option<BorrowedFd<'a>>,
+    /// The `cgroup.procs` files of the groups it joins, before it enters `userns` (see
+    /// `cgroup::open_procs`).
+    pub cgroups: &'a [BorrowedFd<'a>],
 }
 
 /// Where execvp looks when PATH is not set (glibc's default, root's part first), and a
@@ -67,6 +70,7 @@ struct ChildArgs<'a> {
     stdio: [RawFd; 3],
     ids: Option<(libc::uid_t, libc::gid_t)>,
     userns: Option<BorrowedFd<'a>>,
+    cgroups: &'a [BorrowedFd<'a>],
     /// The errno of the step that failed; 0 while none has.
     error: AtomicI32,
 }
@@ -87,6 +91,7 @@ pub fn spawn_node_process(exec: &Exec<'_>) -> io::Result<libc::pid_t> {
         stdio: exec.stdio.map(|fd| fd.as_raw_fd()),
         ids: exec.ids,
         userns: exec.userns,
+        cgroups: exec.cgroups,
         error: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; CHILD_STACK];
@@ -209,6 +214,8 @@ fn setup(args: &ChildArgs<'_>) -> io::Result<()> {
     // the kernel (glibc's wrappers would signal the caller's threads, whose memory this is).
     unsafe {
         check(libc::setpgid(0, 0))?;
+        // While still the host's root: a node's root may not move itself.
+        crate::cgroup::join(args.cgroups)?;
         // First: a change of credentials clears the parent-death signal.
         if let Some(ns) = args.userns {
             crate::userns::become_root_in(ns)?;
@@ -326,6 +333,7 @@ mod tests {
             cwd: Some(OsStr::new("/")),
             ids: Some((65534, 65534)),
             userns: None,
+            cgroups: &[],
         });
         // SAFETY: back to the mask this thread had.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
@@ -358,6 +366,7 @@ mod tests {
             cwd: None,
             ids: None,
             userns: None,
+            cgroups: &[],
         })
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);

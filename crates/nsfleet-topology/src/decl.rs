@@ -145,6 +145,13 @@ pub(crate) struct NodeKeys {
     pub(crate) healthcheck: Option<Spanned<Value>>,
     /// Runs as the host's root, not confined.
     pub(crate) privileged: Option<Spanned<bool>>,
+    /// What its cgroup limits (see `resolve::config::limits`): a size, CPUs, a CPU list,
+    /// a count, and the size of its /dev/shm.
+    pub(crate) memory: Option<Spanned<Value>>,
+    pub(crate) cpu: Option<Spanned<Value>>,
+    pub(crate) cpuset: Option<Spanned<Value>>,
+    pub(crate) pids: Option<Spanned<Value>>,
+    pub(crate) shm_size: Option<Spanned<Value>>,
 }
 
 impl NodeKeys {
@@ -166,6 +173,11 @@ impl NodeKeys {
         "image",
         "healthcheck",
         "privileged",
+        "memory",
+        "cpu",
+        "cpuset",
+        "pids",
+        "shm_size",
     ];
 
     /// `own` keys, then the node keys: every key of a section that holds node keys
@@ -202,6 +214,11 @@ impl NodeKeys {
             "dirs_from_host" => self.dirs_from_host = map.next_value()?,
             "binds" => self.binds = map.next_value()?,
             "privileged" => self.privileged = map.next_value()?,
+            "memory" => self.memory = map.next_value()?,
+            "cpu" => self.cpu = map.next_value()?,
+            "cpuset" => self.cpuset = map.next_value()?,
+            "pids" => self.pids = map.next_value()?,
+            "shm_size" => self.shm_size = map.next_value()?,
             "files" => self.files = map.next_value()?,
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,
@@ -398,10 +415,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`"), "{e}");
     }
 }

@@ -34,6 +34,11 @@ pub enum HostNeed {
     File(String),
     /// A user, whose uid and gid own a kind's folders.
     User(String),
+    /// A cgroup controller nsfleet may use for the groups it makes (`memory`, `cpu`,
+    /// `cpuset`, `pids`): a limit needs it.
+    Cgroup(String),
+    /// These CPUs, online (a `cpuset`), as the kernel writes a list.
+    Cpus(String),
 }
 
 /// What the host has of what was asked ([`Asks::host`]).

@@ -145,6 +145,39 @@ pub struct NodeConfig {
     /// containerlab's `privileged: true`; see [`NodeConfig::confined`]).
     #[serde(default)]
     pub privileged: bool,
+    /// What it may use of the machine, held by a cgroup of its own.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// What a node that runs software may use of the machine: held by its cgroup (its
+/// `/dev/shm` by that mount's size), each `None` unlimited. From the keys `memory`,
+/// `cpu`, `cpuset`, `pids`, `shm_size` (containerlab's `memory`, `cpu`, `cpu-set`,
+/// `shm-size`; Mininet's `CPULimitedHost`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Bytes of memory, page cache included; no swap beyond it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// CPU time, in thousandths of a CPU per period (1,500: one and a half CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_milli: Option<u64>,
+    /// The CPUs it may run on, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<Vec<u32>>,
+    /// Most tasks (processes and threads) at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// The size of its /dev/shm in bytes (64 MB without it, as Docker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        *self != Limits::default()
+    }
 }
 
 /// A node's health check, as containerlab's `healthcheck` (Docker's HEALTHCHECK) has it:
@@ -285,6 +318,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             privileged,
+            limits,
         } = self;
         (
             image,
@@ -296,6 +330,7 @@ impl PartialEq for NodeConfig {
             netns_of,
             healthcheck,
             privileged,
+            limits,
         ) == (
             &o.image,
             &o.querier,
@@ -306,6 +341,7 @@ impl PartialEq for NodeConfig {
             &o.netns_of,
             &o.healthcheck,
             &o.privileged,
+            &o.limits,
         ) && (sysctls, commands, router, switch, hostname, dirs)
             == (
                 &o.sysctls,
@@ -570,7 +606,7 @@ impl NodeConfig {
     }
 
     /// Whether the node gets a world of its own (PID, mount and UTS namespaces): it runs
-    /// processes, or has a name, directories or files of its own.
+    /// processes, or has a name, directories, files or limits of its own.
     pub fn has_world(&self) -> bool {
         !self.commands.is_empty()
             || self.image.is_some()
@@ -579,6 +615,8 @@ impl NodeConfig {
             || !self.files.is_empty()
             || !self.binds.is_empty()
             || self.healthcheck.is_some()
+            // Its limits are its world's cgroup's: a shell `exec` starts there is held.
+            || self.limits.any()
     }
 }
 

@@ -322,6 +322,94 @@ pub fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A size in bytes as Docker reads one (go-units' `RAMInBytes`, which containerlab's
+/// `memory` and `shm-size` go through): a number and a binary unit, `b`, `k`, `m`, `g`,
+/// `t` with an optional `i` and `b` in any case: `64m`, `64MB`, `1.5GiB`, `1048576`.
+pub fn memory_bytes(s: &str) -> Result<u64, String> {
+    let bad =
+        || format!("expected a size like \"64M\", \"512MiB\" or \"2G\" (binary units), got {s:?}");
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix('b').unwrap_or(&t);
+    let t = t.strip_suffix('i').unwrap_or(t);
+    let (num, unit) = split_unit(t.trim_end());
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return Err(bad()),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(n) if n >= 0.0 && n.is_finite() && n * (1u64 << shift) as f64 <= u64::MAX as f64 => {
+            Ok((n * (1u64 << shift) as f64) as u64)
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// A size as [`memory_bytes`] reads it, in its largest whole binary unit: `64 MB`.
+pub fn memory_text(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TB"), (30, "GB"), (20, "MB"), (10, "kB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    if bytes >= 1 << 20 {
+        return format!("{:.1} MB", bytes as f64 / (1u64 << 20) as f64);
+    }
+    format!("{bytes} bytes")
+}
+
+/// A list of CPUs as the kernel writes one (`0-3,6`, `1`): the CPUs in order, each once.
+pub fn cpu_list(s: &str) -> Result<Vec<u32>, String> {
+    let bad = || format!("expected CPUs like \"0-3\" or \"0,2\", got {s:?}");
+    let mut cpus = std::collections::BTreeSet::new();
+    for part in s.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b) = (a.trim().parse::<u32>(), b.trim().parse::<u32>());
+        match (a, b) {
+            (Ok(a), Ok(b)) if a <= b && b < 1 << 16 => cpus.extend(a..=b),
+            _ => return Err(bad()),
+        }
+    }
+    Ok(cpus.into_iter().collect())
+}
+
+/// CPUs as the kernel writes a list: runs as ranges, `0-3,6`.
+pub fn cpu_list_text(cpus: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &c in cpus {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => runs.push((c, c)),
+        }
+    }
+    (runs.iter())
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// CPUs' worth of time, as Docker's `--cpus` takes it (`1.5`, `0.25`), in thousandths
+/// of a CPU: 1,500 and 250. At least a thousandth, as the kernel's quota is at least 1 ms.
+pub fn cpus_milli(n: f64) -> Result<u64, String> {
+    if (0.01..=4096.0).contains(&n) {
+        Ok((n * 1000.0).round() as u64)
+    } else {
+        Err(format!(
+            "expected a number of CPUs like 1.5 or 0.25 (from 0.01 to 4096), got {n}"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,5 +449,16 @@ mod tests {
         assert!(packet_rate("0").is_err());
         assert_eq!(fraction("10%"), Ok(0.1));
         assert!(duration_ns("20").is_err());
+        assert_eq!(memory_bytes("64m"), Ok(64 << 20));
+        assert_eq!(memory_bytes("64 MiB"), Ok(64 << 20));
+        assert_eq!(memory_bytes("1.5GB"), Ok(3 << 29));
+        assert_eq!(memory_bytes("4096"), Ok(4096));
+        assert!(memory_bytes("64x").is_err() && memory_bytes("-1m").is_err());
+        assert_eq!(memory_text(64 << 20), "64 MB");
+        assert_eq!(cpu_list("3,0-1,1"), Ok(vec![0, 1, 3]));
+        assert_eq!(cpu_list_text(&[0, 1, 2, 5]), "0-2,5");
+        assert!(cpu_list("1-0").is_err() && cpu_list("a").is_err() && cpu_list("").is_err());
+        assert_eq!(cpus_milli(1.5), Ok(1500));
+        assert!(cpus_milli(0.0).is_err());
     }
 }

@@ -3,12 +3,11 @@
 mod common;
 
 use common::*;
-use nsfleet::subsys::register_defaults;
 
 #[test]
 fn two_hundred_nodes_come_up_configured_and_are_reclaimed() {
     let t = fleet(2);
-    register_defaults(&t.fleet, "engine", t.journal(), None).unwrap();
+    t.register_defaults("engine");
     let topo = topo(
                 "[fleet]\nname = \"t200\"\n[defaults]\nsysctls = { \"net.ipv4.ip_forward\" = 1 }\n[[node]]\nname = \"n{i}\"\ncount = 199\n[[node]]\nname = \"srv\"\ncommands = [\"exec sleep 1000\"]\n",
     );
@@ -137,7 +136,7 @@ fn forwarding(node: &Node) -> String {
 /// A fleet with the default subsystems and 40 bare nodes.
 fn live_fleet(name: &str) -> TestFleet {
     let t = fleet(2);
-    register_defaults(&t.fleet, "engine", t.journal(), None).unwrap();
+    t.register_defaults("engine");
     let text = format!("[fleet]\nname = \"{name}\"\n[[node]]\nname = \"n{{i}}\"\ncount = 40\n");
     t.fleet
         .create(&topo(&text), &mut |_, _, _| {
@@ -197,7 +196,7 @@ fn a_registration_whose_init_fails_on_one_node_is_undone_on_every_node() {
 #[test]
 fn a_registration_racing_a_creation_reaches_every_node_exactly_once() {
     let t = Arc::new(fleet(2));
-    register_defaults(&t.fleet, "engine", t.journal(), None).unwrap();
+    t.register_defaults("engine");
     let sub = Forwarding::default();
     // The creation says when its first node is made, inside the registry's shared lock,
     // and waits for the registration to be on its way: the race is certain, not left to
@@ -246,7 +245,7 @@ fn a_registration_racing_a_creation_reaches_every_node_exactly_once() {
 #[test]
 fn a_failing_create_rolls_back_every_node_it_made() {
     let t = fleet(2);
-    let defaults = register_defaults(&t.fleet, "engine", t.journal(), None).unwrap();
+    let defaults = t.register_defaults("engine");
     let _ = defaults;
     let sub = Forwarding {
         fail_on: Some("n33"),
@@ -273,7 +272,7 @@ fn a_failing_create_rolls_back_every_node_it_made() {
 fn each_link_kind_unwires_its_interfaces_from_a_live_node() {
     use nsfleet::subsys::link::{veth::Veths, vxlan::Vxlans, LinkKind};
     let t = fleet(2);
-    register_defaults(&t.fleet, "unwire", t.journal(), None).unwrap();
+    t.register_defaults("unwire");
     let topo = topo(include_str!("../../../examples/vxlan.toml"));
     let go = &mut |_, _, _| std::ops::ControlFlow::Continue(());
     t.fleet.create(&topo, go).unwrap();

@@ -141,10 +141,15 @@ class Link:
         self.intf1 = cls1(name1, node=node1, port=port1, link=self, mac=addr1, **params1)
         self.intf2 = cls2(name2, node=node2, port=port2, link=self, mac=addr2, **params2)
         self.params1, self.params2 = params1, params2
-        self.impair1 = impairment(**params1) if self.shaped else {}
-        self.impair2 = impairment(**params2) if self.shaped else {}
+        # A TCLink, or links whose interfaces are TCIntf (Mininet(intf=custom(TCIntf,
+        # bw=10))): shaped by what their interfaces were given.
+        self.impair1 = impairment(**self.intf1.params) if self._shapes(self.intf1) else {}
+        self.impair2 = impairment(**self.intf2.params) if self._shapes(self.intf2) else {}
 
     shaped = False
+
+    def _shapes(self, intf: Intf) -> bool:
+        return self.shaped or isinstance(intf, TCIntf)
 
     def __str__(self) -> str:
         return f"{self.intf1}<->{self.intf2}"
@@ -174,6 +179,8 @@ class TCLink(Link):
                  port2: Optional[int] = None, intfName1: Optional[str] = None,
                  intfName2: Optional[str] = None, addr1: Optional[str] = None,
                  addr2: Optional[str] = None, **params: Any) -> None:
+        # Its interfaces are TCIntf whatever the network's are, as Mininet's TCLink's.
+        params.pop("intf", None)
         super().__init__(node1, node2, port1=port1, port2=port2, intfName1=intfName1,
                          intfName2=intfName2, addr1=addr1, addr2=addr2, intf=TCIntf,
                          **params)

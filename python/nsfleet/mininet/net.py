@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import ipaddress
 import itertools
+import math
 import os
 import re
 import time
@@ -64,10 +65,6 @@ class Mininet:
             raise Unsupported("xterms", "nodes have no X11 terminals (use nsfleet exec FLEET NODE)")
         if autoPinCpus:
             raise Unsupported("autoPinCpus", "nodes are not pinned to CPUs")
-        # Refused here, at the script's Mininet(...) line, even when no node of that class
-        # is made yet (the class's constructor refuses too).
-        if isinstance(host, type) and issubclass(host, CPULimitedHost):
-            host("h0")
         self.topo = topo
         self.switch, self.host, self.controller, self.link, self.intf = switch, host, controller, link, intf
         self.waitConn = waitConnected
@@ -230,6 +227,9 @@ class Mininet:
                 port2: Optional[int] = None, cls: Any = None, **params: Any) -> Link:
         n1 = self.nameToNode[node1] if isinstance(node1, str) else node1
         n2 = self.nameToNode[node2] if isinstance(node2, str) else node2
+        if self.intf is not Intf:
+            # Mininet(intf=...): every link's interfaces of that class, unless it says.
+            params.setdefault("intf", self.intf)
         link = (cls or self.link)(n1, n2, port1=port1, port2=port2, **params)
         self.links.append(link)
         if self.fleet is not None:
@@ -300,7 +300,7 @@ class Mininet:
         """The network as an nsfleet topology (a dict, as a TOML file would say it)."""
         nodes = []
         for n in self.hosts:
-            entry: Dict[str, Any] = {"name": n.name, **n.fleetDirs}
+            entry: Dict[str, Any] = {"name": n.name, **n.fleetDirs, **n.fleetLimits()}
             route = n.params.get("defaultRoute")
             if route:
                 route = str(route)
@@ -537,6 +537,32 @@ class Mininet:
         log.output(f"*** Results: {result}\n")
         return result
 
+    def runCpuLimitTest(self, cpu: float, duration: int = 5) -> List[float]:
+        """Mininet's: busy loops in every host (as many as `cpu` of the machine's cores
+        take), and each second the share of all cores each host got, read from its cgroup."""
+        log.info(f"*** Testing CPU {cpu * 100:.0f}% bandwidth limit\n")
+        cores = os.cpu_count() or 1
+        loops: Dict[Node, List[str]] = {}
+        for h in self.hosts:
+            loops[h] = []
+            for _ in range(int(math.ceil(cores * cpu))):
+                h.cmd("while true; do a=1; done &")
+                loops[h].append(h.cmd("echo $!").strip())
+        used = {h: _cpu_ns(h) for h in self.hosts}
+        shares: Dict[Node, List[float]] = {h: [] for h in self.hosts}
+        for _ in range(duration):
+            time.sleep(1)
+            for h in self.hosts:
+                now = _cpu_ns(h)
+                shares[h].append((now - used[h]) / 1e9 / cores * 100)
+                used[h] = now
+        for h, pids in loops.items():
+            for pid in pids:
+                h.cmd(f"kill -9 {pid}")
+        result = [pct for h in self.hosts for pct in shares[h]]
+        log.output(f"*** Results: {result}\n")
+        return result
+
     def iperfUdp(self, udpBw: str = "10M", **kwargs: Any) -> List[str]:
         """UDP bandwidth between the first and last hosts (`mn --test iperfudp`)."""
         return self.iperf(l4Type="UDP", udpBw=udpBw, **kwargs)
@@ -546,6 +572,11 @@ class Mininet:
         self.start()
         CLI(self)
         self.stop()
+
+
+def _cpu_ns(h: Node) -> int:
+    """The CPU time host `h`'s cgroup has counted, in nanoseconds."""
+    return h.cgroupGet("usage", "cpuacct")
 
 
 def _end(intf: Intf, impair: Dict[str, str]) -> Any:

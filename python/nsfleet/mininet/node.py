@@ -21,11 +21,13 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import _binary
 from . import log
 from ._protocols import IntfLike, NetLike
+from ..errors import NsfleetError
 from ._unsupported import Unsupported, once
 
 # The prompt of every node's shell: a command's output ends where it appears.
@@ -152,6 +154,41 @@ class Node:
     def MAC(self, intf: Any = None) -> Optional[str]:
         i = self.intf(intf)
         return i.MAC() if i is not None else None
+
+    def fleetLimits(self) -> Dict[str, Any]:
+        """The node's limits as the topology's keys (`CPULimitedHost`'s CPU share)."""
+        return {}
+
+    def cgroupGet(self, param: str, resource: str = "cpu") -> int:
+        """A number of the node's cgroup (every node that runs software has one, as
+        Mininet's CPULimitedHost), in cgroup v1's names (``cfs_quota_us``,
+        ``usage`` of ``cpuacct``), read from v2's files where the host has v2."""
+        folder, v2 = _cgroup_of(self.pid, resource)
+        if not v2:
+            return int((folder / f"{resource}.{param}").read_text().split()[0])
+        if (resource, param) == ("cpuacct", "usage"):
+            return 1000 * _keyed(folder / "cpu.stat", "usage_usec")
+        if resource == "cpu" and param in ("cfs_quota_us", "cfs_period_us"):
+            quota, period = (folder / "cpu.max").read_text().split()
+            if param == "cfs_period_us":
+                return int(period)
+            return -1 if quota == "max" else int(quota)
+        return int((folder / f"{resource}.{param}").read_text().split()[0])
+
+    def cgroupSet(self, param: str, value: Any, resource: str = "cpu") -> Any:
+        """Writes a setting of the node's cgroup (v1's names, as ``cgroupGet``)."""
+        folder, v2 = _cgroup_of(self.pid, resource)
+        if v2 and resource == "cpu" and param in ("cfs_quota_us", "cfs_period_us"):
+            quota, period = (folder / "cpu.max").read_text().split()
+            if param == "cfs_period_us":
+                period = str(value)
+            else:
+                quota = "max" if int(value) < 0 else str(value)
+            (folder / "cpu.max").write_text(f"{quota} {period}")
+        else:
+            (folder / f"{resource}.{param}").write_text(str(value))
+        return value
+
 
     # -- hooks Mininet calls; subclasses (LinuxRouter...) override them --
     def config(self, **params: Any) -> Dict[str, Any]:
@@ -339,10 +376,101 @@ class Host(Node):
 
 
 class CPULimitedHost(Host):
-    """Refused: a CPU share per host needs cgroups per node, which nsfleet does not set."""
+    """Mininet's CPU-limited host: its share of the machine's CPU time (``cpu``, a
+    fraction of all its cores, as Mininet's) and the cores it may run on (``cores``), held
+    by the node's own cgroup: the topology's ``cpu`` and ``cpuset``. ``sched='rt'`` gets
+    the same share as CFS bandwidth: a confined node's processes may not be given
+    real-time priority on the host. The period is the kernel's 100 ms."""
 
-    def __init__(self, name: str, *args: Any, **params: Any) -> None:
-        raise Unsupported("CPULimitedHost", "nodes are not placed in CPU-limited cgroups")
+    def __init__(self, name: str, sched: str = "cfs", period_us: int = 100000, **params: Any) -> None:
+        if sched not in ("cfs", "rt"):
+            raise Unsupported(f"CPULimitedHost(sched={sched!r})", "the schedulers are 'cfs' and 'rt'")
+        if sched == "rt":
+            once("rt", "CPULimitedHost(sched='rt'): the host's share of CPU time is held as CFS bandwidth (a confined node gets no real-time priority)")
+        super().__init__(name, **params)
+        self.sched = sched
+        self.period_us = period_us
+        self.cpu = float(params.get("cpu", -1))
+        self.cores = params.get("cores")
+
+    def fleetLimits(self) -> Dict[str, Any]:
+        """The node's limits as the topology's keys."""
+        out: Dict[str, Any] = {}
+        if self.cpu > 0:
+            # Mininet's fraction is of every core; the kernel's least quota is 1 ms.
+            out["cpu"] = max(round(self.cpu * _cores(), 3), 0.01)
+        if self.cores is not None:
+            cores = self.cores
+            out["cpuset"] = ",".join(str(c) for c in cores) if isinstance(cores, list) else str(cores)
+        return out
+
+    def config(self, cpu: float = -1, cores: Any = None, **params: Any) -> Dict[str, Any]:
+        """Mininet's: the node's CPU share and cores, held since the network was made
+        (``cpu`` and ``cores`` are the topology's); a different one changes its cgroup."""
+        r = super().config(**params)
+        if cpu != self.cpu:
+            self.setCPUFrac(cpu)
+        if cores is not None and cores != self.cores:
+            self.setCPUs(cores)
+        return r
+
+    def setCPUFrac(self, f: float, sched: Optional[str] = None) -> None:
+        """The node's share of all the machine's cores' time; -1: no limit."""
+        self.cpu = float(f)
+        if self.net is None or self.net.fleet is None:
+            return
+        quota = -1 if f <= 0 else max(int(self.period_us * f * _cores()), 1000)
+        self.cgroupSet("cfs_period_us", self.period_us)
+        self.cgroupSet("cfs_quota_us", quota)
+        log.info(f"(cfs {quota}/{self.period_us}us) ")
+
+    def setCPUs(self, cores: Any, mems: int = 0) -> None:
+        """The cores the node may run on (a list, or the kernel's words: "0-1")."""
+        self.cores = cores
+        if self.net is None or self.net.fleet is None or cores is None:
+            return
+        text = ",".join(str(c) for c in cores) if isinstance(cores, list) else str(cores)
+        self.cgroupSet("cpus", text, resource="cpuset")
+
+def _cores() -> int:
+    """The machine's online cores, as Mininet's ``numCores``."""
+    return os.cpu_count() or 1
+
+
+def _keyed(path: "os.PathLike[str]", key: str) -> int:
+    """The number after `key` in a flat-keyed cgroup file."""
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            if k == key:
+                return int(v)
+    return 0
+
+
+def _cgroup_of(pid: int, controller: str) -> "tuple[Path, bool]":
+    """The folder of process `pid`'s cgroup that `controller` counts, where the host
+    mounts its hierarchy, and whether that is cgroup v2."""
+    mounts: Dict[str, str] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, theirs = left.split(), right.split()
+            if len(fields) < 5 or fields[3] != "/" or not theirs:
+                continue
+            if theirs[0] == "cgroup2":
+                mounts.setdefault("", fields[4])
+            elif theirs[0] == "cgroup" and len(theirs) > 2:
+                for c in theirs[2].split(","):
+                    mounts.setdefault(c, fields[4])
+    with open(f"/proc/{pid}/cgroup") as f:
+        groups = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, names, path in groups:
+        if names and controller in names.split(",") and controller in mounts:
+            return Path(mounts[controller]) / path.lstrip("/"), False
+    for _, names, path in groups:
+        if not names and "" in mounts:
+            return Path(mounts[""]) / path.lstrip("/"), True
+    raise NsfleetError(f"no {controller} cgroup of process {pid} is mounted on this host")
 
 
 class Switch(Node):

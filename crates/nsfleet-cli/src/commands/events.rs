@@ -22,7 +22,7 @@ pub struct EventsCommand {
     #[command(flatten)]
     fleet: FleetName,
     /// One JSON object per line: {"event": "link" | "node" | "interface" |
-    /// "process_started" | "process_exited" | "controller" | "ready" | "fleet_down",
+    /// "process_started" | "process_exited" | "out_of_memory" | "controller" | "ready" | "fleet_down",
     /// "at": seconds since the epoch, ...}; a controller's: {"node", "controller":
     /// "tcp:IP:PORT", "state": "connected" | "disconnected" | "unreachable", "reason"?};
     /// a wait's: {"condition": "started" | "healthy" | "converged", "met", "since_up_s"}.

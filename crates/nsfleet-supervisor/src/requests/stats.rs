@@ -34,8 +34,13 @@ impl Supervisor {
                 })
                 .collect()
         };
+        // One read of each counter in the node's cgroup: exact, daemons included.
+        let cgroup = |n: &Node| {
+            let usage = n.inspect::<Procs, _>(self.defaults.process, |p| p.cgroup_usage());
+            (usage.flatten(), n.config().limits.clone())
+        };
         let processes: Vec<_> = (nodes.iter())
-            .map(|n| (usage(n), self.impairments(n)))
+            .map(|n| (usage(n), self.impairments(n), cgroup(n)))
             .collect();
         let order: HashMap<String, usize> = (nodes.iter().enumerate())
             .map(|(i, n)| (n.name().to_string(), i))
@@ -83,11 +88,13 @@ impl Supervisor {
         read.sort_by_key(|(name, _)| order[name]);
         let nodes = (read.into_iter().zip(processes))
             .map(
-                |((name, interfaces), (processes, impairments))| match interfaces {
+                |((name, interfaces), (processes, impairments, (usage, limits)))| match interfaces {
                     Ok(interfaces) => control::NodeStats {
                         name,
                         interfaces,
                         processes,
+                        usage,
+                        limits,
                         impairments,
                         error: None,
                     },

@@ -25,6 +25,10 @@ impl Supervisor {
                     .collect(),
                 impairments: self.impairments(n),
                 clab: n.config().clab.clone(),
+                limits: n.config().limits.clone(),
+                usage: n
+                    .inspect::<Procs, _>(self.defaults.process, |p| p.cgroup_usage())
+                    .flatten(),
             })
             .collect();
         // Read alone: in the literal below, their guards (leaves) would live to its end,

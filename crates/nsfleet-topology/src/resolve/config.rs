@@ -222,6 +222,7 @@ pub(crate) fn build(
     dirs(cx, layers, &mut config)?;
     binds(cx, layers, &mut config)?;
     files(cx, layers, &mut config, &mut templates)?;
+    limits(cx, layers, &mut config, &mut needs)?;
     let loopback = match layers.iter().rev().find_map(|l| l.loopback.as_ref()) {
         Some(v) => Some((loopback(cx, v)?, cx.err(v.span(), ""))),
         None => None,
@@ -238,6 +239,133 @@ pub(crate) fn build(
 
 /// What is said of a privileged node at its line, on every `up`.
 pub(crate) const PRIVILEGED: &str = "privileged: this node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)";
+
+/// Docker's smallest memory limit: below it a node's init and shell do not fit.
+const MIN_MEMORY: u64 = 6 << 20;
+
+/// The limits `layers` set (each key from the last layer that sets it), into `config`;
+/// and what each needs of the host, at its place: its cgroup controller (and a
+/// `cpuset`'s CPUs), for the host's answer to refuse before anything exists.
+fn limits(
+    cx: &Ctx<'_>,
+    layers: &[&NodeKeys],
+    config: &mut NodeConfig,
+    needs: &mut Vec<Needed>,
+) -> Result<(), TopologyError> {
+    let last = |f: fn(&NodeKeys) -> Option<&Spanned<Value>>| layers.iter().rev().find_map(|l| f(l));
+    let mut need = |v: &Spanned<Value>, key: &str, need: crate::HostNeed| {
+        let why = match &need {
+            crate::HostNeed::Cpus(cpus) => format!("{key} = {}: this machine has no CPU {cpus} online (see /sys/devices/system/cpu/online)", shown(v.get_ref())),
+            _ => format!("`{key}` needs the {0} cgroup controller, which this host does not give nsfleet: a cgroup v1 hierarchy of it, or cgroup v2 with +{0} in its root's cgroup.subtree_control (see docs/confinement.md, \"Limits\")", controller_of(key)),
+        };
+        needs.push(Needed {
+            need,
+            why,
+            at: cx.err(v.span(), ""),
+        });
+    };
+    let cgroup = |key: &str| crate::HostNeed::Cgroup(controller_of(key).to_string());
+    let bad = |v: &Spanned<Value>, key: &str, why: String| {
+        cx.err(v.span(), format!("{key} = {}: {why}", shown(v.get_ref())))
+    };
+    let l = &mut config.limits;
+    if let Some(v) = last(|l| l.memory.as_ref()) {
+        let bytes = size(v.get_ref()).map_err(|why| bad(v, "memory", why))?;
+        if bytes < MIN_MEMORY {
+            return Err(bad(
+                v,
+                "memory",
+                format!(
+                    "at least {} (Docker's least too)",
+                    nsfleet_values::memory_text(MIN_MEMORY)
+                ),
+            ));
+        }
+        l.memory = Some(bytes);
+        need(v, "memory", cgroup("memory"));
+    }
+    if let Some(v) = last(|l| l.cpu.as_ref()) {
+        let n = match v.get_ref() {
+            Value::Integer(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            Value::Text(t) => t.trim().parse().ok(),
+            _ => None,
+        };
+        let milli = n
+            .ok_or_else(|| "expected a number of CPUs like 1.5 or 0.25".to_string())
+            .and_then(nsfleet_values::cpus_milli)
+            .map_err(|why| bad(v, "cpu", why))?;
+        l.cpu_milli = Some(milli);
+        need(v, "cpu", cgroup("cpu"));
+    }
+    if let Some(v) = last(|l| l.cpuset.as_ref()) {
+        let text = match v.get_ref() {
+            Value::Text(t) => t.clone(),
+            Value::Integer(i) => i.to_string(),
+            _ => String::new(),
+        };
+        let cpus = nsfleet_values::cpu_list(&text).map_err(|why| bad(v, "cpuset", why))?;
+        need(
+            v,
+            "cpuset",
+            crate::HostNeed::Cpus(nsfleet_values::cpu_list_text(&cpus)),
+        );
+        need(v, "cpuset", cgroup("cpuset"));
+        l.cpuset = Some(cpus);
+    }
+    if let Some(v) = last(|l| l.pids.as_ref()) {
+        l.pids = Some(match v.get_ref() {
+            Value::Integer(n) if *n >= 1 => *n as u64,
+            _ => {
+                return Err(bad(
+                    v,
+                    "pids",
+                    "expected how many processes and threads at most, a whole number from 1".into(),
+                ))
+            }
+        });
+        need(v, "pids", cgroup("pids"));
+    }
+    if let Some(v) = last(|l| l.shm_size.as_ref()) {
+        let bytes = size(v.get_ref()).map_err(|why| bad(v, "shm_size", why))?;
+        if bytes < 4096 {
+            return Err(bad(v, "shm_size", "at least a page, 4096 bytes".into()));
+        }
+        l.shm_bytes = Some(bytes);
+    }
+    Ok(())
+}
+
+/// The controller a limit's key needs.
+fn controller_of(key: &str) -> &'static str {
+    match key {
+        "memory" => "memory",
+        "cpu" => "cpu",
+        "cpuset" => "cpuset",
+        _ => "pids",
+    }
+}
+
+/// A size: a number of bytes, or a text with a binary unit (`64M`, `1GiB`).
+fn size(v: &Value) -> Result<u64, String> {
+    match v {
+        Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        Value::Text(t) => nsfleet_values::memory_bytes(t),
+        _ => Err("expected a size like \"64M\", \"512MiB\" or \"2G\" (binary units), or a number of bytes".into()),
+    }
+}
+
+/// A value as the file wrote it, for an error.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Text(t) => format!("{t:?}"),
+        Value::Integer(n) => n.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::List(_) => "[...]".into(),
+        Value::Table(_) => "{...}".into(),
+    }
+}
 
 /// Longest image reference (Docker's is 255 for the name alone, plus tag and digest).
 const MAX_IMAGE_REF: usize = 512;

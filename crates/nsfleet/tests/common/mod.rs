@@ -29,6 +29,14 @@ impl TestFleet {
     pub fn journal(&self) -> PathBuf {
         self.logs.0.join("host-links")
     }
+
+    /// The default subsystems, registered as a supervisor registers them for fleet
+    /// `name`, its journals beside its logs.
+    pub fn register_defaults(&self, name: &str) -> nsfleet::subsys::Defaults {
+        let cgroups = self.logs.0.join("cgroups");
+        nsfleet::subsys::register_defaults(&self.fleet, name, self.journal(), cgroups, None)
+            .unwrap()
+    }
 }
 
 pub fn topo(text: &str) -> Topology {

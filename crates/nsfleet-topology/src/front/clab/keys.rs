@@ -40,7 +40,6 @@ const fn refused(name: &'static str, why: &'static str) -> Key {
 
 const NO_ENGINE: &str = "there is no container engine; nodes run the host's software";
 const NO_LINK_ADDRS: &str = "give addresses in the nodes' exec lines or configuration";
-const NO_LIMITS: &str = "nodes share the host's CPUs and memory, without limits";
 
 pub(crate) const TOP: &[Key] = &[
     taken("name"),
@@ -118,10 +117,10 @@ pub(crate) const NODE: &[Key] = &[
     ignored("auto-remove", NO_ENGINE),
     ignored("enforce-startup-config", "the startup configuration is always applied"),
     ignored("suppress-startup-config", "the startup configuration is always applied"),
-    ignored("memory", NO_LIMITS),
-    ignored("cpu", NO_LIMITS),
-    ignored("cpu-set", NO_LIMITS),
-    ignored("shm-size", NO_LIMITS),
+    taken("memory"),
+    taken("cpu"),
+    taken("cpu-set"),
+    taken("shm-size"),
     ignored("cgroupns-mode", NO_ENGINE),
     ignored("cgroup-parent", NO_ENGINE),
     taken("privileged"),

@@ -344,6 +344,21 @@ impl NodeDecl<'_> {
             };
             keys.privileged = Some(Spanned::new(p.span.clone(), yes));
         }
+        // Docker's words for a container's limits: a size, CPUs, a CPU list, a size.
+        let limit =
+            |lab: &mut Lab<'_>, key: &str| -> Result<Option<Spanned<Value>>, TopologyError> {
+                let Some(v) = self.first(key) else {
+                    return Ok(None);
+                };
+                Ok(Some(Spanned::new(
+                    v.span.clone(),
+                    Value::Text(lab.string(v)?),
+                )))
+            };
+        keys.memory = limit(lab, "memory")?;
+        keys.cpu = limit(lab, "cpu")?;
+        keys.cpuset = limit(lab, "cpu-set")?;
+        keys.shm_size = limit(lab, "shm-size")?;
         for (path, _, at) in self.merged_map(lab, "tmpfs")? {
             keys.dirs.push(text(&path, &at));
         }

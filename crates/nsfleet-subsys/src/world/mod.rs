@@ -7,7 +7,10 @@
 //!
 //! Everything is made inside the new mount namespace, after it is made private: the
 //! host's /etc, /run and /var are never written, and nothing mounted survives the node.
-//! Used by the `processes` subsystem, which starts the node's commands in the world.
+//! Its cgroup (see [`cgroups`]) limits it and counts what it uses. Used by the
+//! `processes` subsystem, which starts the node's commands in the world.
+
+pub mod cgroups;
 
 use anyhow::{anyhow, Context};
 use nsfleet_core::Node;
@@ -35,6 +38,9 @@ pub struct World {
     pub start_time: u64,
     /// The init's pidfd: what `setns` enters the world by, and how its end is seen.
     pub pidfd: OwnedFd,
+    /// Its cgroup, which every process of the node joins; removed with the world, once
+    /// the init is reaped.
+    pub cgroup: cgroups::NodeGroup,
 }
 
 /// What the init sets up, computed before the fork.
@@ -46,6 +52,10 @@ struct Layout {
     hosts: Option<String>,
     /// The image the node's root is made of, if it runs one.
     image: Option<ImageLayout>,
+    /// Its cgroup's folders, which the init joins first.
+    cgroup: Vec<PathBuf>,
+    /// The size of its /dev/shm, if not Docker's 64 MB.
+    shm_bytes: Option<u64>,
 }
 
 /// A root made of an image's layers and a writable layer of the node's own.
@@ -81,15 +91,24 @@ pub struct Shared {
     pub hosts: Option<PathBuf>,
     /// What an image node's /etc/resolv.conf says (see [`resolv_conf`]).
     resolv_conf: String,
+    /// The fleet's cgroup, or why it could not be made (each node's start says it).
+    cgroup: Result<cgroups::FleetGroup, String>,
 }
 
 impl Shared {
-    /// For the fleet whose nodes are `peers` and whose logs go to `log_dir`.
-    pub fn new<'a>(log_dir: &Path, peers: impl Iterator<Item = &'a Node>) -> Shared {
+    /// For the fleet `fleet` whose nodes are `peers` and whose logs go to `log_dir`; its
+    /// cgroup journalled in `cgroup_journal`.
+    pub fn new<'a>(
+        fleet: &str,
+        log_dir: &Path,
+        cgroup_journal: &Path,
+        peers: impl Iterator<Item = &'a Node>,
+    ) -> Shared {
         let hosts = log_dir.join(HOSTS_FILE);
         Shared {
             hosts: write_hosts(&hosts, peers).ok().map(|()| hosts),
             resolv_conf: resolv_conf(),
+            cgroup: cgroups::FleetGroup::make(fleet, cgroup_journal).map_err(|e| format!("{e:#}")),
         }
     }
 }
@@ -97,7 +116,10 @@ impl Shared {
 /// Builds the world of `node`, whose network namespace the calling thread is in. `log` is
 /// where its init's own output goes.
 pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::Result<World> {
-    let layout = layout(node, fleet, shared)?;
+    let fleet_group = shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))?;
+    let cgroup = fleet_group.node(node.name(), &node.config().limits)?;
+    let mut layout = layout(node, fleet, shared)?;
+    layout.cgroup = cgroup.0.paths().map(Path::to_path_buf).collect();
     let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
     let null = File::open("/dev/null")?;
     // A confined node's network namespace is owned by its user namespace (see
@@ -118,6 +140,12 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         .transpose()
         .context("a PID namespace in the node's user namespace")?;
     let init = |kept: &sys::KeptFds| {
+        // First, while the host's root in the host's cgroup namespace: every process the
+        // node will have is forked from here, or joins as it starts.
+        if let Err(e) = sys::cgroup::join_dirs(&layout.cgroup) {
+            say(kept, &format!("joining the node's cgroup: {e}\n"));
+            return 1;
+        }
         let sources = match kept.get(USERNS_SLOT) {
             None => (sys::unshare_mounts(libc::CLONE_NEWUTS, libc::MS_PRIVATE))
                 .map_err(|e| format!("new mount and UTS namespaces: {e}"))
@@ -140,6 +168,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         pid,
         start_time,
         pidfd,
+        cgroup,
     };
     ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
     let mut line = String::new();
@@ -259,6 +288,8 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
     };
     Ok(Layout {
         image,
+        cgroup: Vec::new(),
+        shm_bytes: config.limits.shm_bytes,
         hostname,
         dirs: config.dirs.clone(),
         files,
@@ -475,7 +506,7 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
         if !root_built {
             build_root(image, None)?;
         }
-        enter_image(image, &devices, own.as_ref())?;
+        enter_image(image, &devices, own.as_ref(), &shm_options(l.shm_bytes))?;
     } else {
         // The host's named network namespaces would be copied into every node's mount
         // namespace (and pinned there) otherwise.
@@ -488,6 +519,11 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
         if let Some(own) = &own {
             let scratch = format!("{PRIVATE_RUN}/.nsfleet-devices");
             mount_own_devices(own, &scratch).map_err(at("the node's own devices"))?;
+        }
+        // The host's /dev/shm unless it asks for one of its own (`shm_size`).
+        if l.shm_bytes.is_some() {
+            sys::mount_fs("tmpfs", "/dev/shm", &shm_options(l.shm_bytes))
+                .map_err(at("/dev/shm"))?;
         }
     }
     let mut from_host = from_host.into_iter();
@@ -521,6 +557,11 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
             .map_err(|e| format!("bind {} to {}: {e}", b.source, b.target))?;
     }
     Ok(())
+}
+
+/// The options of a node's /dev/shm: `shm_size`'s, else Docker's 64 MB.
+fn shm_options(bytes: Option<u64>) -> String {
+    format!("mode=1777,size={}", bytes.unwrap_or(64 << 20))
 }
 
 /// Where an image node's root is made: a tmpfs of the node's own over the host's /run,
@@ -581,6 +622,7 @@ fn enter_image(
     image: &ImageLayout,
     devices: &[(String, Source)],
     own: Option<&OwnDevices>,
+    shm: &str,
 ) -> Result<(), String> {
     fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
         move |e| format!("{what}: {e}")
@@ -615,7 +657,7 @@ fn enter_image(
     }
     sys::mount_dev("devpts", "/dev/pts", "newinstance,ptmxmode=0666,mode=0620")
         .map_err(at("/dev/pts"))?;
-    sys::mount_fs("tmpfs", "/dev/shm", "mode=1777,size=65536k").map_err(at("/dev/shm"))?;
+    sys::mount_fs("tmpfs", "/dev/shm", shm).map_err(at("/dev/shm"))?;
     for (link, to) in [
         ("/dev/ptmx", "pts/ptmx"),
         ("/dev/fd", "/proc/self/fd"),

@@ -1,0 +1,238 @@
+//! Limits that hold: a node that runs software is a cgroup of its own below its fleet's
+//! (`nsfleet/FLEET/NODE`, in every hierarchy the host mounts: v1's several or v2's one),
+//! whose memory, CPU, CPU set and task limits the kernel enforces. What a node runs out
+//! of stays in it; `status`, `events`, `stats` and the node's log say so; the groups go
+//! with the fleet, a killed one's with `clean`.
+
+mod harness;
+
+use harness::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The cgroup folders of process `pid` below nsfleet's, one per hierarchy (as
+/// /proc/PID/cgroup names them, found where their hierarchy is mounted).
+fn cgroups_of(pid: i32) -> Vec<PathBuf> {
+    let all = nsfleet::sys::cgroup::hierarchies().unwrap();
+    nsfleet::sys::cgroup::of_process(&all, pid, "nsfleet".as_ref()).unwrap()
+}
+
+/// The first of `dirs` that has `file`, read.
+fn read_in(dirs: &[PathBuf], files: &[&str]) -> String {
+    (dirs
+        .iter()
+        .flat_map(|d| files.iter().map(move |f| d.join(f))))
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .unwrap_or_else(|| panic!("none of {files:?} in {dirs:?}"))
+    .trim()
+    .to_string()
+}
+
+/// Every folder of a cgroup of fleet `fleet` (`nsfleet/FLEET.PID`) that exists, in every
+/// hierarchy: this test's fleets have names of their own.
+fn fleet_groups(fleet: &str) -> Vec<PathBuf> {
+    let all = nsfleet::sys::cgroup::hierarchies().unwrap();
+    (all.iter())
+        .flat_map(|h| {
+            std::fs::read_dir(h.mount.join("nsfleet"))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.rsplit_once('.').is_some_and(|(f, _)| f == fleet)
+        })
+        .collect()
+}
+
+/// The node's init, the one child of the fleet's supervisor whose cgroup is `node`'s.
+fn init_of(f: &Fleet<'_>, node: &str) -> i32 {
+    let inits = inits_of(f.pid());
+    *(inits.iter())
+        .find(|p| cgroups_of(**p).iter().any(|d| d.ends_with(node)))
+        .unwrap_or_else(|| panic!("no init of {node} among {inits:?}"))
+}
+
+#[test]
+fn a_node_out_of_memory_is_killed_alone_and_said_so() {
+    let env = Env::new("limits-oom");
+    // The hog waits for its cue, so that `events` is listening when it is killed.
+    let f = env.up(
+        "[fleet]\nname = \"lmo\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.05; done; head -c 300M /dev/zero | tail > /dev/null\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let hog = cgroups_of(init_of(&f, "hog"));
+    assert!(
+        !hog.is_empty(),
+        "the hog's init is in no cgroup of nsfleet's"
+    );
+    let limit = read_in(&hog, &["memory.max", "memory.limit_in_bytes"]);
+    assert_eq!(limit, (32u64 << 20).to_string());
+    let mut events = env.events("lmo");
+    env.ok(&["exec", "lmo", "hog", "--", "touch", "/run/go"]);
+    let said = events.wait_for("the hog's OOM kill", Duration::from_secs(60), |e| {
+        e["event"] == "out_of_memory"
+    });
+    assert_eq!(said["node"], "hog");
+    assert_eq!(said["limit_bytes"], 32u64 << 20);
+    events.wait_for("the hog's command to end", Duration::from_secs(10), |e| {
+        e["event"] == "process_exited" && e["node"] == "hog"
+    });
+    drop(events);
+    let run_dir = env.status("lmo")["run_dir"].as_str().unwrap().to_string();
+    let log = std::fs::read_to_string(format!("{run_dir}/logs/hog.log")).unwrap();
+    assert!(log.contains("killed: out of memory, limit 32 MB"), "{log}");
+    let status = env.status("lmo");
+    let node = |n: &str| {
+        (status["nodes"].as_array().unwrap().iter())
+            .find(|x| x["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert!(node("hog")["usage"]["oom_kills"].as_u64().unwrap() >= 1);
+    assert_eq!(node("calm")["usage"]["oom_kills"], 0);
+    assert!(env
+        .ok(&["status", "lmo"])
+        .contains("killed: out of memory, limit 32 MB"));
+    // Its neighbour runs on, untouched.
+    let calm = &node("calm")["processes"][0];
+    assert_eq!(calm["running"], true, "{calm}");
+    // `stats` reads each node from its cgroup: the whole node, its limits.
+    let stats: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "lmo", "--json"])).unwrap();
+    let hog_stats = (stats["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == "hog")
+        .unwrap();
+    assert_eq!(hog_stats["limits"]["memory"], 32u64 << 20);
+    assert!(
+        hog_stats["usage"]["cpu_ns"].as_u64().unwrap() > 0,
+        "{hog_stats}"
+    );
+}
+
+#[test]
+fn a_fork_bomb_stays_in_its_node() {
+    let env = Env::new("limits-pids");
+    let f = env.up(
+        "[fleet]\nname = \"lmp\"\n[[node]]\nname = \"bomb\"\npids = 24\ncpu = 0.2\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let bomb = cgroups_of(init_of(&f, "bomb"));
+    assert_eq!(read_in(&bomb, &["pids.max"]), "24");
+    let quota = read_in(&bomb, &["cpu.max", "cpu.cfs_quota_us"]);
+    assert_eq!(quota.split(' ').next(), Some("20000"), "{quota}");
+    // The bomb forks until its node has 24 tasks, and no further, for a few seconds.
+    let out = env.run(&[
+        "exec",
+        "lmp",
+        "bomb",
+        "--",
+        "timeout",
+        "-s",
+        "KILL",
+        "3",
+        "sh",
+        "-c",
+        "b() { b | b & }; b; wait",
+    ]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("Resource temporarily unavailable") || text.contains("fork"),
+        "{text}"
+    );
+    let peak: u64 = read_in(&bomb, &["pids.peak", "pids.current"])
+        .parse()
+        .unwrap();
+    assert!(peak <= 24, "{peak}");
+    // The neighbour and the host fork as before.
+    assert_eq!(
+        env.ok(&["exec", "lmp", "calm", "--", "sh", "-c", "echo ok"]),
+        "ok\n"
+    );
+    drop(f);
+    assert!(fleet_groups("lmp").is_empty(), "{:?}", fleet_groups("lmp"));
+}
+
+#[test]
+fn exec_runs_in_the_nodes_cgroup_and_the_groups_go_with_the_fleet() {
+    let env = Env::new("limits-exec");
+    let f = env.up(
+        "[fleet]\nname = \"lme\"\n[[node]]\nname = \"n1\"\nmemory = \"48M\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    // In the node's cgroup namespace, its own group is the root: an exec'd command
+    // outside it would see "/../..".
+    let seen = env.ok(&["exec", "lme", "n1", "--", "cat", "/proc/self/cgroup"]);
+    let ours: Vec<&str> = (seen.lines())
+        .filter(|l| l.contains("memory") || l.starts_with("0::"))
+        .collect();
+    assert!(
+        !ours.is_empty() && ours.iter().all(|l| !l.contains("..")),
+        "{seen}"
+    );
+    assert!(!fleet_groups("lme").is_empty());
+    // A killed supervisor's groups stay until `clean`, which says it removed them.
+    let pid = f.pid();
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    std::mem::forget(f);
+    let groups = fleet_groups("lme");
+    assert!(!groups.is_empty());
+    let said = env.ok(&["clean", "lme"]);
+    assert!(said.contains("removed the cgroup"), "{said}");
+    assert!(fleet_groups("lme").is_empty(), "{:?}", fleet_groups("lme"));
+    // And a `down` leaves none.
+    drop(env.up(
+        "[fleet]\nname = \"lme\"\n[[node]]\nname = \"n1\"\ncommands = [\"exec sleep 1000\"]\n",
+    ));
+    assert!(fleet_groups("lme").is_empty(), "{:?}", fleet_groups("lme"));
+}
+
+#[test]
+fn containerlab_limits_are_dockers() {
+    let env = Env::new("limits-clab");
+    let file = env.file(
+        "lmc.clab.yml",
+        "name: lmc\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1Gb\n      cpu: 1.5\n      cpu-set: \"0\"\n      shm-size: 128MB\n",
+    );
+    let g = Fleet {
+        env: &env,
+        name: "lmc".into(),
+    };
+    env.ok(&["up", file.to_str().unwrap(), "--host-software"]);
+    let a = cgroups_of(init_of(&g, "a"));
+    assert_eq!(
+        read_in(&a, &["memory.max", "memory.limit_in_bytes"]),
+        (1u64 << 30).to_string()
+    );
+    let quota = read_in(&a, &["cpu.max", "cpu.cfs_quota_us"]);
+    assert!(quota == "150000" || quota == "150000 100000", "{quota}");
+    assert_eq!(read_in(&a, &["cpuset.cpus"]), "0");
+    let shm = env.ok(&["exec", "lmc", "a", "--", "df", "-k", "/dev/shm"]);
+    assert!(shm.contains(&(128 * 1024).to_string()), "{shm}");
+}
+
+#[test]
+fn a_limit_that_cannot_hold_is_refused_at_its_line_and_nothing_is_made() {
+    let env = Env::new("limits-bad");
+    let cases = [
+        ("memory = \"64x\"", "expected a size like"),
+        ("memory = \"1k\"", "at least 6 MB"),
+        ("cpu = \"lots\"", "expected a number of CPUs"),
+        ("cpu = 0", "from 0.01 to 4096"),
+        (
+            "cpuset = \"0-4095\"",
+            "this machine has no CPU 0-4095 online",
+        ),
+        ("cpuset = \"3-1\"", "expected CPUs like"),
+        ("pids = 0", "a whole number from 1"),
+        ("shm_size = \"1\"", "at least a page"),
+    ];
+    for (i, (line, expected)) in cases.iter().enumerate() {
+        let text = format!(
+            "[fleet]\nname = \"lmb{i}\"\n[[node]]\nname = \"a\"\ncommands = [\"exec sleep 1\"]\n{line}\n"
+        );
+        let file = env.file(&format!("lmb{i}.toml"), &text);
+        env.refused(line, &["up", file.to_str().unwrap()], &file, 6, expected);
+        assert!(fleet_groups(&format!("lmb{i}")).is_empty());
+    }
+}

@@ -1,0 +1,193 @@
+//! A node's cgroup: where its limits hold and what it uses is counted. A fleet is a group
+//! of its own below nsfleet's (`nsfleet/FLEET.PID` in every hierarchy it uses, v2's one or
+//! v1's several; PID is its supervisor's, as fleets of one name may run from two run
+//! folders), each node that runs software one below it (`nsfleet/FLEET.PID/NODE`).
+//!
+//! A node's group is made and limited before its init is forked, and the init joins it
+//! before anything else, so every process of the node is in it from the first; the
+//! node's later processes join it as they start (the spawner), as `nsfleet exec` does.
+//! It goes once the init is reaped, the fleet's after the last of them, nsfleet's own
+//! folder when no fleet is left in it. The fleet's group is journalled in its run folder
+//! before it is made: `clean` removes what a killed supervisor left (see [`clean_journal`]).
+
+use anyhow::Context;
+use nsfleet_sys::cgroup::{self, Controller, Group, Hierarchy};
+use nsfleet_topology::Limits;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// nsfleet's folder at the top of each hierarchy, as Docker's `docker`: every group
+/// nsfleet makes is below it, and nothing else.
+pub const BASE: &str = "nsfleet";
+
+/// The controllers a fleet's groups use where the host has them: memory and CPU time
+/// counted for `stats` and limited where asked, tasks and CPUs limited where asked.
+const CONTROLLERS: [Controller; 5] = [
+    Controller::Memory,
+    Controller::Cpu,
+    Controller::Cpuacct,
+    Controller::Pids,
+    Controller::Cpuset,
+];
+
+/// How long a group's removal waits for its last tasks to leave (they leave as they exit;
+/// an init's are gone by then).
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// Whether a limit's controller (`memory`, `cpu`, `cpuset`, `pids`) can be used by the
+/// groups nsfleet makes here: the topology's check asks this before anything exists.
+pub fn usable(controller: &str) -> bool {
+    let Some(c) = CONTROLLERS.iter().find(|c| c.name() == controller) else {
+        return false;
+    };
+    let all = cgroup::hierarchies().unwrap_or_default();
+    cgroup::refusal(&all, *c).is_none()
+}
+
+/// A fleet's group, removed (with nsfleet's folder, if no other fleet is in it) when
+/// this is dropped: after every node's.
+pub struct FleetGroup {
+    group: Group,
+    base: Group,
+    journal: PathBuf,
+}
+
+impl FleetGroup {
+    /// Makes the group of `fleet`, journalled in `journal` first. One that exists is
+    /// refused: it is what a killed supervisor of the same pid left, that `clean` has
+    /// not removed.
+    pub fn make(fleet: &str, journal: &Path) -> anyhow::Result<FleetGroup> {
+        let all: Vec<Hierarchy> = cgroup::hierarchies().context("reading the cgroup mounts")?;
+        let usable: Vec<Controller> = (CONTROLLERS.iter().copied())
+            .filter(|c| cgroup::refusal(&all, *c).is_none())
+            .collect();
+        let base = Group::at(&all, &usable, Path::new(BASE));
+        let group = base.child(&format!("{fleet}.{}", nsfleet_sys::host_pid()));
+        let mut lines = String::new();
+        for p in group.paths() {
+            lines.push_str(&format!("{}\n", p.display()));
+        }
+        std::fs::File::create(journal)
+            .and_then(|mut f| f.write_all(lines.as_bytes()))
+            .with_context(|| format!("journalling the fleet's cgroup in {}", journal.display()))?;
+        base.make(true).context("nsfleet's cgroup folder")?;
+        if let Some(p) = group.paths().find(|p| p.exists()) {
+            anyhow::bail!("the cgroup {} exists already: `nsfleet clean --all` removes what a killed fleet left", p.display());
+        }
+        group.make(true).context("the fleet's cgroup")?;
+        Ok(FleetGroup {
+            group,
+            base,
+            journal: journal.to_path_buf(),
+        })
+    }
+
+    /// The group of node `name`, made and limited as `limits` say.
+    pub fn node(&self, name: &str, limits: &Limits) -> anyhow::Result<NodeGroup> {
+        let g = NodeGroup(self.group.child(name));
+        if !g.0.make(false).context("the node's cgroup")? && g.0.paths().next().is_some() {
+            anyhow::bail!("its cgroup exists already");
+        }
+        (g.0.limit(&as_written(limits))).context("limiting the node's cgroup")?;
+        Ok(g)
+    }
+}
+
+/// A node's group, removed when this is dropped: with its world, after its init is
+/// reaped (or when its start fails).
+pub struct NodeGroup(pub Group);
+
+impl Drop for NodeGroup {
+    fn drop(&mut self) {
+        // Its tasks went with its init: this waits only for what is still exiting.
+        let _ = self.0.remove(Duration::from_millis(500));
+    }
+}
+
+impl Drop for FleetGroup {
+    fn drop(&mut self) {
+        if self.group.remove(PATIENCE).is_ok() {
+            self.base.remove_if_empty();
+            let _ = std::fs::remove_file(&self.journal);
+        }
+    }
+}
+
+/// A node's limits as its group's files take them.
+fn as_written(l: &Limits) -> cgroup::Limits {
+    cgroup::Limits {
+        memory: l.memory,
+        cpu_quota_us: l.cpu_milli.map(|m| m * cgroup::CPU_PERIOD_US / 1000),
+        cpuset: l.cpuset.as_deref().map(nsfleet_values::cpu_list_text),
+        pids: l.pids,
+    }
+}
+
+/// Removes the groups a fleet journalled in `journal` (each node's, then the fleet's,
+/// then nsfleet's folder if it is empty): what a killed supervisor left. Only folders
+/// the journal names and that are cgroups below nsfleet's folder are touched. Returns
+/// those removed; one that still holds a process is an error that names it.
+pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let text = match std::fs::read_to_string(journal) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        r => r.with_context(|| format!("reading {}", journal.display()))?,
+    };
+    let all = cgroup::hierarchies().context("reading the cgroup mounts")?;
+    let mut removed = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let fleet = Path::new(line);
+        let ours = fleet
+            .parent()
+            .filter(|b| b.file_name() == Some(BASE.as_ref()));
+        let in_hierarchy = all
+            .iter()
+            .any(|h| ours.and_then(|b| b.parent()) == Some(&h.mount));
+        if ours.is_none() || !in_hierarchy {
+            anyhow::bail!(
+                "{}: {line} is not a fleet's cgroup below a hierarchy's {BASE} folder; not touching it",
+                journal.display()
+            );
+        }
+        if !fleet.exists() {
+            continue;
+        }
+        for entry in std::fs::read_dir(fleet)?.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_dir(&entry.path())?;
+            }
+        }
+        remove_dir(fleet)?;
+        removed.push(fleet.to_path_buf());
+        if let Some(b) = ours {
+            let _ = std::fs::remove_dir(b);
+        }
+    }
+    let _ = std::fs::remove_file(journal);
+    Ok(removed)
+}
+
+/// Removes the (empty) cgroup `dir`, waiting a little for tasks that are exiting.
+fn remove_dir(dir: &Path) -> anyhow::Result<()> {
+    let until = std::time::Instant::now() + PATIENCE;
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                if std::time::Instant::now() >= until {
+                    let procs =
+                        std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                    let pids: Vec<&str> = procs.split_whitespace().collect();
+                    anyhow::bail!(
+                        "{} still holds processes {}: end them, then clean again",
+                        dir.display(),
+                        pids.join(" ")
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e).with_context(|| format!("removing {}", dir.display())),
+        }
+    }
+}

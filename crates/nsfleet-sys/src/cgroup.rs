@@ -1,0 +1,620 @@
+//! cgroups, v2 and v1 alike: which mounted hierarchy holds each controller, a group made
+//! in each of the hierarchies asked for (one directory per hierarchy), the files that
+//! limit it, joining it, and what it has used.
+//!
+//! v2 has one hierarchy for every controller; v1 one per controller, or per few mounted
+//! together (`cpu,cpuacct`), and a machine may mix them (controllers bound to v1
+//! hierarchies, an empty v2 one beside them, as systemd's "hybrid" mode). A [`Group`] is
+//! the same path in every hierarchy it uses, and each limit is written in the file of
+//! the hierarchy that has its controller, in that version's words (`memory.max` or
+//! `memory.limit_in_bytes`).
+//!
+//! It never decides where a group lives, what it is called or what it limits: that is
+//! the caller's (the node's world). It never writes a file outside the groups it is given.
+
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The controllers nsfleet uses: a node's limits, and its usage (`cpuacct`, which v2
+/// folds into every group's `cpu.stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Controller {
+    Memory,
+    Cpu,
+    Cpuset,
+    Pids,
+    /// v1's CPU accounting; v2 has it in every group (`cpu.stat`).
+    Cpuacct,
+}
+
+impl Controller {
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Cpu => "cpu",
+            Controller::Cpuset => "cpuset",
+            Controller::Pids => "pids",
+            Controller::Cpuacct => "cpuacct",
+        }
+    }
+}
+
+/// A mounted cgroup hierarchy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hierarchy {
+    /// Where it is mounted (its root, as this mount namespace sees it).
+    pub mount: PathBuf,
+    /// cgroup v2 (the unified hierarchy).
+    pub unified: bool,
+    /// v1: the controllers bound to it (its mount options). v2: those its root hands to
+    /// groups below it (`cgroup.subtree_control`): what a group made at its top may use.
+    pub controllers: Vec<String>,
+    /// v2: those the kernel has and no v1 hierarchy holds (`cgroup.controllers`), of
+    /// which `controllers` is what the root delegates. v1: the same as `controllers`.
+    pub available: Vec<String>,
+}
+
+/// The cgroup hierarchies mounted here, from /proc/self/mountinfo (the first mount of
+/// each: a hierarchy bound again elsewhere is the same).
+pub fn hierarchies() -> io::Result<Vec<Hierarchy>> {
+    let text = fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(parse_mountinfo(&text, |mount| {
+        let words = |f: &str| {
+            let t = fs::read_to_string(mount.join(f)).unwrap_or_default();
+            t.split_whitespace().map(String::from).collect::<Vec<_>>()
+        };
+        (words("cgroup.subtree_control"), words("cgroup.controllers"))
+    }))
+}
+
+/// The hierarchies of a mountinfo text; `v2_words` reads a v2 root's delegated and
+/// available controllers.
+fn parse_mountinfo(
+    text: &str,
+    v2_words: impl Fn(&Path) -> (Vec<String>, Vec<String>),
+) -> Vec<Hierarchy> {
+    let mut found: Vec<Hierarchy> = Vec::new();
+    for line in text.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let theirs: Vec<&str> = right.split(' ').collect();
+        let (Some(root), Some(mount), Some(fstype)) =
+            (fields.get(3), fields.get(4), theirs.first())
+        else {
+            continue;
+        };
+        // A bind of a group below a hierarchy's root is not the hierarchy.
+        if *root != "/" {
+            continue;
+        }
+        let mount = PathBuf::from(unescape(mount));
+        let h = match *fstype {
+            "cgroup2" => {
+                let (controllers, available) = v2_words(&mount);
+                Hierarchy {
+                    mount,
+                    unified: true,
+                    controllers,
+                    available,
+                }
+            }
+            "cgroup" => {
+                let options = theirs.get(2).copied().unwrap_or("");
+                let controllers: Vec<String> = (options.split(','))
+                    .filter(|o| KNOWN_V1.contains(o))
+                    .map(String::from)
+                    .collect();
+                Hierarchy {
+                    mount,
+                    unified: false,
+                    available: controllers.clone(),
+                    controllers,
+                }
+            }
+            _ => continue,
+        };
+        let same =
+            |o: &Hierarchy| o.unified == h.unified && (h.unified || o.controllers == h.controllers);
+        if !found.iter().any(same) {
+            found.push(h);
+        }
+    }
+    found
+}
+
+/// v1 controllers a mount's options may name (its other options are not controllers).
+const KNOWN_V1: &[&str] = &[
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "pids",
+    "devices",
+    "freezer",
+    "blkio",
+    "net_cls",
+    "net_prio",
+    "perf_event",
+    "hugetlb",
+    "rdma",
+    "misc",
+];
+
+/// mountinfo's octal escapes (`\040` for a space) undone.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).and_then(|d| {
+            let d = std::str::from_utf8(d).ok()?;
+            u8::from_str_radix(d, 8).ok()
+        });
+        match (b[i], octal) {
+            (b'\\', Some(c)) => {
+                out.push(c);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where `c` is, among `all`: its v1 hierarchy if one holds it, else the v2 one if the
+/// kernel has it there. `Cpuacct` has no v2 controller: every v2 group counts CPU.
+pub fn holder(all: &[Hierarchy], c: Controller) -> Option<&Hierarchy> {
+    let v1 = all
+        .iter()
+        .find(|h| !h.unified && h.controllers.iter().any(|n| n == c.name()));
+    let v2 = || {
+        let name = if c == Controller::Cpuacct {
+            "cpu"
+        } else {
+            c.name()
+        };
+        (all.iter()).find(|h| h.unified && h.available.iter().any(|n| n == name))
+    };
+    v1.or_else(v2).or_else(|| {
+        // v2 counts every group's CPU, with or without the cpu controller.
+        (c == Controller::Cpuacct)
+            .then(|| all.iter().find(|h| h.unified))
+            .flatten()
+    })
+}
+
+/// Why `c` cannot be used by a group made at the top of the hierarchies, if it cannot:
+/// no hierarchy has it, or v2 has it and its root does not hand it down.
+pub fn refusal(all: &[Hierarchy], c: Controller) -> Option<String> {
+    let Some(h) = holder(all, c) else {
+        return Some(format!(
+            "this kernel has no {} cgroup controller mounted (neither a cgroup v1 hierarchy nor the v2 one holds it)",
+            c.name()
+        ));
+    };
+    let delegated =
+        !h.unified || c == Controller::Cpuacct || h.controllers.iter().any(|n| n == c.name());
+    (!delegated).then(|| {
+        format!(
+            "cgroup v2's root does not enable its {0} controller for the groups below it ({1}/cgroup.subtree_control lacks it); as root: echo +{0} > {1}/cgroup.subtree_control",
+            c.name(),
+            h.mount.display()
+        )
+    })
+}
+
+/// One directory of a [`Group`]: its path in one hierarchy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Dir {
+    path: PathBuf,
+    unified: bool,
+    /// The controllers of `Group::controllers` this hierarchy holds.
+    holds: Vec<Controller>,
+}
+
+/// A group: the same path below the root of each hierarchy that holds one of its
+/// controllers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    dirs: Vec<Dir>,
+}
+
+/// Limits written to a group; `None` leaves that one as the kernel made it (no limit).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of memory, swap included (none beyond it).
+    pub memory: Option<u64>,
+    /// CPU time per [`CPU_PERIOD_US`], in microseconds: 150,000 is 1.5 CPUs.
+    pub cpu_quota_us: Option<u64>,
+    /// The CPUs it may run on, as the kernel writes a list (`0-1,3`).
+    pub cpuset: Option<String>,
+    /// Most tasks (processes and threads) at once.
+    pub pids: Option<u64>,
+}
+
+/// The period of a CPU quota: Docker's and the kernel's default, 100 ms.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// What a group has used, as its own files count it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// CPU time of every task it has had, in nanoseconds.
+    pub cpu_ns: u64,
+    /// Memory charged to it now, page cache included.
+    pub memory_bytes: u64,
+    /// Processes the kernel's OOM killer has killed in it for its memory limit.
+    pub oom_kills: u64,
+}
+
+impl Group {
+    /// `path` (relative, such as `nsfleet/lab/r1`) in each hierarchy of `all` that holds
+    /// one of `controllers`; not made yet.
+    pub fn at(all: &[Hierarchy], controllers: &[Controller], path: &Path) -> Group {
+        let mut dirs: Vec<Dir> = Vec::new();
+        for &c in controllers {
+            let Some(h) = holder(all, c) else { continue };
+            let path = h.mount.join(path);
+            match dirs.iter_mut().find(|d| d.path == path) {
+                Some(d) => d.holds.push(c),
+                None => dirs.push(Dir {
+                    path,
+                    unified: h.unified,
+                    holds: vec![c],
+                }),
+            }
+        }
+        Group { dirs }
+    }
+
+    /// The group called `name` below this one.
+    pub fn child(&self, name: &str) -> Group {
+        let dirs = (self.dirs.iter())
+            .map(|d| Dir {
+                path: d.path.join(name),
+                ..d.clone()
+            })
+            .collect();
+        Group { dirs }
+    }
+
+    /// Its directories, one per hierarchy.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.dirs.iter().map(|d| d.path.as_path())
+    }
+
+    /// Makes it in each hierarchy, where it is not yet; with `parent_of` it is readied to
+    /// hold groups of its own with its controllers: v2 hands them down
+    /// (`cgroup.subtree_control`), v1's cpuset gives its CPUs and memory nodes to each
+    /// group made below it (`cgroup.clone_children`), where a new group has none.
+    /// Returns whether it made any of them.
+    pub fn make(&self, parent_of: bool) -> io::Result<bool> {
+        let mut made = false;
+        for d in &self.dirs {
+            match fs::create_dir(&d.path) {
+                Ok(()) => made = true,
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(at(&d.path, e)),
+            }
+            if d.holds.contains(&Controller::Cpuset) && !d.unified {
+                // A v1 cpuset group starts with none unless its parent clones its own.
+                for f in ["cpuset.cpus", "cpuset.mems"] {
+                    let mine = fs::read_to_string(d.path.join(f)).unwrap_or_default();
+                    if mine.trim().is_empty() {
+                        let theirs = fs::read_to_string(d.path.parent().unwrap_or(&d.path).join(f))
+                            .map_err(|e| at(&d.path, e))?;
+                        write(&d.path, f, theirs.trim())?;
+                    }
+                }
+                if parent_of {
+                    write(&d.path, "cgroup.clone_children", "1")?;
+                }
+            }
+            if parent_of && d.unified {
+                let asked: Vec<String> = (d.holds.iter())
+                    .filter(|c| **c != Controller::Cpuacct)
+                    .map(|c| format!("+{}", c.name()))
+                    .collect();
+                if !asked.is_empty() {
+                    write(&d.path, "cgroup.subtree_control", &asked.join(" "))?;
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// Removes it from each hierarchy, once the last of its tasks has left (a task that
+    /// has exited leaves at once; one being reaped a little later): waits up to `patience`
+    /// for that. What is already gone is fine.
+    pub fn remove(&self, patience: Duration) -> io::Result<()> {
+        let until = Instant::now() + patience;
+        for d in &self.dirs {
+            loop {
+                match fs::remove_dir(&d.path) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(e) => return Err(at(&d.path, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes it if nothing is in it: neither tasks nor groups (each hierarchy where that
+    /// is so). For a folder groups share, which another may be using.
+    pub fn remove_if_empty(&self) {
+        for d in &self.dirs {
+            let _ = fs::remove_dir(&d.path);
+        }
+    }
+
+    /// Writes `limits` in the files of the hierarchies that hold their controllers; a
+    /// limit whose controller this group does not use is an error.
+    pub fn limit(&self, limits: &Limits) -> io::Result<()> {
+        let dir = |c: Controller| {
+            (self.dirs.iter().find(|d| d.holds.contains(&c))).ok_or_else(|| {
+                io::Error::other(format!("no {} hierarchy for this group", c.name()))
+            })
+        };
+        if let Some(bytes) = limits.memory {
+            let d = dir(Controller::Memory)?;
+            if d.unified {
+                write(&d.path, "memory.max", &bytes.to_string())?;
+                // No swap beyond the limit: the limit is what it may use.
+                write_if_there(&d.path, "memory.swap.max", "0")?;
+            } else {
+                write(&d.path, "memory.limit_in_bytes", &bytes.to_string())?;
+                write_if_there(&d.path, "memory.memsw.limit_in_bytes", &bytes.to_string())?;
+            }
+        }
+        if let Some(quota) = limits.cpu_quota_us {
+            let d = dir(Controller::Cpu)?;
+            if d.unified {
+                write(&d.path, "cpu.max", &format!("{quota} {CPU_PERIOD_US}"))?;
+            } else {
+                write(&d.path, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
+                write(&d.path, "cpu.cfs_quota_us", &quota.to_string())?;
+            }
+        }
+        if let Some(cpus) = &limits.cpuset {
+            write(&dir(Controller::Cpuset)?.path, "cpuset.cpus", cpus)?;
+        }
+        if let Some(n) = limits.pids {
+            write(&dir(Controller::Pids)?.path, "pids.max", &n.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Its memory limit in bytes, if it has one.
+    pub fn memory_limit(&self) -> Option<u64> {
+        let d = self
+            .dirs
+            .iter()
+            .find(|d| d.holds.contains(&Controller::Memory))?;
+        let file = if d.unified {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        let v: u64 = fs::read_to_string(d.path.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        // v1 says "no limit" as the largest page-aligned count.
+        (v < i64::MAX as u64 / 2).then_some(v)
+    }
+
+    /// Its `cgroup.procs` files, open for writing: what [`join`] takes, opened before a
+    /// process that cannot open them (a node's, once in its namespaces) joins.
+    pub fn procs_files(&self) -> io::Result<Vec<OwnedFd>> {
+        open_procs(self.paths())
+    }
+
+    /// What it has used: its CPU time, its memory and its OOM kills, each from the
+    /// hierarchy that counts it (0 where none does).
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        for d in &self.dirs {
+            let read = |f: &str| fs::read_to_string(d.path.join(f)).unwrap_or_default();
+            if d.unified {
+                u.cpu_ns = key_of(&read("cpu.stat"), "usage_usec").saturating_mul(1000);
+                if d.holds.contains(&Controller::Memory) {
+                    u.memory_bytes = read("memory.current").trim().parse().unwrap_or(0);
+                    u.oom_kills = key_of(&read("memory.events"), "oom_kill");
+                }
+                continue;
+            }
+            if d.holds.contains(&Controller::Cpuacct) {
+                u.cpu_ns = read("cpuacct.usage").trim().parse().unwrap_or(0);
+            }
+            if d.holds.contains(&Controller::Memory) {
+                u.memory_bytes = read("memory.usage_in_bytes").trim().parse().unwrap_or(0);
+                u.oom_kills = key_of(&read("memory.oom_control"), "oom_kill");
+            }
+        }
+        u
+    }
+}
+
+/// The value of `key` in a flat-keyed cgroup file (`usage_usec 1234` lines).
+fn key_of(text: &str, key: &str) -> u64 {
+    (text.lines())
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `cgroup.procs` files of the groups `dirs`, open for writing (see
+/// [`Group::procs_files`]).
+pub fn open_procs<'a>(dirs: impl IntoIterator<Item = &'a Path>) -> io::Result<Vec<OwnedFd>> {
+    (dirs.into_iter())
+        .map(|d| {
+            let path = d.join("cgroup.procs");
+            let f = fs::OpenOptions::new().write(true).open(&path);
+            Ok(OwnedFd::from(f.map_err(|e| at(&path, e))?))
+        })
+        .collect()
+}
+
+/// Moves the calling process into the groups whose `cgroup.procs` are `files` (see
+/// [`Group::procs_files`]): writes "0", the writer itself. One write(2) per file, no
+/// allocation: safe in a child of `clone(CLONE_VM)` before it execs.
+pub fn join(files: &[BorrowedFd<'_>]) -> io::Result<()> {
+    for fd in files {
+        // SAFETY: write(2) of one byte from a static buffer to a descriptor we borrow.
+        let n = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The groups process `pid` is in, among the hierarchies `all`, whose path lies below
+/// `below` (a relative path such as `nsfleet`): where another process joins to be
+/// counted and limited with it (`nsfleet exec`, as `docker exec` does).
+pub fn of_process(all: &[Hierarchy], pid: i32, below: &Path) -> io::Result<Vec<PathBuf>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+    let mut dirs = Vec::new();
+    for line in text.lines() {
+        // ID:CONTROLLERS:PATH; v2's is 0::PATH.
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(names), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let rel = Path::new(path.trim_start_matches('/'));
+        if !rel.starts_with(below) {
+            continue;
+        }
+        let names: Vec<&str> = names.split(',').collect();
+        let h = all.iter().find(|h| {
+            if names == [""] {
+                h.unified
+            } else {
+                !h.unified && h.controllers.iter().any(|c| names.contains(&c.as_str()))
+            }
+        });
+        if let Some(h) = h {
+            dirs.push(h.mount.join(rel));
+        }
+    }
+    Ok(dirs)
+}
+
+/// Moves the calling process into the groups `dirs` (see [`of_process`]).
+pub fn join_dirs(dirs: &[PathBuf]) -> io::Result<()> {
+    for d in dirs {
+        let path = d.join("cgroup.procs");
+        fs::write(&path, "0").map_err(|e| at(&path, e))?;
+    }
+    Ok(())
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    let path = dir.join(file);
+    fs::write(&path, value).map_err(|e| at(&path, e))
+}
+
+fn write_if_there(dir: &Path, file: &str, value: &str) -> io::Result<()> {
+    match fs::write(dir.join(file), value) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        r => r.map_err(|e| at(&dir.join(file), e)),
+    }
+}
+
+/// `e` with the path it is about, in the kernel's words.
+fn at(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+90 41 0:38 /sub /mnt/bound rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn each_controller_is_found_where_a_hybrid_machine_mounts_it() {
+        let all = parse_mountinfo(HYBRID, |_| (vec![], vec!["hugetlb".into()]));
+        assert_eq!(all.len(), 6, "{all:?}");
+        let mount = |c| holder(&all, c).map(|h| h.mount.clone());
+        assert_eq!(
+            mount(Controller::Memory),
+            Some("/sys/fs/cgroup/memory".into())
+        );
+        assert_eq!(
+            mount(Controller::Cpuacct),
+            Some("/sys/fs/cgroup/cpuacct".into())
+        );
+        assert_eq!(mount(Controller::Cpuset), None);
+        assert!(refusal(&all, Controller::Cpuset)
+            .unwrap()
+            .contains("no cpuset"));
+        assert_eq!(refusal(&all, Controller::Pids), None);
+        let g = Group::at(
+            &all,
+            &[Controller::Memory, Controller::Cpu],
+            Path::new("nsfleet/f"),
+        );
+        let paths: Vec<_> = g.child("n").paths().map(Path::to_path_buf).collect();
+        assert_eq!(
+            paths,
+            [
+                PathBuf::from("/sys/fs/cgroup/memory/nsfleet/f/n"),
+                PathBuf::from("/sys/fs/cgroup/cpu/nsfleet/f/n")
+            ]
+        );
+    }
+
+    #[test]
+    fn on_v2_alone_every_controller_is_one_folder_and_must_be_handed_down() {
+        let text = "25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let words = |_: &Path| {
+            let w = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+            (w("memory pids"), w("cpuset cpu memory pids"))
+        };
+        let all = parse_mountinfo(text, words);
+        let g = Group::at(
+            &all,
+            &[Controller::Memory, Controller::Cpuacct],
+            Path::new("x"),
+        );
+        assert_eq!(g.paths().count(), 1);
+        assert_eq!(refusal(&all, Controller::Memory), None);
+        assert_eq!(refusal(&all, Controller::Cpuacct), None);
+        let why = refusal(&all, Controller::Cpu).unwrap();
+        assert!(
+            why.contains("echo +cpu > /sys/fs/cgroup/cgroup.subtree_control"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn flat_keyed_files_are_read_by_key() {
+        let text = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(key_of(text, "oom_kill"), 3);
+        assert_eq!(key_of("usage_usec 12\nuser_usec 3\n", "usage_usec"), 12);
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+    }
+}
