@@ -171,6 +171,48 @@ fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
+/// cgroup v2 alone, as most hosts have it (this machine's controllers are v1's): the
+/// guest mounts the unified hierarchy only, and its root hands its controllers down as
+/// systemd's does. Limits are written in v2's words, a node over its memory is killed
+/// alone and said so, `exec` runs in the node's group, and nothing is left.
+#[test]
+fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-cgroup2");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let topo = env.file(
+        "v2.toml",
+        "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let script = format!(
+        "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; G=/sys/fs/cgroup/nsfleet; \
+         echo '+memory +cpu +pids +cpuset' > /sys/fs/cgroup/cgroup.subtree_control || exit 3; \
+         $N up {} >/dev/null 2>&1 || exit 4; \
+         echo memory.max $(cat $G/v2.*/hog/memory.max) swap $(cat $G/v2.*/hog/memory.swap.max); \
+         echo cpu.max $(cat $G/v2.*/calm/cpu.max) pids.max $(cat $G/v2.*/calm/pids.max); \
+         echo exec in $($N exec v2 calm -- cat /proc/self/cgroup); \
+         $N exec v2 hog -- touch /run/go; \
+         for i in $(seq 100); do $N status v2 | grep -q 'killed: out of memory' && break; sleep 0.1; done; \
+         $N status v2 | grep 'killed: out of memory'; \
+         $N status v2 --json | grep -o '\"oom_kills\":[0-9]*' | tr '\\n' ' '; echo; \
+         $N down v2 >/dev/null; ls $G 2>/dev/null || echo no nsfleet cgroup left",
+        topo.display()
+    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for want in [
+        "memory.max 33554432 swap 0",
+        "cpu.max 50000 100000 pids.max 50",
+        "exec in 0::/",
+        "killed: out of memory, limit 32 MB",
+        "\"oom_kills\":1 \"oom_kills\":0",
+        "no nsfleet cgroup left",
+    ] {
+        assert!(lines.contains(&want), "{want:?} in {text}");
+    }
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
 /// Six pairs of nodes, each joined by a link with one impairment (`p` by none).
 fn impaired_pairs() -> String {
     let links = [
