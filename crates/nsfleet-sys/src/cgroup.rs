@@ -286,6 +286,31 @@ impl Group {
         Group { dirs }
     }
 
+    /// The same group in only the hierarchies that hold one of `controllers`.
+    pub fn only(&self, controllers: &[Controller]) -> Group {
+        let dirs = (self.dirs.iter())
+            .filter(|d| d.holds.iter().any(|c| controllers.contains(c)))
+            .map(|d| Dir {
+                holds: (d.holds.iter().copied())
+                    .filter(|c| controllers.contains(c))
+                    .collect(),
+                ..d.clone()
+            })
+            .collect();
+        Group { dirs }
+    }
+
+    /// Removes it from each hierarchy where it holds no task now, at once; returns
+    /// whether it is gone from all (a task being reaped keeps it a moment longer).
+    pub fn try_remove(&self) -> bool {
+        let gone = |d: &Dir| match fs::remove_dir(&d.path) {
+            Ok(()) => true,
+            Err(e) => e.kind() == ErrorKind::NotFound,
+        };
+        // Every folder tried, whatever the ones before it did.
+        self.dirs.iter().filter(|d| !gone(d)).count() == 0
+    }
+
     /// Its directories, one per hierarchy.
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
         self.dirs.iter().map(|d| d.path.as_path())

@@ -83,25 +83,33 @@ impl FleetGroup {
         })
     }
 
-    /// The group of node `name`, made and limited as `limits` say.
+    /// The group of node `name`, made and limited as `limits` say: in the hierarchies
+    /// that count its memory and CPU time, and in those of the limits it has (on v1, a
+    /// folder in each hierarchy is a memory cgroup's cost or a cpuset's copy: a node
+    /// without a `pids` limit is in no pids group). What a node of that name left
+    /// (one restarted) is removed first.
     pub fn node(&self, name: &str, limits: &Limits) -> anyhow::Result<NodeGroup> {
-        let g = NodeGroup(self.group.child(name));
-        if !g.0.make(false).context("the node's cgroup")? && g.0.paths().next().is_some() {
-            anyhow::bail!("its cgroup exists already");
-        }
+        let mut used = vec![Controller::Memory, Controller::Cpuacct];
+        used.extend(limits.cpu_milli.map(|_| Controller::Cpu));
+        used.extend(limits.cpuset.as_ref().map(|_| Controller::Cpuset));
+        used.extend(limits.pids.map(|_| Controller::Pids));
+        let g = NodeGroup(self.group.child(name).only(&used));
+        let _ = self.group.child(name).remove(PATIENCE);
+        g.0.make(false).context("the node's cgroup")?;
         (g.0.limit(&as_written(limits))).context("limiting the node's cgroup")?;
         Ok(g)
     }
 }
 
 /// A node's group, removed when this is dropped: with its world, after its init is
-/// reaped (or when its start fails).
+/// reaped (or when its start fails). At once, without waiting: a group whose last task
+/// is still being reaped stays for the fleet's removal (`clean_journal`), or the next
+/// start of a node of that name, to take.
 pub struct NodeGroup(pub Group);
 
 impl Drop for NodeGroup {
     fn drop(&mut self) {
-        // Its tasks went with its init: this waits only for what is still exiting.
-        let _ = self.0.remove(Duration::from_millis(500));
+        self.0.try_remove();
     }
 }
 
