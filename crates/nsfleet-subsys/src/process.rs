@@ -133,7 +133,7 @@ struct Proc {
     node: String,
     command: String,
     log: PathBuf,
-    /// The node's init (pid, start time), whose world the command runs in.
+    /// The node's world the command runs in: its init, and its cgroup.
     world: WorldRef,
     launch: Launch,
     restart: bool,
