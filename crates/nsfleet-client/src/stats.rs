@@ -319,14 +319,7 @@ fn usages(s: &FleetStats) -> impl Iterator<Item = (&NodeStats, &nsfleet::sys::cg
 }
 
 fn node_cells(n: &NodeStats, u: &nsfleet::sys::cgroup::Usage, cpu: String) -> Vec<String> {
-    let l = &n.limits;
-    let mut limits = Vec::new();
-    limits.extend(
-        l.memory
-            .map(|m| format!("memory {}", nsfleet_values::memory_text(m))),
-    );
-    limits.extend(l.cpu_milli.map(|c| format!("cpu {}", c as f64 / 1000.0)));
-    limits.extend(l.pids.map(|p| format!("pids {p}")));
+    let mut limits = crate::status::limit_words(&n.limits);
     if u.oom_kills > 0 {
         limits.push(format!("{} OOM kills", u.oom_kills));
     }

@@ -145,36 +145,37 @@ fn print_one(f: &FleetStatus) {
     }
 }
 
-/// "limits: memory 64 MB (3.1 MB used), cpu 0.5, cpuset 0-1, pids 50": a node's limits,
+/// "limits: memory 64 MB, cpu 0.5, cpuset 0-1, pids 50 (3.1 MB used)": a node's limits,
 /// if it has any.
 fn limits_line(
     l: &nsfleet::topology::Limits,
     u: Option<&nsfleet::sys::cgroup::Usage>,
 ) -> Option<String> {
-    use nsfleet_values::{cpu_list_text, memory_text};
-    if !l.any() {
+    let words = limit_words(l);
+    if words.is_empty() {
         return None;
     }
-    let mut parts = Vec::new();
-    if let Some(m) = l.memory {
-        let used = u.map_or(String::new(), |u| {
-            format!(" ({} used)", human_bytes(u.memory_bytes as i64))
-        });
-        parts.push(format!("memory {}{used}", memory_text(m)));
-    }
-    if let Some(c) = l.cpu_milli {
-        parts.push(format!("cpu {}", c as f64 / 1000.0));
-    }
-    if let Some(c) = &l.cpuset {
-        parts.push(format!("cpuset {}", cpu_list_text(c)));
-    }
-    if let Some(p) = l.pids {
-        parts.push(format!("pids {p}"));
-    }
-    if let Some(b) = l.shm_bytes {
-        parts.push(format!("/dev/shm {}", memory_text(b)));
-    }
-    Some(format!("limits: {}", parts.join(", ")))
+    let used = (u.filter(|_| l.memory.is_some())).map_or(String::new(), |u| {
+        format!(" ({} used)", human_bytes(u.memory_bytes as i64))
+    });
+    Some(format!("limits: {}{used}", words.join(", ")))
+}
+
+/// Each of a node's limits in words (`memory 64 MB`, `cpu 0.5`): `status` and `stats`
+/// say them alike.
+pub(crate) fn limit_words(l: &nsfleet::topology::Limits) -> Vec<String> {
+    use nsfleet_values::{cpu_list_text, memory_text};
+    let mut words = Vec::new();
+    words.extend(l.memory.map(|m| format!("memory {}", memory_text(m))));
+    words.extend(l.cpu_milli.map(|c| format!("cpu {}", c as f64 / 1000.0)));
+    words.extend(
+        l.cpuset
+            .as_ref()
+            .map(|c| format!("cpuset {}", cpu_list_text(c))),
+    );
+    words.extend(l.pids.map(|p| format!("pids {p}")));
+    words.extend(l.shm_bytes.map(|b| format!("/dev/shm {}", memory_text(b))));
+    words
 }
 
 /// `zebra -d ... [4242, daemon]`, `sleep 9 [4243, exited 1, restarted 2x]`.

@@ -66,7 +66,7 @@ pub(crate) struct OomCount {
 impl OomCount {
     /// The node's kills and limit, if there are kills not told yet (now told).
     fn new_kills(&self) -> Option<(u64, Option<u64>)> {
-        let kills = self.group.usage().oom_kills;
+        let kills = self.group.oom_kills();
         let was = self
             .told
             .fetch_max(kills, std::sync::atomic::Ordering::Relaxed);

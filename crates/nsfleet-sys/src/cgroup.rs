@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io::{self, ErrorKind};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -421,12 +421,16 @@ impl Group {
         Ok(())
     }
 
+    /// Its folder in the hierarchy that holds its memory controller, if it has one.
+    fn memory_dir(&self) -> Option<&Dir> {
+        self.dirs
+            .iter()
+            .find(|d| d.holds.contains(&Controller::Memory))
+    }
+
     /// Its memory limit in bytes, if it has one.
     pub fn memory_limit(&self) -> Option<u64> {
-        let d = self
-            .dirs
-            .iter()
-            .find(|d| d.holds.contains(&Controller::Memory))?;
+        let d = self.memory_dir()?;
         let file = if d.unified {
             "memory.max"
         } else {
@@ -439,6 +443,21 @@ impl Group {
             .ok()?;
         // v1 says "no limit" as the largest page-aligned count.
         (v < i64::MAX as u64 / 2).then_some(v)
+    }
+
+    /// The processes the kernel's OOM killer has killed in it: one read, for who needs no
+    /// more of [`usage`](Self::usage) (a command's end).
+    pub fn oom_kills(&self) -> u64 {
+        let Some(d) = self.memory_dir() else { return 0 };
+        let file = if d.unified {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        key_of(
+            &fs::read_to_string(d.path.join(file)).unwrap_or_default(),
+            "oom_kill",
+        )
     }
 
     /// Its `cgroup.procs` files, open for writing: what [`join`] takes, opened before a
@@ -457,7 +476,6 @@ impl Group {
                 u.cpu_ns = key_of(&read("cpu.stat"), "usage_usec").saturating_mul(1000);
                 if d.holds.contains(&Controller::Memory) {
                     u.memory_bytes = read("memory.current").trim().parse().unwrap_or(0);
-                    u.oom_kills = key_of(&read("memory.events"), "oom_kill");
                 }
                 continue;
             }
@@ -466,9 +484,9 @@ impl Group {
             }
             if d.holds.contains(&Controller::Memory) {
                 u.memory_bytes = read("memory.usage_in_bytes").trim().parse().unwrap_or(0);
-                u.oom_kills = key_of(&read("memory.oom_control"), "oom_kill");
             }
         }
+        u.oom_kills = self.oom_kills();
         u
     }
 }
@@ -538,13 +556,10 @@ pub fn of_process(all: &[Hierarchy], pid: i32, below: &Path) -> io::Result<Vec<P
     Ok(dirs)
 }
 
-/// Moves the calling process into the groups `dirs` (see [`of_process`]).
+/// Moves the calling process into the groups `dirs` (see [`of_process`]), as [`join`].
 pub fn join_dirs(dirs: &[PathBuf]) -> io::Result<()> {
-    for d in dirs {
-        let path = d.join("cgroup.procs");
-        fs::write(&path, "0").map_err(|e| at(&path, e))?;
-    }
-    Ok(())
+    let files = open_procs(dirs.iter().map(PathBuf::as_path))?;
+    join(&files.iter().map(|f| f.as_fd()).collect::<Vec<_>>())
 }
 
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {

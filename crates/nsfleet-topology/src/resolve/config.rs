@@ -256,7 +256,8 @@ fn limits(
     let mut need = |v: &Spanned<Value>, key: &str, need: crate::HostNeed| {
         let why = match &need {
             crate::HostNeed::Cpus(cpus) => format!("{key} = {}: this machine has no CPU {cpus} online (see /sys/devices/system/cpu/online)", shown(v.get_ref())),
-            _ => format!("`{key}` needs the {0} cgroup controller, which this host does not give nsfleet: a cgroup v1 hierarchy of it, or cgroup v2 with +{0} in its root's cgroup.subtree_control (see docs/confinement.md, \"Limits\")", controller_of(key)),
+            // Each limit's key is its controller's name.
+            _ => format!("`{key}` needs the {key} cgroup controller, which this host does not give nsfleet: a cgroup v1 hierarchy of it, or cgroup v2 with +{key} in its root's cgroup.subtree_control (see docs/confinement.md, \"Limits\")"),
         };
         needs.push(Needed {
             need,
@@ -264,7 +265,7 @@ fn limits(
             at: cx.err(v.span(), ""),
         });
     };
-    let cgroup = |key: &str| crate::HostNeed::Cgroup(controller_of(key).to_string());
+    let cgroup = |key: &str| crate::HostNeed::Cgroup(key.to_string());
     let bad = |v: &Spanned<Value>, key: &str, why: String| {
         cx.err(v.span(), format!("{key} = {}: {why}", shown(v.get_ref())))
     };
@@ -334,16 +335,6 @@ fn limits(
         l.shm_bytes = Some(bytes);
     }
     Ok(())
-}
-
-/// The controller a limit's key needs.
-fn controller_of(key: &str) -> &'static str {
-    match key {
-        "memory" => "memory",
-        "cpu" => "cpu",
-        "cpuset" => "cpuset",
-        _ => "pids",
-    }
 }
 
 /// A size: a number of bytes, or a text with a binary unit (`64M`, `1GiB`).
