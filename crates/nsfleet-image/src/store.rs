@@ -163,6 +163,8 @@ impl Store {
             );
         }
         let n = diff_ids.len();
+        // The device files its layers held, skipped (said once, for the whole image).
+        let mut devices = Vec::new();
         for (i, (diff_id, blob)) in diff_ids.iter().zip(&found.layers).enumerate() {
             let hex = digest::hex_of(diff_id, &format!("image {label}"))?;
             let step = format!("{label}: layer {} of {n} ({})", i + 1, &hex[..12]);
@@ -170,8 +172,18 @@ impl Store {
                 progress(&format!("{step}: already in the store"));
                 continue;
             }
-            let done = self.unpack_layer(source, blob, diff_id, work, &label, &step, progress)?;
+            let (done, skipped) =
+                self.unpack_layer(source, blob, diff_id, work, &label, &step, progress)?;
+            devices.extend(skipped);
             unpacked.insert(hex.to_string(), done);
+        }
+        if let Some(first) = devices.first() {
+            progress(&format!(
+                "warning: image {label}: {} device file{} skipped ({first}{}): a node's /dev is made by nsfleet",
+                devices.len(),
+                if devices.len() > 1 { "s" } else { "" },
+                if devices.len() > 1 { ", ..." } else { "" }
+            ));
         }
         let image = StoredImage {
             id,
@@ -192,7 +204,7 @@ impl Store {
 
     /// Unpacks one layer blob into `work/<diff-id hex>`, checking the blob's digest (when
     /// the format gives one) and the uncompressed tar's against `diff_id`. Its folder and
-    /// bytes.
+    /// bytes, and the device files it skipped.
     #[allow(clippy::too_many_arguments)]
     fn unpack_layer(
         &self,
@@ -203,7 +215,7 @@ impl Store {
         label: &str,
         step: &str,
         progress: &mut dyn FnMut(&str),
-    ) -> anyhow::Result<(PathBuf, u64)> {
+    ) -> anyhow::Result<((PathBuf, u64), Vec<String>)> {
         let hex = digest::hex_of(diff_id, label)?;
         let dest = work.path().join(hex);
         let (reader, size) = source.open_file(&blob.path)?;
@@ -212,15 +224,15 @@ impl Store {
         let plain = Meter::default();
         let stream = Decoder::new(packed.reader(reader))?;
         let result =
-            unpack(plain.reader(stream), &dest, label, diff_id).and_then(|(bytes, rest)| {
+            unpack(plain.reader(stream), &dest, label, diff_id).and_then(|(made, rest)| {
                 // The digests cover each stream to its end: what follows the tar's last entry
                 // (its end blocks), and what follows the compressed stream.
                 let mut rest = rest;
                 io::copy(&mut rest, &mut io::sink())?;
                 io::copy(&mut rest.into_inner().into_inner()?, &mut io::sink())?;
-                Ok(bytes)
+                Ok(made)
             });
-        let bytes = result.map_err(|e| {
+        let made = result.map_err(|e| {
             let _ = remove_any(&dest);
             if disk_full(&e) {
                 anyhow!(
@@ -249,8 +261,8 @@ impl Store {
             let _ = remove_any(&dest);
             return Err(e);
         }
-        progress(&format!("{step}: {} unpacked", human_bytes(bytes)));
-        Ok((dest, bytes))
+        progress(&format!("{step}: {} unpacked", human_bytes(made.bytes)));
+        Ok(((dest, made.bytes), made.devices))
     }
 
     /// Puts a prepared image in the store: its layers into `layers/` (unpacking any that
@@ -287,7 +299,8 @@ impl Store {
                     );
                 }
                 let step = format!("{}: layer {}", p.label, &hex[..12]);
-                let done =
+                // Its device files were said when `prepare` unpacked it first.
+                let (done, _) =
                     self.unpack_layer(source, blob, diff_id, work, &p.label, &step, &mut |_| {})?;
                 unpacked.insert(hex.to_string(), done);
             }

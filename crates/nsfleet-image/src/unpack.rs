@@ -6,7 +6,8 @@
 //! is dropped, as Docker does); every folder on an entry's way is looked at with lstat and
 //! must be a real folder, never a symbolic link, so no write follows a link; files are
 //! created with O_EXCL|O_NOFOLLOW; a hard link must point to an earlier entry of this
-//! layer; device files are refused. Owners, modes (setuid, setgid and sticky included: they
+//! layer; device files are skipped (a node's /dev is nsfleet's to make, as rootless podman
+//! skips them; the caller says how many). Owners, modes (setuid, setgid and sticky included: they
 //! are set after the chown that clears them), times and the `security.capability` and
 //! `user.*` extended attributes are kept.
 //!
@@ -25,15 +26,23 @@ use std::time::{Duration, SystemTime};
 const WHITEOUT: &str = ".wh.";
 const OPAQUE: &str = ".wh..wh..opq";
 
-/// Unpacks the tar stream `tar` into `dest`, which must not exist yet. Returns the bytes
-/// of its regular files and the stream, for the caller to read to its end (its digest
-/// covers the whole tar). Errors name `image`, `layer` and the entry.
+/// What a layer's unpacking made of it.
+pub(crate) struct Unpacked {
+    /// The bytes of its regular files.
+    pub bytes: u64,
+    /// The device files it held and that were skipped, as paths in the image.
+    pub devices: Vec<String>,
+}
+
+/// Unpacks the tar stream `tar` into `dest`, which must not exist yet. Returns what it
+/// made and the stream, for the caller to read to its end (its digest covers the whole
+/// tar). Errors name `image`, `layer` and the entry.
 pub(crate) fn unpack<R: Read>(
     tar: R,
     dest: &Path,
     image: &str,
     layer: &str,
-) -> anyhow::Result<(u64, R)> {
+) -> anyhow::Result<(Unpacked, R)> {
     fs::DirBuilder::new().mode(0o755).create(dest)?;
     let mut archive = tar::Archive::new(tar);
     let mut layer_state = Layer {
@@ -41,6 +50,7 @@ pub(crate) fn unpack<R: Read>(
         made: HashSet::new(),
         dirs: Vec::new(),
         bytes: 0,
+        devices: Vec::new(),
     };
     let at = |path: &str| format!("image {image}, layer {layer}, entry {path:?}");
     for entry in archive
@@ -58,7 +68,11 @@ pub(crate) fn unpack<R: Read>(
     layer_state
         .set_dir_times()
         .with_context(|| format!("image {image}, layer {layer}"))?;
-    Ok((layer_state.bytes, archive.into_inner()))
+    let made = Unpacked {
+        bytes: layer_state.bytes,
+        devices: layer_state.devices,
+    };
+    Ok((made, archive.into_inner()))
 }
 
 struct Layer<'a> {
@@ -69,6 +83,8 @@ struct Layer<'a> {
     /// changes its time).
     dirs: Vec<(PathBuf, SystemTime)>,
     bytes: u64,
+    /// The device files skipped.
+    devices: Vec<String>,
 }
 
 /// What a header says of an entry's owner, mode and time.
@@ -95,7 +111,10 @@ impl Layer<'_> {
             T::Link => self.hard_link(&rel, e),
             T::Symlink => self.symlink(&rel, &meta, e),
             T::Fifo => self.fifo(&rel, &meta),
-            T::Char | T::Block => bail!("device files are not unpacked: {}", rel.display()),
+            T::Char | T::Block => {
+                self.devices.push(rel.display().to_string());
+                Ok(())
+            }
             T::XGlobalHeader => Ok(()),
             other => bail!("entries of type {other:?} are not unpacked"),
         }
@@ -354,7 +373,7 @@ mod tests {
         let result = unpack(&tar[..], &dir, "img", "sha256:x");
         let mode = fs::metadata(dir.join("bin/su")).map(|m| m.permissions().mode());
         let _ = fs::remove_dir_all(&dir);
-        assert_eq!(result.unwrap().0, 2);
+        assert_eq!(result.unwrap().0.bytes, 2);
         assert_eq!(mode.unwrap() & 0o7777, 0o4755, "setuid kept after chown");
     }
 }

@@ -776,14 +776,34 @@ fn an_entry_through_a_symlink_is_refused() {
     refused("through", &[l], &["bad:1", "a/passwd", "symbolic link a"]);
 }
 
+/// A root from `debootstrap` put in by `docker import` holds /dev's device files: they
+/// are skipped (a node's /dev is made for it), with one line for the image.
 #[test]
-fn device_files_are_refused() {
-    let l = layer(&[E::Char("dev/mem")]);
-    refused(
-        "device",
-        &[l],
-        &["bad:1", "device files are not unpacked: dev/mem"],
+fn device_files_are_skipped_with_one_warning() {
+    let s = Scratch::new("device");
+    let store = s.store();
+    let l = layer(&[
+        E::File("etc/os-release", b"ID=test"),
+        E::Char("dev/console"),
+        E::Char("dev/null"),
+    ]);
+    let img = image(&[l], Pack::Plain);
+    write_oci(&s.0.join("layout"), &[(Some("devs:1"), &img)]);
+    let mut said = Vec::new();
+    store
+        .load(&s.0.join("layout"), None, &mut |l: &str| {
+            said.push(l.to_string())
+        })
+        .unwrap();
+    let warnings: Vec<_> = said.iter().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warnings,
+        ["warning: image docker.io/library/devs:1: 2 device files skipped (dev/console, ...): a node's /dev is made by nsfleet"],
+        "{said:?}"
     );
+    let found = store.find("devs:1").unwrap().unwrap();
+    assert!(found.layers[0].join("etc/os-release").is_file());
+    assert!(fs::symlink_metadata(found.layers[0].join("dev/console")).is_err());
 }
 
 #[test]

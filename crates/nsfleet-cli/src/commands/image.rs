@@ -59,8 +59,8 @@ pub enum ImageCommand {
     /// a tar of one. Every blob is checked against its digest and every layer
     /// against its config's diff_id; an image for another architecture, a layer that
     /// would write outside itself (`..`, a path through a symbolic link, a hard link out)
-    /// or holds device files is refused, and the store is left as it was. Progress goes
-    /// to stderr.
+    /// is refused, and the store is left as it was. Device files in a layer are skipped
+    /// (a node's /dev is made for it), with a warning. Progress goes to stderr.
     ///
     ///   nsfleet image load alpine.tar
     ///   nsfleet image load ./oci-layout --name ghcr.io/me/app
