@@ -623,3 +623,100 @@ fn which(program: &str) -> Result<PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// What the hostile image's entrypoint runs: each escape, its outcome a line (see the
+/// file), then `done`. Shared with scripts/escape-table.
+const ESCAPES: &str = include_str!("escapes.sh");
+
+/// The escapes' names, as `ESCAPES` prints them.
+fn escape_names() -> Vec<String> {
+    (ESCAPES.lines())
+        .filter_map(|l| l.strip_prefix("try "))
+        .map(|l| match l.chars().next() {
+            Some(q @ ('\'' | '"')) => l[1..].split(q).next().unwrap().to_string(),
+            _ => l.split(' ').next().unwrap().to_string(),
+        })
+        .collect()
+}
+
+/// An image whose entrypoint tries every escape of [`ESCAPES`], each outcome a line of
+/// /tmp/escapes.
+fn hostile_image() -> ImageSpec {
+    let mut image = busy_image("hostile");
+    let tools = [
+        "mknod", "mkdir", "mount", "insmod", "reboot", "date", "dd", "mkswap", "swapon", "dmesg",
+        "head", "grep",
+    ];
+    for tool in tools {
+        let link = Entry::symlink(&format!("bin/{tool}"), "busybox");
+        image.layers[0].entries.push(link);
+    }
+    image.layers[0].entries.push(Entry::dir("dev"));
+    let script = format!("{{\n{ESCAPES}\n}} > /tmp/escapes 2>&1\nexec sleep 1000000\n");
+    image.run.cmd = vec!["/bin/sh".into(), "-c".into(), script];
+    image
+}
+
+#[test]
+fn a_hostile_image_gets_the_kernels_refusal_for_each_escape_and_the_host_is_as_before() {
+    let env = Env::new("imghostile");
+    let name = fleet("hst");
+    let oci = layout_of(&env, "hostile", &hostile_image());
+    env.ok(&[
+        "image",
+        "load",
+        oci.to_str().unwrap(),
+        "--name",
+        "test/hostile:1",
+    ]);
+    let sysctl = "/proc/sys/kernel/printk_ratelimit";
+    let before = std::fs::read_to_string(sysctl).unwrap();
+    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let debugfs_before = mounts().matches(" - debugfs ").count();
+    let swaps_before = std::fs::read_to_string("/proc/swaps").unwrap();
+    let text =
+        format!("[fleet]\nname = \"{name}\"\n[[node]]\nname = \"h\"\nimage = \"test/hostile:1\"\n");
+    let guard = env.up(&text);
+    let tried = wait_until("its escapes", Duration::from_secs(20), || {
+        let out = env.run(&["exec", &name, "h", "--", "cat", "/tmp/escapes"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("done").then_some(text).ok_or("not yet")
+    });
+    eprintln!("{tried}");
+    let names = escape_names();
+    assert_eq!(names.len(), 13, "{names:?}");
+    for what in &names {
+        let line = (tried.lines())
+            .find(|l| l.starts_with(&format!("{what}: ")))
+            .unwrap_or_else(|| panic!("{what} not tried: {tried}"));
+        assert!(line.starts_with(&format!("{what}: refused")), "{line}");
+    }
+    // The kernel's own words, where the tool says them.
+    for (what, refusal) in [
+        ("mknod", "Operation not permitted"),
+        ("module", "Operation not permitted"),
+        ("clock", "Operation not permitted"),
+        ("swap", "Operation not permitted"),
+        ("kernel log", "Operation not permitted"),
+        ("init's environment", "Permission denied"),
+    ] {
+        let line = tried.lines().find(|l| l.starts_with(what)).unwrap();
+        assert!(line.contains(refusal), "{line}");
+    }
+    // The node lives on (reboot did not end it), and the host is as it was.
+    assert!(env
+        .ok(&["exec", &name, "h", "--", "cat", "/etc/hostname"])
+        .contains('h'));
+    assert_eq!(std::fs::read_to_string(sysctl).unwrap(), before);
+    assert_eq!(mounts().matches(" - debugfs ").count(), debugfs_before);
+    assert_eq!(
+        std::fs::read_to_string("/proc/swaps").unwrap(),
+        swaps_before
+    );
+    let year: u64 = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+        .unwrap()
+        .as_secs()
+        / 31_557_600;
+    assert!(year >= 2024 - 1970, "the host's clock was set");
+    drop(guard);
+}

@@ -33,6 +33,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         world,
         env,
         image,
+        restrictions,
         ..
     } = a.fleet.node_namespace(&a.node)?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
@@ -54,6 +55,11 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
                 .context("entering the node's user namespace as its root")?;
         }
         drop(ns);
+        // What the node's processes give up, this one's too (and so the command's): as
+        // `docker exec` runs a command with the container's confinement.
+        restrictions
+            .apply()
+            .context("giving up what the node's processes give up")?;
         let mut command = std::process::Command::new(&a.command[0]);
         if let Some(image) = &image {
             in_image(&mut command, image)?;

@@ -71,6 +71,7 @@ impl FleetRef {
             env,
             image,
             ovs_bridge,
+            restrictions,
             ..
         } = c.call(&request)?
         else {
@@ -84,6 +85,7 @@ impl FleetRef {
             env,
             image,
             ovs_bridge,
+            restrictions,
         })
     }
 }
@@ -118,6 +120,8 @@ pub struct NodeNamespace {
     pub image: Option<nsfleet::control::ExecIn>,
     /// The node is this bridge of the fleet's Open vSwitch.
     pub ovs_bridge: Option<String>,
+    /// What a command in it gives up as it starts.
+    pub restrictions: nsfleet::sys::confine::Restrictions,
 }
 
 pub(crate) fn human_bytes(b: i64) -> String {

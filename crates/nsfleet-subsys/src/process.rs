@@ -307,6 +307,12 @@ impl Procs {
         self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
     }
 
+    /// What a process that enters the node's world gives up as it starts, as the node's
+    /// own processes do.
+    pub fn world_restrictions(&self) -> Option<sys::confine::Restrictions> {
+        self.world.as_ref().map(|w| w.restrictions)
+    }
+
     /// The pid of the node's init in the host's /proc (the supervisor's PID namespace is
     /// its own): its world's root is `/proc/PID/root`.
     pub fn world_pid(&self) -> Option<i64> {
@@ -603,6 +609,7 @@ impl Subsystem for Processes {
         let world_id = WorldRef {
             init: (w.pid, w.start_time),
             cgroup: w.cgroup.0.paths().map(PathBuf::from).collect(),
+            restrictions: w.restrictions,
         };
         let oom = Arc::new(OomCount {
             group: w.cgroup.0.clone(),

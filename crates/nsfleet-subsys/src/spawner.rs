@@ -35,6 +35,8 @@ pub(crate) struct WorldRef {
     pub init: (libc::pid_t, u64),
     /// The node's cgroup (a folder per hierarchy), which the process joins first.
     pub cgroup: std::sync::Arc<[PathBuf]>,
+    /// What the node's processes give up as they start.
+    pub restrictions: sys::confine::Restrictions,
 }
 
 /// What a node process is started as.
@@ -200,5 +202,6 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         ids,
         userns: userns.as_ref().map(|u| u.as_fd()),
         cgroups: &cgroups.iter().map(|f| f.as_fd()).collect::<Vec<_>>(),
+        restrictions: req.world.restrictions,
     })
 }

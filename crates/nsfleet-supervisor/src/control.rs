@@ -183,6 +183,10 @@ pub enum Reply {
         /// in the node), not one enslaved to a Linux bridge.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ovs_bridge: Option<String>,
+        /// What a command run in the node gives up as it starts, as the node's own
+        /// processes do.
+        #[serde(default)]
+        restrictions: nsfleet_sys::confine::Restrictions,
     },
     /// The events follow, one per line.
     Watching,

@@ -11,6 +11,7 @@
 
 pub mod bpf;
 pub mod cgroup;
+pub mod confine;
 pub mod fdpass;
 pub mod fs;
 pub mod helper;
@@ -24,6 +25,7 @@ pub mod packet;
 pub mod poll;
 pub mod process;
 pub mod procfs;
+pub mod seccomp;
 pub mod signals;
 pub mod spawn;
 pub mod userns;

@@ -44,6 +44,8 @@ pub struct Exec<'a> {
     /// The `cgroup.procs` files of the groups it joins, before it enters `userns` (see
     /// `cgroup::open_procs`).
     pub cgroups: &'a [BorrowedFd<'a>],
+    /// What it gives up before it execs (see [`crate::confine`]).
+    pub restrictions: crate::confine::Restrictions,
 }
 
 /// Where execvp looks when PATH is not set (glibc's default, root's part first), and a
@@ -71,6 +73,7 @@ struct ChildArgs<'a> {
     ids: Option<(libc::uid_t, libc::gid_t)>,
     userns: Option<BorrowedFd<'a>>,
     cgroups: &'a [BorrowedFd<'a>],
+    restrictions: crate::confine::Restrictions,
     /// The errno of the step that failed; 0 while none has.
     error: AtomicI32,
 }
@@ -92,6 +95,7 @@ pub fn spawn_node_process(exec: &Exec<'_>) -> io::Result<libc::pid_t> {
         ids: exec.ids,
         userns: exec.userns,
         cgroups: exec.cgroups,
+        restrictions: exec.restrictions,
         error: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; CHILD_STACK];
@@ -159,6 +163,10 @@ fn prepare(exec: &Exec<'_>) -> io::Result<Prepared> {
         })
         .collect::<io::Result<_>>()?;
     let cwd = exec.cwd.map(c).transpose()?;
+    if exec.restrictions.seccomp {
+        // Built here: the child may not allocate.
+        crate::seccomp::filter();
+    }
     Ok(Prepared {
         candidates,
         argv,
@@ -231,6 +239,8 @@ fn setup(args: &ChildArgs<'_>) -> io::Result<()> {
         if let Some(cwd) = args.cwd {
             check(libc::chdir(cwd.as_ptr()))?;
         }
+        // While the node's root, with CAP_SYS_ADMIN and CAP_SETPCAP in its namespace.
+        args.restrictions.apply()?;
         if let Some((uid, gid)) = args.ids {
             let no_groups: *const libc::gid_t = std::ptr::null();
             syscall(libc::syscall(libc::SYS_setgroups, 0, no_groups))?;
@@ -334,6 +344,7 @@ mod tests {
             ids: Some((65534, 65534)),
             userns: None,
             cgroups: &[],
+            restrictions: Default::default(),
         });
         // SAFETY: back to the mask this thread had.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
@@ -367,6 +378,7 @@ mod tests {
             ids: None,
             userns: None,
             cgroups: &[],
+            restrictions: Default::default(),
         })
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);

@@ -108,14 +108,25 @@ pub fn clone_tree(path: &str, recursive: bool) -> io::Result<std::os::fd::OwnedF
 /// `fsconfig(2)`'s command that creates the superblock (linux/mount.h).
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
-/// A tmpfs of its own, detached (attached nowhere), holding the character devices
-/// `devices` (name, major, minor) at its root, each readable and writable by all, as
-/// Docker's are. Made by the host's root in the host's user namespace, the tmpfs lets
-/// its devices be used, where a confined node's own mounts would not (the kernel makes
-/// them `nodev`) and a bind of the host's file would keep the host's owner and mode
-/// (the host's /dev/net/tun may be its root's alone). A node attaches it ([`attach_tree`])
-/// and binds its devices from there.
-pub fn device_files(devices: &[(&str, u32, u32)]) -> io::Result<std::os::fd::OwnedFd> {
+/// A device file [`device_files`] makes.
+pub struct DeviceFile<'a> {
+    /// Its name at the tmpfs's root.
+    pub name: &'a str,
+    /// A block device, else a character one.
+    pub block: bool,
+    pub major: u32,
+    pub minor: u32,
+    /// Its permission bits.
+    pub mode: u32,
+}
+
+/// A tmpfs of its own, detached (attached nowhere), holding the device files `devices`
+/// at its root, each with its mode whatever the umask. Made by the host's root in the
+/// host's user namespace, the tmpfs lets its devices be used, where a confined node's own
+/// mounts would not (the kernel makes them `nodev`) and a bind of the host's file would
+/// keep the host's owner and mode (the host's /dev/net/tun may be its root's alone). A
+/// node attaches it ([`attach_tree`]) and binds its devices from there.
+pub fn device_files(devices: &[DeviceFile<'_>]) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     // SAFETY: fsopen(2), fsconfig(2) and fsmount(2) on static strings and descriptors
     // owned here; each descriptor returned is ours.
@@ -134,15 +145,24 @@ pub fn device_files(devices: &[(&str, u32, u32)]) -> io::Result<std::os::fd::Own
         let m = libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), 1u32, 0u32);
         std::os::fd::OwnedFd::from_raw_fd(check(m as libc::c_int)?)
     };
-    for (name, major, minor) in devices {
-        let n = cstr(name)?;
+    for d in devices {
+        let n = cstr(d.name)?;
+        let kind = if d.block {
+            libc::S_IFBLK
+        } else {
+            libc::S_IFCHR
+        };
         // SAFETY: mknodat(2) and fchmodat(2) below a descriptor we own, on a
         // NUL-terminated name; the umask would otherwise narrow the mode.
         unsafe {
-            let mode = libc::S_IFCHR | 0o666;
-            let dev = libc::makedev(*major, *minor);
-            check(libc::mknodat(mount.as_raw_fd(), n.as_ptr(), mode, dev))?;
-            check(libc::fchmodat(mount.as_raw_fd(), n.as_ptr(), 0o666, 0))?;
+            let dev = libc::makedev(d.major, d.minor);
+            check(libc::mknodat(
+                mount.as_raw_fd(),
+                n.as_ptr(),
+                kind | d.mode,
+                dev,
+            ))?;
+            check(libc::fchmodat(mount.as_raw_fd(), n.as_ptr(), d.mode, 0))?;
         }
     }
     Ok(mount)
@@ -214,6 +234,81 @@ pub fn bind(source: &str, target: &str, read_only: bool) -> io::Result<()> {
     })?;
     if read_only {
         remount_read_only(&t)?;
+    }
+    Ok(())
+}
+
+/// What Docker hides of /proc and /sys from a container: of the machine, not of the
+/// node's namespaces. A file is covered by /dev/null, a folder by an empty read-only
+/// tmpfs.
+pub const MASKED_PATHS: &[&str] = &[
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/interrupts",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/sys/devices/virtual/powercap",
+    "/sys/firmware",
+];
+
+/// What Docker makes read-only in /proc. /proc/sys's `net` stays writable, as the node's
+/// own network namespace's sysctls: Docker writes a container's `--sysctl`s before it
+/// makes /proc/sys read-only, and a router sets its own as it runs.
+pub const READ_ONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// Masks [`MASKED_PATHS`] and makes [`READ_ONLY_PATHS`] read-only, where they exist, in
+/// the caller's mount namespace (its /proc and /sys mounted already, and /dev/null).
+/// Made by the node's root in a mount namespace its user namespace owns, the mounts are
+/// not locked: the kernel then lets the node mount a proc or sysfs of its own (`ip netns
+/// exec`, a container in the node), which it refuses where a locked mount covers part
+/// of the ones it has. The node's root may take them away (umount): what they hide is
+/// guarded by the user namespace anyway (reading /proc/kcore, writing `kernel.*`, each
+/// asks for a capability in the host's); they give a node Docker's view of the machine.
+pub fn mask_system_paths() -> io::Result<()> {
+    fn within(p: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+        move |e| io::Error::new(e.kind(), format!("{p}: {e}"))
+    }
+    for path in MASKED_PATHS {
+        match std::fs::symlink_metadata(path) {
+            Err(_) => continue,
+            Ok(m) if m.is_dir() => {
+                let t = cstr(path)?;
+                let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+                check(unsafe {
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        t.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        flags,
+                        c"size=0".as_ptr().cast(),
+                    )
+                })
+                .map_err(within(path))?;
+            }
+            Ok(_) => bind("/dev/null", path, false).map_err(within(path))?,
+        }
+    }
+    // A mount of its own first, which the recursive bind of /proc/sys takes along and
+    // the read-only remount of its top leaves writable.
+    bind("/proc/sys/net", "/proc/sys/net", false).map_err(within("/proc/sys/net"))?;
+    for path in READ_ONLY_PATHS {
+        if std::fs::symlink_metadata(path).is_err() {
+            continue;
+        }
+        bind(path, path, false).map_err(within(path))?;
+        remount_read_only(&cstr(path)?).map_err(within(path))?;
     }
     Ok(())
 }

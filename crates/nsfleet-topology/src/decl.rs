@@ -152,6 +152,12 @@ pub(crate) struct NodeKeys {
     pub(crate) cpuset: Option<Spanned<Value>>,
     pub(crate) pids: Option<Spanned<Value>>,
     pub(crate) shm_size: Option<Spanned<Value>>,
+    /// The capabilities it keeps (see `resolve::config::security`).
+    pub(crate) capabilities: Vec<Spanned<String>>,
+    /// Docker's `--security-opt`s.
+    pub(crate) security_opt: Vec<Spanned<String>>,
+    /// The host's devices it is given: `HOST[:NODE[:PERMISSIONS]]`.
+    pub(crate) devices: Vec<Spanned<String>>,
 }
 
 impl NodeKeys {
@@ -178,6 +184,9 @@ impl NodeKeys {
         "cpuset",
         "pids",
         "shm_size",
+        "capabilities",
+        "security_opt",
+        "devices",
     ];
 
     /// `own` keys, then the node keys: every key of a section that holds node keys
@@ -219,6 +228,9 @@ impl NodeKeys {
             "cpuset" => self.cpuset = map.next_value()?,
             "pids" => self.pids = map.next_value()?,
             "shm_size" => self.shm_size = map.next_value()?,
+            "capabilities" => self.capabilities = map.next_value()?,
+            "security_opt" => self.security_opt = map.next_value()?,
+            "devices" => self.devices = map.next_value()?,
             "files" => self.files = map.next_value()?,
             "restart" => self.restart = map.next_value()?,
             "loopback" => self.loopback = map.next_value()?,
@@ -415,10 +427,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`"), "{e}");
     }
 }

@@ -148,6 +148,65 @@ pub struct NodeConfig {
     /// What it may use of the machine, held by a cgroup of its own.
     #[serde(default)]
     pub limits: Limits,
+    /// What it gives up and is shown beyond its namespaces: capabilities, the seccomp
+    /// filter, the paths Docker hides, host devices.
+    #[serde(default)]
+    pub security: Security,
+}
+
+/// What a node that runs software gives up, and what of the machine it sees, beyond what
+/// its user namespace decides (keys `capabilities`, `security_opt`, `devices`;
+/// containerlab's `cap-add`, `cap-drop`, `security-opts`, `devices`). Docker's defaults
+/// for a container, but every capability over its own namespaces (a router's root needs
+/// them); a privileged node has neither the filter nor the masks, as Docker's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Security {
+    /// The capabilities its processes give up, a bit each (`nsfleet_values::CAPABILITIES`).
+    #[serde(default)]
+    pub drop_capabilities: u64,
+    /// Docker's default seccomp filter (`security_opt = ["seccomp=unconfined"]` lifts it).
+    #[serde(default = "yes")]
+    pub seccomp: bool,
+    /// Docker's masked and read-only paths of /proc and /sys (`systempaths=unconfined`
+    /// lifts them).
+    #[serde(default = "yes")]
+    pub system_paths: bool,
+    /// Exec gives its processes no privilege (`no-new-privileges`).
+    #[serde(default)]
+    pub no_new_privileges: bool,
+    /// The host's devices it is given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<Device>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Security {
+    fn default() -> Security {
+        Security {
+            drop_capabilities: 0,
+            seccomp: true,
+            system_paths: true,
+            no_new_privileges: false,
+            devices: Vec::new(),
+        }
+    }
+}
+
+/// A host device a node is given (`devices = ["/dev/kvm"]`): a device file of the same
+/// numbers made for it, readable and writable as asked by all of the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// Its path in the node.
+    pub path: String,
+    /// A block device (else a character one).
+    pub block: bool,
+    pub major: u32,
+    pub minor: u32,
+    /// Its permission bits (0o666 for `rw`).
+    pub mode: u32,
 }
 
 /// What a node that runs software may use of the machine: held by its cgroup (its
@@ -319,6 +378,7 @@ impl PartialEq for NodeConfig {
             netns_of,
             privileged,
             limits,
+            security,
         } = self;
         (
             image,
@@ -331,6 +391,7 @@ impl PartialEq for NodeConfig {
             healthcheck,
             privileged,
             limits,
+            security,
         ) == (
             &o.image,
             &o.querier,
@@ -342,6 +403,7 @@ impl PartialEq for NodeConfig {
             &o.healthcheck,
             &o.privileged,
             &o.limits,
+            &o.security,
         ) && (sysctls, commands, router, switch, hostname, dirs)
             == (
                 &o.sysctls,

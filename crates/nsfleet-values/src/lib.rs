@@ -410,6 +410,78 @@ pub fn cpus_milli(n: f64) -> Result<u64, String> {
     }
 }
 
+/// The kernel's capabilities by number (linux/capability.h), without `CAP_`.
+pub const CAPABILITIES: [&str; 41] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// Every capability of [`CAPABILITIES`], a bit each.
+pub const ALL_CAPABILITIES: u64 = (1 << CAPABILITIES.len()) - 1;
+
+/// The bits of a capability as Docker takes its name: `NET_ADMIN`, `CAP_NET_ADMIN`, in
+/// any case, or `ALL`.
+pub fn capability(name: &str) -> Result<u64, String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    if bare == "ALL" {
+        return Ok(ALL_CAPABILITIES);
+    }
+    match CAPABILITIES.iter().position(|c| *c == bare) {
+        Some(bit) => Ok(1 << bit),
+        None => Err(format!(
+            "{name:?} is not a capability: expected a name of capabilities(7), as NET_ADMIN or CAP_NET_ADMIN, or ALL"
+        )),
+    }
+}
+
+/// The names of the capabilities in `bits`, as `capability` takes them.
+pub fn capability_names(bits: u64) -> Vec<&'static str> {
+    (CAPABILITIES.iter().enumerate())
+        .filter(|(bit, _)| bits & (1 << bit) != 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,5 +532,19 @@ mod tests {
         assert!(cpu_list("1-0").is_err() && cpu_list("a").is_err() && cpu_list("").is_err());
         assert_eq!(cpus_milli(1.5), Ok(1500));
         assert!(cpus_milli(0.0).is_err());
+    }
+
+    #[test]
+    fn capabilities_are_read_as_docker_names_them() {
+        assert_eq!(capability("NET_ADMIN"), Ok(1 << 12));
+        assert_eq!(capability("cap_sys_admin"), Ok(1 << 21));
+        assert_eq!(capability("ALL"), Ok(ALL_CAPABILITIES));
+        assert!(capability("NET_ADMINN")
+            .unwrap_err()
+            .contains("not a capability"));
+        assert_eq!(
+            capability_names(1 << 12 | 1 << 13),
+            ["NET_ADMIN", "NET_RAW"]
+        );
     }
 }

@@ -41,6 +41,8 @@ pub struct World {
     /// Its cgroup, which every process of the node joins; removed with the world, once
     /// the init is reaped.
     pub cgroup: cgroups::NodeGroup,
+    /// What each process of the node gives up as it starts.
+    pub restrictions: sys::confine::Restrictions,
 }
 
 /// What the init sets up, computed before the fork.
@@ -56,6 +58,11 @@ struct Layout {
     cgroup: Vec<PathBuf>,
     /// The size of its /dev/shm, if not Docker's 64 MB.
     shm_bytes: Option<u64>,
+    /// The host's devices it was given (`devices`), made for it.
+    devices: Vec<nsfleet_topology::Device>,
+    /// Whether Docker's masked and read-only paths are applied to its /proc and /sys
+    /// (a confined node's, unless lifted).
+    masks: bool,
 }
 
 /// A root made of an image's layers and a writable layer of the node's own.
@@ -125,6 +132,8 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     // A confined node's network namespace is owned by its user namespace (see
     // nsfleet-core's `Worker::enter_new_confined`): its world is made in it too.
     let userns = sys::userns::owner_if_other(sys::current_netns()?.as_fd())?;
+    let confined = userns.is_some();
+    layout.masks &= confined;
     let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
     fds.extend(userns.as_ref().map(|u| u.as_fd()));
     let how = sys::HelperStart {
@@ -169,6 +178,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         start_time,
         pidfd,
         cgroup,
+        restrictions: restrictions(&node.config(), confined),
     };
     ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
     let mut line = String::new();
@@ -235,6 +245,23 @@ impl World {
     }
 }
 
+/// What a node's processes give up as they start (see `sys::confine`): the capabilities
+/// it drops, and with `no-new-privileges`, what exec would give; and for a `confined`
+/// node (one in a user namespace of its own: not `privileged`, nor in a fleet brought up
+/// `--privileged`), Docker's seccomp filter unless lifted. An unconfined node has none,
+/// as Docker's privileged containers.
+pub fn restrictions(
+    config: &nsfleet_topology::NodeConfig,
+    confined: bool,
+) -> sys::confine::Restrictions {
+    let s = &config.security;
+    sys::confine::Restrictions {
+        drop_capabilities: s.drop_capabilities,
+        seccomp: s.seccomp && confined,
+        no_new_privileges: s.no_new_privileges,
+    }
+}
+
 /// The node's host name: its `hostname` template filled, else its name.
 pub(crate) fn hostname(node: &Node, vars: &Vars<'_>) -> String {
     let config = node.config();
@@ -290,6 +317,8 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
         image,
         cgroup: Vec::new(),
         shm_bytes: config.limits.shm_bytes,
+        devices: config.security.devices.clone(),
+        masks: config.security.system_paths,
         hostname,
         dirs: config.dirs.clone(),
         files,
@@ -413,7 +442,7 @@ fn open_sources(
         }
     }
     let own = match l.image.is_some() || userns.is_some() {
-        true => Some(own_devices().map_err(at("the node's own devices"))?),
+        true => Some(own_devices(&l.devices).map_err(at("the node's own devices"))?),
         false => None,
     };
     let mut root_built = false;
@@ -443,20 +472,30 @@ fn open_sources(
 struct OwnDevices {
     tmpfs: OwnedFd,
     /// (its path in the node, its name in the tmpfs).
-    places: Vec<(&'static str, String)>,
+    places: Vec<(String, String)>,
 }
 
-/// [`OWN_DEVICES`] that the host has, made.
-fn own_devices() -> std::io::Result<OwnDevices> {
-    let here: Vec<_> = (OWN_DEVICES.iter())
+/// [`OWN_DEVICES`] that the host has, and the devices the node was given, made.
+fn own_devices(given: &[nsfleet_topology::Device]) -> std::io::Result<OwnDevices> {
+    let ours = (OWN_DEVICES.iter())
         .filter(|(path, ..)| Path::new(path).exists())
-        .collect();
+        .map(|(path, major, minor)| (*path, false, *major, *minor, 0o666));
+    let given = (given.iter()).map(|d| (d.path.as_str(), d.block, d.major, d.minor, d.mode));
+    let here: Vec<_> = ours.chain(given).collect();
     // Named by their place in the list in the tmpfs, whose names have no folders.
-    let places: Vec<(&'static str, String)> = (here.iter().enumerate())
-        .map(|(i, (path, ..))| (*path, format!("d{i}")))
+    let places: Vec<(String, String)> = (here.iter().enumerate())
+        .map(|(i, (path, ..))| (path.to_string(), format!("d{i}")))
         .collect();
-    let files: Vec<(&str, u32, u32)> = (here.iter().zip(&places))
-        .map(|((_, major, minor), (_, name))| (name.as_str(), *major, *minor))
+    let files: Vec<sys::DeviceFile<'_>> = (here.iter().zip(&places))
+        .map(
+            |((_, block, major, minor, mode), (_, name))| sys::DeviceFile {
+                name,
+                block: *block,
+                major: *major,
+                minor: *minor,
+                mode: *mode,
+            },
+        )
         .collect();
     let tmpfs = sys::device_files(&files)?;
     Ok(OwnDevices { tmpfs, places })
@@ -525,6 +564,9 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
             sys::mount_fs("tmpfs", "/dev/shm", &shm_options(l.shm_bytes))
                 .map_err(at("/dev/shm"))?;
         }
+    }
+    if l.masks {
+        sys::mask_system_paths().map_err(at("masking /proc and /sys as Docker does"))?;
     }
     let mut from_host = from_host.into_iter();
     for (i, d) in l.dirs.iter().enumerate() {

@@ -20,6 +20,11 @@ impl Supervisor {
             Some(pidfd) => (n, Some(pidfd), true),
             None => (n, n.dup_netns(), false),
         });
+        let restrictions = |n: &Node| {
+            let of =
+                |n: &Node| n.inspect::<Procs, _>(self.defaults.process, Procs::world_restrictions);
+            (of(n).flatten()).or_else(|| n.host().and_then(|h| of(&h).flatten()))
+        };
         match found {
             Some((n, Some(fd), world)) => {
                 let mut line = serde_json::to_vec(&Reply::Netns {
@@ -33,6 +38,7 @@ impl Supervisor {
                     }),
                     ovs_bridge: (n.config().ovs.is_some())
                         .then(|| nsfleet_subsys::ovs::bridge_name(n).to_string()),
+                    restrictions: restrictions(n).unwrap_or_default(),
                 })?;
                 line.push(b'\n');
                 sys::send_with_fd(conn.as_fd(), &line, fd.as_fd())

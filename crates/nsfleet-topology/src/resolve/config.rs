@@ -121,7 +121,7 @@ pub(crate) fn build(
         privileged: privileged.is_some_and(|p| *p.get_ref()),
         ..NodeConfig::default()
     };
-    let warnings = (privileged.filter(|p| *p.get_ref()))
+    let mut warnings: Vec<TopologyError> = (privileged.filter(|p| *p.get_ref()))
         .map(|p| cx.err(p.span(), PRIVILEGED))
         .into_iter()
         .collect();
@@ -223,6 +223,7 @@ pub(crate) fn build(
     binds(cx, layers, &mut config)?;
     files(cx, layers, &mut config, &mut templates)?;
     limits(cx, layers, &mut config, &mut needs)?;
+    security(cx, layers, &mut config, &mut warnings)?;
     let loopback = match layers.iter().rev().find_map(|l| l.loopback.as_ref()) {
         Some(v) => Some((loopback(cx, v)?, cx.err(v.span(), ""))),
         None => None,
@@ -239,6 +240,113 @@ pub(crate) fn build(
 
 /// What is said of a privileged node at its line, on every `up`.
 pub(crate) const PRIVILEGED: &str = "privileged: this node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)";
+
+/// The capabilities, security options and devices `layers` give (each key from the last
+/// layer that sets it), into `config`; what is not applied, said in `warnings`.
+fn security(
+    cx: &Ctx<'_>,
+    layers: &[&NodeKeys],
+    config: &mut NodeConfig,
+    warnings: &mut Vec<TopologyError>,
+) -> Result<(), TopologyError> {
+    let last = |f: fn(&NodeKeys) -> &Vec<Spanned<String>>| {
+        (layers.iter().rev()).map(|l| f(l)).find(|v| !v.is_empty())
+    };
+    let runs_image = config.image.is_some();
+    let s = &mut config.security;
+    if let Some(caps) = last(|l| &l.capabilities) {
+        s.drop_capabilities = nsfleet_values::ALL_CAPABILITIES & !kept_capabilities(cx, caps)?;
+    }
+    for o in last(|l| &l.security_opt).into_iter().flatten() {
+        if let Some(w) = security_opt(o.get_ref(), s).map_err(|m| cx.err(o.span(), m))? {
+            warnings.push(cx.err(o.span(), w));
+        }
+    }
+    for d in last(|l| &l.devices).into_iter().flatten() {
+        let device = device(d.get_ref(), runs_image).map_err(|m| cx.err(d.span(), m))?;
+        s.devices.push(device);
+    }
+    Ok(())
+}
+
+/// What `capabilities` keeps: each name kept, each `-NAME` dropped, in order, from
+/// every capability if the first is a drop, else from none.
+fn kept_capabilities(cx: &Ctx<'_>, caps: &[Spanned<String>]) -> Result<u64, TopologyError> {
+    let from_all = caps.first().is_some_and(|c| c.get_ref().starts_with('-'));
+    let mut kept = if from_all {
+        nsfleet_values::ALL_CAPABILITIES
+    } else {
+        0
+    };
+    for c in caps {
+        let (dropped, name) = match c.get_ref().strip_prefix('-') {
+            Some(name) => (true, name),
+            None => (false, c.get_ref().as_str()),
+        };
+        let bits = nsfleet_values::capability(name)
+            .map_err(|m| cx.err(c.span(), format!("capabilities: {m}")))?;
+        kept = if dropped { kept & !bits } else { kept | bits };
+    }
+    Ok(kept)
+}
+
+/// One of Docker's `--security-opt`s, into `s`; a warning if it is not applied.
+fn security_opt(opt: &str, s: &mut crate::Security) -> Result<Option<String>, String> {
+    let opt = opt.trim();
+    // Docker takes `seccomp:unconfined` (its older form) as `seccomp=unconfined`.
+    let (key, value) = opt.split_once(['=', ':']).unwrap_or((opt, ""));
+    match (key, value) {
+        ("seccomp", "unconfined") => s.seccomp = false,
+        ("seccomp", _) => return Err(format!("security_opt {opt:?}: a seccomp profile of one's own is not read; a node has Docker's default filter, which `seccomp=unconfined` lifts")),
+        ("systempaths", "unconfined") => s.system_paths = false,
+        ("no-new-privileges", "" | "true") => s.no_new_privileges = true,
+        ("no-new-privileges", "false") => s.no_new_privileges = false,
+        ("apparmor" | "label", _) => {
+            return Ok(Some(format!("security_opt {opt:?} is not applied: nsfleet loads no AppArmor or SELinux profile")))
+        }
+        _ => return Err(format!("security_opt {opt:?}: expected seccomp=unconfined, systempaths=unconfined, no-new-privileges[=true|false], apparmor=... or label=... (Docker's --security-opt)")),
+    }
+    Ok(None)
+}
+
+/// A device as Docker's `--device` takes it: `HOST[:NODE[:PERMISSIONS]]`, PERMISSIONS of
+/// `r`, `w` and `m` (`rwm` when left out). The host's file must be a device now. A node
+/// that runs the host's software sees the host's /dev: its device keeps its path.
+fn device(text: &str, runs_image: bool) -> Result<crate::Device, String> {
+    let expected =
+        "expected HOST_PATH[:NODE_PATH[:PERMISSIONS]], as /dev/kvm or /dev/net/tun:/dev/net/tun:rw";
+    let mut parts = text.split(':');
+    let host = parts.next().unwrap_or_default();
+    let path = parts.next().unwrap_or(host);
+    let perms = parts.next().unwrap_or("rwm");
+    if parts.next().is_some() || !host.starts_with('/') || !path.starts_with('/') {
+        return Err(format!("devices {text:?}: {expected}"));
+    }
+    if perms.is_empty() || !perms.chars().all(|c| "rwm".contains(c)) {
+        return Err(format!(
+            "devices {text:?}: permissions {perms:?}: expected r, w and m (rwm)"
+        ));
+    }
+    if !runs_image && path != host {
+        return Err(format!("devices {text:?}: a node that runs the host's software sees the host's /dev, where a device keeps its path: {host}"));
+    }
+    let meta = std::fs::metadata(host).map_err(|e| format!("devices {text:?}: {host}: {e}"))?;
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if !kind.is_char_device() && !kind.is_block_device() {
+        return Err(format!("devices {text:?}: {host} is not a device file"));
+    }
+    let rdev = meta.rdev();
+    let mode = (if perms.contains('r') { 0o444 } else { 0 })
+        | (if perms.contains('w') { 0o222 } else { 0 });
+    Ok(crate::Device {
+        path: path.to_string(),
+        block: kind.is_block_device(),
+        major: (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32,
+        minor: ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32,
+        mode,
+    })
+}
 
 /// Docker's smallest memory limit: below it a node's init and shell do not fit.
 const MIN_MEMORY: u64 = 6 << 20;

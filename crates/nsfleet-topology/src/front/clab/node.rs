@@ -359,6 +359,7 @@ impl NodeDecl<'_> {
         keys.cpu = limit(lab, "cpu")?;
         keys.cpuset = limit(lab, "cpu-set")?;
         keys.shm_size = limit(lab, "shm-size")?;
+        self.security(lab, &mut keys)?;
         for (path, _, at) in self.merged_map(lab, "tmpfs")? {
             keys.dirs.push(text(&path, &at));
         }
@@ -389,6 +390,28 @@ impl NodeDecl<'_> {
         }
         keys.commands.extend(self.exec_script(lab)?);
         Ok(keys)
+    }
+
+    /// Docker's `cap-add`, `cap-drop`, `security-opts` and `devices` as nsfleet's
+    /// `capabilities`, `security_opt` and `devices`. A node keeps every capability unless
+    /// dropped: `cap-add` names are checked, and add nothing.
+    fn security(&self, lab: &mut Lab<'_>, keys: &mut NodeKeys) -> Result<(), TopologyError> {
+        for (name, at) in self.merged_list(lab, "cap-add")? {
+            nsfleet_values::capability(&name).map_err(|m| lab.err(at, format!("cap-add: {m}")))?;
+        }
+        for (name, at) in self.merged_list(lab, "cap-drop")? {
+            nsfleet_values::capability(&name)
+                .map_err(|m| lab.err(at.clone(), format!("cap-drop: {m}")))?;
+            keys.capabilities.push(Spanned::new(at, format!("-{name}")));
+        }
+        let list = |lab: &Lab<'_>, key: &str| -> Result<Vec<Spanned<String>>, TopologyError> {
+            Ok((self.merged_list(lab, key)?.into_iter())
+                .map(|(v, at)| Spanned::new(at, v))
+                .collect())
+        };
+        keys.security_opt = list(lab, "security-opts")?;
+        keys.devices = list(lab, "devices")?;
+        Ok(())
     }
 
     /// Whether the node runs its image: a linux node that names one, unless the host's
