@@ -276,6 +276,14 @@ fn a_node_gives_up_what_docker_takes_and_the_way_out_is_explicit() {
         format!("{:016x}", nsfleet_values::ALL_CAPABILITIES)
     );
     assert_eq!(keyctl_errno(&env, "cfd", "d"), libc::EPERM.to_string());
+    // Docker's /dev, not the host's, for a node that runs the host's software too.
+    let devs = in_node("d", "ls /dev");
+    for d in [
+        "null", "zero", "full", "random", "urandom", "tty", "pts", "shm", "ptmx", "fd",
+    ] {
+        assert!(devs.lines().any(|l| l == d), "{d} not in {devs}");
+    }
+    assert!(!devs.lines().any(|l| l == "kmsg" || l == "mem"), "{devs}");
     // Docker's masked and read-only paths; the node's own sysctls stay writable, and it
     // may still mount a proc and sysfs of its own (`ip netns exec` does).
     let masked = in_node("d", "ls /sys/firmware | wc -l; wc -c < /proc/timer_list");
@@ -340,7 +348,7 @@ fn a_capability_option_or_device_that_cannot_be_is_refused_at_its_line() {
         ("devices = [\"/etc/hostname\"]", "is not a device file"),
         (
             "devices = [\"/dev/null:/dev/other\"]",
-            "sees the host's /dev",
+            "gets a device at the host's path",
         ),
         (
             "devices = [\"/dev/null:/dev/null:rx\"]",

@@ -76,13 +76,14 @@ struct ImageLayout {
     etc: [(&'static str, String); 2],
 }
 
-/// The host's devices a node with an image gets in its own /dev, as Docker's containers.
+/// The host's devices a node's own /dev gets (an image node's, a confined node's), as
+/// Docker's containers.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Devices made for a node rather than bound from the host's /dev (see
-/// `sys::device_files`), where the host has them: (path in the node, major, minor). An
-/// image node's /dev gets them, and a confined node's over the host's: a confined root
-/// may not open the host's own (this machine's /dev/net/tun is its root's alone).
+/// `sys::device_files`), where the host has them: (path in the node, major, minor). A
+/// node's own /dev gets them: a confined root may not open the host's own (this
+/// machine's /dev/net/tun is its root's alone).
 const OWN_DEVICES: &[(&str, u32, u32)] = &[("/dev/net/tun", 10, 200), ("/dev/fuse", 10, 229)];
 
 /// How long a world's init may take to set it up.
@@ -392,7 +393,7 @@ struct Sources {
     /// Each `dirs_from_host` folder's contents, read as the host's root reads them.
     from_host: Vec<Vec<Copied>>,
     bound: Vec<Source>,
-    /// The host's devices an image node's /dev gets: (its path there, the device).
+    /// The host's devices a node's own /dev gets: (its path there, the device).
     devices: Vec<(String, Source)>,
     /// The devices made for the node (see [`OWN_DEVICES`]).
     own: Option<OwnDevices>,
@@ -432,7 +433,8 @@ fn open_sources(
         bound.push(source.map_err(at(&format!("bind source {}", b.source)))?);
     }
     let mut devices = Vec::new();
-    if l.image.is_some() {
+    // A /dev of its own, as Docker's containers: an image node's, and a confined node's.
+    if detached {
         for d in DEVICES {
             let path = format!("/dev/{d}");
             devices.push((
@@ -441,7 +443,7 @@ fn open_sources(
             ));
         }
     }
-    let own = match l.image.is_some() || userns.is_some() {
+    let own = match detached {
         true => Some(own_devices(&l.devices).map_err(at("the node's own devices"))?),
         false => None,
     };
@@ -545,7 +547,10 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
         if !root_built {
             build_root(image, None)?;
         }
-        enter_image(image, &devices, own.as_ref(), &shm_options(l.shm_bytes))?;
+        let own = own
+            .as_ref()
+            .ok_or("an image node's devices were not made")?;
+        enter_image(image, &devices, own, &shm_options(l.shm_bytes))?;
     } else {
         // The host's named network namespaces would be copied into every node's mount
         // namespace (and pinned there) otherwise.
@@ -554,15 +559,16 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
         sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("a private /run"))?;
         sys::mount_fs("proc", "/proc", "").map_err(at("/proc for the node's PID namespace"))?;
         sys::remount_sys().map_err(at("/sys for the node's network namespace"))?;
-        // A confined node's own devices over the host's, in its mount namespace only.
-        if let Some(own) = &own {
-            let scratch = format!("{PRIVATE_RUN}/.nsfleet-devices");
-            mount_own_devices(own, &scratch).map_err(at("the node's own devices"))?;
-        }
-        // The host's /dev/shm unless it asks for one of its own (`shm_size`).
-        if l.shm_bytes.is_some() {
-            sys::mount_fs("tmpfs", "/dev/shm", &shm_options(l.shm_bytes))
-                .map_err(at("/dev/shm"))?;
+        match &own {
+            // A confined node's /dev is its own, as a container's, over the host's.
+            Some(own) => make_dev(&devices, own, &shm_options(l.shm_bytes))?,
+            // A privileged one sees the host's, and its /dev/shm unless it asks for one
+            // of its own (`shm_size`).
+            None if l.shm_bytes.is_some() => {
+                sys::mount_fs("tmpfs", "/dev/shm", &shm_options(l.shm_bytes))
+                    .map_err(at("/dev/shm"))?
+            }
+            None => {}
         }
     }
     if l.masks {
@@ -663,7 +669,7 @@ fn build_root(image: &ImageLayout, layers: Option<OwnedFd>) -> Result<(), String
 fn enter_image(
     image: &ImageLayout,
     devices: &[(String, Source)],
-    own: Option<&OwnDevices>,
+    own: &OwnDevices,
     shm: &str,
 ) -> Result<(), String> {
     fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
@@ -683,14 +689,28 @@ fn enter_image(
     sys::mount_fs("sysfs", &sysfs, "").map_err(at("/sys for the node's network namespace"))?;
     std::env::set_current_dir(root).map_err(at("the node's root"))?;
     sys::pivot_root_to_cwd().map_err(at("pivot_root into the image"))?;
+    make_dev(devices, own, shm)?;
+    for (path, text) in &image.etc {
+        own_file(path).map_err(at(path))?;
+        std::fs::write(path, text).map_err(at(path))?;
+    }
+    own_file(HOSTS).map_err(at(HOSTS))
+}
+
+/// A /dev as Docker gives a container, over whatever /dev the node's root has (the
+/// image's folder, or the host's devtmpfs in a host-software node's mount namespace): a
+/// tmpfs with the host's plain devices bound (`devices`), the devices made for the node
+/// (`own`), a devpts instance of its own, a /dev/shm of `shm`'s size, and the usual links.
+fn make_dev(devices: &[(String, Source)], own: &OwnDevices, shm: &str) -> Result<(), String> {
+    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+        move |e| format!("{what}: {e}")
+    }
     sys::mount_dev("tmpfs", "/dev", "mode=0755,size=65536k").map_err(at("/dev"))?;
     for (path, source) in devices {
         File::create(path).map_err(at(path))?;
         source.mount_at(path, false).map_err(at(path))?;
     }
-    if let Some(own) = own {
-        mount_own_devices(own, "/dev/.nsfleet-devices").map_err(at("the node's own devices"))?;
-    }
+    mount_own_devices(own, "/dev/.nsfleet-devices").map_err(at("the node's own devices"))?;
     for d in ["/dev/pts", "/dev/shm", "/dev/mqueue"] {
         std::fs::DirBuilder::new()
             .mode(0o755)
@@ -709,11 +729,7 @@ fn enter_image(
     ] {
         std::os::unix::fs::symlink(to, link).map_err(at(link))?;
     }
-    for (path, text) in &image.etc {
-        own_file(path).map_err(at(path))?;
-        std::fs::write(path, text).map_err(at(path))?;
-    }
-    own_file(HOSTS).map_err(at(HOSTS))
+    Ok(())
 }
 
 /// A folder at `path` of the image's root (made if missing): a link there is replaced,

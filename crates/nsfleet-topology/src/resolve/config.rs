@@ -311,7 +311,8 @@ fn security_opt(opt: &str, s: &mut crate::Security) -> Result<Option<String>, St
 
 /// A device as Docker's `--device` takes it: `HOST[:NODE[:PERMISSIONS]]`, PERMISSIONS of
 /// `r`, `w` and `m` (`rwm` when left out). The host's file must be a device now. A node
-/// that runs the host's software sees the host's /dev: its device keeps its path.
+/// that runs the host's software gets its device at the host's path (a privileged one
+/// sees the host's /dev, where it is already).
 fn device(text: &str, runs_image: bool) -> Result<crate::Device, String> {
     let expected =
         "expected HOST_PATH[:NODE_PATH[:PERMISSIONS]], as /dev/kvm or /dev/net/tun:/dev/net/tun:rw";
@@ -328,7 +329,7 @@ fn device(text: &str, runs_image: bool) -> Result<crate::Device, String> {
         ));
     }
     if !runs_image && path != host {
-        return Err(format!("devices {text:?}: a node that runs the host's software sees the host's /dev, where a device keeps its path: {host}"));
+        return Err(format!("devices {text:?}: a node that runs the host's software gets a device at the host's path (a privileged one sees the host's /dev): {host}"));
     }
     let meta = std::fs::metadata(host).map_err(|e| format!("devices {text:?}: {host}: {e}"))?;
     use std::os::unix::fs::FileTypeExt;
