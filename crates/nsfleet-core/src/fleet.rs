@@ -220,6 +220,8 @@ impl Fleet {
                 let items: Vec<(usize, NodeSpec)> = topo.nodes().enumerate().collect();
                 report.create_latency_us = self.create_nodes(items, ops, created, progress)?;
                 self.publish(created);
+            } else if phase == Phase::Launch {
+                self.launch_phase(&subs, created, progress)?;
             } else if !ops.is_empty() {
                 self.init_phase(phase, ops, created, progress)?;
             }
@@ -334,6 +336,26 @@ impl Fleet {
         };
         self.run_phase(phase, targets, init, OnError::Stop, progress)
             .1
+    }
+
+    /// The Launch phase: each subsystem's `launch` on each of `nodes` it holds state of,
+    /// over the workers, which stay outside the nodes.
+    fn launch_phase(
+        &self,
+        subs: &[Registered],
+        nodes: &[Arc<Node>],
+        progress: Progress<'_>,
+    ) -> anyhow::Result<()> {
+        let subs: Arc<Vec<Registered>> = Arc::new(subs.to_vec());
+        let launch = move |_: &mut Worker, node: Arc<Node>| (None::<()>, launch_on(&subs, &node));
+        (self.run_phase(
+            Phase::Launch,
+            nodes.to_vec(),
+            launch,
+            OnError::Stop,
+            progress,
+        ))
+        .1
     }
 
     /// Runs `work` on every item over the workers, as one phase. After the first error
@@ -521,6 +543,19 @@ impl Fleet {
         self.nodes.store(Arc::new(NodeTable::new(kept)));
         gone
     }
+}
+
+/// Each of `subs`' `launch` on `node`, for those that hold state of it; the state is
+/// put back whatever `launch` did, for `exit` to find.
+pub(crate) fn launch_on(subs: &[Registered], node: &Node) -> anyhow::Result<()> {
+    subs.iter().try_for_each(|r| {
+        let Some(mut state) = node.take_state(r.id) else {
+            return Ok(());
+        };
+        let result = r.ops.launch(node, &mut state);
+        node.put_state(r.id, state);
+        result.with_context(|| format!("node {}: {}", node.name(), r.ops.name()))
+    })
 }
 
 /// What a phase does once an item has failed.

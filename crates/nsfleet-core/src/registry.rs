@@ -70,24 +70,30 @@ impl Registry {
         let live = live.load_full();
         let id = SubsysId(self.next.fetch_add(1, Ordering::Relaxed));
         let targets: Vec<Arc<Node>> = live.iter().filter(|n| ops.wants(n)).cloned().collect();
-        let mut done: Vec<Arc<Node>> = Vec::with_capacity(targets.len());
         let mut first_err = None;
         let run = {
             let (ops, log_dir, table) = (ops.clone(), log_dir.to_path_buf(), live.clone());
             Arc::new(move |w: &mut Worker, node: Arc<Node>| {
-                let r = init_on(&*ops, w, &node, &table, &log_dir)
-                    .map(|state| node.put_state(id, state));
-                (node, r)
+                start_live(
+                    &Registered {
+                        id,
+                        ops: ops.clone(),
+                    },
+                    w,
+                    &node,
+                    &table,
+                    &log_dir,
+                )
             })
         };
-        workers.scatter(targets, run, |(node, r)| match r {
-            Ok(()) => done.push(node),
-            Err(e) => {
+        workers.scatter(targets.clone(), run, |r| {
+            if let Err(e) = r {
                 first_err.get_or_insert(e);
             }
         });
         if let Some(e) = first_err {
-            exit_all(&*ops, id, &done);
+            // Every node it holds state of, the failed ones' included.
+            exit_all(&*ops, id, &targets);
             return Err(e.context(format!(
                 "registering subsystem {:?}: undone on every node",
                 ops.name()
@@ -142,14 +148,32 @@ impl Registry {
         if node.has_state(id) {
             anyhow::bail!("node {}: {} is running already", node.name(), r.ops.name());
         }
-        let (ops, log_dir, table) = (r.ops.clone(), log_dir.to_path_buf(), table.clone());
+        let (r, log_dir, table) = (r.clone(), log_dir.to_path_buf(), table.clone());
+        let ops = r.ops.clone();
         let run = Arc::new(move |w: &mut Worker, node: Arc<Node>| {
-            init_on(&*ops, w, &node, &table, &log_dir).map(|state| node.put_state(id, state))
+            start_live(&r, w, &node, &table, &log_dir)
         });
         let mut out = None;
         workers.scatter(vec![node.clone()], run, |r| out = Some(r));
-        out.expect("scatter hands back every item's result")
+        let out = out.expect("scatter hands back every item's result");
+        if out.is_err() {
+            exit_all(&*ops, id, std::slice::from_ref(node));
+        }
+        out
     }
+}
+
+/// One subsystem's `init` then `launch` on one live node, as a creation's phases would
+/// run them: its state is the node's from `init` on, for `exit` to find if `launch` fails.
+fn start_live(
+    r: &Registered,
+    w: &mut Worker,
+    node: &Arc<Node>,
+    table: &NodeTable,
+    log_dir: &Path,
+) -> anyhow::Result<()> {
+    node.put_state(r.id, init_on(&*r.ops, w, node, table, log_dir)?);
+    crate::fleet::launch_on(std::slice::from_ref(r), node)
 }
 
 /// Runs one subsystem's `init` on a node from a worker, which enters the node first.

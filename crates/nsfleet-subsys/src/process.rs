@@ -207,9 +207,19 @@ pub enum Started {
 #[derive(Default)]
 pub struct Procs {
     world: Option<World>,
+    /// What `init` made ready and `launch` starts.
+    unlaunched: Option<Unlaunched>,
     list: Vec<Arc<Proc>>,
     /// How its health check is started, if it has one.
     checker: Option<Checker>,
+}
+
+/// A node's commands between `init` and `launch`: ready to start in its world.
+struct Unlaunched {
+    commands: Vec<(String, Launch)>,
+    log: PathBuf,
+    world: WorldRef,
+    oom: Arc<OomCount>,
 }
 
 /// This subsystem's answers to [`crate::Commands`], read from its state of each node:
@@ -588,6 +598,8 @@ impl Subsystem for Processes {
         node.config().has_world()
     }
 
+    /// The node's world, and its commands and health check made ready to start in it;
+    /// the commands start in [`launch`](Self::launch), once every node has its world.
     fn init(&self, cx: &mut InitCtx<'_>, procs: &mut Procs) -> anyhow::Result<()> {
         let node = cx.node;
         let log = cx.log_dir.join(format!("{}.log", node.name()));
@@ -616,7 +628,7 @@ impl Subsystem for Processes {
             told: 0.into(),
         });
         procs.world = Some(w);
-        let Some((spawner, watcher)) = helpers else {
+        let Some((spawner, _)) = helpers else {
             return Ok(());
         };
         procs.checker = check.map(|c| Checker {
@@ -628,17 +640,33 @@ impl Subsystem for Processes {
             },
             log: cx.log_dir.join(format!("{}.health.log", node.name())),
         });
-        for (command, launch) in commands {
-            match spawner.spawn(&launch, &log, &world_id) {
+        procs.unlaunched = Some(Unlaunched {
+            commands,
+            log,
+            world: world_id,
+            oom,
+        });
+        Ok(())
+    }
+
+    /// Starts the commands `init` made ready, in order; on a failure, ends the node's
+    /// processes and world, as a failed `init` leaves nothing.
+    fn launch(&self, node: &Node, procs: &mut Procs) -> anyhow::Result<()> {
+        let Some(u) = procs.unlaunched.take() else {
+            return Ok(());
+        };
+        let (spawner, watcher) = self.helpers()?;
+        for (command, launch) in u.commands {
+            match spawner.spawn(&launch, &u.log, &u.world) {
                 Ok((pid, pidfd)) => {
                     let host_pid = sys::host_pid_of(pidfd.as_fd()).unwrap_or(pid as i64);
                     let p = Arc::new(Proc {
                         node: node.name().to_string(),
                         events: self.events.clone(),
-                        oom: oom.clone(),
+                        oom: u.oom.clone(),
                         command,
-                        log: log.clone(),
-                        world: world_id.clone(),
+                        log: u.log.clone(),
+                        world: u.world.clone(),
                         launch,
                         restart: node.config().restart_on_failure,
                         run: Mutex::new(
@@ -660,11 +688,12 @@ impl Subsystem for Processes {
                     procs.list.push(p);
                 }
                 Err(e) => {
-                    // Leave nothing behind of our own: the core only undoes earlier subsystems.
+                    // Nothing left running, and nothing for a later `exit` to signal.
                     self.exit(node, procs);
                     self.exit_batch(&mut [(node, procs)]);
+                    *procs = Procs::default();
                     return Err(anyhow::Error::from(e)
-                        .context(format!("starting {command:?} (log {})", log.display())));
+                        .context(format!("starting {command:?} (log {})", u.log.display())));
                 }
             }
         }

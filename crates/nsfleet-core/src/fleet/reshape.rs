@@ -173,6 +173,11 @@ impl Fleet {
                 let items = add.iter().cloned().enumerate().collect();
                 self.create_nodes(items, ops.clone(), created, &mut *progress)?;
                 self.publish(created);
+            } else if phase == Phase::Launch {
+                let nodes: Vec<Arc<Node>> = (created.iter().cloned())
+                    .chain(touched.iter().map(|t| t.node.clone()))
+                    .collect();
+                self.launch_phase(subs, &nodes, &mut *progress)?;
             } else if !ops.is_empty() {
                 self.init_phase(phase, ops.clone(), created, &mut *progress)?;
             }
@@ -214,6 +219,10 @@ impl Fleet {
             let ops = of_phase(subs, phase, false);
             let pass = Pass::Extend { undoing: true };
             failures.extend(self.pass(pass, phase, ops, &whole, &mut quiet).err());
+            if phase == Phase::Launch {
+                let nodes: Vec<Arc<Node>> = whole.iter().map(|t| t.node.clone()).collect();
+                failures.extend(self.launch_phase(subs, &nodes, &mut quiet).err());
+            }
         }
         for (t, had) in &undo.changed {
             let new = |r: &&Registered| !had.contains(&r.id) && t.node.has_state(r.id);
