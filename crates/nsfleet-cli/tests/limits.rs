@@ -60,7 +60,7 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
     let env = Env::new("limits-oom");
     // The hog waits for its cue, so that `events` is listening when it is killed.
     let f = env.up(
-        "[fleet]\nname = \"lmo\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.05; done; head -c 300M /dev/zero | tail > /dev/null\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n",
+        "[fleet]\nname = \"lmo\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.05; done; head -c 300M /dev/zero | tail > /dev/null\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"keeper\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.05; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n",
     );
     let hog = cgroups_of(init_of(&f, "hog"));
     assert!(
@@ -79,6 +79,12 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
     events.wait_for("the hog's command to end", Duration::from_secs(10), |e| {
         e["event"] == "process_exited" && e["node"] == "hog"
     });
+    // A kill that ends no command (a daemon's child) is told as it happens.
+    env.ok(&["exec", "lmo", "keeper", "--", "touch", "/run/go"]);
+    let said = events.wait_for("the keeper's OOM kill", Duration::from_secs(60), |e| {
+        e["event"] == "out_of_memory" && e["node"] == "keeper"
+    });
+    assert!(said["command"].is_null(), "{said}");
     drop(events);
     let run_dir = env.status("lmo")["run_dir"].as_str().unwrap().to_string();
     let log = std::fs::read_to_string(format!("{run_dir}/logs/hog.log")).unwrap();
@@ -95,9 +101,13 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
     assert!(env
         .ok(&["status", "lmo"])
         .contains("killed: out of memory, limit 32 MB"));
-    // Its neighbour runs on, untouched.
+    // Its neighbour runs on, untouched, as does the keeper's command.
     let calm = &node("calm")["processes"][0];
     assert_eq!(calm["running"], true, "{calm}");
+    let keeper = &node("keeper")["processes"][0];
+    assert_eq!(keeper["running"], true, "{keeper}");
+    let log = std::fs::read_to_string(format!("{run_dir}/logs/keeper.log")).unwrap();
+    assert!(log.contains("killed: out of memory, limit 32 MB"), "{log}");
     // `stats` reads each node from its cgroup: the whole node, its limits.
     let stats: serde_json::Value =
         serde_json::from_str(&env.ok(&["stats", "lmo", "--json"])).unwrap();
@@ -115,7 +125,7 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
 fn a_fork_bomb_stays_in_its_node() {
     let env = Env::new("limits-pids");
     let f = env.up(
-        "[fleet]\nname = \"lmp\"\n[[node]]\nname = \"bomb\"\npids = 24\ncpu = 0.2\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n",
+        "[fleet]\nname = \"lmp\"\n[[node]]\nname = \"bomb\"\npids = 24\ncpu = 0.2\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"keeper\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.05; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n",
     );
     let bomb = cgroups_of(init_of(&f, "bomb"));
     assert_eq!(read_in(&bomb, &["pids.max"]), "24");

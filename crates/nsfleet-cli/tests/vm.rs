@@ -174,7 +174,8 @@ fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
 /// cgroup v2 alone, as most hosts have it (this machine's controllers are v1's): the
 /// guest mounts the unified hierarchy only, and its root hands its controllers down as
 /// systemd's does. Limits are written in v2's words, a node over its memory is killed
-/// alone and said so, `exec` runs in the node's group, and nothing is left.
+/// alone and said so as it happens (its command runs on: only the kill tells it), `exec`
+/// runs in the node's group, and nothing is left.
 #[test]
 fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,7 +183,7 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
     let topo = env.file(
         "v2.toml",
-        "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n",
+        "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n",
     );
     let script = format!(
         "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; G=/sys/fs/cgroup/nsfleet; \
@@ -194,6 +195,8 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
          $N exec v2 hog -- touch /run/go; \
          for i in $(seq 100); do $N status v2 | grep -q 'killed: out of memory' && break; sleep 0.1; done; \
          $N status v2 | grep 'killed: out of memory'; \
+         for i in $(seq 50); do grep -qs 'killed: out' /run/nsf/v2/logs/hog.log && break; sleep 0.1; done; \
+         echo log: $(grep -h 'killed: out' /run/nsf/v2/logs/hog.log); \
          $N status v2 --json | grep -o '\"oom_kills\":[0-9]*' | tr '\\n' ' '; echo; \
          $N down v2 >/dev/null; ls $G 2>/dev/null || echo no nsfleet cgroup left",
         topo.display()
@@ -205,6 +208,7 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
         "cpu.max 50000 100000 pids.max 50",
         "exec in 0::/",
         "killed: out of memory, limit 32 MB",
+        "log: nsfleet: killed: out of memory, limit 32 MB",
         "\"oom_kills\":1 \"oom_kills\":0",
         "no nsfleet cgroup left",
     ] {

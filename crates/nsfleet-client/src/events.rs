@@ -84,10 +84,13 @@ fn describe(e: &Value) -> String {
             how(&e["exit"])
         ),
         "out_of_memory" => format!(
-            "memory   {} killed: out of memory, limit {} ({} ended with it)",
+            "memory   {} killed: out of memory, limit {} ({})",
             s("node"),
             (e["limit_bytes"].as_u64()).map_or("none".into(), nsfleet_values::memory_text),
-            s("command")
+            match e["command"].as_str() {
+                Some(c) => format!("{c} ended with it"),
+                None => "its commands run on".into(),
+            }
         ),
         "controller" => match e["reason"].as_str() {
             Some(why) => format!(

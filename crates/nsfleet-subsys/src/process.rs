@@ -49,28 +49,95 @@ pub enum ProcessEvent {
     /// as the command it ended (or one that had it killed) is seen to end.
     OutOfMemory {
         node: String,
-        /// The command that ended with it.
-        command: String,
+        /// The command that ended with it; `None` when it was found while the node's
+        /// commands ran on (a daemon's child, a process `exec` started).
+        command: Option<String>,
         /// The node's kills so far.
         kills: u64,
         limit_bytes: Option<u64>,
     },
 }
 
-/// A node's OOM kills as last told, shared by its commands: each new one is told once.
+/// A node's OOM kills as last told: each new one is told once, in the node's log and as
+/// an event, by whoever sees it first (a command's end, or [`OomTeller`]).
 pub(crate) struct OomCount {
     group: sys::cgroup::Group,
     told: std::sync::atomic::AtomicU64,
+    node: String,
+    log: PathBuf,
+    events: Option<crate::Events>,
 }
 
 impl OomCount {
-    /// The node's kills and limit, if there are kills not told yet (now told).
-    fn new_kills(&self) -> Option<(u64, Option<u64>)> {
+    /// Tells the kills not told yet, if any; `command` is the one that ended with them.
+    fn tell_new(&self, command: Option<&str>) {
         let kills = self.group.oom_kills();
         let was = self
             .told
             .fetch_max(kills, std::sync::atomic::Ordering::Relaxed);
-        (kills > was).then(|| (kills, self.group.memory_limit()))
+        if kills <= was {
+            return;
+        }
+        let limit = self.group.memory_limit();
+        let line = format!("nsfleet: {}\n", oom_line(kills, limit));
+        let log = OpenOptions::new().append(true).open(&self.log);
+        let _ = log.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Some(events) = &self.events {
+            events(crate::Event::Process(ProcessEvent::OutOfMemory {
+                node: self.node.clone(),
+                command: command.map(str::to_string),
+                kills,
+                limit_bytes: limit,
+            }));
+        }
+    }
+}
+
+/// The thread that tells a node's OOM kills as the kernel makes them, for the nodes with a
+/// memory limit of their own: a daemon's child killed while the daemon runs on ends no
+/// command, so a command's end alone would never tell it.
+struct OomTeller {
+    watch: sys::cgroup::OomWatch,
+    /// The nodes watched, dropped with their state.
+    counts: Mutex<Vec<Weak<OomCount>>>,
+}
+
+/// How long the teller waits after a sign of a kill before it reads the counts: v1 signals
+/// before the kill, and a command that ends with it is better told by its end, which names it.
+const OOM_SETTLE: Duration = Duration::from_millis(200);
+
+impl OomTeller {
+    /// Starts its thread, which ends with the last `Arc`.
+    fn start() -> std::io::Result<Arc<OomTeller>> {
+        let teller = Arc::new(OomTeller {
+            watch: sys::cgroup::OomWatch::new()?,
+            counts: Mutex::new(order::OOM_COUNTS, Vec::new()),
+        });
+        let weak = Arc::downgrade(&teller);
+        std::thread::Builder::new()
+            .name("nsfleet-oom".into())
+            .spawn(move || loop {
+                let Some(t) = weak.upgrade() else { return };
+                let signalled = t.watch.wait(Duration::from_secs(1));
+                if !matches!(signalled, Ok(true)) {
+                    continue;
+                }
+                std::thread::sleep(OOM_SETTLE);
+                t.counts.lock().retain(|c| c.strong_count() > 0);
+                let live: Vec<Arc<OomCount>> =
+                    t.counts.lock().iter().filter_map(Weak::upgrade).collect();
+                for c in live {
+                    c.tell_new(None);
+                }
+            })?;
+        Ok(teller)
+    }
+
+    /// Watches a node's group, whose kills `count` tells.
+    fn add(&self, count: &Arc<OomCount>) -> std::io::Result<()> {
+        self.watch.add(&count.group)?;
+        self.counts.lock().push(Arc::downgrade(count));
+        Ok(())
     }
 }
 
@@ -104,6 +171,8 @@ pub struct Processes {
     watcher: OnceLock<Watcher>,
     /// What the fleet's worlds share, made on the first node's start.
     shared: OnceLock<world::Shared>,
+    /// Tells OOM kills as they happen, started with the first node that has a memory limit.
+    oom_teller: OnceLock<Arc<OomTeller>>,
     /// Where the fleet's cgroup is journalled (see `world::cgroups`).
     cgroup_journal: PathBuf,
 }
@@ -124,6 +193,7 @@ impl Processes {
             spawner: OnceLock::new(),
             watcher: OnceLock::new(),
             shared: OnceLock::new(),
+            oom_teller: OnceLock::new(),
         }
     }
 }
@@ -207,6 +277,8 @@ pub enum Started {
 #[derive(Default)]
 pub struct Procs {
     world: Option<World>,
+    /// Its OOM kills as told, while it has a world.
+    oom: Option<Arc<OomCount>>,
     /// What `init` made ready and `launch` starts.
     unlaunched: Option<Unlaunched>,
     list: Vec<Arc<Proc>>,
@@ -626,8 +698,16 @@ impl Subsystem for Processes {
         let oom = Arc::new(OomCount {
             group: w.cgroup.0.clone(),
             told: 0.into(),
+            node: node.name().to_string(),
+            log: log.clone(),
+            events: self.events.clone(),
         });
         procs.world = Some(w);
+        if node.config().limits.memory.is_some() {
+            // A node whose kills go untold as they happen is no reason to fail its start.
+            let _ = self.oom_teller().and_then(|t| t.add(&oom));
+        }
+        procs.oom = Some(oom.clone());
         let Some((spawner, _)) = helpers else {
             return Ok(());
         };
@@ -779,6 +859,14 @@ fn wait_or_kill(pidfds: &[BorrowedFd<'_>], grace: Duration, mut kill: impl FnMut
 
 impl Processes {
     /// The spawner and the watcher, started on first use.
+    fn oom_teller(&self) -> std::io::Result<&Arc<OomTeller>> {
+        if let Some(t) = self.oom_teller.get() {
+            return Ok(t);
+        }
+        let t = OomTeller::start()?;
+        Ok(self.oom_teller.get_or_init(|| t))
+    }
+
     fn helpers(&self) -> anyhow::Result<(&Spawner, &Watcher)> {
         let spawner = match self.spawner.get() {
             Some(s) => s,
@@ -945,17 +1033,7 @@ fn ended(p: &Proc) {
     }
     // Told with no lock held: whoever listens may be slow.
     drop(run);
-    if let Some((kills, limit)) = p.oom.new_kills() {
-        let line = format!("nsfleet: {}\n", oom_line(kills, limit));
-        let log = OpenOptions::new().append(true).open(&p.log);
-        let _ = log.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-        p.tell(|node, command| ProcessEvent::OutOfMemory {
-            node,
-            command,
-            kills,
-            limit_bytes: limit,
-        });
-    }
+    p.oom.tell_new(Some(&p.command));
     p.tell_exited(pid, exit);
 }
 

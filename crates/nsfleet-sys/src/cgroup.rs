@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io::{self, ErrorKind};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -489,6 +489,85 @@ impl Group {
         u.oom_kills = self.oom_kills();
         u
     }
+}
+
+/// One descriptor that becomes readable when the kernel's OOM killer may have acted in any
+/// group added to it, so that one thread can tell every node's kills as they happen, not
+/// only when a command ends: v1 signals an eventfd registered on each group's
+/// `memory.oom_control` (through `cgroup.event_control`, as the group enters OOM, before
+/// the kill), v2 modifies each group's `memory.events` (an inotify watch each, in one
+/// inotify instance; the file changes at every `max` and `high` event too, so a wake-up
+/// is a hint to read the counts, not a kill). A group's registration ends with the group.
+pub struct OomWatch {
+    /// v1's registrations signal it.
+    eventfd: OwnedFd,
+    /// v2's watches report to it.
+    inotify: OwnedFd,
+}
+
+impl OomWatch {
+    pub fn new() -> io::Result<OomWatch> {
+        // SAFETY: eventfd(2) and inotify_init1(2) take integers; each returns a new
+        // descriptor that nothing else owns.
+        let eventfd = unsafe {
+            OwnedFd::from_raw_fd(crate::check(libc::eventfd(
+                0,
+                libc::EFD_CLOEXEC | libc::EFD_NONBLOCK,
+            ))?)
+        };
+        // SAFETY: as above.
+        let inotify = unsafe {
+            OwnedFd::from_raw_fd(crate::check(libc::inotify_init1(
+                libc::IN_CLOEXEC | libc::IN_NONBLOCK,
+            ))?)
+        };
+        Ok(OomWatch { eventfd, inotify })
+    }
+
+    /// Watches `group`'s OOM kills; a group without memory accounting has none to watch.
+    pub fn add(&self, group: &Group) -> io::Result<()> {
+        let Some(d) = group.memory_dir() else {
+            return Ok(());
+        };
+        if d.unified {
+            let path = d.path.join("memory.events");
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+                .map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
+            // SAFETY: a NUL-terminated path and a descriptor this watch owns.
+            let rc = unsafe {
+                libc::inotify_add_watch(self.inotify.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY)
+            };
+            return crate::check(rc).map(drop).map_err(|e| at(&path, e));
+        }
+        let control = fs::File::open(d.path.join("memory.oom_control"))?;
+        // The kernel keeps the eventfd, not the file: it may close once registered.
+        let line = format!("{} {}", self.eventfd.as_raw_fd(), control.as_raw_fd());
+        let event_control = d.path.join("cgroup.event_control");
+        fs::write(&event_control, line).map_err(|e| at(&event_control, e))
+    }
+
+    /// Waits up to `timeout` for a sign of an OOM kill in any group added, and drains it;
+    /// returns whether there was one.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let ready =
+            crate::poll_readable(&[self.eventfd.as_fd(), self.inotify.as_fd()], Some(timeout))?;
+        let mut buf = [0u8; 4096];
+        for (fd, r) in [&self.eventfd, &self.inotify].into_iter().zip(&ready) {
+            // Non-blocking: read until empty (an eventfd's count comes in one read).
+            while *r && nix_read(fd.as_fd(), &mut buf).is_ok_and(|n| n > 0) {}
+        }
+        Ok(ready.iter().any(|r| *r))
+    }
+}
+
+/// read(2) into `buf`.
+fn nix_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes for the call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// The value of `key` in a flat-keyed cgroup file (`usage_usec 1234` lines).

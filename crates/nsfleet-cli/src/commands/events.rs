@@ -25,7 +25,9 @@ pub struct EventsCommand {
     /// "process_started" | "process_exited" | "out_of_memory" | "controller" | "ready" | "fleet_down",
     /// "at": seconds since the epoch, ...}; a controller's: {"node", "controller":
     /// "tcp:IP:PORT", "state": "connected" | "disconnected" | "unreachable", "reason"?};
-    /// a wait's: {"condition": "started" | "healthy" | "converged", "met", "since_up_s"}.
+    /// a wait's: {"condition": "started" | "healthy" | "converged", "met", "since_up_s"};
+    /// an OOM kill's, as the kernel makes it: {"node", "kills", "limit_bytes", "command":
+    /// the one that ended with it, or null while the node's commands run on}.
     #[arg(long)]
     json: bool,
 }
