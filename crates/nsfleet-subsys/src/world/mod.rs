@@ -86,6 +86,9 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 /// machine's /dev/net/tun is its root's alone).
 const OWN_DEVICES: &[(&str, u32, u32)] = &[("/dev/net/tun", 10, 200), ("/dev/fuse", 10, 229)];
 
+/// Where [`mount_own_devices`] attaches the node's devices' tmpfs for the while.
+const DEVICES_SCRATCH: &str = "/dev/.nsfleet-devices";
+
 /// How long a world's init may take to set it up.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -481,33 +484,37 @@ struct OwnDevices {
 fn own_devices(given: &[nsfleet_topology::Device]) -> std::io::Result<OwnDevices> {
     let ours = (OWN_DEVICES.iter())
         .filter(|(path, ..)| Path::new(path).exists())
-        .map(|(path, major, minor)| (*path, false, *major, *minor, 0o666));
-    let given = (given.iter()).map(|d| (d.path.as_str(), d.block, d.major, d.minor, d.mode));
-    let here: Vec<_> = ours.chain(given).collect();
+        .map(|&(path, major, minor)| nsfleet_topology::Device {
+            path: path.to_string(),
+            block: false,
+            major,
+            minor,
+            mode: 0o666,
+        });
+    let here: Vec<nsfleet_topology::Device> = ours.chain(given.iter().cloned()).collect();
     // Named by their place in the list in the tmpfs, whose names have no folders.
     let places: Vec<(String, String)> = (here.iter().enumerate())
-        .map(|(i, (path, ..))| (path.to_string(), format!("d{i}")))
+        .map(|(i, d)| (d.path.clone(), format!("d{i}")))
         .collect();
     let files: Vec<sys::DeviceFile<'_>> = (here.iter().zip(&places))
-        .map(
-            |((_, block, major, minor, mode), (_, name))| sys::DeviceFile {
-                name,
-                block: *block,
-                major: *major,
-                minor: *minor,
-                mode: *mode,
-            },
-        )
+        .map(|(d, (_, name))| sys::DeviceFile {
+            name,
+            block: d.block,
+            major: d.major,
+            minor: d.minor,
+            mode: d.mode,
+        })
         .collect();
     let tmpfs = sys::device_files(&files)?;
     Ok(OwnDevices { tmpfs, places })
 }
 
 /// Mounts the node's own devices at their places (a missing one made, with its folder),
-/// each a bind from their tmpfs, attached for the while at `scratch`, a folder made on a
-/// filesystem of the node's own. Not a copy of each from the detached tmpfs: kernels
-/// before 6.15 refuse copies of what is not in the caller's mount namespace.
-fn mount_own_devices(own: &OwnDevices, scratch: &str) -> std::io::Result<()> {
+/// each a bind from their tmpfs, attached for the while at [`DEVICES_SCRATCH`], on the
+/// node's own /dev. Not a copy of each from the detached tmpfs: kernels before 6.15
+/// refuse copies of what is not in the caller's mount namespace.
+fn mount_own_devices(own: &OwnDevices) -> std::io::Result<()> {
+    let scratch = DEVICES_SCRATCH;
     std::fs::DirBuilder::new().mode(0o700).create(scratch)?;
     sys::attach_tree(own.tmpfs.as_fd(), scratch, false)?;
     for (path, name) in &own.places {
@@ -710,7 +717,7 @@ fn make_dev(devices: &[(String, Source)], own: &OwnDevices, shm: &str) -> Result
         File::create(path).map_err(at(path))?;
         source.mount_at(path, false).map_err(at(path))?;
     }
-    mount_own_devices(own, "/dev/.nsfleet-devices").map_err(at("the node's own devices"))?;
+    mount_own_devices(own).map_err(at("the node's own devices"))?;
     for d in ["/dev/pts", "/dev/shm", "/dev/mqueue"] {
         std::fs::DirBuilder::new()
             .mode(0o755)
