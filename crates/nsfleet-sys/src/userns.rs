@@ -67,8 +67,8 @@ extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// Runs `work` in a child clone(2)d with `flags` (sharing our memory, on a small stack,
-/// so that nothing is copied), then `then` with a pidfd of it and its pid as /proc
-/// numbers it, then kills and reaps it. What a namespace needs to be made in another
+/// and our descriptor table, so that nothing is copied), then `then` with a pidfd of it
+/// and its pid as /proc numbers it, then kills and reaps it. What a namespace needs to be made in another
 /// user namespace: a process there.
 fn held<T>(
     flags: libc::c_int,
@@ -83,8 +83,11 @@ fn held<T>(
     // stack that outlives the child: it is killed and reaped below before `stack` and
     // `work` go. `hold` touches no memory but its stack and `work`'s atomic. No exit
     // signal: the supervisor's reaper of orphans (waitid without __WALL) never takes it;
-    // it is reaped here with __WALL.
-    let pid = unsafe { libc::clone(hold, end as *mut libc::c_void, libc::CLONE_VM | flags, arg) };
+    // it is reaped here with __WALL. The descriptor table shared: a copy costs a
+    // reference per descriptor the supervisor holds (one per node and more), taken at
+    // the clone and dropped at the kill (measured: 0.2 ms a node at 1,000 nodes).
+    let shared = libc::CLONE_VM | libc::CLONE_FILES;
+    let pid = unsafe { libc::clone(hold, end as *mut libc::c_void, shared | flags, arg) };
     if pid < 0 {
         return Err(refused(io::Error::last_os_error()));
     }
