@@ -11,7 +11,7 @@ pub use reshape::ReshapeReport;
 use super::node::{Node, NodeTable};
 use super::reaper::{Reaper, Ticket};
 use super::reclaim::ReclaimWatch;
-use super::registry::{init_on, Registered, Registry};
+use super::registry::{init_on, launch_on, Registered, Registry};
 use super::subsystem::{enter_node, InitCtx, Phase, Subsystem};
 use super::worker::{Worker, Workers};
 use super::SubsysId;
@@ -543,19 +543,6 @@ impl Fleet {
         self.nodes.store(Arc::new(NodeTable::new(kept)));
         gone
     }
-}
-
-/// Each of `subs`' `launch` on `node`, for those that hold state of it; the state is
-/// put back whatever `launch` did, for `exit` to find.
-pub(crate) fn launch_on(subs: &[Registered], node: &Node) -> anyhow::Result<()> {
-    subs.iter().try_for_each(|r| {
-        let Some(mut state) = node.take_state(r.id) else {
-            return Ok(());
-        };
-        let result = r.ops.launch(node, &mut state);
-        node.put_state(r.id, state);
-        result.with_context(|| format!("node {}: {}", node.name(), r.ops.name()))
-    })
 }
 
 /// What a phase does once an item has failed.

@@ -173,7 +173,7 @@ fn start_live(
     log_dir: &Path,
 ) -> anyhow::Result<()> {
     node.put_state(r.id, init_on(&*r.ops, w, node, table, log_dir)?);
-    crate::fleet::launch_on(std::slice::from_ref(r), node)
+    launch_on(std::slice::from_ref(r), node)
 }
 
 /// Runs one subsystem's `init` on a node from a worker, which enters the node first.
@@ -194,6 +194,19 @@ pub(crate) fn init_on(
     };
     ops.init(&mut cx)
         .with_context(|| format!("node {}: {}", node.name(), ops.name()))
+}
+
+/// Each of `subs`' `launch` on `node`, for those that hold state of it; the state is
+/// put back whatever `launch` did, for `exit` to find.
+pub(crate) fn launch_on(subs: &[Registered], node: &Node) -> anyhow::Result<()> {
+    subs.iter().try_for_each(|r| {
+        let Some(mut state) = node.take_state(r.id) else {
+            return Ok(());
+        };
+        let result = r.ops.launch(node, &mut state);
+        node.put_state(r.id, state);
+        result.with_context(|| format!("node {}: {}", node.name(), r.ops.name()))
+    })
 }
 
 /// `exit` on each node holding state of `id`, then `exit_batch` once, then free.
