@@ -120,10 +120,15 @@ def test_a_cpu_limited_host_gets_its_share_and_no_more(run_dir: Path) -> None:
     cores = os.cpu_count() or 1
     net = Mininet(topo=SingleSwitchTopo(2), host=custom(CPULimitedHost, cpu=0.1))
     net.addHost("free", cls=Host)
+    # Mininet's other period: the same share, in quotas of 50 ms.
+    net.addHost("short", cls=CPULimitedHost, cpu=0.1, period_us=50000)
     net.start()
     try:
         h1 = net.get("h1")
         assert h1.cgroupGet("cfs_quota_us") == int(100000 * 0.1 * cores)
+        short = net.get("short")
+        assert short.cgroupGet("cfs_period_us") == 50000
+        assert short.cgroupGet("cfs_quota_us") == int(50000 * 0.1 * cores)
         shares = net.runCpuLimitTest(cpu=0.1, duration=3)
         of = {h.name: shares[3 * i:3 * i + 3] for i, h in enumerate(net.hosts)}
         # 10% of the machine, each second, within the kernel's accounting of a period.

@@ -375,14 +375,19 @@ class Host(Node):
     """A host: a node with its default interface's address."""
 
 
+#: The CFS period a fleet's ``cpu`` limit is made with (the kernel's and Docker's).
+KERNEL_PERIOD_US = 100000
+
+
 class CPULimitedHost(Host):
     """Mininet's CPU-limited host: its share of the machine's CPU time (``cpu``, a
     fraction of all its cores, as Mininet's) and the cores it may run on (``cores``), held
     by the node's own cgroup: the topology's ``cpu`` and ``cpuset``. ``sched='rt'`` gets
     the same share as CFS bandwidth: a confined node's processes may not be given
-    real-time priority on the host. The period is the kernel's 100 ms."""
+    real-time priority on the host. The fleet is made with the kernel's period (100 ms);
+    another ``period_us`` is written with the share as the network starts (``config``)."""
 
-    def __init__(self, name: str, sched: str = "cfs", period_us: int = 100000, **params: Any) -> None:
+    def __init__(self, name: str, sched: str = "cfs", period_us: int = KERNEL_PERIOD_US, **params: Any) -> None:
         if sched not in ("cfs", "rt"):
             raise Unsupported(f"CPULimitedHost(sched={sched!r})", "the schedulers are 'cfs' and 'rt'")
         if sched == "rt":
@@ -408,7 +413,7 @@ class CPULimitedHost(Host):
         """Mininet's: the node's CPU share and cores, held since the network was made
         (``cpu`` and ``cores`` are the topology's); a different one changes its cgroup."""
         r = super().config(**params)
-        if cpu != self.cpu:
+        if cpu != self.cpu or (cpu > 0 and self.period_us != KERNEL_PERIOD_US):
             self.setCPUFrac(cpu)
         if cores is not None and cores != self.cores:
             self.setCPUs(cores)
