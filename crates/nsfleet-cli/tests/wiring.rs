@@ -311,8 +311,28 @@ pool = "10.9.0.0/16"
     assert!(sw.iter().any(|n| n.starts_with("br-s2")), "{sw:?}");
     assert_eq!(sw2.len(), 501, "500 ports and the trunk up to sw");
     assert!(sw2.iter().any(|n| n.starts_with("br-up")), "{sw2:?}");
-    // h1 hangs off sw, h1500 off sw.2: across the trunk.
-    ping(&env, "bigstar", "h1", "10.9.5.220");
+    // h1 hangs off sw, h1500 off sw.2: across the trunk. Its ARP request is flooded to
+    // 1,000 ports, then 500: under the suite's load one ping of one packet lost it once
+    // (CI, 6860c1c), so three tries of one.
+    let tries: Vec<bool> = (0..3)
+        .map(|_| {
+            let args = [
+                "exec",
+                "bigstar",
+                "h1",
+                "--",
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "2",
+                "10.9.5.220",
+            ];
+            env.run(&args).status.success()
+        })
+        .take_while(|ok| !ok)
+        .collect();
+    assert!(tries.len() < 3, "h1 never reached h1500 across the trunk");
 }
 
 #[test]
