@@ -46,7 +46,7 @@ pub enum ProcessEvent {
         exit: Exit,
     },
     /// The kernel's OOM killer killed a process of the node for its memory limit: told
-    /// as the command it ended (or one that had it killed) is seen to end.
+    /// as the command it ended is seen to end, or as the kernel kills (`OomTeller`).
     OutOfMemory {
         node: String,
         /// The command that ended with it; `None` when it was found while the node's
@@ -291,7 +291,6 @@ struct Unlaunched {
     commands: Vec<(String, Launch)>,
     log: PathBuf,
     world: WorldRef,
-    oom: Arc<OomCount>,
 }
 
 /// This subsystem's answers to [`crate::Commands`], read from its state of each node:
@@ -707,7 +706,7 @@ impl Subsystem for Processes {
             // A node whose kills go untold as they happen is no reason to fail its start.
             let _ = self.oom_teller().and_then(|t| t.add(&oom));
         }
-        procs.oom = Some(oom.clone());
+        procs.oom = Some(oom);
         let Some((spawner, _)) = helpers else {
             return Ok(());
         };
@@ -724,7 +723,6 @@ impl Subsystem for Processes {
             commands,
             log,
             world: world_id,
-            oom,
         });
         Ok(())
     }
@@ -732,7 +730,7 @@ impl Subsystem for Processes {
     /// Starts the commands `init` made ready, in order; on a failure, ends the node's
     /// processes and world, as a failed `init` leaves nothing.
     fn launch(&self, node: &Node, procs: &mut Procs) -> anyhow::Result<()> {
-        let Some(u) = procs.unlaunched.take() else {
+        let (Some(u), Some(oom)) = (procs.unlaunched.take(), procs.oom.clone()) else {
             return Ok(());
         };
         let (spawner, watcher) = self.helpers()?;
@@ -743,7 +741,7 @@ impl Subsystem for Processes {
                     let p = Arc::new(Proc {
                         node: node.name().to_string(),
                         events: self.events.clone(),
-                        oom: u.oom.clone(),
+                        oom: oom.clone(),
                         command,
                         log: u.log.clone(),
                         world: u.world.clone(),

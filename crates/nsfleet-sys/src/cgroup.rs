@@ -554,14 +554,14 @@ impl OomWatch {
         let mut buf = [0u8; 4096];
         for (fd, r) in [&self.eventfd, &self.inotify].into_iter().zip(&ready) {
             // Non-blocking: read until empty (an eventfd's count comes in one read).
-            while *r && nix_read(fd.as_fd(), &mut buf).is_ok_and(|n| n > 0) {}
+            while *r && read_some(fd.as_fd(), &mut buf).is_ok_and(|n| n > 0) {}
         }
         Ok(ready.iter().any(|r| *r))
     }
 }
 
 /// read(2) into `buf`.
-fn nix_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+fn read_some(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes for the call.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
