@@ -72,18 +72,13 @@ impl Registry {
         let targets: Vec<Arc<Node>> = live.iter().filter(|n| ops.wants(n)).cloned().collect();
         let mut first_err = None;
         let run = {
-            let (ops, log_dir, table) = (ops.clone(), log_dir.to_path_buf(), live.clone());
+            let r = Registered {
+                id,
+                ops: ops.clone(),
+            };
+            let (log_dir, table) = (log_dir.to_path_buf(), live.clone());
             Arc::new(move |w: &mut Worker, node: Arc<Node>| {
-                start_live(
-                    &Registered {
-                        id,
-                        ops: ops.clone(),
-                    },
-                    w,
-                    &node,
-                    &table,
-                    &log_dir,
-                )
+                start_live(&r, w, &node, &table, &log_dir)
             })
         };
         workers.scatter(targets.clone(), run, |r| {
