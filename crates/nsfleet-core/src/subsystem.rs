@@ -30,7 +30,8 @@ pub enum Phase {
     /// Once every link exists: addresses, routes, settings of links.
     Configure,
     /// Once every node is configured: what processes will run in (each node's world: its
-    /// init, user namespace, mounts and cgroup).
+    /// init, user namespace, mounts and cgroup), and links that carry frames before any
+    /// process sends one.
     Start,
     /// Once every node of the run has been through Start: the software itself, each
     /// subsystem's [`Subsystem::launch`] on each node it holds state of. A phase of its

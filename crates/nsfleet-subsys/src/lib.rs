@@ -105,6 +105,7 @@ pub fn register_defaults(
     fleet.register(ports::Ports::new(fleet_name)?)?;
     let impair = fleet.register(impair::Impairments)?;
     // Start
+    fleet.register(link::linkwatch::LinkWatchNow)?;
     let switches = ovs::Switches::default();
     let ovs_controllers =
         fleet.register(ovs::Controllers::new(events.clone(), switches.clone()))?;

@@ -19,6 +19,8 @@ const IFLA_IFALIAS: u16 = 20;
 const IFLA_LINK: u16 = 5;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_NET_NS_FD: u16 = 28;
+const IFLA_EXT_MASK: u16 = 29;
+const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const VETH_INFO_PEER: u16 = 1;
@@ -300,6 +302,17 @@ pub fn get_link_by_name(b: &mut Batch, seq: u32, name: &str) {
 pub fn get_link(b: &mut Batch, seq: u32, index: i32) {
     b.begin(RTM_GETLINK, 0, seq)
         .header(&ifinfomsg(index, 0, 0))
+        .end();
+}
+
+/// A request for the link with `index` that is sent for what the kernel does before it
+/// answers: it runs the link's pending link-watch work (`linkwatch_sync_dev`, Linux 6.7
+/// and later), the carrier change the kernel's worker would otherwise get to in its own
+/// time. The answer leaves out the link's counters, which nobody reads.
+pub fn sync_link(b: &mut Batch, seq: u32, index: i32) {
+    b.begin(RTM_GETLINK, 0, seq)
+        .header(&ifinfomsg(index, 0, 0))
+        .attr_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
         .end();
 }
 

@@ -15,8 +15,8 @@ pub use link::{
 };
 pub use link::{
     del_link, del_link_by_name, dump_links, dump_stats, get_link, get_link_by_name, parse_link,
-    parse_stats, set_forwarding, set_link, set_link_alias, set_route_localnet, LinkInfo, LinkSpec,
-    LinkStats, IFF_UP,
+    parse_stats, set_forwarding, set_link, set_link_alias, set_route_localnet, sync_link, LinkInfo,
+    LinkSpec, LinkStats, IFF_UP,
 };
 pub use link::{Snooping, Vxlan};
 pub use nsid::*;

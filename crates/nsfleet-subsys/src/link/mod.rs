@@ -5,7 +5,8 @@
 //! bridges, which the other kinds' ends on a switch are ports of, and [`macvlan`], the
 //! macvlans a switch makes for its nodes, on lower devices joined to its bridge
 //! (subsystems of their own, not `LinkKind`s: neither is an interface of the node that
-//! makes it). The
+//! makes it), and [`linkwatch`], which has the kernel finish each veth end's carrier
+//! change before any node's software runs. The
 //! same names in nsfleet-topology's `link/` hold each kind's syntax and plan; here is how
 //! each is wired and unwired.
 //!
@@ -16,6 +17,7 @@
 pub mod bridge;
 pub mod dummy;
 pub mod host;
+pub mod linkwatch;
 pub mod loose;
 pub mod macvlan;
 pub mod veth;
