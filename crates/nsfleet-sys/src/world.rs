@@ -279,38 +279,50 @@ pub fn mask_system_paths() -> io::Result<()> {
     fn within(p: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
         move |e| io::Error::new(e.kind(), format!("{p}: {e}"))
     }
-    for path in MASKED_PATHS {
-        match std::fs::symlink_metadata(path) {
-            Err(_) => continue,
-            Ok(m) if m.is_dir() => {
-                let t = cstr(path)?;
-                let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-                // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
-                check(unsafe {
-                    libc::mount(
-                        c"tmpfs".as_ptr(),
-                        t.as_ptr(),
-                        c"tmpfs".as_ptr(),
-                        flags,
-                        c"size=0".as_ptr().cast(),
-                    )
-                })
-                .map_err(within(path))?;
-            }
-            Ok(_) => bind("/dev/null", path, false).map_err(within(path))?,
-        }
+    // As runc: /dev/null bound over the path, which the kernel refuses over a folder
+    // (ENOTDIR) and where nothing is (ENOENT). No look before each: a lookup in the
+    // node's new /proc costs as much as the mount. Folders share one empty tmpfs, bound
+    // from the first: a superblock each cost the kernel a shrinker and more.
+    let mut empty: Option<&str> = None;
+    for &path in MASKED_PATHS {
+        let masked = match bind("/dev/null", path, false) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => match empty {
+                Some(first) => bind(first, path, false),
+                None => mount_empty_read_only(path).inspect(|()| empty = Some(path)),
+            },
+            done => done,
+        };
+        masked.map_err(within(path))?;
     }
     // A mount of its own first, which the recursive bind of /proc/sys takes along and
     // the read-only remount of its top leaves writable.
     bind("/proc/sys/net", "/proc/sys/net", false).map_err(within("/proc/sys/net"))?;
-    for path in READ_ONLY_PATHS {
-        if std::fs::symlink_metadata(path).is_err() {
-            continue;
+    for &path in READ_ONLY_PATHS {
+        match bind(path, path, false) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            bound => bound.map_err(within(path))?,
         }
-        bind(path, path, false).map_err(within(path))?;
         remount_read_only(&cstr(path)?).map_err(within(path))?;
     }
     Ok(())
+}
+
+/// An empty tmpfs at `path`, read-only, with nothing to run or open as a device.
+fn mount_empty_read_only(path: &str) -> io::Result<()> {
+    let t = cstr(path)?;
+    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+    check(unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            t.as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags,
+            c"size=0".as_ptr().cast(),
+        )
+    })
+    .map(drop)
 }
 
 /// Moves the calling thread into the namespace behind `fd`, of type `flags`; or, with a
