@@ -3,7 +3,8 @@
 //! nodes have), and against the same image nodes unconfined (`--privileged`: what a
 //! confined node's user namespace costs), in the same run, alternated: up and down
 //! times, their ratios, memory per
-//! node (each node's writable layer is a tmpfs of its own: memory, counted there;
+//! node (what the kernel holds once the fleet is up, page cache aside: `memory_held`;
+//! each node's writable layer is a tmpfs of its own, counted there;
 //! against containerlab, the PSS of the processes each tool runs for the nodes), and
 //! what the image costs on disk (its layers once, however many nodes run it). The image is built here (no registry is reachable)
 //! from the host's static busybox and a layer of incompressible data, and loaded into a
@@ -220,14 +221,14 @@ fn one(
         false => "commands = [\"exec sleep 1000000\"]".to_string(),
     };
     let body = format!("[[node]]\nname = \"n{{i}}\"\ncount = {count}\n{runs}\n");
-    let before = nsfleet::sys::meminfo("MemAvailable:");
+    let before = nsfleet::sys::memory_held();
     let t = Instant::now();
     let mut up = Cli::new()?
         .with_image_store(&store.join("store"))
         .privileged(nodes == Nodes::Privileged)
         .up_with(&body, workers)?;
     let up_s = t.elapsed().as_secs_f64();
-    let mem = (before - nsfleet::sys::meminfo("MemAvailable:")) as f64 / count as f64;
+    let mem = (nsfleet::sys::memory_held() - before) as f64 / count as f64;
     if image {
         s.layers_bytes.push(du(&store.join("store/layers")) as f64);
     }
