@@ -119,6 +119,12 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
         hog_stats["usage"]["cpu_ns"].as_u64().unwrap() > 0,
         "{hog_stats}"
     );
+    // And the kernel takes every node back at `down`: the OOM watch's thread, once
+    // started inside the first limited node, kept its namespace alive.
+    let down: serde_json::Value =
+        serde_json::from_str(&env.ok(&["down", "lmo", "--json"])).unwrap();
+    assert_eq!(down["reclaimed"], 3, "{down}");
+    std::mem::forget(f);
 }
 
 #[test]

@@ -114,22 +114,26 @@ impl OomTeller {
             counts: Mutex::new(order::OOM_COUNTS, Vec::new()),
         });
         let weak = Arc::downgrade(&teller);
+        // Started by a worker inside the first limited node: a thread is born in its
+        // maker's namespaces, and this one, left there, kept that node's network
+        // namespace alive until the supervisor exited (`down` said it outlived the fleet,
+        // held by "an unknown holder": the scan of holders reads processes, not threads).
+        let home = sys::open_process_netns()?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
         std::thread::Builder::new()
             .name("nsfleet-oom".into())
-            .spawn(move || loop {
-                let Some(t) = weak.upgrade() else { return };
-                let signalled = t.watch.wait(Duration::from_secs(1));
-                if !matches!(signalled, Ok(true)) {
-                    continue;
+            .spawn(move || {
+                let gone_home = sys::setns_net(home.as_fd());
+                drop(home);
+                let failed = gone_home.is_err();
+                let _ = tx.send(gone_home);
+                if failed {
+                    return;
                 }
-                std::thread::sleep(OOM_SETTLE);
-                t.counts.lock().retain(|c| c.strong_count() > 0);
-                let live: Vec<Arc<OomCount>> =
-                    t.counts.lock().iter().filter_map(Weak::upgrade).collect();
-                for c in live {
-                    c.tell_new(None);
-                }
+                tell_kills(weak)
             })?;
+        rx.recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the OOM teller ended at once")))?;
         Ok(teller)
     }
 
@@ -138,6 +142,24 @@ impl OomTeller {
         self.watch.add(&count.group)?;
         self.counts.lock().push(Arc::downgrade(count));
         Ok(())
+    }
+}
+
+/// The teller's thread, until the teller goes: after each sign of a kill, every watched
+/// node's new kills told.
+fn tell_kills(teller: Weak<OomTeller>) {
+    loop {
+        let Some(t) = teller.upgrade() else { return };
+        let signalled = t.watch.wait(Duration::from_secs(1));
+        if !matches!(signalled, Ok(true)) {
+            continue;
+        }
+        std::thread::sleep(OOM_SETTLE);
+        t.counts.lock().retain(|c| c.strong_count() > 0);
+        let live: Vec<Arc<OomCount>> = t.counts.lock().iter().filter_map(Weak::upgrade).collect();
+        for c in live {
+            c.tell_new(None);
+        }
     }
 }
 
