@@ -119,6 +119,19 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
         hog_stats["usage"]["cpu_ns"].as_u64().unwrap() > 0,
         "{hog_stats}"
     );
+    // A confined node sees its own limit where Docker's containers look for it.
+    let seen = env.ok(&[
+        "exec",
+        "lmo",
+        "keeper",
+        "--",
+        "sh",
+        "-c",
+        "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; \
+         mkdir /sys/fs/cgroup/x 2>&1 || true",
+    ]);
+    assert!(seen.starts_with(&format!("{}\n", 32u64 << 20)), "{seen}");
+    assert!(seen.contains("Read-only file system"), "{seen}");
     // And the kernel takes every node back at `down`: the OOM watch's thread, once
     // started inside the first limited node, kept its namespace alive.
     let down: serde_json::Value =

@@ -192,13 +192,15 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
          echo memory.max $(cat $G/v2.*/hog/memory.max) swap $(cat $G/v2.*/hog/memory.swap.max); \
          echo cpu.max $(cat $G/v2.*/calm/cpu.max) pids.max $(cat $G/v2.*/calm/pids.max); \
          echo exec in $($N exec v2 calm -- cat /proc/self/cgroup); \
+         echo seen $($N exec v2 calm -- cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/pids.max); \
          $N exec v2 hog -- touch /run/go; \
          for i in $(seq 100); do $N status v2 | grep -q 'killed: out of memory' && break; sleep 0.1; done; \
          $N status v2 | grep 'killed: out of memory'; \
          for i in $(seq 50); do grep -qs 'killed: out' /run/nsf/v2/logs/hog.log && break; sleep 0.1; done; \
          echo log: $(grep -h 'killed: out' /run/nsf/v2/logs/hog.log); \
          $N status v2 --json | grep -o '\"oom_kills\":[0-9]*' | tr '\\n' ' '; echo; \
-         $N down v2 >/dev/null; ls $G 2>/dev/null || echo no nsfleet cgroup left",
+         echo down $($N down v2 --json | grep -o '\"reclaimed\":[0-9]*'); \
+         ls $G 2>/dev/null || echo no nsfleet cgroup left",
         topo.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
@@ -207,9 +209,11 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
         "memory.max 33554432 swap 0",
         "cpu.max 50000 100000 pids.max 50",
         "exec in 0::/",
+        "seen 50000 100000 50",
         "killed: out of memory, limit 32 MB",
         "log: nsfleet: killed: out of memory, limit 32 MB",
         "\"oom_kills\":1 \"oom_kills\":0",
+        "down \"reclaimed\":2",
         "no nsfleet cgroup left",
     ] {
         assert!(lines.contains(&want), "{want:?} in {text}");

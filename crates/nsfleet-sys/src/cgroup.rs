@@ -217,6 +217,8 @@ pub fn refusal(all: &[Hierarchy], c: Controller) -> Option<String> {
 struct Dir {
     path: PathBuf,
     unified: bool,
+    /// v1: the hierarchy's controllers, as a mount of it names them (`cpu,cpuacct`).
+    controllers: String,
     /// The controllers of `Group::controllers` this hierarchy holds.
     holds: Vec<Controller>,
 }
@@ -268,6 +270,7 @@ impl Group {
                 None => dirs.push(Dir {
                     path,
                     unified: h.unified,
+                    controllers: h.controllers.join(","),
                     holds: vec![c],
                 }),
             }
@@ -314,6 +317,16 @@ impl Group {
     /// Its directories, one per hierarchy.
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
         self.dirs.iter().map(|d| d.path.as_path())
+    }
+
+    /// The hierarchies it is in, as a mount of each is made: v2's, or a v1 one's
+    /// controllers (see [`crate::mount_cgroup_view`]).
+    pub fn views(&self) -> Vec<View> {
+        let view = |d: &Dir| match d.unified {
+            true => View::Unified,
+            false => View::V1(d.controllers.clone()),
+        };
+        self.dirs.iter().map(view).collect()
     }
 
     /// Makes it in each hierarchy, where it is not yet; with `parent_of` it is readied to
@@ -736,4 +749,13 @@ mod tests {
         assert_eq!(key_of("usage_usec 12\nuser_usec 3\n", "usage_usec"), 12);
         assert_eq!(unescape(r"/a\040b"), "/a b");
     }
+}
+
+/// A hierarchy as a node sees it at /sys/fs/cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum View {
+    /// cgroup v2, the whole of /sys/fs/cgroup (at `unified` below it beside v1 ones).
+    Unified,
+    /// A v1 hierarchy, at /sys/fs/cgroup/CONTROLLERS, as Docker and systemd place them.
+    V1(String),
 }

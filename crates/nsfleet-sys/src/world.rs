@@ -5,6 +5,7 @@
 //! made private: nothing propagates to the host, and everything goes when the namespace's
 //! last process does.
 
+use crate::cgroup::View;
 use crate::check;
 use std::ffi::CString;
 use std::io;
@@ -33,8 +34,17 @@ pub fn detach(path: &str) -> io::Result<()> {
 
 /// Mounts a filesystem of type `fstype` (`tmpfs`, `proc`, `sysfs`) at `path`.
 pub fn mount_fs(fstype: &str, path: &str, options: &str) -> io::Result<()> {
+    mount_with_flags(fstype, path, options, libc::MS_NOSUID | libc::MS_NODEV)
+}
+
+/// [`mount_fs`] with mount flags of the caller's.
+fn mount_with_flags(
+    fstype: &str,
+    path: &str,
+    options: &str,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
     let (t, p, o) = (cstr(fstype)?, cstr(path)?, cstr(options)?);
-    let flags = libc::MS_NOSUID | libc::MS_NODEV;
     let data = if options.is_empty() {
         std::ptr::null()
     } else {
@@ -196,6 +206,45 @@ fn remount_read_only(target: &std::ffi::CStr) -> io::Result<()> {
     let null = std::ptr::null();
     // SAFETY: mount(2) on a NUL-terminated path that outlives the call, and nulls.
     check(unsafe { libc::mount(null, target.as_ptr(), null, ro, null.cast()) }).map(drop)
+}
+
+/// Mounts `views` read-only at /sys/fs/cgroup, as Docker gives a container its cgroups:
+/// called in a cgroup namespace of the node's own, each mount's root is the node's group,
+/// where a program learns its limits (a runtime sizing its heap or its threads to
+/// `memory.max` and `cpu.max`). Read-only, though the node could change nothing there
+/// anyway: the files are the host's root's. Several views (v1, or v1 and v2 together)
+/// get a read-only tmpfs that holds their folders, and a co-mounted v1 hierarchy a link
+/// by each of its names (`cpu -> cpu,cpuacct`), as systemd makes. Nothing for none.
+pub fn mount_cgroup_view(views: &[View]) -> io::Result<()> {
+    const AT: &str = "/sys/fs/cgroup";
+    let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    match views {
+        [] => return Ok(()),
+        [View::Unified] => return mount_with_flags("cgroup2", AT, "", ro),
+        _ => {}
+    }
+    let folders = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    mount_with_flags("tmpfs", AT, "mode=0755,size=64k", folders)?;
+    for v in views {
+        let (fs, folder, options) = match v {
+            View::Unified => ("cgroup2", "unified", ""),
+            View::V1(controllers) => ("cgroup", controllers.as_str(), controllers.as_str()),
+        };
+        let path = format!("{AT}/{folder}");
+        std::fs::create_dir(&path).map_err(|e| within(&path, e))?;
+        mount_with_flags(fs, &path, options, ro).map_err(|e| within(&path, e))?;
+        let names = options.split(',').filter(|n| !n.is_empty() && *n != folder);
+        for name in names {
+            let link = format!("{AT}/{name}");
+            std::os::unix::fs::symlink(folder, &link).map_err(|e| within(&link, e))?;
+        }
+    }
+    remount_read_only(&cstr(AT)?)
+}
+
+/// `e` said with the path it is about.
+fn within(path: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{path}: {e}"))
 }
 
 /// Makes the working directory the root of the calling process's mount namespace, as

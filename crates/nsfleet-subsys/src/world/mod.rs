@@ -56,6 +56,9 @@ struct Layout {
     image: Option<ImageLayout>,
     /// Its cgroup's folders, which the init joins first.
     cgroup: Vec<PathBuf>,
+    /// Its cgroup's hierarchies, mounted at /sys/fs/cgroup for a confined node (which has
+    /// a cgroup namespace of its own), as Docker's containers have them.
+    cgroup_view: Vec<sys::cgroup::View>,
     /// The size of its /dev/shm, if not Docker's 64 MB.
     shm_bytes: Option<u64>,
     /// The host's devices it was given (`devices`), made for it.
@@ -138,6 +141,9 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let userns = sys::userns::owner_if_other(sys::current_netns()?.as_fd())?;
     let confined = userns.is_some();
     layout.masks &= confined;
+    if confined {
+        layout.cgroup_view = cgroup.0.views();
+    }
     let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
     fds.extend(userns.as_ref().map(|u| u.as_fd()));
     let how = sys::HelperStart {
@@ -320,6 +326,7 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
     Ok(Layout {
         image,
         cgroup: Vec::new(),
+        cgroup_view: Vec::new(),
         shm_bytes: config.limits.shm_bytes,
         devices: config.security.devices.clone(),
         masks: config.security.system_paths,
@@ -578,6 +585,7 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
             None => {}
         }
     }
+    sys::mount_cgroup_view(&l.cgroup_view).map_err(at("its cgroups at /sys/fs/cgroup"))?;
     if l.masks {
         sys::mask_system_paths().map_err(at("masking /proc and /sys as Docker does"))?;
     }
