@@ -3,36 +3,40 @@
 use std::collections::{HashMap, HashSet};
 
 /// Who keeps the network namespaces of these inodes alive, as "pid 1234 (bash)" or "bind
-/// mount ...": tasks inside them, open descriptors, bind mounts. Never this process: it
-/// holds what it asks about open, so that the inodes stay its own. A full /proc walk:
-/// for when the kernel has gone quiet.
+/// mount ...": tasks inside them, open descriptors, bind mounts. Not this process's
+/// descriptors (it holds what it asks about open, so that the inodes stay its own), but
+/// its threads, by name. A full /proc walk: for when the kernel has gone quiet.
 pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
     let mut found: HashMap<u64, Vec<String>> = HashMap::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return found;
     };
-    // Not us: the caller holds what it asks about open, so that the inodes stay its own.
+    // Not our descriptors: the caller holds what it asks about open, so that the inodes
+    // stay its own. Our threads, though: one left in a node keeps it alive.
     let me = crate::host_pid() as u32;
     for p in procs.flatten() {
-        let Some(pid) = p
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-            .filter(|p| *p != me)
-        else {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-
-        let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
-        let who = format!("pid {pid} ({})", comm.trim());
-        let mut links: Vec<std::path::PathBuf> = Vec::new();
+        let comm = |dir: &std::path::Path| {
+            let c = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            c.trim().to_string()
+        };
+        let who = format!("pid {pid} ({})", comm(&p.path()));
+        let mut links: Vec<(std::path::PathBuf, String)> = Vec::new();
         if let Ok(tasks) = std::fs::read_dir(p.path().join("task")) {
-            links.extend(tasks.flatten().map(|t| t.path().join("ns/net")));
+            for t in tasks.flatten() {
+                let who = match pid == me {
+                    true => format!("{who}'s thread {}", comm(&t.path())),
+                    false => who.clone(),
+                };
+                links.push((t.path().join("ns/net"), who));
+            }
         }
-        if let Ok(fds) = std::fs::read_dir(p.path().join("fd")) {
-            links.extend(fds.flatten().map(|f| f.path()));
+        if let Ok(fds) = std::fs::read_dir(p.path().join("fd")).map(|d| d.flatten()) {
+            links.extend((fds.filter(|_| pid != me)).map(|f| (f.path(), who.clone())));
         }
-        for l in links {
+        for (l, who) in links {
             if let Some(ino) = netns_of(&l).filter(|i| want.contains(i)) {
                 let v = found.entry(ino).or_default();
                 if !v.contains(&who) {
