@@ -230,6 +230,15 @@ pub struct Group {
     dirs: Vec<Dir>,
 }
 
+/// A hierarchy as a node sees it at /sys/fs/cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum View {
+    /// cgroup v2, the whole of /sys/fs/cgroup (at `unified` below it beside v1 ones).
+    Unified,
+    /// A v1 hierarchy, at /sys/fs/cgroup/CONTROLLERS, as Docker and systemd place them.
+    V1(String),
+}
+
 /// Limits written to a group; `None` leaves that one as the kernel made it (no limit).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -749,13 +758,4 @@ mod tests {
         assert_eq!(key_of("usage_usec 12\nuser_usec 3\n", "usage_usec"), 12);
         assert_eq!(unescape(r"/a\040b"), "/a b");
     }
-}
-
-/// A hierarchy as a node sees it at /sys/fs/cgroup.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum View {
-    /// cgroup v2, the whole of /sys/fs/cgroup (at `unified` below it beside v1 ones).
-    Unified,
-    /// A v1 hierarchy, at /sys/fs/cgroup/CONTROLLERS, as Docker and systemd place them.
-    V1(String),
 }

@@ -208,6 +208,11 @@ fn remount_read_only(target: &std::ffi::CStr) -> io::Result<()> {
     check(unsafe { libc::mount(null, target.as_ptr(), null, ro, null.cast()) }).map(drop)
 }
 
+/// The flags of a mount a node may only read: nothing on it runs, opens as a device, or
+/// raises privileges.
+const READ_ONLY_FLAGS: libc::c_ulong =
+    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
 /// Mounts `views` read-only at /sys/fs/cgroup, as Docker gives a container its cgroups:
 /// called in a cgroup namespace of the node's own, each mount's root is the node's group,
 /// where a program learns its limits (a runtime sizing its heap or its threads to
@@ -217,7 +222,7 @@ fn remount_read_only(target: &std::ffi::CStr) -> io::Result<()> {
 /// by each of its names (`cpu -> cpu,cpuacct`), as systemd makes. Nothing for none.
 pub fn mount_cgroup_view(views: &[View]) -> io::Result<()> {
     const AT: &str = "/sys/fs/cgroup";
-    let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let ro = READ_ONLY_FLAGS;
     match views {
         [] => return Ok(()),
         [View::Unified] => return mount_with_flags("cgroup2", AT, "", ro),
@@ -325,9 +330,6 @@ pub const READ_ONLY_PATHS: &[&str] = &[
 /// guarded by the user namespace anyway (reading /proc/kcore, writing `kernel.*`, each
 /// asks for a capability in the host's); they give a node Docker's view of the machine.
 pub fn mask_system_paths() -> io::Result<()> {
-    fn within(p: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
-        move |e| io::Error::new(e.kind(), format!("{p}: {e}"))
-    }
     // As runc: /dev/null bound over the path, which the kernel refuses over a folder
     // (ENOTDIR) and where nothing is (ENOENT). No look before each: a lookup in the
     // node's new /proc costs as much as the mount. Folders share one empty tmpfs, bound
@@ -338,40 +340,25 @@ pub fn mask_system_paths() -> io::Result<()> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => match empty {
                 Some(first) => bind(first, path, false),
-                None => mount_empty_read_only(path).inspect(|()| empty = Some(path)),
+                None => mount_with_flags("tmpfs", path, "size=0", READ_ONLY_FLAGS)
+                    .inspect(|()| empty = Some(path)),
             },
             done => done,
         };
-        masked.map_err(within(path))?;
+        masked.map_err(|e| within(path, e))?;
     }
     // A mount of its own first, which the recursive bind of /proc/sys takes along and
     // the read-only remount of its top leaves writable.
-    bind("/proc/sys/net", "/proc/sys/net", false).map_err(within("/proc/sys/net"))?;
+    let net = "/proc/sys/net";
+    bind(net, net, false).map_err(|e| within(net, e))?;
     for &path in READ_ONLY_PATHS {
         match bind(path, path, false) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            bound => bound.map_err(within(path))?,
+            bound => bound.map_err(|e| within(path, e))?,
         }
-        remount_read_only(&cstr(path)?).map_err(within(path))?;
+        remount_read_only(&cstr(path)?).map_err(|e| within(path, e))?;
     }
     Ok(())
-}
-
-/// An empty tmpfs at `path`, read-only, with nothing to run or open as a device.
-fn mount_empty_read_only(path: &str) -> io::Result<()> {
-    let t = cstr(path)?;
-    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
-    check(unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            t.as_ptr(),
-            c"tmpfs".as_ptr(),
-            flags,
-            c"size=0".as_ptr().cast(),
-        )
-    })
-    .map(drop)
 }
 
 /// Moves the calling thread into the namespace behind `fd`, of type `flags`; or, with a
