@@ -374,6 +374,13 @@ fn teardown(sup: &Supervisor, first: Shutdown, more: &Receiver<Shutdown>) {
     let bound = if settled.held.is_empty() { 2000 } else { 200 };
     wait_host_ends_gone(sup, Duration::from_millis(bound));
     remove_cgroups(sup);
+    // Every node's root went with its mount namespace: the images are free for `prune`
+    // once the asker hears "reclaimed", not only once this process has exited (a `prune`
+    // right after `down` found them held, under the suite's load). A node held by
+    // another process keeps them until we exit, as before.
+    if settled.held.is_empty() {
+        sup.images.lock().take();
+    }
     answer_dropped(&mut more.try_iter().filter_map(|s| s.asker));
     if let Err(e) = sup.run_dir.remove(&sup.name, true) {
         log(format_args!("{e:#}"));
