@@ -260,15 +260,28 @@ fn a_node_gives_up_what_docker_takes_and_the_way_out_is_explicit() {
     assert!(made.success());
     let dev = dev.display();
     let text = format!(
-        "[fleet]\nname = \"cfd\"\n[[node]]\nname = \"d\"\ncommands = [\"grep -E '^(CapBnd|Seccomp):' /proc/self/status > /run/started; exec sleep 1000\"]\n\
-         [[node]]\nname = \"capped\"\ncommands = [\"grep -E '^(CapBnd|Seccomp):' /proc/self/status > /run/started; exec sleep 1000\"]\ncapabilities = [\"-NET_RAW\", \"-SYS_MODULE\"]\ndevices = [\"{dev}\"]\n\
+        "[fleet]\nname = \"cfd\"\n[[node]]\nname = \"d\"\ncommands = [\"grep -E '^(CapBnd|Seccomp):' /proc/self/status > /run/s && mv /run/s /run/started; exec sleep 1000\"]\n\
+         [[node]]\nname = \"capped\"\ncommands = [\"grep -E '^(CapBnd|Seccomp):' /proc/self/status > /run/s && mv /run/s /run/started; exec sleep 1000\"]\ncapabilities = [\"-NET_RAW\", \"-SYS_MODULE\"]\ndevices = [\"{dev}\"]\n\
          [[node]]\nname = \"open\"\ncommands = [\"exec sleep 1000\"]\nsecurity_opt = [\"seccomp=unconfined\", \"systempaths=unconfined\", \"no-new-privileges\"]\n"
     );
     let _f = env.up(&text);
     let in_node = |node: &str, line: &str| says(&env, "cfd", node, line);
+    // What a node's command saw as it started: written whole (renamed into place) by a
+    // command that `up` started but need not have seen run (CI once read it empty).
+    let started_in = |node: &str| {
+        wait_until("the command's first line", Duration::from_secs(10), || {
+            let out = env.run(&["exec", "cfd", node, "--", "cat", "/run/started"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && !text.is_empty() {
+                Ok(text)
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        })
+    };
     // By default: Docker's seccomp filter, on the node's commands and on exec alike, and
     // every capability over its own namespaces.
-    let started = env.ok(&["exec", "cfd", "d", "--", "cat", "/run/started"]);
+    let started = started_in("d");
     assert!(started.contains("Seccomp:\t2"), "{started}");
     assert_eq!(status_field(&env, "cfd", "d", "Seccomp"), "2");
     assert_eq!(
@@ -299,7 +312,7 @@ fn a_node_gives_up_what_docker_takes_and_the_way_out_is_explicit() {
     // `capabilities` drops what it lists with `-`, for good: from the bounding set of
     // its commands and of exec.
     let kept = nsfleet_values::ALL_CAPABILITIES & !(1 << 13 | 1 << 16);
-    let started = env.ok(&["exec", "cfd", "capped", "--", "cat", "/run/started"]);
+    let started = started_in("capped");
     assert!(
         started.contains(&format!("CapBnd:\t{kept:016x}")),
         "{started}"
