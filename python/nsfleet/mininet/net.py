@@ -614,11 +614,14 @@ def _mac(n: int) -> str:
 def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set:
     """The names of `dsts` that answer one ping from `src`, pinged at once, a line of
     the shell's at a time."""
-    wait = max(1, int(timeout or 1))
+    # As Mininet's: with no timeout, ping's own wait for an unanswered packet (10 s),
+    # which a reactive controller's first packet, or a switch still connecting to it, may
+    # need. With 1 s, a script's first pingAll lost its first host's pings under load.
+    wait = f"-W {max(1, int(timeout))}" if timeout else ""
     # Each line waits for its own pings only: the host may run jobs of its own
     # (`h1 iperf -s &`), which a bare `wait` would wait for. The first line defines the
     # ping function too: no round trip of its own.
-    lines = _lines([f'_nsfleet_ping {wait} {d.IP()} {d.name} & p="$p $!";' for d in dsts])
+    lines = _lines([f'_nsfleet_ping "{wait}" {d.IP()} {d.name} & p="$p $!";' for d in dsts])
     out = "".join(src.cmd((_PING_ONE + "; " if i == 0 else "") + "p=; " + " ".join(line)
                           + " wait $p")
                   for i, line in enumerate(lines))
@@ -627,8 +630,9 @@ def _reachable(src: Node, dsts: Sequence[Node], timeout: Optional[float]) -> set
     return set(re.findall(r"ok:(\S+)", out))
 
 
-# One ping, which says whether it was answered, or refused for want of a neighbour entry.
-_PING_ONE = ("_nsfleet_ping() { out=$(ping -c1 -W \"$1\" \"$2\" 2>&1) && echo \"ok:$3\" || "
+# One ping (its options first: a timeout, or none), which says whether it was answered, or
+# refused for want of a neighbour entry.
+_PING_ONE = ("_nsfleet_ping() { out=$(ping -c1 $1 \"$2\" 2>&1) && echo \"ok:$3\" || "
              "case $out in *'No buffer space'*) echo no-room;; esac; }")
 
 # A pseudo-terminal's line holds 4,095 characters (its canonical mode's buffer): a longer
