@@ -33,8 +33,9 @@ pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
                 links.push((t.path().join("ns/net"), who));
             }
         }
-        if let Ok(fds) = std::fs::read_dir(p.path().join("fd")).map(|d| d.flatten()) {
-            links.extend((fds.filter(|_| pid != me)).map(|f| (f.path(), who.clone())));
+        let fds = (pid != me).then(|| std::fs::read_dir(p.path().join("fd")));
+        if let Some(Ok(fds)) = fds {
+            links.extend(fds.flatten().map(|f| (f.path(), who.clone())));
         }
         for (l, who) in links {
             if let Some(ino) = netns_of(&l).filter(|i| want.contains(i)) {
