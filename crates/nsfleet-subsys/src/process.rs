@@ -114,26 +114,7 @@ impl OomTeller {
             counts: Mutex::new(order::OOM_COUNTS, Vec::new()),
         });
         let weak = Arc::downgrade(&teller);
-        // Started by a worker inside the first limited node: a thread is born in its
-        // maker's namespaces, and this one, left there, kept that node's network
-        // namespace alive until the supervisor exited (`down` said it outlived the fleet,
-        // held by "an unknown holder": the scan of holders reads processes, not threads).
-        let home = sys::open_process_netns()?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::Builder::new()
-            .name("nsfleet-oom".into())
-            .spawn(move || {
-                let gone_home = sys::setns_net(home.as_fd());
-                drop(home);
-                let failed = gone_home.is_err();
-                let _ = tx.send(gone_home);
-                if failed {
-                    return;
-                }
-                tell_kills(weak)
-            })?;
-        rx.recv()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the OOM teller ended at once")))?;
+        thread_at_home("nsfleet-oom", || Ok(((), ())), move |()| tell_kills(weak))?;
         Ok(teller)
     }
 
@@ -143,6 +124,38 @@ impl OomTeller {
         self.counts.lock().push(Arc::downgrade(count));
         Ok(())
     }
+}
+
+/// Starts a thread of this subsystem's, named `name`, in the process's own network
+/// namespace: `setup` runs there first, and what it gives the caller is returned once it
+/// has; then `run` gets the rest. These threads are started by a worker inside the node
+/// that first needs them, and a thread is born in its maker's namespaces: the OOM teller,
+/// left there, kept the first memory-limited node's namespace alive until the supervisor
+/// exited (`down` said it outlived the fleet), as a socket made there would.
+fn thread_at_home<C: Send + 'static, K: 'static>(
+    name: &str,
+    setup: impl FnOnce() -> std::io::Result<(C, K)> + Send + 'static,
+    run: impl FnOnce(K) + Send + 'static,
+) -> std::io::Result<C> {
+    let home = sys::open_process_netns()?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let made = sys::setns_net(home.as_fd()).and_then(|()| setup());
+            drop(home);
+            match made {
+                Ok((for_caller, kept)) => {
+                    let _ = tx.send(Ok(for_caller));
+                    run(kept)
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })?;
+    rx.recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other(format!("{name} ended at once"))))
 }
 
 /// The teller's thread, until the teller goes: after each sign of a kill, every watched
@@ -923,40 +936,20 @@ impl Watcher {
     fn start(spawner: Spawner) -> std::io::Result<Watcher> {
         let procs = Arc::new(Mutex::new(order::WATCHED_PROCS, Vec::<Weak<Proc>>::new()));
         let list = procs.clone();
-        // Started by a worker inside a node: the thread goes home before it makes its
-        // socket pair, as a socket keeps the namespace it was made in alive.
-        let home = sys::open_process_netns()?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::Builder::new()
-            .name("nsfleet-watch".into())
-            .spawn(move || {
-                let made = sys::setns_net(home.as_fd()).and_then(|()| UnixStream::pair());
-                drop(home);
-                let woken = match made.and_then(|(wake, woken)| {
-                    woken.set_nonblocking(true)?;
-                    Ok((wake, woken))
-                }) {
-                    Ok((wake, woken)) => {
-                        let _ = tx.send(Ok(wake));
-                        woken
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                };
-                loop {
-                    list.lock().retain(|p| p.strong_count() > 0);
-                    let live: Vec<Arc<Proc>> =
-                        list.lock().iter().filter_map(Weak::upgrade).collect();
-                    if !watch_round(&live, &woken, &spawner) {
-                        return;
-                    }
-                }
-            })?;
-        let wake = rx
-            .recv()
-            .map_err(|_| std::io::Error::other("the watcher thread died"))??;
+        // The thread's socket pair is made at home: a socket keeps the namespace it was
+        // made in alive.
+        let pair = || {
+            let (wake, woken) = UnixStream::pair()?;
+            woken.set_nonblocking(true)?;
+            Ok((wake, woken))
+        };
+        let wake = thread_at_home("nsfleet-watch", pair, move |woken| loop {
+            list.lock().retain(|p| p.strong_count() > 0);
+            let live: Vec<Arc<Proc>> = list.lock().iter().filter_map(Weak::upgrade).collect();
+            if !watch_round(&live, &woken, &spawner) {
+                return;
+            }
+        })?;
         Ok(Watcher { procs, wake })
     }
 
