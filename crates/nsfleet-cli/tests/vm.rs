@@ -61,9 +61,20 @@ fn vm_cmd(env: &Env, args: &[&str]) -> std::process::Command {
     c
 }
 
-/// [`vm`], which must succeed: what the guest printed.
+/// [`vm`], which must succeed: what the guest printed. A guest whose kernel oopsed is
+/// booted once more: Debian's 6.12 under TCG was seen to stop on an `int3` in the
+/// scheduler (`dequeue_entities`, during a 9p page fault), the guest kernel's trouble, not
+/// what the test asks of nsfleet. A second oops fails the test.
 fn vm_ok(env: &Env, args: &[&str]) -> String {
-    let out = vm(env, args);
+    let mut out = vm(env, args);
+    let oopsed = |o: &std::process::Output| {
+        [&o.stdout, &o.stderr]
+            .iter()
+            .any(|b| String::from_utf8_lossy(b).contains("] Oops: "))
+    };
+    if out.status.code() != Some(0) && oopsed(&out) {
+        out = vm(env, args);
+    }
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}{err}");
