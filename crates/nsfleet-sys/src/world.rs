@@ -294,20 +294,20 @@ pub fn bind(source: &str, target: &str, read_only: bool) -> io::Result<()> {
 
 /// What Docker hides of /proc and /sys from a container: of the machine, not of the
 /// node's namespaces. A file is covered by /dev/null, a folder by an empty read-only
-/// tmpfs.
-pub const MASKED_PATHS: &[&str] = &[
-    "/proc/acpi",
-    "/proc/asound",
-    "/proc/interrupts",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/sys/devices/virtual/powercap",
-    "/sys/firmware",
+/// tmpfs; each path with whether it is a folder on the kernels Docker's list was made for.
+pub const MASKED_PATHS: &[(&str, bool)] = &[
+    ("/proc/acpi", true),
+    ("/proc/asound", true),
+    ("/proc/interrupts", false),
+    ("/proc/kcore", false),
+    ("/proc/keys", false),
+    ("/proc/latency_stats", false),
+    ("/proc/sched_debug", false),
+    ("/proc/scsi", true),
+    ("/proc/timer_list", false),
+    ("/proc/timer_stats", false),
+    ("/sys/devices/virtual/powercap", true),
+    ("/sys/firmware", true),
 ];
 
 /// What Docker makes read-only in /proc. /proc/sys's `net` stays writable, as the node's
@@ -330,22 +330,30 @@ pub const READ_ONLY_PATHS: &[&str] = &[
 /// guarded by the user namespace anyway (reading /proc/kcore, writing `kernel.*`, each
 /// asks for a capability in the host's); they give a node Docker's view of the machine.
 pub fn mask_system_paths() -> io::Result<()> {
-    // As runc: /dev/null bound over the path, which the kernel refuses over a folder
-    // (ENOTDIR) and where nothing is (ENOENT). No look before each: a lookup in the
-    // node's new /proc costs as much as the mount. Folders share one empty tmpfs, bound
-    // from the first: a superblock each cost the kernel a shrinker and more.
+    // As runc, but with the kind known: a bind of the wrong kind (/dev/null over a
+    // folder) is refused with ENOTDIR only after the kernel has copied the source and
+    // thrown the copy away, which waits for an RCU grace period (measured: two such waits
+    // per node, each serialised with every other node's mount changes). Nothing there
+    // (ENOENT) costs nothing. No look before each: a lookup in the node's new /proc costs
+    // as much as the mount. Folders share one empty tmpfs, bound from the first: a
+    // superblock each costs the kernel a shrinker and more.
     let mut empty: Option<&str> = None;
-    for &path in MASKED_PATHS {
-        let masked = match bind("/dev/null", path, false) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => match empty {
-                Some(first) => bind(first, path, false),
-                None => mount_with_flags("tmpfs", path, "size=0", READ_ONLY_FLAGS)
-                    .inspect(|()| empty = Some(path)),
-            },
+    for &(path, folder) in MASKED_PATHS {
+        let mut mask = |folder: bool| match (folder, empty) {
+            (false, _) => bind("/dev/null", path, false),
+            (true, Some(first)) => bind(first, path, false),
+            (true, None) => mount_with_flags("tmpfs", path, "size=0", READ_ONLY_FLAGS)
+                .inspect(|()| empty = Some(path)),
+        };
+        // A kernel where the path is of the other kind gets the other mask.
+        let masked = match mask(folder) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => mask(!folder),
             done => done,
         };
-        masked.map_err(|e| within(path, e))?;
+        match masked {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            masked => masked.map_err(|e| within(path, e))?,
+        }
     }
     // A mount of its own first, which the recursive bind of /proc/sys takes along and
     // the read-only remount of its top leaves writable.
