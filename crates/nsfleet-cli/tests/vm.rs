@@ -232,6 +232,76 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
+/// Image nodes on a kernel whose overlayfs refuses layers that are not mounted (Debian's
+/// 6.12; detached layers came in 6.15): a confined node's root is made the older way, in a
+/// mount namespace of the host's root's own, and a `--privileged` one's in its own mount
+/// namespace. Both run their image, the confined one as the first id of its fleet's range
+/// with the image's files as the node's root's, and `down` reclaims both.
+#[test]
+fn image_nodes_run_on_a_kernel_whose_overlayfs_takes_only_mounted_layers() {
+    use nsfleet_image::build::{write_oci_layout, Compression, Entry, ImageSpec, Layer};
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-image");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
+    let mut entries = vec![
+        Entry::dir("bin"),
+        Entry::dir("etc"),
+        Entry::file("bin/busybox", 0o755, busybox),
+        Entry::file("etc/image-release", 0o644, "busy 1\n"),
+    ];
+    for tool in ["sh", "cat", "sleep", "stat", "grep"] {
+        entries.push(Entry::symlink(&format!("bin/{tool}"), "busybox"));
+    }
+    let image = ImageSpec {
+        layers: vec![Layer {
+            entries,
+            compression: Compression::Gzip,
+        }],
+        run: nsfleet_image::RunConfig {
+            cmd: ["/bin/sleep", "1000000"].map(String::from).to_vec(),
+            env: vec!["PATH=/bin".into()],
+            ..Default::default()
+        },
+        architecture: nsfleet_image::host_arch().to_string(),
+    };
+    let layout = env.files.join("busy");
+    write_oci_layout(&layout, "1", &image).unwrap();
+    let topo = env.file(
+        "img.toml",
+        "[fleet]\nname = \"img\"\n[[node]]\nname = \"c\"\nimage = \"busy:1\"\n[[node]]\nname = \"p\"\nimage = \"busy:1\"\nprivileged = true\n",
+    );
+    // The store on the guest's tmpfs: its 9p root takes no idmapped mount.
+    let script = format!(
+        "export NSFLEET_RUN_DIR=/run/nsf NSFLEET_IMAGES=/run/img; N={nsfleet}; \
+         $N image load {} --name busy >/dev/null || exit 3; \
+         $N up {} >/dev/null 2>&1 || exit 4; \
+         for n in c p; do \
+           echo $n $($N exec img $n -- cat /etc/image-release) \
+             $($N exec img $n -- stat -c %u /etc/image-release) \
+             $($N exec img $n -- grep -c 'upperdir=/run/upper' /proc/self/mountinfo); \
+         done; \
+         echo uid $(stat -c %u /proc/$(pgrep -x sleep | head -1)) $(stat -c %u /proc/$(pgrep -x sleep | tail -1)); \
+         echo down $($N down img --json | grep -o '\"reclaimed\":[0-9]*')",
+        layout.display(),
+        topo.display()
+    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    // Each node's root made by the older way (its writable layer at /run/upper in the
+    // node's mount namespace: a detached one is not named by a path there).
+    for want in ["c busy 1 0 1", "p busy 1 0 1", "down \"reclaimed\":2"] {
+        assert!(lines.contains(&want), "{want:?} in {text}");
+    }
+    let uids = (lines.iter().find_map(|l| l.strip_prefix("uid ")))
+        .unwrap_or_else(|| panic!("no uid line in {text}"));
+    // One sleep is the confined node's, of nsfleet's block; the other the host's root's.
+    let mut uids: Vec<u64> = uids.split(' ').map(|u| u.parse().unwrap()).collect();
+    uids.sort();
+    assert!(uids[0] == 0 && uids[1] >= 0x7000_0000, "{text}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
 /// Six pairs of nodes, each joined by a link with one impairment (`p` by none).
 fn impaired_pairs() -> String {
     let links = [

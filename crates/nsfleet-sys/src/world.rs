@@ -115,8 +115,55 @@ pub fn clone_tree(path: &str, recursive: bool) -> io::Result<std::os::fd::OwnedF
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
-/// `fsconfig(2)`'s command that creates the superblock (linux/mount.h).
+/// `fsconfig(2)`'s commands (linux/mount.h): set a string option, create the superblock.
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
+/// `fsmount(2)`'s mount attributes (linux/mount.h).
+pub const MOUNT_ATTR_NOSUID: libc::c_uint = 0x2;
+pub const MOUNT_ATTR_NODEV: libc::c_uint = 0x4;
+
+/// A new filesystem of type `fstype` with its string `options` (each `(key, value)`,
+/// set in order: overlayfs's `lowerdir+` is one layer each time), mounted nowhere yet:
+/// a descriptor of its mount with the mount attributes `attrs`, for [`attach_tree`]. Its
+/// superblock is the caller's, whatever namespaces it is attached in later.
+pub fn detached_fs(
+    fstype: &str,
+    options: &[(&str, &str)],
+    attrs: libc::c_uint,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let t = cstr(fstype)?;
+    // SAFETY: fsopen(2) on a NUL-terminated string; a descriptor it returns is ours.
+    let fs = unsafe {
+        let fd = check(libc::syscall(libc::SYS_fsopen, t.as_ptr(), 1u32) as libc::c_int)?;
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    };
+    let null: *const libc::c_char = std::ptr::null();
+    for (key, value) in options {
+        let (k, v) = (cstr(key)?, cstr(value)?);
+        // SAFETY: fsconfig(2) on a descriptor we own, with NUL-terminated strings that
+        // outlive the call.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            )
+        } as libc::c_int)?;
+    }
+    // SAFETY: fsconfig(2) and fsmount(2) on a descriptor we own; the mount's descriptor
+    // is ours.
+    unsafe {
+        let (fd, create) = (fs.as_raw_fd(), FSCONFIG_CMD_CREATE);
+        check(libc::syscall(libc::SYS_fsconfig, fd, create, null, null, 0) as libc::c_int)?;
+        let m = libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), 1u32, attrs);
+        Ok(std::os::fd::OwnedFd::from_raw_fd(check(m as libc::c_int)?))
+    }
+}
 
 /// A device file [`device_files`] makes.
 pub struct DeviceFile<'a> {
@@ -137,24 +184,7 @@ pub struct DeviceFile<'a> {
 /// keep the host's owner and mode (the host's /dev/net/tun may be its root's alone). A
 /// node attaches it ([`attach_tree`]) and binds its devices from there.
 pub fn device_files(devices: &[DeviceFile<'_>]) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: fsopen(2), fsconfig(2) and fsmount(2) on static strings and descriptors
-    // owned here; each descriptor returned is ours.
-    let mount = unsafe {
-        let fs = check(libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), 1u32) as libc::c_int)?;
-        let fs = std::os::fd::OwnedFd::from_raw_fd(fs);
-        let null: *const libc::c_char = std::ptr::null();
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            null,
-            null,
-            0,
-        ) as libc::c_int)?;
-        let m = libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), 1u32, 0u32);
-        std::os::fd::OwnedFd::from_raw_fd(check(m as libc::c_int)?)
-    };
+    let mount = detached_fs("tmpfs", &[], 0)?;
     for d in devices {
         let n = cstr(d.name)?;
         let kind = if d.block {

@@ -224,6 +224,12 @@ fn confine(l: &Layout, userns: std::os::fd::BorrowedFd<'_>) -> Result<Sources, S
     Ok(sources)
 }
 
+/// An error of the init's, said as what it was doing (`what`) and the kernel's answer: a
+/// plain string, as everything the forked init says (see [`setup`]).
+fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
 /// Says `line` (one line) to the supervisor, on the init's descriptor 3.
 fn say(kept: &sys::KeptFds, line: &str) {
     if let Some(fd) = kept.get(3).and_then(|fd| fd.try_clone_to_owned().ok()) {
@@ -407,18 +413,31 @@ struct Sources {
     devices: Vec<(String, Source)>,
     /// The devices made for the node (see [`OWN_DEVICES`]).
     own: Option<OwnDevices>,
-    /// Whether the image node's root is made already (a confined node's: see
-    /// [`build_root`]).
-    root_built: bool,
+    /// An image node's root, as far as it could be made before the node's mounts.
+    root: Option<ImageRoot>,
+}
+
+/// An image node's root, made by the host's root (see [`build_root`] for why).
+enum ImageRoot {
+    /// Made detached (see [`detached_root`]), attached in the node's mount namespace:
+    /// the tmpfs of its writable layer, the image's layers, the overlay.
+    Detached {
+        run: OwnedFd,
+        layers: OwnedFd,
+        overlay: OwnedFd,
+    },
+    /// Made already in a mount namespace of the host's root's own, which the node's
+    /// copies: a confined node's, on a kernel that refuses [`ImageRoot::Detached`].
+    Built,
+    /// To be made in the node's own mount namespace, from these layers: an unconfined
+    /// node's, on such a kernel.
+    ToBuild(OwnedFd),
 }
 
 fn open_sources(
     l: &Layout,
     userns: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Result<Sources, String> {
-    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
-        move |e| format!("{what}: {e}")
-    }
     let detached = l.image.is_some() || userns.is_some();
     // The hosts file as a detached copy of its mount, always: it is in the fleet's run
     // folder, under /run, and /run is detached below. Where /run is a mount of its own
@@ -457,27 +476,45 @@ fn open_sources(
         true => Some(own_devices(&l.devices).map_err(at("the node's own devices"))?),
         false => None,
     };
-    let mut root_built = false;
-    if let Some(image) = &l.image {
-        if let Some(userns) = userns {
-            let tree =
-                sys::clone_tree(&image.layers_dir, false).map_err(at("the image's layers"))?;
-            sys::userns::idmap_tree(tree.as_fd(), userns)
-                .map_err(at("the image's layers through the node's ids"))?;
-            // A mount namespace of the host's root's own for it, which the init's copies.
-            sys::unshare_mounts(0, libc::MS_PRIVATE).map_err(at("a new mount namespace"))?;
-            build_root(image, Some(tree))?;
-            root_built = true;
-        }
-    }
+    let root = (l.image.as_ref())
+        .map(|image| image_root(image, userns))
+        .transpose()?;
     Ok(Sources {
         hosts,
         from_host,
         bound,
         devices,
         own,
-        root_built,
+        root,
     })
+}
+
+/// An image node's root, made as far as the host's root must: detached where the kernel
+/// lets overlayfs take layers that are not mounted (Linux 6.15), else, for a confined
+/// node (`userns`), in a mount namespace of the host's root's own.
+fn image_root(
+    image: &ImageLayout,
+    userns: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Result<ImageRoot, String> {
+    let layers = sys::clone_tree(&image.layers_dir, false).map_err(at("the image's layers"))?;
+    if let Some(userns) = userns {
+        sys::userns::idmap_tree(layers.as_fd(), userns)
+            .map_err(at("the image's layers through the node's ids"))?;
+    }
+    if let Some((run, overlay)) = detached_root(image, &layers)? {
+        return Ok(ImageRoot::Detached {
+            run,
+            layers,
+            overlay,
+        });
+    }
+    if userns.is_none() {
+        return Ok(ImageRoot::ToBuild(layers));
+    }
+    // A mount namespace of the host's root's own for it, which the init's copies.
+    sys::unshare_mounts(0, libc::MS_PRIVATE).map_err(at("a new mount namespace"))?;
+    build_root(image, layers)?;
+    Ok(ImageRoot::Built)
 }
 
 /// The devices made for a node: a detached tmpfs that holds them, and where each goes.
@@ -545,9 +582,6 @@ fn mount_own_devices(own: &OwnDevices) -> std::io::Result<()> {
 /// a lock another thread of the supervisor held at the fork (as capturing a backtrace
 /// would).
 fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
-    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
-        move |e| format!("{what}: {e}")
-    }
     sys::set_hostname(&l.hostname).map_err(at("setting the host name"))?;
     let Sources {
         hosts,
@@ -555,16 +589,14 @@ fn setup(l: &Layout, sources: Sources) -> Result<(), String> {
         bound,
         devices,
         own,
-        root_built,
+        root,
     } = sources;
     if let Some(image) = &l.image {
-        if !root_built {
-            build_root(image, None)?;
-        }
+        let root = root.ok_or("an image node's root was not made")?;
         let own = own
             .as_ref()
             .ok_or("an image node's devices were not made")?;
-        enter_image(image, &devices, own, &shm_options(l.shm_bytes))?;
+        enter_image(image, root, &devices, own, &shm_options(l.shm_bytes))?;
     } else {
         // The host's named network namespaces would be copied into every node's mount
         // namespace (and pinned there) otherwise.
@@ -629,52 +661,76 @@ fn shm_options(bytes: Option<u64>) -> String {
 
 /// Where an image node's root is made: a tmpfs of the node's own over the host's /run,
 /// in its mount namespace only (left at `pivot_root`), holds its writable layer (`upper`,
-/// and overlayfs's `work`) and the overlay (`root`). There, where any process may pass:
-/// a confined node's root may not cross the fleet's run folder.
-const IMAGE_DIRS: [&str; 4] = ["/run/upper", "/run/work", "/run/root", "/run/layers"];
+/// and overlayfs's `work`), the overlay (`root`) and the image's layers (`layers`, seen
+/// through the node's ids for a confined node). There, where any process may pass: a
+/// confined node's root may not cross the fleet's run folder.
+const IMAGE_DIRS: [&str; 4] = ["upper", "work", "root", "layers"];
 
-/// The node's root made of its image's layers under the node's writable one (the caller
-/// is in a new mount namespace, whose mounts are private): a tmpfs, overlayfs over it.
-/// The host's root does this, with the trusted xattrs overlayfs reads only for it (an
-/// opaque folder): for a confined node, its init's helper before it enters the node's
-/// user namespace, with `layers` (the layers folder through the node's ids) mounted
-/// where overlayfs takes them from.
-fn build_root(image: &ImageLayout, layers: Option<OwnedFd>) -> Result<(), String> {
-    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
-        move |e| format!("{what}: {e}")
+/// The node's root made of its image's layers under the node's writable one, detached:
+/// the tmpfs that holds [`IMAGE_DIRS`], and the overlay, for the node's mount namespace
+/// to attach. Nothing of the host's mount table is copied for it, nor thrown away after
+/// (for a confined node, one copy and one wait for an RCU grace period each). None where
+/// overlayfs refuses layers that are not mounted in the caller's mount namespace (Linux
+/// before 6.15) or one at a time (`lowerdir+`, before 6.8): [`build_root`] makes it then.
+fn detached_root(
+    image: &ImageLayout,
+    layers: &OwnedFd,
+) -> Result<Option<(OwnedFd, OwnedFd)>, String> {
+    use std::os::fd::AsRawFd;
+    let attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+    let run = sys::detached_fs("tmpfs", &[("mode", "0755")], attrs)
+        .map_err(at("the node's writable layer"))?;
+    let dirs = IMAGE_DIRS.map(|d| format!("/proc/self/fd/{}/{d}", run.as_raw_fd()));
+    for (d, path) in IMAGE_DIRS.iter().zip(&dirs) {
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(path)
+            .map_err(at(d))?;
     }
+    let [upper, work, ..] = &dirs;
+    let layers_dir = format!("/proc/self/fd/{}", layers.as_raw_fd());
+    std::env::set_current_dir(layers_dir).map_err(at("the image store's layers"))?;
+    own_upper(image, upper)?;
+    let mut options = vec![("upperdir", upper.as_str()), ("workdir", work.as_str())];
+    options.extend(image.lower.split(':').map(|layer| ("lowerdir+", layer)));
+    Ok(sys::detached_fs("overlay", &options, 0)
+        .ok()
+        .map(|overlay| (run, overlay)))
+}
+
+/// The node's root made of its image's `layers` under the node's writable one, in the
+/// caller's mount namespace (new, its mounts private), where [`detached_root`] cannot:
+/// a tmpfs over /run with [`IMAGE_DIRS`], overlayfs in it. The host's root does this,
+/// with the trusted xattrs overlayfs reads only for it (an opaque folder): for a
+/// confined node, its init's helper before it enters the node's user namespace.
+fn build_root(image: &ImageLayout, layers: OwnedFd) -> Result<(), String> {
     sys::mount_fs("tmpfs", PRIVATE_RUN, "mode=0755").map_err(at("the node's writable layer"))?;
-    let [upper, work, root, seen] = IMAGE_DIRS;
-    for d in [upper, work, root] {
+    let [upper, work, root, seen] = IMAGE_DIRS.map(|d| format!("{PRIVATE_RUN}/{d}"));
+    for d in [&upper, &work, &root, &seen] {
         std::fs::DirBuilder::new()
             .mode(0o755)
             .create(d)
             .map_err(at(d))?;
     }
-    let layers_dir = match &layers {
-        Some(tree) => {
-            std::fs::DirBuilder::new()
-                .mode(0o755)
-                .create(seen)
-                .map_err(at(seen))?;
-            sys::attach_tree(tree.as_fd(), seen, false).map_err(at("the image's layers"))?;
-            seen
-        }
-        None => &image.layers_dir,
-    };
-    std::env::set_current_dir(layers_dir).map_err(at("the image store's layers"))?;
-    // The root of the writable layer is the root of the node's: its owner and mode are
-    // those of the image's top layer's root as the node sees it (a confined node's root
-    // owns it, through its ids), not those of the host's root that made it.
+    sys::attach_tree(layers.as_fd(), &seen, false).map_err(at("the image's layers"))?;
+    // From there, so that `lower` fits in the page that mount(2) takes its options in
+    // (about 60 layers).
+    std::env::set_current_dir(&seen).map_err(at("the image store's layers"))?;
+    own_upper(image, &upper)?;
+    sys::mount_overlay(&image.lower, &upper, &work, &root).map_err(at("overlayfs"))
+}
+
+/// The root of the writable layer `upper` is the root of the node's: its owner and mode
+/// are those of the image's top layer's root as the node sees it (a confined node's root
+/// owns it, through its ids), not those of the host's root that made it. The caller is in
+/// the layers' folder.
+fn own_upper(image: &ImageLayout, upper: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let at = |e: std::io::Error| format!("{upper}: {e}");
     let top = image.lower.split(':').next().unwrap_or(".");
-    let image_root = std::fs::metadata(top).map_err(at("the image's top layer"))?;
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::os::unix::fs::chown(upper, Some(image_root.uid()), Some(image_root.gid()))
-            .map_err(at(upper))?;
-    }
-    std::fs::set_permissions(upper, image_root.permissions()).map_err(at(upper))?;
-    sys::mount_overlay(&image.lower, upper, work, root).map_err(at("overlayfs"))
+    let image_root = std::fs::metadata(top).map_err(|e| format!("the image's top layer: {e}"))?;
+    std::os::unix::fs::chown(upper, Some(image_root.uid()), Some(image_root.gid())).map_err(at)?;
+    std::fs::set_permissions(upper, image_root.permissions()).map_err(at)
 }
 
 /// Into the node's root that [`build_root`] made: the kernel's filesystems, the root
@@ -683,17 +739,30 @@ fn build_root(image: &ImageLayout, layers: Option<OwnedFd>) -> Result<(), String
 /// its links (`/etc/resolv.conf -> ...`) lead nowhere else.
 fn enter_image(
     image: &ImageLayout,
+    made: ImageRoot,
     devices: &[(String, Source)],
     own: &OwnDevices,
     shm: &str,
 ) -> Result<(), String> {
-    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
-        move |e| format!("{what}: {e}")
+    let [.., root, layers] = IMAGE_DIRS.map(|d| format!("{PRIVATE_RUN}/{d}"));
+    match made {
+        ImageRoot::Detached {
+            run,
+            layers: seen,
+            overlay,
+        } => {
+            sys::attach_tree(run.as_fd(), PRIVATE_RUN, false).map_err(at("a private /run"))?;
+            sys::attach_tree(seen.as_fd(), &layers, false).map_err(at("the image's layers"))?;
+            sys::attach_tree(overlay.as_fd(), &root, false).map_err(at("the node's root"))?;
+        }
+        ImageRoot::Built => {
+            // A mount of this namespace's own: a confined node's copy of the overlay its
+            // helper mounted is locked to its place, and the kernel refuses it as a new
+            // root (EINVAL).
+            sys::bind(&root, &root, false).map_err(at("the node's root"))?;
+        }
+        ImageRoot::ToBuild(seen) => build_root(image, seen)?,
     }
-    let root = IMAGE_DIRS[2];
-    // A mount of this namespace's own: a confined node's copy of the overlay its helper
-    // mounted is locked to its place, and the kernel refuses it as a new root (EINVAL).
-    sys::bind(root, root, false).map_err(at("the node's root"))?;
     // /proc and /sys before the host's root goes: in a user namespace the kernel mounts
     // them only where a mount of each is already fully visible.
     for d in ["proc", "sys", "dev"] {
@@ -717,9 +786,6 @@ fn enter_image(
 /// tmpfs with the host's plain devices bound (`devices`), the devices made for the node
 /// (`own`), a devpts instance of its own, a /dev/shm of `shm`'s size, and the usual links.
 fn make_dev(devices: &[(String, Source)], own: &OwnDevices, shm: &str) -> Result<(), String> {
-    fn at(what: &str) -> impl FnOnce(std::io::Error) -> String + '_ {
-        move |e| format!("{what}: {e}")
-    }
     sys::mount_dev("tmpfs", "/dev", "mode=0755,size=65536k").map_err(at("/dev"))?;
     for (path, source) in devices {
         File::create(path).map_err(at(path))?;
