@@ -338,6 +338,59 @@ fn a_node_gives_up_what_docker_takes_and_the_way_out_is_explicit() {
     assert_eq!(std::fs::read_to_string(sysctl).unwrap(), before);
 }
 
+/// A seccomp profile of Docker's format, written by the test: a call refused with the
+/// errno it names, on the node's commands and on `exec` alike; a rule on an argument's
+/// value; a rule that excludes a node holding a capability, which applies once the node
+/// drops it; and a call the profile does not name, allowed as its default says.
+#[test]
+fn a_seccomp_profile_of_ones_own_decides_each_call() {
+    let env = Env::new("confine-profile");
+    env.file(
+        "profile.json",
+        r#"{
+  "defaultAction": "SCMP_ACT_ALLOW",
+  "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+  "syscalls": [
+    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13},
+    {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 30,
+     "args": [{"index": 1, "value": 0, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["sethostname"], "action": "SCMP_ACT_ERRNO", "errnoRet": 95,
+     "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+    {"names": ["s390_runtime_instr"], "action": "SCMP_ACT_ERRNO",
+     "includes": {"arches": ["s390x"]}}
+  ]
+}"#,
+    );
+    let text = "[fleet]\nname = \"cfp\"\n[defaults]\nsecurity_opt = [\"seccomp=profile.json\"]\n\
+         [[node]]\nname = \"p\"\ncommands = [\"mkdir /run/made 2> /run/w; mv /run/w /run/why; exec sleep 1000\"]\n\
+         [[node]]\nname = \"nocap\"\ncommands = [\"exec sleep 1000\"]\ncapabilities = [\"-SYS_ADMIN\"]\n";
+    let _f = env.up(text);
+    let in_node = |node: &str, line: &str| says(&env, "cfp", node, line);
+    assert_eq!(status_field(&env, "cfp", "p", "Seccomp"), "2");
+    let why = wait_until("the command's mkdir", Duration::from_secs(10), || {
+        let out = env.run(&["exec", "cfp", "p", "--", "cat", "/run/why"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        match out.status.success() && !text.is_empty() {
+            true => Ok(text),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
+    });
+    assert!(why.contains("Permission denied"), "{why}");
+    assert!(in_node("p", "mkdir /tmp/x").contains("Permission denied"));
+    assert!(in_node("p", "kill -0 1").contains("Read-only file system"));
+    assert_eq!(in_node("p", "kill -CONT 1 && echo sent"), "sent\n");
+    // Excluded where the node holds CAP_SYS_ADMIN; where it dropped it, the rule applies
+    // before the kernel's own refusal.
+    assert_eq!(in_node("p", "hostname p2 && hostname"), "p2\n");
+    let refused = in_node(
+        "nocap",
+        "python3 -c 'import socket; socket.sethostname(\"n2\")'",
+    );
+    assert!(refused.contains("Operation not supported"), "{refused}");
+    // Not named: the default, and Docker's filter is not there (its keyctl refusal).
+    assert_ne!(keyctl_errno(&env, "cfp", "p"), libc::EPERM.to_string());
+}
+
 #[test]
 fn a_capability_option_or_device_that_cannot_be_is_refused_at_its_line() {
     let env = Env::new("confine-bad");
@@ -347,8 +400,16 @@ fn a_capability_option_or_device_that_cannot_be_is_refused_at_its_line() {
             "\"NET_ADMINN\" is not a capability",
         ),
         (
-            "security_opt = [\"seccomp=/etc/profile.json\"]",
-            "a seccomp profile of one's own is not read",
+            "security_opt = [\"seccomp=no-such-profile.json\"]",
+            "reading the profile no-such-profile.json: No such file or directory",
+        ),
+        (
+            "security_opt = [\"seccomp=notify.json\"]",
+            "notify.json: syscalls[0] (mkdir...): SCMP_ACT_NOTIFY: nsfleet does not trace",
+        ),
+        (
+            "security_opt = [\"seccomp=broken.json\"]",
+            "broken.json:2:1: EOF while parsing a value",
         ),
         (
             "security_opt = [\"userns=host\"]",
@@ -368,6 +429,11 @@ fn a_capability_option_or_device_that_cannot_be_is_refused_at_its_line() {
             "expected r, w and m",
         ),
     ];
+    env.file(
+        "notify.json",
+        r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]}"#,
+    );
+    env.file("broken.json", "{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n");
     for (i, (line, expected)) in cases.iter().enumerate() {
         let text = format!(
             "[fleet]\nname = \"cfb{i}\"\n[[node]]\nname = \"a\"\ncommands = [\"exec sleep 1\"]\n{line}\n"

@@ -56,6 +56,8 @@ pub const WATCH_SUBS: Rank = Rank::leaf("Watchers::subs");
 pub const LINK_SOCKS: Rank = Rank::leaf("LinkWatch::socks");
 /// `Watcher::procs`: the commands the process watcher watches.
 pub const WATCHED_PROCS: Rank = Rank::leaf("Watcher::procs");
+/// nsfleet-sys's `seccomp::KEPT`: the seccomp programs kept for the process's life.
+pub const SECCOMP_KEPT: Rank = Rank::leaf("seccomp::KEPT");
 /// `OomTeller::counts`: the nodes whose OOM kills the teller tells as they happen.
 pub const OOM_COUNTS: Rank = Rank::leaf("OomTeller::counts");
 /// `Switches`: the fleet's Open vSwitch switches whose bridges are made, by name.

@@ -17,11 +17,70 @@ pub struct Restrictions {
     /// The capabilities dropped, a bit per capability (CAP_CHOWN is bit 0): out of the
     /// bounding set, so that no exec gives them back, and gone at the next exec.
     pub drop_capabilities: u64,
-    /// Docker's default seccomp filter.
-    pub seccomp: bool,
+    /// The seccomp filter.
+    pub seccomp: Filter,
     /// no_new_privs: exec gains no privilege (setuid programs and file capabilities
     /// give none).
     pub no_new_privileges: bool,
+}
+
+/// A node's seccomp filter.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "FilterText", into = "FilterText")]
+pub enum Filter {
+    #[default]
+    None,
+    /// Docker's default filter ([`crate::seccomp::filter`]).
+    Docker,
+    /// A profile of the node's own, compiled ([`crate::seccomp::intern`]).
+    Profile(&'static [libc::sock_filter]),
+}
+
+impl PartialEq for Filter {
+    fn eq(&self, o: &Filter) -> bool {
+        match (self, o) {
+            (Filter::Profile(a), Filter::Profile(b)) => std::ptr::eq(*a, *b),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+impl Eq for Filter {}
+
+/// A [`Filter`] as JSON: a profile's program instruction by instruction, kept again in
+/// the process that reads it.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FilterText {
+    None,
+    Docker,
+    Profile(Vec<(u16, u8, u8, u32)>),
+}
+
+impl From<Filter> for FilterText {
+    fn from(f: Filter) -> FilterText {
+        match f {
+            Filter::None => FilterText::None,
+            Filter::Docker => FilterText::Docker,
+            Filter::Profile(p) => {
+                FilterText::Profile(p.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect())
+            }
+        }
+    }
+}
+
+impl From<FilterText> for Filter {
+    fn from(f: FilterText) -> Filter {
+        match f {
+            FilterText::None => Filter::None,
+            FilterText::Docker => Filter::Docker,
+            FilterText::Profile(p) => Filter::Profile(crate::seccomp::intern(
+                (p.into_iter())
+                    .map(|(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+                    .collect(),
+            )),
+        }
+    }
 }
 
 /// `struct __user_cap_header_struct` and `__user_cap_data_struct` (linux/capability.h).
@@ -52,8 +111,10 @@ impl Restrictions {
     /// namespace (which installing it without no_new_privs takes), and before any
     /// capability goes. Call [`crate::seccomp::filter`] before a vfork: it allocates once.
     pub fn apply(&self) -> io::Result<()> {
-        if self.seccomp {
-            crate::seccomp::install(crate::seccomp::filter())?;
+        match self.seccomp {
+            Filter::None => {}
+            Filter::Docker => crate::seccomp::install(crate::seccomp::filter())?,
+            Filter::Profile(program) => crate::seccomp::install(program)?,
         }
         if self.drop_capabilities != 0 {
             drop_capabilities(self.drop_capabilities)?;

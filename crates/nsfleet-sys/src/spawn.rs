@@ -163,7 +163,7 @@ fn prepare(exec: &Exec<'_>) -> io::Result<Prepared> {
         })
         .collect::<io::Result<_>>()?;
     let cwd = exec.cwd.map(c).transpose()?;
-    if exec.restrictions.seccomp {
+    if exec.restrictions.seccomp == crate::confine::Filter::Docker {
         // Built here: the child may not allocate.
         crate::seccomp::filter();
     }

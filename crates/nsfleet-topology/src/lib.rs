@@ -24,6 +24,7 @@ pub mod link;
 pub mod part;
 pub mod reshape;
 mod resolve;
+pub mod seccomp;
 mod values;
 
 pub use decl::sysctl_path;
@@ -164,9 +165,10 @@ pub struct Security {
     /// The capabilities its processes give up, a bit each (`nsfleet_values::CAPABILITIES`).
     #[serde(default)]
     pub drop_capabilities: u64,
-    /// Docker's default seccomp filter (`security_opt = ["seccomp=unconfined"]` lifts it).
-    #[serde(default = "yes")]
-    pub seccomp: bool,
+    /// Its seccomp filter: Docker's default, none (`security_opt =
+    /// ["seccomp=unconfined"]`), or a profile of its own (`seccomp=FILE`).
+    #[serde(default)]
+    pub seccomp: Seccomp,
     /// Docker's masked and read-only paths of /proc and /sys (`systempaths=unconfined`
     /// lifts them).
     #[serde(default = "yes")]
@@ -187,12 +189,25 @@ impl Default for Security {
     fn default() -> Security {
         Security {
             drop_capabilities: 0,
-            seccomp: true,
+            seccomp: Seccomp::Docker,
             system_paths: true,
             no_new_privileges: false,
             devices: Vec::new(),
         }
     }
+}
+
+/// A confined node's seccomp filter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Seccomp {
+    /// Docker's default filter.
+    #[default]
+    Docker,
+    /// None.
+    Unconfined,
+    /// A profile of Docker's format (see [`seccomp`]).
+    Profile(seccomp::SeccompProfile),
 }
 
 /// A host device a node is given (`devices = ["/dev/kvm"]`): a device file of the same

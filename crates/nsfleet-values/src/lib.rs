@@ -1,11 +1,15 @@
 //! nsfleet-values: the small values nsfleet reads from people, one parser per kind, shared
 //! by the topology file, the traffic engine's commands and the command line:
 //! addresses with prefixes (`10.0.0.1/24`), durations (`20ms`), percentages (`1%`), bit
-//! rates (`100mbit`), packet rates (`1Mpps`), counts (`10M`) and MAC addresses.
+//! rates (`100mbit`), packet rates (`1Mpps`), counts (`10M`), MAC addresses and seccomp's
+//! actions and comparisons.
 //!
 //! Each parser returns what was expected on failure, in words a user can act on. This
 //! crate is pure: no I/O, no kernel, no knowledge of where a value was written.
 
+mod seccomp;
+
+pub use seccomp::{SeccompAction, SeccompArg, SeccompCmp};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::str::FromStr;

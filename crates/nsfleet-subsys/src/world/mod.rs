@@ -11,6 +11,7 @@
 //! `processes` subsystem, which starts the node's commands in the world.
 
 pub mod cgroups;
+mod seccomp;
 
 use anyhow::{anyhow, Context};
 use nsfleet_core::Node;
@@ -144,6 +145,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     if confined {
         layout.cgroup_view = cgroup.0.views();
     }
+    let restrictions = restrictions(&node.config(), confined)?;
     let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
     fds.extend(userns.as_ref().map(|u| u.as_fd()));
     let how = sys::HelperStart {
@@ -188,7 +190,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         start_time,
         pidfd,
         cgroup,
-        restrictions: restrictions(&node.config(), confined),
+        restrictions,
     };
     ours.set_read_timeout(Some(SETUP_TIMEOUT))?;
     let mut line = String::new();
@@ -269,13 +271,21 @@ impl World {
 pub fn restrictions(
     config: &nsfleet_topology::NodeConfig,
     confined: bool,
-) -> sys::confine::Restrictions {
+) -> anyhow::Result<sys::confine::Restrictions> {
+    use nsfleet_topology::Seccomp;
+    use sys::confine::Filter;
     let s = &config.security;
-    sys::confine::Restrictions {
+    let seccomp = match &s.seccomp {
+        _ if !confined => Filter::None,
+        Seccomp::Unconfined => Filter::None,
+        Seccomp::Docker => Filter::Docker,
+        Seccomp::Profile(p) => Filter::Profile(seccomp::compile(p, s.drop_capabilities)?),
+    };
+    Ok(sys::confine::Restrictions {
         drop_capabilities: s.drop_capabilities,
-        seccomp: s.seccomp && confined,
+        seccomp,
         no_new_privileges: s.no_new_privileges,
-    }
+    })
 }
 
 /// The node's host name: its `hostname` template filled, else its name.

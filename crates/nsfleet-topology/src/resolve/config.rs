@@ -258,7 +258,7 @@ fn security(
         s.drop_capabilities = nsfleet_values::ALL_CAPABILITIES & !kept_capabilities(cx, caps)?;
     }
     for o in last(|l| &l.security_opt).into_iter().flatten() {
-        if let Some(w) = security_opt(o.get_ref(), s).map_err(|m| cx.err(o.span(), m))? {
+        if let Some(w) = security_opt(cx, o.get_ref(), s).map_err(|m| cx.err(o.span(), m))? {
             warnings.push(cx.err(o.span(), w));
         }
     }
@@ -290,21 +290,33 @@ fn kept_capabilities(cx: &Ctx<'_>, caps: &[Spanned<String>]) -> Result<u64, Topo
     Ok(kept)
 }
 
-/// One of Docker's `--security-opt`s, into `s`; a warning if it is not applied.
-fn security_opt(opt: &str, s: &mut crate::Security) -> Result<Option<String>, String> {
+/// One of Docker's `--security-opt`s, into `s`; a warning if it is not applied. A
+/// seccomp profile's file is relative to the topology file's folder.
+fn security_opt(
+    cx: &Ctx<'_>,
+    opt: &str,
+    s: &mut crate::Security,
+) -> Result<Option<String>, String> {
     let opt = opt.trim();
     // Docker takes `seccomp:unconfined` (its older form) as `seccomp=unconfined`.
     let (key, value) = opt.split_once(['=', ':']).unwrap_or((opt, ""));
     match (key, value) {
-        ("seccomp", "unconfined") => s.seccomp = false,
-        ("seccomp", _) => return Err(format!("security_opt {opt:?}: a seccomp profile of one's own is not read; a node has Docker's default filter, which `seccomp=unconfined` lifts")),
+        ("seccomp", "unconfined") => s.seccomp = crate::Seccomp::Unconfined,
+        ("seccomp", "") => return Err(format!("security_opt {opt:?}: expected seccomp=unconfined or seccomp=FILE, a profile of Docker's format")),
+        ("seccomp", file) => {
+            let text = std::fs::read_to_string(absolute(cx, file))
+                .map_err(|e| format!("security_opt {opt:?}: reading the profile {file}: {e}"))?;
+            let profile = crate::seccomp::parse(file, &text)
+                .map_err(|m| format!("security_opt {opt:?}: {m}"))?;
+            s.seccomp = crate::Seccomp::Profile(profile);
+        }
         ("systempaths", "unconfined") => s.system_paths = false,
         ("no-new-privileges", "" | "true") => s.no_new_privileges = true,
         ("no-new-privileges", "false") => s.no_new_privileges = false,
         ("apparmor" | "label", _) => {
             return Ok(Some(format!("security_opt {opt:?} is not applied: nsfleet loads no AppArmor or SELinux profile")))
         }
-        _ => return Err(format!("security_opt {opt:?}: expected seccomp=unconfined, systempaths=unconfined, no-new-privileges[=true|false], apparmor=... or label=... (Docker's --security-opt)")),
+        _ => return Err(format!("security_opt {opt:?}: expected seccomp=unconfined, seccomp=FILE, systempaths=unconfined, no-new-privileges[=true|false], apparmor=... or label=... (Docker's --security-opt)")),
     }
     Ok(None)
 }
