@@ -226,6 +226,20 @@ fn apply_cannot_give_software_to_a_node_made_without_and_says_how() {
         .find(|n| n["name"] == "bare")
         .unwrap();
     assert!(bare["processes"].as_array().unwrap().is_empty(), "{bare}");
+    // Nor can a confined node become privileged: its namespaces are its user namespace's.
+    let privileged = env.file(
+        "privileged.toml",
+        &base.replace("name = \"n1\"\n", "name = \"n1\"\nprivileged = true\n"),
+    );
+    let out = env.run(&["apply", privileged.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("node n1 would be privileged, and it was made confined"),
+        "{err}"
+    );
+    let (_, outside, _) = uid_map(&env, "cfa", "n1");
+    assert!(BLOCK.contains(&outside), "still confined: {outside}");
     drop(f);
 }
 

@@ -140,6 +140,52 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
     std::mem::forget(f);
 }
 
+/// `apply` of other limits or another seccomp filter: the plan says so, and the node
+/// starts again in a group of the new limits, its commands under the new filter; a node
+/// whose limits did not change runs on.
+#[test]
+fn apply_changes_a_nodes_limits_and_filter_by_starting_it_again() {
+    let env = Env::new("limits-apply");
+    let base = "[fleet]\nname = \"lma\"\n[[node]]\nname = \"a\"\nmemory = \"32M\"\npids = 50\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"b\"\nmemory = \"32M\"\ncommands = [\"exec sleep 1000\"]\n";
+    let f = env.up(base);
+    let b_before = init_of(&f, "b");
+    let changed = env.file(
+        "changed.toml",
+        &base.replacen(
+            "memory = \"32M\"\npids = 50\n",
+            "memory = \"64M\"\npids = 50\nsecurity_opt = [\"seccomp=unconfined\"]\n",
+            1,
+        ),
+    );
+    let plan = env.ok(&["apply", changed.to_str().unwrap(), "--dry-run"]);
+    assert!(
+        plan.contains("a limits")
+            && plan.contains("memory 33554432, pids 50 -> memory 67108864, pids 50"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("a security") && plan.contains("seccomp unconfined"),
+        "{plan}"
+    );
+    assert!(!plan.contains("b limits"), "{plan}");
+    env.ok(&["apply", changed.to_str().unwrap()]);
+    let a = cgroups_of(init_of(&f, "a"));
+    let limit = read_in(&a, &["memory.max", "memory.limit_in_bytes"]);
+    assert_eq!(limit, (64u64 << 20).to_string());
+    assert_eq!(read_in(&a, &["pids.max"]), "50");
+    let seccomp = env.ok(&[
+        "exec",
+        "lma",
+        "a",
+        "--",
+        "grep",
+        "^Seccomp:",
+        "/proc/self/status",
+    ]);
+    assert_eq!(seccomp.split_whitespace().last(), Some("0"), "{seccomp}");
+    assert_eq!(init_of(&f, "b"), b_before, "b did not change and ran on");
+}
+
 #[test]
 fn a_fork_bomb_stays_in_its_node() {
     let env = Env::new("limits-pids");

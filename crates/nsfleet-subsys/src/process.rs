@@ -659,7 +659,8 @@ pub fn environment(node: &Node, fleet: &str) -> Vec<(String, String)> {
     env
 }
 
-/// Whether a node's processes must start again: what it runs, in what world, changes.
+/// Whether a node's processes must start again: what it runs, in what world, with what
+/// limits and restrictions, changes.
 /// Commands and files are templates of the node's wiring (`{eth0.addr}`): a node that
 /// has any and whose wiring changes starts again too.
 fn runs_differently(was: &Shape, now: &Shape) -> bool {
@@ -675,6 +676,10 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             &c.image,
             c.ovs_hub.is_some(),
             &c.healthcheck,
+            // Both are the world's, made as it starts: a node starts again to change
+            // them (a memory limit lowered below what it holds would kill it anyway).
+            &c.limits,
+            &c.security,
         )
     }
     let templated = |c: &NodeConfig| {

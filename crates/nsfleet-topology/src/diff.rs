@@ -86,11 +86,56 @@ fn health_check(c: &NodeConfig) -> String {
     }
 }
 
+/// A node's limits as `up` prints them back: each that is set.
+fn limits(c: &NodeConfig) -> String {
+    let l = &c.limits;
+    let set: Vec<String> = [
+        l.memory.map(|b| format!("memory {b}")),
+        l.cpu_milli.map(|m| format!("cpu {}", m as f64 / 1000.0)),
+        l.cpuset.as_ref().map(|s| format!("cpuset {s:?}")),
+        l.pids.map(|n| format!("pids {n}")),
+        l.shm_bytes.map(|b| format!("shm_size {b}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match set.is_empty() {
+        true => "none".into(),
+        false => set.join(", "),
+    }
+}
+
+/// What a node gives up: a profile by its file and a digest of its rules (the same file
+/// with other contents is a change).
+fn security(c: &NodeConfig) -> String {
+    use std::hash::{Hash, Hasher};
+    let s = &c.security;
+    let seccomp = match &s.seccomp {
+        crate::Seccomp::Docker => "docker".to_string(),
+        crate::Seccomp::Unconfined => "unconfined".to_string(),
+        crate::Seccomp::Profile(p) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            format!("{:?}", p.rules).hash(&mut h);
+            format!("{} ({:08x})", p.file, h.finish() as u32)
+        }
+    };
+    let devices: Vec<&str> = s.devices.iter().map(|d| d.path.as_str()).collect();
+    format!(
+        "capabilities dropped {:#x}, seccomp {seccomp}, systempaths {}, no-new-privileges {}, devices {devices:?}",
+        s.drop_capabilities,
+        if s.system_paths { "masked" } else { "unconfined" },
+        s.no_new_privileges,
+    )
+}
+
 /// What a node's change says of its settings, each as text to compare and show.
 type Described<T> = (&'static str, fn(&T) -> String);
 
-const NODE_FIELDS: [Described<NodeConfig>; 8] = [
+const NODE_FIELDS: [Described<NodeConfig>; 11] = [
     ("kind", |c| kind(c).into()),
+    ("privileged", |c| c.privileged.to_string()),
+    ("limits", limits),
+    ("security", security),
     ("router", |c| c.router.to_string()),
     ("processes", |c| format!("{:?}", c.commands)),
     ("hostname", |c| format!("{:?}", c.hostname)),

@@ -15,7 +15,8 @@ impl Supervisor {
     /// A node of a confined fleet is made confined only if it runs software then (see
     /// ARCHITECTURE.md, "Confinement"): its namespaces belong for ever to the user
     /// namespace they were made in. Giving software to one that ran none would run it as
-    /// the host's root: refused, naming the way.
+    /// the host's root, and `privileged` changes nothing of a live node's namespaces:
+    /// both refused, naming the way.
     fn refuse_confining(
         &self,
         running: &[nsfleet_topology::NodeSpec],
@@ -27,15 +28,20 @@ impl Supervisor {
         let was: HashMap<&str, &nsfleet_topology::NodeSpec> =
             running.iter().map(|n| (n.name.as_str(), n)).collect();
         for n in &plan.change {
-            let before = was
-                .get(n.name.as_str())
-                .is_some_and(|w| w.config.confined());
-            if n.config.confined() && !before {
-                return Err(format!(
-                    "node {} would run software, and it was made without: its namespaces are not a user namespace's of its own, and what it ran would be the host's root. Remove it in one apply and add it in the next (or bring the fleet up --privileged)",
-                    n.name
-                ));
-            }
+            let Some(w) = was.get(n.name.as_str()) else {
+                continue;
+            };
+            let (before, now) = (&w.config, &n.config);
+            let why = match (before.confined(), now.confined()) {
+                (false, true) if before.has_world() => "would be confined, and it was made privileged: its namespaces are the host's user namespace's",
+                (false, true) => "would run software, and it was made without: its namespaces are not a user namespace's of its own, and what it ran would be the host's root",
+                (true, false) if now.has_world() => "would be privileged, and it was made confined: its namespaces are its own user namespace's",
+                _ => continue,
+            };
+            return Err(format!(
+                "node {} {why}, for as long as they live. Remove it in one apply and add it in the next (or bring the fleet up --privileged)",
+                n.name
+            ));
         }
         Ok(())
     }
