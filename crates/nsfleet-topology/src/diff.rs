@@ -105,8 +105,8 @@ fn limits(c: &NodeConfig) -> String {
     }
 }
 
-/// What a node gives up: a profile by its file and a digest of its rules (the same file
-/// with other contents is a change).
+/// What a node gives up: a profile by its file and a digest of it (the same file with
+/// other contents is a change), each device with its numbers and mode.
 fn security(c: &NodeConfig) -> String {
     use std::hash::{Hash, Hasher};
     let s = &c.security;
@@ -115,11 +115,16 @@ fn security(c: &NodeConfig) -> String {
         crate::Seccomp::Unconfined => "unconfined".to_string(),
         crate::Seccomp::Profile(p) => {
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            format!("{:?}", p.rules).hash(&mut h);
+            format!("{p:?}").hash(&mut h);
             format!("{} ({:08x})", p.file, h.finish() as u32)
         }
     };
-    let devices: Vec<&str> = s.devices.iter().map(|d| d.path.as_str()).collect();
+    let devices: Vec<String> = (s.devices.iter())
+        .map(|d| {
+            let kind = if d.block { 'b' } else { 'c' };
+            format!("{} {kind} {}:{} {:o}", d.path, d.major, d.minor, d.mode)
+        })
+        .collect();
     format!(
         "capabilities dropped {:#x}, seccomp {seccomp}, systempaths {}, no-new-privileges {}, devices {devices:?}",
         s.drop_capabilities,

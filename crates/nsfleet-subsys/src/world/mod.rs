@@ -703,9 +703,13 @@ fn detached_root(
     own_upper(image, upper)?;
     let mut options = vec![("upperdir", upper.as_str()), ("workdir", work.as_str())];
     options.extend(image.lower.split(':').map(|layer| ("lowerdir+", layer)));
-    Ok(sys::detached_fs("overlay", &options, 0)
-        .ok()
-        .map(|overlay| (run, overlay)))
+    // EINVAL is how overlayfs refuses a layer mounted nowhere, or `lowerdir+`; anything
+    // else is this node's own trouble, said as it is.
+    match sys::detached_fs("overlay", &options, 0) {
+        Ok(overlay) => Ok(Some((run, overlay))),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(e) => Err(format!("overlayfs: {e}")),
+    }
 }
 
 /// The node's root made of its image's `layers` under the node's writable one, in the

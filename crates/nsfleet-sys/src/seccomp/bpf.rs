@@ -90,13 +90,15 @@ impl Writer {
 /// The program: `arch` the only architecture let through (another, and x86_64's x32
 /// calls, which carry `x32_bit`, get `other_abi`), each rule's action where its
 /// number and conditions match (the first of a call's rules in `rules`' order that
-/// matches: the caller orders them), `default` otherwise.
+/// matches: the caller orders them), `default` otherwise, but for calls numbered above
+/// `newer`'s number, which get its action.
 pub(super) fn compile(
     arch: u32,
     x32_bit: u32,
     other_abi: Action,
     default: Action,
     rules: &[Rule],
+    newer: Option<(u32, Action)>,
 ) -> Vec<libc::sock_filter> {
     let mut w = Writer::default();
     let refuse_abi = w.label();
@@ -133,6 +135,11 @@ pub(super) fn compile(
         }
         w.ret(default);
         w.place(next_call);
+    }
+    if let Some((newest, action)) = newer {
+        w.op(LD_W_ABS, NR, 0, 0);
+        w.op(JGT_K, newest, 0, 1);
+        w.ret(action);
     }
     w.ret(default);
     w.place(refuse_abi);
@@ -257,7 +264,7 @@ mod tests {
                         value_two: 0,
                     }],
                 };
-                let p = compile(ARCH, 0, Action::KillProcess, Action::Allow, &[rule]);
+                let p = compile(ARCH, 0, Action::KillProcess, Action::Allow, &[rule], None);
                 for &a in &values {
                     let got = run(&p, ARCH, 5, [0, 0, a, 0, 0, 0]);
                     let want = if holds(a, v) {
@@ -302,13 +309,15 @@ mod tests {
             Action::Errno(38),
             Action::KillThread,
             &rules,
+            Some((60, Action::Errno(7))),
         );
         let call = |nr, a0| run(&p, ARCH, nr, [a0, 0, 0, 0, 0, 0]);
         assert_eq!(call(56, 0x0002_0011), ret(Action::Errno(1)));
         assert_eq!(call(56, 0x11), ret(Action::Allow));
         assert_eq!(call(56, 0x1000_0000), ret(Action::KillThread));
         assert_eq!(call(60, 0), ret(Action::Allow));
-        assert_eq!(call(61, 0), ret(Action::KillThread));
+        assert_eq!(call(59, 0), ret(Action::KillThread));
+        assert_eq!(call(61, 0), ret(Action::Errno(7)), "newer than every rule");
         assert_eq!(call(0x4000_0000 | 60, 0), ret(Action::Errno(38)));
         assert_eq!(run(&p, 0x4000_0003, 60, [0; 6]), ret(Action::Errno(38)));
     }

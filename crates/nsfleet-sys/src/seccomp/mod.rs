@@ -119,12 +119,18 @@ pub const ARCH_NAMES: &[&str] = &["SCMP_ARCH_X86_64", "amd64", "x86_64"];
 pub const ARCH_NAMES: &[&str] = &["SCMP_ARCH_AARCH64", "arm64", "aarch64"];
 
 /// A filter of `rules` (a call's rules in the order they are tried: give each call's most
-/// restrictive first), `default` for every other call of this machine's ABI; the calls of
-/// another ABI refused with EPERM, as by Docker's filter. Refused where the kernel would
-/// refuse it: longer than [`MAX_INSTRUCTIONS`].
-pub fn compile(default: Action, rules: &[Rule]) -> io::Result<Vec<libc::sock_filter>> {
+/// restrictive first), `default` for every other call of this machine's ABI but those
+/// numbered above `enosys_above`, which get ENOSYS; the calls of another ABI refused with
+/// EPERM, as by Docker's filter. Refused where the kernel would refuse it: longer than
+/// [`MAX_INSTRUCTIONS`].
+pub fn compile(
+    default: Action,
+    rules: &[Rule],
+    enosys_above: Option<u32>,
+) -> io::Result<Vec<libc::sock_filter>> {
     let eperm = Action::Errno(libc::EPERM as u16);
-    let program = bpf::compile(ARCH, X32_BIT, eperm, default, rules);
+    let newer = enosys_above.map(|nr| (nr, Action::Errno(libc::ENOSYS as u16)));
+    let program = bpf::compile(ARCH, X32_BIT, eperm, default, rules, newer);
     if program.len() > MAX_INSTRUCTIONS {
         return Err(io::Error::other(format!(
             "its filter would be {} instructions, over the kernel's {MAX_INSTRUCTIONS}",
@@ -143,7 +149,7 @@ pub fn filter() -> &'static [libc::sock_filter] {
             action: Action::Errno(libc::EPERM as u16),
             args: Vec::new(),
         });
-        compile(Action::Allow, &refused.collect::<Vec<_>>()).expect("Docker's filter fits")
+        compile(Action::Allow, &refused.collect::<Vec<_>>(), None).expect("Docker's filter fits")
     })
 }
 
@@ -251,10 +257,10 @@ mod tests {
                 }],
             },
         ];
-        let program = intern(compile(Action::Allow, &rules).unwrap());
+        let program = intern(compile(Action::Allow, &rules, None).unwrap());
         assert!(std::ptr::eq(
             program,
-            intern(compile(Action::Allow, &rules).unwrap())
+            intern(compile(Action::Allow, &rules, None).unwrap())
         ));
         // SAFETY: system calls on no memory of ours; kill with signal 0 sends nothing.
         let getppid = || unsafe { libc::syscall(libc::SYS_getppid) };
@@ -275,11 +281,16 @@ mod tests {
                 args: Vec::new(),
             })
             .collect();
-        let program = intern(compile(Action::Errno(libc::ENOSYS as u16), &rules).unwrap());
+        let newest = rules.iter().map(|r| r.nr).max();
+        let refused = Action::Errno(libc::EPERM as u16);
+        let program = intern(compile(refused, &rules, newest).unwrap());
         // SAFETY: system calls on no memory of ours.
         let getpid = || unsafe { libc::syscall(libc::SYS_getpid) };
         let getppid = || unsafe { libc::syscall(libc::SYS_getppid) };
         assert!(under(program, getpid).0 > 0);
-        assert_eq!(under(program, getppid), (-1, libc::ENOSYS));
+        assert_eq!(under(program, getppid), (-1, libc::EPERM));
+        // Newer than every call named (exit_group, 231): ENOSYS, as runc gives it.
+        let getrandom = || unsafe { libc::syscall(libc::SYS_getrandom, 0, 0, 0) };
+        assert_eq!(under(program, getrandom), (-1, libc::ENOSYS));
     }
 }
