@@ -7,8 +7,8 @@
 //! transactions, for ovs-vswitchd to take the bridges of the one before.
 
 use super::hub::{
-    answers, bridge_socket, database_gone, database_socket, hub_run_dir, log_end, vswitchd_runs,
-    HUB_LABEL,
+    answers, bridge_socket, connect_error, database_gone, database_socket, hub_run_dir, log_end,
+    nothing_listens, vswitchd_runs, HUB_LABEL,
 };
 use super::vsctl::{bridge_args, change_args, del_br, del_port_args, vsctl, DB_WAIT};
 use super::{bridge_name, in_kernel};
@@ -139,11 +139,11 @@ impl Bridges {
         let sock = database_socket(hub, &*self.commands)
             .context("the fleet's Open vSwitch node has no world")?;
         let since = std::time::Instant::now();
-        while !answers(&sock) && since.elapsed() < DB_WAIT {
+        while let Some(e) = connect_error(&sock).filter(|_| since.elapsed() < DB_WAIT) {
             match vswitchd_runs(hub, &*self.commands) {
                 Err(exit) => return Err(ended(&exit, hub, log_dir)),
-                Ok(true) => return Err(database_gone()),
-                Ok(false) => std::thread::sleep(Duration::from_millis(10)),
+                Ok(true) if nothing_listens(&e) => return Err(database_gone(&e)),
+                Ok(_) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
         Ok(format!("unix:{sock}"))

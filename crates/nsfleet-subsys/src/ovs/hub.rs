@@ -113,14 +113,14 @@ pub(super) fn give_back_start_pages(hub: &Node, commands: &dyn Commands) {
     }
 }
 
-/// What a hub whose ovs-vswitchd runs and whose database does not answer is told: its
-/// ovsdb-server has ended (the start line served the database before it started
-/// ovs-vswitchd), and nothing that needs it can happen, or should wait.
-pub(super) fn database_gone() -> anyhow::Error {
+/// What a hub whose ovs-vswitchd runs and whose database refuses connections (`e`) is
+/// told: its ovsdb-server has ended (the start line served the database before it
+/// started ovs-vswitchd), and nothing that needs it can happen, or should wait.
+pub(super) fn database_gone(e: &std::io::Error) -> anyhow::Error {
     anyhow::anyhow!(
-        "the fleet's Open vSwitch database does not answer: its ovsdb-server has ended \
-         (ovs-vswitchd runs on, with the switches as they were); `nsfleet down` and `up` \
-         again start it afresh"
+        "the fleet's Open vSwitch database does not answer ({e}): its ovsdb-server has \
+         ended (ovs-vswitchd runs on, with the switches as they were); `nsfleet down` and \
+         `up` again start it afresh"
     )
 }
 
@@ -132,5 +132,17 @@ pub(super) fn database_socket(hub: &Node, commands: &dyn Commands) -> Option<Str
 /// Whether the database at socket `sock` takes a connection (its socket exists a moment
 /// before ovsdb-server listens on it).
 pub(super) fn answers(sock: &str) -> bool {
-    std::os::unix::net::UnixStream::connect(sock).is_ok()
+    connect_error(sock).is_none()
+}
+
+/// Why the database at socket `sock` took no connection, if it took none.
+pub(super) fn connect_error(sock: &str) -> Option<std::io::Error> {
+    std::os::unix::net::UnixStream::connect(sock).err()
+}
+
+/// Whether a connect's error `e` says that nothing listens there (refused, or no socket),
+/// not that the connect was cut short (interrupted): only then has the database ended.
+pub(super) fn nothing_listens(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionRefused, NotFound};
+    matches!(e.kind(), ConnectionRefused | NotFound)
 }

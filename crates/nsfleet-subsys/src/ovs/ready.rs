@@ -4,8 +4,8 @@
 //! hub's files and processes): it never changes a bridge, a port or a process.
 
 use super::hub::{
-    answers, bridge_socket, database_gone, database_socket, give_back_start_pages, hub_run_dir,
-    log_end, vswitchd_runs,
+    bridge_socket, connect_error, database_gone, database_socket, give_back_start_pages,
+    hub_run_dir, log_end, nothing_listens, vswitchd_runs,
 };
 use crate::Commands;
 use anyhow::Context;
@@ -86,8 +86,9 @@ impl Subsystem for Ready {
             if runs == Ok(true) && std::time::Instant::now() >= ask_db_at {
                 ask_db_at += DB_CHECK_EVERY;
                 let sock = database_socket(&hub, &*self.commands);
-                if sock.is_some_and(|s| !answers(&s)) {
-                    return Err(database_gone());
+                let refused = sock.and_then(|s| connect_error(&s));
+                if let Some(e) = refused.filter(nothing_listens) {
+                    return Err(database_gone(&e));
                 }
             }
             if let Err(exit) = runs {
