@@ -128,6 +128,16 @@ pub fn has_ovs_kernel_datapath() -> bool {
     })
 }
 
+/// The running kernel's (major, minor), from its release (`6.18.44-...`), read once.
+pub fn kernel_version() -> (u32, u32) {
+    static VERSION: OnceLock<(u32, u32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = (release.trim().split(['.', '-'])).map(|p| p.parse().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    })
+}
+
 /// Whether the running kernel has netem, found out once by trying it on `lo` of a
 /// scratch namespace.
 pub fn has_netem() -> bool {

@@ -12,7 +12,7 @@ pub(super) fn compile(
     profile: &SeccompProfile,
     dropped: u64,
 ) -> anyhow::Result<&'static [libc::sock_filter]> {
-    let kernel = running_kernel();
+    let kernel = crate::probe::kernel_version();
     let kept = nsfleet_values::ALL_CAPABILITIES & !dropped;
     let mut rules = Vec::new();
     for r in &profile.rules {
@@ -72,25 +72,13 @@ fn as_runc_gives_them(mut rules: Vec<Rule>, default: Action) -> Vec<Rule> {
 /// holds) holds of this machine and a node that keeps the capabilities `kept`.
 fn applies(a: &Applies, kept: u64, kernel: (u32, u32), all: bool) -> bool {
     let held = |cap: &String| nsfleet_values::capability(cap).is_ok_and(|bits| kept & bits == bits);
-    let caps = a.caps.iter().map(held);
+    let mut caps = a.caps.iter().map(held);
     let arch = (a.arches.iter()).any(|x| seccomp::ARCH_NAMES.contains(&x.as_str()));
     let kernel_ok = a.min_kernel.map(|min| kernel >= min);
     match all {
-        true => {
-            caps.clone().all(|h| h) && (a.arches.is_empty() || arch) && kernel_ok != Some(false)
-        }
-        false => caps.clone().any(|h| h) || arch || kernel_ok == Some(true),
+        true => caps.all(|h| h) && (a.arches.is_empty() || arch) && kernel_ok != Some(false),
+        false => caps.any(|h| h) || arch || kernel_ok == Some(true),
     }
-}
-
-/// The running kernel's (major, minor), from its release (`6.18.44-...`).
-fn running_kernel() -> (u32, u32) {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut parts = release
-        .trim()
-        .split(['.', '-'])
-        .map(|p| p.parse().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 #[cfg(test)]
