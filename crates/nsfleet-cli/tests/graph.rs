@@ -154,7 +154,7 @@ fn dot_mermaid_and_json_for_other_tools() {
 #[test]
 fn containerlab_s_graph_flags_draw_a_lab_s_file() {
     let env = Env::new("graphclab");
-    let text = "name: gc\ntopology:\n  nodes:\n    a: {kind: linux}\n    b: {kind: linux}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n";
+    let text = "name: gc\nmgmt: {ipv4-subnet: 172.31.93.0/24}\ntopology:\n  nodes:\n    a: {kind: linux}\n    b: {kind: linux}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n";
     let file = env.file("gc.clab.yml", text);
     let f = file.to_str().unwrap();
     let mermaid = env.ok(&["graph", "-t", f, "--mermaid"]);

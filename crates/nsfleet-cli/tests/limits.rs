@@ -267,7 +267,9 @@ fn containerlab_limits_are_dockers() {
     let env = Env::new("limits-clab");
     let file = env.file(
         "lmc.clab.yml",
-        "name: lmc\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1Gb\n      cpu: 1.5\n      cpu-set: \"0\"\n      shm-size: 128MB\n",
+        // A management subnet of its own: the default one may be another test's fleet's
+        // at the same moment (CI once refused this `up` for it).
+        "name: lmc\nmgmt: {ipv4-subnet: 172.31.92.0/24}\ntopology:\n  nodes:\n    a:\n      kind: linux\n      memory: 1Gb\n      cpu: 1.5\n      cpu-set: \"0\"\n      shm-size: 128MB\n",
     );
     let g = Fleet {
         env: &env,
