@@ -71,11 +71,10 @@ impl FleetGroup {
         std::fs::File::create(journal)
             .and_then(|mut f| f.write_all(lines.as_bytes()))
             .with_context(|| format!("journalling the fleet's cgroup in {}", journal.display()))?;
-        base.make(true).context("nsfleet's cgroup folder")?;
         if let Some(p) = group.paths().find(|p| p.exists()) {
             anyhow::bail!("the cgroup {} exists already: `nsfleet clean --all` removes what a killed fleet left", p.display());
         }
-        group.make(true).context("the fleet's cgroup")?;
+        make_below(&base, &group)?;
         Ok(FleetGroup {
             group,
             base,
@@ -98,6 +97,20 @@ impl FleetGroup {
         g.0.make(false).context("the node's cgroup")?;
         (g.0.limit(&as_written(limits))).context("limiting the node's cgroup")?;
         Ok(g)
+    }
+}
+
+/// Makes nsfleet's folder and `group` below it. Another fleet's end removes the folder
+/// when it finds it empty, which it may be between the two: the folder is then made
+/// again (a fleet's group, once made, keeps it).
+fn make_below(base: &Group, group: &Group) -> anyhow::Result<()> {
+    let mut tries = 0;
+    loop {
+        base.make(true).context("nsfleet's cgroup folder")?;
+        match group.make(true) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 10 => tries += 1,
+            made => return made.map(drop).context("the fleet's cgroup"),
+        }
     }
 }
 
