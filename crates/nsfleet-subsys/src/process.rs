@@ -420,7 +420,7 @@ impl Procs {
 
     /// A pidfd of the node's init, to enter its world by (`exec`).
     pub fn world_pidfd(&self) -> Option<OwnedFd> {
-        self.world.as_ref().and_then(|w| w.pidfd.try_clone().ok())
+        self.world.as_ref().and_then(|w| w.pidfd().ok())
     }
 
     /// What a process that enters the node's world gives up as it starts, as the node's
@@ -432,9 +432,7 @@ impl Procs {
     /// The pid of the node's init in the host's /proc (the supervisor's PID namespace is
     /// its own): its world's root is `/proc/PID/root`.
     pub fn world_pid(&self) -> Option<i64> {
-        self.world
-            .as_ref()
-            .and_then(|w| sys::host_pid_of(w.pidfd.as_fd()))
+        self.world.as_ref().and_then(|w| w.host_pid)
     }
 
     /// The pidfd of the node's command `command` (as `describe` names it) while it runs.
@@ -524,11 +522,7 @@ impl Procs {
                 }
             })
             .collect();
-        if let Some(init) = self
-            .world
-            .as_ref()
-            .and_then(|w| sys::host_pid_of(w.pidfd.as_fd()))
-        {
+        if let Some(init) = self.world.as_ref().and_then(|w| w.host_pid) {
             for pid in sys::children_of(init) {
                 let Some(command) = sys::cmdline_of(pid) else {
                     continue;
@@ -552,7 +546,7 @@ impl Procs {
     pub fn pause(&self, pause: bool) -> bool {
         let Some(w) = &self.world else { return false };
         let sig = if pause { sys::PAUSE } else { sys::RESUME };
-        sys::kill_pidfd(w.pidfd.as_fd(), sig).is_ok()
+        w.signal(sig).is_ok()
     }
 
     fn signal_all(&self, sig: libc::c_int) {
@@ -874,17 +868,26 @@ impl Subsystem for Processes {
         for (p, pid, exit) in ended {
             p.tell_exited(pid, exit);
         }
-        // Then the inits, whose exit takes the rest of their nodes (daemons) along.
+        // Then the inits, whose exit takes the rest of their nodes (daemons) along: `exit`
+        // has told them all, so their grace runs from now for each slice.
         let worlds: Vec<&World> = batch.iter().filter_map(|(_, p)| p.world.as_ref()).collect();
-        let fds: Vec<_> = worlds.iter().map(|w| w.pidfd.as_fd()).collect();
-        wait_or_kill(&fds, world::GRACE + Duration::from_secs(1), |i| {
-            let _ = sys::kill_pidfd(fds[i], libc::SIGKILL);
-        });
-        for fd in fds {
-            sys::reap_pidfd(fd);
+        let until = Instant::now() + world::GRACE + Duration::from_secs(1);
+        for slice in worlds.chunks(WORLDS_AT_ONCE) {
+            let fds: Vec<OwnedFd> = slice.iter().filter_map(|w| w.pidfd().ok()).collect();
+            let fds: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+            wait_or_kill(&fds, until.saturating_duration_since(Instant::now()), |i| {
+                let _ = sys::kill_pidfd(fds[i], libc::SIGKILL);
+            });
+            for fd in fds {
+                sys::reap_pidfd(fd);
+            }
         }
     }
 }
+
+/// How many inits' ends are waited for at once, each through a pidfd opened for it: a
+/// batch of 10,000 nodes still holds its commands' pidfds then.
+const WORLDS_AT_ONCE: usize = 1024;
 
 /// Waits up to `grace` for every process behind `pidfds` to end; then `kill`s (by their
 /// position) what is left, and waits for that a little longer.
