@@ -119,6 +119,36 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
         hog_stats["usage"]["cpu_ns"].as_u64().unwrap() > 0,
         "{hog_stats}"
     );
+    assert!(hog_stats["usage"]["memory_bytes"].as_u64().unwrap() > 0);
+    // A node without a memory limit has no memory cgroup of its own (each costs the
+    // kernel a slot per superblock on the machine): its fleet's counts it.
+    let calm_stats = (stats["nodes"].as_array().unwrap().iter())
+        .find(|n| n["name"] == "calm")
+        .unwrap();
+    assert!(
+        calm_stats["usage"]["memory_bytes"].is_null(),
+        "{calm_stats}"
+    );
+    assert!(
+        calm_stats["usage"]["cpu_ns"].as_u64().is_some(),
+        "{calm_stats}"
+    );
+    let all = nsfleet::sys::cgroup::hierarchies().unwrap();
+    let v1_memory = |p: &PathBuf| {
+        (all.iter()).any(|h| {
+            !h.unified && p.starts_with(&h.mount) && h.controllers.iter().any(|c| c == "memory")
+        })
+    };
+    for p in cgroups_of(init_of(&f, "calm"))
+        .iter()
+        .filter(|p| v1_memory(p))
+    {
+        assert!(
+            !p.ends_with("calm"),
+            "calm has a memory cgroup: {}",
+            p.display()
+        );
+    }
     // A confined node sees its own limit where Docker's containers look for it.
     let seen = env.ok(&[
         "exec",

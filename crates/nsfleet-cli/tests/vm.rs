@@ -196,6 +196,12 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
         "v2.toml",
         "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n",
     );
+    // A fleet without a memory limit hands its nodes no memory controller: each memory
+    // cgroup costs the kernel a slot per superblock on the machine.
+    let unlimited = env.file(
+        "unlimited.toml",
+        "[fleet]\nname = \"unlimited\"\n[[node]]\nname = \"a\"\ncpu = 0.5\ncommands = [\"exec sleep 1000\"]\n",
+    );
     let script = format!(
         "export NSFLEET_RUN_DIR=/run/nsf; N={nsfleet}; G=/sys/fs/cgroup/nsfleet; \
          echo '+memory +cpu +pids +cpuset' > /sys/fs/cgroup/cgroup.subtree_control || exit 3; \
@@ -211,8 +217,12 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
          echo log: $(grep -h 'killed: out' /run/nsf/v2/logs/hog.log); \
          $N status v2 --json | grep -o '\"oom_kills\":[0-9]*' | tr '\\n' ' '; echo; \
          echo down $($N down v2 --json | grep -o '\"reclaimed\":[0-9]*'); \
+         $N up {} >/dev/null 2>&1 || exit 5; \
+         echo handed to nodes: $(cat $G/unlimited.*/cgroup.subtree_control); \
+         $N down unlimited >/dev/null; \
          ls $G 2>/dev/null || echo no nsfleet cgroup left",
-        topo.display()
+        topo.display(),
+        unlimited.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
@@ -225,6 +235,7 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
         "log: nsfleet: killed: out of memory, limit 32 MB",
         "\"oom_kills\":1 \"oom_kills\":0",
         "down \"reclaimed\":2",
+        "handed to nodes: cpuset cpu pids",
         "no nsfleet cgroup left",
     ] {
         assert!(lines.contains(&want), "{want:?} in {text}");

@@ -180,7 +180,7 @@ impl Table {
         t.node_head[1] = "CPU TIME";
         for (n, u) in usages(s) {
             let cpu = u.cpu_ns as f64 / 1e9;
-            let key = proc_key(sort, cpu, u.memory_bytes as f64);
+            let key = proc_key(sort, cpu, u.memory_bytes.unwrap_or(0) as f64);
             t.nodes.push((key, node_cells(n, u, format!("{cpu:.2}s"))));
         }
         for (node, p) in processes(s) {
@@ -244,7 +244,7 @@ impl Table {
                 continue;
             };
             let share = u.cpu_ns.saturating_sub(*b) as f64 / 1e9 / dt;
-            let key = proc_key(sort, share, u.memory_bytes as f64);
+            let key = proc_key(sort, share, u.memory_bytes.unwrap_or(0) as f64);
             t.nodes
                 .push((key, node_cells(n, u, format!("{:.1}%", share * 100.0))));
         }
@@ -326,7 +326,9 @@ fn node_cells(n: &NodeStats, u: &nsfleet::sys::cgroup::Usage, cpu: String) -> Ve
     vec![
         n.name.clone(),
         cpu,
-        human_bytes(u.memory_bytes as i64),
+        // A node without a memory limit is counted in its fleet's group (see
+        // `world::cgroups`).
+        u.memory_bytes.map_or("-".into(), |b| human_bytes(b as i64)),
         if limits.is_empty() {
             "-".into()
         } else {

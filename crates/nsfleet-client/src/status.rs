@@ -155,8 +155,8 @@ fn limits_line(
     if words.is_empty() {
         return None;
     }
-    let used = (u.filter(|_| l.memory.is_some())).map_or(String::new(), |u| {
-        format!(" ({} used)", human_bytes(u.memory_bytes as i64))
+    let used = (u.and_then(|u| u.memory_bytes)).map_or(String::new(), |b| {
+        format!(" ({} used)", human_bytes(b as i64))
     });
     Some(format!("limits: {}{used}", words.join(", ")))
 }

@@ -260,8 +260,9 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 pub struct Usage {
     /// CPU time of every task it has had, in nanoseconds.
     pub cpu_ns: u64,
-    /// Memory charged to it now, page cache included.
-    pub memory_bytes: u64,
+    /// Memory charged to it now, page cache included; `None` when it is in no memory
+    /// group of its own (its parent's counts it).
+    pub memory_bytes: Option<u64>,
     /// Processes the kernel's OOM killer has killed in it for its memory limit.
     pub oom_kills: u64,
 }
@@ -338,12 +339,13 @@ impl Group {
         self.dirs.iter().map(view).collect()
     }
 
-    /// Makes it in each hierarchy, where it is not yet; with `parent_of` it is readied to
-    /// hold groups of its own with its controllers: v2 hands them down
+    /// Makes it in each hierarchy, where it is not yet, readied to hold groups of its own
+    /// with the controllers of `hands_down` (of those it holds): v2 hands them down
     /// (`cgroup.subtree_control`), v1's cpuset gives its CPUs and memory nodes to each
     /// group made below it (`cgroup.clone_children`), where a new group has none.
     /// Returns whether it made any of them.
-    pub fn make(&self, parent_of: bool) -> io::Result<bool> {
+    pub fn make(&self, hands_down: &[Controller]) -> io::Result<bool> {
+        let parent_of = !hands_down.is_empty();
         let mut made = false;
         for d in &self.dirs {
             match fs::create_dir(&d.path) {
@@ -366,16 +368,28 @@ impl Group {
                 }
             }
             if parent_of && d.unified {
-                let asked: Vec<String> = (d.holds.iter())
-                    .filter(|c| **c != Controller::Cpuacct)
-                    .map(|c| format!("+{}", c.name()))
-                    .collect();
-                if !asked.is_empty() {
-                    write(&d.path, "cgroup.subtree_control", &asked.join(" "))?;
-                }
+                self.hand_down_in(d, hands_down)?;
             }
         }
         Ok(made)
+    }
+
+    /// Hands `controllers` (of those it holds) down to the groups below it, on v2 (v1's
+    /// groups below it are in each hierarchy they ask for): those already below it get them
+    /// too.
+    pub fn hand_down(&self, controllers: &[Controller]) -> io::Result<()> {
+        (self.dirs.iter().filter(|d| d.unified)).try_for_each(|d| self.hand_down_in(d, controllers))
+    }
+
+    fn hand_down_in(&self, d: &Dir, controllers: &[Controller]) -> io::Result<()> {
+        let asked: Vec<String> = (d.holds.iter())
+            .filter(|c| **c != Controller::Cpuacct && controllers.contains(c))
+            .map(|c| format!("+{}", c.name()))
+            .collect();
+        match asked.is_empty() {
+            true => Ok(()),
+            false => write(&d.path, "cgroup.subtree_control", &asked.join(" ")),
+        }
     }
 
     /// Removes it from each hierarchy, once the last of its tasks has left (a task that
@@ -497,7 +511,7 @@ impl Group {
             if d.unified {
                 u.cpu_ns = key_of(&read("cpu.stat"), "usage_usec").saturating_mul(1000);
                 if d.holds.contains(&Controller::Memory) {
-                    u.memory_bytes = read("memory.current").trim().parse().unwrap_or(0);
+                    u.memory_bytes = read("memory.current").trim().parse().ok();
                 }
                 continue;
             }
@@ -505,7 +519,7 @@ impl Group {
                 u.cpu_ns = read("cpuacct.usage").trim().parse().unwrap_or(0);
             }
             if d.holds.contains(&Controller::Memory) {
-                u.memory_bytes = read("memory.usage_in_bytes").trim().parse().unwrap_or(0);
+                u.memory_bytes = read("memory.usage_in_bytes").trim().parse().ok();
             }
         }
         u.oom_kills = self.oom_kills();

@@ -31,6 +31,16 @@ const CONTROLLERS: [Controller; 5] = [
     Controller::Cpuset,
 ];
 
+/// The controllers a fleet's group hands down to every node's at once (v2; on v1 a node
+/// is in the hierarchies it asks for): not memory, which only a node with a memory limit
+/// gets ([`FleetGroup::node`]). A memory cgroup's shrinker map has a slot for every
+/// superblock on the machine, about 11 per node that runs software (its /proc, /sys,
+/// tmpfs...): a group per node made a fleet's kernel memory grow with the square of its
+/// size (1.7 MB per node in `kmalloc-1k` where 100,000 superblocks had been; perf of
+/// kmem:kmalloc: `alloc_shrinker_info` from `mem_cgroup_css_online`). Such a node's
+/// memory is counted in its fleet's group.
+const HANDED_TO_NODES: [Controller; 3] = [Controller::Cpu, Controller::Pids, Controller::Cpuset];
+
 /// How long a group's removal waits for its last tasks to leave (they leave as they exit;
 /// an init's are gone by then).
 const PATIENCE: Duration = Duration::from_secs(2);
@@ -88,13 +98,19 @@ impl FleetGroup {
     /// without a `pids` limit is in no pids group). What a node of that name left
     /// (one restarted) is removed first.
     pub fn node(&self, name: &str, limits: &Limits) -> anyhow::Result<NodeGroup> {
-        let mut used = vec![Controller::Memory, Controller::Cpuacct];
+        let mut used = vec![Controller::Cpuacct];
+        if limits.memory.is_some() {
+            used.push(Controller::Memory);
+            self.group
+                .hand_down(&[Controller::Memory])
+                .context("the fleet's cgroup")?;
+        }
         used.extend(limits.cpu_milli.map(|_| Controller::Cpu));
         used.extend(limits.cpuset.as_ref().map(|_| Controller::Cpuset));
         used.extend(limits.pids.map(|_| Controller::Pids));
         let g = NodeGroup(self.group.child(name).only(&used));
         let _ = self.group.child(name).remove(PATIENCE);
-        g.0.make(false).context("the node's cgroup")?;
+        g.0.make(&[]).context("the node's cgroup")?;
         (g.0.limit(&as_written(limits))).context("limiting the node's cgroup")?;
         Ok(g)
     }
@@ -106,8 +122,8 @@ impl FleetGroup {
 fn make_below(base: &Group, group: &Group) -> anyhow::Result<()> {
     let mut tries = 0;
     loop {
-        base.make(true).context("nsfleet's cgroup folder")?;
-        match group.make(true) {
+        base.make(&CONTROLLERS).context("nsfleet's cgroup folder")?;
+        match group.make(&HANDED_TO_NODES) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 10 => tries += 1,
             made => return made.map(drop).context("the fleet's cgroup"),
         }
