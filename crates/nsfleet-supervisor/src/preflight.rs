@@ -14,11 +14,16 @@ use std::collections::HashMap;
 const NODE_BYTES: u64 = 200 << 10;
 const IFACE_BYTES: u64 = 64 << 10;
 /// What a node that runs software costs beyond that: its world (mount, PID, UTS, IPC and
-/// cgroup namespaces, its /proc, /sys and /run, its cgroup, its init, an image's
-/// writable layer). `bench images` on 6.18 measured 2.03 MB per confined image node in
-/// all, and 9,400 of them held 20.8 GB of a 24 GiB machine: 10,000, which this check let
-/// through before, drove it into reclaim for minutes, at about a node a second.
-const WORLD_BYTES: u64 = 2 << 20;
+/// cgroup namespaces, its /proc, /sys and /run, its init, an image's writable layer).
+/// Measured on 6.18, 500 nodes, MemAvailable: 527 KB per node running the host's
+/// software, 378 KB per image node, a bare node's 186 KB included.
+const WORLD_BYTES: u64 = 400 << 10;
+/// What a node's memory cgroup (a node with a memory limit) costs per superblock on the
+/// machine: a slot of its shrinker map (`alloc_shrinker_info`: 520 bytes per 64 slots,
+/// in kmalloc-1k), and a node that runs software brings about 11 superblocks. So these
+/// nodes cost with the square of the fleet: 10,000 of them, 1.7 MB each.
+const SHRINKER_SLOT_BYTES: u64 = 16;
+const SUPERBLOCKS_PER_WORLD: u64 = 11;
 /// The share of the memory available a fleet may take: past it, the kernel reclaims on
 /// every allocation (measured: 9,400 image nodes in 87% of it made 1 node a second).
 const MEMORY_SHARE: f64 = 0.85;
@@ -51,12 +56,17 @@ pub fn check(topo: &Topology, confined: bool) -> Vec<Finding> {
         user_namespaces(topo, max, &mut out);
     }
     descriptors(topo, &mut out);
-    let worlds: u64 = (topo.groups.iter())
-        .filter(|g| g.config.has_world())
-        .map(|g| g.names.len())
-        .sum();
+    let running = (topo.groups.iter()).filter(|g| g.config.has_world());
+    let size = Size {
+        nodes,
+        worlds: running.clone().map(|g| g.names.len()).sum(),
+        memory_groups: (running.filter(|g| g.config.limits.memory.is_some()))
+            .map(|g| g.names.len())
+            .sum(),
+        ifaces,
+    };
     let available = nsfleet_core::mem_available().max(0) as u64;
-    memory(kernel_bytes(nodes, worlds, ifaces), available, &mut out);
+    memory(kernel_bytes(size), available, &mut out);
     neighbours(addrs, &mut out);
     floods(topo, &mut out);
     host_ends(topo, &mut out);
@@ -267,10 +277,24 @@ fn descriptors(topo: &Topology, out: &mut Vec<Finding>) {
 
 const CAP_SYS_RESOURCE: u32 = 24;
 
-/// The kernel memory a fleet of `nodes`, `worlds` of them running software, and `ifaces`
-/// interfaces takes, by the measured costs above.
-fn kernel_bytes(nodes: u64, worlds: u64, ifaces: u64) -> u64 {
-    nodes * NODE_BYTES + worlds * WORLD_BYTES + ifaces * IFACE_BYTES
+/// What a fleet is made of, as far as its kernel memory goes.
+#[derive(Clone, Copy, Default)]
+struct Size {
+    nodes: u64,
+    /// Nodes that run software.
+    worlds: u64,
+    /// Of those, with a memory limit (a memory cgroup each).
+    memory_groups: u64,
+    ifaces: u64,
+}
+
+/// The kernel memory a fleet takes, by the measured costs above.
+fn kernel_bytes(s: Size) -> u64 {
+    let shrinker_map = SUPERBLOCKS_PER_WORLD * s.worlds * SHRINKER_SLOT_BYTES;
+    s.nodes * NODE_BYTES
+        + s.worlds * WORLD_BYTES
+        + s.memory_groups * shrinker_map
+        + s.ifaces * IFACE_BYTES
 }
 
 /// A fleet that needs `need` bytes of kernel memory, where `available` are.
@@ -412,17 +436,29 @@ mod tests {
 
     #[test]
     fn nodes_that_run_software_are_counted_at_what_their_worlds_cost() {
-        // This machine's 24 GiB, 23.5 GB available: 10,000 image nodes drove it into
-        // reclaim; 7,500 ran; 50,000 bare routers (two interfaces each) ran.
-        let available = 23_502 << 20;
-        let refused = |nodes, worlds, ifaces| {
+        // This machine's 24 GiB, 23.5 GB available: 10,000 image nodes fit once their
+        // memory cgroups went; with a memory limit each, they cost 1.7 MB more each;
+        // 50,000 bare routers (two interfaces each) ran.
+        let refused = |size: Size| {
             let mut out = Vec::new();
-            memory(kernel_bytes(nodes, worlds, ifaces), available, &mut out);
+            memory(kernel_bytes(size), 23_502 << 20, &mut out);
             out.iter().any(|f| matches!(f, Finding::Refuse(_)))
         };
-        assert!(refused(10_000, 10_000, 0));
-        assert!(!refused(7_500, 7_500, 0));
-        assert!(!refused(50_000, 0, 100_000));
+        let images = Size {
+            nodes: 10_000,
+            worlds: 10_000,
+            ..Size::default()
+        };
+        assert!(!refused(images));
+        assert!(refused(Size {
+            memory_groups: 10_000,
+            ..images
+        }));
+        assert!(!refused(Size {
+            nodes: 50_000,
+            ifaces: 100_000,
+            ..Size::default()
+        }));
     }
 
     #[test]
