@@ -21,8 +21,9 @@ use std::time::Duration;
 /// nsfleet makes is below it, and nothing else.
 pub const BASE: &str = "nsfleet";
 
-/// The controllers a fleet's groups use where the host has them: memory and CPU time
-/// counted for `stats` and limited where asked, tasks and CPUs limited where asked.
+/// The controllers a fleet's groups use where the host has them: CPU time counted per
+/// node for `stats`, memory per fleet (and per node where limited), and each limited
+/// where asked; tasks and CPUs limited where asked.
 const CONTROLLERS: [Controller; 5] = [
     Controller::Memory,
     Controller::Cpu,
