@@ -13,6 +13,10 @@ use std::path::PathBuf;
 /// Each refresh is one netlink dump in each node's namespace, spread over the
 /// supervisor's workers (no process per node).
 ///
+/// The nodes' table reads each node's cgroup: CPU time always, memory where the node
+/// has a memory limit (`-` elsewhere, null in --json: its fleet's group counts it, as
+/// a memory cgroup per node costs the kernel more the larger the fleet).
+///
 ///   nsfleet stats lab                     # every interface and process, counters
 ///   nsfleet stats lab r1                  # one node
 ///   nsfleet stats lab r1:eth0 --json      # one interface, for machines
