@@ -255,6 +255,18 @@ pub struct Limits {
 /// The period of a CPU quota: Docker's and the kernel's default, 100 ms.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
+/// Hands `controllers` (of those `d` holds) to the groups below `d`, a v2 folder.
+fn hand_down_in(d: &Dir, controllers: &[Controller]) -> io::Result<()> {
+    let asked: Vec<String> = (d.holds.iter())
+        .filter(|c| **c != Controller::Cpuacct && controllers.contains(c))
+        .map(|c| format!("+{}", c.name()))
+        .collect();
+    match asked.is_empty() {
+        true => Ok(()),
+        false => write(&d.path, "cgroup.subtree_control", &asked.join(" ")),
+    }
+}
+
 /// What a group has used, as its own files count it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
@@ -368,7 +380,7 @@ impl Group {
                 }
             }
             if parent_of && d.unified {
-                self.hand_down_in(d, hands_down)?;
+                hand_down_in(d, hands_down)?;
             }
         }
         Ok(made)
@@ -378,18 +390,7 @@ impl Group {
     /// groups below it are in each hierarchy they ask for): those already below it get them
     /// too.
     pub fn hand_down(&self, controllers: &[Controller]) -> io::Result<()> {
-        (self.dirs.iter().filter(|d| d.unified)).try_for_each(|d| self.hand_down_in(d, controllers))
-    }
-
-    fn hand_down_in(&self, d: &Dir, controllers: &[Controller]) -> io::Result<()> {
-        let asked: Vec<String> = (d.holds.iter())
-            .filter(|c| **c != Controller::Cpuacct && controllers.contains(c))
-            .map(|c| format!("+{}", c.name()))
-            .collect();
-        match asked.is_empty() {
-            true => Ok(()),
-            false => write(&d.path, "cgroup.subtree_control", &asked.join(" ")),
-        }
+        (self.dirs.iter().filter(|d| d.unified)).try_for_each(|d| hand_down_in(d, controllers))
     }
 
     /// Removes it from each hierarchy, once the last of its tasks has left (a task that

@@ -183,7 +183,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let pid = forked.context("forking the node's init")?;
     let pidfd = sys::pidfd_open(pid).context("a pidfd for the node's init")?;
     let host_pid = sys::host_pid_of(pidfd.as_fd());
-    let start_time = sys::started_at(pidfd.as_fd()).unwrap_or(0);
+    let start_time = (host_pid.and_then(|p| sys::running_since(p as libc::pid_t))).unwrap_or(0);
     drop(pidfd);
     drop(_guard);
     drop(theirs);
@@ -255,7 +255,8 @@ impl World {
     /// A pidfd of the init: to enter its world by (`setns`), signal it, or see it end.
     /// Opened when needed, not kept: a fleet of 10,000 nodes would hold 10,000 more
     /// descriptors. The pid is the init's for as long as the `World` is: the init is the
-    /// supervisor's child, reaped only by [`World::reap`] (nothing waits for any child).
+    /// supervisor's child, reaped only through such a pidfd ([`World::kill`], the processes
+    /// subsystem's teardown): the child watcher waits only for the pids it is given.
     pub fn pidfd(&self) -> std::io::Result<OwnedFd> {
         sys::pidfd_open(self.pid)
     }
