@@ -144,6 +144,33 @@ fn what_would_reach_the_host_or_another_node_gets_the_kernels_refusal() {
 }
 
 #[test]
+fn a_node_that_starts_nothing_is_confined_when_it_asks() {
+    let env = Env::new("confine-asked");
+    let text = "[fleet]\nname = \"cfa\"\n[[node]]\nname = \"bare\"\n[[node]]\nname = \"shell\"\nconfined = true\n";
+    let f = env.up(text);
+    // A bare node is the host's network namespace entered by the host's root; one that
+    // asks is confined as a node that runs software, for whatever `exec` runs there.
+    assert_eq!(uid_map(&env, "cfa", "bare"), (0, 0, 4_294_967_295));
+    let (inside, first, _) = uid_map(&env, "cfa", "shell");
+    assert!(inside == 0 && BLOCK.contains(&first), "{first}");
+    assert!(says(&env, "cfa", "shell", "mknod /tmp/cfa-blk b 7 0").contains("not permitted"));
+    drop(f);
+    // Not with privileged = true: refused at its line, before anything exists.
+    let both = env.file(
+        "cfb.toml",
+        "[fleet]\nname = \"cfb\"\n[defaults]\nprivileged = true\n[[node]]\nname = \"n1\"\nconfined = true\n",
+    );
+    let args = ["up", both.to_str().unwrap()];
+    env.refused(
+        "confined and privileged",
+        &args,
+        &both,
+        7,
+        "a node is confined or privileged, not both",
+    );
+}
+
+#[test]
 fn privileged_nodes_are_the_hosts_root_as_before() {
     let env = Env::new("confine-priv");
     let file = env.file("cfp.toml", &two_nodes("cfp"));

@@ -145,6 +145,8 @@ pub(crate) struct NodeKeys {
     pub(crate) healthcheck: Option<Spanned<Value>>,
     /// Runs as the host's root, not confined.
     pub(crate) privileged: Option<Spanned<bool>>,
+    /// A world of its own, confined, though it starts nothing (what `exec` runs there).
+    pub(crate) confined: Option<Spanned<bool>>,
     /// What its cgroup limits (see `resolve::config::limits`): a size, CPUs, a CPU list,
     /// a count, and the size of its /dev/shm.
     pub(crate) memory: Option<Spanned<Value>>,
@@ -179,6 +181,7 @@ impl NodeKeys {
         "image",
         "healthcheck",
         "privileged",
+        "confined",
         "memory",
         "cpu",
         "cpuset",
@@ -223,6 +226,7 @@ impl NodeKeys {
             "dirs_from_host" => self.dirs_from_host = map.next_value()?,
             "binds" => self.binds = map.next_value()?,
             "privileged" => self.privileged = map.next_value()?,
+            "confined" => self.confined = map.next_value()?,
             "memory" => self.memory = map.next_value()?,
             "cpu" => self.cpu = map.next_value()?,
             "cpuset" => self.cpuset = map.next_value()?,
@@ -427,10 +431,10 @@ mod tests {
         let text = "[fleet]\nname = \"f\"\n[[node]]\nname = \"a\"\n  loopbak = \"10.0.0.0/8\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (5, 3), "{e}");
-        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`");
+        assert_eq!(e.message, "unknown field `loopbak`, expected one of `name`, `count`, `start`, `routes`, `host_link`, `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `confined`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`");
         let text = "[fleet]\nname = \"f\"\n[defaults]\nname = \"a\"\n[[node]]\nname = \"a\"\n";
         let e = crate::read("t.toml", text).unwrap_err();
         assert_eq!((e.at.line, e.at.column), (4, 1), "{e}");
-        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`"), "{e}");
+        assert!(e.message.ends_with("expected one of `sysctls`, `commands`, `router`, `kind`, `hostname`, `config`, `daemons`, `dirs`, `dirs_from_host`, `binds`, `files`, `restart`, `loopback`, `image`, `healthcheck`, `privileged`, `confined`, `memory`, `cpu`, `cpuset`, `pids`, `shm_size`, `capabilities`, `security_opt`, `devices`"), "{e}");
     }
 }

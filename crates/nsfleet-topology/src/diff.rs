@@ -136,9 +136,10 @@ fn security(c: &NodeConfig) -> String {
 /// What a node's change says of its settings, each as text to compare and show.
 type Described<T> = (&'static str, fn(&T) -> String);
 
-const NODE_FIELDS: [Described<NodeConfig>; 11] = [
+const NODE_FIELDS: [Described<NodeConfig>; 12] = [
     ("kind", |c| kind(c).into()),
     ("privileged", |c| c.privileged.to_string()),
+    ("confined", |c| c.confined.to_string()),
     ("limits", limits),
     ("security", security),
     ("router", |c| c.router.to_string()),

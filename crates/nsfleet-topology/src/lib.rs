@@ -146,6 +146,11 @@ pub struct NodeConfig {
     /// containerlab's `privileged: true`; see [`NodeConfig::confined`]).
     #[serde(default)]
     pub privileged: bool,
+    /// Given a world of its own, confined, though it starts nothing (`confined = true`):
+    /// what `exec` runs there is root in the node and nobody on the host. A Mininet
+    /// host's, whose shell `exec` starts.
+    #[serde(default)]
+    pub confined: bool,
     /// What it may use of the machine, held by a cgroup of its own.
     #[serde(default)]
     pub limits: Limits,
@@ -392,6 +397,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             privileged,
+            confined,
             limits,
             security,
         } = self;
@@ -404,7 +410,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             healthcheck,
-            privileged,
+            (privileged, confined),
             limits,
             security,
         ) == (
@@ -416,7 +422,7 @@ impl PartialEq for NodeConfig {
             &o.ovs_hub,
             &o.netns_of,
             &o.healthcheck,
-            &o.privileged,
+            (&o.privileged, &o.confined),
             &o.limits,
             &o.security,
         ) && (sysctls, commands, router, switch, hostname, dirs)
@@ -683,9 +689,11 @@ impl NodeConfig {
     }
 
     /// Whether the node gets a world of its own (PID, mount and UTS namespaces): it runs
-    /// processes, or has a name, directories, files or limits of its own.
+    /// processes, or has a name, directories, files or limits of its own, or asks to be
+    /// confined.
     pub fn has_world(&self) -> bool {
-        !self.commands.is_empty()
+        self.confined
+            || !self.commands.is_empty()
             || self.image.is_some()
             || self.hostname.is_some()
             || !self.dirs.is_empty()

@@ -116,11 +116,16 @@ pub(crate) fn build(
     let cfg = layers.iter().rev().find_map(|l| l.config.as_ref());
     let own_router = layers.iter().rev().find_map(|l| l.router);
     let privileged = layers.iter().rev().find_map(|l| l.privileged.as_ref());
+    let confined = layers.iter().rev().find_map(|l| l.confined.as_ref());
     let mut config = NodeConfig {
         router: own_router.or(router).unwrap_or(false),
         privileged: privileged.is_some_and(|p| *p.get_ref()),
+        confined: confined.is_some_and(|c| *c.get_ref()),
         ..NodeConfig::default()
     };
+    if let Some(c) = confined.filter(|_| config.confined && config.privileged) {
+        return Err(cx.err(c.span(), CONFINED_AND_PRIVILEGED));
+    }
     let mut warnings: Vec<TopologyError> = (privileged.filter(|p| *p.get_ref()))
         .map(|p| cx.err(p.span(), PRIVILEGED))
         .into_iter()
@@ -237,6 +242,9 @@ pub(crate) fn build(
         warnings,
     })
 }
+
+/// Why `confined = true` is refused on a node that is also `privileged = true`.
+pub(crate) const CONFINED_AND_PRIVILEGED: &str = "confined: this node is also privileged = true; a node is confined or privileged, not both (leave one out)";
 
 /// What is said of a privileged node at its line, on every `up`.
 pub(crate) const PRIVILEGED: &str = "privileged: this node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)";
