@@ -171,6 +171,30 @@ fn a_node_that_starts_nothing_is_confined_when_it_asks() {
 }
 
 #[test]
+fn exec_passes_its_callers_signals_on_to_the_command() {
+    let env = Env::new("confine-signals");
+    let _f = env.up("[fleet]\nname = \"cfs\"\n[[node]]\nname = \"n1\"\nconfined = true\n");
+    // Mininet's popenpoll ends its pings with send_signal(SIGINT) to what popen started:
+    // `nsfleet exec`, which waits for the command in the node's PID namespace.
+    let mut exec = env.spawn(&["exec", "cfs", "n1", "--", "sleep", "100"]);
+    let pid = exec.id() as i32;
+    let catches_int = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:\t"));
+        let mask = caught
+            .and_then(|m| u64::from_str_radix(m, 16).ok())
+            .unwrap_or(0);
+        (mask & (1 << (libc::SIGINT - 1)) != 0)
+            .then_some(())
+            .ok_or("not yet")
+    };
+    wait_until("exec's handlers", Duration::from_secs(10), catches_int);
+    signal(pid, libc::SIGINT);
+    let status = exec.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+}
+
+#[test]
 fn privileged_nodes_are_the_hosts_root_as_before() {
     let env = Env::new("confine-priv");
     let file = env.file("cfp.toml", &two_nodes("cfp"));

@@ -77,14 +77,15 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
             Ok(c) => c,
             Err(e) => cannot_run(&a.command[0], e),
         };
-        // SIGTERM and SIGHUP go to the command, as `docker exec` passes them on: this
-        // process only waits for it, and a caller that ends it (a closed terminal,
-        // Mininet's `popen(...).terminate()`) means the command. By a handler: a process
-        // that has entered another PID namespace may not start a thread to take them.
-        sys::forward_signals(child.id() as libc::pid_t, &[libc::SIGTERM, libc::SIGHUP])
+        // Signals go to the command, as `docker exec` passes them on: this process only
+        // waits for it, and a caller that signals it (a closed terminal, Mininet's
+        // `popen(...).terminate()` or `send_signal(SIGINT)`) means the command. The
+        // terminal's own Ctrl-C reaches the command directly, and is not passed twice.
+        // By a handler: a process that has entered another PID namespace may not start a
+        // thread to take them.
+        let passed = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT];
+        sys::forward_signals(child.id() as libc::pid_t, &passed)
             .context("passing signals on to the command")?;
-        // The terminal's Ctrl-C is the command's to take; we only report how it ended.
-        sys::ignore_interrupts();
         let status = child.wait().context("waiting for the command")?;
         use std::os::unix::process::ExitStatusExt;
         std::process::exit(

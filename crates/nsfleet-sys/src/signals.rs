@@ -104,9 +104,11 @@ pub fn ignore_interrupts() {
 /// The process [`forward_signals`] passes signals on to; 0 while there is none.
 static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn forward(sig: libc::c_int) {
+extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel hands an SA_SIGINFO handler a valid siginfo_t.
+    let from_kernel = unsafe { (*info).si_code } == libc::SI_KERNEL;
     let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
-    if pid > 0 {
+    if pid > 0 && !from_kernel {
         // SAFETY: kill(2), which is async-signal-safe, on a pid of our own child.
         unsafe { libc::kill(pid, sig) };
     }
@@ -115,16 +117,18 @@ extern "C" fn forward(sig: libc::c_int) {
 /// From now on, each of `signals` this process gets goes to process `pid` instead (a
 /// child it waits for, which ends as it sees fit): a handler that only reads an atomic and
 /// calls kill(2). A handler, not a thread: a process that has entered another PID
-/// namespace may not start one (clone(2) refuses CLONE_THREAD with EINVAL).
+/// namespace may not start one (clone(2) refuses CLONE_THREAD with EINVAL). What the
+/// kernel sends (SI_KERNEL: a terminal's Ctrl-C or Ctrl-\, sent to its whole foreground
+/// process group, the child included) is not passed on: the child has it already.
 pub fn forward_signals(pid: libc::pid_t, signals: &[libc::c_int]) -> io::Result<()> {
     FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
     for &s in signals {
         // SAFETY: sigaction is plain data, zeroed then filled; the handler is async-signal
-        // safe (an atomic load and kill(2)).
+        // safe (a field read, an atomic load and kill(2)).
         unsafe {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = forward as *const () as usize;
-            act.sa_flags = libc::SA_RESTART;
+            act.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             libc::sigemptyset(&mut act.sa_mask);
             crate::check(libc::sigaction(s, &act, std::ptr::null_mut()))?;
         }
