@@ -18,7 +18,7 @@ import pytest
 from nsfleet import _binary
 from nsfleet.mininet.link import TCLink
 from nsfleet.mininet.net import Mininet
-from nsfleet.mininet.node import CPULimitedHost, Host, Node
+from nsfleet.mininet.node import CPULimitedHost, Host, Node, _shut_on_the_way
 from nsfleet.mininet.topo import SingleSwitchTopo, Topo
 from nsfleet.mininet.topolib import TreeTopo
 from nsfleet.mininet.util import custom
@@ -140,6 +140,39 @@ def test_a_cpu_limited_host_gets_its_share_and_no_more(run_dir: Path) -> None:
         net.stop()
 
 
+def test_hosts_are_confined_and_reach_the_scripts_places(
+        run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host's shell is root in its node and an id of the fleet's range on the host; it
+    reaches the script's working folder and Python even below folders only root may
+    enter (pytest's own temporary folders are 0700), and nothing else of those folders;
+    a secret in the script's environment stays out. `privileged=True` is Mininet's host."""
+    lab = tmp_path / "lab"
+    lab.mkdir(mode=0o755)
+    (lab / "hello.txt").write_text("from the script's folder\n")
+    (tmp_path / "beside.txt").write_text("not the node's\n")
+    shut = _shut_on_the_way(str(lab))
+    assert shut and shut[-1] == str(tmp_path), "pytest's folders are 0700: the test needs one"
+    monkeypatch.chdir(lab)
+    monkeypatch.setenv("NSFLEET_TEST_SECRET", "s3cr3t")
+    net = Mininet(topo=SingleSwitchTopo(1))
+    net.addHost("root", privileged=True)
+    net.start()
+    try:
+        h1 = net.get("h1")
+        inside, outside, count = h1.cmd("cat /proc/self/uid_map").split()
+        assert (inside, count) == ("0", "65536") and int(outside) >= 0x70000000
+        assert "not permitted" in h1.cmd("mknod /tmp/h1-blk b 7 0")
+        assert h1.cmd("cat hello.txt").strip() == "from the script's folder"
+        assert h1.cmd(f"{sys.executable} -c 'print(6 * 7)'").strip() == "42"
+        assert h1.cmd(f"ls -A {tmp_path}").split() == ["lab"]
+        outer = Path(shut[0])
+        assert h1.cmd(f"ls -A {outer}").split() == [lab.relative_to(outer).parts[0]]
+        assert h1.cmd("echo x${NSFLEET_TEST_SECRET}x").strip() == "xx"
+        assert net.get("root").cmd("cat /proc/self/uid_map").split() == ["0", "0", "4294967295"]
+    finally:
+        net.stop()
+
+
 MN = "/usr/share/doc/mininet/examples"
 
 
@@ -170,6 +203,20 @@ def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Pat
     done = mn(str(bad), tmp_path)
     assert done.returncode == 1
     assert f"{bad}:3: autoPinCpus is not available on nsfleet" in done.stderr, done.stderr
+    # Hosts are confined; `--privileged` makes them the host's root, as Mininet's.
+    ids = tmp_path / "ids.py"
+    ids.write_text("from mininet.net import Mininet\n"
+                   "from mininet.topo import SingleSwitchTopo\n"
+                   "net = Mininet(topo=SingleSwitchTopo(1))\n"
+                   "net.start()\n"
+                   "print('map', *net.get('h1').cmd('cat /proc/self/uid_map').split())\n"
+                   "net.stop()\n")
+    for args, host_root in (([], False), (["--privileged"], True)):
+        done = subprocess.run([_binary.executable(), "mn", *args, str(ids)], text=True,
+                              capture_output=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        line = next(l for l in done.stdout.splitlines() if l.startswith("map "))
+        assert (line == "map 0 0 4294967295") == host_root, line
 
 
 @pytest.mark.skipif(not Path("/usr/bin/mn").is_file(), reason="Debian's mininet package is not installed")

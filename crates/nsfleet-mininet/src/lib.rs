@@ -12,7 +12,9 @@
 use anyhow::{bail, Context};
 use std::os::unix::process::CommandExt;
 
-pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
+/// Runs the script (or Mininet's `mn`) on nsfleet's Python package; with `privileged`,
+/// its hosts are the host's root (the package's `Mininet(privileged=True)`).
+pub fn mn(script_and_args: &[String], privileged: bool) -> anyhow::Result<()> {
     // No script, or options first: Mininet's `mn`, which the Python package finds.
     if let Some(script) = script_and_args.first().filter(|s| !s.starts_with('-')) {
         if !std::path::Path::new(script).is_file() {
@@ -20,7 +22,11 @@ pub fn mn(script_and_args: &[String]) -> anyhow::Result<()> {
         }
     }
     let python = nsfleet::sys::host::python_with("nsfleet.mn").map_err(anyhow::Error::msg)?;
-    let err = std::process::Command::new(&python)
+    let mut command = std::process::Command::new(&python);
+    if privileged {
+        command.env("NSFLEET_MN_PRIVILEGED", "1");
+    }
+    let err = command
         .args(["-m", "nsfleet.mn"])
         .args(script_and_args)
         .exec();

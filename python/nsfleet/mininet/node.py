@@ -15,10 +15,12 @@ import pty
 import queue
 import re
 import select
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +31,11 @@ from . import log
 from ._protocols import IntfLike, NetLike
 from ..errors import NsfleetError
 from ._unsupported import Unsupported, once
+
+# What of the script's environment a node's shell and processes get, as Mininet's hosts
+# inherit it: where commands are found and how Python and the locale behave. Not the
+# rest: a secret in the script's environment stays out of its nodes.
+SHELL_ENV = frozenset({"PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "LANGUAGE", "TZ", "TERM"})
 
 # The prompt of every node's shell: a command's output ends where it appears.
 _SENTINEL = chr(127)
@@ -240,15 +247,23 @@ class Node:
             raise RuntimeError(f"{self.name}: the network is not started (net.start())")
         return self.net.fleet.name
 
+    def _in_node(self, argv: List[str], env: Optional[Dict[str, str]] = None) -> List[str]:
+        """`nsfleet exec` of `argv` in the node, with what of the script's environment
+        (`env`, else its own) decides how commands run there (see `SHELL_ENV`): `exec`
+        gives a node's processes the node's environment only."""
+        given = os.environ if env is None else env
+        kept = [f"{k}={v}" for k, v in given.items()
+                if k in SHELL_ENV or k.startswith("LC_")]
+        return [_binary.executable(), "exec", self._fleet(), self.name, "--", "env", *kept, *argv]
+
     def startShell(self) -> None:
         """The node's shell, as Mininet's: bash without rc files, its prompt the sentinel,
         on a pseudo-terminal so that programs flush their lines."""
         if self.shell is not None:
             return
         master, slave = pty.openpty()
-        argv = [_binary.executable(), "exec", self._fleet(), self.name, "--", "env",
-                f"PS1={_SENTINEL}", "bash", "--norc", "--noediting", "-is",
-                f"mininet:{self.name}"]
+        argv = self._in_node([f"PS1={_SENTINEL}", "bash", "--norc", "--noediting", "-is",
+                              f"mininet:{self.name}"])
         self.shell = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
                                       close_fds=True, start_new_session=True)
         # The terminal's two descriptors, both kept open as Mininet keeps them (`read`
@@ -260,7 +275,9 @@ class Node:
         Node.inToNode[master] = self
         self.waiting = True
         self.waitOutput()
-        self.cmd("unset HISTFILE; stty -echo; set +m")
+        # In the script's working folder, as Mininet's shells start, where the node can
+        # reach it (see `script_reach`); else at the node's root.
+        self.cmd(f"unset HISTFILE; stty -echo; set +m; cd {shlex.quote(os.getcwd())} 2>/dev/null")
 
     def write(self, data: str) -> None:
         assert self._master is not None
@@ -345,8 +362,7 @@ class Node:
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
         kwargs.pop("mncmd", None)
-        return subprocess.Popen([_binary.executable(), "exec", self._fleet(), self.name, "--",
-                                 *argv], **kwargs)
+        return subprocess.Popen(self._in_node(argv, kwargs.get("env")), **kwargs)
 
     def pexec(self, *args: Any, **kwargs: Any) -> "tuple[str, str, int]":
         """Runs a process in the node and returns (out, err, exit status)."""
@@ -878,6 +894,56 @@ def _private_dirs(name: str, given: Optional[Sequence[Any]]) -> Dict[str, List[s
     if binds:
         out["binds"] = binds
     return out
+
+
+def script_reach(paths: Optional[Sequence[str]] = None) -> Dict[str, List[str]]:
+    """What a confined host needs to reach the script's own files, as nsfleet's node keys.
+
+    A confined host is root in its node and an id of no user on the host: it reads the
+    host's files as any other user does. Mininet's hosts run what the script's user runs
+    (`h1 python -m http.server` with a virtual environment's python, `h1 ./server.py` from
+    the script's folder), and those often live under a folder only its owner may enter
+    (root's home is 0700, Ubuntu's homes 0750). The outermost such folder on the way to
+    one of the script's places becomes a tmpfs of the node's own (`dirs`), and the entry
+    on the way below the innermost one is bound there read-only (`binds`), keeping its
+    owners: the node reaches what any user could, were those folders open, and nothing
+    else of them. The script's places (`paths`): its working folder, its own folder, its
+    Python (a virtual environment and the Python it was made from) and the folders of
+    `PATH` and `PYTHONPATH`. A place that is itself such a folder stays out of reach."""
+    if paths is None:
+        paths = [os.getcwd(), os.path.dirname(os.path.abspath(sys.argv[0] or ".")),
+                 sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+        for var in ("PATH", "PYTHONPATH"):
+            paths += [p for p in os.environ.get(var, "").split(os.pathsep) if p]
+    shut: List[str] = []
+    entries: List[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if os.path.isabs(p)}):
+        on_the_way = _shut_on_the_way(path) if os.path.isdir(path) else []
+        if not on_the_way:
+            continue
+        inner = on_the_way[-1]
+        shut += [] if on_the_way[0] in shut else [on_the_way[0]]
+        entries.append(os.path.join(inner, Path(path).relative_to(inner).parts[0]))
+    # One below another would be bound inside a bind of the host's, where no mount point
+    # is made: the outer one is what the node sees.
+    below = lambda e: any(e.startswith(o + "/") for o in entries)  # noqa: E731
+    kept = sorted({e for e in entries if not below(e)})
+    if not kept:
+        return {}
+    return {"dirs": shut, "binds": [f"{e}:{e}:ro" for e in kept]}
+
+
+def _shut_on_the_way(path: str) -> List[str]:
+    """The folders on the way to `path` (itself left out) that a user other than their
+    owner and group may not pass through; none when `path` itself is one (no bind of it
+    would open it)."""
+    shut: List[str] = []
+    at = "/"
+    for part in Path(path).parts[1:]:
+        if not os.stat(at).st_mode & 0o001:
+            shut.append(at)
+        at = os.path.join(at, part)
+    return [] if not os.stat(path).st_mode & 0o001 else shut
 
 
 def make_bind_sources(node: "Node") -> List[str]:
