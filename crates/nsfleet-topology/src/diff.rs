@@ -139,7 +139,7 @@ type Described<T> = (&'static str, fn(&T) -> String);
 const NODE_FIELDS: [Described<NodeConfig>; 12] = [
     ("kind", |c| kind(c).into()),
     ("privileged", |c| c.privileged.to_string()),
-    ("confined", |c| c.confined.to_string()),
+    ("confined", |c| c.confined_asked.to_string()),
     ("limits", limits),
     ("security", security),
     ("router", |c| c.router.to_string()),

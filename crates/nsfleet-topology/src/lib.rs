@@ -146,11 +146,12 @@ pub struct NodeConfig {
     /// containerlab's `privileged: true`; see [`NodeConfig::confined`]).
     #[serde(default)]
     pub privileged: bool,
-    /// Given a world of its own, confined, though it starts nothing (`confined = true`):
-    /// what `exec` runs there is root in the node and nobody on the host. A Mininet
-    /// host's, whose shell `exec` starts.
+    /// Asks for a world of its own, confined, though it starts nothing (`confined =
+    /// true`): what `exec` runs there is root in the node and nobody on the host. A
+    /// Mininet host's, whose shell `exec` starts. Whether a node is confined is
+    /// [`NodeConfig::confined`].
     #[serde(default)]
-    pub confined: bool,
+    pub confined_asked: bool,
     /// What it may use of the machine, held by a cgroup of its own.
     #[serde(default)]
     pub limits: Limits,
@@ -397,7 +398,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             privileged,
-            confined,
+            confined_asked,
             limits,
             security,
         } = self;
@@ -410,7 +411,7 @@ impl PartialEq for NodeConfig {
             ovs_hub,
             netns_of,
             healthcheck,
-            (privileged, confined),
+            (privileged, confined_asked),
             limits,
             security,
         ) == (
@@ -422,7 +423,7 @@ impl PartialEq for NodeConfig {
             &o.ovs_hub,
             &o.netns_of,
             &o.healthcheck,
-            (&o.privileged, &o.confined),
+            (&o.privileged, &o.confined_asked),
             &o.limits,
             &o.security,
         ) && (sysctls, commands, router, switch, hostname, dirs)
@@ -692,7 +693,7 @@ impl NodeConfig {
     /// processes, or has a name, directories, files or limits of its own, or asks to be
     /// confined.
     pub fn has_world(&self) -> bool {
-        self.confined
+        self.confined_asked
             || !self.commands.is_empty()
             || self.image.is_some()
             || self.hostname.is_some()

@@ -120,10 +120,10 @@ pub(crate) fn build(
     let mut config = NodeConfig {
         router: own_router.or(router).unwrap_or(false),
         privileged: privileged.is_some_and(|p| *p.get_ref()),
-        confined: confined.is_some_and(|c| *c.get_ref()),
+        confined_asked: confined.is_some_and(|c| *c.get_ref()),
         ..NodeConfig::default()
     };
-    if let Some(c) = confined.filter(|_| config.confined && config.privileged) {
+    if let Some(c) = confined.filter(|_| config.confined_asked && config.privileged) {
         return Err(cx.err(c.span(), CONFINED_AND_PRIVILEGED));
     }
     let mut warnings: Vec<TopologyError> = (privileged.filter(|p| *p.get_ref()))
