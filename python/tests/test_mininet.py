@@ -217,6 +217,8 @@ def test_nsfleet_mn_runs_a_mininet_script_unchanged(run_dir: Path, tmp_path: Pat
         assert done.returncode == 0, done.stdout + done.stderr
         line = next(l for l in done.stdout.splitlines() if l.startswith("map "))
         assert (line == "map 0 0 4294967295") == host_root, line
+        said = "Not confined, the host's root (privileged): h1" in done.stdout + done.stderr
+        assert said == host_root, done.stdout + done.stderr
 
 
 @pytest.mark.skipif(not Path("/usr/bin/mn").is_file(), reason="Debian's mininet package is not installed")

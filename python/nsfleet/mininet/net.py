@@ -393,6 +393,12 @@ class Mininet:
         if log.enabled("debug"):
             log.debug("*** The network as nsfleet's topology (nsfleet up):\n" + _toml.dumps(topology))
         made = [f for n in self.hosts for f in make_bind_sources(n)]
+        # Said on every start, as `up` says a privileged node at its line (the API keeps
+        # `up`'s own words to itself).
+        privileged = [e["name"] for e in topology.get("node", []) if e.get("privileged")]
+        if privileged:
+            named = " ".join(privileged[:8]) + (f" ... ({len(privileged)} hosts)" if len(privileged) > 8 else "")
+            log.warn(f"*** Not confined, the host's root (privileged): {named}\n")
         self.fleet = Fleet.from_dict(topology, owner=os.getpid())
         give_bind_sources(made, self.fleet.status().first_id)
         self._applied = self._switch_shapes(topology)
