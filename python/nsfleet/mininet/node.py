@@ -915,22 +915,20 @@ def script_reach(paths: Optional[Sequence[str]] = None) -> Dict[str, List[str]]:
                  sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
         for var in ("PATH", "PYTHONPATH"):
             paths += [p for p in os.environ.get(var, "").split(os.pathsep) if p]
-    shut: List[str] = []
-    entries: List[str] = []
+    shut: Dict[str, None] = {}  # an ordered set
+    entries = set()
     for path in sorted({os.path.realpath(p) for p in paths if os.path.isabs(p)}):
         on_the_way = _shut_on_the_way(path) if os.path.isdir(path) else []
-        if not on_the_way:
-            continue
-        inner = on_the_way[-1]
-        shut += [] if on_the_way[0] in shut else [on_the_way[0]]
-        entries.append(os.path.join(inner, Path(path).relative_to(inner).parts[0]))
+        if on_the_way:
+            outer, inner = on_the_way[0], on_the_way[-1]
+            shut[outer] = None
+            entries.add(os.path.join(inner, Path(path).relative_to(inner).parts[0]))
     # One below another would be bound inside a bind of the host's, where no mount point
     # is made: the outer one is what the node sees.
-    below = lambda e: any(e.startswith(o + "/") for o in entries)  # noqa: E731
-    kept = sorted({e for e in entries if not below(e)})
+    kept = sorted(e for e in entries if not any(e.startswith(o + "/") for o in entries))
     if not kept:
         return {}
-    return {"dirs": shut, "binds": [f"{e}:{e}:ro" for e in kept]}
+    return {"dirs": list(shut), "binds": [f"{e}:{e}:ro" for e in kept]}
 
 
 def _shut_on_the_way(path: str) -> List[str]:
