@@ -170,11 +170,11 @@ fn a_node_out_of_memory_is_killed_alone_and_said_so() {
     std::mem::forget(f);
 }
 
-/// `apply` of other limits or another seccomp filter: the plan says so, and the node
-/// starts again in a group of the new limits, its commands under the new filter; a node
-/// whose limits did not change runs on.
+/// `apply` of another seccomp filter, with other limits: the plan says both, and the
+/// node starts again (a filter is a process's for life) in a group of the new limits,
+/// its commands under the new filter; a node that did not change runs on.
 #[test]
-fn apply_changes_a_nodes_limits_and_filter_by_starting_it_again() {
+fn apply_changes_a_nodes_filter_by_starting_it_again() {
     let env = Env::new("limits-apply");
     let base = "[fleet]\nname = \"lma\"\n[[node]]\nname = \"a\"\nmemory = \"32M\"\npids = 50\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"b\"\nmemory = \"32M\"\ncommands = [\"exec sleep 1000\"]\n";
     let f = env.up(base);
@@ -214,6 +214,131 @@ fn apply_changes_a_nodes_limits_and_filter_by_starting_it_again() {
     ]);
     assert_eq!(seccomp.split_whitespace().last(), Some("0"), "{seccomp}");
     assert_eq!(init_of(&f, "b"), b_before, "b did not change and ran on");
+}
+
+/// `apply` of other limits alone changes them in place, as `docker update`: the node's
+/// world and processes run on, in every group of its new limits (on v1, a hierarchy it
+/// was not in, its processes moved there), a process started later included; and back.
+#[test]
+fn apply_changes_a_nodes_limits_in_place() {
+    let env = Env::new("limits-live");
+    // Two commands: one with a child of its own, one that ends when told and starts
+    // again (restart = "on-failure"), as a process started after the change.
+    let base = "[fleet]\nname = \"lml\"\n[[node]]\nname = \"a\"\nmemory = \"32M\"\npids = 50\nrestart = \"on-failure\"\ncommands = [\"sleep 1000 & exec sleep 1000\", \"while [ ! -e /run/end ]; do sleep 0.05; done; rm /run/end; exit 1\"]\n";
+    let f = env.up(base);
+    let init = init_of(&f, "a");
+    // Memory raised, pids lifted, and a CPU quota: on v1, a hierarchy it was not in.
+    let changed = env.file(
+        "changed.toml",
+        &base
+            .replace("pids = 50\n", "")
+            .replace("32M", "64M")
+            .replace("restart =", "cpu = 0.5\nrestart ="),
+    );
+    let plan = env.ok(&["apply", changed.to_str().unwrap(), "--dry-run"]);
+    assert!(
+        plan.contains("a limits")
+            && plan.contains("memory 33554432, pids 50 -> memory 67108864, cpu 0.5"),
+        "{plan}"
+    );
+    env.ok(&["apply", changed.to_str().unwrap()]);
+    assert_eq!(init_of(&f, "a"), init, "the node's world ran on");
+    let groups = cgroups_of(init);
+    let memory = read_in(&groups, &["memory.max", "memory.limit_in_bytes"]);
+    assert_eq!(memory, (64u64 << 20).to_string());
+    let quota = read_in(&groups, &["cpu.max", "cpu.cfs_quota_us"]);
+    assert_eq!(quota.split(' ').next(), Some("50000"), "{quota}");
+    // Each process the node had is in each of its groups, the new one included.
+    let procs = |d: &PathBuf| std::fs::read_to_string(d.join("cgroup.procs")).unwrap();
+    let all: Vec<PathBuf> = groups.clone();
+    let first = procs(&all[0]);
+    assert!(first.lines().count() >= 4, "{first}");
+    for d in &all[1..] {
+        let here = procs(d);
+        assert!(
+            first.lines().all(|p| here.lines().any(|q| q == p)),
+            "{d:?}: {here} against {first}"
+        );
+    }
+    let pids_max = (all.iter()).find_map(|d| std::fs::read_to_string(d.join("pids.max")).ok());
+    assert!(
+        matches!(pids_max.as_deref(), None | Some("max\n")),
+        "{pids_max:?}"
+    );
+    // A process started after the change (the command's restart) joins them too.
+    env.ok(&["exec", "lml", "a", "--", "touch", "/run/end"]);
+    let restarted = wait_until("the command's restart", Duration::from_secs(20), || {
+        let status = env.status("lml");
+        let p = status["nodes"][0]["processes"][1].clone();
+        match p["restarts"].as_u64() >= Some(1) && p["running"] == true {
+            true => Ok(p["pid"].as_i64().unwrap()),
+            false => Err(p),
+        }
+    });
+    assert_eq!(
+        cgroups_of(restarted as i32),
+        groups,
+        "the restarted command's groups"
+    );
+    // And back, the same way: the CPU quota lifted, pids limited again.
+    env.ok(&["apply", env.file("base.toml", base).to_str().unwrap()]);
+    assert_eq!(init_of(&f, "a"), init);
+    let quota = read_in(&groups, &["cpu.max", "cpu.cfs_quota_us"]);
+    assert!(quota.starts_with("max") || quota == "-1", "{quota}");
+    assert_eq!(read_in(&cgroups_of(init), &["pids.max"]), "50");
+}
+
+/// A memory limit below what a node holds, which v1 cannot reclaim: `apply` fails, says
+/// why, and puts the node back as it was, running.
+#[test]
+fn a_memory_limit_below_what_a_node_holds_is_put_back_on_v1() {
+    let env = Env::new("limits-below");
+    let base = "[fleet]\nname = \"lmb\"\n[[node]]\nname = \"a\"\nmemory = \"64M\"\ncommands = [\"exec python3 -c 'import time; b = bytearray(40 << 20); time.sleep(1000)'\"]\n";
+    let f = env.up(base);
+    let init = init_of(&f, "a");
+    let groups = cgroups_of(init);
+    if !groups
+        .iter()
+        .any(|d| d.join("memory.limit_in_bytes").exists())
+    {
+        // v2 takes such a limit and enforces it (reclaim, then the OOM killer), as it
+        // does for `docker update`: nothing to put back.
+        return;
+    }
+    wait_until("the node's 40 MB", Duration::from_secs(20), || {
+        let used: u64 = read_in(&groups, &["memory.usage_in_bytes"])
+            .parse()
+            .unwrap();
+        if used > 40 << 20 {
+            Ok(())
+        } else {
+            Err(used)
+        }
+    });
+    let lower = env.file(
+        "lower.toml",
+        &base
+            .replace("64M", "16M")
+            .replace("memory =", "pids = 20\nmemory ="),
+    );
+    let out = env.run(&["apply", lower.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("rolled back") && said.contains("could not reclaim"),
+        "{said}"
+    );
+    // As it was: its limit, its processes, every one of them in each of its groups.
+    assert_eq!(init_of(&f, "a"), init);
+    let now = cgroups_of(init);
+    assert_eq!(
+        read_in(&now, &["memory.limit_in_bytes"]),
+        (64u64 << 20).to_string()
+    );
+    assert_eq!(
+        env.status("lmb")["nodes"][0]["processes"][0]["running"],
+        true
+    );
 }
 
 #[test]

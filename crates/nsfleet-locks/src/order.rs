@@ -74,6 +74,8 @@ pub const VXLAN_HOST_SOCKET: Rank = Rank::leaf("Vxlans::host");
 pub const PORTS_HOST: Rank = Rank::leaf("Ports::host");
 /// `Fleet::hub`: the fleet's hub namespace.
 pub const FLEET_HUB: Rank = Rank::leaf("Fleet::hub");
+/// `CurrentGroup`: a node's cgroup as a live change of its limits leaves it.
+pub const NODE_CGROUP: Rank = Rank::leaf("CurrentGroup");
 /// The supervisor's `images`: its hold on the images its nodes run.
 pub const IMAGES_HELD: Rank = Rank::leaf("Supervisor::images");
 

@@ -61,7 +61,7 @@ pub enum ProcessEvent {
 /// A node's OOM kills as last told: each new one is told once, in the node's log and as
 /// an event, by whoever sees it first (a command's end, or [`OomTeller`]).
 pub(crate) struct OomCount {
-    group: sys::cgroup::Group,
+    group: Arc<world::cgroups::CurrentGroup>,
     told: std::sync::atomic::AtomicU64,
     node: String,
     log: PathBuf,
@@ -71,14 +71,15 @@ pub(crate) struct OomCount {
 impl OomCount {
     /// Tells the kills not told yet, if any; `command` is the one that ended with them.
     fn tell_new(&self, command: Option<&str>) {
-        let kills = self.group.oom_kills();
+        let group = self.group.get();
+        let kills = group.oom_kills();
         let was = self
             .told
             .fetch_max(kills, std::sync::atomic::Ordering::Relaxed);
         if kills <= was {
             return;
         }
-        let limit = self.group.memory_limit();
+        let limit = group.memory_limit();
         let line = format!("nsfleet: {}\n", oom_line(kills, limit));
         let log = OpenOptions::new().append(true).open(&self.log);
         let _ = log.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
@@ -120,7 +121,7 @@ impl OomTeller {
 
     /// Watches a node's group, whose kills `count` tells.
     fn add(&self, count: &Arc<OomCount>) -> std::io::Result<()> {
-        self.watch.add(&count.group)?;
+        self.watch.add(&count.group.get())?;
         self.counts.lock().push(Arc::downgrade(count));
         Ok(())
     }
@@ -415,7 +416,7 @@ pub struct ProcInfo {
 impl Procs {
     /// What the node's cgroup counts it has used, while it has a world.
     pub fn cgroup_usage(&self) -> Option<sys::cgroup::Usage> {
-        Some(self.world.as_ref()?.cgroup.0.usage())
+        Some(self.world.as_ref()?.cgroup.0.get().usage())
     }
 
     /// A pidfd of the node's init, to enter its world by (`exec`).
@@ -654,7 +655,8 @@ pub fn environment(node: &Node, fleet: &str) -> Vec<(String, String)> {
 }
 
 /// Whether a node's processes must start again: what it runs, in what world, with what
-/// limits and restrictions, changes.
+/// restrictions, changes. Its cgroup's limits change in place (see `extend`); the size
+/// of its /dev/shm, a mount's, does not.
 /// Commands and files are templates of the node's wiring (`{eth0.addr}`): a node that
 /// has any and whose wiring changes starts again too.
 fn runs_differently(was: &Shape, now: &Shape) -> bool {
@@ -671,8 +673,8 @@ fn runs_differently(was: &Shape, now: &Shape) -> bool {
             c.ovs_hub.is_some(),
             &c.healthcheck,
             // Both are the world's, made as it starts: a node starts again to change
-            // them (a memory limit lowered below what it holds would kill it anyway).
-            &c.limits,
+            // them.
+            c.limits.shm_bytes,
             &c.security,
         )
     }
@@ -725,7 +727,7 @@ impl Subsystem for Processes {
             .with_context(|| format!("node {} (log {})", node.name(), log.display()))?;
         let world_id = WorldRef {
             init: (w.pid, w.start_time),
-            cgroup: w.cgroup.0.paths().map(PathBuf::from).collect(),
+            cgroup: w.cgroup.0.clone(),
             restrictions: w.restrictions,
         };
         let oom = Arc::new(OomCount {
@@ -824,10 +826,14 @@ impl Subsystem for Processes {
         Ok(())
     }
 
-    /// Starts them again, as the node's new shape says.
+    /// Starts them again, as the node's new shape says; or, if only its limits change,
+    /// changes them in place.
     fn extend(&self, cx: &mut InitCtx<'_>, procs: &mut Procs, was: &Shape) -> anyhow::Result<()> {
         let now = cx.node.shape();
-        if !runs_differently(was, &now) || !now.config.has_world() || procs.world.is_some() {
+        if !runs_differently(was, &now) {
+            return self.relimit(cx.node, procs, &was.config.limits);
+        }
+        if !now.config.has_world() || procs.world.is_some() {
             return Ok(());
         }
         self.init(cx, procs)
@@ -899,6 +905,31 @@ fn wait_or_kill(pidfds: &[BorrowedFd<'_>], grace: Duration, mut kill: impl FnMut
 }
 
 impl Processes {
+    /// Changes the limits of `node`'s running world, which were `had`, to what its
+    /// configuration now says (see `world::relimit`); a node without a world has nothing
+    /// to change. A node given a memory limit has its OOM kills told from then on.
+    fn relimit(
+        &self,
+        node: &Node,
+        procs: &Procs,
+        had: &nsfleet_topology::Limits,
+    ) -> anyhow::Result<()> {
+        let limits = node.config().limits.clone();
+        let (Some(w), Some(shared)) = (&procs.world, self.shared.get()) else {
+            return Ok(());
+        };
+        if limits == *had {
+            return Ok(());
+        }
+        (world::relimit(node.name(), w, shared, &limits))
+            .context("changing its limits in place")?;
+        if let (Some(oom), Some(_), None) = (&procs.oom, limits.memory, had.memory) {
+            // As at a start: untold kills are no reason to fail the change.
+            let _ = self.oom_teller().and_then(|t| t.add(oom));
+        }
+        Ok(())
+    }
+
     /// The spawner and the watcher, started on first use.
     fn oom_teller(&self) -> std::io::Result<&Arc<OomTeller>> {
         if let Some(t) = self.oom_teller.get() {

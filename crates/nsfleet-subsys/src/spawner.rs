@@ -33,8 +33,9 @@ pub(crate) struct WorldRef {
     /// has a descriptor table of its own; with the start time, as the pid of an init that
     /// has died may have been given to another process (see `open_world`).
     pub init: (libc::pid_t, u64),
-    /// The node's cgroup (a folder per hierarchy), which the process joins first.
-    pub cgroup: std::sync::Arc<[PathBuf]>,
+    /// The node's cgroup (a folder per hierarchy, as its limits last left it), which the
+    /// process joins first.
+    pub cgroup: std::sync::Arc<crate::world::cgroups::CurrentGroup>,
     /// What the node's processes give up as they start.
     pub restrictions: sys::confine::Restrictions,
 }
@@ -188,7 +189,7 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
     let userns = sys::userns::of_process(world.as_fd())?;
     // Opened here, in the host's cgroup namespace and as its root: the process joins
     // before it is the node's root.
-    let cgroups = sys::cgroup::open_procs(req.world.cgroup.iter().map(PathBuf::as_path))?;
+    let cgroups = req.world.cgroup.get().procs_files()?;
     sys::setns(world.as_fd(), WORLD)?;
     let l = &req.launch;
     let Some((program, args)) = l.argv.split_first() else {

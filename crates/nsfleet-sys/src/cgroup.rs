@@ -421,41 +421,58 @@ impl Group {
         }
     }
 
-    /// Writes `limits` in the files of the hierarchies that hold their controllers; a
-    /// limit whose controller this group does not use is an error.
+    /// Writes `limits` in the files of the hierarchies that hold their controllers, and
+    /// none (as the kernel makes a group) for each other controller it holds: a running
+    /// node's limits change in place so. A limit whose controller this group does not
+    /// use is an error. A memory limit below what the group holds is the kernel's to
+    /// refuse (v1, after reclaiming what it could) or to enforce (v2, by reclaim and the
+    /// OOM killer), as for `docker update`.
     pub fn limit(&self, limits: &Limits) -> io::Result<()> {
-        let dir = |c: Controller| {
-            (self.dirs.iter().find(|d| d.holds.contains(&c))).ok_or_else(|| {
-                io::Error::other(format!("no {} hierarchy for this group", c.name()))
-            })
-        };
-        if let Some(bytes) = limits.memory {
-            let d = dir(Controller::Memory)?;
-            if d.unified {
-                write(&d.path, "memory.max", &bytes.to_string())?;
-                // No swap beyond the limit: the limit is what it may use.
-                write_if_there(&d.path, "memory.swap.max", "0")?;
-            } else {
-                write(&d.path, "memory.limit_in_bytes", &bytes.to_string())?;
-                write_if_there(&d.path, "memory.memsw.limit_in_bytes", &bytes.to_string())?;
-            }
+        // The folder to write a controller's limit in: the one that holds it, if it is
+        // set (an error where none does) or if one holds it (to lift it).
+        let place =
+            |c: Controller, set: bool| match (self.dirs.iter().find(|d| d.holds.contains(&c)), set)
+            {
+                (Some(d), _) => Ok(Some(d)),
+                (None, false) => Ok(None),
+                (None, true) => Err(io::Error::other(format!(
+                    "no {} hierarchy for this group",
+                    c.name()
+                ))),
+            };
+        if let Some(d) = place(Controller::Memory, limits.memory.is_some())? {
+            limit_memory(d, limits.memory)?;
         }
-        if let Some(quota) = limits.cpu_quota_us {
-            let d = dir(Controller::Cpu)?;
-            if d.unified {
-                write(&d.path, "cpu.max", &format!("{quota} {CPU_PERIOD_US}"))?;
-            } else {
-                write(&d.path, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
-                write(&d.path, "cpu.cfs_quota_us", &quota.to_string())?;
-            }
+        if let Some(d) = place(Controller::Cpu, limits.cpu_quota_us.is_some())? {
+            limit_cpu(d, limits.cpu_quota_us)?;
         }
-        if let Some(cpus) = &limits.cpuset {
-            write(&dir(Controller::Cpuset)?.path, "cpuset.cpus", cpus)?;
+        if let Some(d) = place(Controller::Cpuset, limits.cpuset.is_some())? {
+            let cpus = match (&limits.cpuset, d.unified) {
+                (Some(cpus), _) => cpus.clone(),
+                // v2's empty list is its parent's CPUs; v1 has no such word.
+                (None, true) => String::new(),
+                (None, false) => parent_value(d, "cpuset.cpus")?,
+            };
+            write(&d.path, "cpuset.cpus", &cpus)?;
         }
-        if let Some(n) = limits.pids {
-            write(&dir(Controller::Pids)?.path, "pids.max", &n.to_string())?;
+        if let Some(d) = place(Controller::Pids, limits.pids.is_some())? {
+            let max = limits.pids.map_or("max".to_string(), |n| n.to_string());
+            write(&d.path, "pids.max", &max)?;
         }
         Ok(())
+    }
+
+    /// The controllers it holds, in every hierarchy.
+    pub fn controllers(&self) -> Vec<Controller> {
+        self.dirs
+            .iter()
+            .flat_map(|d| d.holds.iter().copied())
+            .collect()
+    }
+
+    /// Its folders that `other` (the same group in fewer hierarchies) has not.
+    pub fn beyond<'a>(&'a self, other: &'a Group) -> impl Iterator<Item = &'a Path> + 'a {
+        (self.paths()).filter(move |p| !other.paths().any(|o| o == *p))
     }
 
     /// Its folder in the hierarchy that holds its memory controller, if it has one.
@@ -689,6 +706,88 @@ fn write_if_there(dir: &Path, file: &str, value: &str) -> io::Result<()> {
         r => r.map_err(|e| at(&dir.join(file), e)),
     }
 }
+
+/// Writes a memory limit (`None`: none) in `d`, with no swap beyond it. v1 keeps memory
+/// and swap's limit at least memory's, changed in an order that holds at every step:
+/// memory and swap's lifted first, then memory's, then memory and swap's.
+fn limit_memory(d: &Dir, bytes: Option<u64>) -> io::Result<()> {
+    if d.unified {
+        let (max, swap) = match bytes {
+            Some(b) => (b.to_string(), "0"),
+            None => ("max".to_string(), "max"),
+        };
+        write(&d.path, "memory.max", &max)?;
+        return write_if_there(&d.path, "memory.swap.max", swap);
+    }
+    let v1 = bytes.map_or("-1".to_string(), |b| b.to_string());
+    write_if_there(&d.path, "memory.memsw.limit_in_bytes", "-1")?;
+    let file = "memory.limit_in_bytes";
+    match fs::write(d.path.join(file), &v1) {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let why = format!("the group holds more than {v1} bytes and the kernel could not reclaim enough of it");
+            return Err(at(
+                &d.path.join(file),
+                io::Error::new(e.kind(), format!("{e}: {why}")),
+            ));
+        }
+        r => r.map_err(|e| at(&d.path.join(file), e))?,
+    }
+    write_if_there(&d.path, "memory.memsw.limit_in_bytes", &v1)
+}
+
+/// Writes a CPU quota per [`CPU_PERIOD_US`] (`None`: none) in `d`.
+fn limit_cpu(d: &Dir, quota_us: Option<u64>) -> io::Result<()> {
+    if d.unified {
+        let quota = quota_us.map_or("max".to_string(), |q| q.to_string());
+        return write(&d.path, "cpu.max", &format!("{quota} {CPU_PERIOD_US}"));
+    }
+    write(&d.path, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
+    let quota = quota_us.map_or("-1".to_string(), |q| q.to_string());
+    write(&d.path, "cpu.cfs_quota_us", &quota)
+}
+
+/// `file` of the group above `d`, read.
+fn parent_value(d: &Dir, file: &str) -> io::Result<String> {
+    let parent = d.path.parent().unwrap_or(&d.path);
+    let text = fs::read_to_string(parent.join(file)).map_err(|e| at(parent, e))?;
+    Ok(text.trim().to_string())
+}
+
+/// Moves every process of the group `from` (one of its folders) into the folders
+/// `into` too, until none is left out: a process forked while the list was read is
+/// moved in the next round. For a running node put in a hierarchy it was not in (a
+/// limit given to it live, on v1).
+pub fn move_processes(from: &Path, into: &[&Path]) -> io::Result<()> {
+    let procs = |d: &Path| -> io::Result<Vec<String>> {
+        let text = fs::read_to_string(d.join("cgroup.procs")).map_err(|e| at(d, e))?;
+        Ok(text.lines().map(str::to_string).collect())
+    };
+    for _ in 0..MOVE_ROUNDS {
+        let all = procs(from)?;
+        let mut left_out = false;
+        for d in into {
+            let there = procs(d)?;
+            for pid in all.iter().filter(|p| !there.contains(p)) {
+                left_out = true;
+                match fs::write(d.join("cgroup.procs"), pid) {
+                    // Gone since the list was read.
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    r => r.map_err(|e| at(d, e))?,
+                }
+            }
+        }
+        if !left_out {
+            return Ok(());
+        }
+    }
+    Err(io::Error::other(format!(
+        "{}: its processes kept forking while they were moved ({MOVE_ROUNDS} rounds)",
+        from.display()
+    )))
+}
+
+/// How many times [`move_processes`] reads a group's processes again before it gives up.
+const MOVE_ROUNDS: usize = 20;
 
 /// `e` with the path it is about, in the kernel's words.
 fn at(path: &Path, e: io::Error) -> io::Error {

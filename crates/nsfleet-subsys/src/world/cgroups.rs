@@ -6,15 +6,19 @@
 //! A node's group is made and limited before its init is forked, and the init joins it
 //! before anything else, so every process of the node is in it from the first; the
 //! node's later processes join it as they start (the spawner), as `nsfleet exec` does.
+//! Its limits change in place (`apply`, see [`FleetGroup::relimit`]), as `docker update`
+//! changes a container's.
 //! It goes once the init is reaped, the fleet's after the last of them, nsfleet's own
 //! folder when no fleet is left in it. The fleet's group is journalled in its run folder
 //! before it is made: `clean` removes what a killed supervisor left (see [`clean_journal`]).
 
 use anyhow::Context;
+use nsfleet_locks::{order, Mutex};
 use nsfleet_sys::cgroup::{self, Controller, Group, Hierarchy};
 use nsfleet_topology::Limits;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// nsfleet's folder at the top of each hierarchy, as Docker's `docker`: every group
@@ -99,7 +103,49 @@ impl FleetGroup {
     /// without a `pids` limit is in no pids group). What a node of that name left
     /// (one restarted) is removed first.
     pub fn node(&self, name: &str, limits: &Limits) -> anyhow::Result<NodeGroup> {
-        let mut used = vec![Controller::Cpuacct];
+        let g = self.in_groups_for(name, limits, Vec::new())?;
+        let _ = self.group.child(name).remove(PATIENCE);
+        g.make(&[]).context("the node's cgroup")?;
+        (g.limit(&as_written(limits))).context("limiting the node's cgroup")?;
+        Ok(NodeGroup(Arc::new(CurrentGroup(Mutex::new(
+            order::NODE_CGROUP,
+            g,
+        )))))
+    }
+
+    /// Changes the limits of the running node `name`, whose group is `group`, to
+    /// `limits`, in place (as `docker update`): a limit it had is changed or lifted; one
+    /// whose controller its group lacks is given by putting the group in that hierarchy
+    /// (v1), its processes moved there, or by handing the controller down to it (v2).
+    /// Its group stays in every hierarchy it was in. On an error, what is done stays
+    /// done: the caller puts the old limits back the same way.
+    pub fn relimit(&self, name: &str, group: &CurrentGroup, limits: &Limits) -> anyhow::Result<()> {
+        let was = group.get();
+        let now = self.in_groups_for(name, limits, was.controllers())?;
+        now.make(&[]).context("the node's cgroup")?;
+        // Recorded at once: the node's end removes every folder it has.
+        *group.0.lock() = now.clone();
+        // Every process of the node is in each folder of its group: moved into the new
+        // ones, which limit nothing yet, before the limits are written (which may fail).
+        let new: Vec<&Path> = now.beyond(&was).collect();
+        if let Some(from) = was.paths().next().filter(|_| !new.is_empty()) {
+            (cgroup::move_processes(from, &new))
+                .context("moving the node's processes into its new cgroups")?;
+        }
+        (now.limit(&as_written(limits))).context("limiting the node's cgroup")
+    }
+
+    /// Node `name`'s group in the hierarchies a node with `limits` uses (see
+    /// [`node`](Self::node)) and those of `also`; a memory limit has the fleet's group
+    /// hand memory down (v2).
+    fn in_groups_for(
+        &self,
+        name: &str,
+        limits: &Limits,
+        also: Vec<Controller>,
+    ) -> anyhow::Result<Group> {
+        let mut used = also;
+        used.push(Controller::Cpuacct);
         if limits.memory.is_some() {
             used.push(Controller::Memory);
             self.group
@@ -109,11 +155,7 @@ impl FleetGroup {
         used.extend(limits.cpu_milli.map(|_| Controller::Cpu));
         used.extend(limits.cpuset.as_ref().map(|_| Controller::Cpuset));
         used.extend(limits.pids.map(|_| Controller::Pids));
-        let g = NodeGroup(self.group.child(name).only(&used));
-        let _ = self.group.child(name).remove(PATIENCE);
-        g.0.make(&[]).context("the node's cgroup")?;
-        (g.0.limit(&as_written(limits))).context("limiting the node's cgroup")?;
-        Ok(g)
+        Ok(self.group.child(name).only(&used))
     }
 }
 
@@ -131,15 +173,32 @@ fn make_below(base: &Group, group: &Group) -> anyhow::Result<()> {
     }
 }
 
+/// A node's group as it is now: a live change of its limits may put it in more
+/// hierarchies (v1) or give it more controllers (v2). Shared by its world, which removes
+/// it ([`NodeGroup`]), the starts of its processes, which join it, and its OOM count.
+pub struct CurrentGroup(Mutex<Group>);
+
+impl std::fmt::Debug for CurrentGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl CurrentGroup {
+    pub fn get(&self) -> Group {
+        self.0.lock().clone()
+    }
+}
+
 /// A node's group, removed when this is dropped: with its world, after its init is
 /// reaped (or when its start fails). At once, without waiting: a group whose last task
 /// is still being reaped stays for the fleet's removal (`clean_journal`), or the next
 /// start of a node of that name, to take.
-pub struct NodeGroup(pub Group);
+pub struct NodeGroup(pub Arc<CurrentGroup>);
 
 impl Drop for NodeGroup {
     fn drop(&mut self) {
-        self.0.try_remove();
+        self.0.get().try_remove();
     }
 }
 

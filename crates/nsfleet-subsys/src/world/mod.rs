@@ -134,7 +134,8 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let fleet_group = shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))?;
     let cgroup = fleet_group.node(node.name(), &node.config().limits)?;
     let mut layout = layout(node, fleet, shared)?;
-    layout.cgroup = cgroup.0.paths().map(Path::to_path_buf).collect();
+    let group = cgroup.0.get();
+    layout.cgroup = group.paths().map(Path::to_path_buf).collect();
     let (ours, theirs) = UnixStream::pair().context("a socket pair for the node's init")?;
     let null = File::open("/dev/null")?;
     // A confined node's network namespace is owned by its user namespace (see
@@ -143,7 +144,7 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
     let confined = userns.is_some();
     layout.masks &= confined;
     if confined {
-        layout.cgroup_view = cgroup.0.views();
+        layout.cgroup_view = group.views();
     }
     let restrictions = restrictions(&node.config(), confined)?;
     let mut fds = vec![null.as_fd(), log.as_fd(), log.as_fd(), theirs.as_fd()];
@@ -209,6 +210,18 @@ pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::R
         _ => line.trim_end().to_string(),
     };
     Err(anyhow!("setting up the node's world: {why}"))
+}
+
+/// Changes the limits of node `name`'s running world to `limits`, in place (see
+/// [`cgroups::FleetGroup::relimit`]).
+pub fn relimit(
+    name: &str,
+    world: &World,
+    shared: &Shared,
+    limits: &nsfleet_topology::Limits,
+) -> anyhow::Result<()> {
+    let fleet_group = shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))?;
+    fleet_group.relimit(name, &world.cgroup.0, limits)
 }
 
 /// Where a confined node's init keeps its user namespace among its descriptors.
