@@ -11,8 +11,10 @@ use std::path::PathBuf;
 /// added or removed, interfaces, addresses, routes, impairments, sysctls and processes
 /// of the others changed. Nodes the change does not touch keep their processes and
 /// counters; a node whose processes' commands, files or environment change restarts
-/// them. All or nothing: a failure half-way puts the fleet back as it was. The fleet
-/// is the file's; nodes are removed last, once nothing can fail.
+/// them; a node's memory, cpu, cpuset and pids limits change in place, its processes
+/// running on (as `docker update`). All or nothing: a failure half-way puts the fleet
+/// back as it was. The fleet is the file's; nodes are removed last, once nothing can
+/// fail.
 ///
 ///   nsfleet apply lab.toml --dry-run   # the plan: + added, - removed, ~ changed
 ///   nsfleet apply lab.toml             # make it so
