@@ -498,15 +498,19 @@ impl Fleet {
             return;
         };
         let weak = sys::ns_handle(hub.as_fd()).ok();
-        let nsfs = sys::current_netns();
+        let Ok(nsfs) = sys::current_netns() else {
+            return;
+        };
+        let Some(h) = weak else {
+            // No handle that opens here: a witness tells (the calling thread's namespace
+            // is home, where it returns).
+            let _ = crate::reclaim::drop_and_await(hub, &nsfs, Duration::from_secs(5));
+            return;
+        };
         drop(hub);
-        if let (Some(h), Ok(nsfs)) = (weak, nsfs) {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while matches!(sys::reopen_ns(nsfs.as_fd(), &h), Ok(Some(_)))
-                && Instant::now() < deadline
-            {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while matches!(sys::reopen_ns(nsfs.as_fd(), &h), Ok(Some(_))) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

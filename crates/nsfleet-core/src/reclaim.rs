@@ -25,6 +25,65 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Drops `ns` and returns once the kernel has destroyed it, where its nsfs handle cannot
+/// tell (see `sys::ns_handle`): a witness namespace of the calling thread's own gives it
+/// an id, whose removal the kernel announces there as the cleanup run that takes it
+/// starts; then a fence dropped after it, announced once that run has finished (as
+/// [`ReclaimWatch::barrier`]). The thread returns to `home`; the witness, held by
+/// nothing once this returns, goes in the kernel's next cleanup run.
+pub fn drop_and_await(ns: impl AsFd, home: &OwnedFd, stall: Duration) -> io::Result<()> {
+    let (mut listen, mut assign) = (|| -> io::Result<(NlSocket, NlSocket)> {
+        sys::unshare_net()?;
+        let mut listen = NlSocket::open()?;
+        listen.join_group(rtnl::RTNLGRP_NSID)?;
+        Ok((listen, NlSocket::open()?))
+    })()
+    .and_then(|s| sys::setns_net(home.as_fd()).map(|()| s))
+    .inspect_err(|_| {
+        let _ = sys::setns_net(home.as_fd());
+    })?;
+    let mut give_id = |fd: std::os::fd::BorrowedFd<'_>, id: i32| {
+        let mut b = Batch::new();
+        rtnl::new_nsid(&mut b, assign.next_seq(), fd.as_raw_fd(), id);
+        assign
+            .execute_all(&b)
+            .map_err(|e| io::Error::from_raw_os_error(e.errno))
+    };
+    give_id(ns.as_fd(), 1)?;
+    drop(ns);
+    await_removal(&mut listen, 1, stall)?;
+    sys::unshare_net()?;
+    let fence = sys::current_netns();
+    sys::setns_net(home.as_fd())?;
+    let fence = fence?;
+    give_id(fence.as_fd(), 2)?;
+    drop(fence);
+    await_removal(&mut listen, 2, stall)
+}
+
+/// Waits up to `stall` for the kernel to say, on `listen`, that id `id` is gone.
+fn await_removal(listen: &mut NlSocket, id: i32, stall: Duration) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + stall;
+    let mut gone = false;
+    while !gone {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the kernel did not destroy a namespace it was awaited for",
+            ));
+        }
+        match listen.recv_each(Some(left), |m| {
+            gone |= rtnl::parse_nsid(m) == Some((false, id))
+        }) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 pub struct ReclaimWatch {
     next_id: AtomicI32,
     /// Protects the fence ids dropped and not yet announced; `announced` is notified when

@@ -2,7 +2,7 @@
 
 use crate::check;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Moves the calling thread (only it: namespaces are per task) into a new network namespace.
 pub fn unshare_net() -> io::Result<()> {
@@ -69,8 +69,33 @@ impl NsHandle {
     }
 }
 
-/// The file handle of a namespace descriptor; `Unsupported` on kernels without nsfs handles.
+/// The file handle of a namespace descriptor; `Unsupported` on kernels without nsfs
+/// handles, and where this process cannot open one by it (see [`handles_open_here`]).
 pub fn ns_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
+    if !handles_open_here() {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    raw_handle(ns)
+}
+
+/// Whether this process can open a namespace by its handle. This machine class's kernel
+/// (6.18.44-fc-v1252) refuses it to a caller outside the initial PID namespace, as a
+/// fleet's supervisor is, with ESTALE, which is also what a freed namespace gets: there
+/// a handle would call a namespace something still holds freed. Asked once, of the
+/// process's own network namespace, which is alive.
+fn handles_open_here() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(|| {
+        let Ok(own) = std::fs::File::open("/proc/self/ns/net") else {
+            return false;
+        };
+        let h = raw_handle(own.as_fd());
+        h.is_ok_and(|h| matches!(reopen_ns(own.as_fd(), &h), Ok(Some(_))))
+    })
+}
+
+/// [`ns_handle`], whether or not it opens here.
+fn raw_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
     let mut h = NsHandle {
         bytes: 24,
         kind: 0,
