@@ -341,6 +341,48 @@ fn a_memory_limit_below_what_a_node_holds_is_put_back_on_v1() {
     );
 }
 
+/// `memory = "unlimited"`: a memory group of the node's own that limits nothing, so that
+/// `stats` and `status` show its memory; a node without the key is counted with its
+/// fleet. A word that is neither a size nor that is refused at its line.
+#[test]
+fn a_node_whose_memory_is_unlimited_is_counted_apart() {
+    let env = Env::new("limits-counted");
+    let f = env.up(
+        "[fleet]\nname = \"lmu\"\n[[node]]\nname = \"counted\"\nmemory = \"unlimited\"\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"plain\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let groups = cgroups_of(init_of(&f, "counted"));
+    let limit: u64 = read_in(&groups, &["memory.max", "memory.limit_in_bytes"])
+        .parse()
+        .unwrap_or(u64::MAX);
+    assert!(limit > 1 << 50, "{limit}");
+    let stats: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "lmu", "--json"])).unwrap();
+    let node = |n: &str| {
+        (stats["nodes"].as_array().unwrap().iter())
+            .find(|x| x["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert!(node("counted")["usage"]["memory_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(node("counted")["limits"]["memory_counted"], true);
+    assert!(node("plain")["usage"]["memory_bytes"].is_null());
+    assert!(env
+        .ok(&["status", "lmu"])
+        .contains("limits: memory unlimited ("));
+    drop(f);
+    let bad = env.file(
+        "bad.toml",
+        "[fleet]\nname = \"lmx\"\n[[node]]\nname = \"a\"\nmemory = \"unlimted\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let out = env.run(&["up", bad.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("bad.toml:5:10") && said.contains("\"unlimited\""),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_fork_bomb_stays_in_its_node() {
     let env = Env::new("limits-pids");

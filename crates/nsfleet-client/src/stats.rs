@@ -326,8 +326,8 @@ fn node_cells(n: &NodeStats, u: &nsfleet::sys::cgroup::Usage, cpu: String) -> Ve
     vec![
         n.name.clone(),
         cpu,
-        // A node without a memory limit is counted in its fleet's group (see
-        // `world::cgroups`).
+        // A node without a memory group of its own (a limit, or `memory = "unlimited"`)
+        // is counted in its fleet's (see `world::cgroups`).
         u.memory_bytes.map_or("-".into(), |b| human_bytes(b as i64)),
         if limits.is_empty() {
             "-".into()

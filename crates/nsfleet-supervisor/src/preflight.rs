@@ -60,7 +60,7 @@ pub fn check(topo: &Topology, confined: bool) -> Vec<Finding> {
     let size = Size {
         nodes,
         worlds: running.clone().map(|g| g.names.len()).sum(),
-        memory_groups: (running.filter(|g| g.config.limits.memory.is_some()))
+        memory_groups: (running.filter(|g| g.config.limits.memory_group()))
             .map(|g| g.names.len())
             .sum(),
         ifaces,

@@ -449,8 +449,9 @@ impl Group {
         if let Some(d) = place(Controller::Cpuset, limits.cpuset.is_some())? {
             let cpus = match (&limits.cpuset, d.unified) {
                 (Some(cpus), _) => cpus.clone(),
-                // v2's empty list is its parent's CPUs; v1 has no such word.
-                (None, true) => String::new(),
+                // v2's empty list is its parent's CPUs (a line: write(2) of nothing
+                // writes nothing); v1 has no such word.
+                (None, true) => "\n".to_string(),
                 (None, false) => parent_value(d, "cpuset.cpus")?,
             };
             write(&d.path, "cpuset.cpus", &cpus)?;

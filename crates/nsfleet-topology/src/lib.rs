@@ -239,6 +239,11 @@ pub struct Limits {
     /// Bytes of memory, page cache included; no swap beyond it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
+    /// A memory cgroup of its own without a limit (`memory = "unlimited"`), so that its
+    /// memory is counted apart (`stats`): a node without a memory limit is otherwise
+    /// counted in its fleet's group (see nsfleet-subsys's `world::cgroups`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_counted: bool,
     /// CPU time, in thousandths of a CPU per period (1,500: one and a half CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_milli: Option<u64>,
@@ -257,6 +262,11 @@ impl Limits {
     /// Whether any limit is set.
     pub fn any(&self) -> bool {
         *self != Limits::default()
+    }
+
+    /// Whether the node has a memory cgroup of its own: a limit, or `unlimited`.
+    pub fn memory_group(&self) -> bool {
+        self.memory.is_some() || self.memory_counted
     }
 }
 

@@ -26,8 +26,8 @@ use std::time::Duration;
 pub const BASE: &str = "nsfleet";
 
 /// The controllers a fleet's groups use where the host has them: CPU time counted per
-/// node for `stats`, memory per fleet (and per node where limited), and each limited
-/// where asked; tasks and CPUs limited where asked.
+/// node for `stats`, memory per fleet (and per node where limited or `memory =
+/// "unlimited"`), and each limited where asked; tasks and CPUs limited where asked.
 const CONTROLLERS: [Controller; 5] = [
     Controller::Memory,
     Controller::Cpu,
@@ -38,12 +38,12 @@ const CONTROLLERS: [Controller; 5] = [
 
 /// The controllers a fleet's group hands down to every node's at once (v2; on v1 a node
 /// is in the hierarchies it asks for): not memory, which only a node with a memory limit
-/// gets ([`FleetGroup::node`]). A memory cgroup's shrinker map has a slot for every
-/// superblock on the machine, about 11 per node that runs software (its /proc, /sys,
-/// tmpfs...): a group per node made a fleet's kernel memory grow with the square of its
-/// size (1.7 MB per node in `kmalloc-1k` where 100,000 superblocks had been; perf of
-/// kmem:kmalloc: `alloc_shrinker_info` from `mem_cgroup_css_online`). Such a node's
-/// memory is counted in its fleet's group.
+/// gets, or one that asks (`memory = "unlimited"`; [`FleetGroup::node`]). A memory
+/// cgroup's shrinker map has a slot for every superblock on the machine, about 11 per
+/// node that runs software (its /proc, /sys, tmpfs...): a group per node made a fleet's
+/// kernel memory grow with the square of its size (1.7 MB per node in `kmalloc-1k` where
+/// 100,000 superblocks had been; perf of kmem:kmalloc: `alloc_shrinker_info` from
+/// `mem_cgroup_css_online`). Another node's memory is counted in its fleet's group.
 const HANDED_TO_NODES: [Controller; 3] = [Controller::Cpu, Controller::Pids, Controller::Cpuset];
 
 /// How long a group's removal waits for its last tasks to leave (they leave as they exit;
@@ -146,7 +146,7 @@ impl FleetGroup {
     ) -> anyhow::Result<Group> {
         let mut used = also;
         used.push(Controller::Cpuacct);
-        if limits.memory.is_some() {
+        if limits.memory_group() {
             used.push(Controller::Memory);
             self.group
                 .hand_down(&[Controller::Memory])

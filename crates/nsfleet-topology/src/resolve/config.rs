@@ -399,8 +399,17 @@ fn limits(
         cx.err(v.span(), format!("{key} = {}: {why}", shown(v.get_ref())))
     };
     let l = &mut config.limits;
-    if let Some(v) = last(|l| l.memory.as_ref()) {
-        let bytes = size(v.get_ref()).map_err(|why| bad(v, "memory", why))?;
+    if let Some(v) = last(|l| l.memory.as_ref()).filter(|v| is_unlimited(v.get_ref())) {
+        l.memory_counted = true;
+        need(v, "memory", cgroup("memory"));
+    } else if let Some(v) = last(|l| l.memory.as_ref()) {
+        let bytes = size(v.get_ref()).map_err(|why| {
+            bad(
+                v,
+                "memory",
+                format!("{why}; or \"unlimited\": counted apart, not limited"),
+            )
+        })?;
         if bytes < MIN_MEMORY {
             return Err(bad(
                 v,
@@ -464,6 +473,11 @@ fn limits(
         l.shm_bytes = Some(bytes);
     }
     Ok(())
+}
+
+/// `memory = "unlimited"`: a memory cgroup of the node's own, without a limit.
+fn is_unlimited(v: &Value) -> bool {
+    matches!(v, Value::Text(t) if t == "unlimited")
 }
 
 /// A size: a number of bytes, or a text with a binary unit (`64M`, `1GiB`).
