@@ -23,7 +23,7 @@ use nsfleet_topology::{NodeSpec, Topology};
 
 use nsfleet_locks::{order, Mutex};
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -497,20 +497,11 @@ impl Fleet {
         let Some(hub) = self.hub.lock().take() else {
             return;
         };
-        let weak = sys::ns_handle(hub.as_fd()).ok();
-        let Ok(nsfs) = sys::current_netns() else {
-            return;
-        };
-        let Some(h) = weak else {
-            // No handle that opens here: a witness tells (the calling thread's namespace
-            // is home, where it returns).
-            let _ = crate::reclaim::drop_and_await(hub, &nsfs, Duration::from_secs(5));
-            return;
-        };
-        drop(hub);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while matches!(sys::reopen_ns(nsfs.as_fd(), &h), Ok(Some(_))) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
+        // Not by its handle, which some kernels do not open from the supervisor's PID
+        // namespace (see `sys::reopen_ns`): a witness tells. The calling thread's
+        // namespace is home, where it returns.
+        if let Ok(home) = sys::current_netns() {
+            let _ = crate::reclaim::drop_and_await(hub, &home, Duration::from_secs(5));
         }
     }
 

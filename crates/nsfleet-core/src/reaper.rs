@@ -298,10 +298,12 @@ impl ReaperThread {
         }
     }
 
-    /// The batch's namespaces that still exist once we let go of them: a handle that
-    /// still opens. The reopened descriptor is kept until we know who holds it, so that
-    /// its inode cannot pass to a new namespace under the scan. Without handles (older
-    /// kernels) every node is a suspect, named only if a holder turns up.
+    /// The batch's namespaces that may still exist once we let go of them: a handle that
+    /// still opens proves one alive, and the reopened descriptor is kept until we know who
+    /// holds it, so that its inode cannot pass to a new namespace under the scan. A handle
+    /// that does not open proves nothing here (see `sys::reopen_ns`), nor is there one
+    /// on older kernels: such a node is a suspect, named only if a holder of that very
+    /// namespace (its handle, where it has one) turns up.
     fn still_open<'b>(&self, batch: &'b [Doomed]) -> Vec<(&'b Node, Option<OwnedFd>)> {
         let mut open = Vec::new();
         // A tenant's namespace is its host's: it had none of its own to reclaim.
@@ -311,9 +313,10 @@ impl ReaperThread {
                 .handle()
                 .map(|h| sys::reopen_ns(self.nsfs.as_fd(), h))
             {
-                Some(Ok(None)) => {}
                 Some(Ok(Some(fd))) => open.push((&*d.node, Some(fd))),
-                Some(Err(_)) | None => open.push((&*d.node, None)),
+                // Gone, or held only from other PID namespaces on a kernel that will not
+                // say so to ours (see `sys::reopen_ns`): the /proc walk tells, by handle.
+                Some(Ok(None)) | Some(Err(_)) | None => open.push((&*d.node, None)),
             }
         }
         open
@@ -331,7 +334,8 @@ fn held_by_whom(open: Vec<(&Node, Option<OwnedFd>)>) -> HashMap<u64, Held> {
     if open.is_empty() {
         return HashMap::new();
     }
-    let holders = sys::netns_holders(&open.iter().map(|(n, _)| n.inode()).collect());
+    let want = (open.iter()).map(|(n, _)| (n.inode(), n.handle().cloned()));
+    let holders = sys::netns_holders(&want.collect());
     let mut held = HashMap::new();
     for (n, fd) in &open {
         let who = holders.get(&n.inode()).cloned();

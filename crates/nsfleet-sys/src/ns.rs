@@ -2,7 +2,7 @@
 
 use crate::check;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Moves the calling thread (only it: namespaces are per task) into a new network namespace.
 pub fn unshare_net() -> io::Result<()> {
@@ -53,7 +53,7 @@ pub fn explain_new_namespace(e: io::Error) -> io::Error {
 /// A weak reference to a namespace: its nsfs file handle (Linux 6.18+). Unlike the inode
 /// number, which the kernel hands to the next namespace as soon as this one is gone, the
 /// handle names this namespace only, and holding it keeps nothing alive.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 #[repr(C)]
 pub struct NsHandle {
     bytes: u32,
@@ -69,33 +69,8 @@ impl NsHandle {
     }
 }
 
-/// The file handle of a namespace descriptor; `Unsupported` on kernels without nsfs
-/// handles, and where this process cannot open one by it (see [`handles_open_here`]).
+/// The file handle of a namespace descriptor; `Unsupported` on kernels without nsfs handles.
 pub fn ns_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
-    if !handles_open_here() {
-        return Err(io::ErrorKind::Unsupported.into());
-    }
-    raw_handle(ns)
-}
-
-/// Whether this process can open a namespace by its handle. This machine class's kernel
-/// (6.18.44-fc-v1252) refuses it to a caller outside the initial PID namespace, as a
-/// fleet's supervisor is, with ESTALE, which is also what a freed namespace gets: there
-/// a handle would call a namespace something still holds freed. Asked once, of the
-/// process's own network namespace, which is alive.
-fn handles_open_here() -> bool {
-    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HERE.get_or_init(|| {
-        let Ok(own) = std::fs::File::open("/proc/self/ns/net") else {
-            return false;
-        };
-        let h = raw_handle(own.as_fd());
-        h.is_ok_and(|h| matches!(reopen_ns(own.as_fd(), &h), Ok(Some(_))))
-    })
-}
-
-/// [`ns_handle`], whether or not it opens here.
-fn raw_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
     let mut h = NsHandle {
         bytes: 24,
         kind: 0,
@@ -122,6 +97,10 @@ fn raw_handle(ns: BorrowedFd<'_>) -> io::Result<NsHandle> {
 
 /// Reopens the namespace behind `h`, or `None` once nothing holds it any more (ESTALE).
 /// `nsfs` is any namespace descriptor: it names the filesystem the handle belongs to.
+/// Not everywhere: this machine class's kernel (6.18.44-fc-v1252) answers ESTALE to a
+/// caller in a PID namespace of its own (a fleet's supervisor) for a namespace that
+/// only processes of other PID namespaces hold; where that matters, `None` is a
+/// suspicion, not a proof (see nsfleet-core's reaper).
 pub fn reopen_ns(nsfs: BorrowedFd<'_>, h: &NsHandle) -> io::Result<Option<OwnedFd>> {
     let mut h = h.clone();
     // SAFETY: `h` is a valid struct file_handle as name_to_handle_at filled it.

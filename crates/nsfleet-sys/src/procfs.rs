@@ -5,8 +5,10 @@ use std::collections::{HashMap, HashSet};
 /// Who keeps the network namespaces of these inodes alive, as "pid 1234 (bash)" or "bind
 /// mount ...": tasks inside them, open descriptors, bind mounts. Not this process's
 /// descriptors (it holds what it asks about open, so that the inodes stay its own), but
-/// its threads, by name. A full /proc walk: for when the kernel has gone quiet.
-pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
+/// its threads, by name. A full /proc walk: for when the kernel has gone quiet. `want`
+/// names each namespace by its inode, with its handle where it has one (see
+/// [`is_wanted`]).
+pub fn netns_holders(want: &HashMap<u64, Option<crate::NsHandle>>) -> HashMap<u64, Vec<String>> {
     let mut found: HashMap<u64, Vec<String>> = HashMap::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return found;
@@ -38,7 +40,7 @@ pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
             links.extend(fds.flatten().map(|f| (f.path(), who.clone())));
         }
         for (l, who) in links {
-            if let Some(ino) = netns_of(&l).filter(|i| want.contains(i)) {
+            if let Some(ino) = netns_of(&l).filter(|i| is_wanted(want, *i, &l)) {
                 let v = found.entry(ino).or_default();
                 if !v.contains(&who) {
                     v.push(who.clone());
@@ -51,7 +53,7 @@ pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
             let ino = line
                 .split_once("net:[")
                 .and_then(|(_, r)| r.split(']').next()?.parse::<u64>().ok());
-            if let Some(ino) = ino.filter(|i| want.contains(i)) {
+            if let Some(ino) = ino.filter(|i| want.contains_key(i)) {
                 let target = line.split(' ').nth(4).unwrap_or("?");
                 let what = format!("bind mount {target} (mount namespace of pid {pid})");
                 found.entry(ino).or_default().push(what);
@@ -59,6 +61,23 @@ pub fn netns_holders(want: &HashSet<u64>) -> HashMap<u64, Vec<String>> {
         }
     }
     found
+}
+
+/// Whether the namespace behind `link`, of inode `ino`, is one of `want`: its inode, and
+/// its handle where one is given. A freed namespace's inode passes to the next one made,
+/// which the handle tells apart (a mount's namespace, not opened, is told by its inode).
+fn is_wanted(
+    want: &HashMap<u64, Option<crate::NsHandle>>,
+    ino: u64,
+    link: &std::path::Path,
+) -> bool {
+    match want.get(&ino) {
+        None => false,
+        Some(None) => true,
+        Some(Some(h)) => std::fs::File::open(link)
+            .and_then(|f| crate::ns_handle(std::os::fd::AsFd::as_fd(&f)))
+            .is_ok_and(|seen| seen == *h),
+    }
 }
 
 /// The mount table of every mount namespace on the machine, read through one process in it.
