@@ -167,7 +167,7 @@ pub(crate) fn limit_words(l: &nsfleet::topology::Limits) -> Vec<String> {
     use nsfleet_values::{cpu_list_text, memory_text};
     let mut words = Vec::new();
     words.extend(l.memory.map(|m| format!("memory {}", memory_text(m))));
-    if l.memory_counted && l.memory.is_none() {
+    if l.memory_unlimited() {
         words.push("memory unlimited".into());
     }
     words.extend(l.cpu_milli.map(|c| format!("cpu {}", c as f64 / 1000.0)));

@@ -25,10 +25,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Drops `ns` and returns once the kernel has destroyed it, where its nsfs handle cannot
-/// tell (see `sys::ns_handle`): a witness namespace of the calling thread's own gives it
-/// an id, whose removal the kernel announces there as the cleanup run that takes it
-/// starts; then a fence dropped after it, announced once that run has finished (as
+/// Drops `ns` and returns once the kernel has destroyed it, without its nsfs handle
+/// (which some kernels do not open from a supervisor's PID namespace, see
+/// `sys::reopen_ns`): a witness namespace of the calling thread's own gives it an id,
+/// whose removal the kernel announces there as the cleanup run that takes it starts;
+/// then a fence dropped after it, announced once that run has finished (as
 /// [`ReclaimWatch::barrier`]). The thread returns to `home`; the witness, held by
 /// nothing once this returns, goes in the kernel's next cleanup run.
 pub fn drop_and_await(ns: impl AsFd, home: &OwnedFd, stall: Duration) -> io::Result<()> {
@@ -42,23 +43,31 @@ pub fn drop_and_await(ns: impl AsFd, home: &OwnedFd, stall: Duration) -> io::Res
     .inspect_err(|_| {
         let _ = sys::setns_net(home.as_fd());
     })?;
-    let mut give_id = |fd: std::os::fd::BorrowedFd<'_>, id: i32| {
-        let mut b = Batch::new();
-        rtnl::new_nsid(&mut b, assign.next_seq(), fd.as_raw_fd(), id);
-        assign
-            .execute_all(&b)
-            .map_err(|e| io::Error::from_raw_os_error(e.errno))
-    };
-    give_id(ns.as_fd(), 1)?;
+    give_nsid(&mut assign, ns.as_fd(), 1)?;
     drop(ns);
     await_removal(&mut listen, 1, stall)?;
-    sys::unshare_net()?;
-    let fence = sys::current_netns();
-    sys::setns_net(home.as_fd())?;
-    let fence = fence?;
-    give_id(fence.as_fd(), 2)?;
+    let fence = new_fence(home)?;
+    give_nsid(&mut assign, fence.as_fd(), 2)?;
     drop(fence);
     await_removal(&mut listen, 2, stall)
+}
+
+/// A new network namespace for a fence, made on the calling thread, which returns to
+/// `home` at once.
+fn new_fence(home: &OwnedFd) -> io::Result<OwnedFd> {
+    sys::unshare_net()?;
+    let fd = sys::current_netns();
+    sys::setns_net(home.as_fd())?;
+    fd
+}
+
+/// Gives the namespace behind `fd` the id `id` in the namespace of `sock`, whose
+/// listeners hear of its removal (RTM_DELNSID) when the kernel destroys it.
+fn give_nsid(sock: &mut NlSocket, fd: std::os::fd::BorrowedFd<'_>, id: i32) -> io::Result<()> {
+    let mut b = Batch::new();
+    rtnl::new_nsid(&mut b, sock.next_seq(), fd.as_raw_fd(), id);
+    sock.execute_all(&b)
+        .map_err(|e| io::Error::from_raw_os_error(e.errno))
 }
 
 /// Waits up to `stall` for the kernel to say, on `listen`, that id `id` is gone.
@@ -146,20 +155,14 @@ impl ReclaimWatch {
     /// Drops one fence and waits for its announcement. Creates it on the calling thread,
     /// which returns home at once.
     fn fence(&self, stall: Duration) -> io::Result<()> {
-        sys::unshare_net()?;
-        let fd = sys::current_netns();
-        sys::setns_net(self.home.as_fd())?;
-        let fd = fd?;
+        let fd = new_fence(&self.home)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut hub = self.hub.lock();
             let hub = hub
                 .as_mut()
                 .ok_or_else(|| io::Error::other("the reclamation watch is shut down"))?;
-            let mut b = Batch::new();
-            rtnl::new_nsid(&mut b, hub.next_seq(), fd.as_raw_fd(), id);
-            hub.execute_all(&b)
-                .map_err(|e| io::Error::from_raw_os_error(e.errno))?;
+            give_nsid(hub, fd.as_fd(), id)?;
         }
         let mut awaited = self.awaited.lock();
         awaited.insert(id);

@@ -91,7 +91,7 @@ fn limits(c: &NodeConfig) -> String {
     let l = &c.limits;
     let set: Vec<String> = [
         l.memory.map(|b| format!("memory {b}")),
-        (l.memory_counted && l.memory.is_none()).then(|| "memory unlimited".to_string()),
+        l.memory_unlimited().then(|| "memory unlimited".to_string()),
         l.cpu_milli.map(|m| format!("cpu {}", m as f64 / 1000.0)),
         l.cpuset.as_ref().map(|s| format!("cpuset {s:?}")),
         l.pids.map(|n| format!("pids {n}")),

@@ -268,6 +268,11 @@ impl Limits {
     pub fn memory_group(&self) -> bool {
         self.memory.is_some() || self.memory_counted
     }
+
+    /// Whether its memory is counted apart and not limited (`memory = "unlimited"`).
+    pub fn memory_unlimited(&self) -> bool {
+        self.memory_counted && self.memory.is_none()
+    }
 }
 
 /// A node's health check, as containerlab's `healthcheck` (Docker's HEALTHCHECK) has it:
