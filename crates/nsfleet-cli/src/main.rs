@@ -12,7 +12,8 @@ use std::path::PathBuf;
 const ABOUT: &str = "Fleets of Linux network namespaces at kernel speed.
 
 A fleet is a set of nodes (network namespaces) described by a TOML topology file, owned by
-one supervisor process: nothing of the fleet outlives it. Run as root.";
+one supervisor process: nothing of the fleet outlives it. Run as root, or as any user: a
+user's fleets live in a user namespace of their own (docs/rootless.md).";
 
 const AFTER: &str = "Examples:
   nsfleet up                         # the built-in default fleet (100 fake routers)
@@ -33,9 +34,10 @@ about no place in it).";
 #[derive(Parser)]
 #[command(name = "nsfleet", version, about = ABOUT, after_help = AFTER)]
 struct Cli {
-    /// Folder for fleets' control sockets, records and logs.
-    #[arg(long, global = true, env = "NSFLEET_RUN_DIR", default_value = nsfleet::rundir::DEFAULT_RUN_DIR)]
-    run_dir: PathBuf,
+    /// Folder for fleets' control sockets, records and logs [default: /run/nsfleet as
+    /// root; $XDG_RUNTIME_DIR/nsfleet as a user, or /tmp/nsfleet-UID without a session]
+    #[arg(long, global = true, env = "NSFLEET_RUN_DIR")]
+    run_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -48,7 +50,7 @@ fn main() {
     // forks ignores SIGPIPE again, for itself and its holders: they must outlive any reader
     // that goes away.
     nsfleet::sys::die_on_sigpipe();
-    let run_dir = cli.run_dir;
+    let run_dir = cli.run_dir.unwrap_or_else(nsfleet::rundir::default_root);
     // Every command that makes, reads or reaches a fleet trusts the run directory: it is
     // checked once, here (the bench, the report and the image store keep to folders of
     // their own; completions and man pages reach no fleet).

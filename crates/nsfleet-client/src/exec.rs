@@ -36,6 +36,7 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
         restrictions,
         ..
     } = a.fleet.node_namespace(&a.node)?;
+    a.fleet.enter_as_user()?;
     // Marks the command and what it starts as ours: `apply` will not remove the node
     // under them. Set while this process is still single-threaded.
     std::env::set_var(nsfleet::control::EXEC_MARKER, &a.fleet.name);

@@ -29,6 +29,7 @@ pub mod report;
 pub mod stats;
 pub mod status;
 pub mod up;
+pub mod user;
 
 use anyhow::bail;
 use nsfleet::control::Client;
@@ -56,6 +57,19 @@ impl FleetRef {
     /// Connects to the fleet's supervisor, or explains why there is none.
     pub fn connect(&self) -> anyhow::Result<Client> {
         connect(&self.dir(), &self.name)
+    }
+
+    /// For a user (not root), enters the fleet's user namespace as its root, as one must
+    /// before entering its nodes (see `crate::user`). Root's process stays where it is.
+    /// By a process of one thread.
+    pub fn enter_as_user(&self) -> anyhow::Result<()> {
+        if nsfleet::sys::euid() == 0 {
+            return Ok(());
+        }
+        let sup = (self.dir().record(&self.name))
+            .and_then(|r| r.supervisor)
+            .ok_or_else(|| anyhow::anyhow!("fleet {:?} has no supervisor", self.name))?;
+        crate::user::enter_fleet(sup)
     }
 
     /// Node `node`'s namespaces, or why not (the closest names of a node that does not

@@ -112,6 +112,10 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     if a.privileged {
         eprintln!("nsfleet: warning: --privileged: every node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)");
     }
+    // A user's fleet is probed where it will live: in its own user namespace.
+    if !sys::is_root() {
+        users_fleet(a)?;
+    }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
@@ -134,7 +138,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         hold,
     } = valid;
     if !sys::is_root() {
-        bail!("up creates network and PID namespaces: run it as root");
+        users_fleet(&a)?;
     }
     preflight(&topo, &a)?;
     crate::ports::check_free(&file_name(&a), &topo)?;
@@ -174,6 +178,18 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A user's `up`: what needs the host's root refused, then this process made root of the
+/// fleet's own user namespace (see `crate::user`), where the rest of `up` runs as root's.
+fn users_fleet(a: &UpArgs) -> anyhow::Result<()> {
+    if a.netns_names {
+        bail!("--netns-names names the nodes' namespaces in /run/netns, the host's, which only root may write; a user reaches a node with `nsfleet exec` (docs/rootless.md)");
+    }
+    if a.privileged {
+        bail!("--privileged runs nodes as the host's root, which a user is not; without it every node is confined to the fleet (docs/rootless.md)");
+    }
+    crate::user::become_root_of_new_fleet()
 }
 
 /// `--wait`: the fleet ready, or taken down when a node failed to start, or left up

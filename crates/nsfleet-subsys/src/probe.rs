@@ -46,6 +46,7 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
             .cloned()
             .collect(),
         host: host_for(&asks.host),
+        host_root: sys::is_root() && sys::userns::in_host_namespace().unwrap_or(false),
     }
 }
 

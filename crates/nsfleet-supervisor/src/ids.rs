@@ -29,13 +29,20 @@ pub const BLOCK: std::ops::Range<u32> = 0x7000_0000..0x7FFE_0000;
 /// A fleet's range, held as long as this lives.
 pub struct IdLease {
     pub ids: IdRange,
-    _held: UnixListener,
+    /// None for a user's fleet: its ids are its own user namespace's.
+    _held: Option<UnixListener>,
 }
 
 /// Takes the first free slot of [`BLOCK`] that nobody of the host's files has, starting
 /// from one chosen by the fleet's name (so that fleets started together rarely try the
 /// same slots).
 pub fn take(fleet: &str) -> std::io::Result<IdLease> {
+    if !nsfleet_sys::userns::in_host_namespace()? {
+        return Ok(IdLease {
+            ids: users_range()?,
+            _held: None,
+        });
+    }
     let taken = host_ids();
     let slots = (BLOCK.end - BLOCK.start) / RANGE;
     let start = fleet
@@ -56,7 +63,10 @@ pub fn take(fleet: &str) -> std::io::Result<IdLease> {
                 first,
                 count: RANGE,
             };
-            return Ok(IdLease { ids, _held: held });
+            return Ok(IdLease {
+                ids,
+                _held: Some(held),
+            });
         }
     }
     Err(std::io::Error::other(format!(
@@ -64,6 +74,30 @@ pub fn take(fleet: &str) -> std::io::Result<IdLease> {
         BLOCK.start,
         BLOCK.end - 1
     )))
+}
+
+/// A user's fleet (its supervisor root of a user namespace the user made): its confined
+/// nodes' root is the fleet's, the user, as rootless podman's containers' is, and their
+/// other ids are the fleet's next ones, the user's subordinate ids where they have them
+/// (an image's owners), as many as the fleet's user namespace has, up to [`RANGE`].
+/// Not a subordinate id for root: a user's supervisor may not trace (nor so much as
+/// setns through a pidfd into) a process of another id than theirs, and a node's init is
+/// reached that way.
+fn users_range() -> std::io::Result<IdRange> {
+    let mapped = |gid| -> std::io::Result<u32> {
+        let map = nsfleet_sys::userns::own_map(gid)?;
+        // Ids 0, 1, 2... as far as they run on without a gap.
+        let mut next = 0u32;
+        while let Some(&(inside, _, n)) = map
+            .iter()
+            .find(|&&(inside, _, n)| inside <= next && next - inside < n)
+        {
+            next = inside.saturating_add(n);
+        }
+        Ok(next)
+    };
+    let count = mapped(false)?.min(mapped(true)?).clamp(1, RANGE);
+    Ok(IdRange { first: 0, count })
 }
 
 /// The socket that holds slot `first`, or `None` if another fleet holds it.

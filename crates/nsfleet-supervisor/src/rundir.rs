@@ -12,6 +12,31 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_RUN_DIR: &str = "/run/nsfleet";
+
+/// Whether we run for a user: not as root, or as root of a user's own namespace.
+fn users() -> bool {
+    sys::euid() != 0 || !sys::userns::in_host_namespace().unwrap_or(true)
+}
+
+/// The run directory of whoever runs us: root's [`DEFAULT_RUN_DIR`]; a user's
+/// `$XDG_RUNTIME_DIR/nsfleet` when that folder is theirs, else (no session of their own,
+/// as after `su`) `/tmp/nsfleet-UID`, which [`RunDir::check`] refuses if someone else
+/// made it first.
+pub fn default_root() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = sys::euid();
+    if uid == 0 {
+        return DEFAULT_RUN_DIR.into();
+    }
+    let session = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid));
+    match session {
+        Some(d) => d.join("nsfleet"),
+        None => PathBuf::from(format!("/tmp/nsfleet-{uid}")),
+    }
+}
 const RECORD: &str = "fleet.json";
 const FORMAT: &str = "nsfleet-fleet/1";
 
@@ -98,10 +123,10 @@ impl RunDir {
         self.fleet_dir(name).join("supervisor.log")
     }
 
-    /// Refuses a run directory that someone other than root could have prepared or could
-    /// change under us: a symlink, not a directory, not owned by root, or writable by its
-    /// group or others (a planted socket or record would be trusted). One that does not
-    /// exist yet is fine: `claim` makes it.
+    /// Refuses a run directory that someone other than us (root, or the user who runs
+    /// us) could have prepared or could change under us: a symlink, not a directory, not
+    /// ours, or writable by its group or others (a planted socket or record would be
+    /// trusted). One that does not exist yet is fine: `claim` makes it.
     pub fn check(&self) -> anyhow::Result<()> {
         use std::os::unix::fs::MetadataExt;
         let root = self.root.display();
@@ -110,7 +135,7 @@ impl RunDir {
             r => r.with_context(|| format!("run directory {root}"))?,
         };
         let refuse = |why: String| {
-            anyhow::anyhow!("run directory {root}: {why}; nsfleet uses only a directory of root's that no one else can write (--run-dir, NSFLEET_RUN_DIR)")
+            anyhow::anyhow!("run directory {root}: {why}; nsfleet uses only a directory of its user's that no one else can write (--run-dir, NSFLEET_RUN_DIR)")
         };
         if meta.file_type().is_symlink() {
             return Err(refuse("a symlink".into()));
@@ -118,8 +143,14 @@ impl RunDir {
         if !meta.is_dir() {
             return Err(refuse("not a directory".into()));
         }
-        if meta.uid() != 0 {
-            return Err(refuse(format!("owned by uid {}, not root", meta.uid())));
+        let me = sys::euid();
+        if meta.uid() != me {
+            let who = if me == 0 {
+                "root".into()
+            } else {
+                format!("uid {me}, who runs nsfleet")
+            };
+            return Err(refuse(format!("owned by uid {}, not {who}", meta.uid())));
         }
         if meta.mode() & 0o022 != 0 {
             return Err(refuse(format!(
@@ -135,7 +166,8 @@ impl RunDir {
     pub fn claim(&self, name: &str) -> anyhow::Result<FleetRecord> {
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o755)
+            // Root's lists its fleets to everyone, as /run/netns does; a user's, to no one.
+            .mode(if users() { 0o700 } else { 0o755 })
             .create(&self.root)
             .with_context(|| format!("creating run directory {}", self.root.display()))?;
         self.check()?;

@@ -230,6 +230,14 @@ pub struct Group {
     dirs: Vec<Dir>,
 }
 
+impl Group {
+    /// The group of no hierarchy: what a node of a fleet that makes no cgroups is in
+    /// (its processes stay in their parent's; nothing is limited, made or removed).
+    pub fn none() -> Group {
+        Group { dirs: Vec::new() }
+    }
+}
+
 /// A hierarchy as a node sees it at /sys/fs/cgroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum View {

@@ -19,6 +19,16 @@ pub fn user(name: &str) -> Option<(u32, u32)> {
     Some((uid, gid?))
 }
 
+/// The name /etc/passwd gives `uid`, if it gives one.
+pub fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    let id = uid.to_string();
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 2 && f[2] == id).then(|| f[0].to_owned())
+    })
+}
+
 /// The ids of `spec` (`name`, `uid`, `name:group`, `uid:gid`) as the /etc/passwd and
 /// /etc/group of the caller's root say, as Docker reads a container's `USER`: a number
 /// needs no entry; a name without one is an error.

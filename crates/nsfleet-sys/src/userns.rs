@@ -17,9 +17,15 @@ pub struct IdRange {
 }
 
 impl IdRange {
-    /// The line /proc/PID/uid_map and gid_map take for it.
+    /// The lines /proc/PID/uid_map and gid_map take for it. A range from id 0 of a
+    /// user's namespace is written as its root and the rest: the kernel takes a line only
+    /// within one line of the parent's map, and a user's has their own id first and
+    /// their subordinate ones after it.
     fn map_line(&self) -> String {
-        format!("0 {} {}\n", self.first, self.count)
+        match (self.first, self.count) {
+            (0, 2..) => format!("0 0 1\n1 1 {}\n", self.count - 1),
+            (first, count) => format!("0 {first} {count}\n"),
+        }
     }
 }
 
@@ -152,6 +158,19 @@ fn refused(e: io::Error) -> io::Error {
 /// A new user namespace whose ids are `ids`, and a new network namespace it owns: the
 /// pair a confined node is made of. Returns (user namespace, network namespace).
 pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
+    new_user_and_net_mapped(|pid| {
+        std::fs::write(format!("/proc/{pid}/uid_map"), ids.map_line())?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), ids.map_line())
+    })
+}
+
+/// As [`new_user_and_net`], the ids given by `map` with the pid (in /proc's PID
+/// namespace) of a process in the new user namespace: a user, who may not write any
+/// range, maps only their own id or has `newuidmap` write theirs (see
+/// [`map_own_id`]).
+pub fn new_user_and_net_mapped(
+    map: impl FnOnce(i64) -> io::Result<()>,
+) -> io::Result<(OwnedFd, OwnedFd)> {
     let work = HolderWork {
         enter: -1,
         new_pid: false,
@@ -162,12 +181,63 @@ pub fn new_user_and_net(ids: IdRange) -> io::Result<(OwnedFd, OwnedFd)> {
         // in a supervisor): the pidfd's says the host's.
         let pid = crate::host_pid_of(pidfd)
             .ok_or_else(|| io::Error::other("the holder of a new namespace has no pid"))?;
-        std::fs::write(format!("/proc/{pid}/uid_map"), ids.map_line())?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), ids.map_line())?;
+        map(pid)?;
         let user = namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?;
         let net = namespace_of(pidfd, PIDFD_GET_NET_NAMESPACE)?;
         Ok((user, net))
     })
+}
+
+/// Maps the caller's own uid and gid, and no other, as root of the user namespace of
+/// process `pid`: what the kernel lets any user do. Supplementary groups are then
+/// refused in it (setgroups "deny"), as the kernel requires before an unprivileged
+/// gid_map, so that no one drops a group that denies them a file.
+pub fn map_own_id(pid: i64) -> io::Result<()> {
+    // SAFETY: getuid(2) and getgid(2) take nothing.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+    std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1\n"))?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1\n"))
+}
+
+/// The ids of the calling process's user namespace as (inside, outside, count) lines of
+/// /proc/self/uid_map (`gid` false) or gid_map: in the host's, `0 0 4294967295`.
+pub fn own_map(gid: bool) -> io::Result<Vec<(u32, u32, u32)>> {
+    let text = std::fs::read_to_string(if gid {
+        "/proc/self/gid_map"
+    } else {
+        "/proc/self/uid_map"
+    })?;
+    Ok(parse_map(&text))
+}
+
+fn parse_map(text: &str) -> Vec<(u32, u32, u32)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut n = l.split_whitespace().map(|w| w.parse::<u32>().ok());
+            Some((n.next()??, n.next()??, n.next()??))
+        })
+        .collect()
+}
+
+/// Whether the calling process is in the host's user namespace, the one every id is
+/// mapped in: where a user is not root, and root is the machine's.
+pub fn in_host_namespace() -> io::Result<bool> {
+    Ok(own_map(false)? == [(0, 0, u32::MAX)])
+}
+
+/// Enters a user namespace made by [`new_user_and_net_mapped`] as its root, and its
+/// network namespace, and gets mount, UTS, IPC and cgroup namespaces of its own, which
+/// that user namespace owns: the calling process is then root of a world of its own, as
+/// `unshare -Urnm` makes it, every one of whose namespaces it may enter again (the
+/// host's it may not). Mounts made below it propagate no further. For a process of one
+/// thread (see [`become_root_in`]).
+pub fn become_root_of(user: BorrowedFd<'_>, net: BorrowedFd<'_>) -> io::Result<()> {
+    become_root_in(user)?;
+    crate::setns_net(net)?;
+    let own = libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+    // SAFETY: unshare(2) with flags, in a process of one thread.
+    check(unsafe { libc::unshare(own) }).map(drop)
 }
 
 /// A new PID namespace owned by the user namespace `userns`, with no process yet: the
@@ -232,7 +302,9 @@ fn unless_ours(userns: OwnedFd) -> io::Result<Option<OwnedFd>> {
 }
 
 /// Moves the calling process into the user namespace `ns` (by its descriptor, or a pidfd
-/// of a process in it) as its root, with no supplementary group. Only for a process with
+/// of a process in it) as its root, with no supplementary group where the namespace lets
+/// its root change them (a user's own one-id namespace, setgroups "deny", keeps the
+/// user's: dropping one could open a file it denies them). Only for a process with
 /// one thread that shares no filesystem information (a forked child): the kernel refuses
 /// others. Straight to the kernel: glibc's set*id would signal threads of a parent whose
 /// memory a vfork child shares.
@@ -242,7 +314,11 @@ pub fn become_root_in(ns: BorrowedFd<'_>) -> io::Result<()> {
     unsafe {
         check(libc::setns(ns.as_raw_fd(), libc::CLONE_NEWUSER))?;
         let none: *const libc::gid_t = std::ptr::null();
-        check(libc::syscall(libc::SYS_setgroups, 0, none) as libc::c_int)?;
+        // Root of the namespace now, with every capability in it: EPERM is "deny".
+        let rc = libc::syscall(libc::SYS_setgroups, 0, none) as libc::c_int;
+        if rc != 0 && *libc::__errno_location() != libc::EPERM {
+            return Err(io::Error::last_os_error());
+        }
         check(libc::syscall(libc::SYS_setresgid, 0, 0, 0) as libc::c_int)?;
         check(libc::syscall(libc::SYS_setresuid, 0, 0, 0) as libc::c_int)?;
     }
@@ -289,6 +365,16 @@ pub fn idmap_tree(tree: BorrowedFd<'_>, ns: BorrowedFd<'_>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_from_a_users_root_is_written_as_their_root_and_the_rest() {
+        let ids = |first, count| IdRange { first, count }.map_line();
+        assert_eq!(ids(0x7000_0000, 65_536), "0 1879048192 65536\n");
+        assert_eq!(ids(0, 1), "0 0 1\n");
+        assert_eq!(ids(0, 65_536), "0 0 1\n1 1 65535\n");
+        let map = "         0       1001          1\n         1     100000      65536\n";
+        assert_eq!(parse_map(map), [(0, 1001, 1), (1, 100_000, 65_536)]);
+    }
 
     #[test]
     fn a_new_user_namespace_owns_its_network_namespace_and_maps_its_root() {

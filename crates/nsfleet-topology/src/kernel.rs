@@ -68,6 +68,9 @@ pub struct KernelCaps {
     pub missing_devices: BTreeSet<String>,
     /// The host's answer to [`Asks::host`].
     pub host: HostFound,
+    /// Whether the fleet is made by the host's root, who alone may reach the host's own
+    /// network namespace; a user's fleet lives in a user namespace of its own.
+    pub host_root: bool,
 }
 
 impl KernelCaps {
@@ -82,6 +85,7 @@ impl KernelCaps {
             missing_devices: BTreeSet::new(),
             // Everything installed; users unknown, so a kind's folders stay root's.
             host: HostFound::default(),
+            host_root: true,
         }
     }
 }

@@ -27,6 +27,7 @@ fn caps(netem: bool, netns: &[&str], host: &[&str]) -> KernelCaps {
         refused_values: Default::default(),
         missing_devices: Default::default(),
         host: Default::default(),
+        host_root: true,
     }
 }
 

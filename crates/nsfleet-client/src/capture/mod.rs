@@ -59,6 +59,8 @@ pub fn capture(a: CaptureArgs) -> anyhow::Result<()> {
     if a.targets.is_empty() {
         bail!("no interface to capture: give NODE:IFACE before the filter, like r1:eth0");
     }
+    // While this process has one thread: a user's taps are opened in their fleet.
+    a.fleet.enter_as_user()?;
     let filter = a.filter.join(" ");
     let program = match filter.trim() {
         "" => None,

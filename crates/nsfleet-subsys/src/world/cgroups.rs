@@ -71,8 +71,13 @@ pub struct FleetGroup {
 impl FleetGroup {
     /// Makes the group of `fleet`, journalled in `journal` first. One that exists is
     /// refused: it is what a killed supervisor of the same pid left, that `clean` has
-    /// not removed.
-    pub fn make(fleet: &str, journal: &Path) -> anyhow::Result<FleetGroup> {
+    /// not removed. None for a fleet in a user namespace of its own (a user's): the
+    /// host's cgroups are not its to write, and its nodes' processes stay in the
+    /// supervisor's group (what `up` refuses limits for, see docs/rootless.md).
+    pub fn make(fleet: &str, journal: &Path) -> anyhow::Result<Option<FleetGroup>> {
+        if !nsfleet_sys::userns::in_host_namespace()? {
+            return Ok(None);
+        }
         let all: Vec<Hierarchy> = cgroup::hierarchies().context("reading the cgroup mounts")?;
         let usable: Vec<Controller> = (CONTROLLERS.iter().copied())
             .filter(|c| cgroup::refusal(&all, *c).is_none())
@@ -90,11 +95,11 @@ impl FleetGroup {
             anyhow::bail!("the cgroup {} exists already: `nsfleet clean --all` removes what a killed fleet left", p.display());
         }
         make_below(&base, &group)?;
-        Ok(FleetGroup {
+        Ok(Some(FleetGroup {
             group,
             base,
             journal: journal.to_path_buf(),
-        })
+        }))
     }
 
     /// The group of node `name`, made and limited as `limits` say: in the hierarchies
@@ -187,6 +192,14 @@ impl std::fmt::Debug for CurrentGroup {
 impl CurrentGroup {
     pub fn get(&self) -> Group {
         self.0.lock().clone()
+    }
+}
+
+impl NodeGroup {
+    /// The group of a node of a fleet without one (a user's: see [`FleetGroup::make`]).
+    pub fn none() -> NodeGroup {
+        let group = Mutex::new(order::NODE_CGROUP, Group::none());
+        NodeGroup(Arc::new(CurrentGroup(group)))
     }
 }
 

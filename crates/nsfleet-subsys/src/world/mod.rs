@@ -106,8 +106,9 @@ pub struct Shared {
     pub hosts: Option<PathBuf>,
     /// What an image node's /etc/resolv.conf says (see [`resolv_conf`]).
     resolv_conf: String,
-    /// The fleet's cgroup, or why it could not be made (each node's start says it).
-    cgroup: Result<cgroups::FleetGroup, String>,
+    /// The fleet's cgroup (none for a user's), or why it could not be made (each node's
+    /// start says it).
+    cgroup: Result<Option<cgroups::FleetGroup>, String>,
 }
 
 impl Shared {
@@ -131,8 +132,10 @@ impl Shared {
 /// Builds the world of `node`, whose network namespace the calling thread is in. `log` is
 /// where its init's own output goes.
 pub fn start(node: &Node, fleet: &str, log: &File, shared: &Shared) -> anyhow::Result<World> {
-    let fleet_group = shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))?;
-    let cgroup = fleet_group.node(node.name(), &node.config().limits)?;
+    let cgroup = match shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))? {
+        Some(fleet_group) => fleet_group.node(node.name(), &node.config().limits)?,
+        None => cgroups::NodeGroup::none(),
+    };
     let mut layout = layout(node, fleet, shared)?;
     let group = cgroup.0.get();
     layout.cgroup = group.paths().map(Path::to_path_buf).collect();
@@ -220,8 +223,12 @@ pub fn relimit(
     shared: &Shared,
     limits: &nsfleet_topology::Limits,
 ) -> anyhow::Result<()> {
-    let fleet_group = shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))?;
-    fleet_group.relimit(name, &world.cgroup.0, limits)
+    match shared.cgroup.as_ref().map_err(|e| anyhow!("{e}"))? {
+        Some(fleet_group) => fleet_group.relimit(name, &world.cgroup.0, limits),
+        None => Err(anyhow!(
+            "a user's fleet has no cgroups to limit its nodes in"
+        )),
+    }
 }
 
 /// Where a confined node's init keeps its user namespace among its descriptors.
@@ -503,18 +510,28 @@ fn open_sources(
         bound.push(source.map_err(at(&format!("bind source {}", b.source)))?);
     }
     let mut devices = Vec::new();
+    // A user's fleet may make no device (the kernel makes its mounts `nodev`): its nodes
+    // get the host's, those the user may use, as rootless podman's containers do.
+    let users = !sys::userns::in_host_namespace().map_err(at("/proc/self/uid_map"))?;
+    let host_own = (OWN_DEVICES.iter())
+        .map(|(path, ..)| path.to_string())
+        .filter(|path| {
+            users
+                && std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .is_ok()
+        });
     // A /dev of its own, as Docker's containers: an image node's, and a confined node's.
     if detached {
-        for d in DEVICES {
-            let path = format!("/dev/{d}");
-            devices.push((
-                path.clone(),
-                Source::open(&path, true, false).map_err(at(&path))?,
-            ));
+        for path in DEVICES.iter().map(|d| format!("/dev/{d}")).chain(host_own) {
+            let source = Source::open(&path, true, false).map_err(at(&path))?;
+            devices.push((path, source));
         }
     }
     let own = match detached {
-        true => Some(own_devices(&l.devices).map_err(at("the node's own devices"))?),
+        true => Some(own_devices(&l.devices, !users).map_err(at("the node's own devices"))?),
         false => None,
     };
     let root = (l.image.as_ref())
@@ -565,10 +582,11 @@ struct OwnDevices {
     places: Vec<(String, String)>,
 }
 
-/// [`OWN_DEVICES`] that the host has, and the devices the node was given, made.
-fn own_devices(given: &[nsfleet_topology::Device]) -> std::io::Result<OwnDevices> {
+/// [`OWN_DEVICES`] that the host has (with `ours`), and the devices the node was given,
+/// made.
+fn own_devices(given: &[nsfleet_topology::Device], ours: bool) -> std::io::Result<OwnDevices> {
     let ours = (OWN_DEVICES.iter())
-        .filter(|(path, ..)| Path::new(path).exists())
+        .filter(|(path, ..)| ours && Path::new(path).exists())
         .map(|&(path, major, minor)| nsfleet_topology::Device {
             path: path.to_string(),
             block: false,

@@ -30,7 +30,14 @@ pub struct Draft {
     /// What the file asks that nsfleet does not do, where it asks it (containerlab keys
     /// it has no use for).
     warnings: Vec<TopologyError>,
+    /// What only the host's root may make, each where it is asked and why: refused in a
+    /// user's fleet.
+    host_root_at: Vec<TopologyError>,
 }
+
+/// Why a user's fleet has no link to the host: what each place that asks one is told.
+const HOST_LINK_AS_USER: &str = "a link to the host: the host's network namespace is root's, and a user's fleet lives in a user namespace of its own; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
+const PORTS_AS_USER: &str = "published ports reach the node through a link to the host, which a user's fleet cannot have; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
 
 impl Draft {
     /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
@@ -48,7 +55,19 @@ impl Draft {
                 }
             }
         }
+        let mut host_root_at = Vec::new();
+        for i in topo.wiring.iter().flat_map(|w| &w.ifaces) {
+            if matches!(i.link, crate::Link::Host(_)) {
+                host_root_at.push(TopologyError::new(cx.file, i.at, HOST_LINK_AS_USER));
+            }
+        }
+        for g in &topo.groups {
+            if let Some(p) = g.config.ports.first() {
+                host_root_at.push(TopologyError::new(cx.file, p.at, PORTS_AS_USER));
+            }
+        }
         Draft {
+            host_root_at,
             topo,
             sysctls: groups.asked,
             needs: groups.needs,
@@ -104,7 +123,16 @@ impl Draft {
         {
             // Once per place: every node of a group (or of `[defaults]`) says the same.
             if said.insert((n.at.at, n.why.clone())) {
-                errors.take::<()>(Err(n.at.with(n.why.clone())));
+                let why = match &n.need {
+                    crate::HostNeed::Cgroup(c) if !kernel.host_root => cgroup_as_user(c),
+                    _ => n.why.clone(),
+                };
+                errors.take::<()>(Err(n.at.with(why)));
+            }
+        }
+        if !kernel.host_root {
+            for e in &self.host_root_at {
+                errors.take::<()>(Err(e.clone()));
             }
         }
         if let Some(at) = self.netem_at.filter(|_| !kernel.netem) {
@@ -124,6 +152,11 @@ impl Draft {
         owners(&mut self.topo, &kernel.host.users);
         Ok(self.topo)
     }
+}
+
+/// Why a user's fleet has no limit that needs controller `c`.
+fn cgroup_as_user(c: &str) -> String {
+    format!("`{c}` limits a node through a cgroup, and nsfleet as a user makes none: it would need a cgroup v2 subtree delegated to the user (systemd's user@.service with Delegate=yes), which it does not use yet; remove the limit, or run nsfleet as root (docs/rootless.md)")
 }
 
 /// Each folder a kind gives to a user by name owned by that user's ids, where the host

@@ -1,0 +1,331 @@
+//! nsfleet as an ordinary user: no sudo, no setuid. Each test makes a user of its own
+//! (`useradd`, with subordinate ids or without), runs the real `nsfleet` as that user
+//! from its default run folder (/tmp/nsfleet-UID: the test gives it no session), and
+//! checks what it leaves: no process of the user, no fleet folder. The user's guard
+//! kills whatever the user still runs and removes the user, home and all, even when the
+//! test fails.
+
+mod harness;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// useradd and userdel lock /etc/passwd and fail at once when another holds it: one at a
+/// time in this binary.
+static ACCOUNTS: Mutex<()> = Mutex::new(());
+
+/// A user made for one test, removed (with everything they run) when dropped.
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+    home: PathBuf,
+    /// The nsfleet under test, linked or copied where the user may run it (the build's
+    /// folder is root's alone).
+    bin: PathBuf,
+}
+
+impl User {
+    /// A new user; `subordinate` gives them ranges in /etc/subuid and /etc/subgid (as
+    /// `useradd` gives every ordinary user on Debian), else none (a system user's lot).
+    fn new(tag: &str, subordinate: bool) -> User {
+        let name = format!("nsf{tag}{}", std::process::id() % 100_000);
+        let home = PathBuf::from(format!("/tmp/{name}-home"));
+        {
+            let _one = ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut add = Command::new("useradd");
+            add.args(["-m", "-d"]).arg(&home).args(["-s", "/bin/sh"]);
+            if !subordinate {
+                add.arg("-r");
+            }
+            let out = add.arg(&name).output().expect("useradd runs");
+            assert!(
+                out.status.success(),
+                "useradd: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let ids = |flag: &str| -> u32 {
+            let out = Command::new("id").args([flag, &name]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        };
+        let (uid, gid) = (ids("-u"), ids("-g"));
+        let bin = home.join("nsfleet");
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_nsfleet"), &bin).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_nsfleet"), &bin).unwrap();
+        }
+        let user = User {
+            name,
+            uid,
+            gid,
+            home,
+            bin,
+        };
+        std::os::unix::fs::chown(&user.home, Some(uid), Some(gid)).unwrap();
+        user
+    }
+
+    /// `nsfleet ARGS` as the user, in their home, with a login's bare environment.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.bin)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &self.home)
+            .env("USER", &self.name)
+            .current_dir(&self.home)
+            .uid(self.uid)
+            .gid(self.gid)
+            .stdin(Stdio::null())
+            .output()
+            .expect("nsfleet runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "nsfleet {args:?} as {} failed: {}{}",
+            self.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A file the user may read, in their home.
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.home.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::os::unix::fs::chown(&p, Some(self.uid), Some(self.gid)).unwrap();
+        p.display().to_string()
+    }
+
+    /// The user's run folder, as nsfleet finds it without a session.
+    fn run_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/tmp/nsfleet-{}", self.uid))
+    }
+
+    /// The pids of every process the user runs.
+    fn processes(&self) -> Vec<i32> {
+        let out = Command::new("pgrep")
+            .args(["-U", &self.uid.to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// That nothing of the user's is left: no process (a killed supervisor's last ones
+    /// take a moment to be reaped), no fleet folder.
+    fn assert_nothing_left(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.processes().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(
+            self.processes(),
+            Vec::<i32>::new(),
+            "processes of {} left",
+            self.name
+        );
+        let left: Vec<_> = std::fs::read_dir(self.run_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "left in {}: {left:?}",
+            self.run_dir().display()
+        );
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill")
+            .args(["-9", "-U", &self.uid.to_string()])
+            .status();
+        for _ in 0..100 {
+            if self.processes().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_dir_all(self.run_dir());
+        let _one = ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = Command::new("userdel")
+            .args(["-r", &self.name])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+/// Two hosts on a link, each running a loop: worlds of their own, wired.
+fn hosts(name: &str, count: u32) -> String {
+    format!(
+        r#"[fleet]
+name = "{name}"
+
+[[node]]
+name = "h{{i}}"
+count = {count}
+commands = ["while sleep 1; do :; done"]
+
+[[link]]
+a = "h1:eth0"
+b = "h2:eth0"
+pool = "10.77.0.0/30"
+"#
+    )
+}
+
+fn supervisor_pid(user: &User, fleet: &str) -> i32 {
+    let status: serde_json::Value =
+        serde_json::from_str(&user.ok(&["status", fleet, "--json"])).unwrap();
+    status["fleets"][0]["pid"]
+        .as_i64()
+        .expect("a supervisor pid") as i32
+}
+
+#[test]
+fn a_user_brings_up_a_wired_fleet_changes_it_and_takes_it_down() {
+    let user = User::new("w", true);
+    let file = user.file("w.toml", &hosts("w", 2));
+    user.ok(&["up", &file]);
+    // The supervisor is the user's, root of a user namespace the user owns: their own id
+    // as its root, their subordinate ones after it.
+    let sup = supervisor_pid(&user, "w");
+    let map = std::fs::read_to_string(format!("/proc/{sup}/uid_map")).unwrap();
+    let lines: Vec<Vec<&str>> = map
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["0", &user.uid.to_string(), "1"], "{map}");
+    assert_eq!(lines.len(), 2, "{map}");
+    assert_ne!(
+        std::fs::read_link(format!("/proc/{sup}/ns/net")).unwrap(),
+        std::fs::read_link("/proc/self/ns/net").unwrap(),
+        "a user's fleet lives in a network namespace of its own"
+    );
+
+    let ping = ["exec", "w", "h1", "--", "ping", "-c1", "-W2", "10.77.0.2"];
+    user.ok(&ping);
+    assert_eq!(user.ok(&["exec", "w", "h2", "--", "id", "-u"]).trim(), "0");
+    user.ok(&["link", "w", "h1:eth0", "down"]);
+    assert!(
+        !user.run(&ping).status.success(),
+        "a pulled cable still carries"
+    );
+    user.ok(&["link", "w", "h1:eth0", "up"]);
+    user.ok(&["impair", "w", "h1:eth0", "--rate", "10mbit"]);
+    let three = user.file("w3.toml", &hosts("w", 3));
+    user.ok(&["apply", &three]);
+    let status: serde_json::Value =
+        serde_json::from_str(&user.ok(&["status", "w", "--json"])).unwrap();
+    assert_eq!(status["fleets"][0]["node_count"], 3, "{status}");
+    user.ok(&["exec", "w", "h3", "--", "true"]);
+    user.ok(&["down", "w"]);
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_user_without_subordinate_ids_runs_a_fleet_as_their_id_alone() {
+    let user = User::new("s", false);
+    let file = user.file("s.toml", &hosts("s", 2));
+    user.ok(&["up", &file]);
+    let sup = supervisor_pid(&user, "s");
+    let map = std::fs::read_to_string(format!("/proc/{sup}/uid_map")).unwrap();
+    assert_eq!(
+        map.split_whitespace().collect::<Vec<_>>(),
+        ["0", &user.uid.to_string(), "1"],
+        "{map}"
+    );
+    user.ok(&["exec", "s", "h1", "--", "ping", "-c1", "-W2", "10.77.0.2"]);
+    user.ok(&["down", "s"]);
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_users_killed_supervisor_leaves_only_a_folder_that_clean_removes() {
+    let user = User::new("k", true);
+    let file = user.file("k.toml", &hosts("k", 2));
+    user.ok(&["up", &file]);
+    let sup = supervisor_pid(&user, "k");
+    // SAFETY: kill(2) of the user's supervisor, which this test started.
+    assert_eq!(unsafe { libc::kill(sup, libc::SIGKILL) }, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !user.processes().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(user.ok(&["status"]).contains("dead"));
+    user.ok(&["clean", "k"]);
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_user_neither_sees_nor_takes_down_roots_fleet() {
+    let env = harness::Env::new("as-user-root");
+    let fleet = env.up("[fleet]\nname = \"rootsown\"\n\n[[node]]\nname = \"n{i}\"\ncount = 2\n");
+    let user = User::new("r", true);
+    assert!(!user.ok(&["status"]).contains("rootsown"));
+    let theirs = env.run_dir.display().to_string();
+    for args in [
+        vec!["--run-dir", &theirs, "status"],
+        vec!["--run-dir", &theirs, "down", "rootsown"],
+        vec!["--run-dir", &theirs, "exec", "rootsown", "n1", "--", "true"],
+    ] {
+        let out = user.run(&args);
+        assert!(!out.status.success(), "{args:?} as a user succeeded");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("not uid") || said.contains("Permission denied"),
+            "{args:?}: {said}"
+        );
+    }
+    env.ok(&["status", "rootsown"]);
+    drop(fleet);
+    user.assert_nothing_left();
+}
+
+#[test]
+fn what_needs_the_hosts_root_is_refused_at_its_line_before_anything_exists() {
+    let user = User::new("b", true);
+    let host_link = user.file(
+        "hl.toml",
+        "[fleet]\nname = \"hl\"\n\n[[node]]\nname = \"a\"\nhost_link = { iface = \"up0\", host_iface = \"nsfu-up0\" }\n",
+    );
+    let out = user.run(&["up", &host_link]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("hl.toml:6:") && said.contains("a link to the host"),
+        "{said}"
+    );
+    let limited = user.file(
+        "m.toml",
+        "[fleet]\nname = \"m\"\n\n[[node]]\nname = \"a\"\ncommands = [\"sleep 60\"]\nmemory = \"64M\"\n",
+    );
+    let out = user.run(&["up", &limited]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("m.toml:7:") && said.contains("delegated"),
+        "{said}"
+    );
+    let plain = user.file("p.toml", &hosts("p", 2));
+    let out = user.run(&["up", &plain, "--privileged"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("host's root"),
+        "{said}"
+    );
+    assert!(!Path::new(&user.run_dir()).join("hl").exists());
+    user.assert_nothing_left();
+}
