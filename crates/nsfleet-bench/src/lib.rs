@@ -22,6 +22,7 @@ mod setns;
 mod stats;
 mod teardown;
 mod traffic;
+mod user;
 
 pub use apply::{apply, ApplyArgs};
 pub use cable::{cable, CableArgs};
@@ -38,6 +39,7 @@ pub use setns::{setns, SetnsArgs};
 pub use stats::{stats, StatsArgs};
 pub use teardown::{teardown, TeardownArgs};
 pub use traffic::{traffic, TrafficArgs};
+pub use user::{user, UserArgs};
 
 use anyhow::{bail, Context};
 use nsfleet_results::{Machine, Metric, Results};
@@ -177,6 +179,7 @@ pub struct Defaults {
     pub apply_adds: Vec<u64>,
     pub loop_packets: u64,
     pub image_counts: Vec<u64>,
+    pub user_counts: Vec<u64>,
 }
 
 impl Default for Defaults {
@@ -205,6 +208,7 @@ impl Default for Defaults {
             apply_adds: vec![100, 1000],
             loop_packets: 50_000_000,
             image_counts: vec![100, 1000],
+            user_counts: vec![1000, 10_000],
         }
     }
 }
@@ -408,6 +412,8 @@ pub(crate) struct Cli {
     privileged: bool,
     /// A fleet is up that nobody has taken down yet (the guard's `Drop` does then).
     up: bool,
+    /// The user (uid, gid) its commands run as; root when `None`.
+    user: Option<(u32, u32)>,
 }
 
 pub(crate) struct UpResult {
@@ -444,13 +450,31 @@ impl Cli {
             images: None,
             privileged: false,
             up: false,
+            user: None,
         })
+    }
+
+    /// Its commands run as the user `uid` (group `gid`), whose run folder it then is,
+    /// with a copy of this binary they may run (the build's folder may be root's alone).
+    pub(crate) fn run_by(mut self, uid: u32, gid: u32) -> anyhow::Result<Self> {
+        let exe = self.run_dir.join("nsfleet");
+        if std::fs::hard_link(&self.exe, &exe).is_err() {
+            std::fs::copy(&self.exe, &exe)?;
+        }
+        std::os::unix::fs::chown(&self.run_dir, Some(uid), Some(gid))?;
+        self.exe = exe;
+        self.user = Some((uid, gid));
+        Ok(self)
     }
 
     /// `nsfleet ARGS` against this bench's run folder, to be run by the caller.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args).env("NSFLEET_RUN_DIR", &self.run_dir);
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid).current_dir(&self.run_dir);
+        }
         if let Some(store) = &self.images {
             cmd.env("NSFLEET_IMAGES", store);
         }

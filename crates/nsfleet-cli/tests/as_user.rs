@@ -329,3 +329,145 @@ fn what_needs_the_hosts_root_is_refused_at_its_line_before_anything_exists() {
     assert!(!Path::new(&user.run_dir()).join("hl").exists());
     user.assert_nothing_left();
 }
+
+/// busybox (Debian's static one) as an image: its files root's, as most images' are.
+fn busybox_image() -> nsfleet_image::build::ImageSpec {
+    use nsfleet_image::build::{Compression, Entry, ImageSpec, Layer};
+    let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
+    let mut entries = vec![
+        Entry::dir("bin"),
+        Entry::dir("etc"),
+        Entry::Dir {
+            path: "tmp".into(),
+            mode: 0o1777,
+        },
+        Entry::file("bin/busybox", 0o755, busybox),
+        Entry::file("etc/image-release", 0o644, "busy 1\n"),
+    ];
+    for tool in ["sh", "cat", "id", "sleep", "ping", "stat"] {
+        entries.push(Entry::symlink(&format!("bin/{tool}"), "busybox"));
+    }
+    ImageSpec {
+        layers: vec![Layer {
+            entries,
+            compression: Compression::Gzip,
+        }],
+        run: nsfleet_image::RunConfig {
+            cmd: ["sleep", "1000000"].map(String::from).to_vec(),
+            env: vec!["PATH=/bin".into()],
+            ..Default::default()
+        },
+        architecture: nsfleet_image::host_arch().to_string(),
+    }
+}
+
+#[test]
+fn a_user_loads_an_image_into_their_own_store_and_runs_it() {
+    let user = User::new("i", true);
+    let layout = user.home.join("busy");
+    nsfleet_image::build::write_oci_layout(&layout, "1", &busybox_image()).unwrap();
+    user.ok(&[
+        "image",
+        "load",
+        &layout.display().to_string(),
+        "--name",
+        "busy:1",
+    ]);
+    // The user's own store, its files the user's (the image's root is the user's id).
+    let store = user.home.join(".local/share/nsfleet/images");
+    let layers: Vec<_> = std::fs::read_dir(store.join("layers"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(layers.len(), 1);
+    let release = layers[0].path().join("etc/image-release");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&release).unwrap().uid(), user.uid);
+    let file = user.file(
+        "img.toml",
+        "[fleet]\nname = \"img\"\n\n[[node]]\nname = \"b{i}\"\ncount = 2\nimage = \"busy:1\"\n\n[[link]]\na = \"b1:eth0\"\nb = \"b2:eth0\"\npool = \"10.78.0.0/30\"\n",
+    );
+    user.ok(&["up", &file]);
+    assert_eq!(
+        user.ok(&["exec", "img", "b1", "--", "cat", "/etc/image-release"]),
+        "busy 1\n"
+    );
+    assert_eq!(
+        user.ok(&[
+            "exec",
+            "img",
+            "b1",
+            "--",
+            "stat",
+            "-c",
+            "%u",
+            "/bin/busybox"
+        ])
+        .trim(),
+        "0"
+    );
+    user.ok(&["exec", "img", "b1", "--", "ping", "-c1", "-W2", "10.78.0.2"]);
+    user.ok(&["down", "img"]);
+    user.ok(&["image", "rm", "busy:1"]);
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_user_deploys_a_containerlab_file_whose_management_network_stays_in_the_fleet() {
+    let user = User::new("c", true);
+    let file = user.file(
+        "u.clab.yml",
+        "name: ulab\ntopology:\n  nodes:\n    a: {kind: linux, image: alpine:3}\n    b: {kind: linux, image: alpine:3}\n  links:\n    - endpoints: [\"a:eth1\", \"b:eth1\"]\n",
+    );
+    user.ok(&["deploy", "-t", &file, "--host-software"]);
+    assert!(user.ok(&["inspect", "-t", &file]).contains("172.20.20.3"));
+    // Each other over the management network, and its gateway: the fleet's own end of it.
+    user.ok(&[
+        "exec",
+        "ulab",
+        "a",
+        "--",
+        "ping",
+        "-c1",
+        "-W2",
+        "172.20.20.3",
+    ]);
+    user.ok(&[
+        "exec",
+        "ulab",
+        "a",
+        "--",
+        "ping",
+        "-c1",
+        "-W2",
+        "172.20.20.1",
+    ]);
+    // The network's host end is in the fleet's namespace, and no such name in the host's.
+    let sup = supervisor_pid(&user, "ulab").to_string();
+    let ip = |netns: &[&str]| -> String {
+        let out = Command::new("nsenter")
+            .args(netns)
+            .args(["ip", "-o", "link", "show"])
+            .output();
+        String::from_utf8_lossy(&out.unwrap().stdout).into_owned()
+    };
+    let fleets = ip(&["-t", &sup, "-n"]);
+    let end = (fleets.split_whitespace())
+        .find(|w| w.starts_with("clab-"))
+        .unwrap_or_else(|| panic!("no management end in the fleet's namespace: {fleets}"))
+        .trim_end_matches(':')
+        .split('@')
+        .next()
+        .unwrap()
+        .to_string();
+    let hosts = Command::new("ip")
+        .args(["link", "show", &end])
+        .output()
+        .unwrap();
+    assert!(
+        !hosts.status.success(),
+        "{end} is in the host's namespace too"
+    );
+    user.ok(&["destroy", "-t", &file]);
+    user.assert_nothing_left();
+}

@@ -229,6 +229,17 @@ fn the_supervisor_answers_only_root_whoever_reaches_its_socket() {
     let built = env!("CARGO_BIN_EXE_nsfleet");
     (std::fs::hard_link(built, &exe).or_else(|_| std::fs::copy(built, &exe).map(drop))).unwrap();
     chmod(&exe, 0o755);
+    // The run folder as if it were the user's, so that their nsfleet trusts it (a user
+    // trusts only a folder of their own) and asks the supervisor, whose answer is the
+    // test: root's again before the fleet goes down.
+    struct RootsAgain<'a>(&'a std::path::Path);
+    impl Drop for RootsAgain<'_> {
+        fn drop(&mut self) {
+            let _ = std::os::unix::fs::chown(self.0, Some(0), Some(0));
+        }
+    }
+    let roots_again = RootsAgain(&env.run_dir);
+    std::os::unix::fs::chown(&env.run_dir, Some(65534), Some(65534)).unwrap();
     // `link` only reads, and asks the supervisor straight away.
     let out = (std::process::Command::new(&exe))
         .args(["link", "pc", "a:eth0"])
@@ -237,6 +248,7 @@ fn the_supervisor_answers_only_root_whoever_reaches_its_socket() {
         .gid(65534)
         .output()
         .unwrap();
+    drop(roots_again);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(

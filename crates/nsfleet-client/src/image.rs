@@ -11,8 +11,11 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// The store when neither `--store` nor `$NSFLEET_IMAGES` names one.
-pub const DEFAULT_STORE: &str = nsfleet_image::DEFAULT_ROOT;
+/// The store when neither `--store` nor `$NSFLEET_IMAGES` names one: root's, or the user's
+/// (see `Store::default_root`).
+pub fn default_store() -> PathBuf {
+    Store::default_root()
+}
 
 pub struct LoadArgs {
     pub file: PathBuf,
@@ -25,6 +28,8 @@ pub struct LoadArgs {
 
 /// Loads an archive's images; progress goes to stderr, the result to stdout.
 pub fn load(a: LoadArgs) -> anyhow::Result<()> {
+    // A user's store holds files of their subordinate ids: worked on as their root.
+    crate::user::become_root_of_own_ids()?;
     let store = Store::open(&a.store)?;
     let mut say = |line: &str| eprintln!("{line}");
     let loaded = match &a.from {
@@ -56,6 +61,8 @@ pub struct PullArgs {
 /// fails after them naming every failure. Progress goes to stderr (bars on a terminal,
 /// lines otherwise), the result to stdout.
 pub fn pull(a: PullArgs) -> anyhow::Result<()> {
+    // A user's store holds files of their subordinate ids: worked on as their root.
+    crate::user::become_root_of_own_ids()?;
     let store = Store::open(&a.store)?;
     let opts = PullOptions {
         insecure_registries: a.insecure_registries.clone(),
@@ -268,6 +275,8 @@ fn print_table(list: &[ImageRecord]) {
 /// Removes each reference; one that fails does not stop the others, and the command fails
 /// after them naming every failure.
 pub fn rm(store: PathBuf, references: &[String], json: bool) -> anyhow::Result<()> {
+    // A user's store holds files of their subordinate ids: worked on as their root.
+    crate::user::become_root_of_own_ids()?;
     let store = Store::open(&store)?;
     let print = |done: &nsfleet_image::Removed| {
         print_removed(&done.names, &done.images, &done.layers, done.bytes_freed)
@@ -283,6 +292,8 @@ pub fn rm(store: PathBuf, references: &[String], json: bool) -> anyhow::Result<(
 }
 
 pub fn prune(store: PathBuf, all: bool, json: bool) -> anyhow::Result<()> {
+    // A user's store holds files of their subordinate ids: worked on as their root.
+    crate::user::become_root_of_own_ids()?;
     let p = Store::open(&store)?.prune(all)?;
     if json {
         println!("{}", serde_json::json!({ "pruned": p }));

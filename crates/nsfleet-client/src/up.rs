@@ -64,7 +64,7 @@ impl UpArgs {
             json: false,
             dry_run: false,
             software: topology::Software::Host,
-            images: PathBuf::from(crate::image::DEFAULT_STORE),
+            images: nsfleet_image::Store::default_root(),
             netns_names: false,
             vars: Vec::new(),
             owner: None,

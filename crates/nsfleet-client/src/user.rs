@@ -43,6 +43,24 @@ pub fn become_root_of_new_fleet() -> anyhow::Result<()> {
         .context("entering the fleet's user namespace")
 }
 
+/// Makes a user namespace of the user's ids (as a fleet's, see [`IdMap`]) and makes this
+/// process its root, in the host's other namespaces: where a user's image commands
+/// work, so that an image's files get the owners the image gives them (the user's
+/// subordinate ids) and a store's files can be removed whoever of those owns them.
+/// Root's stays where it is. By a process of one thread.
+pub fn become_root_of_own_ids() -> anyhow::Result<()> {
+    if sys::euid() == 0 {
+        return Ok(());
+    }
+    if let Some(why) = userns_refused() {
+        bail!("{why}");
+    }
+    let map = IdMap::for_caller()?;
+    let (user, _net) = sys::userns::new_user_and_net_mapped(|pid| map.write(pid))
+        .map_err(|e| anyhow!("making a user namespace of your ids: {e}"))?;
+    sys::userns::become_root_in(user.as_fd()).context("entering a user namespace of your ids")
+}
+
 /// Enters the user namespace of the fleet whose supervisor is `sup` as its root: what a
 /// user's command does before it enters one of the fleet's nodes. Root's stays where it is.
 pub fn enter_fleet(sup: nsfleet::rundir::ProcId) -> anyhow::Result<()> {

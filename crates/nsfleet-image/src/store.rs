@@ -42,10 +42,23 @@ struct Prepared<'a> {
 }
 
 impl Store {
-    /// The default root: $NSFLEET_IMAGES if set, else /var/lib/nsfleet/images.
+    /// The default root: $NSFLEET_IMAGES if set; else root's /var/lib/nsfleet/images, or
+    /// a user's `$XDG_DATA_HOME/nsfleet/images` (`~/.local/share/nsfleet/images`
+    /// without it), also from inside a fleet's user namespace, where the user is root.
     pub fn default_root() -> PathBuf {
         match std::env::var_os("NSFLEET_IMAGES") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            Some(dir) if !dir.is_empty() => return PathBuf::from(dir),
+            _ => {}
+        }
+        let hosts_root =
+            nsfleet_sys::euid() == 0 && nsfleet_sys::userns::in_host_namespace().unwrap_or(true);
+        let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+        let data = (std::env::var_os("XDG_DATA_HOME").and_then(absolute)).or_else(|| {
+            let home = std::env::var_os("HOME").and_then(absolute)?;
+            Some(home.join(".local/share"))
+        });
+        match data {
+            Some(data) if !hosts_root => data.join("nsfleet/images"),
             _ => PathBuf::from(DEFAULT_ROOT),
         }
     }

@@ -96,6 +96,21 @@ struct Meta {
     xattrs: Vec<(String, Vec<u8>)>,
 }
 
+impl Meta {
+    /// A chown's result to these owners. One the kernel refuses as an id the caller's
+    /// user namespace does not have (EINVAL) is a user's without subordinate ids (their
+    /// own id is all the namespace nsfleet unpacks in has), said with what to add.
+    fn owns(&self, chowned: io::Result<()>) -> anyhow::Result<()> {
+        match chowned {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let user = std::env::var("USER").unwrap_or_else(|_| "USER".into());
+                bail!("a file owned by uid {} gid {}, which a user without subordinate ids cannot give a file: nsfleet keeps a user's image files as the image's owners through /etc/subuid and /etc/subgid, which give {user} no range; add one (as root: usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}, a range no other user has)", self.uid, self.gid)
+            }
+            r => Ok(r?),
+        }
+    }
+}
+
 impl Layer<'_> {
     fn entry<R: Read>(&mut self, e: &mut tar::Entry<R>) -> anyhow::Result<()> {
         let rel = relative(&e.path()?)?;
@@ -149,7 +164,7 @@ impl Layer<'_> {
             }
             path
         };
-        lchown(&path, Some(m.uid), Some(m.gid))?;
+        m.owns(lchown(&path, Some(m.uid), Some(m.gid)))?;
         set_xattrs(&path, m)?;
         fs::set_permissions(&path, fs::Permissions::from_mode(m.mode))?;
         self.dirs.push((path, m.mtime));
@@ -165,7 +180,7 @@ impl Layer<'_> {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)?;
         self.bytes += io::copy(data, &mut f)?;
-        std::os::unix::fs::fchown(&f, Some(m.uid), Some(m.gid))?;
+        m.owns(std::os::unix::fs::fchown(&f, Some(m.uid), Some(m.gid)))?;
         set_xattrs(&path, m)?;
         f.set_permissions(fs::Permissions::from_mode(m.mode))?;
         f.set_times(FileTimes::new().set_accessed(m.mtime).set_modified(m.mtime))?;
@@ -199,7 +214,7 @@ impl Layer<'_> {
         // and nothing here ever follows it.
         let path = self.prepare(rel, false)?;
         std::os::unix::fs::symlink(&target, &path)?;
-        lchown(&path, Some(m.uid), Some(m.gid))?;
+        m.owns(lchown(&path, Some(m.uid), Some(m.gid)))?;
         self.made.insert(rel.to_path_buf());
         Ok(())
     }
@@ -207,7 +222,7 @@ impl Layer<'_> {
     fn fifo(&mut self, rel: &Path, m: &Meta) -> anyhow::Result<()> {
         let path = self.prepare(rel, false)?;
         make_fifo(&path, 0o600)?;
-        lchown(&path, Some(m.uid), Some(m.gid))?;
+        m.owns(lchown(&path, Some(m.uid), Some(m.gid)))?;
         fs::set_permissions(&path, fs::Permissions::from_mode(m.mode))?;
         self.made.insert(rel.to_path_buf());
         Ok(())

@@ -70,7 +70,7 @@ impl ApplyCommand {
             json,
             run_dir,
             software: images.software(),
-            images: images.images,
+            images: images.store(),
         })
     }
 }

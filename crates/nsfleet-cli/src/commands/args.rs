@@ -110,12 +110,18 @@ pub struct ImageArgs {
     /// error at the line that names it, and nothing starts.
     #[arg(long)]
     host_software: bool,
-    /// The image store's folder (see `nsfleet image --help`).
-    #[arg(long = "image-store", value_name = "DIR", env = "NSFLEET_IMAGES", default_value = cmd::image::DEFAULT_STORE)]
-    pub images: PathBuf,
+    /// The image store's folder (see `nsfleet image --help`) [default: /var/lib/nsfleet/images
+    /// as root; $XDG_DATA_HOME/nsfleet/images as a user]
+    #[arg(long = "image-store", value_name = "DIR", env = "NSFLEET_IMAGES")]
+    images: Option<PathBuf>,
 }
 
 impl ImageArgs {
+    /// The store's folder: the one given, or its user's default.
+    pub fn store(&self) -> PathBuf {
+        (self.images.clone()).unwrap_or_else(cmd::image::default_store)
+    }
+
     pub fn software(&self) -> nsfleet::topology::Software {
         match self.host_software {
             true => nsfleet::topology::Software::Host,
@@ -143,7 +149,7 @@ impl LaunchArgs {
             json: self.json,
             dry_run: self.dry_run,
             software: self.images.software(),
-            images: self.images.images,
+            images: self.images.store(),
             netns_names: false,
             vars: Vec::new(),
             owner: self.owner.map(|p| p as i32),

@@ -200,6 +200,23 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// A user's fleets against root's
+    ///
+    /// The same fleets brought up and reclaimed by root and by an ordinary user (a fleet
+    /// in a user namespace of the user's own: docs/rootless.md), alternated in the same
+    /// run: N bare nodes, and N fake routers on a switch. Up is `nsfleet up`'s wall
+    /// time, reclaimed `nsfleet down`'s; the ratios are the user's over root's (the
+    /// target: within 1.25x). Runs as root, which starts the user's commands as --user.
+    User {
+        /// Node counts, measured in turn, e.g. 1000,10000.
+        #[arg(long, value_delimiter = ',', value_parser = within::<1, 1_000_000>, default_values_t = d().user_counts)]
+        count: Vec<u64>,
+        /// The user whose fleets are measured (an ordinary one of /etc/passwd).
+        #[arg(long, default_value = "nobody")]
+        user: String,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// One `nsfleet stats` refresh, against a process per node
     ///
     /// One `nsfleet stats` refresh of a star of N hosts: the CPU time of the supervisor and
@@ -455,6 +472,15 @@ impl Bench {
                 counts: count,
                 common: common.common(),
             }),
+            Bench::User {
+                count,
+                user,
+                common,
+            } => nsfleet_bench::user(nsfleet_bench::UserArgs {
+                counts: count,
+                user,
+                common: common.common(),
+            }),
             Bench::Cable { count, common } => cable(CableArgs {
                 count,
                 common: common.common(),
@@ -558,6 +584,7 @@ impl Bench {
             Bench::Clab { common, .. } => ("clab", common),
             Bench::Cable { common, .. } => ("cable", common),
             Bench::Images { common, .. } => ("images", common),
+            Bench::User { common, .. } => ("user", common),
             Bench::Stats { common, .. } => ("stats", common),
             Bench::Apply { common, .. } => ("apply", common),
             Bench::Setns { common, .. } => ("setns", common),

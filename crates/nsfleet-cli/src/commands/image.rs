@@ -19,7 +19,8 @@ use std::path::PathBuf;
 ///   nsfleet image rm alpine:3.20                  # or by id: nsfleet image rm 3f57d9401f8d
 ///   nsfleet image prune --all                     # every image no running node uses
 ///
-/// The store is /var/lib/nsfleet/images unless --store or $NSFLEET_IMAGES says otherwise.
+/// The store is /var/lib/nsfleet/images (a user's: $XDG_DATA_HOME/nsfleet/images) unless
+/// --store or $NSFLEET_IMAGES says otherwise.
 #[derive(Subcommand)]
 #[command(verbatim_doc_comment)]
 pub enum ImageCommand {
@@ -125,9 +126,16 @@ pub struct StoreArgs {
     /// JSON on stdout, for machines.
     #[arg(long)]
     json: bool,
-    /// The image store's folder.
-    #[arg(long = "store", env = "NSFLEET_IMAGES", default_value = cmd::DEFAULT_STORE)]
-    dir: PathBuf,
+    /// The image store's folder [default: /var/lib/nsfleet/images as root;
+    /// $XDG_DATA_HOME/nsfleet/images as a user]
+    #[arg(long = "store", env = "NSFLEET_IMAGES")]
+    dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn dir(&self) -> PathBuf {
+        (self.dir.clone()).unwrap_or_else(cmd::default_store)
+    }
 }
 
 impl ImageCommand {
@@ -140,7 +148,7 @@ impl ImageCommand {
             } => cmd::pull(cmd::PullArgs {
                 references,
                 json: store.json,
-                store: store.dir,
+                store: store.dir(),
                 insecure_registries: insecure_registry,
             }),
             ImageCommand::Load {
@@ -153,11 +161,11 @@ impl ImageCommand {
                 from,
                 name,
                 json: store.json,
-                store: store.dir,
+                store: store.dir(),
             }),
-            ImageCommand::Ls { store } => cmd::ls(store.dir, store.json),
-            ImageCommand::Rm { references, store } => cmd::rm(store.dir, &references, store.json),
-            ImageCommand::Prune { all, store } => cmd::prune(store.dir, all, store.json),
+            ImageCommand::Ls { store } => cmd::ls(store.dir(), store.json),
+            ImageCommand::Rm { references, store } => cmd::rm(store.dir(), &references, store.json),
+            ImageCommand::Prune { all, store } => cmd::prune(store.dir(), all, store.json),
         }
     }
 }

@@ -555,7 +555,11 @@ fn image_root(
     userns: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Result<ImageRoot, String> {
     let layers = sys::clone_tree(&image.layers_dir, false).map_err(at("the image's layers"))?;
-    if let Some(userns) = userns {
+    // A user's layers are on disk as their fleet's ids already (unpacked in a user
+    // namespace of the same map: nsfleet-client's `user`), and an idmapped mount of the
+    // host's disk is the host's root's to make.
+    let users = !sys::userns::in_host_namespace().map_err(at("/proc/self/uid_map"))?;
+    if let Some(userns) = userns.filter(|_| !users) {
         sys::userns::idmap_tree(layers.as_fd(), userns)
             .map_err(at("the image's layers through the node's ids"))?;
     }

@@ -48,18 +48,20 @@ pub(crate) fn parse(
     };
     let host_addrs = parse_all(&sec.host_addrs)?;
     let host_name = sec.host_iface.get_ref().clone();
-    plan.add_host_link(end, host_name, host_addrs, cx.place(h.span()))
+    plan.add_host_link(end, host_name, host_addrs, cx.place(h.span()), false)
         .map_err(|m| cx.err(h.span(), m))
 }
 
 impl Plan {
-    /// A veth pair from a node to the host's namespace.
+    /// A veth pair from a node to the host's namespace (`management`: see
+    /// [`HostEnd::management`]).
     pub fn add_host_link(
         &mut self,
         end: EndDecl,
         host_name: String,
         host_addrs: Vec<IpNet>,
         at: crate::Place,
+        management: bool,
     ) -> Result<(), String> {
         let i = self.find(&end.node)?;
         crate::check_ifname(&host_name)?;
@@ -71,6 +73,7 @@ impl Plan {
             name: host_name,
             addrs: host_addrs,
             mtu: end.mtu,
+            management,
         };
         self.push_iface(i, &end, Link::Host(host), at)?;
         Ok(())

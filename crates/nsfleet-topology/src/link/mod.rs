@@ -86,6 +86,11 @@ pub struct HostEnd {
     pub name: String,
     pub addrs: Vec<IpNet>,
     pub mtu: Option<u32>,
+    /// The host end of a lab's management network (containerlab's): in a user's fleet,
+    /// where the host's namespace is not the fleet's to reach, it ends in the fleet's own
+    /// namespace instead; any other host link is refused there.
+    #[serde(default)]
+    pub management: bool,
 }
 
 /// A VXLAN tunnel endpoint: its network identifier, the far endpoint, and the underlay.

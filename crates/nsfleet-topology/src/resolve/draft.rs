@@ -37,7 +37,7 @@ pub struct Draft {
 
 /// Why a user's fleet has no link to the host: what each place that asks one is told.
 const HOST_LINK_AS_USER: &str = "a link to the host: the host's network namespace is root's, and a user's fleet lives in a user namespace of its own; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
-const PORTS_AS_USER: &str = "published ports reach the node through a link to the host, which a user's fleet cannot have; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
+const PORTS_AS_USER: &str = "published ports: a user's fleet would need a forwarder from the host's ports into its own namespace, which nsfleet does not run yet; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
 
 impl Draft {
     /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
@@ -57,7 +57,7 @@ impl Draft {
         }
         let mut host_root_at = Vec::new();
         for i in topo.wiring.iter().flat_map(|w| &w.ifaces) {
-            if matches!(i.link, crate::Link::Host(_)) {
+            if matches!(&i.link, crate::Link::Host(h) if !h.management) {
                 host_root_at.push(TopologyError::new(cx.file, i.at, HOST_LINK_AS_USER));
             }
         }

@@ -62,9 +62,9 @@ pub(crate) fn read_all(
         let placed = |m: String| lab.err(link.span.clone(), m);
         match (a, b) {
             (End::Node(a), End::Node(b)) => plan.add_link(a, b, at).map_err(placed)?,
-            (End::Node(n), End::Host(h)) | (End::Host(h), End::Node(n)) => {
-                plan.add_host_link(n, h, Vec::new(), at).map_err(placed)?
-            }
+            (End::Node(n), End::Host(h)) | (End::Host(h), End::Node(n)) => plan
+                .add_host_link(n, h, Vec::new(), at, false)
+                .map_err(placed)?,
             (End::Node(n), End::Nowhere) => plan.add_dummy(n, at).map_err(placed)?,
             (End::Node(mut n), End::Tunnel(vx)) => {
                 // A tunnel's MTU is the kernel's (its underlay's less the headers) unless set.

@@ -146,7 +146,7 @@ impl Mgmt {
             mtu: Some(self.mtu),
             ..EndDecl::default()
         };
-        (plan.add_host_link(host_end, self.host_iface.clone(), gateways, at))
+        (plan.add_host_link(host_end, self.host_iface.clone(), gateways, at, true))
             .map_err(|m| lab.err(self.at.clone(), m))?;
         let (taken, given) = self.given(lab, nodes)?;
         let mut next: Vec<u64> = vec![0; self.subnets.len()];
