@@ -471,3 +471,99 @@ fn a_user_deploys_a_containerlab_file_whose_management_network_stays_in_the_flee
     user.ok(&["destroy", "-t", &file]);
     user.assert_nothing_left();
 }
+
+/// `GET /` on the host's `port` until something answers HTTP, for up to `within`.
+fn http_get_until_answered(port: u16, within: std::time::Duration) -> String {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let got = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        match got {
+            Ok(text) if text.starts_with("HTTP/") => return text,
+            _ if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(300))
+            }
+            other => panic!("127.0.0.1:{port} does not answer after {within:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_users_published_port_is_forwarded_from_the_hosts_and_goes_with_the_lab() {
+    let user = User::new("p", true);
+    let port = std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let lab = |ports: &str| {
+        format!("name: uport\nmgmt: {{ipv4-subnet: 172.31.79.0/24}}\ntopology:\n  nodes:\n    web:\n      kind: linux\n      ports: [\"{ports}\"]\n      exec: [\"python3 -m http.server 80 --bind 172.31.79.2 --directory /etc/nsfleet-no-such\"]\n")
+    };
+    // Below the host's floor for users: refused at its line, before anything exists.
+    let low = user.file("low.clab.yml", &lab("81:80"));
+    let out = user.run(&["deploy", "--host-software", "-t", &low]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("low.clab.yml:7") && said.contains("ip_unprivileged_port_start"),
+        "{said}"
+    );
+    let file = user.file("p.clab.yml", &lab(&format!("{port}:80")));
+    user.ok(&["deploy", "--host-software", "-t", &file]);
+    // python's server answers 404 for a folder it cannot list: the node answered, through
+    // the user's forwarder on the host's port and the fleet's own rules.
+    let reply = http_get_until_answered(port, std::time::Duration::from_secs(20));
+    assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
+    user.ok(&["destroy", "-t", &file]);
+    user.assert_nothing_left();
+    std::net::TcpListener::bind(("0.0.0.0", port)).expect("the host's port is free again");
+}
+
+#[test]
+fn the_python_api_runs_a_users_fleet() {
+    let user = User::new("y", true);
+    // The package's source, where the user may read it, running the user's nsfleet.
+    let package = user.home.join("python");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/nsfleet");
+    std::fs::create_dir_all(&package).unwrap();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(&from)
+        .arg(package.join("nsfleet"))
+        .status();
+    assert!(copied.unwrap().success());
+    let script = r#"
+import nsfleet
+topology = {
+    "fleet": {"name": "py"},
+    "node": [{"name": "h{i}", "count": 2, "commands": ["while sleep 1; do :; done"]}],
+    "link": [{"a": "h1:eth0", "b": "h2:eth0", "pool": "10.79.0.0/30"}],
+}
+with nsfleet.Fleet.from_dict(topology) as fleet:
+    fleet.node("h1").cmd("ping", "-c1", "-W2", "10.79.0.2")
+    fleet.link("h1:eth0").down()
+    fleet.link("h1:eth0").up()
+    print(len(fleet.status().nodes))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &user.home)
+        .env("PYTHONPATH", &package)
+        .env("NSFLEET_BIN", &user.bin)
+        .current_dir(&user.home)
+        .uid(user.uid)
+        .gid(user.gid)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{said}");
+    user.assert_nothing_left();
+}

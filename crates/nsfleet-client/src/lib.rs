@@ -18,6 +18,7 @@ pub mod errors;
 pub mod events;
 pub mod exec;
 pub mod fleet_images;
+mod forward;
 pub mod gen;
 pub mod image;
 pub mod impair;

@@ -85,6 +85,8 @@ pub struct Validated {
     took: Duration,
     /// The image store's hold on the images the nodes run, handed to the supervisor.
     hold: Option<nsfleet_image::Hold>,
+    /// A user's fleet's ports' forwarder, told the supervisor once there is one.
+    forwarder: Option<crate::forward::Forwarder>,
 }
 
 impl Validated {
@@ -94,6 +96,7 @@ impl Validated {
             topo,
             took: Duration::ZERO,
             hold: None,
+            forwarder: None,
         }
     }
 }
@@ -112,8 +115,11 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     if a.privileged {
         eprintln!("nsfleet: warning: --privileged: every node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)");
     }
-    // A user's fleet is probed where it will live: in its own user namespace.
+    // A user's fleet is probed where it will live: in its own user namespace. Its ports
+    // are bound before, in the host's, where the forwarder of them stays.
+    let mut forwarder = None;
     if !sys::is_root() {
+        forwarder = crate::forward::Forwarder::start(&file_name(a), &draft.published_ports())?;
         users_fleet(a)?;
     }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
@@ -126,6 +132,7 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
         topo,
         took: started.elapsed(),
         hold,
+        forwarder,
     })
 }
 
@@ -136,6 +143,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         topo,
         took: validate,
         hold,
+        forwarder,
     } = valid;
     if !sys::is_root() {
         users_fleet(&a)?;
@@ -163,14 +171,16 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         let _ = nsfleet::subsys::world::cgroups::clean_journal(&rd.cgroup_journal(&topo.name));
         let _ = rd.remove(&topo.name, true);
     })?;
+    let fleet = FleetRef {
+        name: topo.name.clone(),
+        run_dir: a.run_dir.clone(),
+    };
+    // A user's ports, from now on: the supervisor is up and recorded.
+    if let (Some(f), Some(sup)) = (forwarder, record.supervisor) {
+        f.serve(sup.pid, &fleet)?;
+    }
     match a.wait {
-        Some(w) => {
-            let fleet = FleetRef {
-                name: topo.name.clone(),
-                run_dir: a.run_dir.clone(),
-            };
-            wait_ready(&fleet, w, report)
-        }
+        Some(w) => wait_ready(&fleet, w, report),
         None => {
             if let Some(v) = report {
                 println!("{v}");

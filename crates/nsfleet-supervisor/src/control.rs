@@ -40,6 +40,13 @@ pub enum Request {
     Netns {
         node: String,
     },
+    /// A TCP connection to what the fleet publishes on host port `port`, made in the
+    /// fleet's own namespace and passed as a descriptor: a user's fleet's ports, whose
+    /// forwarder listens in the host's namespace, where the fleet is not (see
+    /// nsfleet-client's `forward`).
+    Dial {
+        port: u16,
+    },
     /// Set (or with `None`, clear) the impairment of one interface of a node.
     Impair {
         node: String,
@@ -162,6 +169,10 @@ pub enum Reply {
         message: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<Place>,
+    },
+    /// The descriptor is a connected TCP socket (a `dial`'s).
+    Dialed {
+        port: u16,
     },
     /// The descriptor is the node's network namespace, or with `world`, a pidfd of the
     /// node's init, whose namespaces (network, mount, UTS, PID) are the node's.

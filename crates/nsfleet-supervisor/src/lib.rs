@@ -244,6 +244,18 @@ fn log(line: std::fmt::Arguments) {
     }
 }
 
+/// A user's fleet's own network namespace (nsfleet-client's `user` makes it) is the
+/// fleet's host, and gets the host's loopback: what the fleet publishes is reached there
+/// (`dial`), as the host's own connections reach root's.
+fn own_loopback_up() -> std::io::Result<()> {
+    use nsfleet_netlink::{rtnl, Batch, NlSocket};
+    const LOOPBACK_IFINDEX: i32 = 1;
+    let mut sock = NlSocket::open()?;
+    let mut b = Batch::new();
+    rtnl::set_link(&mut b, sock.next_seq(), LOOPBACK_IFINDEX, true, None);
+    sock.execute_all(&b).map_err(std::io::Error::other)
+}
+
 fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let born = std::time::Instant::now();
     let mut input = String::new();
@@ -255,6 +267,9 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
         .context("raising RLIMIT_NOFILE")?;
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
+    if !sys::userns::in_host_namespace()? {
+        own_loopback_up().context("bringing up the fleet's own loopback")?;
+    }
     // Held until the supervisor ends, and with it every process of the fleet.
     let lease = match args.privileged {
         true => None,

@@ -18,7 +18,7 @@ pub struct HelperStart<'a> {
     /// Its name, the kernel's `comm` (at most 15 bytes; longer is cut). It is how `ps -e`,
     /// `pgrep -x` and the tests tell a helper: its command line is its parent's.
     pub name: &'a CStr,
-    /// The descriptors it keeps, at 0, 1, 2, ... in this order (at most 8). Every other
+    /// The descriptors it keeps, at 0, 1, 2, ... in this order (at most 64). Every other
     /// descriptor it would inherit is closed: without exec, close-on-exec closes nothing,
     /// and an inherited end of a pipe or socket would keep it from ever seeing end-of-file.
     pub fds: &'a [BorrowedFd<'a>],
@@ -31,8 +31,9 @@ pub struct HelperStart<'a> {
     pub unblock_signals: bool,
 }
 
-/// Most descriptors a helper keeps (the prelude's scratch array is on the stack).
-const MAX_KEPT: usize = 8;
+/// Most descriptors a helper keeps (the prelude's scratch array is on the stack, and
+/// `KeptFds::taken` has a bit for each).
+pub const MAX_KEPT: usize = 64;
 
 /// Stack of the thread whose fork becomes a PID namespace's init: the init's main thread
 /// is that thread, so it gets what a process's main thread usually has.
@@ -42,7 +43,7 @@ const INIT_STACK: usize = 8 << 20;
 pub struct KeptFds {
     n: usize,
     /// Those [`take`](Self::take)n, one bit each: owned elsewhere from then on.
-    taken: std::cell::Cell<u8>,
+    taken: std::cell::Cell<u64>,
 }
 
 impl KeptFds {

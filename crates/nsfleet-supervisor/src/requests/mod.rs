@@ -4,6 +4,7 @@
 //! found by name or the closest names, and an error turned into a reply.
 
 mod apply;
+mod dial;
 mod events;
 mod gen;
 mod impair;
@@ -70,6 +71,7 @@ impl Supervisor {
                 self.status()
             })),
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
+            Ok(Request::Dial { port }) => self.dial(&conn, port),
             Ok(Request::Stats { node }) => reply(&answer(self.stats(node.as_deref()))),
             Ok(Request::Shapes) => reply(&self.shapes()),
             Ok(Request::Impair {

@@ -37,7 +37,6 @@ pub struct Draft {
 
 /// Why a user's fleet has no link to the host: what each place that asks one is told.
 const HOST_LINK_AS_USER: &str = "a link to the host: the host's network namespace is root's, and a user's fleet lives in a user namespace of its own; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
-const PORTS_AS_USER: &str = "published ports: a user's fleet would need a forwarder from the host's ports into its own namespace, which nsfleet does not run yet; reach the node with `nsfleet exec`, or run nsfleet as root (docs/rootless.md)";
 
 impl Draft {
     /// A draft of `topo`, whose groups ask the kernel for the sysctls of `groups`.
@@ -61,11 +60,6 @@ impl Draft {
                 host_root_at.push(TopologyError::new(cx.file, i.at, HOST_LINK_AS_USER));
             }
         }
-        for g in &topo.groups {
-            if let Some(p) = g.config.ports.first() {
-                host_root_at.push(TopologyError::new(cx.file, p.at, PORTS_AS_USER));
-            }
-        }
         Draft {
             host_root_at,
             topo,
@@ -84,6 +78,14 @@ impl Draft {
                 Arc::make_mut(&mut g.config).image = None;
             }
         }
+    }
+
+    /// Every port the nodes publish, in the file's order (a group's once).
+    pub fn published_ports(&self) -> Vec<crate::PublishedPort> {
+        let groups = self.topo.groups.iter();
+        groups
+            .flat_map(|g| g.config.ports.iter().cloned())
+            .collect()
     }
 
     /// The fleet's name, as the file gives it.

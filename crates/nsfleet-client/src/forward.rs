@@ -1,0 +1,187 @@
+//! A user's published ports: a forwarder in the host's namespaces, as rootlesskit's
+//! builtin port driver is. A user's fleet lives in a network namespace of its own, which
+//! a process of the host's may not enter; so `up` binds the host's ports before it makes
+//! the fleet (a port taken, or below the host's unprivileged floor, is refused before
+//! anything exists) and forks this forwarder, which stays behind in the host's
+//! namespaces. For each connection it accepts it asks the supervisor for one to the same
+//! port made inside the fleet (`dial`, a descriptor passed back) and copies both ways.
+//!
+//! It lives as long as the supervisor: it watches a pidfd of it and ends with it, `down`,
+//! a crash or `kill -9` alike, and with the `up` that forked it if that fails before the
+//! supervisor exists. It runs nothing of the fleet's and holds nothing but its sockets.
+
+use crate::FleetRef;
+use anyhow::{bail, Context};
+use nsfleet::sys;
+use nsfleet::topology::{Proto, PublishedPort};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Most ports one forwarder takes: its listeners are among the descriptors a helper keeps,
+/// after its standard streams and the pipe it is told on.
+pub const MOST_PORTS: usize = sys::MAX_KEPT - 4;
+
+/// The forwarder of a fleet being made: told its supervisor once there is one.
+pub struct Forwarder {
+    tell: std::io::PipeWriter,
+}
+
+impl Forwarder {
+    /// Binds `ports` on the host (their file is `file`, for the places of refusals) and
+    /// forks the forwarder, which waits to be told the supervisor. None without ports.
+    pub fn start(file: &Path, ports: &[PublishedPort]) -> anyhow::Result<Option<Forwarder>> {
+        if ports.is_empty() {
+            return Ok(None);
+        }
+        let listeners = bind(file, ports)?;
+        let (told, tell) = std::io::pipe()?;
+        // Nothing of the caller's streams: a caller that reads `up`'s output to its end
+        // (a pipe, a test) would wait for this process too.
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?;
+        let mut fds: Vec<BorrowedFd<'_>> = vec![null.as_fd(), null.as_fd(), null.as_fd()];
+        fds.push(told.as_fd());
+        fds.extend(listeners.iter().map(|(_, l)| l.as_fd()));
+        let how = sys::HelperStart {
+            name: c"nsfleet-fwd",
+            fds: &fds,
+            new_session: true,
+            unblock_signals: true,
+        };
+        let ports: Vec<u16> = listeners.iter().map(|(p, _)| *p).collect();
+        sys::fork_helper(&how, |kept| {
+            let told = kept.take(3).map(std::io::PipeReader::from);
+            let listeners: Vec<(u16, TcpListener)> = (ports.iter().enumerate())
+                .filter_map(|(i, p)| Some((*p, TcpListener::from(kept.take(4 + i)?))))
+                .collect();
+            match told {
+                Some(told) => serve(told, listeners),
+                None => 1,
+            }
+        })
+        .context("starting the ports' forwarder")?;
+        Ok(Some(Forwarder { tell }))
+    }
+
+    /// Tells the forwarder the fleet it forwards to: its supervisor and run folder.
+    pub fn serve(mut self, supervisor: i32, fleet: &FleetRef) -> anyhow::Result<()> {
+        let line = format!("{supervisor} {} {}\n", fleet.name, fleet.run_dir.display());
+        (self.tell.write_all(line.as_bytes())).context("telling the ports' forwarder")
+    }
+}
+
+/// Each TCP port bound on all of the host's addresses (or the one given), or why not.
+fn bind(file: &Path, ports: &[PublishedPort]) -> anyhow::Result<Vec<(u16, TcpListener)>> {
+    if ports.len() > MOST_PORTS {
+        let at = ports[MOST_PORTS].at;
+        bail!(
+            "{}:{at}: a user's fleet publishes at most {MOST_PORTS} ports",
+            file.display()
+        );
+    }
+    let floor = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u16>().ok())
+        .unwrap_or(1024);
+    let mut bound = Vec::new();
+    for p in ports {
+        let place = format!("{}:{}", file.display(), p.at);
+        if p.proto != Proto::Tcp {
+            bail!("{place}: a user's fleet forwards TCP ports only, not {:?} ones: run nsfleet as root to publish it", p.proto);
+        }
+        if p.host_port < floor {
+            bail!("{place}: host port {} is below {floor}, the first a user may bind (sysctl net.ipv4.ip_unprivileged_port_start); publish it on {} or higher, or lower that sysctl", p.host_port, floor);
+        }
+        let addr = p
+            .host_addr
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        let l = TcpListener::bind((addr, p.host_port))
+            .with_context(|| format!("{place}: host port {}", p.host_port))?;
+        bound.push((p.host_port, l));
+    }
+    Ok(bound)
+}
+
+/// The forwarder's body: told the supervisor, it forwards until the supervisor ends.
+fn serve(told: std::io::PipeReader, listeners: Vec<(u16, TcpListener)>) -> i32 {
+    let mut line = String::new();
+    if BufReader::new(told).read_line(&mut line).is_err() || line.is_empty() {
+        // `up` failed before there was a fleet, or ended: nothing to forward to.
+        return 0;
+    }
+    let mut words = line.trim_end().splitn(3, ' ');
+    let (Some(pid), Some(name), Some(run_dir)) = (words.next(), words.next(), words.next()) else {
+        return 1;
+    };
+    let Ok(supervisor) = pid
+        .parse::<i32>()
+        .map_err(drop)
+        .and_then(|p| sys::pidfd_open(p).map_err(drop))
+    else {
+        return 1;
+    };
+    let fleet = FleetRef {
+        name: name.to_string(),
+        run_dir: PathBuf::from(run_dir),
+    };
+    let watched: Vec<BorrowedFd<'_>> = std::iter::once(supervisor.as_fd())
+        .chain(listeners.iter().map(|(_, l)| l.as_fd()))
+        .collect();
+    loop {
+        let Ok(ready) = sys::poll_readable(&watched, None) else {
+            continue;
+        };
+        // A pidfd is readable once its process has ended.
+        if ready[0] {
+            return 0;
+        }
+        for ((port, l), _) in listeners.iter().zip(&ready[1..]).filter(|(_, r)| **r) {
+            if let Ok((outside, _)) = l.accept() {
+                let (fleet, port) = (fleet.clone(), *port);
+                std::thread::spawn(move || forward(&fleet, port, outside));
+            }
+        }
+    }
+}
+
+/// One connection: a connection to `port` inside the fleet, and both ways copied until
+/// each side has said all it had.
+fn forward(fleet: &FleetRef, port: u16, outside: TcpStream) {
+    let Ok(inside) = dial(fleet, port) else {
+        return;
+    };
+    let (Ok(outside2), Ok(inside2)) = (outside.try_clone(), inside.try_clone()) else {
+        return;
+    };
+    let one_way = |mut from: TcpStream, mut to: TcpStream| {
+        move || {
+            let mut buf = [0u8; 64 << 10];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 || to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        }
+    };
+    let back = std::thread::spawn(one_way(inside2, outside2));
+    one_way(outside, inside)();
+    let _ = back.join();
+}
+
+/// A connection to `port` made by the fleet's supervisor in the fleet's namespace.
+fn dial(fleet: &FleetRef, port: u16) -> anyhow::Result<TcpStream> {
+    use nsfleet::control::{Reply, Request};
+    let mut c = fleet.connect()?;
+    match c.call(&Request::Dial { port })? {
+        Reply::Dialed { .. } => {}
+        Reply::Error { message, .. } => bail!("{message}"),
+        _ => bail!("unexpected reply from the supervisor"),
+    }
+    let fd: OwnedFd = (c.take_fd()).context("the supervisor sent no connection")?;
+    Ok(TcpStream::from(fd))
+}
