@@ -226,6 +226,8 @@ fn a_user_brings_up_a_wired_fleet_changes_it_and_takes_it_down() {
     );
     user.ok(&["link", "w", "h1:eth0", "up"]);
     user.ok(&["impair", "w", "h1:eth0", "--rate", "10mbit"]);
+    user.ok(&["node", "w", "h2", "restart"]);
+    user.ok(&["exec", "w", "h1", "--", "ping", "-c1", "-W2", "10.77.0.2"]);
     let three = user.file("w3.toml", &hosts("w", 3));
     user.ok(&["apply", &three]);
     let status: serde_json::Value =
@@ -320,6 +322,16 @@ fn what_needs_the_hosts_root_is_refused_at_its_line_before_anything_exists() {
         "{said}"
     );
     let plain = user.file("p.toml", &hosts("p", 2));
+    // A run folder someone else made for the user (before their first fleet) is theirs.
+    std::fs::create_dir(user.run_dir()).unwrap();
+    std::os::unix::fs::chown(user.run_dir(), Some(65534), Some(65534)).unwrap();
+    let out = user.run(&["up", &plain]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("owned by uid 65534"),
+        "{said}"
+    );
+    std::fs::remove_dir(user.run_dir()).unwrap();
     let out = user.run(&["up", &plain, "--privileged"]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -330,7 +342,22 @@ fn what_needs_the_hosts_root_is_refused_at_its_line_before_anything_exists() {
     user.assert_nothing_left();
 }
 
-/// busybox (Debian's static one) as an image: its files root's, as most images' are.
+/// The first of `name`'s subordinate uids, as /etc/subuid gives it.
+fn subordinate_first(name: &str) -> u32 {
+    let text = std::fs::read_to_string("/etc/subuid").unwrap();
+    (text.lines())
+        .find_map(|l| {
+            l.strip_prefix(&format!("{name}:"))?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{name} has no line in /etc/subuid"))
+}
+
+/// busybox (Debian's static one) as an image: its files root's, as most images' are, but
+/// one of uid 1000's.
 fn busybox_image() -> nsfleet_image::build::ImageSpec {
     use nsfleet_image::build::{Compression, Entry, ImageSpec, Layer};
     let busybox = std::fs::read("/bin/busybox").expect("busybox-static is installed");
@@ -343,6 +370,7 @@ fn busybox_image() -> nsfleet_image::build::ImageSpec {
         },
         Entry::file("bin/busybox", 0o755, busybox),
         Entry::file("etc/image-release", 0o644, "busy 1\n"),
+        Entry::owned_file("etc/app.conf", 0o644, "the app's\n", 1000, 1000),
     ];
     for tool in ["sh", "cat", "id", "sleep", "ping", "stat"] {
         entries.push(Entry::symlink(&format!("bin/{tool}"), "busybox"));
@@ -383,6 +411,10 @@ fn a_user_loads_an_image_into_their_own_store_and_runs_it() {
     let release = layers[0].path().join("etc/image-release");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&release).unwrap().uid(), user.uid);
+    // A file of the image's uid 1000 is the user's subordinate id 999 after their first.
+    let app = std::fs::metadata(layers[0].path().join("etc/app.conf")).unwrap();
+    let first = subordinate_first(&user.name);
+    assert_eq!(app.uid(), first + 999);
     let file = user.file(
         "img.toml",
         "[fleet]\nname = \"img\"\n\n[[node]]\nname = \"b{i}\"\ncount = 2\nimage = \"busy:1\"\n\n[[link]]\na = \"b1:eth0\"\nb = \"b2:eth0\"\npool = \"10.78.0.0/30\"\n",
@@ -406,6 +438,17 @@ fn a_user_loads_an_image_into_their_own_store_and_runs_it() {
         .trim(),
         "0"
     );
+    let stat = [
+        "exec",
+        "img",
+        "b1",
+        "--",
+        "stat",
+        "-c",
+        "%u:%g",
+        "/etc/app.conf",
+    ];
+    assert_eq!(user.ok(&stat).trim(), "1000:1000");
     user.ok(&["exec", "img", "b1", "--", "ping", "-c1", "-W2", "10.78.0.2"]);
     user.ok(&["down", "img"]);
     user.ok(&["image", "rm", "busy:1"]);
@@ -565,5 +608,26 @@ with nsfleet.Fleet.from_dict(topology) as fleet:
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{said}");
+    user.assert_nothing_left();
+}
+
+#[test]
+fn an_image_of_other_owners_is_refused_to_a_user_without_subordinate_ids_saying_what_to_add() {
+    let user = User::new("o", false);
+    let layout = user.home.join("busy");
+    nsfleet_image::build::write_oci_layout(&layout, "1", &busybox_image()).unwrap();
+    let out = user.run(&[
+        "image",
+        "load",
+        &layout.display().to_string(),
+        "--name",
+        "busy:1",
+    ]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("uid 1000") && said.contains("usermod --add-subuids"),
+        "{said}"
+    );
     user.assert_nothing_left();
 }

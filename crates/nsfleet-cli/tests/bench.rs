@@ -8,8 +8,8 @@ use harness::*;
 use nsfleet_results::{Better, Metric, Results};
 use std::process::Command;
 
-const SCENARIOS: [&str; 8] = [
-    "create", "teardown", "churn", "routers", "setns", "traffic", "stats", "images",
+const SCENARIOS: [&str; 9] = [
+    "create", "teardown", "churn", "routers", "setns", "traffic", "stats", "images", "user",
 ];
 
 #[test]

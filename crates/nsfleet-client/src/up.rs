@@ -118,11 +118,16 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     // A user's fleet is probed where it will live: in its own user namespace. Its ports
     // are bound before, in the host's, where the forwarder of them stays.
     let mut forwarder = None;
-    if !sys::is_root() {
+    let users = !sys::is_root();
+    if users {
         forwarder = crate::forward::Forwarder::start(&file_name(a), &draft.published_ports())?;
         users_fleet(a)?;
     }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
+    let ifaces = || topo.wiring.iter().flat_map(|w| &w.ifaces);
+    if users && ifaces().any(|i| i.link.as_host().is_some_and(|h| h.management)) {
+        eprintln!("nsfleet: warning: the management network ends in the fleet's own namespace: its nodes reach each other and its gateway, and nothing beyond (a user's fleet has no outbound traffic yet; see docs/rootless.md)");
+    }
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n.clone();

@@ -22,6 +22,14 @@ pub enum Entry {
         mode: u32,
         data: Vec<u8>,
     },
+    /// A file of another owner than root's.
+    OwnedFile {
+        path: String,
+        mode: u32,
+        data: Vec<u8>,
+        uid: u32,
+        gid: u32,
+    },
     Symlink {
         path: String,
         target: String,
@@ -45,6 +53,24 @@ impl Entry {
     pub fn file(path: &str, mode: u32, data: impl Into<Vec<u8>>) -> Entry {
         let (path, data) = (path.to_string(), data.into());
         Entry::File { path, mode, data }
+    }
+
+    /// A file of owner `uid`, group `gid`.
+    pub fn owned_file(
+        path: &str,
+        mode: u32,
+        data: impl Into<Vec<u8>>,
+        uid: u32,
+        gid: u32,
+    ) -> Entry {
+        let (path, data) = (path.to_string(), data.into());
+        Entry::OwnedFile {
+            path,
+            mode,
+            data,
+            uid,
+            gid,
+        }
     }
 
     pub fn dir(path: &str) -> Entry {
@@ -150,7 +176,7 @@ fn annotations(reference: &str) -> serde_json::Value {
     a
 }
 
-/// A layer's entries as an uncompressed tar, owned by root, dated 0.
+/// A layer's entries as an uncompressed tar, owned by root (but `OwnedFile`s), dated 0.
 fn tar_of(entries: &[Entry]) -> anyhow::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
     for e in entries {
@@ -167,6 +193,19 @@ fn tar_of(entries: &[Entry]) -> anyhow::Result<Vec<u8>> {
             Entry::File { path, mode, data } => {
                 h.set_entry_type(tar::EntryType::Regular);
                 h.set_mode(*mode);
+                (path.clone(), data)
+            }
+            Entry::OwnedFile {
+                path,
+                mode,
+                data,
+                uid,
+                gid,
+            } => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(*mode);
+                h.set_uid((*uid).into());
+                h.set_gid((*gid).into());
                 (path.clone(), data)
             }
             Entry::Symlink { path, target } | Entry::HardLink { path, target } => {
