@@ -321,6 +321,27 @@ fn what_needs_the_hosts_root_is_refused_at_its_line_before_anything_exists() {
         said.contains("m.toml:7:") && said.contains("delegated"),
         "{said}"
     );
+    // Open vSwitch's userspace datapath needs /dev/net/tun, where the user may open it.
+    let tun_open = Command::new("sh")
+        .args(["-c", "exec 3<>/dev/net/tun"])
+        .stderr(Stdio::null())
+        .uid(user.uid)
+        .gid(user.gid)
+        .status()
+        .unwrap()
+        .success();
+    let ovs = user.file(
+        "ovs.toml",
+        "[fleet]\nname = \"ovs\"\n\n[[node]]\nname = \"h{i}\"\ncount = 2\n\n[[switch]]\nname = \"s1\"\nkind = \"ovs\"\ndatapath = \"user\"\npool = \"10.80.0.0/24\"\n",
+    );
+    if !tun_open {
+        let out = user.run(&["up", &ovs]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains("/dev/net/tun"),
+            "{said}"
+        );
+    }
     let plain = user.file("p.toml", &hosts("p", 2));
     // A run folder someone else made for the user (before their first fleet) is theirs.
     std::fs::create_dir(user.run_dir()).unwrap();

@@ -124,6 +124,9 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
         users_fleet(a)?;
     }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
+    if users {
+        crate::user::check_switches(&topo)?;
+    }
     let ifaces = || topo.wiring.iter().flat_map(|w| &w.ifaces);
     if users && ifaces().any(|i| i.link.as_host().is_some_and(|h| h.management)) {
         eprintln!("nsfleet: warning: the management network ends in the fleet's own namespace: its nodes reach each other and its gateway, and nothing beyond (a user's fleet has no outbound traffic yet; see docs/rootless.md)");

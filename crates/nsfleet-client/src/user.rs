@@ -74,6 +74,28 @@ pub fn enter_fleet(sup: nsfleet::rundir::ProcId) -> anyhow::Result<()> {
     sys::userns::become_root_in(pidfd.as_fd()).context("entering the fleet's user namespace")
 }
 
+/// Refuses, in a user's fleet (this process its root already), an Open vSwitch switch on
+/// the userspace datapath where /dev/net/tun is not the user's to open: ovs-vswitchd
+/// makes the bridge's own port through it, and fails after its start otherwise.
+pub fn check_switches(topo: &nsfleet::topology::Topology) -> anyhow::Result<()> {
+    let userspace = (topo.groups.iter()).find(|g| {
+        (g.config.ovs.as_ref()).is_some_and(|o| !nsfleet::subsys::ovs::in_kernel(o.datapath))
+    });
+    let Some(switch) = userspace else {
+        return Ok(());
+    };
+    let tun = "/dev/net/tun";
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(tun) {
+        let name = switch.names.iter().next().unwrap_or_default();
+        let why = match switch.config.ovs.as_ref().map(|o| o.datapath) {
+            Some(nsfleet::topology::Datapath::Auto) => " (this kernel has no openvswitch module)",
+            _ => "",
+        };
+        bail!("Open vSwitch switch {name:?}: its userspace datapath{why} makes ports through {tun}, which a user may not open here ({e}; most distributions make it 0666, this host root's alone): run nsfleet as root, or use a Linux bridge switch (docs/rootless.md)");
+    }
+    Ok(())
+}
+
 /// How the fleet's ids are given: the user's own only, or with their subordinate ranges.
 enum IdMap {
     Own,

@@ -49,7 +49,7 @@ pub fn bridge_name(node: &Node) -> &str {
 }
 
 /// Whether an OVS switch on `datapath` forwards in the kernel.
-fn in_kernel(datapath: Datapath) -> bool {
+pub fn in_kernel(datapath: Datapath) -> bool {
     match datapath {
         Datapath::Kernel => true,
         Datapath::User => false,
