@@ -15,7 +15,7 @@
 
 use anyhow::{anyhow, bail, Context};
 use nsfleet::sys;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 /// The ranges of /etc/subuid and /etc/subgid a fleet's nodes need: a root and the 65,535
@@ -33,14 +33,20 @@ struct SubRange {
 /// and makes this process their root, or says why the kernel or the host refuse it.
 /// Before anything of the fleet exists, by a process of one thread.
 pub fn become_root_of_new_fleet() -> anyhow::Result<()> {
+    let (user, net) = new_namespaces("the fleet's user namespace")?;
+    sys::userns::become_root_of(user.as_fd(), net.as_fd())
+        .context("entering the fleet's user namespace")
+}
+
+/// A new user namespace of the caller's ids ([`IdMap`]) and a network namespace it owns,
+/// or why the kernel or the host refuse them; `what` says it in errors.
+fn new_namespaces(what: &str) -> anyhow::Result<(OwnedFd, OwnedFd)> {
     if let Some(why) = userns_refused() {
         bail!("{why}");
     }
     let map = IdMap::for_caller()?;
-    let (user, net) = sys::userns::new_user_and_net_mapped(|pid| map.write(pid))
-        .map_err(|e| anyhow!("making the fleet's user namespace: {e}"))?;
-    sys::userns::become_root_of(user.as_fd(), net.as_fd())
-        .context("entering the fleet's user namespace")
+    sys::userns::new_user_and_net_mapped(|pid| map.write(pid))
+        .map_err(|e| anyhow!("making {what}: {e}"))
 }
 
 /// Makes a user namespace of the user's ids (as a fleet's, see [`IdMap`]) and makes this
@@ -52,12 +58,7 @@ pub fn become_root_of_own_ids() -> anyhow::Result<()> {
     if sys::euid() == 0 {
         return Ok(());
     }
-    if let Some(why) = userns_refused() {
-        bail!("{why}");
-    }
-    let map = IdMap::for_caller()?;
-    let (user, _net) = sys::userns::new_user_and_net_mapped(|pid| map.write(pid))
-        .map_err(|e| anyhow!("making a user namespace of your ids: {e}"))?;
+    let (user, _net) = new_namespaces("a user namespace of your ids")?;
     sys::userns::become_root_in(user.as_fd()).context("entering a user namespace of your ids")
 }
 
@@ -112,8 +113,7 @@ impl IdMap {
     /// (refused when they overlap another user's, or `newuidmap` is missing), else their
     /// own id alone.
     fn for_caller() -> anyhow::Result<Self> {
-        // SAFETY: getuid(2) and getgid(2) take nothing.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let (uid, gid) = sys::real_ids();
         let name = sys::host::user_name(uid).unwrap_or_else(|| uid.to_string());
         let uids = sub_range(Path::new("/etc/subuid"), &name, uid)?;
         let gids = sub_range(Path::new("/etc/subgid"), &name, uid)?;

@@ -61,3 +61,9 @@ pub fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and has no side effects.
     unsafe { libc::geteuid() }
 }
+
+/// Our real uid and gid: who runs us.
+pub fn real_ids() -> (u32, u32) {
+    // SAFETY: getuid(2) and getgid(2) cannot fail and have no side effects.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}

@@ -193,8 +193,7 @@ pub fn new_user_and_net_mapped(
 /// refused in it (setgroups "deny"), as the kernel requires before an unprivileged
 /// gid_map, so that no one drops a group that denies them a file.
 pub fn map_own_id(pid: i64) -> io::Result<()> {
-    // SAFETY: getuid(2) and getgid(2) take nothing.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = crate::real_ids();
     std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
     std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1\n"))?;
     std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1\n"))
