@@ -120,13 +120,26 @@ impl User {
             .collect()
     }
 
-    /// That nothing of the user's is left: no process (a killed supervisor's last ones
-    /// take a moment to be reaped), no fleet folder.
-    fn assert_nothing_left(&self) {
+    /// Waits (up to 10 s) until the user runs no process: a killed supervisor's last
+    /// ones take a moment to be reaped.
+    fn wait_until_idle(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !self.processes().is_empty() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// Brings up [`hosts`]' fleet `name` of two as the user; its supervisor's pid.
+    fn up_hosts(&self, name: &str) -> i32 {
+        let file = self.file(&format!("{name}.toml"), &hosts(name, 2));
+        self.ok(&["up", &file]);
+        supervisor_pid(self, name)
+    }
+
+    /// That nothing of the user's is left: no process (a killed supervisor's last ones
+    /// take a moment to be reaped), no fleet folder.
+    fn assert_nothing_left(&self) {
+        self.wait_until_idle();
         assert_eq!(
             self.processes(),
             Vec::<i32>::new(),
@@ -152,12 +165,7 @@ impl Drop for User {
         let _ = Command::new("pkill")
             .args(["-9", "-U", &self.uid.to_string()])
             .status();
-        for _ in 0..100 {
-            if self.processes().is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        self.wait_until_idle();
         let _ = std::fs::remove_dir_all(self.run_dir());
         let _one = ACCOUNTS.lock().unwrap_or_else(|e| e.into_inner());
         let _ = Command::new("userdel")
@@ -198,11 +206,9 @@ fn supervisor_pid(user: &User, fleet: &str) -> i32 {
 #[test]
 fn a_user_brings_up_a_wired_fleet_changes_it_and_takes_it_down() {
     let user = User::new("w", true);
-    let file = user.file("w.toml", &hosts("w", 2));
-    user.ok(&["up", &file]);
     // The supervisor is the user's, root of a user namespace the user owns: their own id
     // as its root, their subordinate ones after it.
-    let sup = supervisor_pid(&user, "w");
+    let sup = user.up_hosts("w");
     let map = std::fs::read_to_string(format!("/proc/{sup}/uid_map")).unwrap();
     let lines: Vec<Vec<&str>> = map
         .lines()
@@ -241,9 +247,7 @@ fn a_user_brings_up_a_wired_fleet_changes_it_and_takes_it_down() {
 #[test]
 fn a_user_without_subordinate_ids_runs_a_fleet_as_their_id_alone() {
     let user = User::new("s", false);
-    let file = user.file("s.toml", &hosts("s", 2));
-    user.ok(&["up", &file]);
-    let sup = supervisor_pid(&user, "s");
+    let sup = user.up_hosts("s");
     let map = std::fs::read_to_string(format!("/proc/{sup}/uid_map")).unwrap();
     assert_eq!(
         map.split_whitespace().collect::<Vec<_>>(),
@@ -258,15 +262,10 @@ fn a_user_without_subordinate_ids_runs_a_fleet_as_their_id_alone() {
 #[test]
 fn a_users_killed_supervisor_leaves_only_a_folder_that_clean_removes() {
     let user = User::new("k", true);
-    let file = user.file("k.toml", &hosts("k", 2));
-    user.ok(&["up", &file]);
-    let sup = supervisor_pid(&user, "k");
+    let sup = user.up_hosts("k");
     // SAFETY: kill(2) of the user's supervisor, which this test started.
     assert_eq!(unsafe { libc::kill(sup, libc::SIGKILL) }, 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !user.processes().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    user.wait_until_idle();
     assert!(user.ok(&["status"]).contains("dead"));
     user.ok(&["clean", "k"]);
     user.assert_nothing_left();
@@ -536,28 +535,6 @@ fn a_user_deploys_a_containerlab_file_whose_management_network_stays_in_the_flee
     user.assert_nothing_left();
 }
 
-/// `GET /` on the host's `port` until something answers HTTP, for up to `within`.
-fn http_get_until_answered(port: u16, within: std::time::Duration) -> String {
-    use std::io::{Read, Write};
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        let got = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
-            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
-            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
-            let mut out = String::new();
-            s.read_to_string(&mut out)?;
-            Ok(out)
-        });
-        match got {
-            Ok(text) if text.starts_with("HTTP/") => return text,
-            _ if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(300))
-            }
-            other => panic!("127.0.0.1:{port} does not answer after {within:?}: {other:?}"),
-        }
-    }
-}
-
 #[test]
 fn a_users_published_port_is_forwarded_from_the_hosts_and_goes_with_the_lab() {
     let user = User::new("p", true);
@@ -581,7 +558,7 @@ fn a_users_published_port_is_forwarded_from_the_hosts_and_goes_with_the_lab() {
     user.ok(&["deploy", "--host-software", "-t", &file]);
     // python's server answers 404 for a folder it cannot list: the node answered, through
     // the user's forwarder on the host's port and the fleet's own rules.
-    let reply = http_get_until_answered(port, std::time::Duration::from_secs(20));
+    let reply = harness::http_get_until_ok(port, std::time::Duration::from_secs(20));
     assert!(reply.starts_with("HTTP/1.0 404"), "{reply}");
     user.ok(&["destroy", "-t", &file]);
     user.assert_nothing_left();

@@ -831,26 +831,6 @@ fn has_nft_table(lab: &str) -> bool {
         .success()
 }
 
-/// An HTTP GET of `/` from the host to 127.0.0.1:`port`, retried until it answers.
-fn http_get_until_ok(port: u16, within: Duration) -> String {
-    use std::io::{Read, Write};
-    let deadline = Instant::now() + within;
-    loop {
-        let got = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
-            s.set_read_timeout(Some(Duration::from_secs(2)))?;
-            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
-            let mut out = String::new();
-            s.read_to_string(&mut out)?;
-            Ok(out)
-        });
-        match got {
-            Ok(text) if text.starts_with("HTTP/") => return text,
-            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(300)),
-            other => panic!("127.0.0.1:{port} does not answer after {within:?}: {other:?}"),
-        }
-    }
-}
-
 /// A port no program of the host listens on now.
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("0.0.0.0:0").unwrap();

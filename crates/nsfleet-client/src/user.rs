@@ -63,11 +63,9 @@ pub fn become_root_of_own_ids() -> anyhow::Result<()> {
 }
 
 /// Enters the user namespace of the fleet whose supervisor is `sup` as its root: what a
-/// user's command does before it enters one of the fleet's nodes. Root's stays where it is.
+/// user's command does before it enters one of the fleet's nodes (see
+/// `FleetRef::enter_as_user`, which leaves root's where it is).
 pub fn enter_fleet(sup: nsfleet::rundir::ProcId) -> anyhow::Result<()> {
-    if sys::euid() == 0 {
-        return Ok(());
-    }
     let pidfd = sys::pidfd_open(sup.pid).context("the fleet's supervisor has ended")?;
     if !sup.alive() {
         bail!("the fleet's supervisor has ended");

@@ -552,3 +552,25 @@ fn says_in_place(tag: &str, out: &Output, file: &Path, line: usize, expected: &s
     let said = err.trim().lines().filter(|l| !l.ends_with("...")).count();
     assert_eq!(said, 1, "{tag}: one line: {err}");
 }
+
+/// An HTTP GET of `/` from the host to 127.0.0.1:`port`, retried until it answers.
+pub fn http_get_until_ok(port: u16, within: std::time::Duration) -> String {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let got = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        match got {
+            Ok(text) if text.starts_with("HTTP/") => return text,
+            _ if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(300))
+            }
+            other => panic!("127.0.0.1:{port} does not answer after {within:?}: {other:?}"),
+        }
+    }
+}

@@ -48,6 +48,8 @@ pub struct World {
 
 /// What the init sets up, computed before the fork.
 struct Layout {
+    /// See [`Shared::users`].
+    users: bool,
     hostname: String,
     dirs: Vec<PrivateDir>,
     files: Vec<(String, String)>,
@@ -109,6 +111,9 @@ pub struct Shared {
     /// The fleet's cgroup (none for a user's), or why it could not be made (each node's
     /// start says it).
     cgroup: Result<Option<cgroups::FleetGroup>, String>,
+    /// The fleet is a user's (its supervisor root of a user namespace the user made, not
+    /// the host's): it may make no device and no idmapped mount. Read once, here.
+    users: bool,
 }
 
 impl Shared {
@@ -125,6 +130,7 @@ impl Shared {
             hosts: write_hosts(&hosts, peers).ok().map(|()| hosts),
             resolv_conf: resolv_conf(),
             cgroup: cgroups::FleetGroup::make(fleet, cgroup_journal).map_err(|e| format!("{e:#}")),
+            users: !sys::userns::in_host_namespace().unwrap_or(false),
         }
     }
 }
@@ -378,6 +384,7 @@ fn layout(node: &Node, fleet: &str, shared: &Shared) -> anyhow::Result<Layout> {
         None => None,
     };
     Ok(Layout {
+        users: shared.users,
         image,
         cgroup: Vec::new(),
         cgroup_view: Vec::new(),
@@ -512,7 +519,7 @@ fn open_sources(
     let mut devices = Vec::new();
     // A user's fleet may make no device (the kernel makes its mounts `nodev`): its nodes
     // get the host's, those the user may use, as rootless podman's containers do.
-    let users = !sys::userns::in_host_namespace().map_err(at("/proc/self/uid_map"))?;
+    let users = l.users;
     let host_own = (OWN_DEVICES.iter())
         .map(|(path, ..)| path.to_string())
         .filter(|path| {
@@ -535,7 +542,7 @@ fn open_sources(
         false => None,
     };
     let root = (l.image.as_ref())
-        .map(|image| image_root(image, userns))
+        .map(|image| image_root(image, userns, l.users))
         .transpose()?;
     Ok(Sources {
         hosts,
@@ -553,12 +560,12 @@ fn open_sources(
 fn image_root(
     image: &ImageLayout,
     userns: Option<std::os::fd::BorrowedFd<'_>>,
+    users: bool,
 ) -> Result<ImageRoot, String> {
     let layers = sys::clone_tree(&image.layers_dir, false).map_err(at("the image's layers"))?;
     // A user's layers are on disk as their fleet's ids already (unpacked in a user
     // namespace of the same map: nsfleet-client's `user`), and an idmapped mount of the
     // host's disk is the host's root's to make.
-    let users = !sys::userns::in_host_namespace().map_err(at("/proc/self/uid_map"))?;
     if let Some(userns) = userns.filter(|_| !users) {
         sys::userns::idmap_tree(layers.as_fd(), userns)
             .map_err(at("the image's layers through the node's ids"))?;
