@@ -69,18 +69,64 @@ impl User {
 
     /// `nsfleet ARGS` as the user, in their home, with a login's bare environment.
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(&self.bin)
-            .args(args)
-            .env_clear()
+        (self.command(&self.bin, Tun::Roots).args(args))
+            .output()
+            .expect("nsfleet runs")
+    }
+
+    /// `program` as the user, in their home, with a login's bare environment and the
+    /// user's nsfleet for the Python package. With [`Tun::Users`], in a mount namespace
+    /// of the test's own where /dev/net/tun is a device file of the user's, as on hosts
+    /// whose /dev/net/tun is 0666 (most distributions'); this machine's is root's alone,
+    /// and the host's is not the test's to change.
+    fn command(&self, program: &Path, tun: Tun) -> Command {
+        let mut c = match tun {
+            Tun::Roots => {
+                let mut c = Command::new(program);
+                c.uid(self.uid).gid(self.gid);
+                c
+            }
+            Tun::Users => {
+                let device = self.home.join("tun");
+                if !device.exists() {
+                    let made = (Command::new("mknod").arg(&device))
+                        .args(["c", "10", "200"])
+                        .status();
+                    assert!(made.unwrap().success(), "mknod");
+                    std::os::unix::fs::chown(&device, Some(self.uid), Some(self.gid)).unwrap();
+                }
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                    .arg(r#"mount --bind "$0" /dev/net/tun && u=$1 g=$2 && shift 2 && exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@""#)
+                    .arg(&device)
+                    .args([self.uid.to_string(), self.gid.to_string()])
+                    .arg(program);
+                c
+            }
+        };
+        c.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", &self.home)
             .env("USER", &self.name)
+            .env("NSFLEET_BIN", &self.bin)
             .current_dir(&self.home)
-            .uid(self.uid)
-            .gid(self.gid)
-            .stdin(Stdio::null())
-            .output()
-            .expect("nsfleet runs")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// nsfleet's Python package, copied where the user may read it: the folder to put
+    /// on PYTHONPATH.
+    fn python_package(&self) -> PathBuf {
+        let package = self.home.join("python");
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/nsfleet");
+        std::fs::create_dir_all(&package).unwrap();
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(&from)
+            .arg(package.join("nsfleet"))
+            .status();
+        assert!(copied.unwrap().success());
+        package
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -174,6 +220,15 @@ impl Drop for User {
             .status();
         let _ = std::fs::remove_dir_all(&self.home);
     }
+}
+
+/// Whose /dev/net/tun a user's command sees (see [`User::command`]).
+#[derive(Clone, Copy)]
+enum Tun {
+    /// The host's: root's alone on this machine.
+    Roots,
+    /// One the user may open.
+    Users,
 }
 
 /// Two hosts on a link, each running a loop: worlds of their own, wired.
@@ -568,16 +623,7 @@ fn a_users_published_port_is_forwarded_from_the_hosts_and_goes_with_the_lab() {
 #[test]
 fn the_python_api_runs_a_users_fleet() {
     let user = User::new("y", true);
-    // The package's source, where the user may read it, running the user's nsfleet.
-    let package = user.home.join("python");
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/nsfleet");
-    std::fs::create_dir_all(&package).unwrap();
-    let copied = Command::new("cp")
-        .arg("-r")
-        .arg(&from)
-        .arg(package.join("nsfleet"))
-        .status();
-    assert!(copied.unwrap().success());
+    let package = user.python_package();
     let script = r#"
 import nsfleet
 topology = {
@@ -591,16 +637,9 @@ with nsfleet.Fleet.from_dict(topology) as fleet:
     fleet.link("h1:eth0").up()
     print(len(fleet.status().nodes))
 "#;
-    let out = Command::new("python3")
+    let out = (user.command(Path::new("python3"), Tun::Roots))
         .args(["-c", script])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &user.home)
         .env("PYTHONPATH", &package)
-        .env("NSFLEET_BIN", &user.bin)
-        .current_dir(&user.home)
-        .uid(user.uid)
-        .gid(user.gid)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
@@ -627,5 +666,42 @@ fn an_image_of_other_owners_is_refused_to_a_user_without_subordinate_ids_saying_
         said.contains("uid 1000") && said.contains("usermod --add-subuids"),
         "{said}"
     );
+    user.assert_nothing_left();
+}
+
+/// A Mininet script of Mininet's defaults: an Open vSwitch switch, driven by
+/// ovs-testcontroller, which Mininet starts on the host.
+const MININET_SCRIPT: &str = r#"
+from mininet.net import Mininet
+from mininet.topo import SingleSwitchTopo
+net = Mininet(topo=SingleSwitchTopo(2))
+net.start()
+print("dropped", net.pingAll())
+net.stop()
+"#;
+
+#[test]
+fn a_user_runs_a_mininet_script_on_open_vswitch_driven_by_a_controller_on_the_host() {
+    let user = User::new("m", true);
+    let package = user.python_package();
+    let script = user.file("two.py", MININET_SCRIPT);
+    let mn = |tun| {
+        let out = (user.command(&user.bin, tun))
+            .args(["mn", &script])
+            .env("PYTHONPATH", &package)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), said.into_owned())
+    };
+    // The switch's controller is the user's process in the host's namespace, which the
+    // fleet's switch reaches through the fleet's forwarder there.
+    let (ok, said) = mn(Tun::Users);
+    assert!(ok && said.contains("dropped 0.0"), "{said}");
+    user.assert_nothing_left();
+    // Where the user may not open /dev/net/tun, refused before anything exists.
+    let (ok, said) = mn(Tun::Roots);
+    assert!(!ok, "{said}");
+    assert!(said.contains("/dev/net/tun"), "{said}");
     user.assert_nothing_left();
 }

@@ -1,10 +1,15 @@
-//! A user's published ports: a forwarder in the host's namespaces, as rootlesskit's
-//! builtin port driver is. A user's fleet lives in a network namespace of its own, which
-//! a process of the host's may not enter; so `up` binds the host's ports before it makes
-//! the fleet (a port taken, or below the host's unprivileged floor, is refused before
-//! anything exists) and forks this forwarder, which stays behind in the host's
-//! namespaces. For each connection it accepts it asks the supervisor for one to the same
-//! port made inside the fleet (`dial`, a descriptor passed back) and copies both ways.
+//! A user's fleet's door to the host: a forwarder in the host's namespaces, as
+//! rootlesskit's builtin port driver is. A user's fleet lives in a network namespace of
+//! its own, which a process of the host's may not enter, and whose supervisor may not
+//! enter the host's; so `up` forks this forwarder before it makes the fleet, and it stays
+//! behind in the host's namespaces. Both ways:
+//! - In: published ports. `up` binds the host's ports first (a port taken, or below the
+//!   host's unprivileged floor, is refused before anything exists). For each connection
+//!   the forwarder accepts it asks the supervisor for one to the same port made inside
+//!   the fleet (`dial`, a descriptor passed back) and copies both ways.
+//! - Out: connections the supervisor asks for in the host's namespace (an Open vSwitch
+//!   controller the user runs on the host), made and passed back over a socket pair
+//!   whose other end only the supervisor holds (nsfleet-subsys's `host_dial`).
 //!
 //! It lives as long as the supervisor: it watches a pidfd of it and ends with it, `down`,
 //! a crash or `kill -9` alike, and with the `up` that forked it if that fails before the
@@ -12,31 +17,34 @@
 
 use crate::FleetRef;
 use anyhow::{bail, Context};
+use nsfleet::subsys::host_dial;
 use nsfleet::sys;
 use nsfleet::topology::{Proto, PublishedPort};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 /// Most ports one forwarder takes: its listeners are among the descriptors a helper keeps,
-/// after its standard streams and the pipe it is told on.
-pub const MOST_PORTS: usize = sys::MAX_KEPT - 4;
+/// after its standard streams, the pipe it is told on and its end of the host's line.
+pub const MOST_PORTS: usize = sys::MAX_KEPT - 5;
 
 /// The forwarder of a fleet being made: told its supervisor once there is one.
 pub struct Forwarder {
     tell: std::io::PipeWriter,
+    /// The supervisor's end of the line on which the forwarder makes connections in the
+    /// host's namespace, until it is handed to the supervisor.
+    host_end: Option<OwnedFd>,
 }
 
 impl Forwarder {
     /// Binds `ports` on the host (their file is `file`, for the places of refusals) and
-    /// forks the forwarder, which waits to be told the supervisor. None without ports.
-    pub fn start(file: &Path, ports: &[PublishedPort]) -> anyhow::Result<Option<Forwarder>> {
-        if ports.is_empty() {
-            return Ok(None);
-        }
+    /// forks the forwarder, which waits to be told the supervisor.
+    pub fn start(file: &Path, ports: &[PublishedPort]) -> anyhow::Result<Forwarder> {
         let listeners = bind(file, ports)?;
         let (told, tell) = std::io::pipe()?;
+        let (ours, host_end) = UnixStream::pair()?;
         // Nothing of the caller's streams: a caller that reads `up`'s output to its end
         // (a pipe, a test) would wait for this process too.
         let null = std::fs::OpenOptions::new()
@@ -45,6 +53,7 @@ impl Forwarder {
             .open("/dev/null")?;
         let mut fds: Vec<BorrowedFd<'_>> = vec![null.as_fd(), null.as_fd(), null.as_fd()];
         fds.push(told.as_fd());
+        fds.push(ours.as_fd());
         fds.extend(listeners.iter().map(|(_, l)| l.as_fd()));
         let how = sys::HelperStart {
             name: c"nsfleet-fwd",
@@ -55,16 +64,26 @@ impl Forwarder {
         let ports: Vec<u16> = listeners.iter().map(|(p, _)| *p).collect();
         sys::fork_helper(&how, |kept| {
             let told = kept.take(3).map(std::io::PipeReader::from);
+            let host = kept.take(4);
             let listeners: Vec<(u16, TcpListener)> = (ports.iter().enumerate())
-                .filter_map(|(i, p)| Some((*p, TcpListener::from(kept.take(4 + i)?))))
+                .filter_map(|(i, p)| Some((*p, TcpListener::from(kept.take(5 + i)?))))
                 .collect();
-            match told {
-                Some(told) => serve(told, listeners),
-                None => 1,
+            match (told, host) {
+                (Some(told), Some(host)) => serve(told, host, listeners),
+                _ => 1,
             }
         })
-        .context("starting the ports' forwarder")?;
-        Ok(Some(Forwarder { tell }))
+        .context("starting the fleet's forwarder in the host's namespaces")?;
+        Ok(Forwarder {
+            tell,
+            host_end: Some(host_end.into()),
+        })
+    }
+
+    /// The supervisor's end of the line on which the forwarder makes connections in the
+    /// host's namespace (`SupervisorArgs::host_dialer`); once.
+    pub fn take_host_end(&mut self) -> Option<OwnedFd> {
+        self.host_end.take()
     }
 
     /// Tells the forwarder the fleet it forwards to: its supervisor and run folder.
@@ -107,7 +126,10 @@ fn bind(file: &Path, ports: &[PublishedPort]) -> anyhow::Result<Vec<(u16, TcpLis
 }
 
 /// The forwarder's body: told the supervisor, it forwards until the supervisor ends.
-fn serve(told: std::io::PipeReader, listeners: Vec<(u16, TcpListener)>) -> i32 {
+fn serve(told: std::io::PipeReader, host: OwnedFd, listeners: Vec<(u16, TcpListener)>) -> i32 {
+    // The supervisor's requests, on a thread of their own: a connection that does not
+    // answer takes seconds, which the ports' connections do not wait for.
+    std::thread::spawn(move || while let Ok(true) = host_dial::answer(host.as_fd()) {});
     let mut line = String::new();
     if BufReader::new(told).read_line(&mut line).is_err() || line.is_empty() {
         // `up` failed before there was a fleet, or ended: nothing to forward to.

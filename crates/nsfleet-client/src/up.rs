@@ -116,11 +116,12 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
         eprintln!("nsfleet: warning: --privileged: every node runs as the host's root with every capability, not confined to its own namespaces (see docs/confinement.md)");
     }
     // A user's fleet is probed where it will live: in its own user namespace. Its ports
-    // are bound before, in the host's, where the forwarder of them stays.
+    // are bound before, in the host's, where its forwarder stays.
     let mut forwarder = None;
     let users = !sys::is_root();
     if users {
-        forwarder = crate::forward::Forwarder::start(&file_name(a), &draft.published_ports())?;
+        let ports = draft.published_ports();
+        forwarder = Some(crate::forward::Forwarder::start(&file_name(a), &ports)?);
         users_fleet(a)?;
     }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
@@ -151,7 +152,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         topo,
         took: validate,
         hold,
-        forwarder,
+        mut forwarder,
     } = valid;
     if !sys::is_root() {
         users_fleet(&a)?;
@@ -175,7 +176,9 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     let mut record = rd.claim(&topo.name)?;
     // From here on a failure must give the name back, and what a supervisor that died
     // made that outlives it (its cgroup, journalled in the folder) goes first.
-    let report = launch(&rd, &mut record, &topo, &a, validate, held, hold).inspect_err(|_| {
+    let host_dialer = forwarder.as_mut().and_then(|f| f.take_host_end());
+    let kept = Kept { hold, host_dialer };
+    let report = launch(&rd, &mut record, &topo, &a, validate, held, kept).inspect_err(|_| {
         let _ = nsfleet::subsys::world::cgroups::clean_journal(&rd.cgroup_journal(&topo.name));
         let _ = rd.remove(&topo.name, true);
     })?;
@@ -297,6 +300,13 @@ fn file_name(a: &UpArgs) -> PathBuf {
         .unwrap_or(topology::DEFAULT_FLEET_FILE.into())
 }
 
+/// What the supervisor is handed to keep: the image store's hold on the fleet's images,
+/// and a user's fleet's line to its forwarder (see `crate::forward`).
+struct Kept {
+    hold: Option<nsfleet_image::Hold>,
+    host_dialer: Option<std::os::fd::OwnedFd>,
+}
+
 fn launch(
     rd: &RunDir,
     record: &mut FleetRecord,
@@ -304,7 +314,7 @@ fn launch(
     a: &UpArgs,
     validate: Duration,
     held: sys::SignalsHeld,
-    hold: Option<nsfleet_image::Hold>,
+    kept: Kept,
 ) -> anyhow::Result<Option<serde_json::Value>> {
     let log = std::fs::File::create(rd.supervisor_log(&topo.name))?;
     // Opened here, in the caller's PID namespace: the supervisor has one of its own.
@@ -319,7 +329,8 @@ fn launch(
         max_unreclaimed: a.max_unreclaimed,
         holding: None,
         // The fleet's images stay held for as long as its supervisor lives.
-        keep: hold.map(nsfleet_image::Hold::into_fd),
+        keep: kept.hold.map(nsfleet_image::Hold::into_fd),
+        host_dialer: kept.host_dialer,
         netns_names: a.netns_names,
         privileged: a.privileged,
     };

@@ -64,6 +64,9 @@ pub const OOM_COUNTS: Rank = Rank::leaf("OomTeller::counts");
 pub const OVS_SWITCHES: Rank = Rank::leaf("ovs::Switches");
 /// `Relay::conns`: an Open vSwitch controller relay's open connections.
 pub const RELAY_CONNS: Rank = Rank::leaf("Relay::conns");
+/// `HostDialer::sock`: a user's fleet's line to its forwarder in the host's namespaces,
+/// held from a request to its reply.
+pub const HOST_DIALER: Rank = Rank::leaf("HostDialer::sock");
 /// `HostLinks::host`: the netlink socket in the host's namespace.
 pub const HOST_SOCKET: Rank = Rank::leaf("HostLinks::host");
 /// `Vxlans::host`: the netlink socket in the host's namespace that makes tunnels through

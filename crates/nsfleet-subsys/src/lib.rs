@@ -7,6 +7,7 @@
 pub mod addresses;
 pub mod cable;
 pub mod forwarding;
+pub mod host_dial;
 pub mod impair;
 pub mod ipv6_dad;
 pub mod link;
@@ -77,13 +78,15 @@ pub struct Defaults {
 
 /// Registers the default subsystems in their order of `init` within each phase (`exit`
 /// runs in reverse). `host_journal` and `cgroup_journal` are where host links and the
-/// fleet's cgroup are journalled for `clean`.
+/// fleet's cgroup are journalled for `clean`; `host`, a user's fleet's way to the host's
+/// network namespace.
 pub fn register_defaults(
     fleet: &Fleet,
     fleet_name: &str,
     host_journal: PathBuf,
     cgroup_journal: PathBuf,
     events: Option<Events>,
+    host: Option<host_dial::HostDialer>,
 ) -> anyhow::Result<Defaults> {
     probe::has_ipv6(); // looked up here, in the host, rather than inside a node
                        // Create
@@ -107,8 +110,11 @@ pub fn register_defaults(
     // Start
     fleet.register(link::linkwatch::LinkWatchNow)?;
     let switches = ovs::Switches::default();
-    let ovs_controllers =
-        fleet.register(ovs::Controllers::new(events.clone(), switches.clone()))?;
+    let ovs_controllers = fleet.register(ovs::Controllers::new(
+        events.clone(),
+        switches.clone(),
+        host.map(Arc::new),
+    ))?;
     // The Open vSwitch hub's start line comes to `process` as data (`StartLine`), so that
     // `process` imports nothing of `ovs`.
     let processes =

@@ -64,6 +64,9 @@ pub struct SupervisorArgs {
     pub privileged: bool,
     /// A pidfd of the process whose end ends the fleet (`up --owner`), as a `down` would.
     pub owner: Option<OwnedFd>,
+    /// A user's fleet: its end of the line to the forwarder that stayed in the host's
+    /// namespaces, which makes connections there for it (nsfleet-subsys's `host_dial`).
+    pub host_dialer: Option<OwnedFd>,
 }
 
 /// A supervisor [`launch`] started: its pid and its two pipes.
@@ -113,12 +116,17 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
     let (stdin_r, topology) = std::io::pipe()?;
     let (events, stdout_w) = std::io::pipe()?;
     // Kept after the standard streams in the supervisor; ours is closed once it is forked.
-    let (keep, owner) = (args.keep.take(), args.owner.take());
+    let (keep, owner, host) = (args.keep.take(), args.owner.take(), args.host_dialer.take());
     let mut fds = vec![stdin_r.as_fd(), stdout_w.as_fd(), log.as_fd()];
     // Each kept after the standard streams, at the place it gets (none if there is none).
     let mut keep_at = None;
     let mut owner_at = None;
-    for (fd, at) in [(&keep, &mut keep_at), (&owner, &mut owner_at)] {
+    let mut host_at = None;
+    for (fd, at) in [
+        (&keep, &mut keep_at),
+        (&owner, &mut owner_at),
+        (&host, &mut host_at),
+    ] {
         if let Some(fd) = fd {
             *at = Some(fds.len());
             fds.push(fd.as_fd());
@@ -137,6 +145,7 @@ pub fn launch(mut args: SupervisorArgs, log: OwnedFd) -> std::io::Result<Launche
         // replace it.
         args.keep = keep_at.and_then(|i| fds.take(i));
         args.owner = owner_at.and_then(|i| fds.take(i));
+        args.host_dialer = host_at.and_then(|i| fds.take(i));
         // `ps` shows what we are, not the command that forked us.
         let _ = sys::set_cmdline(&cmdline);
         // Nothing of the shell that ran `up` reaches the fleet, whose nodes' inits are
@@ -256,7 +265,7 @@ fn own_loopback_up() -> std::io::Result<()> {
     sock.execute_all(&b).map_err(std::io::Error::other)
 }
 
-fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
+fn supervise(mut args: SupervisorArgs) -> anyhow::Result<i32> {
     let born = std::time::Instant::now();
     let mut input = String::new();
     sys::dup_stdio(0)?.read_to_string(&mut input)?;
@@ -287,7 +296,10 @@ fn supervise(args: SupervisorArgs) -> anyhow::Result<i32> {
     let events: nsfleet_subsys::Events = Arc::new(move |e| to.publish(&e));
     let journal = run_dir.host_journal(&args.name);
     let cgroups = run_dir.cgroup_journal(&args.name);
-    let defaults = register_defaults(&fleet, &args.name, journal, cgroups, Some(events))?;
+    let host = (args.host_dialer.take())
+        .map(nsfleet_subsys::host_dial::HostDialer::new)
+        .transpose()?;
+    let defaults = register_defaults(&fleet, &args.name, journal, cgroups, Some(events), host)?;
     if args.netns_names {
         let journal = run_dir.netns_journal(&args.name);
         fleet.register(nsfleet_subsys::netns_names::NetnsNames::new(journal)?)?;

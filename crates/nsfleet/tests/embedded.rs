@@ -41,6 +41,7 @@ fn a_program_that_is_not_nsfleet_launches_a_supervisor_with_holders() {
         netns_names: false,
         privileged: false,
         owner: None,
+        host_dialer: None,
     };
     let sup = launch(args, log.into()).expect("launching the supervisor (run as root)");
     let mut guard = Guard {

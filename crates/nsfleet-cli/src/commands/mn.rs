@@ -23,6 +23,11 @@ use clap::Args;
 ///   sudo nsfleet mn /usr/share/doc/mininet/examples/linuxrouter.py
 ///   sudo nsfleet mn --topo tree,depth=2,fanout=8 --test pingall
 ///   sudo nsfleet mn --switch ovs,protocols=OpenFlow13 --controller remote,ip=127.0.0.1
+///   nsfleet mn --switch lxbr --controller none --test pingall    # as any user
+///
+/// As a user (docs/rootless.md), the network is the user's: Open vSwitch switches run
+/// where the user may open /dev/net/tun, and reach a controller on the host through the
+/// fleet's forwarder; Linux bridges run anywhere.
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct MnCommand {

@@ -6,6 +6,7 @@
 //! and reads one handshake message: it never changes a bridge, nor a message it carries.
 
 use super::Switches;
+use crate::host_dial::HostDialer;
 use anyhow::Context;
 use nsfleet_core::{InitCtx, Node, NodeTable, Phase, Shape, Subsystem};
 use nsfleet_locks::{order, Mutex};
@@ -16,18 +17,27 @@ use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The controller relays of the fleet's Open vSwitch; with where to tell what becomes of
 /// the switches' connections, and which switch is which.
 pub struct Controllers {
     events: Option<crate::Events>,
     switches: Switches,
+    /// A user's fleet's way to the host's namespace (see `crate::host_dial`).
+    host: Option<Arc<HostDialer>>,
 }
 
 impl Controllers {
-    pub fn new(events: Option<crate::Events>, switches: Switches) -> Self {
-        Controllers { events, switches }
+    pub fn new(
+        events: Option<crate::Events>,
+        switches: Switches,
+        host: Option<Arc<HostDialer>>,
+    ) -> Self {
+        Controllers {
+            events,
+            switches,
+            host,
+        }
     }
 }
 
@@ -161,9 +171,13 @@ impl Subsystem for Controllers {
                 conns: Arc::new(Mutex::new(order::RELAY_CONNS, Vec::new())),
                 reach: Arc::new(Mutex::new(order::RELAY_REACH, Reach::default())),
             };
-            let from = origin(cx, to)?;
+            let from = origin(cx, to, self.host.as_ref())?;
             let ends = Ends {
                 to,
+                host: match &from {
+                    Origin::Host(h) => Some(h.clone()),
+                    Origin::Namespace(_) => None,
+                },
                 conns: relay.conns.clone(),
                 reach: relay.reach.clone(),
                 switches: self.switches.clone(),
@@ -245,14 +259,29 @@ fn controllers_of(config: &NodeConfig) -> &[SocketAddr] {
     config.ovs_hub.as_ref().map_or(&[][..], |o| &o.controllers)
 }
 
-/// The namespace connections to `to` are made from: the fleet's node that has its
-/// address, else the host's.
-fn origin(cx: &InitCtx<'_>, to: SocketAddr) -> anyhow::Result<OwnedFd> {
-    match holder(cx.peers(), to) {
-        Some(n) => n
-            .dup_netns()
-            .with_context(|| format!("controller {to}: node {} is gone", n.name())),
-        None => Ok(cx.home().try_clone_to_owned()?),
+/// Where connections to a controller are made from.
+enum Origin {
+    /// A network namespace the supervisor may enter: a node's, or the host's.
+    Namespace(OwnedFd),
+    /// The host's, which a user's supervisor may not enter: through its forwarder.
+    Host(Arc<HostDialer>),
+}
+
+/// Where connections to `to` are made from: the fleet's node that has its address, else
+/// the host's namespace (through `host` for a user's fleet, whose home is not the host's).
+fn origin(
+    cx: &InitCtx<'_>,
+    to: SocketAddr,
+    host: Option<&Arc<HostDialer>>,
+) -> anyhow::Result<Origin> {
+    match (holder(cx.peers(), to), host) {
+        (Some(n), _) => {
+            Ok(Origin::Namespace(n.dup_netns().with_context(|| {
+                format!("controller {to}: node {} is gone", n.name())
+            })?))
+        }
+        (None, Some(host)) => Ok(Origin::Host(host.clone())),
+        (None, None) => Ok(Origin::Namespace(cx.home().try_clone_to_owned()?)),
     }
 }
 
@@ -270,6 +299,9 @@ fn holder(nodes: &NodeTable, to: SocketAddr) -> Option<&Arc<Node>> {
 #[derive(Clone)]
 struct Ends {
     to: SocketAddr,
+    /// Who makes the connections to `to` in the host's namespace, for a user's fleet;
+    /// else they are made in the namespace the relay's thread is in.
+    host: Option<Arc<HostDialer>>,
     conns: Arc<Mutex<Vec<(u64, TcpStream)>>>,
     /// Protects the switches' connections to the controller and the states last told:
     /// held from a change to its event's publication, so that events come out one at a
@@ -307,10 +339,14 @@ impl Ends {
 static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Accepts the switches' connections until the listener is shut down, each relayed to
-/// the controller from the namespace `from` on threads of its own.
-fn accept(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
+/// the controller from `from` on threads of its own.
+fn accept(listener: &TcpListener, from: &Origin, ends: Ends) {
     // Threads made from here on are in `from` too: the outgoing sockets are made there.
-    if let Err(e) = sys::ns::setns_net(from.as_fd()) {
+    let entered = match from {
+        Origin::Namespace(ns) => sys::ns::setns_net(ns.as_fd()),
+        Origin::Host(_) => Ok(()),
+    };
+    if let Err(e) = entered {
         let why = format!("entering the namespace to connect from: {e}");
         for sw in ends.switches.of_controller(ends.to) {
             ends.change(&sw, |_| ("unreachable", Some(why.clone())));
@@ -328,7 +364,11 @@ fn accept(listener: &TcpListener, from: &OwnedFd, ends: Ends) {
 /// One connection: made to the controller, then both directions copied until either
 /// side ends. Whose it is, the switch says in its features reply.
 fn carry(inner: TcpStream, ends: &Ends) {
-    let outer = match TcpStream::connect_timeout(&ends.to, Duration::from_secs(5)) {
+    let made = match &ends.host {
+        Some(host) => host.dial(ends.to),
+        None => TcpStream::connect_timeout(&ends.to, crate::host_dial::CONNECT_TIMEOUT),
+    };
+    let outer = match made {
         Ok(outer) => outer,
         Err(e) => {
             // Unreachable: the switch retries, as it would with the controller itself.

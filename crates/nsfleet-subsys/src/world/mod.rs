@@ -862,6 +862,14 @@ fn enter_image(
 fn make_dev(devices: &[(String, Source)], own: &OwnDevices, shm: &str) -> Result<(), String> {
     sys::mount_dev("tmpfs", "/dev", "mode=0755,size=65536k").map_err(at("/dev"))?;
     for (path, source) in devices {
+        // /dev/net/tun's folder: the others are at /dev's root.
+        if let Some(folder) = Path::new(path).parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(folder)
+                .map_err(at(path))?;
+        }
         File::create(path).map_err(at(path))?;
         source.mount_at(path, false).map_err(at(path))?;
     }

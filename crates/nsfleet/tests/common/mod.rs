@@ -34,7 +34,7 @@ impl TestFleet {
     /// `name`, its journals beside its logs.
     pub fn register_defaults(&self, name: &str) -> nsfleet::subsys::Defaults {
         let cgroups = self.logs.0.join("cgroups");
-        nsfleet::subsys::register_defaults(&self.fleet, name, self.journal(), cgroups, None)
+        nsfleet::subsys::register_defaults(&self.fleet, name, self.journal(), cgroups, None, None)
             .unwrap()
     }
 }
