@@ -705,3 +705,56 @@ fn a_user_runs_a_mininet_script_on_open_vswitch_driven_by_a_controller_on_the_ho
     assert!(said.contains("/dev/net/tun"), "{said}");
     user.assert_nothing_left();
 }
+
+/// The host's default gateway (`ip route`'s), which pasta makes the host's loopback as
+/// seen from the fleet.
+fn default_gateway() -> String {
+    let out = Command::new("ip")
+        .args(["-4", "route", "show", "default"])
+        .output()
+        .unwrap();
+    let routes = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut words = routes.split_whitespace().skip_while(|w| *w != "via");
+    (words.nth(1).map(str::to_string))
+        .unwrap_or_else(|| panic!("pasta needs the host to have a default route: {routes:?}"))
+}
+
+#[test]
+fn a_users_management_network_reaches_the_world_through_pasta() {
+    let user = User::new("t", true);
+    // The world: a server on the host's loopback, which pasta gives the fleet at the
+    // host's gateway's address.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut conn in server.incoming().flatten() {
+            let _ = conn.read(&mut [0u8; 1024]);
+            let _ = conn.write_all(b"HTTP/1.0 200 OK\r\n\r\nfrom the host\n");
+        }
+    });
+    let file = user.file(
+        "o.clab.yml",
+        "name: olab\ntopology:\n  nodes:\n    a: {kind: linux, image: alpine:3}\n",
+    );
+    let out = (user.command(&user.bin, Tun::Users))
+        .args(["deploy", "-t", &file, "--host-software"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains("warning"), "{said}");
+    let url = format!("http://{}:{port}/", default_gateway());
+    let got = user.ok(&["exec", "olab", "a", "--", "curl", "-sS", "-m5", &url]);
+    assert_eq!(got.trim(), "from the host");
+    user.ok(&["destroy", "-t", &file]);
+    user.assert_nothing_left();
+    // Where the user may not open /dev/net/tun, the lab comes up without the world, and
+    // says why.
+    let out = user.run(&["deploy", "-t", &file, "--host-software"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("pasta needs /dev/net/tun"), "{said}");
+    user.ok(&["destroy", "-t", &file]);
+    user.assert_nothing_left();
+}

@@ -86,9 +86,20 @@ impl Forwarder {
         self.host_end.take()
     }
 
-    /// Tells the forwarder the fleet it forwards to: its supervisor and run folder.
-    pub fn serve(mut self, supervisor: i32, fleet: &FleetRef) -> anyhow::Result<()> {
-        let line = format!("{supervisor} {} {}\n", fleet.name, fleet.run_dir.display());
+    /// Tells the forwarder the fleet it forwards to: its supervisor and run folder; with
+    /// `outbound`, to give the fleet's namespace the world through pasta.
+    pub fn serve(
+        mut self,
+        supervisor: i32,
+        fleet: &FleetRef,
+        outbound: bool,
+    ) -> anyhow::Result<()> {
+        let line = format!(
+            "{supervisor} {} {} {}\n",
+            u8::from(outbound),
+            fleet.name,
+            fleet.run_dir.display()
+        );
         (self.tell.write_all(line.as_bytes())).context("telling the ports' forwarder")
     }
 }
@@ -135,8 +146,10 @@ fn serve(told: std::io::PipeReader, host: OwnedFd, listeners: Vec<(u16, TcpListe
         // `up` failed before there was a fleet, or ended: nothing to forward to.
         return 0;
     }
-    let mut words = line.trim_end().splitn(3, ' ');
-    let (Some(pid), Some(name), Some(run_dir)) = (words.next(), words.next(), words.next()) else {
+    let mut words = line.trim_end().splitn(4, ' ');
+    let (Some(pid), Some(outbound), Some(name), Some(run_dir)) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
         return 1;
     };
     let Ok(supervisor) = pid
@@ -150,6 +163,8 @@ fn serve(told: std::io::PipeReader, host: OwnedFd, listeners: Vec<(u16, TcpListe
         name: name.to_string(),
         run_dir: PathBuf::from(run_dir),
     };
+    // Killed with this process, which ends with the supervisor.
+    let _pasta = (outbound == "1").then(|| pasta(pid, &fleet));
     let watched: Vec<BorrowedFd<'_>> = std::iter::once(supervisor.as_fd())
         .chain(listeners.iter().map(|(_, l)| l.as_fd()))
         .collect();
@@ -168,6 +183,24 @@ fn serve(told: std::io::PipeReader, host: OwnedFd, listeners: Vec<(u16, TcpListe
             }
         }
     }
+}
+
+/// pasta, giving the fleet's namespace (that of `supervisor`, a pid) an interface to the
+/// world (nsfleet-subsys's `outbound`): in the foreground, killed when this thread ends
+/// (the forwarder's main thread, which ends with the supervisor), its messages in the
+/// fleet's log folder. Told nothing of the host's ports: the forwarder publishes them.
+fn pasta(supervisor: &str, fleet: &FleetRef) -> std::io::Result<std::process::Child> {
+    let log = fleet.dir().log_dir(&fleet.name).join("pasta.log");
+    let log = std::fs::File::create(log)?;
+    let mut c = std::process::Command::new("pasta");
+    c.args(["--config-net", "--foreground", "--quiet"])
+        .args(["--ns-ifname", nsfleet::subsys::outbound::IFACE])
+        .args(["-t", "none", "-u", "none", "-T", "none", "-U", "none"])
+        .arg(supervisor)
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    sys::die_with_spawner(&mut c);
+    c.spawn()
 }
 
 /// One connection: a connection to `port` inside the fleet, and both ways copied until

@@ -85,8 +85,11 @@ pub struct Validated {
     took: Duration,
     /// The image store's hold on the images the nodes run, handed to the supervisor.
     hold: Option<nsfleet_image::Hold>,
-    /// A user's fleet's ports' forwarder, told the supervisor once there is one.
+    /// A user's fleet's forwarder, told the supervisor once there is one.
     forwarder: Option<crate::forward::Forwarder>,
+    /// A user's fleet's management network gets outbound traffic through pasta, which
+    /// the forwarder runs (see nsfleet-subsys's `outbound`).
+    outbound: bool,
 }
 
 impl Validated {
@@ -97,6 +100,7 @@ impl Validated {
             took: Duration::ZERO,
             hold: None,
             forwarder: None,
+            outbound: false,
         }
     }
 }
@@ -119,19 +123,22 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     // are bound before, in the host's, where its forwarder stays.
     let mut forwarder = None;
     let users = !sys::is_root();
+    let mut pasta = Err(String::new());
     if users {
         let ports = draft.published_ports();
         forwarder = Some(crate::forward::Forwarder::start(&file_name(a), &ports)?);
+        pasta = crate::user::pasta_runs();
         users_fleet(a)?;
     }
     let mut topo = nsfleet::subsys::probe::validate(draft)?;
     if users {
         crate::user::check_switches(&topo)?;
     }
-    let ifaces = || topo.wiring.iter().flat_map(|w| &w.ifaces);
-    if users && ifaces().any(|i| i.link.as_host().is_some_and(|h| h.management)) {
-        eprintln!("nsfleet: warning: the management network ends in the fleet's own namespace: its nodes reach each other and its gateway, and nothing beyond (a user's fleet has no outbound traffic yet; see docs/rootless.md)");
+    let outbound = users && topo.has_management_network();
+    if let (true, Err(why)) = (outbound, &pasta) {
+        eprintln!("nsfleet: warning: the management network ends in the fleet's own namespace: its nodes reach each other and its gateway, and nothing beyond: {why} (see docs/rootless.md)");
     }
+    let outbound = outbound && pasta.is_ok();
     if let Some(n) = &a.name {
         check_name("fleet name", n, MAX_FLEET_NAME).map_err(|m| anyhow!("--name: {m}"))?;
         topo.name = n.clone();
@@ -142,6 +149,7 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
         took: started.elapsed(),
         hold,
         forwarder,
+        outbound,
     })
 }
 
@@ -153,6 +161,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         took: validate,
         hold,
         mut forwarder,
+        outbound,
     } = valid;
     if !sys::is_root() {
         users_fleet(&a)?;
@@ -188,7 +197,7 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
     };
     // A user's ports, from now on: the supervisor is up and recorded.
     if let (Some(f), Some(sup)) = (forwarder, record.supervisor) {
-        f.serve(sup.pid, &fleet)?;
+        f.serve(sup.pid, &fleet, outbound)?;
     }
     match a.wait {
         Some(w) => wait_ready(&fleet, w, report),

@@ -83,16 +83,36 @@ pub fn check_switches(topo: &nsfleet::topology::Topology) -> anyhow::Result<()> 
     let Some(switch) = userspace else {
         return Ok(());
     };
-    let tun = "/dev/net/tun";
-    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(tun) {
+    if let Err(e) = tun_opens() {
         let name = switch.names.iter().next().unwrap_or_default();
         let why = match switch.config.ovs.as_ref().map(|o| o.datapath) {
             Some(nsfleet::topology::Datapath::Auto) => " (this kernel has no openvswitch module)",
             _ => "",
         };
-        bail!("Open vSwitch switch {name:?}: its userspace datapath{why} makes ports through {tun}, which a user may not open here ({e}; most distributions make it 0666, this host root's alone): run nsfleet as root, or use a Linux bridge switch (docs/rootless.md)");
+        bail!("Open vSwitch switch {name:?}: its userspace datapath{why} makes ports through {TUN}, which a user may not open here ({e}; most distributions make it 0666, this host root's alone): run nsfleet as root, or use a Linux bridge switch (docs/rootless.md)");
     }
     Ok(())
+}
+
+const TUN: &str = "/dev/net/tun";
+
+/// Whether the user may open /dev/net/tun, as ovs-vswitchd's userspace datapath and pasta
+/// must.
+fn tun_opens() -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(TUN)
+        .map(drop)
+}
+
+/// Whether pasta can give a user's fleet outbound traffic (see nsfleet-subsys's
+/// `outbound`): installed, and /dev/net/tun the user's to open. Why not, if not.
+pub fn pasta_runs() -> Result<(), String> {
+    if sys::host::which("pasta").is_none() {
+        return Err("pasta is not installed (Debian's and Ubuntu's package `passt`)".into());
+    }
+    tun_opens().map_err(|e| format!("pasta needs {TUN}, which this user may not open ({e}; most distributions make it 0666, this host root's alone)"))
 }
 
 /// How the fleet's ids are given: the user's own only, or with their subordinate ranges.

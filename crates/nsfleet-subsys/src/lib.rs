@@ -13,6 +13,7 @@ pub mod ipv6_dad;
 pub mod link;
 pub mod loopback;
 pub mod netns_names;
+pub mod outbound;
 pub mod ovs;
 pub mod ports;
 pub mod probe;

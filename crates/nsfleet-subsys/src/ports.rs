@@ -29,8 +29,8 @@ use std::time::Duration;
 
 /// Where the node chains run among a hook's chains: nf_tables' `dstnat` and `srcnat`.
 const DSTNAT: i32 = -100;
-const SRCNAT: i32 = 100;
-const FAMILY: u8 = nft::NFPROTO_INET;
+pub(crate) const SRCNAT: i32 = 100;
+pub(crate) const FAMILY: u8 = nft::NFPROTO_INET;
 
 pub struct Ports {
     table: String,
@@ -137,11 +137,11 @@ const RULES_PER_COMMIT: usize = 200;
 
 /// One nf_tables transaction of what `build` appends (each request taking a sequence
 /// number from `seq`), sent on `sock`: all of it, or none.
-fn commit(
+pub(crate) fn commit(
     sock: &mut NlSocket,
     build: impl FnOnce(&mut Batch, &mut dyn FnMut() -> u32),
 ) -> Result<(), NlError> {
-    nsfleet_core::fault::point("publishing ports")?;
+    nsfleet_core::fault::point("an nf_tables transaction")?;
     let mut b = Batch::new();
     let begin = sock.next_seq();
     nft::batch_begin(&mut b, begin);

@@ -276,8 +276,19 @@ fn supervise(mut args: SupervisorArgs) -> anyhow::Result<i32> {
         .context("raising RLIMIT_NOFILE")?;
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
+    // Held until the supervisor ends: the rule that lets a user's nodes out (none if
+    // the fleet has no management network, or the kernel refused it).
+    let mut _outbound = None;
     if !sys::userns::in_host_namespace()? {
         own_loopback_up().context("bringing up the fleet's own loopback")?;
+        if topo.has_management_network() {
+            // Said, not fatal: the fleet works without the world, as `up` warns when
+            // pasta cannot run.
+            match nsfleet_subsys::outbound::masquerade() {
+                Ok(sock) => _outbound = Some(sock),
+                Err(e) => eprintln!("no outbound traffic: {e:#}"),
+            }
+        }
     }
     // Held until the supervisor ends, and with it every process of the fleet.
     let lease = match args.privileged {

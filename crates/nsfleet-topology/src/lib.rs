@@ -875,6 +875,13 @@ impl Topology {
         self.groups.iter().map(|g| g.names.len()).sum()
     }
 
+    /// Whether the fleet has a management network (containerlab's): a link to the host
+    /// marked so, which a user's fleet ends in its own namespace.
+    pub fn has_management_network(&self) -> bool {
+        (self.wiring.iter().flat_map(|w| &w.ifaces))
+            .any(|i| i.link.as_host().is_some_and(|h| h.management))
+    }
+
     /// Every node as (name, shared configuration, own wiring), in file order.
     pub fn nodes(&self) -> impl Iterator<Item = NodeSpec> + '_ {
         let unwired = Arc::new(NodeWiring::default());
