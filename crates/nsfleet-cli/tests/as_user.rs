@@ -758,3 +758,35 @@ fn a_users_management_network_reaches_the_world_through_pasta() {
     user.ok(&["destroy", "-t", &file]);
     user.assert_nothing_left();
 }
+
+#[test]
+fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_line() {
+    let user = User::new("d", true);
+    let file = user.file(
+        "dev.toml",
+        "[fleet]\nname = \"dev\"\n\n[[node]]\nname = \"a\"\ncommands = [\"sleep 60\"]\ndevices = [\"/dev/net/tun\"]\n",
+    );
+    // The host's file, bound: the user's own here (see `User::command`).
+    let out = (user.command(&user.bin, Tun::Users))
+        .args(["up", &file])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    user.ok(&["exec", "dev", "a", "--", "test", "-c", "/dev/net/tun"]);
+    user.ok(&["down", "dev"]);
+    user.assert_nothing_left();
+    // Where the user may not open it (root's alone, as on this machine), refused at its
+    // line before anything exists.
+    let out = user.run(&["up", &file]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    let tun_open = said.is_empty() && out.status.success();
+    if !tun_open {
+        assert!(
+            said.contains("dev.toml:7:") && said.contains("may not open it for writing"),
+            "{said}"
+        );
+    } else {
+        user.ok(&["down", "dev"]);
+    }
+    user.assert_nothing_left();
+}

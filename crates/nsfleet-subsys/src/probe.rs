@@ -36,6 +36,7 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
         Some((w, r)) => (Some(w), r),
         None => (None, BTreeMap::new()),
     };
+    let host_root = sys::is_root() && sys::userns::in_host_namespace().unwrap_or(false);
     KernelCaps {
         netem: asks.netem && has_netem(),
         netns_sysctls,
@@ -45,13 +46,14 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
             .filter(|k| !can_make(k))
             .cloned()
             .collect(),
-        host: host_for(&asks.host),
-        host_root: sys::is_root() && sys::userns::in_host_namespace().unwrap_or(false),
+        host: host_for(&asks.host, host_root),
+        host_root,
     }
 }
 
-/// What the host has of `needs`: the programs on PATH, the files, the users' ids.
-fn host_for(needs: &BTreeSet<HostNeed>) -> HostFound {
+/// What the host has of `needs`: the programs on PATH, the files, the users' ids, the
+/// devices a user may open (`host_root`: any).
+fn host_for(needs: &BTreeSet<HostNeed>, host_root: bool) -> HostFound {
     let mut found = HostFound::default();
     for need in needs {
         let there = match need {
@@ -63,6 +65,9 @@ fn host_for(needs: &BTreeSet<HostNeed>) -> HostFound {
             },
             HostNeed::Cgroup(c) => crate::world::cgroups::usable(c),
             HostNeed::Cpus(list) => cpus_online(list),
+            HostNeed::Device(path, write) => {
+                host_root || sys::may_open(std::path::Path::new(path), *write).is_ok()
+            }
         };
         if !there {
             found.missing.insert(need.clone());

@@ -188,3 +188,14 @@ pub fn lgetxattr(path: &std::path::Path, name: &str, max: usize) -> io::Result<V
     buf.truncate(len as usize);
     Ok(buf)
 }
+
+/// Whether this process may open `path` for reading (and writing, with `write`), as its
+/// effective ids and capabilities stand, without opening it: opening a device may do
+/// something (a tape rewinds, a serial line raises DTR).
+pub fn may_open(path: &std::path::Path, write: bool) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = CString::new(path.as_os_str().as_bytes())?;
+    let mode = libc::R_OK | if write { libc::W_OK } else { 0 };
+    // SAFETY: faccessat(2) on a NUL-terminated path that outlives the call.
+    check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mode, libc::AT_EACCESS) }).map(drop)
+}

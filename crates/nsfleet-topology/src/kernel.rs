@@ -39,6 +39,9 @@ pub enum HostNeed {
     Cgroup(String),
     /// These CPUs, online (a `cpuset`), as the kernel writes a list.
     Cpus(String),
+    /// A device file of the host the fleet's root may open (for writing too, with
+    /// `true`): root's always; a user's node gets the host's file bound, so the user must.
+    Device(String, bool),
 }
 
 /// What the host has of what was asked ([`Asks::host`]).

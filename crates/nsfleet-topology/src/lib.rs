@@ -222,6 +222,9 @@ pub enum Seccomp {
 pub struct Device {
     /// Its path in the node.
     pub path: String,
+    /// The host's device file: a user's node gets it bound (a user namespace may make no
+    /// device file).
+    pub host: String,
     /// A block device (else a character one).
     pub block: bool,
     pub major: u32,

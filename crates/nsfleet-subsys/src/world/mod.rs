@@ -518,27 +518,27 @@ fn open_sources(
     }
     let mut devices = Vec::new();
     // A user's fleet may make no device (the kernel makes its mounts `nodev`): its nodes
-    // get the host's, those the user may use, as rootless podman's containers do.
+    // get the host's, bound, those the user may use (the probe refused the others), as
+    // rootless podman's containers do.
     let users = l.users;
+    let same = |path: String| (path.clone(), path);
     let host_own = (OWN_DEVICES.iter())
-        .map(|(path, ..)| path.to_string())
-        .filter(|path| {
-            users
-                && std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(path)
-                    .is_ok()
-        });
+        .map(|(path, ..)| same(path.to_string()))
+        .filter(|(path, _)| users && sys::may_open(Path::new(path), true).is_ok());
+    let given = (l.devices.iter())
+        .filter(|_| users)
+        .map(|d| (d.path.clone(), d.host.clone()));
     // A /dev of its own, as Docker's containers: an image node's, and a confined node's.
     if detached {
-        for path in DEVICES.iter().map(|d| format!("/dev/{d}")).chain(host_own) {
-            let source = Source::open(&path, true, false).map_err(at(&path))?;
+        let ours = DEVICES.iter().map(|d| same(format!("/dev/{d}")));
+        for (path, host) in ours.chain(host_own).chain(given) {
+            let source = Source::open(&host, true, false).map_err(at(&path))?;
             devices.push((path, source));
         }
     }
+    let made: &[nsfleet_topology::Device] = if users { &[] } else { &l.devices };
     let own = match detached {
-        true => Some(own_devices(&l.devices, !users).map_err(at("the node's own devices"))?),
+        true => Some(own_devices(made, !users).map_err(at("the node's own devices"))?),
         false => None,
     };
     let root = (l.image.as_ref())
@@ -600,6 +600,7 @@ fn own_devices(given: &[nsfleet_topology::Device], ours: bool) -> std::io::Resul
         .filter(|(path, ..)| ours && Path::new(path).exists())
         .map(|&(path, major, minor)| nsfleet_topology::Device {
             path: path.to_string(),
+            host: path.to_string(),
             block: false,
             major,
             minor,

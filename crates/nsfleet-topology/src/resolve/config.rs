@@ -228,7 +228,7 @@ pub(crate) fn build(
     binds(cx, layers, &mut config)?;
     files(cx, layers, &mut config, &mut templates)?;
     limits(cx, layers, &mut config, &mut needs)?;
-    security(cx, layers, &mut config, &mut warnings)?;
+    security(cx, layers, &mut config, &mut warnings, &mut needs)?;
     let loopback = match layers.iter().rev().find_map(|l| l.loopback.as_ref()) {
         Some(v) => Some((loopback(cx, v)?, cx.err(v.span(), ""))),
         None => None,
@@ -256,6 +256,7 @@ fn security(
     layers: &[&NodeKeys],
     config: &mut NodeConfig,
     warnings: &mut Vec<TopologyError>,
+    needs: &mut Vec<Needed>,
 ) -> Result<(), TopologyError> {
     let last = |f: fn(&NodeKeys) -> &Vec<Spanned<String>>| {
         (layers.iter().rev()).map(|l| f(l)).find(|v| !v.is_empty())
@@ -272,6 +273,12 @@ fn security(
     }
     for d in last(|l| &l.devices).into_iter().flatten() {
         let device = device(d.get_ref(), runs_image).map_err(|m| cx.err(d.span(), m))?;
+        let write = device.mode & 0o222 != 0;
+        needs.push(Needed {
+            need: crate::HostNeed::Device(device.host.clone(), write),
+            why: format!("devices {:?}: a user's node gets the host's {} bound into it (a user namespace may make no device file), and this user may not open it{}: ask for access to it (its group), or run nsfleet as root (docs/rootless.md)", d.get_ref(), device.host, if write { " for writing" } else { "" }),
+            at: cx.err(d.span(), ""),
+        });
         s.devices.push(device);
     }
     Ok(())
@@ -362,6 +369,7 @@ fn device(text: &str, runs_image: bool) -> Result<crate::Device, String> {
         | (if perms.contains('w') { 0o222 } else { 0 });
     Ok(crate::Device {
         path: path.to_string(),
+        host: host.to_string(),
         block: kind.is_block_device(),
         major: (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32,
         minor: ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32,
