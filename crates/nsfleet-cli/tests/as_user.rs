@@ -771,7 +771,11 @@ fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_l
         .args(["up", &file])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     user.ok(&["exec", "dev", "a", "--", "test", "-c", "/dev/net/tun"]);
     user.ok(&["down", "dev"]);
     user.assert_nothing_left();
@@ -788,5 +792,79 @@ fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_l
     } else {
         user.ok(&["down", "dev"]);
     }
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_user_waits_on_watches_measures_draws_captures_and_loads_their_fleet() {
+    let user = User::new("e", true);
+    // Commands that settle, for `wait started` (a loop never does).
+    let settled = hosts("e", 2).replace("while sleep 1; do :; done", "sleep 600");
+    user.ok(&["up", &user.file("e.toml", &settled)]);
+    let spawn = |args: &[&str]| {
+        (user.command(&user.bin, Tun::Roots).args(args))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let events = spawn(&["events", "e", "--json"]);
+    user.ok(&["wait", "e", "started", "--timeout", "10"]);
+    let stats = user.ok(&["stats", "e", "--json"]);
+    serde_json::from_str::<serde_json::Value>(&stats).expect("stats --json is JSON");
+    assert!(stats.contains("h1") && stats.contains("h2"), "{stats}");
+    let dot = user.ok(&["graph", "e", "--dot"]);
+    assert!(dot.contains("h1") && dot.contains("h2"), "{dot}");
+    let sent = user.ok(&[
+        "gen",
+        "e",
+        "--dev",
+        "h1:eth0",
+        "--dst",
+        "10.77.0.2",
+        "--count",
+        "100",
+    ]);
+    assert!(sent.contains("100"), "{sent}");
+    // One ICMP packet, captured in h2 while h1 pings it (until the capture has started).
+    let capture = spawn(&["capture", "e", "h2:eth0", "-c", "1", "icmp"]);
+    let ping = ["exec", "e", "h1", "--", "ping", "-c1", "-W1", "10.77.0.2"];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut capture = capture;
+    while capture.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        user.run(&ping);
+    }
+    let captured = capture.wait_with_output().unwrap();
+    let line = String::from_utf8_lossy(&captured.stdout);
+    assert!(
+        captured.status.success() && line.contains("ICMP"),
+        "{line}{}",
+        String::from_utf8_lossy(&captured.stderr)
+    );
+    user.ok(&["node", "e", "h2", "restart"]);
+    user.ok(&["down", "e"]);
+    // The events of the fleet's life, until it went.
+    let told = events.wait_with_output().unwrap();
+    let told = String::from_utf8_lossy(&told.stdout);
+    assert!(told.contains("h2"), "{told}");
+    user.assert_nothing_left();
+}
+
+#[test]
+fn a_user_with_subordinate_ids_and_no_newuidmap_is_told_what_to_install() {
+    let user = User::new("n", true);
+    let plain = user.file("n.toml", &hosts("n", 2));
+    // No newuidmap on PATH, as on a machine without Debian's uidmap.
+    let out = (user.command(&user.bin, Tun::Roots))
+        .args(["up", &plain])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("newuidmap is not installed") && said.contains("apt-get install uidmap"),
+        "{said}"
+    );
     user.assert_nothing_left();
 }
