@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -177,3 +178,71 @@ def test_a_netlab_integration_test_passes_as_its_harness_runs_it(
     finally:
         netlab(lab, "down", "--cleanup", "--force", "--force")
     assert left_behind(run_dir, lab.name) == []
+
+
+def closed_folder(path: Path) -> Path | None:
+    """The outermost folder on the way to `path` that others may not enter (root's home,
+    0700, where this test environment may live), if there is one."""
+    for folder in reversed(path.resolve().parents):
+        if folder != Path("/") and not os.stat(folder).st_mode & 0o001:
+            return folder
+    return None
+
+
+def as_user(user: str, home: Path, lab: Path, *args: str) -> subprocess.CompletedProcess:
+    """`nsfleet netlab ARGS` run by `user` in the lab's folder, with this environment's
+    netlab and nsfleet. Where those are in a folder others may not enter, the command
+    runs in a mount namespace of the test's own where that folder is a tmpfs they may
+    enter, each of its folders bound back in with its own mode: the host's stays as it
+    is."""
+    closed = {f for f in (closed_folder(Path(sys.executable)), closed_folder(Path(sys.prefix)),
+                          closed_folder(Path(_binary.executable()))) if f is not None}
+    script = "set -e\n"
+    for i, folder in enumerate(sorted(closed)):
+        keep = home / f".reach{i}"
+        keep.mkdir(exist_ok=True)
+        script += (f'mount --bind "{folder}" "{keep}"\n'
+                   f'mount -t tmpfs -o mode=0711 tmpfs "{folder}"\n'
+                   f'for d in "{keep}"/.[!.]* "{keep}"/*; do [ -d "$d" ] || continue; '
+                   f'mkdir "{folder}/${{d##*/}}"; mount --bind "$d" "{folder}/${{d##*/}}"; done\n')
+    script += 'exec setpriv --reuid="$0" --regid="$0" --init-groups -- "$@"\n'
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+           "HOME": str(home), "USER": user}
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                           script, user, _binary.executable(), "netlab", *args],
+                          cwd=lab, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the test makes a user, as root")
+def test_a_user_runs_a_netlab_lab_without_root_and_it_leaves_nothing(tmp_path: Path) -> None:
+    user = f"nsfnl{os.getpid() % 100000}"
+    home = Path(f"/tmp/{user}-home")
+    subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", user], check=True)
+    uid = int(subprocess.run(["id", "-u", user], capture_output=True, text=True).stdout)
+    try:
+        lab = home / f"nu{uuid.uuid4().hex[:8]}"
+        lab.mkdir()
+        (lab / "topology.yml").write_text(LAB)
+        shutil.chown(lab, user, user)
+        shutil.chown(lab / "topology.yml", user, user)
+        up = as_user(user, home, lab, "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "OK: Lab devices configured" in up.stdout, up.stdout
+        valid = as_user(user, home, lab, "validate")
+        assert "[SUCCESS] Tests passed: 2" in valid.stdout, valid.stdout + valid.stderr
+        down = as_user(user, home, lab, "down", "--cleanup")
+        assert down.returncode == 0, down.stdout + down.stderr
+        runs = Path(f"/tmp/nsfleet-{uid}")
+        assert not runs.exists() or list(runs.iterdir()) == []
+        for _ in range(100):
+            if subprocess.run(["pgrep", "-U", str(uid)], capture_output=True).returncode != 0:
+                break
+            time.sleep(0.1)
+        left = subprocess.run(["pgrep", "-a", "-U", str(uid)], capture_output=True, text=True)
+        assert left.stdout == "", left.stdout
+    finally:
+        subprocess.run(["pkill", "-9", "-U", str(uid)])
+        time.sleep(0.5)
+        subprocess.run(["rm", "-rf", f"/tmp/nsfleet-{uid}"])
+        subprocess.run(["userdel", "-r", user], capture_output=True)
+        subprocess.run(["rm", "-rf", str(home)])

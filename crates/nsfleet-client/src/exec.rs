@@ -21,13 +21,7 @@ pub struct ExecArgs {
 
 /// Returns only on failure; on success this process has become the command.
 pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
-    if a.command.is_empty() {
-        bail!(
-            "no command given: nsfleet exec {} {} -- CMD [ARGS...]",
-            a.fleet.name,
-            a.node
-        );
-    }
+    check_command(&a)?;
     let NodeNamespace {
         fd: ns,
         world,
@@ -95,12 +89,43 @@ pub fn exec(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
                 .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
         );
     }
+    in_network(ns, &a.command)
+}
+
+/// What `ip netns exec` does, in a node of any kind (netlab's host-side scripts, through
+/// a user's `sudo`): this process enters the node's network namespace only (a user's
+/// process the fleet's user namespace first), keeps the host's files and its folder, and
+/// becomes the command. Returns only on failure.
+pub fn exec_in_network(a: ExecArgs) -> anyhow::Result<std::convert::Infallible> {
+    check_command(&a)?;
+    let node = a.fleet.node_namespace(&a.node)?;
+    a.fleet.enter_as_user()?;
+    in_network(node.fd, &a.command)
+}
+
+fn check_command(a: &ExecArgs) -> anyhow::Result<()> {
+    if a.command.is_empty() {
+        bail!(
+            "no command given: nsfleet exec {} {} -- CMD [ARGS...]",
+            a.fleet.name,
+            a.node
+        );
+    }
+    Ok(())
+}
+
+/// Enters the network namespace `ns` (of a node, or a pidfd of its init), with /sys
+/// remounted for it where this process may, and becomes `command`.
+fn in_network(
+    ns: std::os::fd::OwnedFd,
+    command: &[String],
+) -> anyhow::Result<std::convert::Infallible> {
     sys::setns_net(ns.as_fd()).context("entering the node's network namespace")?;
     drop(ns);
     // Best effort, as for `ip netns exec` in a container without mount privileges: the
     // network namespace is what matters, /sys/class/net is a convenience.
     let _ = sys::remount_sys_for_netns();
-    cannot_run(&a.command[0], sys::exec(&a.command))
+    cannot_run(&command[0], sys::exec(command))
 }
 
 /// Joins the cgroup of the node whose init's pidfd is `init`, as `docker exec` does: what

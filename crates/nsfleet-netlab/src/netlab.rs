@@ -24,6 +24,12 @@ const MAJOR: u32 = 26;
 /// fleet's folder (no fleet name starts with a dot).
 const PREFIX: &str = ".netlab-";
 
+/// netlab's probes of its containerlab provider (its `providers/clab.yml`) as a user's
+/// run has them: the same, but for the one that wants the user in containerlab's
+/// `clab_admins` group (the group of containerlab's setuid binary), which nsfleet, run by
+/// the user in a user namespace of theirs, needs no more than it is setuid.
+const USERS_PROBES: &str = r#"[{"cmd": "containerlab version", "err": "Containerlab is not installed"}, {"cmd": "docker version", "err": "Cannot run 'docker version'"}, {"cmd": ["bash", "-c", "[[ `containerlab version|awk '/version/ {print $2}'` > '0.74.99' ]] && echo OK"], "err": "Containerlab version is too old"}]"#;
+
 pub struct NetlabArgs {
     pub args: Vec<OsString>,
     /// Run a netlab of another major version than [`TESTED`]'s.
@@ -48,6 +54,10 @@ pub fn netlab(a: NetlabArgs) -> anyhow::Result<i32> {
         eprintln!("nsfleet: this kernel has no loadable modules (/proc/modules): netlab is told to load none");
         netlab.env("NETLAB_DEVICES_FRR_CLAB_KMODS", "{}");
         netlab.env("NETLAB_PROVIDERS_CLAB_KMODS", "{}");
+    }
+    if !sys::is_root() {
+        eprintln!("nsfleet: netlab runs as a user here: its check for containerlab's clab_admins group is left out (the lab is yours, in a user namespace of your own: docs/rootless.md)");
+        netlab.env("NETLAB_PROVIDERS_CLAB_PROBE", USERS_PROBES);
     }
     let mut child = netlab
         .spawn()

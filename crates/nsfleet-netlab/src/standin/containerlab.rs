@@ -2,7 +2,8 @@
 //! netlab needs), `deploy [--reconfigure] -t FILE`, `destroy [--cleanup] -t FILE` and
 //! `inspect -t FILE --format json`, each nsfleet's own verb on the same file. Nodes run
 //! the host's software (a node of FRR's image runs the host's FRR), and each node's
-//! namespace is named `clab-LAB-NODE`, as containerlab names them and netlab expects.
+//! namespace is named `clab-LAB-NODE`, as containerlab names them and netlab expects
+//! (root's: a user's lab names none, and `sudo` answers for them).
 
 use super::{options, unanswered, Tool};
 use nsfleet_clab::lab as clab;
@@ -60,7 +61,9 @@ fn topo(
 fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     let (file, reconfigure, _) = topo(args, &["--reconfigure", "-c"])?;
     let up = nsfleet_client::up::UpArgs {
-        netns_names: true,
+        // A user's lab has none: /run/netns is root's (their `sudo ip netns exec` is
+        // answered by entering the node, see `sudo`).
+        netns_names: nsfleet::sys::is_root(),
         ..nsfleet_client::up::UpArgs::defaults(run_dir)
     };
     let run_dir = up.run_dir.clone();

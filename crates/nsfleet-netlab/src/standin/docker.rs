@@ -89,7 +89,7 @@ fn ps(rd: &RunDir, args: &[String]) -> anyhow::Result<i32> {
 }
 
 /// The lab that runs container `name`.
-fn lab_of(rd: &RunDir, name: &str) -> anyhow::Result<String> {
+pub(crate) fn lab_of(rd: &RunDir, name: &str) -> anyhow::Result<String> {
     nsfleet_clab::lab::find_container(rd, name).map(|(f, _)| f.name)
 }
 

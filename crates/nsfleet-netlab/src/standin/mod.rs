@@ -46,7 +46,7 @@ pub fn answer(a: StandInArgs) -> anyhow::Result<i32> {
     match a.tool {
         Tool::Containerlab => containerlab::answer(&a.args, a.run_dir),
         Tool::Docker => docker::answer(&a.args, a.run_dir),
-        Tool::Sudo => sudo::answer(&a.args),
+        Tool::Sudo => sudo::answer(&a.args, a.run_dir),
     }
 }
 

@@ -1105,7 +1105,14 @@ enum CopiedKind {
 /// Sockets, fifos and devices are left out: a copy would not be one.
 fn read_tree(root: &Path, below: &Path, out: &mut Vec<Copied>) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    for entry in std::fs::read_dir(root.join(below))? {
+    // What the caller may not read (a user's fleet's: /etc/shadow, /etc/ssl/private) is
+    // not theirs to give a node: such a file is left out, such a folder copied empty.
+    let denied = |e: &std::io::Error| e.kind() == std::io::ErrorKind::PermissionDenied;
+    let entries = match std::fs::read_dir(root.join(below)) {
+        Err(e) if denied(&e) && !below.as_os_str().is_empty() => return Ok(()),
+        r => r?,
+    };
+    for entry in entries {
         let entry = entry?;
         let path = below.join(entry.file_name());
         let src = root.join(&path);
@@ -1114,7 +1121,10 @@ fn read_tree(root: &Path, below: &Path, out: &mut Vec<Copied>) -> std::io::Resul
         let what = if t.is_dir() {
             CopiedKind::Folder
         } else if t.is_file() {
-            CopiedKind::File(std::fs::read(&src)?)
+            match std::fs::read(&src) {
+                Err(e) if denied(&e) => continue,
+                r => CopiedKind::File(r?),
+            }
         } else if t.is_symlink() {
             CopiedKind::Link(std::fs::read_link(&src)?)
         } else {
