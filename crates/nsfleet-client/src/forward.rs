@@ -100,7 +100,7 @@ impl Forwarder {
             fleet.name,
             fleet.run_dir.display()
         );
-        (self.tell.write_all(line.as_bytes())).context("telling the ports' forwarder")
+        (self.tell.write_all(line.as_bytes())).context("telling the fleet's forwarder")
     }
 }
 
