@@ -868,3 +868,47 @@ fn a_user_with_subordinate_ids_and_no_newuidmap_is_told_what_to_install() {
     );
     user.assert_nothing_left();
 }
+
+#[test]
+fn root_of_a_user_namespace_not_the_hosts_runs_fleets_as_a_user_does() {
+    // Root in a user namespace of its own (`unshare -Ur`, a rootless container's root):
+    // the host's namespaces, cgroups and /run are not its own.
+    let folder = PathBuf::from(format!("/tmp/nsfru-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = folder.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let fleet = write("ru.toml", &hosts("ru", 2));
+    let limited = write(
+        "lim.toml",
+        "[fleet]\nname = \"lim\"\n\n[[node]]\nname = \"a\"\ncommands = [\"sleep 60\"]\nmemory = \"64M\"\n",
+    );
+    let run_dir = Path::new("/tmp/nsfleet-0");
+    let had_run_dir = run_dir.exists();
+    let bin = env!("CARGO_BIN_EXE_nsfleet");
+    let script = format!(
+        "{bin} up {fleet} && {bin} exec ru h1 -- ping -c1 -W2 10.77.0.2 && {bin} down ru && ! {bin} up {limited}"
+    );
+    let out = Command::new("unshare")
+        .args(["-Ur", "sh", "-c", &script])
+        .env_remove("NSFLEET_RUN_DIR")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    let left: Vec<_> = std::fs::read_dir(run_dir).unwrap().flatten().collect();
+    if !had_run_dir {
+        let _ = std::fs::remove_dir(run_dir);
+    }
+    let _ = std::fs::remove_dir_all(&folder);
+    assert!(out.status.success(), "{said}");
+    // Its limits are refused at their line (no cgroup would hold them), and its fleets
+    // live in a run folder of its own, not the host's root's /run/nsfleet.
+    assert!(
+        said.contains("lim.toml:7:") && said.contains("delegated"),
+        "{said}"
+    );
+    assert!(left.is_empty(), "left in /tmp/nsfleet-0: {left:?}");
+}

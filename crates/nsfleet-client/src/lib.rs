@@ -64,7 +64,7 @@ impl FleetRef {
     /// before entering its nodes (see `crate::user`). Root's process stays where it is.
     /// By a process of one thread.
     pub fn enter_as_user(&self) -> anyhow::Result<()> {
-        if nsfleet::sys::euid() == 0 {
+        if nsfleet::sys::is_host_root() {
             return Ok(());
         }
         let sup = (self.dir().record(&self.name))

@@ -122,7 +122,7 @@ pub fn validate(a: &UpArgs) -> anyhow::Result<Validated> {
     // A user's fleet is probed where it will live: in its own user namespace. Its ports
     // are bound before, in the host's, where its forwarder stays.
     let mut forwarder = None;
-    let users = !sys::is_root();
+    let users = !sys::is_host_root();
     let mut pasta = Err(String::new());
     if users {
         let ports = draft.published_ports();
@@ -163,6 +163,8 @@ pub fn start(a: UpArgs, valid: Validated) -> anyhow::Result<()> {
         mut forwarder,
         outbound,
     } = valid;
+    // Not root yet (a topology checked elsewhere, `Validated::of`): a user's fleet's
+    // namespace, made now. After `validate`, a user's `up` is its root already.
     if !sys::is_root() {
         users_fleet(&a)?;
     }

@@ -55,7 +55,7 @@ fn new_namespaces(what: &str) -> anyhow::Result<(OwnedFd, OwnedFd)> {
 /// subordinate ids) and a store's files can be removed whoever of those owns them.
 /// Root's stays where it is. By a process of one thread.
 pub fn become_root_of_own_ids() -> anyhow::Result<()> {
-    if sys::euid() == 0 {
+    if sys::is_host_root() {
         return Ok(());
     }
     let (user, _net) = new_namespaces("a user namespace of your ids")?;

@@ -50,8 +50,7 @@ impl Store {
             Some(dir) if !dir.is_empty() => return PathBuf::from(dir),
             _ => {}
         }
-        let hosts_root =
-            nsfleet_sys::euid() == 0 && nsfleet_sys::userns::in_host_namespace().unwrap_or(true);
+        let hosts_root = nsfleet_sys::is_host_root();
         let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
         let data = (std::env::var_os("XDG_DATA_HOME").and_then(absolute)).or_else(|| {
             let home = std::env::var_os("HOME").and_then(absolute)?;

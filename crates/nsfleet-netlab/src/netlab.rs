@@ -55,7 +55,7 @@ pub fn netlab(a: NetlabArgs) -> anyhow::Result<i32> {
         netlab.env("NETLAB_DEVICES_FRR_CLAB_KMODS", "{}");
         netlab.env("NETLAB_PROVIDERS_CLAB_KMODS", "{}");
     }
-    if !sys::is_root() {
+    if !sys::is_host_root() {
         eprintln!("nsfleet: netlab runs as a user here: its check for containerlab's clab_admins group is left out (the lab is yours, in a user namespace of your own: docs/rootless.md)");
         netlab.env("NETLAB_PROVIDERS_CLAB_PROBE", USERS_PROBES);
     }

@@ -36,7 +36,7 @@ pub fn kernel_for(asks: &Asks) -> KernelCaps {
         Some((w, r)) => (Some(w), r),
         None => (None, BTreeMap::new()),
     };
-    let host_root = sys::is_root() && sys::userns::in_host_namespace().unwrap_or(false);
+    let host_root = sys::is_host_root();
     KernelCaps {
         netem: asks.netem && has_netem(),
         netns_sysctls,

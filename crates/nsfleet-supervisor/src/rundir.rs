@@ -15,7 +15,7 @@ pub const DEFAULT_RUN_DIR: &str = "/run/nsfleet";
 
 /// Whether we run for a user: not as root, or as root of a user's own namespace.
 fn users() -> bool {
-    sys::euid() != 0 || !sys::userns::in_host_namespace().unwrap_or(true)
+    !sys::is_host_root()
 }
 
 /// The run directory of whoever runs us: root's [`DEFAULT_RUN_DIR`]; a user's
@@ -24,10 +24,10 @@ fn users() -> bool {
 /// made it first.
 pub fn default_root() -> PathBuf {
     use std::os::unix::fs::MetadataExt;
-    let uid = sys::euid();
-    if uid == 0 {
+    if sys::is_host_root() {
         return DEFAULT_RUN_DIR.into();
     }
+    let uid = sys::euid();
     let session = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|d| d.is_absolute())

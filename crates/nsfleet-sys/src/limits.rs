@@ -56,6 +56,13 @@ pub fn is_root() -> bool {
     euid() == 0
 }
 
+/// Whether we are the host's root: uid 0 of the host's user namespace. Root of another
+/// user namespace (`unshare -Ur`, a rootless container's root) runs fleets as a user
+/// does: what needs the host's root (its namespaces, cgroups, /run) is not its own.
+pub fn is_host_root() -> bool {
+    is_root() && crate::userns::in_host_namespace().unwrap_or(true)
+}
+
 /// Our effective uid.
 pub fn euid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and has no side effects.

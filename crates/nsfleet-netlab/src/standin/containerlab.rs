@@ -63,7 +63,7 @@ fn deploy(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
     let up = nsfleet_client::up::UpArgs {
         // A user's lab has none: /run/netns is root's (their `sudo ip netns exec` is
         // answered by entering the node, see `sudo`).
-        netns_names: nsfleet::sys::is_root(),
+        netns_names: nsfleet::sys::is_host_root(),
         ..nsfleet_client::up::UpArgs::defaults(run_dir)
     };
     let run_dir = up.run_dir.clone();

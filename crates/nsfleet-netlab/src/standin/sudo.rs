@@ -38,7 +38,7 @@ pub fn answer(args: &[String], run_dir: PathBuf) -> anyhow::Result<i32> {
         );
         return Ok(0);
     }
-    if !nsfleet::sys::is_root() {
+    if !nsfleet::sys::is_host_root() {
         return as_user(command, run_dir);
     }
     let e = std::process::Command::new(program)

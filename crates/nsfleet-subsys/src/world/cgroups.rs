@@ -53,6 +53,11 @@ const PATIENCE: Duration = Duration::from_secs(2);
 /// Whether a limit's controller (`memory`, `cpu`, `cpuset`, `pids`) can be used by the
 /// groups nsfleet makes here: the topology's check asks this before anything exists.
 pub fn usable(controller: &str) -> bool {
+    // As `FleetGroup::make`, which makes none in a user's namespace: a limit there would
+    // be taken and not held.
+    if !nsfleet_sys::userns::in_host_namespace().unwrap_or(false) {
+        return false;
+    }
     let Some(c) = CONTROLLERS.iter().find(|c| c.name() == controller) else {
         return false;
     };
