@@ -69,7 +69,12 @@ impl User {
 
     /// `nsfleet ARGS` as the user, in their home, with a login's bare environment.
     fn run(&self, args: &[&str]) -> Output {
-        (self.command(&self.bin, Tun::Roots).args(args))
+        self.run_where(Tun::Roots, args)
+    }
+
+    /// As [`run`](Self::run), where the user's /dev/net/tun is `tun`'s.
+    fn run_where(&self, tun: Tun, args: &[&str]) -> Output {
+        (self.command(&self.bin, tun).args(args))
             .output()
             .expect("nsfleet runs")
     }
@@ -737,10 +742,7 @@ fn a_users_management_network_reaches_the_world_through_pasta() {
         "o.clab.yml",
         "name: olab\ntopology:\n  nodes:\n    a: {kind: linux, image: alpine:3}\n",
     );
-    let out = (user.command(&user.bin, Tun::Users))
-        .args(["deploy", "-t", &file, "--host-software"])
-        .output()
-        .unwrap();
+    let out = user.run_where(Tun::Users, &["deploy", "-t", &file, "--host-software"]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(!said.contains("warning"), "{said}");
@@ -767,10 +769,7 @@ fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_l
         "[fleet]\nname = \"dev\"\n\n[[node]]\nname = \"a\"\ncommands = [\"sleep 60\"]\ndevices = [\"/dev/net/tun\"]\n",
     );
     // The host's file, bound: the user's own here (see `User::command`).
-    let out = (user.command(&user.bin, Tun::Users))
-        .args(["up", &file])
-        .output()
-        .unwrap();
+    let out = user.run_where(Tun::Users, &["up", &file]);
     assert!(
         out.status.success(),
         "{}",
