@@ -155,14 +155,16 @@ fn open_world((pid, start_time): (libc::pid_t, u64)) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// The namespaces a node process is started in, and those the spawner comes back to (a
-/// confined node's user namespace is entered by the process itself: a thread cannot).
+/// The namespaces a node process is started in, and those the spawner comes back to. A
+/// confined node's user namespace is entered by the process itself (a thread cannot),
+/// and then its cgroup namespace, which that user namespace owns: the spawner stays in
+/// its process's, where the node's group's files are opened (a user's fleet is in the
+/// host's, which it could not enter again).
 const WORLD: libc::c_int = libc::CLONE_NEWNET
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWPID
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWCGROUP;
+    | libc::CLONE_NEWIPC;
 
 /// The spawner thread's home: a pidfd of its own process, whose main thread has the
 /// process's namespaces, to come back to after each spawn in one `setns`.
@@ -187,9 +189,13 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         .open(&req.log)?;
     let world = open_world(req.world.init)?;
     let userns = sys::userns::of_process(world.as_fd())?;
-    // Opened here, in the host's cgroup namespace and as its root: the process joins
-    // before it is the node's root.
+    // Opened here, in the fleet's cgroup namespace (the host's) and as its root: the
+    // process joins before it is the node's root.
     let cgroups = req.world.cgroup.get().procs_files()?;
+    // A confined node's own (see nsfleet-subsys's world); another's is the fleet's.
+    let cgroupns = (userns.as_ref())
+        .map(|_| sys::userns::cgroup_ns_of(world.as_fd()))
+        .transpose()?;
     sys::setns(world.as_fd(), WORLD)?;
     let l = &req.launch;
     let Some((program, args)) = l.argv.split_first() else {
@@ -215,6 +221,7 @@ fn spawn_in_world(req: &Request) -> io::Result<libc::pid_t> {
         ids,
         userns: userns.as_ref().map(|u| u.as_fd()),
         cgroups: &cgroups.iter().map(|f| f.as_fd()).collect::<Vec<_>>(),
+        cgroupns: cgroupns.as_ref().map(|c| c.as_fd()),
         restrictions: req.world.restrictions,
     })
 }

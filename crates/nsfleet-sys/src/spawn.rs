@@ -44,6 +44,10 @@ pub struct Exec<'a> {
     /// The `cgroup.procs` files of the groups it joins, before it enters `userns` (see
     /// `cgroup::open_procs`).
     pub cgroups: &'a [BorrowedFd<'a>],
+    /// A cgroup namespace it enters once it is root of `userns` (a confined node's, which
+    /// that namespace owns; see `userns::cgroup_ns_of`): the caller may be in one it could
+    /// not enter again (a user's fleet is in the host's).
+    pub cgroupns: Option<BorrowedFd<'a>>,
     /// What it gives up before it execs (see [`crate::confine`]).
     pub restrictions: crate::confine::Restrictions,
 }
@@ -73,6 +77,7 @@ struct ChildArgs<'a> {
     ids: Option<(libc::uid_t, libc::gid_t)>,
     userns: Option<BorrowedFd<'a>>,
     cgroups: &'a [BorrowedFd<'a>],
+    cgroupns: Option<BorrowedFd<'a>>,
     restrictions: crate::confine::Restrictions,
     /// The errno of the step that failed; 0 while none has.
     error: AtomicI32,
@@ -94,6 +99,7 @@ pub fn spawn_node_process(exec: &Exec<'_>) -> io::Result<libc::pid_t> {
         stdio: exec.stdio.map(|fd| fd.as_raw_fd()),
         ids: exec.ids,
         userns: exec.userns,
+        cgroupns: exec.cgroupns,
         cgroups: exec.cgroups,
         restrictions: exec.restrictions,
         error: AtomicI32::new(0),
@@ -228,6 +234,9 @@ fn setup(args: &ChildArgs<'_>) -> io::Result<()> {
         if let Some(ns) = args.userns {
             crate::userns::become_root_in(ns)?;
         }
+        if let Some(ns) = args.cgroupns {
+            check(libc::setns(ns.as_raw_fd(), libc::CLONE_NEWCGROUP))?;
+        }
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
         for (i, fd) in args.stdio.iter().enumerate() {
             if *fd == i as RawFd {
@@ -343,6 +352,7 @@ mod tests {
             cwd: Some(OsStr::new("/")),
             ids: Some((65534, 65534)),
             userns: None,
+            cgroupns: None,
             cgroups: &[],
             restrictions: Default::default(),
         });
@@ -377,6 +387,7 @@ mod tests {
             cwd: None,
             ids: None,
             userns: None,
+            cgroupns: None,
             cgroups: &[],
             restrictions: Default::default(),
         })

@@ -226,15 +226,17 @@ pub fn in_host_namespace() -> io::Result<bool> {
 }
 
 /// Enters a user namespace made by [`new_user_and_net_mapped`] as its root, and its
-/// network namespace, and gets mount, UTS, IPC and cgroup namespaces of its own, which
-/// that user namespace owns: the calling process is then root of a world of its own, as
-/// `unshare -Urnm` makes it, every one of whose namespaces it may enter again (the
-/// host's it may not). Mounts made below it propagate no further. For a process of one
-/// thread (see [`become_root_in`]).
+/// network namespace, and gets mount, UTS and IPC namespaces of its own, which that user
+/// namespace owns: the calling process is then root of a world of its own, as `unshare
+/// -Urnm` makes it, every one of whose namespaces it may enter again (the host's it may
+/// not). Mounts made below it propagate no further. Its cgroup namespace stays the
+/// caller's: there a cgroup v2 subtree delegated to the user is seen whole, and groups
+/// may be made and joined anywhere below it (a namespace of its own would confine them
+/// to the caller's group). For a process of one thread (see [`become_root_in`]).
 pub fn become_root_of(user: BorrowedFd<'_>, net: BorrowedFd<'_>) -> io::Result<()> {
     become_root_in(user)?;
     crate::setns_net(net)?;
-    let own = libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+    let own = libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
     // SAFETY: unshare(2) with flags, in a process of one thread.
     check(unsafe { libc::unshare(own) }).map(drop)
 }
@@ -259,6 +261,7 @@ pub fn new_pid_ns_in(userns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 const PIDFD_GET_NET_NAMESPACE: libc::c_ulong = 0xff04;
 const PIDFD_GET_PID_FOR_CHILDREN_NAMESPACE: libc::c_ulong = 0xff06;
 const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xff09;
+const PIDFD_GET_CGROUP_NAMESPACE: libc::c_ulong = 0xff01;
 
 /// The namespace `request` names of the process behind `pidfd`.
 fn namespace_of(pidfd: BorrowedFd<'_>, request: libc::c_ulong) -> io::Result<OwnedFd> {
@@ -291,6 +294,13 @@ pub fn owner_if_other(ns: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
 /// node whose init it is, is confined.
 pub fn of_process(pidfd: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     unless_ours(namespace_of(pidfd, PIDFD_GET_USER_NAMESPACE)?)
+}
+
+/// The cgroup namespace of the process behind `pidfd`: a descriptor another process may
+/// enter with no right to trace that one (entering through the pidfd would need it, and
+/// a confined node's root has none over its init).
+pub fn cgroup_ns_of(pidfd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    namespace_of(pidfd, PIDFD_GET_CGROUP_NAMESPACE)
 }
 
 /// `userns`, unless it is the calling process's own user namespace.
