@@ -69,29 +69,29 @@ impl User {
 
     /// `nsfleet ARGS` as the user, in their home, with a login's bare environment.
     fn run(&self, args: &[&str]) -> Output {
-        self.run_where(Tun::Roots, args)
+        self.run_where(Where::Host, args)
     }
 
-    /// As [`run`](Self::run), where the user's /dev/net/tun is `tun`'s.
-    fn run_where(&self, tun: Tun, args: &[&str]) -> Output {
-        (self.command(&self.bin, tun).args(args))
+    /// As [`run`](Self::run), as `place` says.
+    fn run_where(&self, place: Where, args: &[&str]) -> Output {
+        (self.command(&self.bin, place).args(args))
             .output()
             .expect("nsfleet runs")
     }
 
     /// `program` as the user, in their home, with a login's bare environment and the
-    /// user's nsfleet for the Python package. With [`Tun::Users`], in a mount namespace
-    /// of the test's own where /dev/net/tun is a device file of the user's, as on hosts
-    /// whose /dev/net/tun is 0666 (most distributions'); this machine's is root's alone,
-    /// and the host's is not the test's to change.
-    fn command(&self, program: &Path, tun: Tun) -> Command {
-        let mut c = match tun {
-            Tun::Roots => {
+    /// user's nsfleet for the Python package. With [`Where::UsersTun`], in a mount
+    /// namespace of the test's own where /dev/net/tun is a device file of the user's, as
+    /// on hosts whose /dev/net/tun is 0666 (most distributions'); this machine's is
+    /// root's alone, and the host's is not the test's to change.
+    fn command(&self, program: &Path, place: Where) -> Command {
+        let mut c = match place {
+            Where::Host => {
                 let mut c = Command::new(program);
                 c.uid(self.uid).gid(self.gid);
                 c
             }
-            Tun::Users => {
+            Where::UsersTun => {
                 let device = self.home.join("tun");
                 if !device.exists() {
                     let made = (Command::new("mknod").arg(&device))
@@ -101,12 +101,12 @@ impl User {
                     std::os::unix::fs::chown(&device, Some(self.uid), Some(self.gid)).unwrap();
                 }
                 let mut c = Command::new("unshare");
-                c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-                    .arg(r#"mount --bind "$0" /dev/net/tun && u=$1 g=$2 && shift 2 && exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@""#)
-                    .arg(&device)
-                    .args([self.uid.to_string(), self.gid.to_string()])
-                    .arg(program);
-                c
+                c.args(["--mount", "--propagation", "private", "--"]);
+                self.after_root(c, r#"mount --bind "$0" /dev/net/tun"#, &device, program)
+            }
+            Where::InGroup(group) => {
+                let c = Command::new("env");
+                self.after_root(c, r#"echo 0 > "$0/cgroup.procs""#, group, program)
             }
         };
         c.env_clear()
@@ -116,6 +116,18 @@ impl User {
             .env("NSFLEET_BIN", &self.bin)
             .current_dir(&self.home)
             .stdin(Stdio::null());
+        c
+    }
+
+    /// `c` (a command that runs what follows it: `env`, or `unshare ... --`) running, as
+    /// root, the shell line `first` with `$0` = `arg`, then `program` as the user.
+    fn after_root(&self, mut c: Command, first: &str, arg: &Path, program: &Path) -> Command {
+        let then = r#"u=$1 g=$2 && shift 2 && exec setpriv --reuid="$u" --regid="$g" --clear-groups -- "$@""#;
+        c.args(["sh", "-c"])
+            .arg(format!("{first} && {then}"))
+            .arg(arg)
+            .args([self.uid.to_string(), self.gid.to_string()])
+            .arg(program);
         c
     }
 
@@ -227,13 +239,16 @@ impl Drop for User {
     }
 }
 
-/// Whose /dev/net/tun a user's command sees (see [`User::command`]).
+/// Whose /dev/net/tun a user's command sees, and in which cgroup it runs (see
+/// [`User::command`]).
 #[derive(Clone, Copy)]
-enum Tun {
-    /// The host's: root's alone on this machine.
-    Roots,
-    /// One the user may open.
-    Users,
+enum Where<'a> {
+    /// The host's /dev/net/tun (root's alone on this machine), in the test's cgroup.
+    Host,
+    /// A /dev/net/tun the user may open.
+    UsersTun,
+    /// The host's, in this cgroup (v2), moved there by root before it is the user's.
+    InGroup(&'a Path),
 }
 
 /// Two hosts on a link, each running a loop: worlds of their own, wired.
@@ -642,7 +657,7 @@ with nsfleet.Fleet.from_dict(topology) as fleet:
     fleet.link("h1:eth0").up()
     print(len(fleet.status().nodes))
 "#;
-    let out = (user.command(Path::new("python3"), Tun::Roots))
+    let out = (user.command(Path::new("python3"), Where::Host))
         .args(["-c", script])
         .env("PYTHONPATH", &package)
         .output()
@@ -690,8 +705,8 @@ fn a_user_runs_a_mininet_script_on_open_vswitch_driven_by_a_controller_on_the_ho
     let user = User::new("m", true);
     let package = user.python_package();
     let script = user.file("two.py", MININET_SCRIPT);
-    let mn = |tun| {
-        let out = (user.command(&user.bin, tun))
+    let mn = |place| {
+        let out = (user.command(&user.bin, place))
             .args(["mn", &script])
             .env("PYTHONPATH", &package)
             .output()
@@ -701,11 +716,11 @@ fn a_user_runs_a_mininet_script_on_open_vswitch_driven_by_a_controller_on_the_ho
     };
     // The switch's controller is the user's process in the host's namespace, which the
     // fleet's switch reaches through the fleet's forwarder there.
-    let (ok, said) = mn(Tun::Users);
+    let (ok, said) = mn(Where::UsersTun);
     assert!(ok && said.contains("dropped 0.0"), "{said}");
     user.assert_nothing_left();
     // Where the user may not open /dev/net/tun, refused before anything exists.
-    let (ok, said) = mn(Tun::Roots);
+    let (ok, said) = mn(Where::Host);
     assert!(!ok, "{said}");
     assert!(said.contains("/dev/net/tun"), "{said}");
     user.assert_nothing_left();
@@ -742,7 +757,7 @@ fn a_users_management_network_reaches_the_world_through_pasta() {
         "o.clab.yml",
         "name: olab\ntopology:\n  nodes:\n    a: {kind: linux, image: alpine:3}\n",
     );
-    let out = user.run_where(Tun::Users, &["deploy", "-t", &file, "--host-software"]);
+    let out = user.run_where(Where::UsersTun, &["deploy", "-t", &file, "--host-software"]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(!said.contains("warning"), "{said}");
@@ -769,7 +784,7 @@ fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_l
         "[fleet]\nname = \"dev\"\n\n[[node]]\nname = \"a\"\ncommands = [\"sleep 60\"]\ndevices = [\"/dev/net/tun\"]\n",
     );
     // The host's file, bound: the user's own here (see `User::command`).
-    let out = user.run_where(Tun::Users, &["up", &file]);
+    let out = user.run_where(Where::UsersTun, &["up", &file]);
     assert!(
         out.status.success(),
         "{}",
@@ -801,7 +816,7 @@ fn a_user_waits_on_watches_measures_draws_captures_and_loads_their_fleet() {
     let settled = hosts("e", 2).replace("while sleep 1; do :; done", "sleep 600");
     user.ok(&["up", &user.file("e.toml", &settled)]);
     let spawn = |args: &[&str]| {
-        (user.command(&user.bin, Tun::Roots).args(args))
+        (user.command(&user.bin, Where::Host).args(args))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -854,7 +869,7 @@ fn a_user_with_subordinate_ids_and_no_newuidmap_is_told_what_to_install() {
     let user = User::new("n", true);
     let plain = user.file("n.toml", &hosts("n", 2));
     // No newuidmap on PATH, as on a machine without Debian's uidmap.
-    let out = (user.command(&user.bin, Tun::Roots))
+    let out = (user.command(&user.bin, Where::Host))
         .args(["up", &plain])
         .env("PATH", "/nonexistent")
         .output()
@@ -910,4 +925,132 @@ fn root_of_a_user_namespace_not_the_hosts_runs_fleets_as_a_user_does() {
         "{said}"
     );
     assert!(left.is_empty(), "left in /tmp/nsfleet-0: {left:?}");
+}
+
+/// A cgroup v2 group handed to a user as systemd's `Delegate=yes` hands one (the folder,
+/// `cgroup.procs`, `cgroup.subtree_control` and `cgroup.threads` theirs), removed with
+/// every group below it when dropped.
+struct Delegated {
+    path: PathBuf,
+}
+
+impl Delegated {
+    /// A group of the test's own at the top of the v2 hierarchy, handed to `user`.
+    fn to(user: &User) -> Delegated {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = (mountinfo.lines())
+            .find(|l| l.contains(" - cgroup2 ") && l.split(' ').nth(3) == Some("/"))
+            .and_then(|l| l.split(' ').nth(4))
+            .expect("a cgroup v2 hierarchy is mounted");
+        let path = Path::new(mount).join(format!("nsfleet-test-{}", user.name));
+        std::fs::create_dir(&path).unwrap();
+        for f in [
+            "",
+            "cgroup.procs",
+            "cgroup.subtree_control",
+            "cgroup.threads",
+        ] {
+            std::os::unix::fs::chown(path.join(f), Some(user.uid), Some(user.gid)).unwrap();
+        }
+        Delegated { path }
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // Whatever still runs in it (a failed test's fleet) first: the user is removed
+        // after this guard.
+        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
+        // Deepest first; a group whose last task is being reaped is tried again.
+        let out = Command::new("find")
+            .arg(&self.path)
+            .args(["-depth", "-type", "d"])
+            .output()
+            .unwrap();
+        for dir in String::from_utf8_lossy(&out.stdout).lines() {
+            for _ in 0..100 {
+                if std::fs::remove_dir(dir).is_ok() || !Path::new(dir).exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Where a cgroup v2 group is delegated to the user, their fleet's groups are made below
+/// it: each node in its own (its processes there, `exec` joining it from within the
+/// subtree and refused from outside it with why), and a `kill -9` of the supervisor
+/// leaves groups that `clean` removes. This machine's v2 hierarchy has no controllers
+/// (they are v1's): a limit is refused at its line, saying so.
+#[test]
+fn a_users_fleet_makes_its_groups_in_the_cgroup_v2_group_delegated_to_them() {
+    let user = User::new("dg", false);
+    let group = Delegated::to(&user);
+    let inside = Where::InGroup(&group.path);
+    let ok = |args: &[&str]| {
+        let out = user.run_where(inside, args);
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "nsfleet {args:?}: {said}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v1_pids = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(" - cgroup ") && l.ends_with(",pids"));
+    if v1_pids {
+        let limited = user.file(
+            "lim.toml",
+            "[fleet]\nname = \"lim\"\n[[node]]\nname = \"a\"\npids = 50\n",
+        );
+        let out = user.run_where(inside, &["up", &limited]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(
+            said.contains("lim.toml:5:8: `pids` limits a node through a cgroup"),
+            "{said}"
+        );
+        assert!(said.contains("on a cgroup v1 hierarchy"), "{said}");
+        assert!(
+            !group.path.join("nsfleet").exists(),
+            "a refused fleet made a group"
+        );
+    }
+
+    let file = user.file("dg.toml", &hosts("dg", 2));
+    ok(&["up", &file]);
+    let status: serde_json::Value = serde_json::from_str(&ok(&["status", "dg", "--json"])).unwrap();
+    let sup = status["fleets"][0]["pid"].as_i64().unwrap();
+    let fleet = group.path.join(format!("nsfleet/dg.{sup}"));
+    for node in ["h1", "h2"] {
+        let procs = std::fs::read_to_string(fleet.join(node).join("cgroup.procs"));
+        assert!(
+            !procs.unwrap_or_default().trim().is_empty(),
+            "{node}'s group holds its processes"
+        );
+    }
+    // In the node's cgroup namespace, whose root is its group (v1's lines beside it).
+    let seen = ok(&["exec", "dg", "h1", "--", "cat", "/proc/self/cgroup"]);
+    assert!(seen.lines().any(|l| l == "0::/"), "{seen}");
+    let outside = user.run(&["exec", "dg", "h1", "--", "true"]);
+    let said = String::from_utf8_lossy(&outside.stderr);
+    assert!(
+        !outside.status.success(),
+        "exec joined from outside: {said}"
+    );
+    assert!(said.contains("subtree delegated to them"), "{said}");
+
+    // SAFETY: kill(2) of the user's supervisor, which this test started.
+    assert_eq!(unsafe { libc::kill(sup as i32, libc::SIGKILL) }, 0);
+    user.wait_until_idle();
+    let cleaned = ok(&["clean", "dg"]);
+    assert!(
+        cleaned.contains(&format!("removed the cgroup {}", fleet.display())),
+        "{cleaned}"
+    );
+    assert!(
+        !group.path.join("nsfleet").exists(),
+        "nsfleet's group is left"
+    );
+    user.assert_nothing_left();
 }

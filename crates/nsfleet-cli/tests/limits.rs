@@ -14,7 +14,7 @@ use std::time::Duration;
 /// /proc/PID/cgroup names them, found where their hierarchy is mounted).
 fn cgroups_of(pid: i32) -> Vec<PathBuf> {
     let all = nsfleet::sys::cgroup::hierarchies().unwrap();
-    nsfleet::sys::cgroup::of_process(&all, pid, "nsfleet".as_ref()).unwrap()
+    nsfleet::sys::cgroup::of_process(&all, pid, "nsfleet").unwrap()
 }
 
 /// The first of `dirs` that has `file`, read.

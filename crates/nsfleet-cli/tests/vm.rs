@@ -182,6 +182,10 @@ fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
+/// Two nodes under limits: `hog` takes more than its memory once /run/go exists, `calm`
+/// is limited in CPU and tasks.
+const LIMITED: &str = "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n";
+
 /// cgroup v2 alone, as most hosts have it (this machine's controllers are v1's): the
 /// guest mounts the unified hierarchy only, and its root hands its controllers down as
 /// systemd's does. Limits are written in v2's words, a node over its memory is killed
@@ -192,10 +196,7 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new("vm-cgroup2");
     let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
-    let topo = env.file(
-        "v2.toml",
-        "[fleet]\nname = \"v2\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\ncommands = [\"while [ ! -e /run/go ]; do sleep 0.1; done; head -c 300M /dev/zero | tail > /dev/null; exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncpu = 0.5\npids = 50\ncommands = [\"exec sleep 1000\"]\n",
-    );
+    let topo = env.file("v2.toml", LIMITED);
     // A fleet without a memory limit hands its nodes no memory controller: each memory
     // cgroup costs the kernel a slot per superblock on the machine.
     let unlimited = env.file(
@@ -240,6 +241,63 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     ] {
         assert!(lines.contains(&want), "{want:?} in {text}");
     }
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// A user's limits on cgroup v2, in the subtree delegated to them as systemd delegates
+/// `user@UID.service` (`Delegate=yes`): the guest's root makes the slices and hands the
+/// user their group, its files theirs, and runs the user's commands in its `init.scope`.
+/// nsfleet as that user hands the group's controllers down and makes the fleet's groups
+/// below it; limits are written and hold (a node over its memory killed alone), `stats`
+/// counts each node's memory, `exec` runs in the node's group, and `down` leaves no
+/// group. A user whose commands run in a group of root's (a login's session scope) is
+/// refused the limit at its line, told which group is not theirs, with nothing made.
+#[test]
+fn a_users_limits_hold_in_the_cgroup_v2_subtree_delegated_to_them_in_a_debian_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-delegated");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let topo = env.file("v2.toml", LIMITED);
+    // The user's nsfleet and file in a folder of theirs: the test's are root's alone.
+    // As the user, from group $1 (its cgroup.procs written by root first).
+    let script = format!(
+        "C=/sys/fs/cgroup; useradd -r -M nsfv2 || exit 3; U=$(id -u nsfv2); \
+         install -d -o nsfv2 /tmp/u && cp {nsfleet} {} /tmp/u/ && chown -R nsfv2 /tmp/u || exit 3; \
+         as_user() {{ g=$1; shift; sh -c 'echo 0 > \"$0/cgroup.procs\" && cd /tmp/u && exec setpriv --reuid=nsfv2 --regid=nsfv2 --clear-groups -- env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp/u ./nsfleet \"$@\"' $g \"$@\"; }}; \
+         S=$C/user.slice/user-$U.slice; A=$S/user@$U.service; mkdir -p $A/init.scope $S/session-1.scope || exit 3; \
+         for g in $C $C/user.slice $S; do echo '+memory +cpu +pids +cpuset' > $g/cgroup.subtree_control || exit 3; done; \
+         chown nsfv2 $A $A/cgroup.procs $A/cgroup.threads $A/cgroup.subtree_control && chown -R nsfv2 $A/init.scope || exit 3; \
+         echo refused $(as_user $S/session-1.scope up v2.toml 2>&1 | grep -o 'session-1.scope) and those above it are not this user.s' | sort -u); \
+         ls $A | grep -q nsfleet && echo made a group when refused; \
+         as_user $A/init.scope up v2.toml >/dev/null 2>&1 || exit 4; \
+         echo handed $(cat $A/cgroup.subtree_control); \
+         echo memory.max $(cat $A/nsfleet/v2.*/hog/memory.max) swap $(cat $A/nsfleet/v2.*/hog/memory.swap.max); \
+         echo cpu.max $(cat $A/nsfleet/v2.*/calm/cpu.max) pids.max $(cat $A/nsfleet/v2.*/calm/pids.max); \
+         echo exec in $(as_user $A/init.scope exec v2 calm -- cat /proc/self/cgroup); \
+         echo counted $(as_user $A/init.scope stats v2 --json | grep -o '\"memory_bytes\":[0-9][0-9]*' | wc -l); \
+         as_user $A/init.scope exec v2 hog -- touch /run/go; \
+         for i in $(seq 100); do as_user $A/init.scope status v2 | grep -q 'killed: out of memory' && break; sleep 0.1; done; \
+         as_user $A/init.scope status v2 | grep 'killed: out of memory'; \
+         echo down $(as_user $A/init.scope down v2 --json | grep -o '\"reclaimed\":[0-9]*'); \
+         ls $A | grep -q nsfleet || echo no nsfleet group left",
+        topo.display(),
+    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for want in [
+        "refused session-1.scope) and those above it are not this user's",
+        "handed cpuset cpu memory pids",
+        "memory.max 33554432 swap 0",
+        "cpu.max 50000 100000 pids.max 50",
+        "exec in 0::/",
+        "counted 1",
+        "killed: out of memory, limit 32 MB",
+        "down \"reclaimed\":2",
+        "no nsfleet group left",
+    ] {
+        assert!(lines.contains(&want), "{want:?} in {text}");
+    }
+    assert!(!text.contains("made a group when refused"), "{text}");
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 

@@ -129,14 +129,18 @@ fn in_network(
 }
 
 /// Joins the cgroup of the node whose init's pidfd is `init`, as `docker exec` does: what
-/// the command uses is the node's, under the node's limits. While still the host's root.
+/// the command uses is the node's, under the node's limits. While still the host's root
+/// (or, for a user, in the user namespace that owns the node's group).
 fn join_cgroup(init: std::os::fd::BorrowedFd<'_>) -> anyhow::Result<()> {
     use nsfleet::subsys::world::cgroups::BASE;
     let pid = sys::host_pid_of(init).context("the node's init has ended")?;
     let all = sys::cgroup::hierarchies().context("reading the cgroup mounts")?;
-    let dirs = sys::cgroup::of_process(&all, pid as i32, std::path::Path::new(BASE))
-        .context("reading the node's cgroup")?;
-    sys::cgroup::join_dirs(&dirs).context("joining the node's cgroup")
+    let dirs =
+        sys::cgroup::of_process(&all, pid as i32, BASE).context("reading the node's cgroup")?;
+    sys::cgroup::join_dirs(&dirs).with_context(|| match sys::is_host_root() {
+        true => "joining the node's cgroup".to_string(),
+        false => "joining the node's cgroup: a user's command joins it only from a group of the cgroup v2 subtree delegated to them that the fleet's `up` ran in".to_string(),
+    })
 }
 
 /// A command in a node that runs an image, as `docker exec` runs one: in the image's

@@ -63,7 +63,10 @@ fn host_for(needs: &BTreeSet<HostNeed>, host_root: bool) -> HostFound {
                 Some(ids) => found.users.insert(u.clone(), ids).is_none(),
                 None => false,
             },
-            HostNeed::Cgroup(c) => crate::world::cgroups::usable(c),
+            HostNeed::Cgroup(c) => match crate::world::cgroups::refusal(c) {
+                Some(why) => found.reasons.insert(need.clone(), why).is_some(),
+                None => true,
+            },
             HostNeed::Cpus(list) => cpus_online(list),
             HostNeed::Device(path, write) => {
                 host_root || sys::may_open(std::path::Path::new(path), *write).is_ok()

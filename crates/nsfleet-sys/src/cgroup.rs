@@ -18,6 +18,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod delegated;
+
 /// The controllers nsfleet uses: a node's limits, and its usage (`cpuacct`, which v2
 /// folds into every group's `cpu.stat`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -263,10 +265,14 @@ pub struct Limits {
 /// The period of a CPU quota: Docker's and the kernel's default, 100 ms.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-/// Hands `controllers` (of those `d` holds) to the groups below `d`, a v2 folder.
+/// Hands `controllers` (of those `d` holds) to the groups below `d`, a v2 folder: those
+/// it does not hand down yet. Nothing is written when it hands them all: a group holding
+/// processes of its own (one delegated to a user may) takes no write at all.
 fn hand_down_in(d: &Dir, controllers: &[Controller]) -> io::Result<()> {
+    let handed = fs::read_to_string(d.path.join("cgroup.subtree_control")).unwrap_or_default();
     let asked: Vec<String> = (d.holds.iter())
         .filter(|c| **c != Controller::Cpuacct && controllers.contains(c))
+        .filter(|c| !handed.split_whitespace().any(|n| n == c.name()))
         .map(|c| format!("+{}", c.name()))
         .collect();
     match asked.is_empty() {
@@ -667,10 +673,11 @@ pub fn join(files: &[BorrowedFd<'_>]) -> io::Result<()> {
     Ok(())
 }
 
-/// The groups process `pid` is in, among the hierarchies `all`, whose path lies below
-/// `below` (a relative path such as `nsfleet`): where another process joins to be
-/// counted and limited with it (`nsfleet exec`, as `docker exec` does).
-pub fn of_process(all: &[Hierarchy], pid: i32, below: &Path) -> io::Result<Vec<PathBuf>> {
+/// The groups process `pid` is in, among the hierarchies `all`, whose path has a folder
+/// named `base` (such as `nsfleet`, at a hierarchy's top or below a group delegated to a
+/// user): where another process joins to be counted and limited with it (`nsfleet
+/// exec`, as `docker exec` does).
+pub fn of_process(all: &[Hierarchy], pid: i32, base: &str) -> io::Result<Vec<PathBuf>> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
     let mut dirs = Vec::new();
     for line in text.lines() {
@@ -680,7 +687,7 @@ pub fn of_process(all: &[Hierarchy], pid: i32, below: &Path) -> io::Result<Vec<P
             continue;
         };
         let rel = Path::new(path.trim_start_matches('/'));
-        if !rel.starts_with(below) {
+        if !rel.iter().any(|folder| folder == base) {
             continue;
         }
         let names: Vec<&str> = names.split(',').collect();

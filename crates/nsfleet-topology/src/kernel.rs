@@ -51,6 +51,9 @@ pub struct HostFound {
     pub missing: BTreeSet<HostNeed>,
     /// Each user asked for that exists: its uid and primary gid.
     pub users: BTreeMap<String, (u32, u32)>,
+    /// Why a missing need is missing, where the host knows more than that it is (a
+    /// user's cgroup controller: what their delegated group lacks).
+    pub reasons: BTreeMap<HostNeed, String>,
 }
 
 /// The kernel's answer to [`Asks`]: it need say nothing of what was not asked.

@@ -2,6 +2,8 @@
 //! of its own below nsfleet's (`nsfleet/FLEET.PID` in every hierarchy it uses, v2's one or
 //! v1's several; PID is its supervisor's, as fleets of one name may run from two run
 //! folders), each node that runs software one below it (`nsfleet/FLEET.PID/NODE`).
+//! nsfleet's folder is at the top of each hierarchy for the host's root, and below the
+//! cgroup v2 group delegated to anyone else (a user: see docs/rootless.md).
 //!
 //! A node's group is made and limited before its init is forked, and the init joins it
 //! before anything else, so every process of the node is in it from the first; the
@@ -50,19 +52,32 @@ const HANDED_TO_NODES: [Controller; 3] = [Controller::Cpu, Controller::Pids, Con
 /// an init's are gone by then).
 const PATIENCE: Duration = Duration::from_secs(2);
 
-/// Whether a limit's controller (`memory`, `cpu`, `cpuset`, `pids`) can be used by the
-/// groups nsfleet makes here: the topology's check asks this before anything exists.
-pub fn usable(controller: &str) -> bool {
-    // As `FleetGroup::make`, which makes none in a user's namespace: a limit there would
-    // be taken and not held.
-    if !nsfleet_sys::userns::in_host_namespace().unwrap_or(false) {
-        return false;
-    }
+/// Why a limit's controller (`memory`, `cpu`, `cpuset`, `pids`) cannot be used by the
+/// groups nsfleet makes here, if it cannot: the topology's check asks this before
+/// anything exists. As [`FleetGroup::make`] places them.
+pub fn refusal(controller: &str) -> Option<String> {
     let Some(c) = CONTROLLERS.iter().find(|c| c.name() == controller) else {
-        return false;
+        return Some(format!("nsfleet knows no {controller} controller"));
     };
     let all = cgroup::hierarchies().unwrap_or_default();
-    cgroup::refusal(&all, *c).is_none()
+    match nsfleet_sys::userns::in_host_namespace().unwrap_or(false) {
+        true => cgroup::refusal(&all, *c),
+        false => cgroup::delegated::refusal(&all, *c),
+    }
+}
+
+/// The hierarchies a fleet's groups are made in, at their tops, and whether those are a
+/// group delegated to us, which we may ready to hand its controllers down: every one
+/// mounted, for the host's root; for anyone else (a user, or the root of another user
+/// namespace) the cgroup v2 group delegated to them, or none.
+fn hierarchies_for_fleets() -> anyhow::Result<Option<(Vec<Hierarchy>, bool)>> {
+    let all: Vec<Hierarchy> = cgroup::hierarchies().context("reading the cgroup mounts")?;
+    if nsfleet_sys::userns::in_host_namespace()? {
+        return Ok(Some((all, false)));
+    }
+    Ok(cgroup::delegated::delegated(&all)
+        .ok()
+        .map(|d| (vec![d], true)))
 }
 
 /// A fleet's group, removed (with nsfleet's folder, if no other fleet is in it) when
@@ -76,17 +91,22 @@ pub struct FleetGroup {
 impl FleetGroup {
     /// Makes the group of `fleet`, journalled in `journal` first. One that exists is
     /// refused: it is what a killed supervisor of the same pid left, that `clean` has
-    /// not removed. None for a fleet in a user namespace of its own (a user's): the
-    /// host's cgroups are not its to write, and its nodes' processes stay in the
-    /// supervisor's group (what `up` refuses limits for, see docs/rootless.md).
+    /// not removed. A fleet not of the host's root (a user's) makes its groups below the
+    /// cgroup v2 group delegated to it, first handing that group's controllers down
+    /// (what systemd's user manager does for its own units), and none where nothing is
+    /// delegated: its nodes' processes stay in the supervisor's group (what `up` refuses
+    /// limits for, see docs/rootless.md).
     pub fn make(fleet: &str, journal: &Path) -> anyhow::Result<Option<FleetGroup>> {
-        if !nsfleet_sys::userns::in_host_namespace()? {
+        let Some((all, delegated)) = hierarchies_for_fleets()? else {
             return Ok(None);
-        }
-        let all: Vec<Hierarchy> = cgroup::hierarchies().context("reading the cgroup mounts")?;
+        };
         let usable: Vec<Controller> = (CONTROLLERS.iter().copied())
             .filter(|c| cgroup::refusal(&all, *c).is_none())
             .collect();
+        if delegated {
+            let top = Group::at(&all, &usable, Path::new(""));
+            (top.hand_down(&usable)).context("the cgroup delegated to this user")?;
+        }
         let base = Group::at(&all, &usable, Path::new(BASE));
         let group = base.child(&format!("{fleet}.{}", nsfleet_sys::host_pid()));
         let mut lines = String::new();
@@ -255,12 +275,12 @@ pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let ours = fleet
             .parent()
             .filter(|b| b.file_name() == Some(BASE.as_ref()));
-        let in_hierarchy = all
-            .iter()
-            .any(|h| ours.and_then(|b| b.parent()) == Some(&h.mount));
+        // At a hierarchy's top (root's), or below it (a user's, in their delegated group).
+        let above = ours.and_then(|b| b.parent());
+        let in_hierarchy = (all.iter()).any(|h| above.is_some_and(|a| a.starts_with(&h.mount)));
         if ours.is_none() || !in_hierarchy {
             anyhow::bail!(
-                "{}: {line} is not a fleet's cgroup below a hierarchy's {BASE} folder; not touching it",
+                "{}: {line} is not a fleet's cgroup in a {BASE} folder of a cgroup hierarchy; not touching it",
                 journal.display()
             );
         }

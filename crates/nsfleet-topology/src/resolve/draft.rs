@@ -126,7 +126,9 @@ impl Draft {
             // Once per place: every node of a group (or of `[defaults]`) says the same.
             if said.insert((n.at.at, n.why.clone())) {
                 let why = match &n.need {
-                    crate::HostNeed::Cgroup(c) if !kernel.host_root => cgroup_as_user(c),
+                    crate::HostNeed::Cgroup(c) if !kernel.host_root => {
+                        cgroup_as_user(c, kernel.host.reasons.get(&n.need))
+                    }
                     _ => n.why.clone(),
                 };
                 errors.take::<()>(Err(n.at.with(why)));
@@ -156,9 +158,10 @@ impl Draft {
     }
 }
 
-/// Why a user's fleet has no limit that needs controller `c`.
-fn cgroup_as_user(c: &str) -> String {
-    format!("`{c}` limits a node through a cgroup, and nsfleet as a user makes none: it would need a cgroup v2 subtree delegated to the user (systemd's user@.service with Delegate=yes), which it does not use yet; remove the limit, or run nsfleet as root (docs/rootless.md)")
+/// Why a user's fleet has no limit that needs controller `c`: `why`, the host's reason.
+fn cgroup_as_user(c: &str, why: Option<&String>) -> String {
+    let why = why.map_or("there is none", String::as_str);
+    format!("`{c}` limits a node through a cgroup, which nsfleet as a user makes only below a cgroup v2 group delegated to the user (systemd's user@UID.service, Delegate=yes): {why}. Remove the limit, or run nsfleet as root (docs/rootless.md)")
 }
 
 /// Each folder a kind gives to a user by name owned by that user's ids, where the host
