@@ -87,7 +87,9 @@ impl Forwarder {
     }
 
     /// Tells the forwarder the fleet it forwards to: its supervisor and run folder; with
-    /// `outbound`, to give the fleet's namespace the world through pasta.
+    /// `outbound`, to give the fleet's namespace the world through pasta, and waits until
+    /// pasta has (a node's first connection out would fail before: `deploy` then `exec
+    /// curl` did, seen in CI). By `up`, in the fleet's network namespace.
     pub fn serve(
         mut self,
         supervisor: i32,
@@ -100,8 +102,44 @@ impl Forwarder {
             fleet.name,
             fleet.run_dir.display()
         );
-        (self.tell.write_all(line.as_bytes())).context("telling the fleet's forwarder")
+        (self.tell.write_all(line.as_bytes())).context("telling the fleet's forwarder")?;
+        if outbound && !wait_for_outbound_route(PASTA_PATIENCE) {
+            let log = fleet.dir().log_dir(&fleet.name).join("pasta.log");
+            eprintln!(
+                "nsfleet: warning: pasta has not given the fleet a route to the world after {} s: the nodes reach no further than the fleet yet (see {})",
+                PASTA_PATIENCE.as_secs(),
+                log.display()
+            );
+        }
+        Ok(())
     }
+}
+
+/// How long `up` waits for pasta to configure the fleet's namespace (it takes
+/// milliseconds).
+const PASTA_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits, `bound` at most, until this thread's network namespace routes by default
+/// through pasta's interface ([`nsfleet::subsys::outbound::IFACE`]): what pasta
+/// configures last. Whether it does.
+fn wait_for_outbound_route(bound: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + bound;
+    let routed = || {
+        let table = std::fs::read_to_string("/proc/thread-self/net/route").unwrap_or_default();
+        // Iface Destination Gateway ...: a default route has destination 00000000.
+        (table.lines().skip(1)).any(|l| {
+            let mut words = l.split_whitespace();
+            words.next() == Some(nsfleet::subsys::outbound::IFACE)
+                && words.next() == Some("00000000")
+        })
+    };
+    while !routed() {
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
 }
 
 /// Each TCP port bound on all of the host's addresses (or the one given), or why not.
