@@ -25,6 +25,7 @@ pub mod impair;
 pub mod link;
 pub mod node;
 mod ports;
+pub mod probe;
 pub mod ready;
 pub mod report;
 pub mod stats;

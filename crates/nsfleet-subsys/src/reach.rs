@@ -123,6 +123,8 @@ mod tests {
             dst: dst.parse().unwrap(),
             prefix,
             oif: Some(oif),
+            gateways: Vec::new(),
+            dead: false,
         }
     }
 

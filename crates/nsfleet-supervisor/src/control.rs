@@ -17,6 +17,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// A route of a node's, as a `routes` reply carries it.
+pub use nsfleet_netlink::rtnl::RouteDst;
+
 /// Longest request line the supervisor reads; anything longer is refused.
 pub const MAX_REQUEST: usize = 64 << 10;
 
@@ -80,6 +83,21 @@ pub enum Request {
     Stats {
         #[serde(default)]
         node: Option<String>,
+    },
+    /// Node `node`'s unicast routes of its main table, both families, as its kernel has
+    /// them now (reads only: no lock of the fleet's changes).
+    Routes {
+        node: String,
+    },
+    /// ICMP echo requests from node `node`'s network namespace to `addr`: `count` of
+    /// them, `interval_ms` apart, each answered within `timeout_ms` or counted lost
+    /// (reads only).
+    Ping {
+        node: String,
+        addr: std::net::IpAddr,
+        count: u32,
+        interval_ms: u64,
+        timeout_ms: u64,
     },
     /// Stream the fleet's events on this connection (after the `watching` reply), one
     /// JSON object per line, until the fleet ends.
@@ -230,6 +248,19 @@ pub enum Reply {
         node: String,
         iface: String,
         impair: Option<Impair>,
+    },
+    /// A node's unicast routes of its main table, both families (a `routes`'s).
+    Routes {
+        node: String,
+        routes: Vec<RouteDst>,
+    },
+    /// `received` of `sent` answered; each answered one's round trip in ms, in order.
+    Pinged {
+        node: String,
+        addr: std::net::IpAddr,
+        sent: u32,
+        received: u32,
+        rtt_ms: Vec<f64>,
     },
     Gen(crate::traffic::GenReport),
     /// Where a `wait` stands, `elapsed_s` into it.

@@ -216,8 +216,8 @@ struct Supervisor {
     images: Mutex<Option<OwnedFd>>,
     /// When the supervisor started: what `wait` counts its `since_up_s` from.
     born: std::time::Instant,
-    /// Waits under way (`ready`): their sockets in the routers hold namespaces, so the
-    /// teardown lets them end first.
+    /// Waits under way (`ready`) and pings (`probe`): their sockets in the nodes hold
+    /// namespaces, so the teardown lets them end first.
     waits: std::sync::atomic::AtomicUsize,
     /// The ids of its confined nodes (`status` says them), held by the lease `supervise`
     /// keeps.

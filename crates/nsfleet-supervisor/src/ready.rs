@@ -69,11 +69,12 @@ pub enum Outcome {
     Error(String),
 }
 
-/// A wait under way, counted in `Supervisor::waits` until it is dropped.
-struct Waiting<'a>(&'a Supervisor);
+/// A wait under way (or a `ping`'s echoes), counted in `Supervisor::waits` until it is
+/// dropped: the teardown gives it a moment to let go of the namespaces it reads.
+pub(crate) struct Waiting<'a>(&'a Supervisor);
 
 impl<'a> Waiting<'a> {
-    fn new(sup: &'a Supervisor) -> Self {
+    pub(crate) fn new(sup: &'a Supervisor) -> Self {
         sup.waits.fetch_add(1, Ordering::SeqCst);
         Waiting(sup)
     }
@@ -174,7 +175,7 @@ impl Supervisor {
 
     /// Whether the fleet is going down (or gone): a wait ends then, and lets go of the
     /// namespaces it reads. A fleet still starting is waited for.
-    fn going(&self) -> bool {
+    pub(crate) fn going(&self) -> bool {
         !matches!(*self.state.lock(), "up" | "starting")
     }
 

@@ -22,6 +22,7 @@ pub mod meminfo;
 pub mod named;
 pub mod ns;
 pub mod packet;
+pub mod ping;
 pub mod poll;
 pub mod process;
 pub mod procfs;

@@ -29,7 +29,13 @@ pub fn setsockopt<T>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()
     set_option(fd, libc::SOL_PACKET, opt, value)
 }
 
-fn set_option<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, value: &T) -> io::Result<()> {
+/// A socket option of any level: `value` as the kernel takes it.
+pub(crate) fn set_option<T>(
+    fd: &OwnedFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` points to a live T of the size passed; the kernel copies it in.
     check(unsafe {
         libc::setsockopt(

@@ -11,6 +11,7 @@ mod impair;
 mod link;
 mod netns;
 mod node;
+mod probe;
 mod shapes;
 mod stats;
 mod status;
@@ -73,6 +74,21 @@ impl Supervisor {
             Ok(Request::Netns { node }) => self.send_netns(&conn, &node),
             Ok(Request::Dial { port }) => self.dial(&conn, port),
             Ok(Request::Stats { node }) => reply(&answer(self.stats(node.as_deref()))),
+            Ok(Request::Routes { node }) => reply(&answer(self.routes(&node))),
+            Ok(Request::Ping {
+                node,
+                addr,
+                count,
+                interval_ms,
+                timeout_ms,
+            }) => reply(&answer(self.ping(
+                &conn,
+                &node,
+                addr,
+                count,
+                interval_ms,
+                timeout_ms,
+            ))),
             Ok(Request::Shapes) => reply(&self.shapes()),
             Ok(Request::Impair {
                 node,
