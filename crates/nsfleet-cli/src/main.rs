@@ -89,6 +89,7 @@ fn main() {
         Command::Events(c) => c.run(run_dir),
         Command::Wait(c) => c.run(run_dir),
         Command::Node(c) => c.run(run_dir),
+        Command::Scenario(c) => c.run(run_dir),
         Command::Link(c) => c.run(run_dir),
         Command::Clean(c) => c.run(run_dir),
         Command::Kube(c) => c.run(run_dir),

@@ -27,6 +27,23 @@ pub struct ApplyArgs {
 }
 
 pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
+    let (json, dry_run) = (a.json, a.dry_run);
+    let plan = plan(a)?;
+    say(&plan.fleet, &plan, dry_run, json);
+    Ok(())
+}
+
+/// What `apply` did (or, dry, would do) to a fleet.
+pub struct Plan {
+    pub fleet: String,
+    pub changes: Vec<Change>,
+    pub applied: bool,
+    pub report: Option<ReshapeReport>,
+}
+
+/// `apply` without a word: the file read and checked, the fleet changed into it (or,
+/// dry, asked what that would change).
+pub fn plan(a: ApplyArgs) -> anyhow::Result<Plan> {
     let file = std::path::absolute(&a.file).with_context(|| format!("{}", a.file.display()))?;
     // A bad file is refused with its line before any fleet is asked.
     // Named as the user wrote it, as the kernel's refusals of the change are below.
@@ -41,7 +58,7 @@ pub fn apply(a: ApplyArgs) -> anyhow::Result<()> {
     // Held while the change is made; once made, the fleet's supervisor holds them by
     // this hold's file, and it stays.
     let hold = crate::fleet_images::find(&mut topo, &a.file, &a.images)?;
-    change(ChangeTo {
+    request(ChangeTo {
         name,
         file,
         shown: a.file,
@@ -71,6 +88,31 @@ pub struct ChangeTo {
 /// The supervisor of fleet `c.name` asked to change it into `c.topo` (or, dry, to say
 /// what that would change); the change, or the plan, shown.
 pub fn change(c: ChangeTo) -> anyhow::Result<()> {
+    let (dry_run, json) = (c.dry_run, c.json);
+    let plan = request(c)?;
+    say(&plan.fleet, &plan, dry_run, json);
+    Ok(())
+}
+
+/// The change, or the plan, for people or (`json`) as one object.
+fn say(name: &str, plan: &Plan, dry_run: bool, json: bool) {
+    if json {
+        let out = serde_json::json!({
+            "fleet": name,
+            "dry_run": dry_run,
+            "applied": plan.applied,
+            "changes": plan.changes,
+            "report": plan.report,
+        });
+        println!("{out}");
+        return;
+    }
+    print_plan(name, &plan.changes, plan.report.as_ref());
+}
+
+/// The supervisor of fleet `c.name` asked to change it into `c.topo` (or, dry, to say
+/// what that would change).
+fn request(c: ChangeTo) -> anyhow::Result<Plan> {
     let ChangeTo {
         name,
         file,
@@ -114,19 +156,12 @@ pub fn change(c: ChangeTo) -> anyhow::Result<()> {
         // The supervisor holds the images by the hold's file now: it stays when we go.
         drop(hold.map(nsfleet_image::Hold::into_fd));
     }
-    if json {
-        let out = serde_json::json!({
-            "fleet": name,
-            "dry_run": dry_run,
-            "applied": applied,
-            "changes": changes,
-            "report": report,
-        });
-        println!("{out}");
-        return Ok(());
-    }
-    print_plan(&name, &changes, report.as_ref());
-    Ok(())
+    Ok(Plan {
+        fleet: name,
+        changes,
+        applied,
+        report,
+    })
 }
 
 /// The change, object by object (`+` added, `-` removed, `~` changed), and what making it

@@ -25,6 +25,7 @@ pub mod netlab;
 pub mod node;
 pub mod report;
 pub mod save;
+pub mod scenario;
 pub mod stats;
 pub mod status;
 pub mod tools;
@@ -55,6 +56,8 @@ pub enum Command {
     Events(events::EventsCommand),
     Wait(wait::WaitCommand),
     Node(node::NodeCommand),
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCommand),
     Gen(Box<gen::GenCommand>),
     Vm(vm::VmCommand),
     Mn(mn::MnCommand),
