@@ -9,11 +9,12 @@
 Needs root, as nsfleet does. The `nsfleet` executable comes with this package.
 """
 
-from .errors import NsfleetError, TopologyError
+from .errors import ExpectationFailed, NsfleetError, TopologyError
 from .fleet import (DownReport, Fleet, FleetStatus, Impairment, Link, LinkEnd, LinkState,
                     Node, NodeStatus, Process, UpReport, up)
 
 __all__ = [
-    "DownReport", "Fleet", "FleetStatus", "Impairment", "Link", "LinkEnd", "LinkState",
+    "DownReport", "ExpectationFailed", "Fleet", "FleetStatus", "Impairment", "Link",
+    "LinkEnd", "LinkState",
     "Node", "NodeStatus", "NsfleetError", "Process", "TopologyError", "UpReport", "up",
 ]

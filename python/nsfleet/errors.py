@@ -22,6 +22,18 @@ class NsfleetError(Exception):
         self.exit_status = exit_status
 
 
+class ExpectationFailed(NsfleetError):
+    """An expectation of a fleet (`Fleet.expect_ping`, ...) did not hold within its
+    time: `expectation` as a scenario writes it, `seen` what was seen last, `took_s`
+    how long it was tried. The fleet is as it was."""
+
+    def __init__(self, expectation: str, seen: str, took_s: float) -> None:
+        super().__init__(f"{expectation}: {seen}", 1)
+        self.expectation = expectation
+        self.seen = seen
+        self.took_s = took_s
+
+
 class TopologyError(NsfleetError):
     """An error at a place of a topology file: `file`:`line`:`column` (from 1). nsfleet
     refused the file before creating anything, or the kernel refused what the file

@@ -7,7 +7,9 @@ it reports comes back as dataclasses, and what it refuses as `NsfleetError` (a
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _binary, _toml
-from .errors import TopologyError
+from .errors import ExpectationFailed, TopologyError, from_stderr
 
 Topology = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
@@ -157,6 +159,30 @@ class Node:
         return subprocess.Popen(self._exec(_argv(command, args)), **kwargs)
 
 
+    def _act(self, action: str) -> List[Process]:
+        j = _binary.run_json(["node", self.fleet.name, self.name, action])
+        return [_process(p) for p in j.get("processes", [])]
+
+    def stop(self) -> List[Process]:
+        """Ends the node's processes (`nsfleet node NODE stop`); its namespace and links
+        stay."""
+        return self._act("stop")
+
+    def start(self) -> List[Process]:
+        """Starts the node's processes again, as `up` did."""
+        return self._act("start")
+
+    def restart(self) -> List[Process]:
+        return self._act("restart")
+
+    def pause(self) -> List[Process]:
+        """Freezes every process of the node (SIGSTOP)."""
+        return self._act("pause")
+
+    def resume(self) -> List[Process]:
+        return self._act("resume")
+
+
 def _argv(command: Union[str, Sequence[str]], args: Sequence[str]) -> List[str]:
     if isinstance(command, str) and not args:
         return ["sh", "-c", command]
@@ -286,6 +312,62 @@ class Fleet:
         if clear:
             args.append("--clear")
         return _impairment(_binary.run_json(args).get("impair"))
+
+    def wait(self, until: str = "converged", timeout: float = 300) -> None:
+        """Returns once the fleet is `until` ("started", "healthy" or "converged"), as
+        `nsfleet wait` and a scenario's `wait` step; raises NsfleetError with what was
+        missing at `timeout` seconds."""
+        _binary.run_json(["wait", self.name, until, "--timeout", str(timeout)])
+
+    def expect_ping(self, node: str, address: str, within: float = 10) -> float:
+        """Waits until an ICMP echo from `node` (a name, or a pattern such as "r*": every
+        node that matches) to `address` is answered; the seconds that took. Raises
+        `ExpectationFailed` after `within` seconds. The same expectation, semantics and
+        timing as a scenario's `expect = "ping NODE ADDRESS"`."""
+        return self._expect(f"ping {node} {address}", within)
+
+    def expect_no_ping(self, node: str, address: str, within: float = 10) -> float:
+        """Waits until an echo from `node` to `address` goes unanswered."""
+        return self._expect(f"no ping {node} {address}", within)
+
+    def expect_route(self, node: str, prefix: str, via: Optional[str] = None,
+                     within: float = 10) -> float:
+        """Waits until `node`'s kernel has a route for exactly `prefix` (through `via`,
+        one of its next hops, when given)."""
+        text = f"route {node} {prefix}" + (f" via {via}" if via else "")
+        return self._expect(text, within)
+
+    def expect_no_route(self, node: str, prefix: str, within: float = 10) -> float:
+        """Waits until `node`'s kernel has no route for `prefix`."""
+        return self._expect(f"no route {node} {prefix}", within)
+
+    def expect_exec(self, node: str, command: Union[str, Sequence[str]],
+                    output: Optional[str] = None, within: float = 10) -> float:
+        """Waits until `command` (a string runs under `sh -c`) exits 0 in `node`, its
+        output matching the regular expression `output` when given."""
+        argv = _argv(command, ())
+        extra = ["--output", output] if output is not None else []
+        return self._expect(f"exec {node} -- {shlex.join(argv)}", within, extra)
+
+    def expect_loss(self, node: str, address: str, below: float, window: float = 5,
+                    within: float = 30) -> float:
+        """Waits until echoes from `node` to `address`, sent every 20 ms for `window`
+        seconds, lose less than `below` percent."""
+        return self._expect(f"loss {node} {address} < {below}%", within,
+                            ["--window", str(window)])
+
+    def _expect(self, text: str, within: float, extra: Sequence[str] = ()) -> float:
+        """`nsfleet scenario expect`: the seconds until `text` held, or ExpectationFailed
+        (exit status 1) or NsfleetError (2: it was refused, nothing tried)."""
+        args = [_binary.executable(), "scenario", "expect", self.name, text,
+                "--within", str(within), *extra, "--json"]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode not in (0, 1) or not done.stdout.strip():
+            raise from_stderr(done.stderr, done.returncode)
+        j = json.loads(done.stdout)
+        if not j["ok"]:
+            raise ExpectationFailed(text, j["seen"], float(j["took_s"]))
+        return float(j["held_after_s"])
 
     def apply(self, topology: Mapping[str, Any]) -> None:
         """Changes the running fleet into what `topology` (a dict, as `from_dict` takes)

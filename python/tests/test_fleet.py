@@ -78,3 +78,26 @@ def test_a_dict_is_written_as_toml() -> None:
                     'sysctl = { "net.ipv4.ip_forward" = 1 }\n')
     with pytest.raises(TypeError):
         _toml.dumps({"node": [{"name": object()}]})
+
+
+def test_expectations_hold_time_the_recovery_and_fail_with_what_was_seen(run_dir: Path, pair: dict) -> None:
+    pair["node"][1]["commands"] = ["exec sleep 600"]
+    with nsfleet.up(pair) as fleet:
+        assert fleet.expect_ping("a", "10.0.0.2", within=5) < 5
+        fleet.link("a:eth0").down()
+        assert fleet.expect_no_ping("a", "10.0.0.2", within=5) < 5
+        assert fleet.expect_no_route("a", "10.0.0.0/24", within=5) < 5
+        with pytest.raises(nsfleet.ExpectationFailed) as failed:
+            fleet.expect_ping("a", "10.0.0.2", within=1)
+        assert "no answer from 10.0.0.2" in failed.value.seen and failed.value.took_s >= 1
+        fleet.link("a:eth0").up()
+        assert fleet.expect_route("b", "10.0.0.0/24", within=5) < 5
+        assert fleet.expect_exec("b", "ip -o link show eth0", output="state UP", within=5) < 5
+        assert fleet.expect_exec("a", ["true"]) >= 0
+        # A node of the fleet's own (a pattern): every node that matches.
+        assert fleet.expect_route("*", "10.0.0.0/24", within=5) < 5
+        with pytest.raises(nsfleet.NsfleetError) as refused:
+            fleet.expect_ping("nosuch", "10.0.0.2")
+        assert refused.value.exit_status == 2 and 'has no node "nosuch"' in refused.value.message
+        assert fleet.node("b").stop() == []
+        assert len(fleet.node("b").start()) == 1
