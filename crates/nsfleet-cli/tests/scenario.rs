@@ -345,3 +345,81 @@ fn a_scenario_brings_its_own_lab_up_repeats_with_a_seed_and_takes_it_down() {
         env.fleet_dirs()
     );
 }
+
+#[test]
+fn a_partition_cuts_the_links_between_its_groups_heal_plugs_them_and_apply_grows_the_lab() {
+    let env = Env::new("scenario-partition");
+    let _fleet = env.up(&line("sc6"));
+    env.file("grown.toml", &line("sc6").replace("count = 3", "count = 4"));
+    let sc = env.file(
+        "split.toml",
+        r#"[scenario]
+name = "split and grow"
+
+[[step]]
+do = "partition r1 r2,r3"
+
+[[step]]
+expect = "no ping r1 10.2.0.2"
+within = 5
+
+[[step]]
+do = "heal"
+
+[[step]]
+expect = "ping r1 10.2.0.2"
+within = 5
+
+[[step]]
+do = "apply grown.toml"
+
+[[step]]
+name = "the node the file adds"
+expect = "route r4 10.2.0.8/30"
+within = 5
+"#,
+    );
+    let out = env.run(&[
+        "scenario",
+        "run",
+        sc.to_str().unwrap(),
+        "--fleet",
+        "sc6",
+        "--json",
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["seen"], "1 cables pulled: r1:eth0", "{}", steps[0]);
+    assert_eq!(steps[2]["seen"], "1 cables plugged back", "{}", steps[2]);
+    assert_eq!(
+        steps[3]["fault"], "heal",
+        "timed from the repair: {}",
+        steps[3]
+    );
+    assert!(
+        steps[4]["seen"].as_str().unwrap().ends_with("changes made"),
+        "{}",
+        steps[4]
+    );
+    // An apply is not undone: said, not hidden.
+    assert_eq!(
+        v["left_in_place"],
+        serde_json::json!(["grown.toml applied (not undone: apply the lab's own file)"]),
+        "{v}"
+    );
+    assert_eq!(env.status("sc6")["nodes"].as_array().map(Vec::len), Some(4));
+    assert!(end(&env, "sc6", "r1:eth0").0);
+    // The same steps in YAML, as beside a containerlab lab.
+    let yml = env.file(
+        "split.clab-scenario.yml",
+        "scenario:\n  name: split in yaml\nstep:\n  - do: partition r4 r1,r2,r3\n  - expect: no ping r3 10.2.0.10\n    within: 5\n",
+    );
+    let out = env.run(&["scenario", "run", yml.to_str().unwrap(), "--fleet", "sc6"]);
+    assert_eq!(code(&out), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("put back: cable r4:eth0 plugged back"),
+        "{}",
+        text(&out)
+    );
+}

@@ -208,7 +208,7 @@ mod tests {
 
     fn refused(steps: &str) -> String {
         let text = format!("[scenario]\nname = \"t\"\n{steps}");
-        let sc = crate::file::parse(&text, "t.toml", ".".into()).unwrap();
+        let sc = crate::file::parse(&text, "t.toml", ".".into(), false).unwrap();
         check(&sc, "lab", &grid()).unwrap_err().to_string()
     }
 

@@ -1,4 +1,4 @@
-//! A scenario file (TOML) read into its steps, each with where it is written:
+//! A scenario file (TOML, or YAML beside a containerlab lab) read into its steps, each with where it is written:
 //!
 //! ```toml
 //! [scenario]
@@ -18,7 +18,7 @@
 //! expected there, the column of a word inside a step's text included. Reads the file
 //! only: whether the fleet has the nodes named is `check`'s.
 
-use crate::step::{self, Action, Expect, Refusal};
+use crate::step::{self, Action, Expect};
 use nsfleet::topology::{Place, TopologyError};
 use serde::Deserialize;
 use std::path::Path;
@@ -72,39 +72,50 @@ pub enum What {
     },
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Doc {
-    scenario: Head,
-    #[serde(default)]
-    step: Vec<Spanned<RawStep>>,
+/// A value of the file and where its text starts (past an opening quote): a word's
+/// column inside a step's text is counted from there.
+#[derive(Clone, Debug)]
+struct At<T> {
+    value: T,
+    at: usize,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Head {
+/// A scenario file as either language gives it, before its steps are read.
+struct RawDoc {
     name: String,
-    #[serde(default)]
     seed: Option<u64>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    description: Option<String>,
+    steps: Vec<RawStep>,
+    /// Where a file without steps is refused.
+    end: usize,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[step]]` (a list item in YAML), its values as written.
+#[derive(Default)]
 struct RawStep {
     name: Option<String>,
-    #[serde(rename = "do")]
-    act: Option<Spanned<String>>,
-    expect: Option<Spanned<String>>,
-    within: Option<Spanned<f64>>,
-    at: Option<Spanned<f64>>,
-    output: Option<Spanned<String>>,
-    window: Option<Spanned<f64>>,
+    act: Option<At<String>>,
+    expect: Option<At<String>>,
+    within: Option<At<f64>>,
+    at: Option<At<f64>>,
+    output: Option<At<String>>,
+    window: Option<At<f64>>,
+    /// Where the step begins.
+    start: usize,
 }
 
-/// Reads and checks scenario file `path`: its steps, or every error in it.
+/// Where a string's text starts when its value begins at `offset`: past one quote, or
+/// three, or none (YAML's plain scalars).
+fn past_quote(text: &str, offset: usize) -> usize {
+    let from = &text[offset.min(text.len())..];
+    match () {
+        _ if from.starts_with("\"\"\"") || from.starts_with("'''") => offset + 3,
+        _ if from.starts_with(['"', '\'']) => offset + 1,
+        _ => offset,
+    }
+}
+
+/// Reads and checks scenario file `path` (TOML, or YAML when its name ends in `.yml` or
+/// `.yaml`, as a containerlab lab's files do): its steps, or every error in it.
 pub fn read(path: &Path) -> Result<Scenario, TopologyError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -115,47 +126,222 @@ pub fn read(path: &Path) -> Result<Scenario, TopologyError> {
         )
     })?;
     let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse(&text, &shown, folder)
+    let yaml = path.extension().is_some_and(|x| x == "yml" || x == "yaml");
+    parse(&text, &shown, folder, yaml)
 }
 
-/// A scenario's text, named `file` in messages.
+/// A scenario's text (YAML with `yaml`, else TOML), named `file` in messages.
 pub fn parse(
     text: &str,
     file: &str,
     folder: std::path::PathBuf,
+    yaml: bool,
 ) -> Result<Scenario, TopologyError> {
     let place = |offset: usize| Place::of(text.as_bytes(), offset);
-    let doc: Doc = toml::from_str(text).map_err(|e| {
-        let at = e
-            .span()
-            .map_or(Place { line: 1, column: 1 }, |s| place(s.start));
-        TopologyError::new(file, at, e.message().to_string())
-    })?;
+    let refused =
+        |(offset, message): (usize, String)| TopologyError::new(file, place(offset), message);
+    let doc = match yaml {
+        true => from_yaml(text),
+        false => from_toml(text),
+    }
+    .map_err(refused)?;
     let mut errors = Vec::new();
     let mut steps = Vec::new();
-    for raw in &doc.step {
-        match one_step(text, raw) {
-            Ok(s) => steps.push(s),
-            Err((offset, message)) => errors.push(TopologyError::new(file, place(offset), message)),
+    for raw in &doc.steps {
+        match one_step(raw) {
+            Ok((mut s, offset)) => {
+                s.place = place(offset);
+                steps.push(s);
+            }
+            Err(e) => errors.push(refused(e)),
         }
     }
-    if doc.step.is_empty() {
-        errors.push(TopologyError::new(
-            file,
-            Place { line: 1, column: 1 },
-            "no steps: a scenario has [[step]] tables, each with do = \"...\" or expect = \"...\"",
-        ));
+    if doc.steps.is_empty() {
+        errors.push(refused((
+            doc.end,
+            "no steps: a scenario has [[step]] tables (a `step:` list in YAML), each with do = \"...\" or expect = \"...\"".into(),
+        )));
     }
     if let Some(first) = all_of(errors) {
         return Err(first);
     }
     Ok(Scenario {
-        name: doc.scenario.name,
+        name: doc.name,
         file: file.to_string(),
         folder,
-        seed: doc.scenario.seed,
+        seed: doc.seed,
         steps,
     })
+}
+
+/// The TOML file's tables, by toml's own reader (unknown keys refused at their place).
+fn from_toml(text: &str) -> Result<RawDoc, (usize, String)> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Doc {
+        scenario: Head,
+        #[serde(default)]
+        step: Vec<Spanned<Step>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Head {
+        name: String,
+        #[serde(default)]
+        seed: Option<u64>,
+        #[serde(default)]
+        #[allow(dead_code)]
+        description: Option<String>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Step {
+        name: Option<String>,
+        #[serde(rename = "do")]
+        act: Option<Spanned<String>>,
+        expect: Option<Spanned<String>>,
+        within: Option<Spanned<f64>>,
+        at: Option<Spanned<f64>>,
+        output: Option<Spanned<String>>,
+        window: Option<Spanned<f64>>,
+    }
+    let doc: Doc = toml::from_str(text)
+        .map_err(|e| (e.span().map_or(0, |s| s.start), e.message().to_string()))?;
+    let string = |v: Option<Spanned<String>>| {
+        v.map(|v| At {
+            at: past_quote(text, v.span().start),
+            value: v.into_inner(),
+        })
+    };
+    let number = |v: Option<Spanned<f64>>| {
+        v.map(|v| At {
+            at: v.span().start,
+            value: v.into_inner(),
+        })
+    };
+    let steps = (doc.step.into_iter())
+        .map(|s| {
+            let start = s.span().start;
+            let s = s.into_inner();
+            RawStep {
+                name: s.name,
+                act: string(s.act),
+                expect: string(s.expect),
+                within: number(s.within),
+                at: number(s.at),
+                output: string(s.output),
+                window: number(s.window),
+                start,
+            }
+        })
+        .collect();
+    Ok(RawDoc {
+        name: doc.scenario.name,
+        seed: doc.scenario.seed,
+        steps,
+        end: 0,
+    })
+}
+
+/// The YAML file's mappings: `scenario:` (`name`, `seed`) and `step:`, a list of steps
+/// with the keys a TOML step has.
+fn from_yaml(text: &str) -> Result<RawDoc, (usize, String)> {
+    use nsfleet::topology::front::yaml::{self, Yaml};
+    let root = yaml::load(text).map_err(|(span, m)| (span.start, m))?;
+    let entries = root.entries().ok_or((
+        root.span.start,
+        "expected a mapping with scenario: and step:".to_string(),
+    ))?;
+    let mut doc = RawDoc {
+        name: String::new(),
+        seed: None,
+        steps: Vec::new(),
+        end: text.len(),
+    };
+    let text_of = |v: &Yaml, key: &str| -> Result<At<String>, (usize, String)> {
+        match v.str() {
+            Some(s) => Ok(At {
+                value: s.to_string(),
+                at: past_quote(text, v.span.start),
+            }),
+            None => Err((v.span.start, format!("{key}: expected text"))),
+        }
+    };
+    let number = |v: &Yaml, key: &str| -> Result<At<f64>, (usize, String)> {
+        match v.str().map(str::parse::<f64>) {
+            Some(Ok(n)) => Ok(At {
+                value: n,
+                at: v.span.start,
+            }),
+            _ => Err((v.span.start, format!("{key}: expected a number of seconds"))),
+        }
+    };
+    let mut named = false;
+    for (k, v) in entries {
+        match k.str() {
+            Some("scenario") => {
+                for (hk, hv) in v.entries().ok_or((
+                    v.span.start,
+                    "scenario: expected a mapping with name:".to_string(),
+                ))? {
+                    match hk.str() {
+                        Some("name") => (doc.name, named) = (text_of(hv, "name")?.value, true),
+                        Some("seed") => {
+                            doc.seed = Some(hv.int().filter(|s| *s >= 0).ok_or((
+                                hv.span.start,
+                                "seed: expected a whole number".to_string(),
+                            ))? as u64)
+                        }
+                        Some("description") => {}
+                        _ => {
+                            return Err((
+                                hk.span.start,
+                                "unknown key: a scenario has name, seed and description".into(),
+                            ))
+                        }
+                    }
+                }
+            }
+            Some("step") => {
+                for item in v
+                    .items()
+                    .ok_or((v.span.start, "step: expected a list of steps".to_string()))?
+                {
+                    let mut s = RawStep {
+                        start: item.span.start,
+                        ..RawStep::default()
+                    };
+                    for (sk, sv) in item.entries().ok_or((
+                        item.span.start,
+                        "expected a step: a mapping with do: or expect:".to_string(),
+                    ))? {
+                        let key = sk.str().unwrap_or("");
+                        match key {
+                            "name" => s.name = Some(text_of(sv, key)?.value),
+                            "do" => s.act = Some(text_of(sv, key)?),
+                            "expect" => s.expect = Some(text_of(sv, key)?),
+                            "output" => s.output = Some(text_of(sv, key)?),
+                            "within" => s.within = Some(number(sv, key)?),
+                            "at" => s.at = Some(number(sv, key)?),
+                            "window" => s.window = Some(number(sv, key)?),
+                            _ => return Err((sk.span.start, format!("unknown key {key:?}: a step has do or expect, and name, within, at, output, window"))),
+                        }
+                    }
+                    doc.steps.push(s);
+                }
+            }
+            _ => {
+                return Err((
+                    k.span.start,
+                    "unknown key: a scenario file has scenario: and step:".into(),
+                ))
+            }
+        }
+    }
+    if !named {
+        return Err((0, "missing scenario: with its name:".into()));
+    }
+    Ok(doc)
 }
 
 /// Errors, in the file's order, as one (the first, with the others in `more`).
@@ -167,64 +353,54 @@ pub fn all_of(mut errors: Vec<TopologyError>) -> Option<TopologyError> {
     Some(first)
 }
 
-/// One `[[step]]`, or the offset in the file of what is wrong with it and what.
-fn one_step(text: &str, raw: &Spanned<RawStep>) -> Result<Step, (usize, String)> {
-    let s = raw.get_ref();
-    let seconds =
-        |v: &Option<Spanned<f64>>, key: &str| -> Result<Option<Duration>, (usize, String)> {
-            match v {
-                None => Ok(None),
-                Some(v) if *v.get_ref() > 0.0 && *v.get_ref() <= MOST_SECONDS => {
-                    Ok(Some(Duration::from_secs_f64(*v.get_ref())))
-                }
-                Some(v) => Err((
-                    v.span().start,
-                    format!(
-                        "{key}: expected seconds above 0 and at most {MOST_SECONDS}, got {}",
-                        v.get_ref()
-                    ),
-                )),
+/// One step, and the offset in the file of its text; or the offset of what is wrong
+/// with it and what.
+fn one_step(s: &RawStep) -> Result<(Step, usize), (usize, String)> {
+    let seconds = |v: &Option<At<f64>>, key: &str| -> Result<Option<Duration>, (usize, String)> {
+        match v {
+            None => Ok(None),
+            Some(v) if v.value > 0.0 && v.value <= MOST_SECONDS => {
+                Ok(Some(Duration::from_secs_f64(v.value)))
             }
-        };
+            Some(v) => Err((
+                v.at,
+                format!(
+                    "{key}: expected seconds above 0 and at most {MOST_SECONDS}, got {}",
+                    v.value
+                ),
+            )),
+        }
+    };
     let (text_of, what) = match (&s.act, &s.expect) {
         (Some(act), None) => {
-            for (key, v) in [
-                ("within", s.within.as_ref().map(|v| v.span())),
-                ("output", s.output.as_ref().map(|v| v.span())),
-                ("window", s.window.as_ref().map(|v| v.span())),
-            ] {
-                if let Some(span) = v {
-                    return Err((
-                        span.start,
-                        format!("{key} belongs to an expect step, not a do step"),
-                    ));
-                }
+            let only_expect = [
+                ("within", s.within.as_ref().map(|v| v.at)),
+                ("output", s.output.as_ref().map(|v| v.at)),
+                ("window", s.window.as_ref().map(|v| v.at)),
+            ];
+            if let Some((key, Some(at))) = only_expect.into_iter().find(|(_, at)| at.is_some()) {
+                return Err((
+                    at,
+                    format!("{key} belongs to an expect step, not a do step"),
+                ));
             }
-            let action = step::action(act.get_ref()).map_err(|r| inside(text, act, r))?;
+            let action = step::action(&act.value).map_err(|r| (act.at + r.at, r.message))?;
             (act, What::Do(action))
         }
         (None, Some(exp)) => {
-            let expect = step::expect(exp.get_ref()).map_err(|r| inside(text, exp, r))?;
+            let expect = step::expect(&exp.value).map_err(|r| (exp.at + r.at, r.message))?;
             let output = match &s.output {
                 Some(o) if !matches!(expect, Expect::Exec { .. }) => {
-                    return Err((
-                        o.span().start,
-                        "output belongs to an exec expectation".into(),
-                    ))
+                    return Err((o.at, "output belongs to an exec expectation".into()))
                 }
-                Some(o) => Some(regex::Regex::new(o.get_ref()).map_err(|e| {
-                    (
-                        o.span().start,
-                        format!("output: not a regular expression: {e}"),
-                    )
-                })?),
+                Some(o) => Some(
+                    regex::Regex::new(&o.value)
+                        .map_err(|e| (o.at, format!("output: not a regular expression: {e}")))?,
+                ),
                 None => None,
             };
             if let (Some(w), false) = (&s.window, matches!(expect, Expect::Loss { .. })) {
-                return Err((
-                    w.span().start,
-                    "window belongs to a loss expectation".into(),
-                ));
+                return Err((w.at, "window belongs to a loss expectation".into()));
             }
             let within = seconds(&s.within, "within")?.unwrap_or(DEFAULT_WITHIN);
             let window = seconds(&s.window, "window")?.unwrap_or(Duration::from_secs(5));
@@ -240,43 +416,25 @@ fn one_step(text: &str, raw: &Spanned<RawStep>) -> Result<Step, (usize, String)>
         }
         (Some(_), Some(exp)) => {
             return Err((
-                exp.span().start,
+                exp.at,
                 "a step either does (do = ...) or expects (expect = ...), not both".into(),
             ))
         }
         (None, None) => {
             return Err((
-                raw.span().start,
+                s.start,
                 "a step needs do = \"...\" or expect = \"...\"".into(),
             ))
         }
     };
-    Ok(Step {
-        name: s.name.clone().unwrap_or_else(|| text_of.get_ref().clone()),
-        text: text_of.get_ref().clone(),
+    let step = Step {
+        name: s.name.clone().unwrap_or_else(|| text_of.value.clone()),
+        text: text_of.value.clone(),
         at: seconds(&s.at, "at")?,
         what,
-        place: Place::of(
-            text.as_bytes(),
-            text_of.span().start + quote_width(text, text_of),
-        ),
-    })
-}
-
-/// Where a step's text starts inside its quotes (one quote, or three).
-fn quote_width(text: &str, s: &Spanned<String>) -> usize {
-    let from = &text[s.span().start..];
-    if from.starts_with("\"\"\"") || from.starts_with("'''") {
-        3
-    } else {
-        1
-    }
-}
-
-/// A refusal of a step's text placed in the file: the string's start, past its quote,
-/// plus the word's offset (exact unless the string has escapes before it).
-fn inside(text: &str, s: &Spanned<String>, r: Refusal) -> (usize, String) {
-    (s.span().start + quote_width(text, s) + r.at, r.message)
+        place: Place::default(),
+    };
+    Ok((step, text_of.at))
 }
 
 #[cfg(test)]
@@ -284,7 +442,9 @@ mod tests {
     use super::*;
 
     fn refused(text: &str) -> String {
-        parse(text, "s.toml", ".".into()).unwrap_err().to_string()
+        parse(text, "s.toml", ".".into(), false)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -300,8 +460,34 @@ mod tests {
         );
         let both =
             refused("[scenario]\nname = \"x\"\n[[step]]\ndo = \"heal\"\nexpect = \"ping a ::1\"\n");
-        assert!(both.contains(":5:10: a step either does"), "{both}");
+        assert!(both.contains(":5:11: a step either does"), "{both}");
         assert!(refused("[scenario]\nname = \"x\"\n").contains("no steps"));
+    }
+
+    #[test]
+    fn yaml_reads_as_toml_does_with_its_places() {
+        let text = "scenario:\n  name: y\n  seed: 4\nstep:\n  - do: link r1:eth1 down\n  - name: back\n    expect: \"ping r1 10.0.0.2\"\n    within: 2.5\n";
+        let s = parse(text, "s.yml", ".".into(), true).unwrap();
+        assert_eq!((s.name.as_str(), s.seed, s.steps.len()), ("y", Some(4), 2));
+        assert_eq!(s.steps[0].place, Place { line: 5, column: 9 });
+        assert_eq!(
+            s.steps[1].place,
+            Place {
+                line: 7,
+                column: 14
+            }
+        );
+        let refused = |t: &str| parse(t, "s.yml", ".".into(), true).unwrap_err().to_string();
+        let e = refused(
+            "scenario:\n  name: y\nstep:\n  - do: link r1:eth1 sideways\n  - expect: ping r1 x\n",
+        );
+        assert!(e.starts_with("s.yml:4:22: expected down or up"), "{e}");
+        assert!(
+            e.contains("\ns.yml:5:21: expected an IPv4 or IPv6 address"),
+            "{e}"
+        );
+        let e = refused("scenario:\n  name: y\nstep:\n  - expect: ping r1 ::1\n    colour: red\n");
+        assert!(e.starts_with("s.yml:5:5: unknown key \"colour\""), "{e}");
     }
 
     #[test]
@@ -327,6 +513,7 @@ mod tests {
             "[scenario]\nname = \"x\"\nseed = 3\n[[step]]\ndo = \"sleep 1\"\nat = 2\n[[step]]\nname = \"up\"\nexpect = \"exec r1 -- true\"\noutput = \"^ok\"\n",
             "s.toml",
             ".".into(),
+            false,
         )
         .unwrap();
         assert_eq!(

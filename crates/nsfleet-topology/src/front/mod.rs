@@ -9,7 +9,7 @@
 
 pub mod clab;
 pub(crate) mod toml;
-pub(crate) mod yaml;
+pub mod yaml;
 
 use crate::resolve::draft::Draft;
 use crate::TopologyError;

@@ -11,13 +11,13 @@ use std::ops::Range;
 
 /// One node of the document and where it is.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Yaml {
+pub struct Yaml {
     pub value: Value,
     pub span: Range<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     /// An empty value, `~` or `null`.
     Null,
     /// A scalar's text, and whether it was written plain (unquoted, not a block): only a
@@ -33,10 +33,10 @@ pub(crate) enum Value {
 const MAX_NODES: usize = 1_000_000;
 
 /// An error: where, and what.
-pub(crate) type Error = (Range<usize>, String);
+pub type Error = (Range<usize>, String);
 
 /// The first document of `text` (`Null` for an empty one).
-pub(crate) fn load(text: &str) -> Result<Yaml, Error> {
+pub fn load(text: &str) -> Result<Yaml, Error> {
     let offsets = ByteOffsets::new(text);
     let mut b = Builder {
         text,
