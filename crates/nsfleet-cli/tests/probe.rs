@@ -1,23 +1,23 @@
-//! `routes` and `ping` on the real kernel, end to end: this test binary launches a
-//! supervisor through the library (as nsfleet's own `embedded` test does) for a fleet of
-//! two nodes on a veth (b with an address in a subnet a reaches only by its static
-//! routes), then asks through nsfleet-client's `probe` as a scenario does.
-//! Its guard ends the fleet and reaps the supervisor even when an assertion fails. Run as
-//! root.
+//! A node's routes and pings from it (the supervisor's `routes` and `ping` requests, as a
+//! scenario's expectations ask them through nsfleet-client's `probe`), end to end on the
+//! real kernel: two nodes on a veth, b with addresses in a subnet a reaches only by its
+//! static routes.
 
-use nsfleet::control::{Client, Request, UpEvent};
-use nsfleet::rundir::{ProcId, RunDir};
-use nsfleet::supervisor::{launch, SupervisorArgs};
+mod harness;
+
+use harness::*;
+use nsfleet::control::Request;
 use nsfleet::sys;
 use nsfleet::sys::ping::Pinger;
 use nsfleet_client::probe::{self, Pinged};
 use nsfleet_client::FleetRef;
-use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-const TOPOLOGY: &str = r#"
+const TOPOLOGY: &str = r#"[fleet]
+name = "probe"
+
 [[node]]
 name = "a"
 routes = ["10.255.0.0/24 via 10.0.0.2", "fd00:255::/64 via fd00::2"]
@@ -36,46 +36,11 @@ fn ip(s: &str) -> IpAddr {
 
 #[test]
 fn a_node_reads_its_routes_and_pings_across_its_link() {
-    let dir = TempDir::new();
-    let rd = RunDir::new(dir.0.join("run"));
-    let name = format!("probe{}", std::process::id());
-    let text = format!("[fleet]\nname = \"{name}\"\n{TOPOLOGY}");
-    let topo = nsfleet::topology::read("probe.toml", &text)
-        .and_then(nsfleet::subsys::probe::validate)
-        .expect("valid test topology");
-
-    // What `nsfleet up` does, through the library.
-    let mut record = rd.claim(&name).unwrap();
-    let log = std::fs::File::create(rd.supervisor_log(&name)).unwrap();
-    let args = SupervisorArgs {
-        run_dir: rd.root().to_path_buf(),
-        name: name.clone(),
-        workers: 1,
-        max_unreclaimed: 4096,
-        holding: None,
-        keep: None,
-        netns_names: false,
-        privileged: false,
-        owner: None,
-        host_dialer: None,
-    };
-    let sup = launch(args, log.into()).expect("launching the supervisor (run as root)");
-    let mut guard = Guard {
-        rd: &rd,
-        name: &name,
-        pid: Some(sup.pid),
-    };
-    record.supervisor = ProcId::of(sup.pid);
-    rd.write_record(&record).unwrap();
-    let mut topology = sup.topology;
-    (topology.write_all(&serde_json::to_vec(&topo).unwrap())).unwrap();
-    drop(topology);
-    if let Err(e) = ready(sup.events) {
-        panic!("{e}; log: {}", guard.log());
-    }
+    let env = Env::new("probe");
+    let _guard = env.up(TOPOLOGY);
     let fleet = FleetRef {
-        name: name.clone(),
-        run_dir: rd.root().to_path_buf(),
+        name: "probe".into(),
+        run_dir: env.run_dir.clone(),
     };
 
     // Routes: a's connected ones without gateways, its static ones through b, both
@@ -95,7 +60,7 @@ fn a_node_reads_its_routes_and_pings_across_its_link() {
     assert_eq!(find(&routes, "fd00:255::", 64).gateways, [ip("fd00::2")]);
     let add =
         "ip route add 10.9.0.0/16 nexthop via 10.0.0.2 dev eth0 nexthop via 10.0.0.3 dev eth0";
-    in_node(&fleet, "a", &add.split(' ').collect::<Vec<_>>());
+    in_node(&env, &fleet, "a", &add.split(' ').collect::<Vec<_>>());
     let routes = probe::routes(&fleet, "a").unwrap();
     let multipath = find(&routes, "10.9.0.0", 16);
     assert_eq!(multipath.gateways, [ip("10.0.0.2"), ip("10.0.0.3")]);
@@ -184,7 +149,7 @@ fn a_node_reads_its_routes_and_pings_across_its_link() {
 
     // An asker that hangs up ends its ping: the raw socket it had in a goes with it.
     let raw_sockets = || {
-        in_node(&fleet, "a", &["cat", "/proc/net/raw"])
+        in_node(&env, &fleet, "a", &["cat", "/proc/net/raw"])
             .lines()
             .count()
             - 1
@@ -219,7 +184,7 @@ fn a_node_reads_its_routes_and_pings_across_its_link() {
     };
     std::thread::sleep(ms(300));
     let t = Instant::now();
-    guard.down();
+    env.ok(&["down", &fleet.name]);
     assert!(
         t.elapsed() < Duration::from_secs(20),
         "down took {:?}",
@@ -234,108 +199,7 @@ fn a_node_reads_its_routes_and_pings_across_its_link() {
     assert!(took < Duration::from_secs(20), "the ping took {took:?}");
 }
 
-/// Runs `cmd` in node `node`'s network namespace, by nsenter on the descriptor the
-/// supervisor passes (as `nsfleet exec` is handed it); its output.
-fn in_node(fleet: &FleetRef, node: &str, cmd: &[&str]) -> String {
-    let ns = fleet.node_namespace(node).unwrap();
-    assert!(
-        !ns.world,
-        "a node without processes is passed as its namespace"
-    );
-    let path = format!("/proc/{}/fd/{}", std::process::id(), ns.fd.as_raw_fd());
-    let out = std::process::Command::new("nsenter")
-        .arg(format!("--net={path}"))
-        .args(cmd)
-        .output()
-        .expect("nsenter runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?} in {node}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Reads the supervisor's events until `Ready` or `Failed`/end-of-file, on a thread of
-/// its own so that a supervisor that never answers fails the test, not hangs it.
-fn ready(events: std::io::PipeReader) -> Result<(), String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(events).lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<UpEvent>(&line) {
-                Ok(UpEvent::Ready { .. }) => return tx.send(Ok(())),
-                Ok(UpEvent::Failed { message, .. }) => return tx.send(Err(message)),
-                _ => {}
-            }
-        }
-        tx.send(Err(
-            "the supervisor's events ended before it was ready".into()
-        ))
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| Err("no Ready from the supervisor within 60 s".into()))
-}
-
-/// Ends the fleet however the test went: `down` if the supervisor still answers, else a
-/// SIGKILL (everything of the fleet dies with it); then reaps it and removes its folder.
-struct Guard<'a> {
-    rd: &'a RunDir,
-    name: &'a str,
-    /// The supervisor, until the test has reaped it.
-    pid: Option<i32>,
-}
-
-impl Guard<'_> {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.rd.supervisor_log(self.name)).unwrap_or_default()
-    }
-
-    /// `down`, waiting for the kernel to reclaim the fleet; the supervisor exits 0.
-    fn down(&mut self) {
-        let mut c = Client::connect(&self.rd.socket(self.name)).unwrap();
-        c.set_timeout(Some(Duration::from_secs(60)));
-        c.send(&Request::Down { wait: true }).unwrap();
-        while c.next_reply().unwrap().is_some() {}
-        let pid = self.pid.take().expect("the supervisor not reaped yet");
-        let status = sys::wait_child(pid).unwrap();
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "wait status {status}"
-        );
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        let Some(pid) = self.pid else { return };
-        let down = Client::connect(&self.rd.socket(self.name)).and_then(|mut c| {
-            c.set_timeout(Some(Duration::from_secs(30)));
-            c.call(&Request::Down { wait: false })
-                .map_err(std::io::Error::other)
-        });
-        if down.is_err() {
-            // It leads its own session and process group: the group's pgid is its pid.
-            let _ = sys::kill_group(pid, libc::SIGKILL);
-        }
-        let _ = sys::wait_child(pid);
-        let _ = self.rd.remove(self.name, false);
-    }
-}
-
-/// A directory removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(format!("nsfleet-test-{}-probe", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Runs `cmd` in node `node`'s network namespace (`nsfleet exec`); its output.
+fn in_node(env: &Env, fleet: &FleetRef, node: &str, cmd: &[&str]) -> String {
+    env.ok(&[&["exec", &fleet.name, node, "--"], cmd].concat())
 }
