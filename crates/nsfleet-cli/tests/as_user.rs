@@ -1054,3 +1054,56 @@ fn a_users_fleet_makes_its_groups_in_the_cgroup_v2_group_delegated_to_them() {
     );
     user.assert_nothing_left();
 }
+
+#[test]
+fn a_user_runs_a_scenario_on_their_fleet_and_it_puts_back_what_it_changed() {
+    let user = User::new("sc", true);
+    user.up_hosts("sc");
+    let scenario = user.file(
+        "story.toml",
+        r#"[scenario]
+name = "a user's story"
+
+[[step]]
+expect = "ping h1 10.77.0.2"
+within = 5
+
+[[step]]
+do = "link h1:eth0 down"
+
+[[step]]
+expect = "no route h1 10.77.0.0/30"
+within = 5
+
+[[step]]
+do = "node h2 stop"
+
+[[step]]
+expect = "exec h1 -- ip -o link show eth0"
+output = "state DOWN"
+"#,
+    );
+    let out = user.run(&["scenario", "run", &scenario, "--fleet", "sc", "--json"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let restored = v["restored"].to_string();
+    assert!(
+        restored.contains("node h2 started") && restored.contains("cable h1:eth0 plugged back"),
+        "{v}"
+    );
+    user.ok(&["exec", "sc", "h1", "--", "ping", "-c1", "-W2", "10.77.0.2"]);
+    let status: serde_json::Value =
+        serde_json::from_str(&user.ok(&["status", "sc", "--json"])).unwrap();
+    assert!(
+        status.to_string().contains("running"),
+        "h2 runs again: {status}"
+    );
+    user.ok(&["down", "sc"]);
+    user.assert_nothing_left();
+}

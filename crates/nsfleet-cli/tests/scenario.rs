@@ -23,6 +23,23 @@ fn end(env: &Env, fleet: &str, target: &str) -> (bool, Value) {
     (v["end"]["up"].as_bool().unwrap(), v["impair"].clone())
 }
 
+/// The JUnit file parses as XML (Python's parser: what CI systems' reporters read it with
+/// is no laxer).
+fn well_formed(file: &std::path::Path) {
+    let check = "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag == 'testsuites', r.tag";
+    let out = std::process::Command::new("python3")
+        .args(["-c", check])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn code(out: &std::process::Output) -> Option<i32> {
     out.status.code()
 }
@@ -71,6 +88,10 @@ output = "state UP"
 [[step]]
 expect = "no route r* 10.9.0.0/16"
 within = 5
+
+[[step]]
+expect = "loss r3 10.2.0.5 < 5%"
+window = 1
 "#,
     );
     let junit = env.files.join("report.xml");
@@ -92,7 +113,15 @@ within = 5
         "{v}"
     );
     let steps = v["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 7);
+    assert_eq!(steps.len(), 8);
+    assert!(
+        steps[7]["seen"]
+            .as_str()
+            .unwrap()
+            .starts_with("0.0% of 50 echoes to 10.2.0.5 lost"),
+        "{}",
+        steps[7]
+    );
     for s in steps {
         assert!(
             s["ok"].as_bool().unwrap() && s["started_at"].is_number() && s["took_s"].is_number(),
@@ -144,10 +173,11 @@ within = 5
     // JUnit: a case per expectation, none failed.
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        x.contains("<testsuite name=\"a cable is pulled\" tests=\"5\" failures=\"0\""),
+        x.contains("<testsuite name=\"a cable is pulled\" tests=\"6\" failures=\"0\""),
         "{x}"
     );
     assert!(x.contains("name=\"step 3: traffic stops\""), "{x}");
+    well_formed(&junit);
     // Everything the run changed is back.
     assert_eq!(end(&env, "sc1", "r2:eth0"), (true, Value::Null));
     assert_eq!(end(&env, "sc1", "r3:eth0"), (true, Value::Null));
@@ -185,6 +215,7 @@ fn an_expectation_that_does_not_hold_fails_the_run_and_says_what_was_seen() {
             && x.contains("<failure message=\"not true after 1s: no answer from 10.2.0.2"),
         "{x}"
     );
+    well_formed(&junit);
     assert!(
         end(&env, "sc2", "r1:eth0").0,
         "put back after a failed run too"
@@ -421,5 +452,37 @@ within = 5
         text(&out).contains("put back: cable r4:eth0 plugged back"),
         "{}",
         text(&out)
+    );
+}
+
+#[test]
+fn a_signal_stops_a_wait_step_at_once_not_at_its_end() {
+    let env = Env::new("scenario-wait");
+    let _fleet = env.up(
+        "[fleet]\nname = \"sc7\"\n[[node]]\nname = \"w\"\ncommands = [\"exec sleep 600\"]\nhealthcheck = { test = \"false\", interval = 1, retries = 1000 }\n",
+    );
+    let sc = env.file(
+        "never.toml",
+        "[scenario]\nname = \"never healthy\"\n[[step]]\ndo = \"wait healthy --timeout 300\"\n",
+    );
+    let child = (env.cmd(&["scenario", "run", sc.to_str().unwrap(), "--fleet", "sc7"]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let signalled = std::time::Instant::now();
+    signal(child.id() as i32, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(code(&out), Some(1), "{said}");
+    assert!(
+        said.contains("STOPPED") && said.contains("wait healthy"),
+        "{said}"
+    );
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "stopped {:?} after the signal",
+        signalled.elapsed()
     );
 }

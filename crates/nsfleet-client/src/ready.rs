@@ -38,6 +38,8 @@ pub enum NotReady {
     Failed(Vec<String>),
     /// The bound came first.
     Unmet(String),
+    /// The caller stopped waiting (see [`wait_or_stop`]).
+    Stopped,
 }
 
 impl std::fmt::Display for NotReady {
@@ -45,6 +47,7 @@ impl std::fmt::Display for NotReady {
         match self {
             NotReady::Failed(m) => write!(f, "{}", m.join("\n")),
             NotReady::Unmet(m) => write!(f, "{m}"),
+            NotReady::Stopped => write!(f, "stopped before it was ready"),
         }
     }
 }
@@ -62,14 +65,40 @@ pub struct Ready {
 /// Waits for the fleet: how it holds, or what is missing. Progress goes to stderr,
 /// but with `json`.
 pub fn wait(fleet: &FleetRef, w: Wait, json: bool) -> anyhow::Result<Result<Ready, NotReady>> {
+    wait_or_stop(fleet, w, json, &mut || false)
+}
+
+/// [`wait`], asking `stop` about every quarter of a second: once it says so, the wait
+/// ends with [`NotReady::Stopped`] (a scenario stopped by a signal). The supervisor's
+/// wait ends with the connection.
+pub fn wait_or_stop(
+    fleet: &FleetRef,
+    w: Wait,
+    json: bool,
+    stop: &mut dyn FnMut() -> bool,
+) -> anyhow::Result<Result<Ready, NotReady>> {
     let name = &fleet.name;
     let mut c = fleet.connect()?;
     c.send(&Request::Wait {
         until: w.until,
         bound_ms: w.bound.as_millis() as u64,
     })?;
+    c.set_timeout(Some(Duration::from_millis(250)));
     let live = std::io::stderr().is_terminal() && !json;
-    while let Some(reply) = c.next_reply()? {
+    loop {
+        let reply = match c.next_reply() {
+            Ok(Some(reply)) => reply,
+            Ok(None) => break,
+            // A quiet quarter of a second (a line cut by it is finished by the next read).
+            Err(e) if timed_out(&e) => match stop() {
+                true => return Ok(Err(NotReady::Stopped)),
+                false => continue,
+            },
+            Err(e) => return Err(e),
+        };
+        if stop() {
+            return Ok(Err(NotReady::Stopped));
+        }
         match reply {
             Reply::Waiting {
                 standing,
@@ -105,6 +134,17 @@ pub fn wait(fleet: &FleetRef, w: Wait, json: bool) -> anyhow::Result<Result<Read
         "fleet {name:?} went down while waiting for it to be {}",
         w.until.name()
     )
+}
+
+/// Whether a read from the supervisor failed only because its timeout passed.
+fn timed_out(e: &anyhow::Error) -> bool {
+    let io = e.root_cause().downcast_ref::<std::io::Error>();
+    io.is_some_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    })
 }
 
 /// The fleet is ready: said for people, or as a JSON object.

@@ -272,6 +272,8 @@ fn wait_ready(
         Err(NotReady::Unmet(m)) => {
             bail!("{m}\nthe fleet is left up to look into: `nsfleet down {name}` takes it down")
         }
+        // `up` never asks to stop waiting.
+        Err(NotReady::Stopped) => bail!("fleet {name:?}: the wait was stopped"),
     }
 }
 

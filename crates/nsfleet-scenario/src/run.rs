@@ -300,8 +300,14 @@ impl Runner<'_> {
                     until: *until,
                     bound: *bound,
                 };
-                let r = nsfleet_client::ready::wait(fleet, w, true).and_then(|r| match r {
+                // Stopped by a signal as a sleep is, not at the wait's end.
+                let mut stop = || !watch.pause(Duration::ZERO);
+                let r = nsfleet_client::ready::wait_or_stop(fleet, w, true, &mut stop);
+                let r = r.and_then(|r| match r {
                     Ok(ready) => Ok(format!("{} ({} nodes checked)", until.name(), ready.of)),
+                    Err(nsfleet_client::ready::NotReady::Stopped) => {
+                        Err(anyhow::anyhow!(INTERRUPTED))
+                    }
                     Err(not) => Err(anyhow::anyhow!("{not}")),
                 });
                 (format!("wait {}", until.name()), r)
