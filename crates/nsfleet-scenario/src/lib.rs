@@ -329,21 +329,33 @@ impl Events {
 /// signals that stop it.
 struct Screen {
     out: Box<dyn Write>,
+    /// A terminal: the step under way is shown until it ends, then its line replaces it.
+    live: bool,
+    /// When the run began, for the step under way's time.
+    began: Instant,
     /// The signal that stopped the run, once one has.
     signal: Option<libc::c_int>,
 }
 
 impl Screen {
     fn new(json: bool) -> Screen {
-        let out: Box<dyn Write> = match json {
-            true => Box::new(std::io::stderr()),
-            false => Box::new(std::io::stdout()),
+        use std::io::IsTerminal;
+        let (out, live): (Box<dyn Write>, bool) = match json {
+            true => (Box::new(std::io::stderr()), std::io::stderr().is_terminal()),
+            false => (Box::new(std::io::stdout()), std::io::stdout().is_terminal()),
         };
-        Screen { out, signal: None }
+        Screen {
+            out,
+            live,
+            began: Instant::now(),
+            signal: None,
+        }
     }
 
+    /// A line, in place of the step under way's on a terminal.
     fn say(&mut self, s: &str) {
-        let _ = writeln!(self.out, "{s}");
+        let clear = if self.live { "\r\x1b[K" } else { "" };
+        let _ = writeln!(self.out, "{clear}{s}");
         let _ = self.out.flush();
     }
 
@@ -412,6 +424,14 @@ impl Screen {
 }
 
 impl run::Watch for Screen {
+    fn began(&mut self, _index: usize, step: &file::Step) {
+        if self.live {
+            let at = self.began.elapsed().as_secs_f64();
+            let _ = write!(self.out, "{at:>8.3}s  ...     {}", step.text);
+            let _ = self.out.flush();
+        }
+    }
+
     fn ended(&mut self, r: &run::StepRecord) {
         let line = record::timeline_line(r);
         self.say(&line);

@@ -79,9 +79,12 @@ pub struct RunCommand {
     /// The seed of random(...) choices [default: the file's `seed`, else 1].
     #[arg(long)]
     seed: Option<u64>,
+    /// Put back what the run changed when it ends, however it ends (the default).
+    #[arg(long, overrides_with = "no_restore")]
+    restore: bool,
     /// Leave what the run changed (pulled cables, impairments, stopped nodes) in place,
     /// and say what it is.
-    #[arg(long)]
+    #[arg(long, overrides_with = "restore")]
     no_restore: bool,
     /// Write JUnit XML here: a test case per expectation, a failure with what was seen,
     /// the fleet's events as the suite's output.
@@ -136,6 +139,7 @@ impl ScenarioCommand {
                     topology,
                     repeat,
                     seed,
+                    restore: _,
                     no_restore,
                     junit,
                     json,
