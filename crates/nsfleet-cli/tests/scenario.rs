@@ -92,6 +92,10 @@ within = 5
 [[step]]
 expect = "loss r3 10.2.0.5 < 5%"
 window = 1
+
+[[step]]
+expect = "exec r3 -- sh -c 'sleep 3 & echo ok'"
+output = "ok"
 "#,
     );
     let junit = env.files.join("report.xml");
@@ -113,7 +117,9 @@ window = 1
         "{v}"
     );
     let steps = v["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 8);
+    assert_eq!(steps.len(), 9);
+    // What a command leaves running in the node is not waited for.
+    assert!(steps[8]["took_s"].as_f64().unwrap() < 2.0, "{}", steps[8]);
     assert!(
         steps[7]["seen"]
             .as_str()
@@ -173,7 +179,7 @@ window = 1
     // JUnit: a case per expectation, none failed.
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(
-        x.contains("<testsuite name=\"a cable is pulled\" tests=\"6\" failures=\"0\""),
+        x.contains("<testsuite name=\"a cable is pulled\" tests=\"7\" failures=\"0\""),
         "{x}"
     );
     assert!(x.contains("name=\"step 3: traffic stops\""), "{x}");
@@ -484,5 +490,34 @@ fn a_signal_stops_a_wait_step_at_once_not_at_its_end() {
         signalled.elapsed() < Duration::from_secs(5),
         "stopped {:?} after the signal",
         signalled.elapsed()
+    );
+    // A node paused then stopped is started again (not resumed); a failed step ends the
+    // repeats, since the next run would start from a fleet this one changed.
+    let sc = env.file(
+        "pause-stop.toml",
+        "[scenario]\nname = \"ps\"\n[[step]]\ndo = \"node w pause\"\n[[step]]\ndo = \"node w stop\"\n[[step]]\ndo = \"wait healthy --timeout 1\"\n",
+    );
+    let out = env.run(&[
+        "scenario",
+        "run",
+        sc.to_str().unwrap(),
+        "--fleet",
+        "sc7",
+        "--repeat",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code(&out), Some(1), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(
+        v["stopped"].as_str().unwrap().starts_with("step 3 failed"),
+        "{v}"
+    );
+    assert_eq!(v["restored"], serde_json::json!(["node w started"]), "{v}");
+    assert!(
+        env.status("sc7").to_string().contains("running"),
+        "{}",
+        env.status("sc7")
     );
 }

@@ -54,9 +54,12 @@ impl Shape {
             .collect()
     }
 
-    /// The link ends whose node and interface match the two patterns, in the fleet's order.
+    /// The ends of links between two nodes whose node and interface match the two
+    /// patterns, in the fleet's order: what `random(...)` chooses among (never a dummy
+    /// interface or a host's link).
     pub fn ends_matching(&self, node: &str, iface: &str) -> Vec<(String, String)> {
         (self.ends.iter())
+            .filter(|end| self.peers.contains_key(*end))
             .filter(|(n, i)| step::matches(node, n) && step::matches(iface, i))
             .cloned()
             .collect()
@@ -152,7 +155,7 @@ fn end(fleet: &str, shape: &Shape, t: &Target) -> Option<String> {
         Target::Random { node, iface } => shape
             .ends_matching(node, iface)
             .is_empty()
-            .then(|| format!("random({node}:{iface}) matches no interface of fleet {fleet:?}")),
+            .then(|| format!("random({node}:{iface}) matches no end of a link between two nodes of fleet {fleet:?}")),
     }
 }
 

@@ -78,6 +78,30 @@ pub enum What {
 struct At<T> {
     value: T,
     at: usize,
+    /// The file has the value as it is (no escape, no folded line): a word's column
+    /// inside it can be counted from `at`.
+    verbatim: bool,
+}
+
+impl At<String> {
+    /// Text written at `at` of `file`.
+    fn text(value: String, at: usize, file: &str) -> At<String> {
+        let verbatim = file.get(at..at + value.len()) == Some(value.as_str());
+        At {
+            value,
+            at,
+            verbatim,
+        }
+    }
+
+    /// Where the word at byte `offset` of the value is written: there, or where the
+    /// value begins when escapes make the two differ.
+    fn word(&self, offset: usize) -> usize {
+        match self.verbatim {
+            true => self.at + offset,
+            false => self.at,
+        }
+    }
 }
 
 /// A scenario file as either language gives it, before its steps are read.
@@ -208,15 +232,13 @@ fn from_toml(text: &str) -> Result<RawDoc, (usize, String)> {
     let doc: Doc = toml::from_str(text)
         .map_err(|e| (e.span().map_or(0, |s| s.start), e.message().to_string()))?;
     let string = |v: Option<Spanned<String>>| {
-        v.map(|v| At {
-            at: past_quote(text, v.span().start),
-            value: v.into_inner(),
-        })
+        v.map(|v| At::text(v.get_ref().clone(), past_quote(text, v.span().start), text))
     };
     let number = |v: Option<Spanned<f64>>| {
         v.map(|v| At {
             at: v.span().start,
             value: v.into_inner(),
+            verbatim: true,
         })
     };
     let steps = (doc.step.into_iter())
@@ -260,10 +282,11 @@ fn from_yaml(text: &str) -> Result<RawDoc, (usize, String)> {
     };
     let text_of = |v: &Yaml, key: &str| -> Result<At<String>, (usize, String)> {
         match v.str() {
-            Some(s) => Ok(At {
-                value: s.to_string(),
-                at: past_quote(text, v.span.start),
-            }),
+            Some(s) => Ok(At::text(
+                s.to_string(),
+                past_quote(text, v.span.start),
+                text,
+            )),
             None => Err((v.span.start, format!("{key}: expected text"))),
         }
     };
@@ -272,6 +295,7 @@ fn from_yaml(text: &str) -> Result<RawDoc, (usize, String)> {
             Some(Ok(n)) => Ok(At {
                 value: n,
                 at: v.span.start,
+                verbatim: true,
             }),
             _ => Err((v.span.start, format!("{key}: expected a number of seconds"))),
         }
@@ -357,15 +381,19 @@ pub fn all_of(mut errors: Vec<TopologyError>) -> Option<TopologyError> {
 /// with it and what.
 fn one_step(s: &RawStep) -> Result<(Step, usize), (usize, String)> {
     let seconds = |v: &Option<At<f64>>, key: &str| -> Result<Option<Duration>, (usize, String)> {
+        let most = match key {
+            "window" => crate::probe::MOST_WINDOW.as_secs_f64(),
+            _ => MOST_SECONDS,
+        };
         match v {
             None => Ok(None),
-            Some(v) if v.value > 0.0 && v.value <= MOST_SECONDS => {
+            Some(v) if v.value > 0.0 && v.value <= most => {
                 Ok(Some(Duration::from_secs_f64(v.value)))
             }
             Some(v) => Err((
                 v.at,
                 format!(
-                    "{key}: expected seconds above 0 and at most {MOST_SECONDS}, got {}",
+                    "{key}: expected seconds above 0 and at most {most}, got {}",
                     v.value
                 ),
             )),
@@ -384,11 +412,11 @@ fn one_step(s: &RawStep) -> Result<(Step, usize), (usize, String)> {
                     format!("{key} belongs to an expect step, not a do step"),
                 ));
             }
-            let action = step::action(&act.value).map_err(|r| (act.at + r.at, r.message))?;
+            let action = step::action(&act.value).map_err(|r| (act.word(r.at), r.message))?;
             (act, What::Do(action))
         }
         (None, Some(exp)) => {
-            let expect = step::expect(&exp.value).map_err(|r| (exp.at + r.at, r.message))?;
+            let expect = step::expect(&exp.value).map_err(|r| (exp.word(r.at), r.message))?;
             let output = match &s.output {
                 Some(o) if !matches!(expect, Expect::Exec { .. }) => {
                     return Err((o.at, "output belongs to an exec expectation".into()))
@@ -462,6 +490,13 @@ mod tests {
             refused("[scenario]\nname = \"x\"\n[[step]]\ndo = \"heal\"\nexpect = \"ping a ::1\"\n");
         assert!(both.contains(":5:11: a step either does"), "{both}");
         assert!(refused("[scenario]\nname = \"x\"\n").contains("no steps"));
+    }
+
+    #[test]
+    fn a_word_after_an_escape_is_placed_at_its_texts_start() {
+        let e =
+            refused("[scenario]\nname = \"x\"\n[[step]]\ndo = \"link \\\"r1:eth1\\\" sideways\"\n");
+        assert!(e.starts_with("s.toml:4:7: expected down or up"), "{e}");
     }
 
     #[test]

@@ -83,7 +83,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             eprintln!("nsfleet: taking fleet {:?} down: {e:#}", fleet.name);
         }
     }
+    drain_signals();
     verdict
+}
+
+/// Takes the stopping signals that came after the run had stopped already (a second
+/// Ctrl-C while it put things back): the run has said how it ended, and its exit status
+/// is its verdict's, not the signal's, once they are no longer held.
+fn drain_signals() {
+    while let Ok(Some(_)) = signals::take_signal(&STOPPING, Duration::ZERO) {}
 }
 
 /// The fleet's name: `--fleet`, or with `--topology`, its file's.
@@ -160,10 +168,12 @@ fn checked_run(a: &RunArgs, sc: &file::Scenario, fleet: &FleetRef) -> anyhow::Re
             restored = done;
         } else {
             screen.left(&left);
+            restored = Vec::new();
         }
-        let interrupted = outcome.stopped.as_deref() == Some(run::INTERRUPTED);
         runs.push(outcome);
-        if interrupted {
+        // A run stopped (a failed step, a signal) ends the repeats: the next would start
+        // from a fleet it did not leave as it found it.
+        if last {
             break;
         }
     }
@@ -235,6 +245,11 @@ pub fn expect(a: ExpectArgs) -> anyhow::Result<i32> {
             ))
         }
     };
+    if a.window.is_zero() || a.window > probe::MOST_WINDOW {
+        let most = probe::MOST_WINDOW.as_secs();
+        let e = anyhow::anyhow!("--window: expected seconds above 0 and at most {most}");
+        return Ok(refused(e, a.json));
+    }
     let shape = match check::Shape::of(&a.fleet) {
         Ok(s) => s,
         Err(err) => return Ok(refused(err, a.json)),
@@ -261,6 +276,7 @@ pub fn expect(a: ExpectArgs) -> anyhow::Result<i32> {
         let word = if seen.ok { "held" } else { "FAILED" };
         println!("{}: {word} after {took_s:.3}s: {}", a.text, seen.said);
     }
+    drain_signals();
     Ok(if seen.ok { HELD } else { FAILED })
 }
 

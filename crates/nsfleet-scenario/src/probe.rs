@@ -62,6 +62,9 @@ const ECHO_TIMEOUT: Duration = Duration::from_secs(1);
 /// Pings for `loss` go this often.
 const LOSS_INTERVAL: Duration = Duration::from_millis(20);
 
+/// The longest `loss` window: the supervisor sends at most 100,000 echoes in one ping.
+pub const MOST_WINDOW: Duration = Duration::from_secs(2000);
+
 /// Checks `e` from `start` until it holds or `how.within` has passed.
 pub fn expect(
     fleet: &FleetRef,
@@ -302,17 +305,17 @@ fn exec(
         .stderr(Stdio::piped())
         .spawn()
         .context("starting nsfleet exec")?;
-    let (stdout, stderr) = (read_all(child.stdout.take()), read_all(child.stderr.take()));
+    let (stdout, stderr) = (
+        Collected::of(child.stdout.take()),
+        Collected::of(child.stderr.take()),
+    );
     let end = Instant::now() + left;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for nsfleet exec")? {
             break status;
         }
         if Instant::now() >= end {
-            // What the command started in the node may keep our pipes: its readers are
-            // left to end with it.
-            let _ = child.kill();
-            let _ = child.wait();
+            end_command(&mut child);
             return Ok((
                 false,
                 format!("still running after {:.1}s: ended", left.as_secs_f64()),
@@ -320,10 +323,14 @@ fn exec(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // What the command left running in the node (`sleep 600 &`) keeps our pipes open:
+    // what the command wrote is in them already, and is what counts; what runs on is
+    // not waited for.
+    let until = Instant::now() + Duration::from_millis(200);
     let out = std::process::Output {
         status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
+        stdout: stdout.until(until),
+        stderr: stderr.until(until),
     };
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let last = |b: &[u8]| {
@@ -356,13 +363,56 @@ fn exec(
     Ok((out.status.success() && matched, said))
 }
 
-/// A thread that reads `r` to its end.
-fn read_all(r: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        if let Some(mut r) = r {
-            let _ = r.read_to_end(&mut v);
+/// Ends `nsfleet exec` and its command: SIGTERM first, which `nsfleet exec` passes on to
+/// the command it forked in the node (SIGKILL would end only `nsfleet exec`, and leave the
+/// command running there), then SIGKILL after a second.
+fn end_command(child: &mut std::process::Child) {
+    let pidfd = nsfleet::sys::pidfd_open(child.id() as libc::pid_t);
+    if let Ok(fd) = &pidfd {
+        use std::os::fd::AsFd;
+        let _ = nsfleet::sys::kill_pidfd(fd.as_fd(), libc::SIGTERM);
+    }
+    let grace = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
         }
-        v
-    })
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// What a pipe has given so far, read by a thread of its own until the pipe ends.
+struct Collected {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    ended: std::sync::mpsc::Receiver<()>,
+}
+
+impl Collected {
+    fn of(r: Option<impl std::io::Read + Send + 'static>) -> Collected {
+        let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, ended) = std::sync::mpsc::channel();
+        let into = bytes.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            if let Some(mut r) = r {
+                while let Ok(n @ 1..) = r.read(&mut chunk) {
+                    into.lock()
+                        .expect("output lock")
+                        .extend_from_slice(&chunk[..n]);
+                }
+            }
+            let _ = tx.send(());
+        });
+        Collected { bytes, ended }
+    }
+
+    /// What was read by the time the pipe ended, or by `until`, whichever came first.
+    fn until(self, until: Instant) -> Vec<u8> {
+        let _ = self
+            .ended
+            .recv_timeout(until.saturating_duration_since(Instant::now()));
+        std::mem::take(&mut self.bytes.lock().expect("output lock"))
+    }
 }

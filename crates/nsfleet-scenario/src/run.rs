@@ -387,8 +387,9 @@ impl Runner<'_> {
         node_action(&self.opts.fleet, node, action)?;
         let nodes = &mut self.out.undo.nodes;
         match action {
+            // Stopped, whatever it was (a paused node too): started is what undoes it.
             NodeAction::Stop => {
-                nodes.entry(node.into()).or_insert(NodeAction::Start);
+                nodes.insert(node.into(), NodeAction::Start);
             }
             NodeAction::Pause => {
                 nodes.entry(node.into()).or_insert(NodeAction::Resume);
