@@ -123,15 +123,12 @@ const PASTA_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// through pasta's interface ([`nsfleet::subsys::outbound::IFACE`]): what pasta
 /// configures last. Whether it does.
 fn wait_for_outbound_route(bound: std::time::Duration) -> bool {
+    use std::net::Ipv4Addr;
     let until = std::time::Instant::now() + bound;
     let routed = || {
         let table = std::fs::read_to_string("/proc/thread-self/net/route").unwrap_or_default();
-        // Iface Destination Gateway ...: a default route has destination 00000000.
-        (table.lines().skip(1)).any(|l| {
-            let mut words = l.split_whitespace();
-            words.next() == Some(nsfleet::subsys::outbound::IFACE)
-                && words.next() == Some("00000000")
-        })
+        let default = nsfleet::sys::ipv4_route_device(&table, Ipv4Addr::UNSPECIFIED, 0);
+        default.as_deref() == Some(nsfleet::subsys::outbound::IFACE)
     };
     while !routed() {
         if std::time::Instant::now() >= until {

@@ -94,8 +94,11 @@ fn host_ends(topo: &Topology, out: &mut Vec<Finding>) {
                 i.at,
             )));
         }
-        for a in h.addrs.iter().filter(|a| a.addr.is_ipv4()) {
-            if let Some(dev) = routed_by(&routes, &a.network()) {
+        for a in h.addrs.iter() {
+            let std::net::IpAddr::V4(net) = a.network().addr else {
+                continue;
+            };
+            if let Some(dev) = nsfleet_sys::ipv4_route_device(&routes, net, a.prefix) {
                 out.push(Finding::Refuse(Subject::new(
                     format!(
                         "the host already routes {} through {dev}: another subnet for this fleet's host link (for a containerlab file: mgmt.ipv4-subnet)",
@@ -106,25 +109,6 @@ fn host_ends(topo: &Topology, out: &mut Vec<Finding>) {
             }
         }
     }
-}
-
-/// The interface by which /proc/net/route's `table` routes exactly `net` (IPv4), if any.
-fn routed_by(table: &str, net: &nsfleet_topology::IpNet) -> Option<String> {
-    let std::net::IpAddr::V4(addr) = net.addr else {
-        return None;
-    };
-    let mask = u32::MAX.checked_shl(32 - net.prefix as u32).unwrap_or(0);
-    table.lines().skip(1).find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        // Destination and mask in hex, the address's bytes in memory order.
-        let hex = |k: usize| {
-            f.get(k)
-                .and_then(|v| u32::from_str_radix(v, 16).ok())
-                .map(u32::from_be)
-        };
-        let same = hex(1) == Some(u32::from(addr)) && hex(7) == Some(mask);
-        same.then(|| f[0].to_string())
-    })
 }
 
 fn read_u64(path: &str) -> Option<u64> {

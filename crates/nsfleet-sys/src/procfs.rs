@@ -1,4 +1,5 @@
-//! Who holds a namespace: a walk of /proc (tasks, descriptors, every mount table).
+//! Who holds a namespace: a walk of /proc (tasks, descriptors, every mount table); and
+//! what /proc/net/route says routes an IPv4 prefix.
 
 use std::collections::{HashMap, HashSet};
 
@@ -167,4 +168,45 @@ pub fn usage_of(who: &str) -> Option<Usage> {
         children_seconds: seconds(16)? + seconds(17)?,
         rss_bytes: field(24)? * crate::page_size(),
     })
+}
+/// The interface by which `table` (the text of a /proc/net/route: a namespace's IPv4
+/// main table) routes exactly `addr`/`prefix`, if it does: 0.0.0.0/0 asks for the
+/// default route's.
+pub fn ipv4_route_device(table: &str, addr: std::net::Ipv4Addr, prefix: u8) -> Option<String> {
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0);
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // Iface Destination Gateway Flags RefCnt Use Metric Mask ...: destination and
+        // mask in hex, the address's bytes in memory order.
+        let hex = |k: usize| {
+            f.get(k)
+                .and_then(|v| u32::from_str_radix(v, 16).ok())
+                .map(u32::from_be)
+        };
+        let same = hex(1) == Some(u32::from(addr)) && hex(7) == Some(mask);
+        same.then(|| f[0].to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_of_proc_net_route_is_found_by_its_exact_prefix() {
+        let table =
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+            nsfleet-out\t00000000\t0101A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+            eth0\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let any = std::net::Ipv4Addr::UNSPECIFIED;
+        assert_eq!(
+            ipv4_route_device(table, any, 0).as_deref(),
+            Some("nsfleet-out")
+        );
+        let lan = "192.168.0.0".parse().unwrap();
+        assert_eq!(ipv4_route_device(table, lan, 24).as_deref(), Some("eth0"));
+        assert_eq!(ipv4_route_device(table, lan, 16), None);
+    }
 }
