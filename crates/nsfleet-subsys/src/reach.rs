@@ -68,14 +68,15 @@ impl Reach {
 
 /// The addresses of `wanted` that no route of `routes` leads to. A default route leads
 /// everywhere and so shows nothing learnt: it does not count; nor does a route out of
-/// `lo` (a router's own loopback). The routes are indexed by prefix length, so that a
+/// `lo` (a router's own loopback), nor one whose every next hop has lost its carrier
+/// (the kernel keeps it, flagged, until a daemon replaces it: a pulled cable's). The routes are indexed by prefix length, so that a
 /// thousand routers' thousand routes each are looked up, not scanned, per address.
 pub fn unreached(routes: &[RouteDst], wanted: &[IpAddr]) -> Vec<IpAddr> {
     let mut index: HashSet<(bool, u8, u128)> = HashSet::new();
     let mut lengths: Vec<(bool, u8)> = Vec::new();
     for r in routes
         .iter()
-        .filter(|r| r.prefix > 0 && r.oif != Some(LOOPBACK_INDEX))
+        .filter(|r| r.prefix > 0 && r.oif != Some(LOOPBACK_INDEX) && !r.dead)
     {
         let (v6, bits, width) = bits(r.dst);
         if u32::from(r.prefix) > width {
@@ -147,5 +148,11 @@ mod tests {
         );
         // Families never cover each other.
         assert_eq!(unreached(&[route("::", 1, 4)], &[a]), vec![a]);
+        // A route through a device without carrier leads nowhere.
+        let dead = RouteDst {
+            dead: true,
+            ..route("10.255.0.7", 32, 3)
+        };
+        assert_eq!(unreached(&[dead], &[a]), vec![a]);
     }
 }
