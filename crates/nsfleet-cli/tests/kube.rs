@@ -19,6 +19,8 @@ struct Cluster<'a> {
     name: String,
     dir: PathBuf,
     kubeconfig: String,
+    /// What `kube-cluster up` said on stderr.
+    said: String,
 }
 
 fn script(env: &Env, args: &[&str]) -> std::process::Output {
@@ -40,6 +42,7 @@ impl<'a> Cluster<'a> {
             dir: PathBuf::from("/var/lib/nsfleet/kube-clusters").join(&name),
             name,
             kubeconfig: String::new(),
+            said: String::new(),
         };
         let out = script(
             env,
@@ -52,6 +55,7 @@ impl<'a> Cluster<'a> {
             String::from_utf8_lossy(&out.stderr)
         );
         c.kubeconfig = stdout.lines().last().unwrap().to_string();
+        c.said = String::from_utf8_lossy(&out.stderr).into_owned();
         env.set_var("KUBECONFIG", &c.kubeconfig);
         c
     }
@@ -272,6 +276,12 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "--api-server",
         &api,
     ];
+    // The line `kube-cluster up` printed is the one that installs it.
+    assert!(
+        k.said.contains(&format!("nsfleet {}", install.join(" "))),
+        "{}",
+        k.said
+    );
     let installed = k.ok(&install);
     assert!(
         installed.contains("3 machines run the agent"),
