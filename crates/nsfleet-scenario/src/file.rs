@@ -1,4 +1,5 @@
-//! A scenario file (TOML, or YAML beside a containerlab lab) read into its steps, each with where it is written:
+//! A scenario file (TOML, or YAML beside a containerlab lab) read into its steps, each
+//! with where it is written:
 //!
 //! ```toml
 //! [scenario]

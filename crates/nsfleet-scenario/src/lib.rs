@@ -158,7 +158,13 @@ fn checked_run(a: &RunArgs, sc: &file::Scenario, fleet: &FleetRef) -> anyhow::Re
     let mut restored = Vec::new();
     for k in 0..a.repeat {
         screen.run_begins(sc, fleet, k, a.repeat);
-        let mut outcome = run::run(sc, &opts, &mut screen);
+        // The shape the check read, for the first run; a later one asks again (an
+        // `apply` of the run before may have changed it).
+        let now = match k {
+            0 => shape.clone(),
+            _ => check::Shape::of(fleet)?,
+        };
+        let mut outcome = run::run(sc, &opts, now, &mut screen);
         let last = k + 1 == a.repeat || outcome.stopped.is_some();
         let left = outcome.undo.left();
         // Between runs, always: each run starts from the same fleet.

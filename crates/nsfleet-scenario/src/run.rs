@@ -151,15 +151,16 @@ impl Undo {
     }
 }
 
-/// Runs `sc` on the fleet: every step, in order, until a `do` step fails or `watch` says
-/// stop. Expectations that fail do not stop it.
-pub fn run(sc: &Scenario, opts: &Options, watch: &mut dyn Watch) -> Outcome {
+/// Runs `sc` on the fleet, whose shape is `shape` as it starts: every step, in order,
+/// until a `do` step fails or `watch` says stop. Expectations that fail do not stop it.
+pub fn run(sc: &Scenario, opts: &Options, shape: Shape, watch: &mut dyn Watch) -> Outcome {
     let mut r = Runner {
         sc,
         opts,
         began: Instant::now(),
         last_change: None,
         random: Random(opts.seed),
+        shape: Some(shape),
         out: Outcome::default(),
     };
     for (index, step) in sc.steps.iter().enumerate() {
@@ -205,10 +206,21 @@ struct Runner<'a> {
     /// The last change made (a fault or its repair), when it ended, for recovery times.
     last_change: Option<(Instant, String)>,
     random: Random,
+    /// The fleet's shape, asked once (a big fleet's is megabytes) and again after an
+    /// `apply` changed it.
+    shape: Option<Shape>,
     out: Outcome,
 }
 
 impl Runner<'_> {
+    /// The fleet's shape now.
+    fn shape(&mut self) -> anyhow::Result<&Shape> {
+        if self.shape.is_none() {
+            self.shape = Some(Shape::of(&self.opts.fleet)?);
+        }
+        Ok(self.shape.as_ref().expect("just asked"))
+    }
+
     fn step(&mut self, index: usize, step: &Step, watch: &mut dyn Watch) -> StepRecord {
         let start = Instant::now();
         let mut rec = StepRecord {
@@ -246,7 +258,8 @@ impl Runner<'_> {
                 rec.kind = "expect";
                 rec.text = step.text.clone();
                 rec.within_s = Some(within.as_secs_f64());
-                let shape = Shape::of(&self.opts.fleet).map_err(|e| format!("{e:#}"));
+                let fleet = &self.opts.fleet;
+                let shape = self.shape().map_err(|e| format!("{e:#}"));
                 let seen = match shape {
                     Ok(shape) => {
                         let how = probe::How {
@@ -254,7 +267,7 @@ impl Runner<'_> {
                             output: output.as_ref(),
                             window: *window,
                         };
-                        probe::expect(&self.opts.fleet, &shape, expect, &how, start, watch)
+                        probe::expect(fleet, shape, expect, &how, start, watch)
                     }
                     Err(e) => Seen::failed(e),
                 };
@@ -333,7 +346,7 @@ impl Runner<'_> {
         match t {
             Target::End { node, iface } => Ok((node.clone(), iface.clone())),
             Target::Random { node, iface } => {
-                let ends = Shape::of(&self.opts.fleet)?.ends_matching(node, iface);
+                let ends = self.shape()?.ends_matching(node, iface);
                 match ends.len() {
                     0 => anyhow::bail!(
                         "random({node}:{iface}) matches no interface of the fleet now"
@@ -402,7 +415,7 @@ impl Runner<'_> {
     }
 
     fn partition(&mut self, a: &[String], b: &[String]) -> anyhow::Result<String> {
-        let cut = Shape::of(&self.opts.fleet)?.cut(a, b);
+        let cut = self.shape()?.cut(a, b);
         for (n, i) in &cut {
             self.set_cable(n, i, false)?;
             self.out.undo.partitioned.push((n.clone(), i.clone()));
@@ -420,6 +433,8 @@ impl Runner<'_> {
     }
 
     fn apply(&mut self, file: &str) -> anyhow::Result<String> {
+        // Asked again after: the fleet the next steps name is the applied one.
+        self.shape = None;
         let path = self.sc.folder.join(file);
         let plan = nsfleet_client::apply::plan(nsfleet_client::apply::ApplyArgs {
             file: path,

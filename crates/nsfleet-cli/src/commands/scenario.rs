@@ -10,11 +10,12 @@ use std::time::Duration;
 
 /// Faults on a timeline, with verdicts a CI system reads
 ///
-/// A scenario file (TOML) is a story told to a live fleet: ordered steps, each either
-/// a fault or change (`do`) or an expectation (`expect`) retried until it holds or its
-/// `within` has passed. The whole file is checked against the fleet before its first
-/// step; whatever the run changes is put back when it ends (`--no-restore` keeps it),
-/// on Ctrl-C, SIGTERM and SIGHUP too. See docs/scenarios.md.
+/// A scenario file (TOML; YAML when it ends in .yml or .yaml) is a story told to a live
+/// fleet: ordered steps, each either a fault or change (`do`) or an expectation
+/// (`expect`) retried until it holds or its `within` has passed. The whole file is
+/// checked against the fleet before its first step; whatever the run changes is put
+/// back when it ends (`--no-restore` keeps it), on Ctrl-C, SIGTERM and SIGHUP too. See
+/// docs/scenarios.md, and examples/scenarios/core-link-fails.toml for this one whole.
 ///
 ///   [scenario]
 ///   name = "a core link fails"
@@ -27,7 +28,7 @@ use std::time::Duration;
 ///
 ///   [[step]]
 ///   name = "every router routes around it"
-///   expect = "no route r* 10.0.17.0/31"
+///   expect = "no route r* 10.0.0.88/30"
 ///   within = 30
 ///
 /// do: link NODE:IFACE down|up; impair NODE:IFACE --delay 50ms --loss 1% ... | --clear;
@@ -51,7 +52,8 @@ pub enum ScenarioCommand {
 /// Run a scenario file against a live fleet
 ///
 /// Prints a timeline as it goes (each step: when it began, its verdict, how long it
-/// took, and for an expectation after a fault, how long after the fault it came true),
+/// took, and for an expectation after a change of the fleet, a fault or its repair, how
+/// long after that change it came true),
 /// then the verdict. Exits 0 when every expectation held, 1 when one did not (or a
 /// step failed, or a signal stopped the run), 2 when the file or the fleet is refused,
 /// each refusal at its FILE:LINE:COLUMN, before anything is done.
@@ -106,7 +108,7 @@ pub struct RunCommand {
 /// names what the fleet lacks.
 ///
 ///   nsfleet scenario expect grid 'ping r1 10.255.0.25' --within 10
-///   nsfleet scenario expect grid 'no route r* 10.0.17.0/31' --within 30 --json
+///   nsfleet scenario expect grid 'no route r* 10.0.0.88/30' --within 30 --json
 #[derive(Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExpectCommand {
