@@ -305,7 +305,7 @@ impl Runner<'_> {
                 Err(e) => ("impair".into(), Err(e)),
             },
             Action::Node { node, action } => {
-                let text = format!("node {node} {}", action_name(*action));
+                let text = format!("node {node} {}", action.name());
                 (text, self.node(node, *action))
             }
             Action::Wait { until, bound } => {
@@ -487,18 +487,6 @@ fn node_action(fleet: &FleetRef, node: &str, action: NodeAction) -> anyhow::Resu
         Reply::Node { .. } => Ok(()),
         other => anyhow::bail!("unexpected reply from the supervisor: {other:?}"),
     }
-}
-
-fn action_name(a: NodeAction) -> &'static str {
-    let names = NodeAction::names();
-    let all = [
-        NodeAction::Stop,
-        NodeAction::Start,
-        NodeAction::Restart,
-        NodeAction::Pause,
-        NodeAction::Resume,
-    ];
-    all.iter().position(|x| *x == a).map_or("", |i| names[i])
 }
 
 /// Whether an action changes the fleet (a fault, or its repair), so that the

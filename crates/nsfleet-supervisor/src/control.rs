@@ -158,6 +158,13 @@ impl NodeAction {
         Self::ALL.map(|(_, n, _)| n)
     }
 
+    /// "stop", "start", ...: as the command line takes it.
+    pub fn name(self) -> &'static str {
+        (Self::ALL.iter())
+            .find(|(a, _, _)| *a == self)
+            .map_or("", |(_, n, _)| n)
+    }
+
     /// "stopped", "started", ...: for replies and events.
     pub fn done(self) -> &'static str {
         (Self::ALL.iter())
