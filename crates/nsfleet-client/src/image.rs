@@ -299,13 +299,22 @@ pub fn prune(store: PathBuf, all: bool, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::json!({ "pruned": p }));
         return Ok(());
     }
-    let nothing = p.unfinished.is_empty() && p.stale_holds == 0 && p.images.is_empty();
+    let nothing = p.unfinished.is_empty()
+        && p.stale_holds == 0
+        && p.images.is_empty()
+        && p.partials.is_empty();
     if nothing && p.layers.is_empty() {
         println!("Nothing to prune in {}", store.display());
         return Ok(());
     }
     for w in &p.unfinished {
         println!("Swept unfinished work {w} (its writer is gone)");
+    }
+    if !p.partials.is_empty() {
+        println!(
+            "Removed {} layer streams kept of dropped transfers",
+            p.partials.len()
+        );
     }
     if p.stale_holds > 0 {
         println!(

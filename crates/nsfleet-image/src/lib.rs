@@ -21,6 +21,11 @@
 //!                           (its diff_id), shared by every image that has it
 //! ROOT/tmp/<work>/          work in progress, with ROOT/tmp/<work>.lock beside it
 //! ROOT/holds/<hold>.json    who uses which images, flock(2)ed by its holder while it lives
+//! ROOT/partial/<hex>        the first bytes of a layer's stream from another store, kept
+//!                           when that stream dropped, to resume it: <hex> the sha256 of
+//!                           the whole stream, as its sender said it (made by the first
+//!                           receive)
+//! ROOT/partial/<hex>.lock   flock(2)ed by the one receiver writing <hex>; others wait
 //! ```
 //!
 //! Every write goes to `ROOT/tmp` first and is renamed into place only once its digests
@@ -30,6 +35,16 @@
 //! a layer is renamed into tmp before it is deleted, so a half-deleted layer is never in
 //! `layers/`. Readers (`list`, `find`) take no lock: every file they read is replaced whole
 //! by a rename.
+//!
+//! A layer moves to another store (`transfer`) as a stream: a tar its sender makes anew
+//! from the layer's folder, the same bytes every time, so that a receive cut short resumes
+//! where it stopped. Its kept bytes are never trusted: they are hashed again on resume,
+//! and only once the whole stream has the digest its sender gave is it unpacked (as any
+//! layer, hostile input) and renamed into `layers/`. A stream of the wrong digest or size
+//! is removed, never resumed. Partials are not tmp entries, so the sweep of tmp leaves them;
+//! `prune` removes those no receiver holds. Until `adopt` records its image, a received
+//! layer is one no image uses, which `remove` and `prune` delete as any other (`adopt`
+//! then names it missing).
 //!
 //! Holds keep images in use safe from `remove` and `prune`: a hold's file stays locked for
 //! as long as some process has its descriptor, so a node that dies with SIGKILL lets go of
@@ -47,6 +62,7 @@ mod records;
 mod reference;
 mod source;
 mod store;
+pub mod transfer;
 mod unpack;
 mod work;
 
@@ -55,6 +71,7 @@ pub use hold::Hold;
 pub use pull::{PullOptions, PullProgress};
 pub use reference::{host_arch, normalize};
 pub use store::{Store, DEFAULT_ROOT};
+pub use transfer::{LayerExport, Portable, Receiving};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -147,6 +164,9 @@ pub struct Pruned {
     pub layers: Vec<String>,
     /// Unfinished work of writers that are gone (`ROOT/tmp` entries).
     pub unfinished: Vec<String>,
+    /// The kept bytes of layer streams whose receiver is gone (`ROOT/partial`), as the
+    /// streams' digests.
+    pub partials: Vec<String>,
     /// Hold files whose holders are gone.
     pub stale_holds: usize,
     pub bytes_freed: u64,

@@ -347,7 +347,7 @@ impl Store {
         Ok(list)
     }
 
-    fn record(&self, id: &ImageId, names: &Names) -> anyhow::Result<ImageRecord> {
+    pub(crate) fn record(&self, id: &ImageId, names: &Names) -> anyhow::Result<ImageRecord> {
         let image = records::read_image(&self.root, id.hex())?
             .ok_or_else(|| anyhow!("image {id} vanished from the store"))?;
         Ok(image.record(names_of(names, id)))
@@ -373,7 +373,11 @@ impl Store {
 
     /// The image `reference` names and the name it was found by (the full id when found
     /// by id).
-    fn resolve(&self, reference: &str, names: &Names) -> anyhow::Result<Option<(ImageId, String)>> {
+    pub(crate) fn resolve(
+        &self,
+        reference: &str,
+        names: &Names,
+    ) -> anyhow::Result<Option<(ImageId, String)>> {
         let explicit_id = reference.starts_with("sha256:");
         let name = if explicit_id {
             None
@@ -404,7 +408,7 @@ impl Store {
     }
 
     /// The image's layer folders, lowest first, each once (at its upper place).
-    fn layer_dirs(&self, image: &StoredImage) -> anyhow::Result<Vec<PathBuf>> {
+    pub(crate) fn layer_dirs(&self, image: &StoredImage) -> anyhow::Result<Vec<PathBuf>> {
         let mut dirs: Vec<PathBuf> = Vec::new();
         for diff_id in image.layers.iter().rev() {
             let dir = self.layer_dir(digest::hex_of(diff_id, "a stored image")?);
@@ -460,12 +464,16 @@ impl Store {
     }
 
     /// Removes images without a name, layers no image uses, unfinished work (tmp entries
-    /// whose writer is gone) and stale holds; with `all`, also every image that no living
-    /// hold uses. Never removes what a living hold uses.
+    /// whose writer is gone), the kept bytes of layer receives no receiver holds, and stale
+    /// holds; with `all`, also every image that no living hold uses. Never removes what a
+    /// living hold uses.
     pub fn prune(&self, all: bool) -> anyhow::Result<Pruned> {
         let _lock = write_lock(&self.root)?;
         let mut pruned = Pruned::default();
         (pruned.unfinished, pruned.bytes_freed) = sweep(&self.tmp())?;
+        let (partials, partial_bytes) = self.drop_partials()?;
+        pruned.partials = partials;
+        pruned.bytes_freed += partial_bytes;
         let work = Work::new(&self.tmp())?;
         let (living, stale) = hold::scan(&self.holds())?;
         for path in &stale {
@@ -592,7 +600,7 @@ fn name_the_unnamed(
     Ok(())
 }
 
-fn names_of(names: &Names, id: &ImageId) -> Vec<String> {
+pub(crate) fn names_of(names: &Names, id: &ImageId) -> Vec<String> {
     names
         .iter()
         .filter(|(_, i)| *i == id)

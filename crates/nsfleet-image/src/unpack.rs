@@ -23,8 +23,10 @@ use std::os::unix::fs::{lchown, DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-const WHITEOUT: &str = ".wh.";
-const OPAQUE: &str = ".wh..wh..opq";
+pub(crate) const WHITEOUT: &str = ".wh.";
+pub(crate) const OPAQUE: &str = ".wh..wh..opq";
+/// The xattr, with the value `y`, that makes a folder opaque to overlayfs.
+pub(crate) const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
 
 /// What a layer's unpacking made of it.
 pub(crate) struct Unpacked {
@@ -142,7 +144,7 @@ impl Layer<'_> {
         if name == OPAQUE {
             self.parents(rel, true)?;
             let dir = self.dest.join(parent);
-            return Ok(lsetxattr(&dir, "trusted.overlay.opaque", b"y")?);
+            return Ok(lsetxattr(&dir, OPAQUE_XATTR, b"y")?);
         }
         let hidden = &name[WHITEOUT.len()..];
         if hidden.starts_with(WHITEOUT) || hidden.is_empty() {
@@ -323,13 +325,19 @@ fn meta<R: Read>(e: &mut tar::Entry<R>) -> anyhow::Result<Meta> {
             let Some(name) = ext.key().ok().and_then(|k| k.strip_prefix("SCHILY.xattr.")) else {
                 continue;
             };
-            if name == "security.capability" || name.starts_with("user.") {
+            if kept_xattr(name) {
                 m.xattrs
                     .push((name.to_string(), ext.value_bytes().to_vec()));
             }
         }
     }
     Ok(m)
+}
+
+/// Whether a layer keeps the extended attribute `name`: file capabilities and users'
+/// own. Others (`security.selinux`, ACLs, `trusted.*`) are the host's business.
+pub(crate) fn kept_xattr(name: &str) -> bool {
+    name == "security.capability" || name.starts_with("user.")
 }
 
 fn set_xattrs(path: &Path, m: &Meta) -> anyhow::Result<()> {

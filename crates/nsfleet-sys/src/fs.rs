@@ -189,6 +189,39 @@ pub fn lgetxattr(path: &std::path::Path, name: &str, max: usize) -> io::Result<V
     Ok(buf)
 }
 
+/// llistxattr(2): the names of the extended attributes of `path` itself (a symbolic link
+/// is not followed), those the caller may see (`trusted.*` only with CAP_SYS_ADMIN), in
+/// the file system's order.
+pub fn llistxattr(path: &std::path::Path) -> io::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStringExt;
+    let c = c_path(path)?;
+    loop {
+        // SAFETY: c is NUL-terminated and outlives the call; a null buffer of size 0 asks
+        // only for the size the list needs, and the kernel writes nothing.
+        let need = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+        if need < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = vec![0u8; need as usize];
+        // SAFETY: buf is a writable buffer of buf.len() bytes that outlives the call, and
+        // the kernel writes at most that many.
+        let len = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if len < 0 {
+            let e = io::Error::last_os_error();
+            // An attribute was added between the two calls: ask for the size again.
+            if e.raw_os_error() == Some(libc::ERANGE) {
+                continue;
+            }
+            return Err(e);
+        }
+        buf.truncate(len as usize);
+        let names = buf.split(|b| *b == 0).filter(|n| !n.is_empty());
+        return Ok(names
+            .map(|n| std::ffi::OsString::from_vec(n.to_vec()))
+            .collect());
+    }
+}
+
 /// Whether this process may open `path` for reading (and writing, with `write`), as its
 /// effective ids and capabilities stand, without opening it: opening a device may do
 /// something (a tape rewinds, a serial line raises DTR).
