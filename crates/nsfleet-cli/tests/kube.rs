@@ -7,6 +7,7 @@
 
 mod harness;
 
+use harness::busy::busy_image;
 use harness::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -241,6 +242,124 @@ fn captures() -> Vec<u32> {
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--until-stdin-closes"))
         })
         .collect()
+}
+
+/// Nodes that name an image run it on their machines, each machine's store sent only the
+/// layers it lacks from the user's own (no registry), resumed after a dropped connection,
+/// refused and sent again when a stream arrives changed; a second fleet of the image moves
+/// nothing; `status --kube` says each machine's images and `image prune --kube` removes
+/// them once no fleet uses them. An image the user's store cannot have is refused at its
+/// line, and nothing is made.
+fn images_reach_the_machines_that_run_them(k: &Cluster) {
+    let env = k.env;
+    for version in ["1", "2"] {
+        let oci = env.files.join(format!("kbusy-{version}"));
+        nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
+        let name = format!("kt/busy:{version}");
+        k.ok(&["image", "load", oci.to_str().unwrap(), "--name", &name]);
+    }
+    let fleet = |name: &str, image: &str| {
+        let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = 6\nimage = \"{image}\"\n");
+        env.file(&format!("{name}.toml"), &text)
+    };
+    let up = |file: &Path, fault: Option<&str>| -> (Value, String) {
+        let mut cmd = env.cmd(&["up", file.to_str().unwrap(), "--kube", "--json"]);
+        if let Some(f) = fault {
+            cmd.env("NSFLEET_FAULT_SEND", f);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice(&out.stdout).unwrap(), err)
+    };
+    let machines_of = |name: &str| -> std::collections::BTreeSet<String> {
+        let s = k.json(&["status", name, "--kube", "--json"]);
+        (s["nodes"].as_array().unwrap().iter())
+            .map(|n| n["machine"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // The first fleet of the image: each machine that runs its nodes takes both layers,
+    // once; one stream, dropped after 300 kB, resumes where the machine kept it.
+    let (said, err) = up(&fleet("kimg", "kt/busy:1"), Some("drop:300000"));
+    let used = machines_of("kimg");
+    let sent = &said["images_sent"];
+    assert_eq!(sent.as_object().unwrap().len(), used.len(), "{said}");
+    for m in &used {
+        assert_eq!(sent[m]["layers"], 2, "{said}");
+    }
+    let resumed: u64 = (sent.as_object().unwrap().values())
+        .map(|m| m["resumed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(resumed, 1, "{said}\n{err}");
+    for i in 1..=6 {
+        let out = k.ok(&[
+            "exec",
+            "kimg",
+            &format!("kimg-{i}"),
+            "--kube",
+            "--",
+            "cat",
+            "/etc/image-release",
+        ]);
+        assert_eq!(out, "busy 1\n");
+    }
+    let status = k.ok(&["status", "kimg", "--kube"]);
+    for m in &used {
+        assert!(
+            status.contains(&format!("images on {m}: docker.io/kt/busy:1")),
+            "{status}"
+        );
+    }
+
+    // A second fleet of the image moves nothing: every machine has its layers.
+    let (said, _) = up(&fleet("kimg2", "kt/busy:1"), None);
+    assert_eq!(said["images_sent"], serde_json::json!({}), "{said}");
+
+    // Version 2 shares the lower layer: only the upper one moves. Its first stream arrives
+    // changed: refused by the machine (its bytes never trusted) and sent again.
+    let (said, _) = up(&fleet("kimg3", "kt/busy:2"), Some("corrupt:1000"));
+    let mut tried_again = 0;
+    for (m, moved) in said["images_sent"].as_object().unwrap() {
+        assert_eq!(moved["layers"], 1, "{m}: {said}");
+        tried_again += moved["tried_again"].as_u64().unwrap();
+    }
+    assert_eq!(tried_again, 1, "{said}");
+    let out = k.ok(&[
+        "exec",
+        "kimg3",
+        "kimg3-1",
+        "--kube",
+        "--",
+        "cat",
+        "/etc/image-release",
+    ]);
+    assert_eq!(out, "busy 2\n");
+
+    // An image the user's store lacks, and no registry has: refused at its line.
+    k.fails(
+        &[
+            "up",
+            fleet("kimg4", "kt/absent:1").to_str().unwrap(),
+            "--kube",
+        ],
+        "kimg4.toml:",
+    );
+    assert!(!k
+        .kubectl(&["get", "fleets", "-o", "name"])
+        .contains("kimg4"));
+
+    // Pruned on every machine once no fleet holds the images; not before.
+    let held = k.ok(&["image", "prune", "--kube", "--all"]);
+    assert!(held.contains(" 0 images"), "{held}");
+    for f in ["kimg", "kimg2", "kimg3"] {
+        k.ok(&["down", f, "--kube"]);
+    }
+    let pruned = k.json(&["image", "prune", "--kube", "--all", "--json"]);
+    for m in &used {
+        let removed = pruned["pruned"][m]["images"].as_array().unwrap().len();
+        assert!(removed >= 1, "{pruned}");
+    }
 }
 
 const RING: &str =
@@ -560,6 +679,8 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
         "the fleet needs about",
     );
     assert!(!k.kubectl(&["get", "fleets", "-o", "name"]).contains("big"));
+
+    images_reach_the_machines_that_run_them(k);
 
     // A restarted controller loses nothing: the state is in the resources.
     k.kubectl(&[

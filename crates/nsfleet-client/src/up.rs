@@ -103,6 +103,12 @@ impl Validated {
             outbound: false,
         }
     }
+
+    /// With the image store's hold on the images its nodes run (from
+    /// [`crate::fleet_images::find`]), handed to the supervisor.
+    pub fn holding(self, hold: Option<nsfleet_image::Hold>) -> Validated {
+        Validated { hold, ..self }
+    }
 }
 
 /// The file (or the built-in default) read and checked against this kernel, its

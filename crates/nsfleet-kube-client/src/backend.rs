@@ -16,7 +16,7 @@ use nsfleet_client::up::UpArgs;
 
 impl Backend for Cluster {
     fn up(&self, a: UpArgs, machines: Vec<String>) -> anyhow::Result<()> {
-        let Some(file) = a.file else {
+        let Some(file) = a.file.clone() else {
             bail!("up --kube needs a topology file");
         };
         if a.wait.is_some() {
@@ -25,7 +25,7 @@ impl Backend for Cluster {
         if a.dry_run {
             bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
         }
-        fleet::up(&file, a.format, a.name, machines, self, a.json)
+        fleet::up(&file, a, machines, self)
     }
 
     fn down(&self, a: DownArgs) -> anyhow::Result<()> {
@@ -51,7 +51,7 @@ impl Backend for Cluster {
     }
 
     fn apply(&self, a: ApplyArgs) -> anyhow::Result<()> {
-        fleet::apply(&a.file, a.format, a.name, a.dry_run, self, a.json)
+        fleet::apply(a, self)
     }
 
     fn capture(&self, a: CaptureArgs) -> anyhow::Result<i32> {

@@ -2,9 +2,12 @@
 //! runs there: the controller, the agent, and one machine's part brought up or changed.
 
 use anyhow::{anyhow, Context};
+use nsfleet::topology::Software;
 use nsfleet::topology::Topology;
 use nsfleet_client::up::{UpArgs, Validated};
-use nsfleet_kube::crd::FleetPartSpec;
+use nsfleet_image::transfer::Receiving;
+use nsfleet_image::Store;
+use nsfleet_kube::crd::{FleetImage, FleetPartSpec};
 use nsfleet_kube::{manifests, plan, remote};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -90,35 +93,104 @@ pub fn agent() -> anyhow::Result<()> {
 
 /// `nsfleet kube up-part FILE`: one machine's part brought up, as `up` brings up a file:
 /// the whole topology read and checked against this machine's kernel, this machine's
-/// nodes kept, its cut links made tunnels.
+/// nodes kept (each running its image from this machine's store), its cut links made
+/// tunnels.
 pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let part = part_topology(file)?;
-    nsfleet_client::up::start(UpArgs::defaults(run_dir), Validated::of(part))
+    let a = UpArgs::defaults(run_dir);
+    let mut part = part_topology(file)?;
+    let hold = nsfleet_client::fleet_images::find(&mut part, file, &a.images)?;
+    nsfleet_client::up::start(a, Validated::of(part).holding(hold))
 }
 
 /// `nsfleet kube apply-part FILE`: the running part changed into the part FILE describes
 /// (its spec changed by `nsfleet apply --kube`), as `apply` changes a fleet: all or
 /// nothing on this machine.
 pub fn apply_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let topo = part_topology(file)?;
+    let mut topo = part_topology(file)?;
+    let hold = nsfleet_client::fleet_images::find(&mut topo, file, &Store::default_root())?;
     nsfleet_client::apply::change(nsfleet_client::apply::ChangeTo {
         name: topo.name.clone(),
         file: std::path::absolute(file)?,
         shown: file.to_path_buf(),
         topo,
-        hold: None,
+        hold,
         dry_run: false,
         json: false,
         run_dir,
     })
 }
 
+/// `nsfleet kube part-images FILE`: which layers of the part's images this machine's
+/// store lacks, as JSON (`{"missing": [diff_id, ...]}`); each image whose layers are all
+/// there is adopted by the store under its names first.
+pub fn part_images(file: &Path) -> anyhow::Result<()> {
+    let spec = read_part(file)?;
+    let store = Store::open(&Store::default_root())?;
+    let mut missing: Vec<String> = Vec::new();
+    for image in &spec.software.images {
+        let lacks: Vec<&String> = (image.layers.iter())
+            .filter(|l| !store.has_layer(l))
+            .collect();
+        if lacks.is_empty() {
+            adopt(&store, image)?;
+        }
+        for l in lacks {
+            if !missing.contains(l) {
+                missing.push(l.clone());
+            }
+        }
+    }
+    println!("{}", serde_json::json!({ "missing": missing }));
+    Ok(())
+}
+
+/// The image in the machine's store under the names it has in the user's, unless it is
+/// there already by its reference.
+fn adopt(store: &Store, image: &FleetImage) -> anyhow::Result<()> {
+    let there = store.find(&image.reference)?;
+    if there.is_some_and(|i| i.id.0 == image.id) {
+        return Ok(());
+    }
+    store.adopt(&crate::transfer::portable(image))?;
+    Ok(())
+}
+
+/// `nsfleet kube receive-layer DIFF_ID DIGEST SIZE`: one layer of an image, sent by the
+/// user's `up --kube` through this agent's standard input, into this machine's store.
+/// Says first where the sender is to start (`present`, or `from N`: N bytes kept of a
+/// dropped try), then takes the bytes until the input ends, checks them against DIGEST
+/// and SIZE, and moves the layer into the store (see nsfleet-image's transfer).
+pub fn receive_layer(diff_id: &str, digest: &str, size: u64) -> anyhow::Result<()> {
+    use std::io::Write;
+    let store = Store::open(&Store::default_root())?;
+    let offset = match store.receiving(diff_id, digest)? {
+        Receiving::Present => {
+            println!("present");
+            return Ok(());
+        }
+        Receiving::From(n) => n,
+    };
+    println!("from {offset}");
+    std::io::stdout().flush()?;
+    store.receive_layer(diff_id, digest, size, offset, &mut std::io::stdin().lock())?;
+    println!("stored");
+    Ok(())
+}
+
+fn read_part(file: &Path) -> anyhow::Result<FleetPartSpec> {
+    serde_json::from_slice(&std::fs::read(file)?)
+        .with_context(|| format!("{}: not a fleet part", file.display()))
+}
+
 /// This machine's part of a fleet, from a FleetPart's spec written to `file`.
 fn part_topology(file: &Path) -> anyhow::Result<Topology> {
-    let spec: FleetPartSpec = serde_json::from_slice(&std::fs::read(file)?)
-        .with_context(|| format!("{}: not a fleet part", file.display()))?;
+    let spec = read_part(file)?;
     let where_ = format!("fleet {}'s topology", spec.fleet);
-    let draft = plan::draft(&where_, &spec.topology, spec.format.as_deref())?;
+    let software = match spec.software.host_software {
+        true => Software::Host,
+        false => Software::Images,
+    };
+    let draft = plan::draft(&where_, &spec.topology, spec.format.as_deref(), software)?;
     let mut whole: Topology = nsfleet::subsys::probe::validate(draft)?;
     whole.name = spec.fleet.clone();
     let here: HashSet<&str> = spec.nodes.iter().map(String::as_str).collect();

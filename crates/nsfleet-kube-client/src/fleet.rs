@@ -2,10 +2,14 @@
 //! Kubernetes cluster. What is done in the cluster is nsfleet-kube's; the printing for
 //! people and machines is here.
 
+use crate::transfer;
 use crate::Cluster;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::topology::{self, Topology};
-use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus};
+use nsfleet_client::apply::ApplyArgs;
+use nsfleet_client::up::UpArgs;
+use nsfleet_image::Store;
+use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus, Software};
 use nsfleet_kube::{plan, remote};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,23 +21,22 @@ const UP_BOUND: Duration = Duration::from_secs(600);
 const DOWN_BOUND: Duration = Duration::from_secs(300);
 
 /// `nsfleet up FILE --kube`: the file read and checked here (its errors name its lines,
-/// and nothing is made in the cluster), then a Fleet made and followed until every
-/// machine's part is up.
-pub fn up(
-    file: &Path,
-    format: Option<topology::Format>,
-    name: Option<String>,
-    machines: Vec<String>,
-    c: &Cluster,
-    json: bool,
-) -> anyhow::Result<()> {
-    let sent = read_checked(file, format, name)?;
+/// and nothing is made in the cluster), the images its nodes name found in the user's
+/// store, then a Fleet made and followed until every machine's part is up, each machine
+/// sent the layers its own store lacks meanwhile.
+pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow::Result<()> {
+    let json = a.json;
+    let sent = read_checked(file, a.format, a.name, a.software)?;
+    let host_software = a.software == topology::Software::Host;
+    let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images)?;
+    let store = Store::open(&a.images)?;
     let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let spec = FleetSpec {
             topology: Some(sent.text),
             format: Some(sent.format_name.into()),
             machines,
+            software: Software { host_software, images },
             ..FleetSpec::default()
         };
         remote::check_access(&client).await?;
@@ -41,19 +44,23 @@ pub fn up(
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
         }
-        let status = remote::wait_ready(&client, &c.namespace, &name, 1, UP_BOUND, |s| {
-            if !json {
-                eprintln!("  {:<10} {}/{} nodes up  {}", s.phase, s.nodes_up, s.nodes, s.message);
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json);
+        let waited = follow(&client, c, &name, 1, &mut shipper, json).await;
+        drop(hold);
+        let status = match waited {
+            Ok(s) if s.phase != "Failed" => s,
+            Ok(s) => {
+                // The controller has rolled the fleet back; the resource goes too.
+                let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
+                bail!("fleet {name} failed: {}", s.message);
             }
-        })
-        .await?;
-        if status.phase == "Failed" {
-            // The controller has rolled the fleet back; the resource goes too.
-            let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
-            bail!("fleet {name} failed: {}", status.message);
-        }
+            Err(e) => {
+                let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
+                bail!("fleet {name}: {e:#}; it was taken down on every machine");
+            }
+        };
         if json {
-            println!("{}", serde_json::json!({ "fleet": name, "status": status, "seconds": sent.started.elapsed().as_secs_f64() }));
+            println!("{}", serde_json::json!({ "fleet": name, "status": status, "seconds": sent.started.elapsed().as_secs_f64(), "images_sent": shipper.moved }));
         } else {
             println!(
                 "fleet {name:?} is up on Kubernetes: {} nodes on {} machines in {:.1} s; {} links cross machines (VXLAN, MTU {})",
@@ -64,9 +71,52 @@ pub fn up(
                 status.tunnel_mtu.unwrap_or(0)
             );
             print_machines(&status.machines);
+            print_moved(&shipper.moved);
         }
         Ok(())
     })
+}
+
+/// Follows the fleet until the controller has acted on `generation` (see
+/// [`remote::wait_ready`]), sending each machine the layers it asks for meanwhile: the
+/// fleet's status, or why a layer could not be sent.
+async fn follow(
+    client: &nsfleet_kube::Client,
+    c: &Cluster,
+    name: &str,
+    generation: i64,
+    shipper: &mut transfer::Shipper,
+    json: bool,
+) -> anyhow::Result<FleetStatus> {
+    let waiting = remote::wait_ready(client, &c.namespace, name, generation, UP_BOUND, |s| {
+        if !json {
+            eprintln!(
+                "  {:<10} {}/{} nodes up  {}",
+                s.phase, s.nodes_up, s.nodes, s.message
+            );
+        }
+    });
+    tokio::select! {
+        status = waiting => Ok(status?),
+        e = shipper.run() => Err(e),
+    }
+}
+
+fn print_moved(moved: &std::collections::BTreeMap<String, transfer::Moved>) {
+    for (machine, m) in moved {
+        let mut said = format!(
+            "  images: {machine} took {} layers, {:.1} MB sent",
+            m.layers,
+            m.bytes as f64 / 1e6
+        );
+        if m.resumed > 0 {
+            said += &format!(", {} resumed after a dropped connection", m.resumed);
+        }
+        if m.tried_again > 0 {
+            said += &format!(", {} tries refused and made again", m.tried_again);
+        }
+        println!("{said}");
+    }
 }
 
 /// What `up --kube` and `apply --kube` send, and when the command began (the time each
@@ -85,6 +135,7 @@ fn read_checked(
     file: &Path,
     format: Option<topology::Format>,
     name: Option<String>,
+    software: topology::Software,
 ) -> anyhow::Result<Sent> {
     let started = Instant::now();
     let text = topology::read_text(file)?;
@@ -92,7 +143,12 @@ fn read_checked(
         topology::Format::Toml => "toml",
         topology::Format::Clab => "clab",
     };
-    let draft = plan::draft(&file.display().to_string(), &text, Some(format_name))?;
+    let draft = plan::draft(
+        &file.display().to_string(),
+        &text,
+        Some(format_name),
+        software,
+    )?;
     let mut topo = draft.check(&topology::KernelCaps::assumed())?;
     if let Some(n) = name {
         topology::check_name("fleet name", &n, topology::MAX_FLEET_NAME)
@@ -111,15 +167,9 @@ fn read_checked(
 /// `nsfleet apply FILE --kube`: the file read and checked here, the change shown (as the
 /// topologies differ: a local `apply` also sees live impairments), and unless `dry_run`
 /// the Fleet's topology changed and followed until every machine has changed its part.
-pub fn apply(
-    file: &Path,
-    format: Option<topology::Format>,
-    name: Option<String>,
-    dry_run: bool,
-    c: &Cluster,
-    json: bool,
-) -> anyhow::Result<()> {
-    let sent = read_checked(file, format, name)?;
+pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
+    let (file, dry_run, json) = (&a.file, a.dry_run, a.json);
+    let sent = read_checked(file, a.format, a.name, a.software)?;
     let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let (fleet, parts) = remote::get(&client, &c.namespace, &name).await?;
@@ -147,16 +197,20 @@ pub fn apply(
             return Ok(());
         }
         remote::check_access(&client).await?;
-        let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name).await?;
+        let host_software = fleet.spec.software.host_software;
+        let (images, hold) = match host_software {
+            true => (Vec::new(), None),
+            false => transfer::fleet_images(&sent.topo, file, &a.images)?,
+        };
+        let store = Store::open(&a.images)?;
+        let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name, &images).await?;
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
-        let status = remote::wait_ready(&client, &c.namespace, &name, generation, UP_BOUND, |s| {
-            if !json {
-                eprintln!("  {:<10} {}/{} nodes up  {}", s.phase, s.nodes_up, s.nodes, s.message);
-            }
-        })
-        .await?;
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json);
+        let status = follow(&client, c, &name, generation, &mut shipper, json).await;
+        drop(hold);
+        let status = status?;
         if !status.change_error.is_empty() {
             bail!("fleet {name}: {}", status.change_error);
         }
@@ -199,11 +253,12 @@ pub fn status(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
     c.with_client(|client| async move {
         let (fleet, parts) = remote::get(&client, &c.namespace, name).await?;
         let status: FleetStatus = fleet.status.unwrap_or_default();
+        let images = machines_images(&client, &parts).await;
         if json {
             let nodes: Vec<_> = (parts.iter())
                 .flat_map(|p| p.spec.nodes.iter().map(|n| serde_json::json!({"name": n, "machine": p.spec.machine})))
                 .collect();
-            println!("{}", serde_json::json!({ "fleet": name, "namespace": c.namespace, "status": status, "nodes": nodes }));
+            println!("{}", serde_json::json!({ "fleet": name, "namespace": c.namespace, "status": status, "nodes": nodes, "images": images }));
             return Ok(());
         }
         println!(
@@ -211,6 +266,81 @@ pub fn status(name: &str, c: &Cluster, json: bool) -> anyhow::Result<()> {
             c.namespace, status.phase, status.nodes_up, status.nodes, status.machine_count, status.tunnels, status.message
         );
         print_machines(&status.machines);
+        for (machine, held) in &images {
+            let said: Vec<String> = match held {
+                Ok(list) if list.is_empty() => vec!["none".into()],
+                Ok(list) => list.iter().map(|i| format!("{} ({:.1} MB)", i.names.first().map_or(i.id.short(), String::as_str), i.size as f64 / 1e6)).collect(),
+                Err(e) => vec![format!("not known: {e}")],
+            };
+            println!("  images on {machine}: {}", said.join(", "));
+        }
+        Ok(())
+    })
+}
+
+/// What the image store of each machine of the fleet holds (`nsfleet image ls` there), or
+/// why it could not be asked.
+async fn machines_images(
+    client: &nsfleet_kube::Client,
+    parts: &[nsfleet_kube::crd::FleetPart],
+) -> std::collections::BTreeMap<String, Result<Vec<nsfleet_image::ImageRecord>, String>> {
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        images: Vec<nsfleet_image::ImageRecord>,
+    }
+    let mut held = std::collections::BTreeMap::new();
+    for p in parts {
+        let machine = p.spec.machine.clone();
+        let listed = async {
+            let agent = remote::machine_agent(client, &machine).await?;
+            let l: Listed = run_json(client, &agent, vec!["image".into(), "ls".into()]).await?;
+            anyhow::Ok(l.images)
+        };
+        held.insert(machine.clone(), listed.await.map_err(|e| format!("{e:#}")));
+    }
+    held
+}
+
+/// `nsfleet image prune --kube [--all]`: each machine's image store pruned by its agent
+/// (`nsfleet image prune` there): what no fleet on it holds goes.
+pub fn prune_images(all: bool, c: &Cluster, json: bool) -> anyhow::Result<()> {
+    c.with_client(|client| async move {
+        let agents =
+            nsfleet_kube::agents::list(&client, nsfleet_kube::manifests::SYSTEM, None).await?;
+        let mut said = serde_json::Map::new();
+        let mut failed = Vec::new();
+        for agent in agents.iter().filter(|a| a.ready) {
+            let mut args = vec!["image".to_string(), "prune".into()];
+            if all {
+                args.push("--all".into());
+            }
+            match run_json::<serde_json::Value>(&client, agent, args).await {
+                Ok(v) => {
+                    let p = &v["pruned"];
+                    if !json {
+                        let count = |k: &str| p[k].as_array().map_or(0, Vec::len);
+                        println!(
+                            "{}: {} images and {} layers removed, {:.1} MB freed",
+                            agent.machine,
+                            count("images"),
+                            count("layers"),
+                            p["bytes_freed"].as_f64().unwrap_or(0.0) / 1e6
+                        );
+                    }
+                    said.insert(agent.machine.clone(), p.clone());
+                }
+                Err(e) => failed.push(format!("{e:#}")),
+            }
+        }
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "pruned": said, "failed": failed })
+            );
+        }
+        if !failed.is_empty() {
+            bail!("not pruned: {}", failed.join("; "));
+        }
         Ok(())
     })
 }

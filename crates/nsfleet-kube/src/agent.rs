@@ -24,6 +24,8 @@ use std::time::Duration;
 
 /// How often a running part's count of nodes up is said again.
 const REFRESH: Duration = Duration::from_secs(10);
+/// How often a part waiting for its images' layers looks at its machine's store again.
+const FETCH_POLL: Duration = Duration::from_secs(1);
 /// Every how many heartbeats the agent looks for fleets no part names (a minute).
 const SWEEP_EVERY: u64 = 12;
 /// Network namespaces left to the machine's own (containers, services) when saying how
@@ -321,6 +323,25 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
         }
         // Its spec changed while it runs (`nsfleet apply --kube`), and was not refused.
         (_, Local::Up(_)) if was.observed_generation != generation && was.refused_generation != generation => {
+            match lacking(ctx, part).await {
+                Ok(missing) if !missing.is_empty() => {
+                    let fetching = PartStatus {
+                        missing_layers: missing,
+                        ..running(was.nodes_up, "waiting for the layers its images lack".into())
+                    };
+                    set_status(api, part, fetching).await?;
+                    return Ok(Action::requeue(FETCH_POLL));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let refused = PartStatus {
+                        refused_generation: generation,
+                        ..running(was.nodes_up, e)
+                    };
+                    set_status(api, part, refused).await?;
+                    return Ok(Action::requeue(REFRESH));
+                }
+            }
             match run_part(ctx, part, "apply-part").await {
                 Ok(up) => PartStatus {
                     observed_generation: generation,
@@ -339,6 +360,28 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
             ..PartStatus::default()
         },
         (_, Local::Absent) => {
+            match lacking(ctx, part).await {
+                Ok(missing) if !missing.is_empty() => {
+                    let fetching = PartStatus {
+                        phase: "Fetching".into(),
+                        message: format!("its machine's image store lacks {} layers: waiting for them from `nsfleet up --kube`", missing.len()),
+                        missing_layers: missing,
+                        ..PartStatus::default()
+                    };
+                    set_status(api, part, fetching).await?;
+                    return Ok(Action::requeue(FETCH_POLL));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let failed = PartStatus {
+                        phase: "Failed".into(),
+                        message: e,
+                        ..PartStatus::default()
+                    };
+                    set_status(api, part, failed).await?;
+                    return Ok(Action::await_change());
+                }
+            }
             let deploying = PartStatus {
                 phase: "Deploying".into(),
                 ..PartStatus::default()
@@ -385,13 +428,34 @@ fn part_file(ctx: &Ctx, fleet: &str) -> PathBuf {
     ctx.args.work_dir.join(format!("{fleet}.json"))
 }
 
-/// Brings the part up, or changes the running part to its spec (`how`: `up-part` or
-/// `apply-part`, each all or nothing on this machine); its nodes up once done.
-async fn run_part(ctx: &Ctx, part: &FleetPart, how: &str) -> Result<u64, String> {
+/// The part's spec written where `nsfleet kube up-part` and its kin read it.
+fn write_part(ctx: &Ctx, part: &FleetPart) -> Result<String, String> {
     let file = part_file(ctx, &part.spec.fleet);
     let text = serde_json::to_vec(&part.spec).map_err(|e| e.to_string())?;
     std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-    run_nsfleet(ctx, &["kube", how, &file.display().to_string()]).await?;
+    Ok(file.display().to_string())
+}
+
+/// The layers of the part's images that this machine's store lacks (its images adopted
+/// by the store once it holds every layer: `nsfleet kube part-images`).
+async fn lacking(ctx: &Ctx, part: &FleetPart) -> Result<Vec<String>, String> {
+    if part.spec.software.images.is_empty() {
+        return Ok(Vec::new());
+    }
+    let file = write_part(ctx, part)?;
+    let out = output(ctx, &["kube", "part-images", &file]).await?;
+    let said: serde_json::Value =
+        serde_json::from_str(&out).map_err(|e| format!("nsfleet kube part-images: {e}"))?;
+    Ok((said["missing"].as_array().into_iter().flatten())
+        .filter_map(|l| l.as_str().map(str::to_string))
+        .collect())
+}
+
+/// Brings the part up, or changes the running part to its spec (`how`: `up-part` or
+/// `apply-part`, each all or nothing on this machine); its nodes up once done.
+async fn run_part(ctx: &Ctx, part: &FleetPart, how: &str) -> Result<u64, String> {
+    let file = write_part(ctx, part)?;
+    run_nsfleet(ctx, &["kube", how, &file]).await?;
     // Done: its supervisor answers, perhaps not at once (still settling the change).
     let mut last = Local::Unknown;
     for _ in 0..20 {

@@ -288,10 +288,11 @@ async fn change(
     let room = room(ctx, fleet).await?;
     let current: Vec<FleetPartSpec> = parts.iter().map(|p| p.spec.clone()).collect();
     let next_vni = room.next_vni.max(status.vni_base.unwrap_or(FIRST_VNI));
-    let plan = match plan::replan(&topo, &text, format, &room.machines, &current, next_vni) {
+    let mut plan = match plan::replan(&topo, &text, format, &room.machines, &current, next_vni) {
         Ok(p) => p,
         Err(e) => return Ok(refused(e)),
     };
+    plan::give_images(&mut plan.parts, &topo, &fleet.spec.software);
     let last_vni = (plan.parts.iter().flat_map(|p| &p.tunnels))
         .map(|t| t.vni)
         .max();
@@ -308,6 +309,8 @@ async fn change(
                 // out what it does not name.
                 let mut whole = json!(spec);
                 whole["format"] = json!(spec.format);
+                whole["images"] = json!(spec.software.images);
+                whole["hostSoftware"] = json!(spec.software.host_software);
                 let patch = json!({ "spec": whole });
                 api.patch(
                     &p.name_any(),
@@ -553,7 +556,8 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         }
     }
     let (machines, vni_base) = (room.machines, room.next_vni);
-    let plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
+    let mut plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
+    plan::give_images(&mut plan.parts, &topo, &fleet.spec.software);
     if vni_base as u64 + plan.tunnels as u64 >= 1 << 24 {
         return Err(Error(
             "the cluster's fleets have used every VXLAN network identifier".into(),

@@ -57,6 +57,56 @@ pub struct FleetSpec {
     /// change was refused) is a new generation, which the controller acts on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u64>,
+    /// What the nodes that name an image run, and those images as the user's store holds
+    /// them (`up --kube` fills them in).
+    #[serde(flatten)]
+    pub software: Software,
+}
+
+/// What the nodes that name an image run, and the images: on a Fleet, all of them; on a
+/// part, those its own nodes name, which its machine's store must hold before it starts.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Software {
+    /// The nodes run each machine's own programs, not the images they name
+    /// (`--host-software`); `images` is empty then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_software: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<FleetImage>,
+}
+
+/// An image a fleet's nodes name: the reference as the topology writes it, and the image
+/// it resolved to in the user's store (its id, layers and process fields), which a
+/// machine's store adopts once it holds every layer.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetImage {
+    pub reference: String,
+    /// `sha256:<hex>` of its config (Docker's image id).
+    pub id: String,
+    /// The names it has in the user's store, normalized.
+    #[serde(default)]
+    pub names: Vec<String>,
+    pub architecture: String,
+    pub os: String,
+    /// Its layers' diff_ids, lowest first.
+    pub layers: Vec<String>,
+    /// Unpacked bytes of its layers (what a machine's disk is asked for).
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_unix: Option<u64>,
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
+    #[serde(default)]
+    pub cmd: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -150,6 +200,9 @@ pub struct FleetPartSpec {
     /// placements leave aside).
     #[serde(default)]
     pub weight: u64,
+    /// As the Fleet's, with only the images this part's nodes name.
+    #[serde(flatten)]
+    pub software: Software,
 }
 
 /// A cut link, as both ends' machines see it: `a` and `b` are `node:iface`.
@@ -168,8 +221,13 @@ pub struct Tunnel {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PartStatus {
-    /// Deploying, Running, Failed, Reclaimed.
+    /// Fetching (its machine's store lacks layers of its images), Deploying, Running,
+    /// Failed, Reclaimed.
     pub phase: String,
+    /// While Fetching: the diff_ids of the layers the machine's store lacks, which the
+    /// user's `up --kube` sends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_layers: Vec<String>,
     /// The part's generation (its spec) that runs on the machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

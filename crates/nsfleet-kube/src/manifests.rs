@@ -18,6 +18,9 @@ pub const SYSTEM: &str = "nsfleet-system";
 /// Where nsfleet's image has its binary (its entry point): not in /usr, which the agent
 /// mounts from the machine.
 pub const ENTRY: &str = "/nsfleet";
+/// Each machine's image store, at the same place in the agent's container as on the
+/// machine (nsfleet's default store: the agent's commands find it without being told).
+pub const IMAGE_STORE: &str = "/var/lib/nsfleet/images";
 
 /// Where the controller and agents reach the API server when the cluster's service
 /// address does not work from a machine's own namespace (a cluster without kube-proxy).
@@ -235,13 +238,18 @@ fn agent(o: &Options) -> Value {
                         "volumeMounts": [
                             {"name": "usr", "mountPath": "/usr", "readOnly": true},
                             {"name": "etc", "mountPath": "/etc", "readOnly": true},
+                            {"name": "images", "mountPath": IMAGE_STORE},
                         ],
                     }],
-                    // Nodes run the machine's own programs (FRR, BIRD, iproute2...), as a
-                    // fleet on one machine does: its /usr and /etc, read-only.
+                    // Nodes that name no image (or every node, with --host-software) run
+                    // the machine's own programs (FRR, BIRD, iproute2...), as a fleet on
+                    // one machine does: its /usr and /etc, read-only. The others run their
+                    // images from the machine's image store, nsfleet's own folder there,
+                    // shared by every fleet on the machine and kept across agents.
                     "volumes": [
                         {"name": "usr", "hostPath": {"path": "/usr", "type": "Directory"}},
                         {"name": "etc", "hostPath": {"path": "/etc", "type": "Directory"}},
+                        {"name": "images", "hostPath": {"path": IMAGE_STORE, "type": "DirectoryOrCreate"}},
                     ],
                 },
             },

@@ -5,10 +5,10 @@
 //! Pure: no cluster, no kernel (the topology is checked against the kernel nsfleet assumes;
 //! each agent checks its part against its own).
 
-use crate::crd::{FleetPartSpec, Tunnel};
+use crate::crd::{FleetPartSpec, Software as PartSoftware, Tunnel};
 use nsfleet_place::{Graph, Machine as PlaceMachine, PlaceError};
 use nsfleet_topology::part::{NodeLink, VXLAN_OVERHEAD};
-use nsfleet_topology::{KernelCaps, NodeConfig, NodeSpec, Topology};
+use nsfleet_topology::{KernelCaps, NodeConfig, NodeSpec, Software, Topology};
 use std::collections::HashMap;
 
 /// A machine the agent runs on, as its agent reported it.
@@ -40,10 +40,10 @@ pub struct Plan {
 }
 
 /// Reads a topology as nsfleet does, without a kernel: nsfleet's TOML, or a containerlab
-/// file (`format`, or whichever the text looks like).
+/// file (`format`, or whichever the text looks like). The images its nodes name are kept.
 pub fn read(fleet: &str, text: &str, format: Option<&str>) -> Result<Topology, String> {
     let file = format!("fleet {fleet}'s topology");
-    let draft = draft(&file, text, format).map_err(|e| e.to_string())?;
+    let draft = draft(&file, text, format, Software::Images).map_err(|e| e.to_string())?;
     let mut topo = draft
         .check(&KernelCaps::assumed())
         .map_err(|e| e.to_string())?;
@@ -75,11 +75,13 @@ pub fn part_name(fleet: &str, machine: &str) -> String {
 }
 
 /// A topology's text read by its front-end (`format` "toml" or "clab", or whichever the
-/// text looks like); a containerlab file's nodes run the machine's own software.
+/// text looks like); with `Software::Host` the nodes run the machine's own programs,
+/// whatever image they name.
 pub fn draft(
     file: &str,
     text: &str,
     format: Option<&str>,
+    software: Software,
 ) -> Result<nsfleet_topology::Draft, nsfleet_topology::TopologyError> {
     let clab = match format {
         Some("clab") => true,
@@ -94,10 +96,35 @@ pub fn draft(
         }
         None => looks_like_yaml(text),
     };
-    if clab {
-        nsfleet_topology::clab::read_with(file, text, nsfleet_topology::Software::Host)
-    } else {
-        nsfleet_topology::read(file, text)
+    let mut draft = match clab {
+        true => nsfleet_topology::clab::read_with(file, text, software)?,
+        false => nsfleet_topology::read(file, text)?,
+    };
+    if software == Software::Host {
+        draft.forget_images();
+    }
+    Ok(draft)
+}
+
+/// Gives each part the fleet's `software`, with only the images its own nodes name (none
+/// with `host_software`): a machine fetches only what it runs.
+pub fn give_images(parts: &mut [FleetPartSpec], topo: &Topology, software: &PartSoftware) {
+    let named: HashMap<String, String> = (topo.nodes())
+        .filter_map(|n| Some((n.name, n.config.image.as_ref()?.reference.clone())))
+        .collect();
+    for part in parts {
+        let runs: Vec<&String> = part.nodes.iter().filter_map(|n| named.get(n)).collect();
+        let images = match software.host_software {
+            true => Vec::new(),
+            false => (software.images.iter())
+                .filter(|i| runs.contains(&&i.reference))
+                .cloned()
+                .collect(),
+        };
+        part.software = PartSoftware {
+            host_software: software.host_software,
+            images,
+        };
     }
 }
 
@@ -255,6 +282,7 @@ fn parts_of(
             nodes: Vec::new(),
             tunnels: Vec::new(),
             weight: 0,
+            software: PartSoftware::default(),
         })
         .collect();
     let mut count = 0;
@@ -534,6 +562,44 @@ mod tests {
     }
 
     const RING: &str = "[fleet]\nname = \"ring\"\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
+
+    #[test]
+    fn each_part_gets_only_the_images_its_own_nodes_name() {
+        let text = "[fleet]\nname = \"imgs\"\n[[node]]\nname = \"a{i}\"\ncount = 40\nimage = \"alpine\"\n[[node]]\nname = \"b{i}\"\ncount = 40\nimage = \"busybox\"\n[[node]]\nname = \"h\"\n";
+        let topo = read("imgs", text, None).unwrap();
+        let mut p = plan(&topo, text, None, &machines(2, 100), 5000).unwrap();
+        use crate::crd::FleetImage;
+        let image = |r: &str| FleetImage {
+            reference: r.into(),
+            ..FleetImage::default()
+        };
+        let mut software = PartSoftware {
+            host_software: false,
+            images: vec![image("alpine"), image("busybox")],
+        };
+        give_images(&mut p.parts, &topo, &software);
+        for part in &p.parts {
+            let runs = |prefix: char| part.nodes.iter().any(|n| n.starts_with(prefix));
+            let images = &part.software.images;
+            let given: Vec<&str> = images.iter().map(|i| i.reference.as_str()).collect();
+            assert_eq!(
+                given.contains(&"alpine"),
+                runs('a'),
+                "{:?}: {given:?}",
+                part.nodes
+            );
+            assert_eq!(
+                given.contains(&"busybox"),
+                runs('b'),
+                "{:?}: {given:?}",
+                part.nodes
+            );
+        }
+        software.host_software = true;
+        give_images(&mut p.parts, &topo, &software);
+        let host = |s: &PartSoftware| s.images.is_empty() && s.host_software;
+        assert!(p.parts.iter().all(|p| host(&p.software)));
+    }
 
     #[test]
     fn a_ring_over_three_machines_cuts_three_links() {

@@ -5,6 +5,7 @@ use crate::agents;
 use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus};
 use crate::manifests::{self, SYSTEM};
 use crate::Error;
+pub use kube::api::AttachedProcess;
 use kube::api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{DynamicObject, GroupVersionKind};
@@ -216,11 +217,12 @@ pub async fn change(
     name: &str,
     topology: String,
     format: &str,
+    images: &[crate::crd::FleetImage],
 ) -> Result<i64, Error> {
     let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
     let (fleet, _) = get(client, ns, name).await?;
     let revision = fleet.spec.revision.unwrap_or(0) + 1;
-    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format, "revision": revision } });
+    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format, "revision": revision, "images": images } });
     let fleet = api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -337,6 +339,34 @@ pub async fn run_in_agent<O: std::io::Write, E: std::io::Write>(
     };
     let _ = tokio::join!(output, pass(&mut err, stderr));
     let status = match status {
+        Some(s) => s.await,
+        None => None,
+    };
+    proc.join().await.map_err(|e| Error(e.to_string()))?;
+    Ok(exit_code(status))
+}
+
+/// Starts nsfleet (the agent's own program) with `args` in `agent`'s container, its
+/// standard input, output and error for the caller to speak with it; [`finished`] gives
+/// its exit code.
+pub async fn open_in_agent(
+    client: &Client,
+    agent: &agents::Agent,
+    args: &[String],
+) -> Result<AttachedProcess, Error> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let mut argv = vec![manifests::ENTRY.to_string()];
+    argv.extend(args.iter().cloned());
+    let ap = AttachParams::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true);
+    Ok(pods.exec(&agent.pod, argv, &ap).await?)
+}
+
+/// The exit code of a command [`open_in_agent`] started, once it has ended.
+pub async fn finished(mut proc: AttachedProcess) -> Result<i32, Error> {
+    let status = match proc.take_status() {
         Some(s) => s.await,
         None => None,
     };

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 ///   nsfleet image ls
 ///   nsfleet image rm alpine:3.20                  # or by id: nsfleet image rm 3f57d9401f8d
 ///   nsfleet image prune --all                     # every image no running node uses
+///   nsfleet image prune --kube                    # on every machine of the cluster
 ///
 /// The store is /var/lib/nsfleet/images (a user's: $XDG_DATA_HOME/nsfleet/images) unless
 /// --store or $NSFLEET_IMAGES says otherwise.
@@ -116,6 +117,8 @@ pub enum ImageCommand {
         all: bool,
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        kube: super::args::KubeArgs,
     },
 }
 
@@ -165,7 +168,14 @@ impl ImageCommand {
             }),
             ImageCommand::Ls { store } => cmd::ls(store.dir(), store.json),
             ImageCommand::Rm { references, store } => cmd::rm(store.dir(), &references, store.json),
-            ImageCommand::Prune { all, store } => cmd::prune(store.dir(), all, store.json),
+            ImageCommand::Prune { all, store, kube } if kube.kube => {
+                let c = nsfleet_kube_client::Cluster {
+                    context: kube.context,
+                    namespace: kube.namespace,
+                };
+                nsfleet_kube_client::fleet::prune_images(all, &c, store.json)
+            }
+            ImageCommand::Prune { all, store, .. } => cmd::prune(store.dir(), all, store.json),
         }
     }
 }

@@ -84,6 +84,18 @@ pub enum KubeCommand {
     /// Change one machine's running part to its changed spec (the agent's command).
     #[command(hide = true)]
     ApplyPart { file: PathBuf },
+    /// Say, as JSON, which layers of a part's images this machine's store lacks (the
+    /// agent's command).
+    #[command(hide = true)]
+    PartImages { file: PathBuf },
+    /// Take one layer's stream on standard input into this machine's store (sent by
+    /// `up --kube` through the agent).
+    #[command(hide = true)]
+    ReceiveLayer {
+        diff_id: String,
+        digest: String,
+        size: u64,
+    },
 }
 
 impl KubeCommand {
@@ -106,6 +118,12 @@ impl KubeCommand {
             KubeCommand::ApplyPart { file } => {
                 nsfleet_kube_client::cluster::apply_part(&file, run_dir)
             }
+            KubeCommand::PartImages { file } => nsfleet_kube_client::cluster::part_images(&file),
+            KubeCommand::ReceiveLayer {
+                diff_id,
+                digest,
+                size,
+            } => nsfleet_kube_client::cluster::receive_layer(&diff_id, &digest, size),
         }
     }
 }

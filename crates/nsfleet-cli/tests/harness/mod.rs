@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod busy;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

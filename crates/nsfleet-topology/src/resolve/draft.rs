@@ -72,7 +72,7 @@ impl Draft {
     }
 
     /// Forgets the images the nodes name: they run the host's software (`Software::Host`).
-    pub(crate) fn forget_images(&mut self) {
+    pub fn forget_images(&mut self) {
         for g in &mut self.topo.groups {
             if g.config.image.is_some() {
                 Arc::make_mut(&mut g.config).image = None;

@@ -1,0 +1,458 @@
+//! Images to the machines of a fleet on Kubernetes, from the user's own image store,
+//! through the cluster's API: no registry. A part whose machine's store lacks layers of
+//! its images says which (its status, while Fetching); only those are sent, each by an
+//! exec of `nsfleet kube receive-layer` in that machine's agent, which checks the stream
+//! against its digest on arrival. Machines are sent to at once, and a few layers at once
+//! to each; a dropped connection resumes where the machine says its kept bytes end.
+//!
+//! It never writes to the user's store (it only holds the images it sends), and it never
+//! decides what a machine lacks: the machine's own store says.
+
+use anyhow::anyhow;
+use nsfleet::topology::Topology;
+use nsfleet_image::transfer::{LayerExport, Portable};
+use nsfleet_image::{Hold, ImageId, RunConfig, Store};
+use nsfleet_kube::crd::FleetImage;
+use nsfleet_kube::{agents, remote, Client};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Layers sent to one machine at once.
+const PER_MACHINE: usize = 4;
+/// Tries of one layer: a dropped connection resumes, a refused stream starts again.
+const TRIES: usize = 3;
+/// How often the parts are asked what their machines lack.
+const POLL: Duration = Duration::from_millis(250);
+/// Bytes handed to the connection at a time.
+const CHUNK: usize = 256 << 10;
+
+/// The images a topology's nodes name, from the user's store at `root` (pulled into it
+/// first when it lacks one, as a local `up` does; an image that cannot be had is an error
+/// at the lines that name it, and nothing is made), and the hold that keeps them in the
+/// store while they are sent.
+pub fn fleet_images(
+    topo: &Topology,
+    file: &Path,
+    root: &Path,
+) -> anyhow::Result<(Vec<FleetImage>, Option<Hold>)> {
+    let mut found = topo.clone();
+    let Some(hold) = nsfleet_client::fleet_images::find(&mut found, file, root)? else {
+        return Ok((Vec::new(), None));
+    };
+    let store = Store::open(root)?;
+    let sizes: HashMap<ImageId, u64> = (store.list()?.into_iter())
+        .map(|r| (r.id, r.size))
+        .collect();
+    let mut images = Vec::new();
+    for (reference, _) in topo.images() {
+        let p = (store.portable(&reference)?)
+            .ok_or_else(|| anyhow!("image {reference} left {} meanwhile", root.display()))?;
+        let size = sizes.get(&p.id).copied().unwrap_or(0);
+        images.push(fleet_image(reference, p, size));
+    }
+    Ok((images, Some(hold)))
+}
+
+fn fleet_image(reference: String, p: Portable, size: u64) -> FleetImage {
+    FleetImage {
+        reference,
+        id: p.id.0,
+        names: p.names,
+        architecture: p.architecture,
+        os: p.os,
+        layers: p.layers,
+        size,
+        created_unix: p.created_unix,
+        entrypoint: p.run.entrypoint,
+        cmd: p.run.cmd,
+        env: p.run.env,
+        workdir: p.run.workdir,
+        user: p.run.user,
+    }
+}
+
+/// The image as a machine's store adopts it.
+pub(crate) fn portable(i: &FleetImage) -> Portable {
+    Portable {
+        id: ImageId(i.id.clone()),
+        names: i.names.clone(),
+        architecture: i.architecture.clone(),
+        os: i.os.clone(),
+        layers: i.layers.clone(),
+        created_unix: i.created_unix,
+        run: RunConfig {
+            entrypoint: i.entrypoint.clone(),
+            cmd: i.cmd.clone(),
+            env: i.env.clone(),
+            workdir: i.workdir.clone(),
+            user: i.user.clone(),
+        },
+    }
+}
+
+/// What was sent to one machine.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Moved {
+    /// Layers its store took from this store.
+    pub layers: u64,
+    /// Bytes sent over the connection (a resumed layer's kept part not counted again).
+    pub bytes: u64,
+    /// Layers resumed after a dropped connection.
+    pub resumed: u64,
+    /// Tries the machine refused (what arrived did not match its digest, or the
+    /// connection failed before it said where to start), each followed by another.
+    pub tried_again: u64,
+}
+
+/// One layer's sending, done.
+struct Sent {
+    machine: String,
+    /// Whether the machine took it (not: it had it already, from another fleet meanwhile).
+    took: bool,
+    bytes: u64,
+    resumed: bool,
+    tried_again: u64,
+}
+
+/// Sends the layers the parts of one fleet ask for, as they ask.
+pub struct Shipper {
+    client: Client,
+    namespace: String,
+    fleet: String,
+    store: Store,
+    quiet: bool,
+    started: HashSet<(String, String)>,
+    lanes: HashMap<String, Arc<Semaphore>>,
+    running: JoinSet<Result<Sent, String>>,
+    /// Per machine, what it was sent.
+    pub moved: BTreeMap<String, Moved>,
+}
+
+impl Shipper {
+    pub fn new(client: Client, namespace: &str, fleet: &str, store: Store, quiet: bool) -> Self {
+        Shipper {
+            client,
+            namespace: namespace.to_string(),
+            fleet: fleet.to_string(),
+            store,
+            quiet,
+            started: HashSet::new(),
+            lanes: HashMap::new(),
+            running: JoinSet::new(),
+            moved: BTreeMap::new(),
+        }
+    }
+
+    /// Sends what the parts ask for until a layer cannot be sent (a machine refused it
+    /// `TRIES` times, or its disk is full): that error, naming the machine and the layer.
+    /// Never returns otherwise: the caller drops it once the fleet is up.
+    pub async fn run(&mut self) -> anyhow::Error {
+        loop {
+            if let Err(e) = self.look().await {
+                return e;
+            }
+            let next = tokio::time::sleep(POLL);
+            tokio::pin!(next);
+            loop {
+                tokio::select! {
+                    Some(done) = self.running.join_next() => {
+                        if let Err(e) = self.landed(done) {
+                            return e;
+                        }
+                    }
+                    _ = &mut next => break,
+                }
+            }
+        }
+    }
+
+    fn landed(
+        &mut self,
+        done: Result<Result<Sent, String>, tokio::task::JoinError>,
+    ) -> anyhow::Result<()> {
+        let sent = done
+            .map_err(|e| anyhow!("sending a layer: {e}"))?
+            .map_err(anyhow::Error::msg)?;
+        let m = self.moved.entry(sent.machine).or_default();
+        m.layers += sent.took as u64;
+        m.bytes += sent.bytes;
+        m.resumed += sent.resumed as u64;
+        m.tried_again += sent.tried_again;
+        Ok(())
+    }
+
+    /// Starts sending each layer a part's machine lacks that is not on its way yet.
+    async fn look(&mut self) -> anyhow::Result<()> {
+        let (_, parts) = remote::get(&self.client, &self.namespace, &self.fleet).await?;
+        for part in parts {
+            let machine = part.spec.machine.clone();
+            let missing = part.status.map(|s| s.missing_layers).unwrap_or_default();
+            let new: Vec<String> = (missing.into_iter())
+                .filter(|l| !self.started.contains(&(machine.clone(), l.clone())))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            let agent = remote::machine_agent(&self.client, &machine).await?;
+            if !self.quiet {
+                eprintln!(
+                    "  {machine}: its image store lacks {} layers: sending them",
+                    new.len()
+                );
+            }
+            let lane = (self.lanes.entry(machine.clone()))
+                .or_insert_with(|| Arc::new(Semaphore::new(PER_MACHINE)))
+                .clone();
+            for layer in new {
+                self.started.insert((machine.clone(), layer.clone()));
+                let to = To {
+                    client: self.client.clone(),
+                    agent: agent.clone(),
+                    quiet: self.quiet,
+                };
+                let store = self.store.clone();
+                let lane = lane.clone();
+                self.running.spawn(async move {
+                    let _turn = lane.acquire_owned().await.map_err(|e| e.to_string())?;
+                    to.send(store, layer).await
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A machine's agent, reached through the cluster.
+struct To {
+    client: Client,
+    agent: agents::Agent,
+    quiet: bool,
+}
+
+impl To {
+    /// One layer to this machine, tried again after a dropped connection (resuming) or a
+    /// refused stream (from the start): what it took, or why not, naming both.
+    async fn send(self, store: Store, diff_id: String) -> Result<Sent, String> {
+        let machine = self.agent.machine.clone();
+        let short = diff_id
+            .trim_start_matches("sha256:")
+            .get(..12)
+            .unwrap_or(&diff_id)
+            .to_string();
+        let named = |e: String| format!("machine {machine}: layer {short}: {e}");
+        let id = diff_id.clone();
+        let export = tokio::task::spawn_blocking(move || store.export_layer(&id))
+            .await
+            .map_err(|e| named(e.to_string()))?
+            .map_err(|e| named(format!("{e:#}")))?;
+        let export = Arc::new(export);
+        let mut sent = Sent {
+            machine: machine.clone(),
+            took: false,
+            bytes: 0,
+            resumed: false,
+            tried_again: 0,
+        };
+        let mut last = String::new();
+        for _ in 0..TRIES {
+            match self.once(export.clone()).await {
+                Ok((from, bytes)) => {
+                    sent.bytes += bytes;
+                    sent.took = from.is_some();
+                    let from = from.unwrap_or(0);
+                    sent.resumed |= from > 0;
+                    if !self.quiet && from > 0 {
+                        eprintln!(
+                            "  {machine}: layer {short}: resumed at byte {from} of {}",
+                            export.size()
+                        );
+                    }
+                    return Ok(sent);
+                }
+                Err((bytes, e)) if e.contains("is full") => {
+                    return Err(named(format!("{e} (after {bytes} bytes)")))
+                }
+                Err((bytes, e)) => {
+                    sent.bytes += bytes;
+                    sent.tried_again += 1;
+                    if !self.quiet {
+                        eprintln!("  {machine}: layer {short}: {e}; trying again");
+                    }
+                    last = e;
+                }
+            }
+        }
+        Err(named(format!("not taken after {TRIES} tries: {last}")))
+    }
+
+    /// One try: the machine says where to start, the rest of the stream is sent, and the
+    /// machine's word on it read. Where it started and the bytes sent, or the bytes sent
+    /// and what went wrong.
+    async fn once(&self, export: Arc<LayerExport>) -> Result<(Option<u64>, u64), (u64, String)> {
+        let args: Vec<String> = vec![
+            "kube".into(),
+            "receive-layer".into(),
+            export.diff_id().into(),
+            export.digest().into(),
+            export.size().to_string(),
+        ];
+        let fail = |e: String| (0, e);
+        let mut proc = (remote::open_in_agent(&self.client, &self.agent, &args).await)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut out =
+            tokio::io::BufReader::new(proc.stdout().ok_or_else(|| fail("no stdout".into()))?);
+        let mut err = proc.stderr().ok_or_else(|| fail("no stderr".into()))?;
+        let mut first = String::new();
+        let _ = out.read_line(&mut first).await;
+        let from = match first.trim().strip_prefix("from ") {
+            _ if first.trim() == "present" => None,
+            Some(n) => Some(
+                n.parse::<u64>()
+                    .map_err(|_| fail(format!("the machine said {first:?}")))?,
+            ),
+            None => {
+                let mut said = String::new();
+                let _ = err.read_to_string(&mut said).await;
+                return Err(fail(last_line(&said, "the receiver ended at once")));
+            }
+        };
+        let mut stdin = proc.stdin().ok_or_else(|| fail("no stdin".into()))?;
+        let mut sent = 0u64;
+        if let Some(from) = from {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+            let stream = export.clone();
+            let producer = tokio::task::spawn_blocking(move || {
+                let mut w = std::io::BufWriter::with_capacity(CHUNK, Chunks(tx));
+                stream.write_from(from, &mut w)?;
+                w.flush()?;
+                anyhow::Ok(())
+            });
+            while let Some(mut chunk) = rx.recv().await {
+                if faults::meddle(from + sent, &mut chunk) {
+                    stdin
+                        .write_all(&chunk)
+                        .await
+                        .map_err(|e| (sent, e.to_string()))?;
+                    sent += chunk.len() as u64;
+                    proc.abort();
+                    return Err((
+                        sent,
+                        format!(
+                            "the connection dropped after {} bytes (injected)",
+                            from + sent
+                        ),
+                    ));
+                }
+                if let Err(e) = stdin.write_all(&chunk).await {
+                    return Err((
+                        sent,
+                        format!("the connection dropped after {} bytes: {e}", from + sent),
+                    ));
+                }
+                sent += chunk.len() as u64;
+            }
+            match producer.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err((sent, format!("reading it from this store: {e:#}"))),
+                Err(e) => return Err((sent, e.to_string())),
+            }
+        }
+        let _ = stdin.shutdown().await;
+        drop(stdin);
+        let (mut said, mut rest) = (String::new(), String::new());
+        let _ = tokio::join!(err.read_to_string(&mut said), out.read_to_string(&mut rest));
+        drop((out, err));
+        let code = remote::finished(proc)
+            .await
+            .map_err(|e| (sent, e.to_string()))?;
+        if code != 0 {
+            return Err((sent, last_line(&said, &format!("exit code {code}"))));
+        }
+        Ok((from, sent))
+    }
+}
+
+fn last_line(text: &str, otherwise: &str) -> String {
+    (text.lines().rev())
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty())
+        .map_or_else(
+            || otherwise.to_string(),
+            |l| l.trim_start_matches("nsfleet: ").to_string(),
+        )
+}
+
+/// A writer that hands what it is given to the connection's task.
+struct Chunks(tokio::sync::mpsc::Sender<Vec<u8>>);
+
+impl Write for Chunks {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (self.0.blocking_send(buf.to_vec())).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the connection ended")
+        })?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Faults for the tests (built with `fault-injection`): `NSFLEET_FAULT_SEND=drop:N` drops
+/// the connection of the first layer stream of this process to pass byte N, once;
+/// `corrupt:N` changes its byte N, once. Without the feature, nothing.
+mod faults {
+    #[cfg(feature = "fault-injection")]
+    pub fn meddle(at: u64, chunk: &mut Vec<u8>) -> bool {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static DONE: AtomicBool = AtomicBool::new(false);
+        let Ok(plan) = std::env::var("NSFLEET_FAULT_SEND") else {
+            return false;
+        };
+        let Some((what, n)) = plan.split_once(':') else {
+            return false;
+        };
+        let Ok(n) = n.parse::<u64>() else {
+            return false;
+        };
+        let end = at + chunk.len() as u64;
+        if n < at || n >= end || DONE.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        let i = (n - at) as usize;
+        match what {
+            "drop" => {
+                chunk.truncate(i);
+                true
+            }
+            "corrupt" => {
+                chunk[i] ^= 0xff;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    #[inline(always)]
+    pub fn meddle(_at: u64, _chunk: &mut Vec<u8>) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_agents_store_is_where_its_commands_look_by_default() {
+        assert_eq!(
+            nsfleet_kube::manifests::IMAGE_STORE,
+            nsfleet_image::DEFAULT_ROOT
+        );
+    }
+}
