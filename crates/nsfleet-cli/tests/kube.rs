@@ -262,8 +262,10 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = 6\nimage = \"{image}\"\n");
         env.file(&format!("{name}.toml"), &text)
     };
-    let up = |file: &Path, fault: Option<&str>| -> (Value, String) {
-        let mut cmd = env.cmd(&["up", file.to_str().unwrap(), "--kube", "--json"]);
+    let up = |file: &Path, fault: Option<&str>, more: &[&str]| -> (Value, String) {
+        let mut args = vec!["up", file.to_str().unwrap(), "--kube", "--json"];
+        args.extend(more);
+        let mut cmd = env.cmd(&args);
         if let Some(f) = fault {
             cmd.env("NSFLEET_FAULT_SEND", f);
         }
@@ -281,7 +283,7 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
 
     // The first fleet of the image: each machine that runs its nodes takes both layers,
     // once; one stream, dropped after 300 kB, resumes where the machine kept it.
-    let (said, err) = up(&fleet("kimg", "kt/busy:1"), Some("drop:300000"));
+    let (said, err) = up(&fleet("kimg", "kt/busy:1"), Some("drop:300000"), &[]);
     let used = machines_of("kimg");
     let sent = &said["images_sent"];
     assert_eq!(sent.as_object().unwrap().len(), used.len(), "{said}");
@@ -312,13 +314,28 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         );
     }
 
-    // A second fleet of the image moves nothing: every machine has its layers.
-    let (said, _) = up(&fleet("kimg2", "kt/busy:1"), None);
+    // A second fleet of the image moves nothing: every machine has its layers. Each
+    // machine brings its part up as told (`--workers`, `--wait started`: every node's
+    // process runs before its part is Running).
+    let more = ["--workers", "2", "--wait", "started"];
+    let (said, _) = up(&fleet("kimg2", "kt/busy:1"), None, &more);
     assert_eq!(said["images_sent"], serde_json::json!({}), "{said}");
+    let spec = k.kubectl(&[
+        "get",
+        "fleetparts",
+        "-l",
+        "nsfleet.dev/fleet=kimg2",
+        "-o",
+        "jsonpath={.items[*].spec.wait}",
+    ]);
+    assert!(
+        spec.split_whitespace().all(|w| w == "started") && !spec.is_empty(),
+        "{spec}"
+    );
 
     // Version 2 shares the lower layer: only the upper one moves. Its first stream arrives
     // changed: refused by the machine (its bytes never trusted) and sent again.
-    let (said, _) = up(&fleet("kimg3", "kt/busy:2"), Some("corrupt:1000"));
+    let (said, _) = up(&fleet("kimg3", "kt/busy:2"), Some("corrupt:1000"), &[]);
     let mut tried_again = 0;
     for (m, moved) in said["images_sent"].as_object().unwrap() {
         assert_eq!(moved["layers"], 1, "{m}: {said}");
@@ -641,6 +658,34 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     for (from, to) in [("x1", "10.9.0.1"), ("x1", "10.9.2.2"), ("x2", "10.9.1.2")] {
         reaches(from, to);
     }
+    ping_across();
+
+    // A change one machine refuses is undone on every machine: z1 (joining r1) asks for
+    // a host link named eth0, which r1's machine has already (the controller, which does
+    // not look at machines' interfaces, accepts it), so that machine refuses its part of
+    // the change; z2 (joining r{far}, on another machine) was made there, and goes again.
+    let refused_text = format!(
+        "{grown_text}[[node]]\nname = \"z1\"\n\
+         host_link = {{ iface = \"up0\", host_iface = \"eth0\", addrs = [\"192.168.251.2/30\"], host_addrs = [\"192.168.251.1/30\"] }}\n\
+         [[node]]\nname = \"z2\"\n\
+         [[link]]\na = \"r1:eth3\"\nb = \"z1:eth0\"\npool = \"10.9.4.0/30\"\n\
+         [[link]]\na = \"r{far}:eth3\"\nb = \"z2:eth0\"\npool = \"10.9.5.0/30\"\n"
+    );
+    let refused = env.file("kring-refused.toml", &refused_text);
+    let args = ["apply", refused.to_str().unwrap(), "--kube"];
+    let said = env.fails(
+        &args,
+        &format!("the change failed on machine {}", machine_of(1)),
+    );
+    assert!(said.contains("it was undone on every machine"), "{said}");
+    let back = k.json(&["status", "kring", "--kube", "--json"]);
+    assert_eq!(back["status"]["phase"], "Running", "{back}");
+    let names: Vec<&str> = (back["nodes"].as_array().unwrap().iter())
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 32, "{names:?}");
+    let z2 = k.nsfleet(&["exec", "kring", "z2", "--kube", "--", "true"]);
+    assert!(!z2.status.success(), "z2 is gone");
     ping_across();
 
     // Two fleets of one name, a machine without the agent, a fleet bigger than the cluster.

@@ -19,8 +19,11 @@ impl Backend for Cluster {
         let Some(file) = a.file.clone() else {
             bail!("up --kube needs a topology file");
         };
-        if a.wait.is_some() {
-            bail!("--wait with --kube: not offered yet; `nsfleet status --kube` shows each part's processes");
+        if a.owner.is_some() {
+            bail!("--owner with --kube: not offered yet (`nsfleet down NAME --kube` takes the fleet down)");
+        }
+        if a.privileged {
+            bail!("--privileged with --kube: not offered yet: nodes on Kubernetes are confined as the agent's defaults confine them");
         }
         if a.dry_run {
             bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");

@@ -96,7 +96,17 @@ pub fn agent() -> anyhow::Result<()> {
 /// nodes kept (each running its image from this machine's store), its cut links made
 /// tunnels.
 pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let a = UpArgs::defaults(run_dir);
+    let spec = read_part(file)?;
+    let mut a = UpArgs::defaults(run_dir);
+    if let Some(w) = spec.up.workers {
+        a.workers = w as usize;
+    }
+    if let Some(until) = &spec.up.wait {
+        a.wait = Some(nsfleet_client::ready::Wait {
+            until: nsfleet_client::ready::parse_condition(until).map_err(anyhow::Error::msg)?,
+            bound: Duration::from_secs(spec.up.wait_timeout_s.unwrap_or(300)),
+        });
+    }
     let mut part = part_topology(file)?;
     let hold = nsfleet_client::fleet_images::find(&mut part, file, &a.images)?;
     nsfleet_client::up::start(a, Validated::of(part).holding(hold))

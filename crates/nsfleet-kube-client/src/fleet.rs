@@ -9,7 +9,7 @@ use nsfleet::topology::{self, Topology};
 use nsfleet_client::apply::ApplyArgs;
 use nsfleet_client::up::UpArgs;
 use nsfleet_image::Store;
-use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus, Software};
+use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus, Software, UpOptions};
 use nsfleet_kube::{plan, remote};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,6 +26,11 @@ const DOWN_BOUND: Duration = Duration::from_secs(300);
 /// sent the layers its own store lacks meanwhile.
 pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow::Result<()> {
     let json = a.json;
+    let up = UpOptions {
+        workers: (a.workers != nsfleet_client::up::default_workers()).then_some(a.workers as u32),
+        wait: a.wait.as_ref().map(|w| w.until.name().to_string()),
+        wait_timeout_s: a.wait.as_ref().map(|w| w.bound.as_secs()),
+    };
     let sent = read_checked(file, a.format, a.name, a.software)?;
     let host_software = a.software == topology::Software::Host;
     let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images)?;
@@ -37,6 +42,7 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
             format: Some(sent.format_name.into()),
             machines,
             software: Software { host_software, images },
+            up,
             ..FleetSpec::default()
         };
         remote::check_access(&client).await?;
@@ -88,12 +94,23 @@ async fn follow(
     shipper: &mut transfer::Shipper,
     json: bool,
 ) -> anyhow::Result<FleetStatus> {
+    // Each machine's phase said as it changes, below the fleet's.
+    let mut said: std::collections::HashMap<String, String> = Default::default();
     let waiting = remote::wait_ready(client, &c.namespace, name, generation, UP_BOUND, |s| {
-        if !json {
-            eprintln!(
-                "  {:<10} {}/{} nodes up  {}",
-                s.phase, s.nodes_up, s.nodes, s.message
-            );
+        if json {
+            return;
+        }
+        eprintln!(
+            "  {:<10} {}/{} nodes up  {}",
+            s.phase, s.nodes_up, s.nodes, s.message
+        );
+        for m in &s.machines {
+            if said.insert(m.machine.clone(), m.phase.clone()).as_ref() != Some(&m.phase) {
+                eprintln!(
+                    "    {:<16} {:<10} {}/{} nodes up  {}",
+                    m.machine, m.phase, m.nodes_up, m.nodes, m.message
+                );
+            }
         }
     });
     tokio::select! {

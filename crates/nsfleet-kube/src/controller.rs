@@ -11,7 +11,7 @@
 //! after [`LOST_BOUND`], and the Fleet's status says which machine was not reclaimed.
 
 use crate::crd::{
-    Fleet, FleetPart, FleetPartSpec, FleetStatus, MachineStatus, FINALIZER, FLEET_LABEL,
+    Fleet, FleetPart, FleetPartSpec, FleetStatus, MachineStatus, Running, FINALIZER, FLEET_LABEL,
     MACHINE_LABEL,
 };
 use crate::plan::{self, MachineInfo};
@@ -191,7 +191,16 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     let settled = matches!(status.phase.as_str(), "Running" | "Degraded" | "Applying");
     if settled && fleet.metadata.generation != status.observed_generation {
         // The topology changed (`nsfleet apply --kube`): the parts are changed to it.
-        let changed = change(fleet, ctx, &live, status).await?;
+        let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+        let target = match topology_text(ctx, fleet, &ns).await {
+            Ok(topology) => Ok(Running {
+                topology,
+                format: fleet.spec.format.clone(),
+                software: fleet.spec.software.clone(),
+            }),
+            Err(e) => Err(e.0),
+        };
+        let changed = change(fleet, ctx, &live, status, target).await?;
         set_status(ctx, fleet, &changed).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
@@ -229,9 +238,23 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
         s.observed_generation != generation(p) && s.refused_generation != generation(p)
     });
     if !refused.is_empty() && !behind {
+        // All or nothing over the machines: every part goes back to what ran before.
+        let failed_on = format!("the change failed on {}", refused.join("; "));
+        if let Some(before) = status.before_change.clone() {
+            let mut undone = change(fleet, ctx, &live, status.clone(), Ok(before)).await?;
+            undone.change_error = match undone.change_error.is_empty() {
+                true => format!("{failed_on}; it was undone on every machine"),
+                false => format!(
+                    "{failed_on}; undoing it on the other machines failed too: {}",
+                    undone.change_error
+                ),
+            };
+            undone.before_change = None;
+            set_status(ctx, fleet, &undone).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         status.change_error = format!(
-            "the change failed on {}; it was undone there, and the other machines have it: apply the file again",
-            refused.join("; ")
+            "{failed_on}; it was undone there, and the other machines have it: apply the file again"
         );
     }
     status.phase = if !failed.is_empty() {
@@ -268,19 +291,20 @@ async fn change(
     ctx: &Ctx,
     parts: &[FleetPart],
     status: FleetStatus,
+    target: Result<Running, String>,
 ) -> Result<FleetStatus, Error> {
     let _placing = ctx.placing.lock().await;
     let name = fleet.name_any();
-    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
     let refused = |e: String| FleetStatus {
         change_error: format!("the change was refused, and nothing changed: {e}"),
         ..status.clone()
     };
-    let text = match topology_text(ctx, fleet, &ns).await {
+    let target = match target {
         Ok(t) => t,
-        Err(e) => return Ok(refused(e.0)),
+        Err(e) => return Ok(refused(e)),
     };
-    let format = fleet.spec.format.as_deref();
+    let before = running(parts);
+    let (text, format) = (target.topology, target.format.as_deref());
     let topo = match plan::read(&name, &text, format) {
         Ok(t) => t,
         Err(e) => return Ok(refused(e)),
@@ -292,7 +316,10 @@ async fn change(
         Ok(p) => p,
         Err(e) => return Ok(refused(e)),
     };
-    plan::give_images(&mut plan.parts, &topo, &fleet.spec.software);
+    plan::give_images(&mut plan.parts, &topo, &target.software);
+    for p in &mut plan.parts {
+        p.up = fleet.spec.up.clone();
+    }
     let last_vni = (plan.parts.iter().flat_map(|p| &p.tunnels))
         .map(|t| t.vni)
         .max();
@@ -305,12 +332,21 @@ async fn change(
     for spec in &plan.parts {
         match parts.iter().find(|p| p.spec.machine == spec.machine) {
             Some(p) => {
-                // Every field written, an absent format as null: a merge patch leaves
-                // out what it does not name.
+                // Every field written, an absent one as null: a merge patch leaves
+                // what it does not name as it was.
                 let mut whole = json!(spec);
-                whole["format"] = json!(spec.format);
-                whole["images"] = json!(spec.software.images);
-                whole["hostSoftware"] = json!(spec.software.host_software);
+                for field in [
+                    "format",
+                    "images",
+                    "hostSoftware",
+                    "workers",
+                    "wait",
+                    "waitTimeoutS",
+                ] {
+                    if whole.get(field).is_none() {
+                        whole[field] = serde_json::Value::Null;
+                    }
+                }
                 let patch = json!({ "spec": whole });
                 api.patch(
                     &p.name_any(),
@@ -343,7 +379,26 @@ async fn change(
         tunnels: plan.tunnels as u64,
         tunnel_mtu: Some(plan.tunnel_mtu),
         change_error: String::new(),
+        before_change: before,
         ..status
+    })
+}
+
+/// What the parts run: the topology they share, and every image any of them was given.
+fn running(parts: &[FleetPart]) -> Option<Running> {
+    let first = &parts.first()?.spec;
+    let mut software = first.software.clone();
+    for p in &parts[1..] {
+        for i in &p.spec.software.images {
+            if !software.images.iter().any(|x| x.reference == i.reference) {
+                software.images.push(i.clone());
+            }
+        }
+    }
+    Some(Running {
+        topology: first.topology.clone(),
+        format: first.format.clone(),
+        software,
     })
 }
 
@@ -558,6 +613,9 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     let (machines, vni_base) = (room.machines, room.next_vni);
     let mut plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
     plan::give_images(&mut plan.parts, &topo, &fleet.spec.software);
+    for p in &mut plan.parts {
+        p.up = fleet.spec.up.clone();
+    }
     if vni_base as u64 + plan.tunnels as u64 >= 1 << 24 {
         return Err(Error(
             "the cluster's fleets have used every VXLAN network identifier".into(),
@@ -597,6 +655,7 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         unreclaimed: Vec::new(),
         observed_generation: None,
         change_error: String::new(),
+        before_change: None,
     })
 }
 

@@ -61,6 +61,27 @@ pub struct FleetSpec {
     /// them (`up --kube` fills them in).
     #[serde(flatten)]
     pub software: Software,
+    /// How each machine brings its part up.
+    #[serde(flatten)]
+    pub up: UpOptions,
+}
+
+/// How each machine brings its part up, as a local `up` is told: `--workers`, and
+/// `--wait` (the part is Running once its nodes are ready by that condition; one that is
+/// not within the bound fails, and while the fleet deploys that rolls it back).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpOptions {
+    /// Worker threads on each machine; by default, one per CPU of the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
+    /// `started`, `healthy` or `converged` (each machine's routers have routes to every
+    /// router loopback of its part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// With `wait`: seconds each machine waits at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_s: Option<u64>,
 }
 
 /// What the nodes that name an image run, and the images: on a Fleet, all of them; on a
@@ -150,6 +171,21 @@ pub struct FleetStatus {
     /// on a machine; empty when it was made.
     #[serde(default)]
     pub change_error: String,
+    /// What every part ran before the last change: what they are all put back to when a
+    /// machine refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_change: Option<Running>,
+}
+
+/// A fleet's topology and software, as its parts run them.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Running {
+    pub topology: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(flatten)]
+    pub software: Software,
 }
 
 /// One machine's share, as its agent last said it.
@@ -203,6 +239,9 @@ pub struct FleetPartSpec {
     /// As the Fleet's, with only the images this part's nodes name.
     #[serde(flatten)]
     pub software: Software,
+    /// As the Fleet's.
+    #[serde(flatten)]
+    pub up: UpOptions,
 }
 
 /// A cut link, as both ends' machines see it: `a` and `b` are `node:iface`.

@@ -283,6 +283,7 @@ fn parts_of(
             tunnels: Vec::new(),
             weight: 0,
             software: PartSoftware::default(),
+            up: Default::default(),
         })
         .collect();
     let mut count = 0;

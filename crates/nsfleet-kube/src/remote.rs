@@ -193,8 +193,9 @@ pub async fn wait_ready(
         }
         let seen = status.observed_generation.is_some_and(|g| g >= generation);
         let settled = matches!(status.phase.as_str(), "Running" | "Failed" | "Degraded");
-        // Failed is final whatever the generation; a refused change is said at once.
-        if status.phase == "Failed" || (seen && (settled || !status.change_error.is_empty())) {
+        // Failed is final whatever the generation; a change refused is said once every
+        // machine has been put back (the controller refuses without changing the phase).
+        if status.phase == "Failed" || (seen && settled) {
             return Ok(status);
         }
         if started.elapsed() > bound {
