@@ -320,17 +320,27 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
     let more = ["--workers", "2", "--wait", "started"];
     let (said, _) = up(&fleet("kimg2", "kt/busy:1"), None, &more);
     assert_eq!(said["images_sent"], serde_json::json!({}), "{said}");
-    let spec = k.kubectl(&[
-        "get",
-        "fleetparts",
-        "-l",
-        "nsfleet.dev/fleet=kimg2",
-        "-o",
-        "jsonpath={.items[*].spec.wait}",
-    ]);
+    let spec = |field: &str| {
+        let path = format!("jsonpath={{.items[*].spec.{field}}}");
+        k.kubectl(&[
+            "get",
+            "fleetparts",
+            "-l",
+            "nsfleet.dev/fleet=kimg2",
+            "-o",
+            &path,
+        ])
+    };
+    let waits = spec("wait");
     assert!(
-        spec.split_whitespace().all(|w| w == "started") && !spec.is_empty(),
-        "{spec}"
+        waits.split_whitespace().all(|w| w == "started") && !waits.is_empty(),
+        "{waits}"
+    );
+    // Each machine's agent said its store holds the layers: the plan has nothing to fetch.
+    let fetch = spec("fetchBytes");
+    assert!(
+        fetch.split_whitespace().all(|b| b == "0") && !fetch.is_empty(),
+        "{fetch}"
     );
 
     // Version 2 shares the lower layer: only the upper one moves. Its first stream arrives

@@ -166,6 +166,11 @@ impl Store {
         })
     }
 
+    /// The unpacked bytes of a stored layer (0 when the store lacks it).
+    pub fn layer_bytes(&self, diff_id: &str) -> u64 {
+        digest::hex_of(diff_id, "").map_or(0, |hex| disk_bytes(&self.layer_dir(hex)))
+    }
+
     /// Whether `layers/` has the layer (false for what is no diff_id).
     pub fn has_layer(&self, diff_id: &str) -> bool {
         digest::hex_of(diff_id, "").is_ok_and(|hex| self.layer_dir(hex).is_dir())

@@ -35,6 +35,7 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
     let host_software = a.software == topology::Software::Host;
     let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images)?;
     let store = Store::open(&a.images)?;
+    let sends = !images.is_empty();
     let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let spec = FleetSpec {
@@ -50,7 +51,7 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
         }
-        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json);
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
         let waited = follow(&client, c, &name, 1, &mut shipper, json).await;
         drop(hold);
         let status = match waited {
@@ -113,6 +114,10 @@ async fn follow(
             }
         }
     });
+    // A fleet whose nodes name no image has nothing to send: its parts are not asked.
+    if !shipper.has_images() {
+        return Ok(waiting.await?);
+    }
     tokio::select! {
         status = waiting => Ok(status?),
         e = shipper.run() => Err(e),
@@ -224,7 +229,8 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
-        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json);
+        let sends = !images.is_empty();
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
         let status = follow(&client, c, &name, generation, &mut shipper, json).await;
         drop(hold);
         let status = status?;

@@ -54,7 +54,11 @@ pub fn fleet_images(
         let p = (store.portable(&reference)?)
             .ok_or_else(|| anyhow!("image {reference} left {} meanwhile", root.display()))?;
         let size = sizes.get(&p.id).copied().unwrap_or(0);
-        images.push(fleet_image(reference, p, size));
+        let layer_sizes = p.layers.iter().map(|l| store.layer_bytes(l)).collect();
+        images.push(FleetImage {
+            layer_sizes,
+            ..fleet_image(reference, p, size)
+        });
     }
     Ok((images, Some(hold)))
 }
@@ -67,6 +71,7 @@ fn fleet_image(reference: String, p: Portable, size: u64) -> FleetImage {
         architecture: p.architecture,
         os: p.os,
         layers: p.layers,
+        layer_sizes: Vec::new(),
         size,
         created_unix: p.created_unix,
         entrypoint: p.run.entrypoint,
@@ -132,11 +137,21 @@ pub struct Shipper {
     running: JoinSet<Result<Sent, String>>,
     /// Per machine, what it was sent.
     pub moved: BTreeMap<String, Moved>,
+    sends: bool,
 }
 
 impl Shipper {
-    pub fn new(client: Client, namespace: &str, fleet: &str, store: Store, quiet: bool) -> Self {
+    /// A shipper for `fleet`; `sends` says whether its nodes name any image at all.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        fleet: &str,
+        store: Store,
+        quiet: bool,
+        sends: bool,
+    ) -> Self {
         Shipper {
+            sends,
             client,
             namespace: namespace.to_string(),
             fleet: fleet.to_string(),
@@ -147,6 +162,11 @@ impl Shipper {
             running: JoinSet::new(),
             moved: BTreeMap::new(),
         }
+    }
+
+    /// Whether the fleet's nodes name any image (else its parts need not be asked).
+    pub fn has_images(&self) -> bool {
+        self.sends
     }
 
     /// Sends what the parts ask for until a layer cannot be sent (a machine refused it

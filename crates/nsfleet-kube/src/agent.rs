@@ -62,7 +62,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     });
     renew(&client, &args).await?;
     let said = measure(&client, &args).await?;
-    announce(&client, &args, said).await?;
+    announce(&client, &args, said.clone()).await?;
     let selector = format!("{MACHINE_LABEL}={}", args.machine);
     eprintln!(
         "nsfleet agent on {}: watching parts ({selector})",
@@ -85,12 +85,14 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     .await
 }
 
-/// What the agent last said of its machine: bytes for fleets, and the underlay's MTU.
-#[derive(Clone, Copy, Default, PartialEq)]
+/// What the agent last said of its machine: bytes for fleets, the underlay's MTU, the
+/// namespaces it may make, and the layers its image store holds.
+#[derive(Clone, Default, PartialEq)]
 struct Said {
     capacity: u64,
     mtu: u32,
     max_nodes: u64,
+    layers: String,
 }
 
 /// Renews the agent's Lease every [`agents::RENEW`] (its heartbeat), and says its
@@ -113,7 +115,7 @@ async fn heartbeat(ctx: Arc<Ctx>, mut said: Said) {
             eprintln!("nsfleet agent: renewing its lease: {e}");
         }
         match measure(client, a).await {
-            Ok(now) if moved(said, now) => match announce(client, a, now).await {
+            Ok(now) if moved(&said, &now) => match announce(client, a, now.clone()).await {
                 Ok(()) => said = now,
                 Err(e) => eprintln!("nsfleet agent: saying its capacity: {e}"),
             },
@@ -167,9 +169,10 @@ async fn sweep(ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn moved(was: Said, now: Said) -> bool {
+fn moved(was: &Said, now: &Said) -> bool {
     was.mtu != now.mtu
         || was.max_nodes != now.max_nodes
+        || was.layers != now.layers
         || was.capacity.abs_diff(now.capacity) > was.capacity / 20
 }
 
@@ -230,7 +233,22 @@ async fn measure(client: &Client, a: &AgentArgs) -> anyhow::Result<Said> {
         capacity: available as u64 / 100 * SHARE_PERCENT + held,
         mtu: underlay_mtu(),
         max_nodes,
+        layers: held_layers(),
     })
+}
+
+/// The layers of the machine's image store (its `layers/` folder: one folder per layer,
+/// named by its diff_id's hex), each by its first hex digits, sorted, comma-separated:
+/// what placement prefers a machine for.
+fn held_layers() -> String {
+    let dir = std::path::Path::new(crate::manifests::IMAGE_STORE).join("layers");
+    let mut keys: Vec<String> = (std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(|n| n[..crate::plan::LAYER_KEY].to_string())
+        .collect();
+    keys.sort();
+    keys.join(",")
 }
 
 /// Says what this machine can hold and its underlay's MTU, on the agent's own pod.
@@ -240,6 +258,7 @@ async fn announce(client: &Client, a: &AgentArgs, said: Said) -> anyhow::Result<
         agents::CAPACITY: said.capacity.to_string(),
         agents::MTU: said.mtu.to_string(),
         agents::MAX_NODES: said.max_nodes.to_string(),
+        agents::LAYERS: said.layers,
     }}});
     pods.patch(&a.pod, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -446,9 +465,17 @@ async fn lacking(ctx: &Ctx, part: &FleetPart) -> Result<Vec<String>, String> {
     let out = output(ctx, &["kube", "part-images", &file]).await?;
     let said: serde_json::Value =
         serde_json::from_str(&out).map_err(|e| format!("nsfleet kube part-images: {e}"))?;
-    Ok((said["missing"].as_array().into_iter().flatten())
+    let missing: Vec<String> = (said["missing"].as_array().into_iter().flatten())
         .filter_map(|l| l.as_str().map(str::to_string))
-        .collect())
+        .collect();
+    if missing.is_empty() {
+        // Its store has what it was sent: said now, for the next fleet's placement, not
+        // at the next heartbeat.
+        if let Ok(now) = measure(&ctx.client, &ctx.args).await {
+            let _ = announce(&ctx.client, &ctx.args, now).await;
+        }
+    }
+    Ok(missing)
 }
 
 /// Brings the part up, or changes the running part to its spec (`how`: `up-part` or

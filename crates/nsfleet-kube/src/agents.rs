@@ -22,6 +22,9 @@ pub const CAPACITY: &str = "nsfleet.dev/capacity";
 pub const MTU: &str = "nsfleet.dev/mtu";
 /// Network namespaces the machine may make for fleets, as the agent measured it.
 pub const MAX_NODES: &str = "nsfleet.dev/max-nodes";
+/// The layers the machine's image store holds: the first [`crate::plan::LAYER_KEY`] hex
+/// digits of each diff_id, comma-separated.
+pub const LAYERS: &str = "nsfleet.dev/layers";
 /// How long an agent's Lease holds without renewal: the time a lost agent or machine
 /// takes to be taken for lost.
 pub const LEASE_SECONDS: i32 = 15;
@@ -127,6 +130,11 @@ fn agent_of(pod: &Pod, alive: &impl Fn(&Pod, &str) -> bool) -> Option<Agent> {
             mtu,
             // An agent that does not say it puts no limit here.
             max_nodes: annotation(MAX_NODES).unwrap_or(u64::MAX),
+            layers: (pod.annotations().get(LAYERS).into_iter())
+                .flat_map(|v| v.split(','))
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
         },
     })
 }

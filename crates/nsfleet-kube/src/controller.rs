@@ -316,7 +316,7 @@ async fn change(
         Ok(p) => p,
         Err(e) => return Ok(refused(e)),
     };
-    plan::give_images(&mut plan.parts, &topo, &target.software);
+    plan::give_software(&mut plan, &topo, &target.software, &room.machines);
     for p in &mut plan.parts {
         p.up = fleet.spec.up.clone();
     }
@@ -612,7 +612,7 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     }
     let (machines, vni_base) = (room.machines, room.next_vni);
     let mut plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
-    plan::give_images(&mut plan.parts, &topo, &fleet.spec.software);
+    plan::give_software(&mut plan, &topo, &fleet.spec.software, &machines);
     for p in &mut plan.parts {
         p.up = fleet.spec.up.clone();
     }
@@ -639,11 +639,12 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     Ok(FleetStatus {
         phase: "Deploying".into(),
         message: format!(
-            "{} nodes on {} machines, {} links crossing machines (VXLAN, MTU {})",
+            "{} nodes on {} machines, {} links crossing machines (VXLAN, MTU {}){}",
             plan.nodes,
             plan.parts.len(),
             plan.tunnels,
-            plan.tunnel_mtu
+            plan.tunnel_mtu,
+            to_fetch(&plan.parts)
         ),
         nodes: plan.nodes,
         nodes_up: 0,
@@ -657,6 +658,18 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
         change_error: String::new(),
         before_change: None,
     })
+}
+
+/// What each machine's image store must fetch for its part, said after a placement
+/// (nothing when no node names an image).
+fn to_fetch(parts: &[FleetPartSpec]) -> String {
+    if parts.iter().all(|p| p.software.images.is_empty()) {
+        return String::new();
+    }
+    let each: Vec<String> = (parts.iter())
+        .map(|p| format!("{} {:.1} MB", p.machine, p.fetch_bytes as f64 / 1e6))
+        .collect();
+    format!("; image layers to fetch: {}", each.join(", "))
 }
 
 fn new_part(fleet: &Fleet, spec: &FleetPartSpec) -> FleetPart {

@@ -113,6 +113,9 @@ pub struct FleetImage {
     pub os: String,
     /// Its layers' diff_ids, lowest first.
     pub layers: Vec<String>,
+    /// Unpacked bytes of each layer, as `layers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_sizes: Vec<u64>,
     /// Unpacked bytes of its layers (what a machine's disk is asked for).
     #[serde(default)]
     pub size: u64,
@@ -242,6 +245,10 @@ pub struct FleetPartSpec {
     /// As the Fleet's.
     #[serde(flatten)]
     pub up: UpOptions,
+    /// Bytes of its images' layers the machine's store lacked when the part was planned:
+    /// what it must fetch.
+    #[serde(default)]
+    pub fetch_bytes: u64,
 }
 
 /// A cut link, as both ends' machines see it: `a` and `b` are `node:iface`.

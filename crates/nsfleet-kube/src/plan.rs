@@ -5,11 +5,11 @@
 //! Pure: no cluster, no kernel (the topology is checked against the kernel nsfleet assumes;
 //! each agent checks its part against its own).
 
-use crate::crd::{FleetPartSpec, Software as PartSoftware, Tunnel};
+use crate::crd::{FleetImage, FleetPartSpec, Software as PartSoftware, Tunnel};
 use nsfleet_place::{Graph, Machine as PlaceMachine, PlaceError};
 use nsfleet_topology::part::{NodeLink, VXLAN_OVERHEAD};
 use nsfleet_topology::{KernelCaps, NodeConfig, NodeSpec, Software, Topology};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A machine the agent runs on, as its agent reported it.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +25,35 @@ pub struct MachineInfo {
     /// user.max_net_namespaces, less a margin for the machine's own, less what other
     /// fleets' parts there hold).
     pub max_nodes: u64,
+    /// The layers its image store holds, each by the first [`LAYER_KEY`] hex digits of
+    /// its diff_id (as its agent said them).
+    pub layers: BTreeSet<String>,
+}
+
+/// Hex digits of a diff_id by which an agent says its store holds a layer: enough that
+/// two layers of one cluster never share them, short enough for a pod's annotation.
+pub const LAYER_KEY: usize = 16;
+
+impl MachineInfo {
+    /// Whether the machine's store holds the layer `diff_id`.
+    pub fn holds(&self, diff_id: &str) -> bool {
+        let hex = diff_id.trim_start_matches("sha256:");
+        self.layers.contains(hex.get(..LAYER_KEY).unwrap_or(hex))
+    }
+
+    /// Bytes of the layers of `images` (each layer once) the machine's store lacks.
+    pub fn lacks(&self, images: &[FleetImage]) -> u64 {
+        let mut seen = BTreeSet::new();
+        (images.iter())
+            .flat_map(|i| {
+                i.layers
+                    .iter()
+                    .zip(i.layer_sizes.iter().chain(std::iter::repeat(&0)))
+            })
+            .filter(|(l, _)| seen.insert(l.as_str()) && !self.holds(l))
+            .map(|(_, size)| size)
+            .sum()
+    }
 }
 
 /// The VXLAN UDP port of every tunnel (IANA's).
@@ -106,9 +135,85 @@ pub fn draft(
     Ok(draft)
 }
 
+/// Gives each part of `plan` the fleet's `software`, with only the images its own nodes
+/// name (none with `host_software`): a machine fetches only what it runs. Then moves
+/// whole parts to machines that hold more of their layers where that changes nothing
+/// else (see [`prefer_holders`]), and says on each part the bytes its machine must fetch.
+pub fn give_software(
+    plan: &mut Plan,
+    topo: &Topology,
+    software: &PartSoftware,
+    machines: &[MachineInfo],
+) {
+    give_images(&mut plan.parts, topo, software);
+    prefer_holders(plan, machines);
+    for part in &mut plan.parts {
+        let lacks = machines
+            .iter()
+            .find(|m| m.name == part.machine)
+            .map(|m| m.lacks(&part.software.images));
+        part.fetch_bytes = lacks.unwrap_or(0);
+    }
+}
+
+/// Moves whole parts between machines (swapping two, or onto a machine the plan left
+/// empty) where that lowers the bytes of image layers to fetch: the same cut and the same
+/// tunnels (their ends' addresses follow), each part within its new machine's memory and
+/// namespaces. Greedy, one gainful move at a time, until none is left; a placement that
+/// is otherwise equal is never made worse.
+fn prefer_holders(plan: &mut Plan, machines: &[MachineInfo]) {
+    let slot = |name: &str| machines.iter().position(|m| m.name == name);
+    let fits = |p: &FleetPartSpec, m: &MachineInfo| {
+        p.weight <= m.capacity && p.nodes.len() as u64 <= m.max_nodes
+    };
+    let cost = |p: &FleetPartSpec, m: usize| machines[m].lacks(&p.software.images);
+    loop {
+        let mut best: Option<(u64, usize, usize)> = None;
+        for (i, p) in plan.parts.iter().enumerate() {
+            let Some(mi) = slot(&p.machine) else { continue };
+            for mj in (0..machines.len()).filter(|&m| m != mi) {
+                let other = plan.parts.iter().find(|q| q.machine == machines[mj].name);
+                let before = cost(p, mi) + other.map_or(0, |q| cost(q, mj));
+                let after = cost(p, mj) + other.map_or(0, |q| cost(q, mi));
+                let allowed =
+                    fits(p, &machines[mj]) && other.is_none_or(|q| fits(q, &machines[mi]));
+                if allowed && after < before && best.is_none_or(|(g, ..)| before - after > g) {
+                    best = Some((before - after, i, mj));
+                }
+            }
+        }
+        let Some((_, i, mj)) = best else { return };
+        let from = slot(&plan.parts[i].machine).expect("found above");
+        move_part(plan, &machines[from], &machines[mj]);
+    }
+}
+
+/// The part on machine `a` goes to machine `b`, and `b`'s (if any) to `a`; every tunnel
+/// end follows its part.
+fn move_part(plan: &mut Plan, a: &MachineInfo, b: &MachineInfo) {
+    let swap = |s: &str| match s {
+        x if x == a.name => b.name.clone(),
+        x if x == b.name => a.name.clone(),
+        x => x.to_string(),
+    };
+    let swap_address = |s: &str| match s {
+        x if x == a.address => b.address.clone(),
+        x if x == b.address => a.address.clone(),
+        x => x.to_string(),
+    };
+    for p in &mut plan.parts {
+        p.machine = swap(&p.machine);
+        p.address = swap_address(&p.address);
+        for t in &mut p.tunnels {
+            t.a_address = swap_address(&t.a_address);
+            t.b_address = swap_address(&t.b_address);
+        }
+    }
+}
+
 /// Gives each part the fleet's `software`, with only the images its own nodes name (none
-/// with `host_software`): a machine fetches only what it runs.
-pub fn give_images(parts: &mut [FleetPartSpec], topo: &Topology, software: &PartSoftware) {
+/// with `host_software`).
+fn give_images(parts: &mut [FleetPartSpec], topo: &Topology, software: &PartSoftware) {
     let named: HashMap<String, String> = (topo.nodes())
         .filter_map(|n| Some((n.name, n.config.image.as_ref()?.reference.clone())))
         .collect();
@@ -284,6 +389,7 @@ fn parts_of(
             weight: 0,
             software: PartSoftware::default(),
             up: Default::default(),
+            fetch_bytes: 0,
         })
         .collect();
     let mut count = 0;
@@ -558,6 +664,7 @@ mod tests {
                 capacity: mb << 20,
                 mtu: 1500,
                 max_nodes: 1000,
+                layers: BTreeSet::new(),
             })
             .collect()
     }
@@ -600,6 +707,70 @@ mod tests {
         give_images(&mut p.parts, &topo, &software);
         let host = |s: &PartSoftware| s.images.is_empty() && s.host_software;
         assert!(p.parts.iter().all(|p| host(&p.software)));
+    }
+
+    #[test]
+    fn a_part_goes_where_its_layers_are_and_says_what_is_fetched() {
+        // Two chains that share no link: each a part of its own, whichever machine.
+        let mut text = String::from("[fleet]\nname = \"two\"\n");
+        for (group, image) in [('a', "alpine"), ('b', "busybox")] {
+            text +=
+                &format!("[[node]]\nname = \"{group}{{i}}\"\ncount = 20\nimage = \"{image}\"\n");
+            for i in 1..20 {
+                text += &format!(
+                    "[[link]]\na = \"{group}{i}:eth1\"\nb = \"{group}{}:eth0\"\n",
+                    i + 1
+                );
+            }
+        }
+        let (topo, text) = (read("two", &text, None).unwrap(), text.as_str());
+        let image = |r: &str, layer: char, size: u64| FleetImage {
+            reference: r.into(),
+            layers: vec![format!("sha256:{}", layer.to_string().repeat(64))],
+            layer_sizes: vec![size],
+            ..FleetImage::default()
+        };
+        let software = PartSoftware {
+            host_software: false,
+            images: vec![
+                image("alpine", 'a', 5 << 20),
+                image("busybox", 'b', 1 << 20),
+            ],
+        };
+        let groups = |p: &Plan| -> Vec<(String, String)> {
+            (p.parts.iter())
+                .map(|part| (part.machine.clone(), part.nodes[0].clone()))
+                .collect()
+        };
+        for holder in ["m1", "m2"] {
+            let mut machines = machines(2, 100);
+            let m = machines.iter_mut().find(|m| m.name == holder).unwrap();
+            m.layers.insert("a".repeat(LAYER_KEY));
+            let mut p = plan(&topo, text, None, &machines, 5000).unwrap();
+            let cut = p.tunnels;
+            give_software(&mut p, &topo, &software, &machines);
+            assert_eq!(p.tunnels, cut);
+            let alpine = (p.parts.iter())
+                .find(|part| part.software.images.iter().any(|i| i.reference == "alpine"))
+                .unwrap();
+            assert_eq!(alpine.machine, holder, "{:?}", groups(&p));
+            assert_eq!(alpine.fetch_bytes, 0);
+            let other = p.parts.iter().find(|part| part.machine != holder).unwrap();
+            assert_eq!(other.fetch_bytes, 1 << 20);
+            // Every tunnel end is on its node's machine.
+            for part in &p.parts {
+                for t in &part.tunnels {
+                    let here =
+                        |end: &str| part.nodes.iter().any(|n| end.starts_with(&format!("{n}:")));
+                    let mine = if here(&t.a) {
+                        &t.a_address
+                    } else {
+                        &t.b_address
+                    };
+                    assert_eq!(mine, &part.address);
+                }
+            }
+        }
     }
 
     #[test]
