@@ -252,7 +252,7 @@ fn captures() -> Vec<u32> {
 /// line, and nothing is made.
 fn images_reach_the_machines_that_run_them(k: &Cluster) {
     let env = k.env;
-    for version in ["1", "2"] {
+    for version in ["1", "2", "3"] {
         let oci = env.files.join(format!("kbusy-{version}"));
         nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
         let name = format!("kt/busy:{version}");
@@ -362,6 +362,26 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         "/etc/image-release",
     ]);
     assert_eq!(out, "busy 2\n");
+
+    // A layer that arrives changed every time: refused by the machine three times, and
+    // the fleet taken down on every machine, the machine and the layer named.
+    let file = fleet("kimg5", "kt/busy:3");
+    let out = env
+        .cmd(&["up", file.to_str().unwrap(), "--kube"])
+        .env("NSFLEET_FAULT_SEND", "corrupt-every:100")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("not taken after 3 tries"), "{err}");
+    assert!(err.contains("its stream has digest"), "{err}");
+    assert!(
+        err.contains("machine m") && err.contains("taken down on every machine"),
+        "{err}"
+    );
+    assert!(!k
+        .kubectl(&["get", "fleets", "-o", "name"])
+        .contains("kimg5"));
 
     // An image the user's store lacks, and no registry has: refused at its line.
     k.fails(

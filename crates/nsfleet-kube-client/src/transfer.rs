@@ -426,7 +426,8 @@ impl Write for Chunks {
 
 /// Faults for the tests (built with `fault-injection`): `NSFLEET_FAULT_SEND=drop:N` drops
 /// the connection of the first layer stream of this process to pass byte N, once;
-/// `corrupt:N` changes its byte N, once. Without the feature, nothing.
+/// `corrupt:N` changes its byte N, once; `corrupt-every:N` changes byte N of every
+/// stream. Without the feature, nothing.
 mod faults {
     #[cfg(feature = "fault-injection")]
     pub fn meddle(at: u64, chunk: &mut Vec<u8>) -> bool {
@@ -442,10 +443,17 @@ mod faults {
             return false;
         };
         let end = at + chunk.len() as u64;
-        if n < at || n >= end || DONE.swap(true, Ordering::SeqCst) {
+        if n < at || n >= end {
             return false;
         }
         let i = (n - at) as usize;
+        if what == "corrupt-every" {
+            chunk[i] ^= 0xff;
+            return false;
+        }
+        if DONE.swap(true, Ordering::SeqCst) {
+            return false;
+        }
         match what {
             "drop" => {
                 chunk.truncate(i);

@@ -322,10 +322,13 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
     let fleet = &part.spec.fleet;
     let was = part.status.clone().unwrap_or_default();
     let generation = part.metadata.generation;
+    // Running, keeping the generations it said; layers it waited for are not waited for
+    // any more (the fetching branch below says them again while they are).
     let running = |nodes_up, message: String| PartStatus {
         phase: "Running".into(),
         nodes_up,
         message,
+        missing_layers: Vec::new(),
         ..was.clone()
     };
     let status = match (was.phase.as_str(), local(ctx, fleet).await) {
