@@ -345,24 +345,17 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
         }
         // Its spec changed while it runs (`nsfleet apply --kube`), and was not refused.
         (_, Local::Up(_)) if was.observed_generation != generation && was.refused_generation != generation => {
-            match lacking(ctx, part).await {
-                Ok(missing) if !missing.is_empty() => {
-                    let fetching = PartStatus {
-                        missing_layers: missing,
-                        ..running(was.nodes_up, "waiting for the layers its images lack".into())
-                    };
-                    set_status(api, part, fetching).await?;
-                    return Ok(Action::requeue(FETCH_POLL));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let refused = PartStatus {
-                        refused_generation: generation,
-                        ..running(was.nodes_up, e)
-                    };
-                    set_status(api, part, refused).await?;
-                    return Ok(Action::requeue(REFRESH));
-                }
+            let waiting = |missing: Vec<String>| PartStatus {
+                missing_layers: missing,
+                ..running(was.nodes_up, "waiting for the layers its images lack".into())
+            };
+            let refused = |e| PartStatus {
+                refused_generation: generation,
+                ..running(was.nodes_up, e)
+            };
+            let broken = (refused, Action::requeue(REFRESH));
+            if let Some(then) = until_fetched(api, part, ctx, waiting, broken).await? {
+                return Ok(then);
             }
             match run_part(ctx, part, "apply-part").await {
                 Ok(up) => PartStatus {
@@ -382,27 +375,20 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
             ..PartStatus::default()
         },
         (_, Local::Absent) => {
-            match lacking(ctx, part).await {
-                Ok(missing) if !missing.is_empty() => {
-                    let fetching = PartStatus {
-                        phase: "Fetching".into(),
-                        message: format!("its machine's image store lacks {} layers: waiting for them from `nsfleet up --kube`", missing.len()),
-                        missing_layers: missing,
-                        ..PartStatus::default()
-                    };
-                    set_status(api, part, fetching).await?;
-                    return Ok(Action::requeue(FETCH_POLL));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let failed = PartStatus {
-                        phase: "Failed".into(),
-                        message: e,
-                        ..PartStatus::default()
-                    };
-                    set_status(api, part, failed).await?;
-                    return Ok(Action::await_change());
-                }
+            let waiting = |missing: Vec<String>| PartStatus {
+                phase: "Fetching".into(),
+                message: format!("its machine's image store lacks {} layers: waiting for them from `nsfleet up --kube`", missing.len()),
+                missing_layers: missing,
+                ..PartStatus::default()
+            };
+            let failed = |e| PartStatus {
+                phase: "Failed".into(),
+                message: e,
+                ..PartStatus::default()
+            };
+            let broken = (failed, Action::await_change());
+            if let Some(then) = until_fetched(api, part, ctx, waiting, broken).await? {
+                return Ok(then);
             }
             let deploying = PartStatus {
                 phase: "Deploying".into(),
@@ -448,6 +434,26 @@ async fn take_down(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<
 
 fn part_file(ctx: &Ctx, fleet: &str) -> PathBuf {
     ctx.args.work_dir.join(format!("{fleet}.json"))
+}
+
+/// While the machine's store lacks layers of the part's images: the part's status set to
+/// `waiting` (the layers listed, for `up --kube` to send) and the part looked at again
+/// soon. When the store cannot be asked: the status `broken` makes of the error, and
+/// its action. None once the store holds every layer (and has adopted the images).
+async fn until_fetched(
+    api: &Api<FleetPart>,
+    part: &FleetPart,
+    ctx: &Ctx,
+    waiting: impl FnOnce(Vec<String>) -> PartStatus,
+    broken: (impl FnOnce(String) -> PartStatus, Action),
+) -> Result<Option<Action>, Error> {
+    let (status, then) = match lacking(ctx, part).await {
+        Ok(missing) if missing.is_empty() => return Ok(None),
+        Ok(missing) => (waiting(missing), Action::requeue(FETCH_POLL)),
+        Err(e) => (broken.0(e), broken.1),
+    };
+    set_status(api, part, status).await?;
+    Ok(Some(then))
 }
 
 /// The part's spec written where `nsfleet kube up-part` and its kin read it.

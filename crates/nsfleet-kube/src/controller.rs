@@ -613,6 +613,7 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
     let (machines, vni_base) = (room.machines, room.next_vni);
     let mut plan = plan::plan(&topo, &text, format, &machines, vni_base).map_err(Error)?;
     plan::give_software(&mut plan, &topo, &fleet.spec.software, &machines);
+    plan::prefer_holders(&mut plan, &machines);
     for p in &mut plan.parts {
         p.up = fleet.spec.up.clone();
     }

@@ -136,9 +136,8 @@ pub fn draft(
 }
 
 /// Gives each part of `plan` the fleet's `software`, with only the images its own nodes
-/// name (none with `host_software`): a machine fetches only what it runs. Then moves
-/// whole parts to machines that hold more of their layers where that changes nothing
-/// else (see [`prefer_holders`]), and says on each part the bytes its machine must fetch.
+/// name (none with `host_software`): a machine fetches only what it runs. Each part says
+/// the bytes its machine must fetch.
 pub fn give_software(
     plan: &mut Plan,
     topo: &Topology,
@@ -146,13 +145,14 @@ pub fn give_software(
     machines: &[MachineInfo],
 ) {
     give_images(&mut plan.parts, topo, software);
-    prefer_holders(plan, machines);
+    say_fetch(plan, machines);
+}
+
+/// Each part's `fetch_bytes`: its images' layers its machine lacks.
+fn say_fetch(plan: &mut Plan, machines: &[MachineInfo]) {
     for part in &mut plan.parts {
-        let lacks = machines
-            .iter()
-            .find(|m| m.name == part.machine)
-            .map(|m| m.lacks(&part.software.images));
-        part.fetch_bytes = lacks.unwrap_or(0);
+        let machine = machines.iter().find(|m| m.name == part.machine);
+        part.fetch_bytes = machine.map_or(0, |m| m.lacks(&part.software.images));
     }
 }
 
@@ -160,8 +160,9 @@ pub fn give_software(
 /// empty) where that lowers the bytes of image layers to fetch: the same cut and the same
 /// tunnels (their ends' addresses follow), each part within its new machine's memory and
 /// namespaces. Greedy, one gainful move at a time, until none is left; a placement that
-/// is otherwise equal is never made worse.
-fn prefer_holders(plan: &mut Plan, machines: &[MachineInfo]) {
+/// is otherwise equal is never made worse. For a new fleet only: a running fleet's nodes
+/// stay where they are. Each part's `fetch_bytes` is said again after.
+pub fn prefer_holders(plan: &mut Plan, machines: &[MachineInfo]) {
     let slot = |name: &str| machines.iter().position(|m| m.name == name);
     let fits = |p: &FleetPartSpec, m: &MachineInfo| {
         p.weight <= m.capacity && p.nodes.len() as u64 <= m.max_nodes
@@ -182,7 +183,9 @@ fn prefer_holders(plan: &mut Plan, machines: &[MachineInfo]) {
                 }
             }
         }
-        let Some((_, i, mj)) = best else { return };
+        let Some((_, i, mj)) = best else {
+            return say_fetch(plan, machines);
+        };
         let from = slot(&plan.parts[i].machine).expect("found above");
         move_part(plan, &machines[from], &machines[mj]);
     }
@@ -749,6 +752,7 @@ mod tests {
             let mut p = plan(&topo, text, None, &machines, 5000).unwrap();
             let cut = p.tunnels;
             give_software(&mut p, &topo, &software, &machines);
+            prefer_holders(&mut p, &machines);
             assert_eq!(p.tunnels, cut);
             let alpine = (p.parts.iter())
                 .find(|part| part.software.images.iter().any(|i| i.reference == "alpine"))
