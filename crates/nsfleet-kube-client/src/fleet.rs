@@ -52,7 +52,7 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
         }
         let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
-        let waited = follow(&client, c, &name, 1, &mut shipper, json).await;
+        let waited = follow(&client, c, &name, 1, &mut shipper, json).await?;
         drop(hold);
         let status = match waited {
             Ok(s) if s.phase != "Failed" => s,
@@ -61,9 +61,10 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
                 let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
                 bail!("fleet {name} failed: {}", s.message);
             }
-            Err(e) => {
+            // A layer no machine would take: nothing half-made is left.
+            Err(not_sent) => {
                 let _ = remote::delete(&client, &c.namespace, &name, DOWN_BOUND).await;
-                bail!("fleet {name}: {e:#}; it was taken down on every machine");
+                bail!("fleet {name}: {not_sent:#}; it was taken down on every machine");
             }
         };
         if json {
@@ -86,7 +87,8 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
 
 /// Follows the fleet until the controller has acted on `generation` (see
 /// [`remote::wait_ready`]), sending each machine the layers it asks for meanwhile: the
-/// fleet's status, or why a layer could not be sent.
+/// fleet's status, or (inside) why a layer could not be sent. The outer error is the
+/// cluster's (unreachable, or the bound passed): the fleet is left as it is.
 async fn follow(
     client: &nsfleet_kube::Client,
     c: &Cluster,
@@ -94,7 +96,7 @@ async fn follow(
     generation: i64,
     shipper: &mut transfer::Shipper,
     json: bool,
-) -> anyhow::Result<FleetStatus> {
+) -> anyhow::Result<anyhow::Result<FleetStatus>> {
     // Each machine's phase said as it changes, below the fleet's.
     let mut said: std::collections::HashMap<String, String> = Default::default();
     let waiting = remote::wait_ready(client, &c.namespace, name, generation, UP_BOUND, |s| {
@@ -116,11 +118,11 @@ async fn follow(
     });
     // A fleet whose nodes name no image has nothing to send: its parts are not asked.
     if !shipper.has_images() {
-        return Ok(waiting.await?);
+        return Ok(Ok(waiting.await?));
     }
     tokio::select! {
-        status = waiting => Ok(status?),
-        e = shipper.run() => Err(e),
+        status = waiting => Ok(Ok(status?)),
+        not_sent = shipper.run() => Ok(Err(not_sent)),
     }
 }
 
@@ -233,7 +235,9 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
         let status = follow(&client, c, &name, generation, &mut shipper, json).await;
         drop(hold);
-        let status = status?;
+        // A layer a machine would not take leaves that machine's part waiting for it, the
+        // change neither made nor undone there: said, and applying again sends it again.
+        let status = status??;
         if !status.change_error.is_empty() {
             bail!("fleet {name}: {}", status.change_error);
         }
