@@ -110,15 +110,22 @@ pub enum ImageCommand {
     /// Remove what no image or node needs.
     ///
     /// Images without a name, layers no image uses, what interrupted loads left and holds
-    /// whose processes are gone. Never touches what a running node uses.
+    /// whose processes are gone. Never touches what a running node uses. With --kube, each
+    /// machine's store of the cluster instead, by its agent.
     Prune {
         /// Also every named image that no running node uses.
         #[arg(long)]
         all: bool,
         #[command(flatten)]
         store: StoreArgs,
-        #[command(flatten)]
-        kube: super::args::KubeArgs,
+        /// Prune the image store of every machine of the Kubernetes cluster of $KUBECONFIG
+        /// (or ~/.kube/config) that runs nsfleet's agent (/var/lib/nsfleet/images on each;
+        /// --store is this machine's and is not used), each machine's result said.
+        #[arg(long)]
+        kube: bool,
+        /// With --kube: the kubeconfig's context to use instead of its current one.
+        #[arg(long, requires = "kube", value_name = "CONTEXT")]
+        context: Option<String>,
     },
 }
 
@@ -168,10 +175,15 @@ impl ImageCommand {
             }),
             ImageCommand::Ls { store } => cmd::ls(store.dir(), store.json),
             ImageCommand::Rm { references, store } => cmd::rm(store.dir(), &references, store.json),
-            ImageCommand::Prune { all, store, kube } if kube.kube => {
+            ImageCommand::Prune {
+                all,
+                store,
+                kube: true,
+                context,
+            } => {
                 let c = nsfleet_kube_client::Cluster {
-                    context: kube.context,
-                    namespace: kube.namespace,
+                    context,
+                    namespace: String::new(),
                 };
                 nsfleet_kube_client::fleet::prune_images(all, &c, store.json)
             }
