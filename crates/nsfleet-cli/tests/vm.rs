@@ -269,7 +269,7 @@ fn a_users_limits_hold_in_the_cgroup_v2_subtree_delegated_to_them_in_a_debian_gu
          chown nsfv2 $A $A/cgroup.procs $A/cgroup.threads $A/cgroup.subtree_control && chown -R nsfv2 $A/init.scope || exit 3; \
          echo refused $(as_user $S/session-1.scope up v2.toml 2>&1 | grep -o 'session-1.scope) and those above it are not this user.s' | sort -u); \
          ls $A | grep -q nsfleet && echo made a group when refused; \
-         as_user $A/init.scope up v2.toml >/dev/null 2>&1 || exit 4; \
+         as_user $A/init.scope up v2.toml >/tmp/u/up.log 2>&1 || {{ echo up as the user failed:; cat /tmp/u/up.log; exit 4; }}; \
          echo handed $(cat $A/cgroup.subtree_control); \
          echo memory.max $(cat $A/nsfleet/v2.*/hog/memory.max) swap $(cat $A/nsfleet/v2.*/hog/memory.swap.max); \
          echo cpu.max $(cat $A/nsfleet/v2.*/calm/cpu.max) pids.max $(cat $A/nsfleet/v2.*/calm/pids.max); \
