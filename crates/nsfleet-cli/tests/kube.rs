@@ -409,6 +409,243 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
     }
 }
 
+/// A registry in the cluster's control-plane node, which asks for a password: the
+/// machines reach it at CP:5000, this host at the control plane's host-side address.
+/// Killed when dropped (and gone with the cluster in any case).
+struct ClusterRegistry {
+    child: std::process::Child,
+    /// `10.233.0.10:5000`: as the machines (and the fleets' image references) name it.
+    inside: String,
+    /// As this host pushes to it.
+    outside: String,
+}
+
+impl ClusterRegistry {
+    fn start(k: &Cluster, user: &str, password: &str) -> ClusterRegistry {
+        let dir = k.dir.join("registry");
+        std::fs::create_dir_all(&dir).unwrap();
+        let hash = bcrypt::hash(password, 4).unwrap();
+        std::fs::write(dir.join("htpasswd"), format!("{user}:{hash}\n")).unwrap();
+        // Seen in the control plane's node at /run/nsfleet-kube (the cluster's folder);
+        // its storage in that node's own /tmp.
+        let config = "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: /tmp/registry\nhttp:\n  addr: :5000\nauth:\n  htpasswd:\n    realm: nsfleet\n    path: /run/nsfleet-kube/registry/htpasswd\n";
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(k.env.files.join("cluster-registry.log")).unwrap();
+        let fleet = format!("kube-{}", k.name);
+        let child = k
+            .env
+            .cmd(&[
+                "exec",
+                &fleet,
+                "cp",
+                "--",
+                "docker-registry",
+                "serve",
+                "/run/nsfleet-kube/registry/config.yml",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let cp = std::fs::read_to_string(k.dir.join("cp-address")).unwrap();
+        let net: Vec<&str> = cp.trim().split('.').collect();
+        let r = ClusterRegistry {
+            child,
+            inside: format!("{}:5000", cp.trim()),
+            outside: format!("{}.{}.255.2:5000", net[0], net[1]),
+        };
+        wait_until(
+            "the cluster's registry answers",
+            Duration::from_secs(20),
+            || {
+                std::net::TcpStream::connect(&r.outside)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            },
+        );
+        r
+    }
+
+    /// The image `tag` of the OCI layout pushed as `name`; its reference as the machines
+    /// pull it.
+    fn push(&self, layout: &Path, tag: &str, name: &str, creds: &str) -> String {
+        let out = Command::new("skopeo")
+            .args([
+                "--insecure-policy",
+                "copy",
+                "--quiet",
+                "--dest-tls-verify=false",
+                "--dest-creds",
+                creds,
+            ])
+            .arg(format!("oci:{}:{tag}", layout.display()))
+            .arg(format!("docker://{}/{name}", self.outside))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "skopeo: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!("{}/{name}", self.inside)
+    }
+}
+
+impl Drop for ClusterRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `up --kube --pull-on-machines`: each machine pulls the image from a registry that the
+/// cluster reaches (this host does not, by that name), with the user's credentials for it
+/// handed over as a Secret the Fleet owns, holding no other registry's. A refused
+/// credential and a registry no machine reaches each fail the fleet, the machine and
+/// the image named, and leave nothing in the cluster.
+fn machines_pull_images_from_a_registry(k: &Cluster) {
+    let env = k.env;
+    let registry = ClusterRegistry::start(k, "kt", "s3cret");
+    let mut pulled = Vec::new();
+    for version in ["4", "5"] {
+        let oci = env.files.join(format!("kpull-{version}"));
+        nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
+        pulled.push(registry.push(&oci, version, &format!("kt/pulled:{version}"), "kt:s3cret"));
+    }
+    let docker_config = |name: &str, password: &str| {
+        let auth = |up: &str| base64_of(up.as_bytes());
+        let text = serde_json::json!({"auths": {
+            &registry.inside: {"auth": auth(&format!("kt:{password}"))},
+            "other.example:5000": {"auth": auth("someone:else")},
+        }});
+        let dir = env.files.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), text.to_string()).unwrap();
+        dir
+    };
+    let fleet = |name: &str, image: &str| {
+        let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = 4\nimage = \"{image}\"\n");
+        env.file(&format!("{name}.toml"), &text)
+    };
+    let up = |file: &Path, docker: &Path| {
+        env.cmd(&[
+            "up",
+            file.to_str().unwrap(),
+            "--kube",
+            "--pull-on-machines",
+            "--insecure-registry",
+            &registry.inside,
+        ])
+        .env("DOCKER_CONFIG", docker)
+        .output()
+        .unwrap()
+    };
+    let gone = |what: &str, kind: &str, name: &str| {
+        wait_until(what, Duration::from_secs(60), || {
+            let all = k.kubectl(&["get", kind, "-o", "name"]);
+            if all.contains(name) {
+                Err(all)
+            } else {
+                Ok(())
+            }
+        });
+    };
+
+    // Pulled by the machines: nothing was sent from this host's store.
+    let right = docker_config("docker-right", "s3cret");
+    let out = up(&fleet("kpull", &pulled[0]), &right);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("images:"),
+        "{out:?}"
+    );
+    for i in 1..=4 {
+        let node = format!("kpull-{i}");
+        let out = k.ok(&[
+            "exec",
+            "kpull",
+            &node,
+            "--kube",
+            "--",
+            "cat",
+            "/etc/image-release",
+        ]);
+        assert_eq!(out, "busy 4\n");
+    }
+    // The Secret holds that registry's entry only, and is the Fleet's; the parts name it.
+    let secret_field = |path: &str| {
+        let path = format!("jsonpath={{{path}}}");
+        k.kubectl(&["get", "secret", "nsfleet-pull-kpull", "-o", &path])
+    };
+    let data = secret_field(".data.\\.dockerconfigjson");
+    let secret = String::from_utf8(base64_decoded(data.trim())).unwrap();
+    assert!(
+        secret.contains(&registry.inside) && !secret.contains("other.example"),
+        "{secret}"
+    );
+    let owner = secret_field(".metadata.ownerReferences[0].kind");
+    assert_eq!(owner, "Fleet");
+    let parts = k.kubectl(&[
+        "get",
+        "fleetparts",
+        "-l",
+        "nsfleet.dev/fleet=kpull",
+        "-o",
+        "json",
+    ]);
+    assert!(parts.contains("nsfleet-pull-kpull"), "{parts}");
+    assert!(
+        !parts.contains("s3cret") && !parts.contains(&base64_of(b"kt:s3cret")),
+        "{parts}"
+    );
+    k.ok(&["down", "kpull", "--kube"]);
+    gone(
+        "the pull Secret goes with its fleet",
+        "secrets",
+        "nsfleet-pull-kpull",
+    );
+
+    // A credential the registry refuses: the fleet fails, taken down everywhere.
+    let wrong = docker_config("docker-wrong", "guess");
+    let out = up(&fleet("kpull2", &pulled[1]), &wrong);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("machine m") && err.contains(&format!(": pull failed: image {}", pulled[1])),
+        "{err}"
+    );
+    assert!(err.contains("refused access (401 Unauthorized)"), "{err}");
+    gone("the refused fleet goes", "fleets", "kpull2");
+    gone("its Secret goes", "secrets", "nsfleet-pull-kpull2");
+
+    // A registry no machine reaches: the same.
+    let nowhere = pulled[1].replace(":5000/", ":5001/");
+    let out = up(&fleet("kpull3", &nowhere), &right);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("pull failed: image {nowhere}"))
+            && err.contains("cannot reach the registry"),
+        "{err}"
+    );
+    gone("the unreachable fleet goes", "fleets", "kpull3");
+    drop(registry);
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn base64_decoded(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
+
 const RING: &str =
     "[fleet]\nname = \"kring\"\n\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
 
@@ -756,6 +993,7 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     assert!(!k.kubectl(&["get", "fleets", "-o", "name"]).contains("big"));
 
     images_reach_the_machines_that_run_them(k);
+    machines_pull_images_from_a_registry(k);
 
     // A restarted controller loses nothing: the state is in the resources.
     k.kubectl(&[

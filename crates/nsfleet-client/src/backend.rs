@@ -12,10 +12,21 @@ use crate::link::{self, LinkArgs};
 use crate::status::{self, StatusArgs};
 use crate::up::{self, UpArgs};
 
+/// How `up` spreads a fleet over a cluster's machines (nothing of it applies here).
+#[derive(Clone, Debug, Default)]
+pub struct Spread {
+    /// The machines to use; all by default.
+    pub machines: Vec<String>,
+    /// Images the user's store lacks are pulled by each machine from their registries.
+    pub machines_pull: bool,
+    /// Registries the machines reach over plain HTTP.
+    pub insecure_registries: Vec<String>,
+}
+
 /// The commands that reach a fleet wherever it lives.
 pub trait Backend {
-    /// `up`; `machines` are the machines of a cluster to spread over (none here).
-    fn up(&self, a: UpArgs, machines: Vec<String>) -> anyhow::Result<()>;
+    /// `up`; `spread` says how over a cluster's machines.
+    fn up(&self, a: UpArgs, spread: Spread) -> anyhow::Result<()>;
     fn down(&self, a: DownArgs) -> anyhow::Result<()>;
     fn status(&self, a: StatusArgs) -> anyhow::Result<()>;
     /// The command's exit status (here, the command replaces nsfleet: it returns only to
@@ -31,7 +42,7 @@ pub trait Backend {
 pub struct Here;
 
 impl Backend for Here {
-    fn up(&self, a: UpArgs, _machines: Vec<String>) -> anyhow::Result<()> {
+    fn up(&self, a: UpArgs, _spread: Spread) -> anyhow::Result<()> {
         up::up(a)
     }
 

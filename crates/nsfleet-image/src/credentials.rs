@@ -72,8 +72,18 @@ pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<L
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(anonymous),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let config: DockerConfig = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not a Docker config file", path.display()))?;
+    login_from(registry, &text, &path.display().to_string())
+}
+
+/// The login for `registry` from a config file's `text`, called `called` in messages.
+pub(crate) fn login_from(registry: &str, text: &[u8], called: &str) -> anyhow::Result<Login> {
+    let anonymous = Login {
+        auth: RegistryAuth::Anonymous,
+        from: None,
+        unused: None,
+    };
+    let config: DockerConfig = serde_json::from_slice(text)
+        .with_context(|| format!("{called} is not a Docker config file"))?;
     let Some((key, entry)) = config
         .auths
         .iter()
@@ -84,7 +94,7 @@ pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<L
             ..anonymous
         });
     };
-    let from = format!("{}, entry {key:?}", path.display());
+    let from = format!("{called}, entry {key:?}");
     match user_password(entry) {
         Some((user, password)) => Ok(Login {
             auth: RegistryAuth::Basic(user, password),
@@ -96,6 +106,38 @@ pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<L
             ..anonymous
         }),
     }
+}
+
+/// The credentials Docker's config file (at `path`, else its default place) has for the
+/// registries of `references`, as a config file of their own: only those entries of
+/// `auths`, so that a cluster's pull Secret carries no other registry's. None when it has
+/// none for them (or there is no such file).
+pub fn pull_credentials_for(
+    references: &[String],
+    path: Option<&Path>,
+) -> anyhow::Result<Option<String>> {
+    let Some(path) = path.map(Path::to_path_buf).or_else(default_config_path) else {
+        return Ok(None);
+    };
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let config: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a Docker config file", path.display()))?;
+    let mut registries = Vec::new();
+    for r in references {
+        registries.push(crate::reference::parse(r)?.resolve_registry().to_string());
+    }
+    let auths = (config["auths"].as_object().into_iter().flatten())
+        .filter(|(key, _)| registries.iter().any(|r| same_registry(key, r)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect::<serde_json::Map<_, _>>();
+    if auths.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::json!({ "auths": auths }).to_string()))
 }
 
 /// A config entry's user and password: its `auth` (base64 of `user:password`), or
@@ -159,6 +201,29 @@ mod tests {
         assert!(same_registry("http://127.0.0.1:5000", "127.0.0.1:5000"));
         assert!(!same_registry("127.0.0.1:5000", "127.0.0.1:5001"));
         assert!(!same_registry("ghcr.io", "docker.io"));
+    }
+
+    #[test]
+    fn a_pull_secret_carries_only_the_entries_of_the_images_registries() {
+        let dir = std::env::temp_dir().join(format!("nsfleet-creds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.json");
+        let config = r#"{"auths": {"10.0.0.1:5000": {"auth": "dTpw"}, "https://index.docker.io/v1/": {"auth": "b"}, "ghcr.io": {"auth": "c"}}, "credsStore": "desktop"}"#;
+        std::fs::write(&file, config).unwrap();
+        let refs = [
+            "10.0.0.1:5000/lab/app:1".to_string(),
+            "alpine:3.20".to_string(),
+        ];
+        let text = pull_credentials_for(&refs, Some(&file)).unwrap().unwrap();
+        let kept: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let keys: Vec<&String> = kept["auths"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["10.0.0.1:5000", "https://index.docker.io/v1/"]);
+        assert!(!text.contains("credsStore"), "{text}");
+        let none = pull_credentials_for(&["quay.io/x/y:1".to_string()], Some(&file)).unwrap();
+        assert_eq!(none, None);
+        let login = login_from("10.0.0.1:5000", text.as_bytes(), "the Secret").unwrap();
+        assert!(login.from.unwrap().starts_with("the Secret, entry"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub mod transfer;
 mod unpack;
 mod work;
 
+pub use credentials::pull_credentials_for;
 pub use engine::Engine;
 pub use hold::Hold;
 pub use pull::{PullOptions, PullProgress};

@@ -62,6 +62,9 @@ pub struct PullOptions {
     /// Docker's config file, whose `auths` give credentials; None: `$DOCKER_CONFIG/config.json`,
     /// else `~/.docker/config.json`.
     pub docker_config: Option<PathBuf>,
+    /// Docker's config file's text, given in memory instead (a Kubernetes Secret handed to
+    /// a machine's pull, never written to its disk), and what to call it in messages.
+    pub docker_config_text: Option<(String, String)>,
 }
 
 /// What a pull reports as it goes. Digests are the blobs' (as the manifest lists them).
@@ -115,7 +118,10 @@ struct Remote {
     login: Login,
     /// `http://127.0.0.1:5000`: where the registry was looked for.
     base: String,
-    config_path: Option<PathBuf>,
+    /// The Docker config the credentials were looked for in, as messages name it.
+    credentials_from: String,
+    /// The credentials came in memory (`docker_config_text`), not from a file here.
+    credentials_given: bool,
 }
 
 /// A layer to fetch.
@@ -180,8 +186,20 @@ impl Remote {
             .docker_config
             .clone()
             .or_else(credentials::default_config_path);
-        let login = credentials::login_for(reference.registry(), config_path.as_deref())
-            .with_context(|| format!("image {label}: its registry's credentials"))?;
+        let (login, credentials_from) = match &opts.docker_config_text {
+            Some((called, text)) => (
+                credentials::login_from(reference.registry(), text.as_bytes(), called),
+                called.clone(),
+            ),
+            None => (
+                credentials::login_for(reference.registry(), config_path.as_deref()),
+                config_path.as_ref().map_or(
+                    "no Docker config file (neither $DOCKER_CONFIG nor $HOME is set)".to_string(),
+                    |p| p.display().to_string(),
+                ),
+            ),
+        };
+        let login = login.with_context(|| format!("image {label}: its registry's credentials"))?;
         let scheme = if plain { "http" } else { "https" };
         Ok(Remote {
             client: Client::new(config),
@@ -189,7 +207,8 @@ impl Remote {
             reference,
             label,
             login,
-            config_path,
+            credentials_from,
+            credentials_given: opts.docker_config_text.is_some(),
         })
     }
 
@@ -526,13 +545,11 @@ impl Remote {
     /// A refused login, saying whether credentials were sent and where they came from.
     fn refused(&self, how: &str) -> anyhow::Error {
         let registry = self.reference.registry();
-        let file = self.config_path.as_ref().map_or(
-            "no Docker config file (neither $DOCKER_CONFIG nor $HOME is set)".to_string(),
-            |p| p.display().to_string(),
-        );
+        let file = &self.credentials_from;
         let sent = match (&self.login.from, &self.login.unused) {
             (Some(from), _) => format!("the credentials of {from} were refused: check the user and password, and that this user may pull it"),
             (None, Some(unused)) => format!("it was asked anonymously: {unused}"),
+            (None, None) if self.credentials_given => format!("it was asked anonymously: {file} has no credentials for {registry}"),
             (None, None) => format!("it was asked anonymously: {file} has no credentials for {registry}; `docker login {registry}` (or `skopeo login --authfile {file} {registry}`) saves them there"),
         };
         anyhow!(

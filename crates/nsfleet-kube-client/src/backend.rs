@@ -6,7 +6,7 @@
 use crate::{capture, fleet, Cluster};
 use anyhow::bail;
 use nsfleet_client::apply::ApplyArgs;
-use nsfleet_client::backend::Backend;
+use nsfleet_client::backend::{Backend, Spread};
 use nsfleet_client::capture::CaptureArgs;
 use nsfleet_client::down::DownArgs;
 use nsfleet_client::exec::ExecArgs;
@@ -15,7 +15,7 @@ use nsfleet_client::status::StatusArgs;
 use nsfleet_client::up::UpArgs;
 
 impl Backend for Cluster {
-    fn up(&self, a: UpArgs, machines: Vec<String>) -> anyhow::Result<()> {
+    fn up(&self, a: UpArgs, spread: Spread) -> anyhow::Result<()> {
         let Some(file) = a.file.clone() else {
             bail!("up --kube needs a topology file");
         };
@@ -28,7 +28,7 @@ impl Backend for Cluster {
         if a.dry_run {
             bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
         }
-        fleet::up(&file, a, machines, self)
+        fleet::up(&file, a, spread, self)
     }
 
     fn down(&self, a: DownArgs) -> anyhow::Result<()> {

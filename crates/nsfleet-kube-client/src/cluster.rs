@@ -132,12 +132,15 @@ pub fn apply_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
 
 /// `nsfleet kube part-images FILE`: which layers of the part's images this machine's
 /// store lacks, as JSON (`{"missing": [diff_id, ...]}`); each image whose layers are all
-/// there is adopted by the store under its names first.
-pub fn part_images(file: &Path) -> anyhow::Result<()> {
+/// there is adopted by the store under its names first. The images it is to pull itself
+/// are pulled first, unless the store has them by their reference: with the Docker config
+/// on standard input when `credentials_on_stdin` (kept in memory only).
+pub fn part_images(file: &Path, credentials_on_stdin: bool) -> anyhow::Result<()> {
     let spec = read_part(file)?;
     let store = Store::open(&Store::default_root())?;
+    pull_missing(&store, &spec, credentials_on_stdin)?;
     let mut missing: Vec<String> = Vec::new();
-    for image in &spec.software.images {
+    for image in spec.software.images.iter().filter(|i| !i.from_registry) {
         let lacks: Vec<&String> = (image.layers.iter())
             .filter(|l| !store.has_layer(l))
             .collect();
@@ -151,6 +154,43 @@ pub fn part_images(file: &Path) -> anyhow::Result<()> {
         }
     }
     println!("{}", serde_json::json!({ "missing": missing }));
+    Ok(())
+}
+
+/// What a machine's refused anonymous pull names as where credentials were looked for.
+const NO_SECRET: &str = "the user's Docker config, as `up --kube` read it when it made the fleet,";
+
+/// Pulls each image the part is to pull itself that the store lacks, as `image pull`
+/// does; the first that fails is the error, naming this machine.
+fn pull_missing(
+    store: &Store,
+    spec: &FleetPartSpec,
+    credentials_on_stdin: bool,
+) -> anyhow::Result<()> {
+    let pulls: Vec<&FleetImage> = (spec.software.images.iter())
+        .filter(|i| i.from_registry)
+        .collect();
+    // Never the machine's own Docker config: the user's credentials, or none.
+    let credentials = match credentials_on_stdin {
+        true => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+            ("the fleet's pull Secret".into(), text)
+        }
+        false => (NO_SECRET.into(), "{}".into()),
+    };
+    let opts = nsfleet_image::PullOptions {
+        docker_config_text: Some(credentials),
+        insecure_registries: (spec.software.pull.iter())
+            .flat_map(|p| p.insecure_registries.clone())
+            .collect(),
+        ..Default::default()
+    };
+    for image in pulls {
+        if store.find(&image.reference)?.is_none() {
+            (store.pull(&image.reference, &opts, &mut |_| {})).context("pull failed")?;
+        }
+    }
     Ok(())
 }
 

@@ -7,9 +7,12 @@ use crate::Cluster;
 use anyhow::{anyhow, bail, Context};
 use nsfleet::topology::{self, Topology};
 use nsfleet_client::apply::ApplyArgs;
+use nsfleet_client::backend::Spread;
 use nsfleet_client::up::UpArgs;
 use nsfleet_image::Store;
-use nsfleet_kube::crd::{FleetSpec, FleetStatus, MachineStatus, Software, UpOptions};
+use nsfleet_kube::crd::{
+    FleetImage, FleetSpec, FleetStatus, MachinePull, MachineStatus, Software, UpOptions,
+};
 use nsfleet_kube::{plan, remote};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,7 +27,7 @@ const DOWN_BOUND: Duration = Duration::from_secs(300);
 /// and nothing is made in the cluster), the images its nodes name found in the user's
 /// store, then a Fleet made and followed until every machine's part is up, each machine
 /// sent the layers its own store lacks meanwhile.
-pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow::Result<()> {
+pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result<()> {
     let json = a.json;
     let up = UpOptions {
         workers: (a.workers != nsfleet_client::up::default_workers()).then_some(a.workers as u32),
@@ -33,21 +36,22 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
     };
     let sent = read_checked(file, a.format, a.name, a.software)?;
     let host_software = a.software == topology::Software::Host;
-    let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images)?;
+    let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images, spread.machines_pull)?;
+    let (pull, credentials) = machines_pull(&images, &spread)?;
     let store = Store::open(&a.images)?;
-    let sends = !images.is_empty();
+    let sends = images.iter().any(|i| !i.from_registry);
     let name = sent.topo.name.clone();
     c.with_client(|client| async move {
         let spec = FleetSpec {
             topology: Some(sent.text),
             format: Some(sent.format_name.into()),
-            machines,
-            software: Software { host_software, images },
+            machines: spread.machines,
+            software: Software { host_software, images, pull },
             up,
             ..FleetSpec::default()
         };
         remote::check_access(&client).await?;
-        remote::create(&client, &c.namespace, &name, spec).await?;
+        remote::create(&client, &c.namespace, &name, spec, credentials).await?;
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
         }
@@ -83,6 +87,28 @@ pub fn up(file: &Path, a: UpArgs, machines: Vec<String>, c: &Cluster) -> anyhow:
         }
         Ok(())
     })
+}
+
+/// How the machines pull the images marked theirs to pull, and the user's credentials
+/// for those images' registries (their entries of Docker's config file), if any.
+fn machines_pull(
+    images: &[FleetImage],
+    spread: &Spread,
+) -> anyhow::Result<(Option<MachinePull>, Option<String>)> {
+    let pulled: Vec<String> = (images.iter())
+        .filter(|i| i.from_registry)
+        .map(|i| i.reference.clone())
+        .collect();
+    if pulled.is_empty() {
+        return Ok((None, None));
+    }
+    let credentials = nsfleet_image::pull_credentials_for(&pulled, None)?;
+    let pull = MachinePull {
+        // Named by `remote::create` when it makes the Secret.
+        secret: None,
+        insecure_registries: spread.insecure_registries.clone(),
+    };
+    Ok((Some(pull), credentials))
 }
 
 /// Follows the fleet until the controller has acted on `generation` (see
@@ -224,7 +250,7 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         let host_software = fleet.spec.software.host_software;
         let (images, hold) = match host_software {
             true => (Vec::new(), None),
-            false => transfer::fleet_images(&sent.topo, file, &a.images)?,
+            false => transfer::fleet_images(&sent.topo, file, &a.images, fleet.spec.software.pull.is_some())?,
         };
         let store = Store::open(&a.images)?;
         let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name, &images).await?;

@@ -35,37 +35,75 @@ const CHUNK: usize = 256 << 10;
 /// The images a topology's nodes name, from the user's store at `root` (pulled into it
 /// first when it lacks one, as a local `up` does; an image that cannot be had is an error
 /// at the lines that name it, and nothing is made), and the hold that keeps them in the
-/// store while they are sent.
+/// store while they are sent. With `machines_pull`, an image the store lacks is not pulled
+/// here: it is marked for each machine to pull from its registry.
 pub fn fleet_images(
     topo: &Topology,
     file: &Path,
     root: &Path,
+    machines_pull: bool,
 ) -> anyhow::Result<(Vec<FleetImage>, Option<Hold>)> {
+    if machines_pull {
+        return held_or_pulled(topo, root);
+    }
     let mut found = topo.clone();
     let Some(hold) = nsfleet_client::fleet_images::find(&mut found, file, root)? else {
         return Ok((Vec::new(), None));
     };
     let store = Store::open(root)?;
-    let sizes: HashMap<ImageId, u64> = (store.list()?.into_iter())
-        .map(|r| (r.id, r.size))
-        .collect();
-    let mut images = Vec::new();
-    for (reference, _) in topo.images() {
-        let p = (store.portable(&reference)?)
-            .ok_or_else(|| anyhow!("image {reference} left {} meanwhile", root.display()))?;
-        let size = sizes.get(&p.id).copied().unwrap_or(0);
-        let layer_sizes = p.layers.iter().map(|l| store.layer_bytes(l)).collect();
-        images.push(FleetImage {
-            layer_sizes,
-            ..fleet_image(reference, p, size)
-        });
-    }
+    let images = (topo.images().into_iter())
+        .map(|(reference, _)| sent_image(&store, reference))
+        .collect::<anyhow::Result<_>>()?;
     Ok((images, Some(hold)))
+}
+
+/// `fleet_images` with `machines_pull`: those the store holds, held and sent; the others
+/// pulled by the machines.
+fn held_or_pulled(topo: &Topology, root: &Path) -> anyhow::Result<(Vec<FleetImage>, Option<Hold>)> {
+    if topo.images().is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let store = Store::open(root)?;
+    let (mut images, mut ids) = (Vec::new(), Vec::new());
+    for (reference, _) in topo.images() {
+        match store.find(&reference)? {
+            Some(image) => {
+                ids.push(image.id);
+                images.push(sent_image(&store, reference)?);
+            }
+            None => images.push(FleetImage {
+                reference,
+                from_registry: true,
+                ..FleetImage::default()
+            }),
+        }
+    }
+    let hold = store.hold(&format!("fleet {}", topo.name), &ids)?;
+    Ok((images, Some(hold)))
+}
+
+/// An image of the user's store, as the machines are sent it.
+fn sent_image(store: &Store, reference: String) -> anyhow::Result<FleetImage> {
+    let p = (store.portable(&reference)?).ok_or_else(|| {
+        anyhow!(
+            "image {reference} left {} meanwhile",
+            store.root().display()
+        )
+    })?;
+    let size = (store.list()?.into_iter())
+        .find(|r| r.id == p.id)
+        .map_or(0, |r| r.size);
+    let layer_sizes = p.layers.iter().map(|l| store.layer_bytes(l)).collect();
+    Ok(FleetImage {
+        layer_sizes,
+        ..fleet_image(reference, p, size)
+    })
 }
 
 fn fleet_image(reference: String, p: Portable, size: u64) -> FleetImage {
     FleetImage {
         reference,
+        from_registry: false,
         id: p.id.0,
         names: p.names,
         architecture: p.architecture,

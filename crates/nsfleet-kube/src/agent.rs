@@ -8,10 +8,10 @@
 //! restart) is left running; a part it finds gone after it was running is Failed: its
 //! nodes ended with the agent's container.
 
-use crate::crd::{FleetPart, PartStatus, FINALIZER, MACHINE_LABEL};
+use crate::crd::{FleetPart, PartStatus, FINALIZER, MACHINE_LABEL, PULL_SECRET_LABEL};
 use crate::{agents, Error};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event};
@@ -447,6 +447,21 @@ async fn until_fetched(
     waiting: impl FnOnce(Vec<String>) -> PartStatus,
     broken: (impl FnOnce(String) -> PartStatus, Action),
 ) -> Result<Option<Action>, Error> {
+    let pulls = part
+        .spec
+        .software
+        .images
+        .iter()
+        .filter(|i| i.from_registry)
+        .count();
+    if pulls > 0 && part.status.as_ref().is_none_or(|s| s.phase.is_empty()) {
+        let pulling = PartStatus {
+            phase: "Fetching".into(),
+            message: format!("pulling {pulls} images from their registries"),
+            ..PartStatus::default()
+        };
+        set_status(api, part, pulling).await?;
+    }
     let (status, then) = match lacking(ctx, part).await {
         Ok(missing) if missing.is_empty() => return Ok(None),
         Ok(missing) => (waiting(missing), Action::requeue(FETCH_POLL)),
@@ -471,7 +486,18 @@ async fn lacking(ctx: &Ctx, part: &FleetPart) -> Result<Vec<String>, String> {
         return Ok(Vec::new());
     }
     let file = write_part(ctx, part)?;
-    let out = output(ctx, &["kube", "part-images", &file]).await?;
+    let out = match pull_credentials(ctx, part).await? {
+        Some(text) => {
+            let args = ["kube", "part-images", &file, "--credentials-on-stdin"];
+            output_fed(ctx, &args, Some(text.into_bytes())).await
+        }
+        None => output(ctx, &["kube", "part-images", &file]).await,
+    };
+    // What the store said (a pull refused, say), not the command line that asked it.
+    let out = out.map_err(|e| match e.rsplit_once("nsfleet: ") {
+        Some((_, said)) => said.to_string(),
+        None => e,
+    })?;
     let said: serde_json::Value =
         serde_json::from_str(&out).map_err(|e| format!("nsfleet kube part-images: {e}"))?;
     let missing: Vec<String> = (said["missing"].as_array().into_iter().flatten())
@@ -485,6 +511,31 @@ async fn lacking(ctx: &Ctx, part: &FleetPart) -> Result<Vec<String>, String> {
         }
     }
     Ok(missing)
+}
+
+/// The text of the Docker config the part's images are pulled with (the data of the
+/// Secret its fleet names), read into memory only; None when it names none.
+async fn pull_credentials(ctx: &Ctx, part: &FleetPart) -> Result<Option<String>, String> {
+    let Some(name) = (part.spec.software.pull.as_ref()).and_then(|p| p.secret.as_ref()) else {
+        return Ok(None);
+    };
+    let namespace = part.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let what = format!("the pull credentials, Secret {namespace}/{name}");
+    let secret = secrets
+        .get(name)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
+    let fleet = &part.spec.fleet;
+    if secret.labels().get(PULL_SECRET_LABEL) != Some(fleet) {
+        return Err(format!(
+            "{what}: not labelled {PULL_SECRET_LABEL}={fleet}, so not read (an agent reads only the credentials made for the fleet)"
+        ));
+    }
+    let data = (secret.data.as_ref()).and_then(|d| d.get(".dockerconfigjson"));
+    let text = data.and_then(|b| String::from_utf8(b.0.clone()).ok());
+    text.map(Some)
+        .ok_or_else(|| format!("{what}: no .dockerconfigjson (expected a Secret of type kubernetes.io/dockerconfigjson)"))
 }
 
 /// Brings the part up, or changes the running part to its spec (`how`: `up-part` or
@@ -538,11 +589,19 @@ async fn run_nsfleet(ctx: &Ctx, args: &[&str]) -> Result<(), String> {
 /// This program run with `args`: its standard output, or its standard error's last lines
 /// when it fails.
 async fn output(ctx: &Ctx, args: &[&str]) -> Result<String, String> {
+    output_fed(ctx, args, None).await
+}
+
+/// As [`output`], with `input` on the command's standard input.
+async fn output_fed(ctx: &Ctx, args: &[&str], input: Option<Vec<u8>>) -> Result<String, String> {
     let exe = ctx.args.exe.clone();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let shown = args.join(" ");
     let out = tokio::task::spawn_blocking(move || {
-        nsfleet_sys::output_of(std::process::Command::new(exe).args(&args))
+        nsfleet_sys::output_fed(
+            std::process::Command::new(exe).args(&args),
+            input.as_deref(),
+        )
     })
     .await
     .map_err(|e| e.to_string())?

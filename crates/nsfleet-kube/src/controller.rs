@@ -664,13 +664,20 @@ async fn place(fleet: &Fleet, ctx: &Ctx) -> Result<FleetStatus, Error> {
 /// What each machine's image store must fetch for its part, said after a placement
 /// (nothing when no node names an image).
 fn to_fetch(parts: &[FleetPartSpec]) -> String {
-    if parts.iter().all(|p| p.software.images.is_empty()) {
-        return String::new();
+    let all = || parts.iter().flat_map(|p| &p.software.images);
+    let sent = all().any(|i| !i.from_registry);
+    let pulled = all().any(|i| i.from_registry);
+    let mut said = String::new();
+    if sent {
+        let each: Vec<String> = (parts.iter())
+            .map(|p| format!("{} {:.1} MB", p.machine, p.fetch_bytes as f64 / 1e6))
+            .collect();
+        said += &format!("; image layers to fetch: {}", each.join(", "));
     }
-    let each: Vec<String> = (parts.iter())
-        .map(|p| format!("{} {:.1} MB", p.machine, p.fetch_bytes as f64 / 1e6))
-        .collect();
-    format!("; image layers to fetch: {}", each.join(", "))
+    if pulled {
+        said += "; each machine pulls the images the user's store lacked from their registries";
+    }
+    said
 }
 
 fn new_part(fleet: &Fleet, spec: &FleetPartSpec) -> FleetPart {

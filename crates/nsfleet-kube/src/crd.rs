@@ -95,7 +95,31 @@ pub struct Software {
     pub host_software: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<FleetImage>,
+    /// How machines pull the images marked `fromRegistry` (`up --kube --pull-on-machines`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<MachinePull>,
 }
+
+/// How each machine pulls images from their registries itself.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinePull {
+    /// A Secret of the Fleet's namespace, of type `kubernetes.io/dockerconfigjson`, holding
+    /// the user's credentials for those registries, and labelled [`PULL_SECRET_LABEL`] with
+    /// the fleet's name (an agent reads no other). Each agent reads it into memory for the
+    /// pull; no machine writes it to its disk. None: the pulls are anonymous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Registries reached over plain HTTP (`HOST` or `HOST:PORT`), as `image pull
+    /// --insecure-registry`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insecure_registries: Vec<String>,
+}
+
+/// The label that marks a Secret as holding the pull credentials of the fleet it names:
+/// the agents read a fleet's Secret only when it carries this label with that fleet's name,
+/// so that a Fleet cannot have them read another Secret of its namespace.
+pub const PULL_SECRET_LABEL: &str = "nsfleet.dev/pull-credentials-of";
 
 /// An image a fleet's nodes name: the reference as the topology writes it, and the image
 /// it resolved to in the user's store (its id, layers and process fields), which a
@@ -104,14 +128,22 @@ pub struct Software {
 #[serde(rename_all = "camelCase")]
 pub struct FleetImage {
     pub reference: String,
+    /// Pulled by each machine from its registry (the user's store lacks it): only the
+    /// reference is known here, and the fields below are empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_registry: bool,
     /// `sha256:<hex>` of its config (Docker's image id).
+    #[serde(default)]
     pub id: String,
     /// The names it has in the user's store, normalized.
     #[serde(default)]
     pub names: Vec<String>,
+    #[serde(default)]
     pub architecture: String,
+    #[serde(default)]
     pub os: String,
     /// Its layers' diff_ids, lowest first.
+    #[serde(default)]
     pub layers: Vec<String>,
     /// Unpacked bytes of each layer, as `layers`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

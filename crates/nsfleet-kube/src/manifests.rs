@@ -73,6 +73,9 @@ pub fn accounts() -> Vec<Account> {
             cluster_rules: json!([
                 {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "patch", "update"]},
                 {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts/status"], "verbs": ["get", "patch", "update"]},
+                // A fleet's pull credentials (read into memory, only a Secret labelled for
+                // that fleet: see crd::PULL_SECRET_LABEL).
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
             ]),
             system_rules: json!([
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},

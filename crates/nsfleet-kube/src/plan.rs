@@ -231,6 +231,10 @@ fn give_images(parts: &mut [FleetPartSpec], topo: &Topology, software: &PartSoft
         };
         part.software = PartSoftware {
             host_software: software.host_software,
+            pull: software
+                .pull
+                .clone()
+                .filter(|_| images.iter().any(|i| i.from_registry)),
             images,
         };
     }
@@ -684,9 +688,19 @@ mod tests {
             reference: r.into(),
             ..FleetImage::default()
         };
+        // busybox is pulled by the machines: only its parts carry how.
+        let pulled = FleetImage {
+            from_registry: true,
+            ..image("busybox")
+        };
+        let how = crate::crd::MachinePull {
+            secret: Some("nsfleet-pull-imgs".into()),
+            insecure_registries: Vec::new(),
+        };
         let mut software = PartSoftware {
             host_software: false,
-            images: vec![image("alpine"), image("busybox")],
+            images: vec![image("alpine"), pulled],
+            pull: Some(how.clone()),
         };
         give_images(&mut p.parts, &topo, &software);
         for part in &p.parts {
@@ -705,6 +719,7 @@ mod tests {
                 "{:?}: {given:?}",
                 part.nodes
             );
+            assert_eq!(part.software.pull.is_some(), runs('b'));
         }
         software.host_software = true;
         give_images(&mut p.parts, &topo, &software);
@@ -739,6 +754,7 @@ mod tests {
                 image("alpine", 'a', 5 << 20),
                 image("busybox", 'b', 1 << 20),
             ],
+            pull: None,
         };
         let groups = |p: &Plan| -> Vec<(String, String)> {
             (p.parts.iter())

@@ -2,9 +2,10 @@
 //! Kubernetes API, as data (nsfleet-client prints it).
 
 use crate::agents;
-use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus};
+use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus, PULL_SECRET_LABEL};
 use crate::manifests::{self, SYSTEM};
 use crate::Error;
+use k8s_openapi::api::core::v1::Secret;
 pub use kube::api::AttachedProcess;
 use kube::api::{AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -104,7 +105,13 @@ pub async fn wait_installed(client: &Client, bound: Duration) -> Result<Vec<agen
 }
 
 /// Makes a Fleet: refused if one of that name is in the namespace already.
-pub async fn create(client: &Client, ns: &str, name: &str, spec: FleetSpec) -> Result<(), Error> {
+pub async fn create(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    mut spec: FleetSpec,
+    pull_credentials: Option<String>,
+) -> Result<(), Error> {
     let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
     if let Some(f) = api.get_opt(name).await.map_err(crd_missing)? {
         let phase = f.status.map(|s| s.phase).unwrap_or_default();
@@ -112,10 +119,59 @@ pub async fn create(client: &Client, ns: &str, name: &str, spec: FleetSpec) -> R
             "a fleet named {name} is already in namespace {ns} ({phase}): `nsfleet down {name} --kube` first"
         )));
     }
-    (api.create(&PostParams::default(), &Fleet::new(name, spec))
-        .await)
-        .map_err(crd_missing)?;
+    let Some(text) = pull_credentials else {
+        (api.create(&PostParams::default(), &Fleet::new(name, spec))
+            .await)
+            .map_err(crd_missing)?;
+        return Ok(());
+    };
+    // The Secret first, so that no agent looks for it before it is there; then owned by
+    // the Fleet, so that it goes when the Fleet does.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = pull_secret(name, text);
+    let secret_name = secret.name_any();
+    let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
+    secrets.create(&PostParams::default(), &secret).await?;
+    if let Some(pull) = spec.software.pull.as_mut() {
+        pull.secret = Some(secret_name.clone());
+    }
+    let made = match api
+        .create(&PostParams::default(), &Fleet::new(name, spec))
+        .await
+    {
+        Ok(made) => made,
+        Err(e) => {
+            let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
+            return Err(crd_missing(e));
+        }
+    };
+    let owner = serde_json::json!({"metadata": {"ownerReferences": [kube::Resource::owner_ref(&made, &()).unwrap_or_default()]}});
+    secrets
+        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(owner))
+        .await?;
     Ok(())
+}
+
+/// The Secret that hands a fleet's pull credentials (Docker's config text) to its
+/// machines' agents: labelled for that fleet, as they require.
+fn pull_secret(fleet: &str, config_text: String) -> Secret {
+    use k8s_openapi::ByteString;
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("nsfleet-pull-{fleet}")),
+            labels: Some([(PULL_SECRET_LABEL.to_string(), fleet.to_string())].into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(
+            [(
+                ".dockerconfigjson".to_string(),
+                ByteString(config_text.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    }
 }
 
 /// Whether the cluster's RBAC lets nsfleet's controller and agents do what they need

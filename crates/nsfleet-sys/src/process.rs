@@ -355,10 +355,23 @@ pub fn dup_stdio(n: RawFd) -> io::Result<std::fs::File> {
 /// process whose init reaps every orphan ([`reap_any`]): the child is watched from its
 /// fork, so that its exit status stays ours to collect.
 pub fn output_of(cmd: &mut std::process::Command) -> io::Result<std::process::Output> {
-    let child = {
+    output_fed(cmd, None)
+}
+
+/// As [`output_of`], with `input` (when given) written to the command's standard input
+/// through a pipe, which is then closed; else its standard input is /dev/null.
+pub fn output_fed(
+    cmd: &mut std::process::Command,
+    input: Option<&[u8]>,
+) -> io::Result<std::process::Output> {
+    let stdin = match input {
+        Some(_) => std::process::Stdio::piped(),
+        None => std::process::Stdio::null(),
+    };
+    let mut child = {
         let _guard = spawn_guard();
         let child = cmd
-            .stdin(std::process::Stdio::null())
+            .stdin(stdin)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()?;
@@ -366,7 +379,17 @@ pub fn output_of(cmd: &mut std::process::Command) -> io::Result<std::process::Ou
         child
     };
     let pid = child.id() as libc::pid_t;
-    let out = child.wait_with_output();
+    // Written from a thread of its own: a command that writes much before it reads would
+    // otherwise wait on us while we wait on it.
+    let out = std::thread::scope(|s| {
+        if let (Some(data), Some(mut pipe)) = (input, child.stdin.take()) {
+            s.spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(data);
+            });
+        }
+        child.wait_with_output()
+    });
     unwatch_child(pid);
     out
 }

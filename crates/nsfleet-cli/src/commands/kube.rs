@@ -84,10 +84,15 @@ pub enum KubeCommand {
     /// Change one machine's running part to its changed spec (the agent's command).
     #[command(hide = true)]
     ApplyPart { file: PathBuf },
-    /// Say, as JSON, which layers of a part's images this machine's store lacks (the
-    /// agent's command).
+    /// Say, as JSON, which layers of a part's images this machine's store lacks, after
+    /// pulling those it is to pull itself (the agent's command).
     #[command(hide = true)]
-    PartImages { file: PathBuf },
+    PartImages {
+        file: PathBuf,
+        /// The pulls' Docker config comes on standard input (from the fleet's Secret).
+        #[arg(long)]
+        credentials_on_stdin: bool,
+    },
     /// Take one layer's stream on standard input into this machine's store (sent by
     /// `up --kube` through the agent).
     #[command(hide = true)]
@@ -118,7 +123,10 @@ impl KubeCommand {
             KubeCommand::ApplyPart { file } => {
                 nsfleet_kube_client::cluster::apply_part(&file, run_dir)
             }
-            KubeCommand::PartImages { file } => nsfleet_kube_client::cluster::part_images(&file),
+            KubeCommand::PartImages {
+                file,
+                credentials_on_stdin,
+            } => nsfleet_kube_client::cluster::part_images(&file, credentials_on_stdin),
             KubeCommand::ReceiveLayer {
                 diff_id,
                 digest,

@@ -56,6 +56,22 @@ pub struct UpCommand {
     /// by default every machine that runs nsfleet's agent.
     #[arg(long, requires = "kube", value_delimiter = ',', value_name = "M1,M2")]
     machines: Vec<String>,
+    /// With --kube: an image the user's store lacks is pulled by each machine from its
+    /// registry, not pulled here and sent (images the store holds are still sent). The
+    /// credentials Docker's config file has for those registries (as `image pull` reads
+    /// them) go to the cluster as a Secret the Fleet owns, which the agents read into
+    /// memory for the pull and never write to a machine's disk. A machine that cannot
+    /// pull one (refused, unreachable) fails the fleet, which is taken down everywhere.
+    #[arg(long, requires = "kube")]
+    pull_on_machines: bool,
+    /// With --pull-on-machines: a registry the machines reach over plain HTTP
+    /// (HOST or HOST:PORT; repeat for more).
+    #[arg(
+        long = "insecure-registry",
+        requires = "pull_on_machines",
+        value_name = "HOST[:PORT]"
+    )]
+    insecure_registries: Vec<String>,
 }
 
 impl UpCommand {
@@ -67,8 +83,15 @@ impl UpCommand {
             launch,
             kube,
             machines,
+            pull_on_machines,
+            insecure_registries,
         } = self;
+        let spread = nsfleet_client::backend::Spread {
+            machines,
+            machines_pull: pull_on_machines,
+            insecure_registries,
+        };
         kube.backend()
-            .up(launch.up(file, format, name, run_dir), machines)
+            .up(launch.up(file, format, name, run_dir), spread)
     }
 }
