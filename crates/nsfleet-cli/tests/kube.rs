@@ -634,6 +634,39 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
     drop(registry);
 }
 
+/// A node's limits hold on its machine as on one box: seen inside the node where
+/// Docker's containers look for them, and a process over the memory limit killed while
+/// the node and its neighbour run on.
+fn limits_hold_on_the_machines(k: &Cluster) {
+    let text = "[fleet]\nname = \"klim\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\npids = 50\ncpu = 0.5\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n";
+    let file = k.env.file("klim.toml", text);
+    k.ok(&["up", file.to_str().unwrap(), "--kube"]);
+    let read = |node: &str, script: &str| {
+        k.ok(&["exec", "klim", node, "--kube", "--", "sh", "-c", script])
+    };
+    let memory = read("hog", "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes");
+    assert_eq!(memory.trim(), (32u64 << 20).to_string());
+    let pids = read(
+        "hog",
+        "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max",
+    );
+    assert_eq!(pids.trim(), "50");
+    let out = k.nsfleet(&[
+        "exec",
+        "klim",
+        "hog",
+        "--kube",
+        "--",
+        "sh",
+        "-c",
+        "head -c 300M /dev/zero | tail > /dev/null",
+    ]);
+    assert!(!out.status.success(), "300 MB fitted in 32: {out:?}");
+    assert_eq!(read("hog", "echo alive"), "alive\n");
+    assert_eq!(read("calm", "echo alive"), "alive\n");
+    k.ok(&["down", "klim", "--kube"]);
+}
+
 fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -994,6 +1027,7 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
 
     images_reach_the_machines_that_run_them(k);
     machines_pull_images_from_a_registry(k);
+    limits_hold_on_the_machines(k);
 
     // A restarted controller loses nothing: the state is in the resources.
     k.kubectl(&[

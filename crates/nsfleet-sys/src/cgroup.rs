@@ -49,6 +49,10 @@ impl Controller {
 pub struct Hierarchy {
     /// Where it is mounted (its root, as this mount namespace sees it).
     pub mount: PathBuf,
+    /// The group `mount` shows, as /proc/PID/cgroup names groups: `/` for a hierarchy
+    /// mounted whole; a container's own group where the container is shown only that
+    /// (runc binds it so on cgroup v1, as for a Kubernetes pod's containers).
+    pub root: PathBuf,
     /// cgroup v2 (the unified hierarchy).
     pub unified: bool,
     /// v1: the controllers bound to it (its mount options). v2: those its root hands to
@@ -57,6 +61,14 @@ pub struct Hierarchy {
     /// v2: those the kernel has and no v1 hierarchy holds (`cgroup.controllers`), of
     /// which `controllers` is what the root delegates. v1: the same as `controllers`.
     pub available: Vec<String>,
+}
+
+impl Hierarchy {
+    /// The folder of group `path` (as /proc/PID/cgroup names it), if this mount shows it.
+    pub fn folder_of(&self, path: &Path) -> Option<PathBuf> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        Some(self.mount.join(rel))
+    }
 }
 
 /// The cgroup hierarchies mounted here, from /proc/self/mountinfo (the first mount of
@@ -91,16 +103,14 @@ fn parse_mountinfo(
         else {
             continue;
         };
-        // A bind of a group below a hierarchy's root is not the hierarchy.
-        if *root != "/" {
-            continue;
-        }
+        let root = PathBuf::from(unescape(root));
         let mount = PathBuf::from(unescape(mount));
         let h = match *fstype {
             "cgroup2" => {
                 let (controllers, available) = v2_words(&mount);
                 Hierarchy {
                     mount,
+                    root,
                     unified: true,
                     controllers,
                     available,
@@ -114,6 +124,7 @@ fn parse_mountinfo(
                     .collect();
                 Hierarchy {
                     mount,
+                    root,
                     unified: false,
                     available: controllers.clone(),
                     controllers,
@@ -123,8 +134,12 @@ fn parse_mountinfo(
         };
         let same =
             |o: &Hierarchy| o.unified == h.unified && (h.unified || o.controllers == h.controllers);
-        if !found.iter().any(same) {
-            found.push(h);
+        match found.iter().position(same) {
+            None => found.push(h),
+            // A bind of a group below a hierarchy's root is not the hierarchy: the
+            // hierarchy mounted whole is, wherever it comes in the list.
+            Some(i) if found[i].root != Path::new("/") && h.root == Path::new("/") => found[i] = h,
+            Some(_) => {}
         }
     }
     found
@@ -686,8 +701,7 @@ pub fn of_process(all: &[Hierarchy], pid: i32, base: &str) -> io::Result<Vec<Pat
         let (Some(_), Some(names), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let rel = Path::new(path.trim_start_matches('/'));
-        if !rel.iter().any(|folder| folder == base) {
+        if !Path::new(path).iter().any(|folder| folder == base) {
             continue;
         }
         let names: Vec<&str> = names.split(',').collect();
@@ -698,8 +712,8 @@ pub fn of_process(all: &[Hierarchy], pid: i32, base: &str) -> io::Result<Vec<Pat
                 !h.unified && h.controllers.iter().any(|c| names.contains(&c.as_str()))
             }
         });
-        if let Some(h) = h {
-            dirs.push(h.mount.join(rel));
+        if let Some(dir) = h.and_then(|h| h.folder_of(Path::new(path))) {
+            dirs.push(dir);
         }
     }
     Ok(dirs)
@@ -856,6 +870,29 @@ mod tests {
                 PathBuf::from("/sys/fs/cgroup/cpu/nsfleet/f/n")
             ]
         );
+    }
+
+    #[test]
+    fn a_container_shown_only_its_own_groups_uses_them() {
+        // runc's cgroup v1 mounts in a privileged container: each its own group.
+        let text = "\
+1201 1200 0:32 /kubepods/besteffort/pod1/c1 /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+1202 1200 0:36 /kubepods/besteffort/pod1/c1 /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+1203 1200 0:32 / /mnt/whole rw - cgroup cgroup rw,memory
+";
+        let all = parse_mountinfo(text, |_| (vec![], vec![]));
+        assert_eq!(all.len(), 2, "{all:?}");
+        // The hierarchy mounted whole wins over a bind of one of its groups.
+        let memory = holder(&all, Controller::Memory).unwrap();
+        assert_eq!(memory.mount, Path::new("/mnt/whole"));
+        let pids = holder(&all, Controller::Pids).unwrap();
+        assert_eq!(pids.root, Path::new("/kubepods/besteffort/pod1/c1"));
+        let node = Path::new("/kubepods/besteffort/pod1/c1/nsfleet/f.1/n");
+        assert_eq!(
+            pids.folder_of(node),
+            Some("/sys/fs/cgroup/pids/nsfleet/f.1/n".into())
+        );
+        assert_eq!(pids.folder_of(Path::new("/system.slice")), None);
     }
 
     #[test]

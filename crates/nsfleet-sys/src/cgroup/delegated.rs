@@ -23,6 +23,10 @@ pub fn delegated(all: &[Hierarchy]) -> Result<Hierarchy, String> {
         return Err("no cgroup v2 hierarchy is mounted".into());
     };
     let own = own_group().map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
+    let own = own
+        .strip_prefix(&v2.root)
+        .map(|r| Path::new("/").join(r))
+        .unwrap_or(own.clone());
     let top = highest_writable(&v2.mount, &own).ok_or_else(|| {
         format!(
             "this process's cgroup ({}) and those above it are not this user's: no cgroup v2 subtree is delegated to it",
@@ -40,8 +44,12 @@ pub fn delegated(all: &[Hierarchy]) -> Result<Hierarchy, String> {
         true => available.clone(),
         false => words("cgroup.subtree_control"),
     };
+    let root = v2
+        .root
+        .join(top.strip_prefix(&v2.mount).unwrap_or(Path::new("")));
     Ok(Hierarchy {
         mount: top,
+        root,
         unified: true,
         controllers,
         available,
