@@ -667,6 +667,74 @@ fn limits_hold_on_the_machines(k: &Cluster) {
     k.ok(&["down", "klim", "--kube"]);
 }
 
+/// `up --kube --owner PID`: the fleet goes when its owner ends (its watcher deletes it),
+/// and when the watcher itself is killed (the controller deletes it once the lease
+/// lapses).
+fn an_owned_fleet_goes_with_its_owner(k: &Cluster) {
+    let file = k.env.file(
+        "kown.toml",
+        "[fleet]\nname = \"kown\"\n[[node]]\nname = \"a{i}\"\ncount = 2\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let gone = |bound: u64| {
+        wait_until("the owned fleet goes", Duration::from_secs(bound), || {
+            let all = k.kubectl(&["get", "fleets", "-o", "name"]);
+            if all.contains("kown") {
+                Err(all)
+            } else {
+                Ok(())
+            }
+        });
+    };
+    let up_owned = |owner: u32| -> u32 {
+        let out = k.nsfleet(&[
+            "up",
+            file.to_str().unwrap(),
+            "--kube",
+            "--owner",
+            &owner.to_string(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        let said = err.split("watched by process ").nth(1).expect(&err);
+        said.split(',').next().unwrap().parse().unwrap()
+    };
+    let mut owner = Command::new("sleep").arg("1000").spawn().unwrap();
+    let watcher = up_owned(owner.id());
+    let recorded = k.kubectl(&[
+        "get",
+        "fleet",
+        "kown",
+        "-o",
+        "jsonpath={.spec.owner.process}",
+    ]);
+    assert!(
+        recorded.starts_with(&format!("process {} on ", owner.id())),
+        "{recorded}"
+    );
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    gone(60);
+    wait_until("the watcher ends", Duration::from_secs(30), || {
+        // Gone, or ended and not yet reaped by whoever adopted it.
+        let stat = std::fs::read_to_string(format!("/proc/{watcher}/stat")).unwrap_or_default();
+        match stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        {
+            true => Err(format!("process {watcher} runs")),
+            false => Ok(()),
+        }
+    });
+
+    // The watcher killed: the controller takes the fleet down when the lease lapses.
+    let mut owner = Command::new("sleep").arg("1000").spawn().unwrap();
+    let watcher = up_owned(owner.id());
+    signal(watcher, "-KILL");
+    gone(120);
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+}
+
 fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -1028,6 +1096,7 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     images_reach_the_machines_that_run_them(k);
     machines_pull_images_from_a_registry(k);
     limits_hold_on_the_machines(k);
+    an_owned_fleet_goes_with_its_owner(k);
 
     // A restarted controller loses nothing: the state is in the resources.
     k.kubectl(&[

@@ -19,9 +19,6 @@ impl Backend for Cluster {
         let Some(file) = a.file.clone() else {
             bail!("up --kube needs a topology file");
         };
-        if a.owner.is_some() {
-            bail!("--owner with --kube: not offered yet (`nsfleet down NAME --kube` takes the fleet down)");
-        }
         if a.privileged {
             bail!("--privileged with --kube: not offered yet: nodes on Kubernetes are confined as the agent's defaults confine them");
         }

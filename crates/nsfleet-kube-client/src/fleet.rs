@@ -12,6 +12,7 @@ use nsfleet_client::up::UpArgs;
 use nsfleet_image::Store;
 use nsfleet_kube::crd::{
     FleetImage, FleetSpec, FleetStatus, MachinePull, MachineStatus, Software, UpOptions,
+    OWNER_LEASE_S, OWNER_RENEW_S,
 };
 use nsfleet_kube::{plan, remote};
 use std::path::Path;
@@ -38,6 +39,7 @@ pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result
     let host_software = a.software == topology::Software::Host;
     let (images, hold) = transfer::fleet_images(&sent.topo, file, &a.images, spread.machines_pull)?;
     let (pull, credentials) = machines_pull(&images, &spread)?;
+    let owner = a.owner.map(crate::owner::owner).transpose()?;
     let store = Store::open(&a.images)?;
     let sends = images.iter().any(|i| !i.from_registry);
     let name = sent.topo.name.clone();
@@ -48,12 +50,19 @@ pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result
             machines: spread.machines,
             software: Software { host_software, images, pull },
             up,
+            owner,
             ..FleetSpec::default()
         };
         remote::check_access(&client).await?;
         remote::create(&client, &c.namespace, &name, spec, credentials).await?;
         if !json {
             eprintln!("nsfleet: fleet {name} ({} nodes) made in namespace {}", sent.topo.node_count(), c.namespace);
+        }
+        if let Some(pid) = a.owner {
+            let watcher = crate::owner::start_watcher(&name, pid, c)?;
+            if !json {
+                eprintln!("nsfleet: fleet {name} goes down when process {pid} ends: watched by process {watcher}, which renews its lease every {OWNER_RENEW_S} s (without it, the controller takes the fleet down after {OWNER_LEASE_S} s)");
+            }
         }
         let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
         let waited = follow(&client, c, &name, 1, &mut shipper, json).await?;

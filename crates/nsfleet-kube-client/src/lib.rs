@@ -15,6 +15,7 @@ pub mod capture;
 pub mod cluster;
 pub mod fleet;
 pub mod image;
+pub mod owner;
 pub mod transfer;
 
 /// Which cluster, and which namespace of it.

@@ -12,7 +12,7 @@
 
 use crate::crd::{
     Fleet, FleetPart, FleetPartSpec, FleetStatus, MachineStatus, Running, FINALIZER, FLEET_LABEL,
-    MACHINE_LABEL,
+    MACHINE_LABEL, OWNER_RENEWED,
 };
 use crate::plan::{self, MachineInfo};
 use crate::{agents, Error};
@@ -24,8 +24,9 @@ use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a deleted part whose machine has no agent waits for one before its finalizer
 /// is dropped (nothing can take it down: the machine or its agent is gone).
@@ -48,6 +49,9 @@ pub struct Ctx {
     pub placing: tokio::sync::Mutex<()>,
     /// The agents' Leases as this controller has seen them renewed.
     pub heartbeats: agents::Heartbeats,
+    /// Owned fleets' renewals as this controller has seen them: by the fleet's uid, the
+    /// annotation's value and when it was first seen with it. A leaf lock.
+    pub renewals: std::sync::Mutex<HashMap<String, (String, Instant)>>,
 }
 
 /// Runs the controller until the process ends.
@@ -58,6 +62,7 @@ pub async fn run(system: String) -> anyhow::Result<()> {
         system,
         placing: tokio::sync::Mutex::new(()),
         heartbeats: agents::Heartbeats::default(),
+        renewals: Default::default(),
     });
     eprintln!("nsfleet controller: watching fleets in every namespace");
     let fleets = Api::<Fleet>::all(client.clone());
@@ -142,6 +147,16 @@ fn fleets_api(ctx: &Ctx, fleet: &Fleet) -> Api<Fleet> {
 }
 
 async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
+    if owner_lost(fleet, ctx) {
+        let name = fleet.name_any();
+        eprintln!("nsfleet controller: fleet {name}: its owner's watcher stopped renewing it: deleting it");
+        ignore_gone(
+            fleets_api(ctx, fleet)
+                .delete(&name, &DeleteParams::default())
+                .await,
+        )?;
+        return Ok(Action::await_change());
+    }
     let parts = parts_of(ctx, fleet).await?;
     // The status as it is now, not as the event that woke us saw it: a placement or a
     // phase written since must not be undone.
@@ -280,6 +295,24 @@ async fn apply(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
     };
     set_progress(ctx, fleet, &status).await?;
     Ok(Action::requeue(REFRESH))
+}
+
+/// Whether an owned fleet's watcher has not renewed it for its lease, as this controller
+/// has seen (its own clock: the watcher's machine's clock is not trusted; a restarted
+/// controller starts counting again).
+fn owner_lost(fleet: &Fleet, ctx: &Ctx) -> bool {
+    let (Some(owner), Some(uid)) = (&fleet.spec.owner, fleet.uid()) else {
+        return false;
+    };
+    let value = (fleet.annotations().get(OWNER_RENEWED).cloned()).unwrap_or_default();
+    let mut seen = ctx.renewals.lock().unwrap_or_else(|e| e.into_inner());
+    let last = seen
+        .entry(uid)
+        .or_insert_with(|| (value.clone(), Instant::now()));
+    if last.0 != value {
+        *last = (value, Instant::now());
+    }
+    last.1.elapsed() > Duration::from_secs(owner.lease_seconds)
 }
 
 /// The fleet's topology changed: placed again with every node kept on its machine (see
@@ -528,6 +561,9 @@ fn ignore_gone<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
 /// The fleet being deleted: its parts deleted, and the fleet kept until each is gone (its
 /// agent took it down) or its machine has been without an agent for [`LOST_BOUND`].
 async fn cleanup(fleet: &Fleet, ctx: &Ctx) -> Result<Action, Error> {
+    if let Some(uid) = fleet.uid() {
+        (ctx.renewals.lock().unwrap_or_else(|e| e.into_inner())).remove(&uid);
+    }
     let parts = parts_of(ctx, fleet).await?;
     // The status as it is now: what an earlier round said must be read back.
     let now = fleets_api(ctx, fleet).get_status(&fleet.name_any()).await?;

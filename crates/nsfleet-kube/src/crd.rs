@@ -64,7 +64,31 @@ pub struct FleetSpec {
     /// How each machine brings its part up.
     #[serde(flatten)]
     pub up: UpOptions,
+    /// A process (on the user's machine) whose end takes the fleet down: `up --kube
+    /// --owner PID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<FleetOwner>,
 }
+
+/// A fleet's owner: a process outside the cluster, watched by a process of nsfleet's on
+/// the same machine, which deletes the Fleet when the owner ends and meanwhile renews
+/// the Fleet's [`OWNER_RENEWED`] annotation every [`OWNER_RENEW_S`] seconds. A Fleet whose
+/// annotation the controller has not seen change for `leaseSeconds` (its watcher killed,
+/// or its machine gone) is deleted by the controller.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetOwner {
+    /// Who it is, for people: `process 4242 on laptop`.
+    pub process: String,
+    pub lease_seconds: u64,
+}
+
+/// The annotation an owned Fleet's watcher renews (any new value will do).
+pub const OWNER_RENEWED: &str = "nsfleet.dev/owner-renewed";
+/// How often the watcher renews it.
+pub const OWNER_RENEW_S: u64 = 5;
+/// How long the controller waits for a renewal before it deletes an owned fleet.
+pub const OWNER_LEASE_S: u64 = 30;
 
 /// How each machine brings its part up, as a local `up` is told: `--workers`, and
 /// `--wait` (the part is Running once its nodes are ready by that condition; one that is

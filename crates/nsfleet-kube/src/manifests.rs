@@ -58,7 +58,8 @@ pub fn accounts() -> Vec<Account> {
         Account {
             name: "nsfleet-controller",
             cluster_rules: json!([
-                {"apiGroups": ["nsfleet.dev"], "resources": ["fleets"], "verbs": ["get", "list", "watch", "patch", "update"]},
+                // delete: an owned fleet whose owner's watcher stopped renewing it.
+                {"apiGroups": ["nsfleet.dev"], "resources": ["fleets"], "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
                 {"apiGroups": ["nsfleet.dev"], "resources": ["fleets/status"], "verbs": ["get", "patch", "update"]},
                 {"apiGroups": ["nsfleet.dev"], "resources": ["fleetparts"], "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},

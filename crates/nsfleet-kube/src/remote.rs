@@ -2,7 +2,7 @@
 //! Kubernetes API, as data (nsfleet-client prints it).
 
 use crate::agents;
-use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus, PULL_SECRET_LABEL};
+use crate::crd::{Fleet, FleetPart, FleetSpec, FleetStatus, OWNER_RENEWED, PULL_SECRET_LABEL};
 use crate::manifests::{self, SYSTEM};
 use crate::Error;
 use k8s_openapi::api::core::v1::Secret;
@@ -171,6 +171,26 @@ fn pull_secret(fleet: &str, config_text: String) -> Secret {
             .into(),
         ),
         ..Default::default()
+    }
+}
+
+/// Renews an owned fleet's lease (its [`OWNER_RENEWED`] annotation, to `value`); false
+/// when the fleet is gone.
+pub async fn renew_owner(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    value: &str,
+) -> Result<bool, Error> {
+    let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {OWNER_RENEWED: value}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -68,7 +68,9 @@ pub struct LaunchArgs {
     /// The fleet goes down when process PID ends, however it ends (SIGKILL included),
     /// as when its `down` is asked: a program that makes a fleet for itself (a Mininet
     /// script through nsfleet's Python package, which passes its own pid) leaves nothing
-    /// running behind it.
+    /// running behind it. With --kube, a watcher of nsfleet's beside PID takes the fleet
+    /// down when PID ends and renews the Fleet's lease meanwhile; if the watcher itself
+    /// ends, the cluster's controller takes the fleet down 30 s later.
     #[arg(long, value_name = "PID", value_parser = within::<1, 4194304>)]
     owner: Option<u64>,
     #[command(flatten)]

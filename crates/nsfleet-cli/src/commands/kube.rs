@@ -93,6 +93,18 @@ pub enum KubeCommand {
         #[arg(long)]
         credentials_on_stdin: bool,
     },
+    /// Renew an owned fleet's lease until process PID ends, then take the fleet down
+    /// (started by `up --kube --owner PID`).
+    #[command(hide = true)]
+    Own {
+        fleet: String,
+        #[arg(long)]
+        pid: i32,
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        #[arg(long)]
+        context: Option<String>,
+    },
     /// Take one layer's stream on standard input into this machine's store (sent by
     /// `up --kube` through the agent).
     #[command(hide = true)]
@@ -122,6 +134,15 @@ impl KubeCommand {
             KubeCommand::UpPart { file } => nsfleet_kube_client::cluster::up_part(&file, run_dir),
             KubeCommand::ApplyPart { file } => {
                 nsfleet_kube_client::cluster::apply_part(&file, run_dir)
+            }
+            KubeCommand::Own {
+                fleet,
+                pid,
+                namespace,
+                context,
+            } => {
+                let c = nsfleet_kube_client::Cluster { context, namespace };
+                nsfleet_kube_client::owner::own(&fleet, pid, &c)
             }
             KubeCommand::PartImages {
                 file,
