@@ -383,6 +383,34 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         .kubectl(&["get", "fleets", "-o", "name"])
         .contains("kimg5"));
 
+    // The same in a change: the layer is refused every time, and the change is undone on
+    // every machine; the nodes run their old image.
+    let file = fleet("kimg2", "kt/busy:3");
+    let out = env
+        .cmd(&["apply", file.to_str().unwrap(), "--kube"])
+        .env("NSFLEET_FAULT_SEND", "corrupt-every:100")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the change was not made") && err.contains("undone on every machine"),
+        "{err}"
+    );
+    for i in 1..=6 {
+        let node = format!("kimg2-{i}");
+        let out = k.ok(&[
+            "exec",
+            "kimg2",
+            &node,
+            "--kube",
+            "--",
+            "cat",
+            "/etc/image-release",
+        ]);
+        assert_eq!(out, "busy 1\n");
+    }
+
     // An image the user's store lacks, and no registry has: refused at its line.
     k.fails(
         &[

@@ -268,11 +268,26 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         }
         let sends = !images.is_empty();
         let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
-        let status = follow(&client, c, &name, generation, &mut shipper, json).await;
+        let status = follow(&client, c, &name, generation, &mut shipper, json).await?;
         drop(hold);
-        // A layer a machine would not take leaves that machine's part waiting for it, the
-        // change neither made nor undone there: said, and applying again sends it again.
-        let status = status??;
+        let status = match status {
+            Ok(status) => status,
+            // A layer a machine would not take: the change is undone on every machine,
+            // as when a machine refuses it (the images that ran are there already).
+            Err(not_sent) => {
+                let format = running_format.unwrap_or_else(|| sent.format_name.to_string());
+                let before = &fleet.spec.software.images;
+                let back = remote::change(&client, &c.namespace, &name, running_text, &format, before).await?;
+                let mut nothing = transfer::Shipper::new(client.clone(), &c.namespace, &name, Store::open(&a.images)?, json, false);
+                let undone = follow(&client, c, &name, back, &mut nothing, json).await?;
+                let how = match undone {
+                    Ok(s) if s.phase == "Running" => "it was undone on every machine".to_string(),
+                    Ok(s) => format!("undoing it left the fleet {}: {}", s.phase, s.message),
+                    Err(e) => format!("undoing it failed: {e:#}"),
+                };
+                bail!("fleet {name}: the change was not made: {not_sent:#}; {how}");
+            }
+        };
         if !status.change_error.is_empty() {
             bail!("fleet {name}: {}", status.change_error);
         }
