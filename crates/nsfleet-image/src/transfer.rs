@@ -20,7 +20,7 @@
 use crate::digest;
 use crate::records::{self, StoredImage};
 use crate::reference::{check_platform, normalize};
-use crate::store::names_of;
+use crate::store::{human_bytes, names_of};
 use crate::unpack::{disk_full, kept_xattr, unpack, OPAQUE, OPAQUE_XATTR, WHITEOUT};
 use crate::work::{disk_bytes, remove_any, write_lock, Work};
 use crate::{ImageId, ImageRecord, RunConfig, Store};
@@ -217,6 +217,7 @@ impl Store {
             partial.discard();
             return drain(input);
         }
+        self.check_room(diff_id, size, partial.kept())?;
         let want = Stream {
             diff_id,
             digest,
@@ -224,6 +225,22 @@ impl Store {
         };
         self.take_stream(&partial, &want, offset, input)?;
         self.install(&partial, diff_id)
+    }
+
+    /// Refuses a layer the store's filesystem has no room for, before a byte of it is
+    /// taken: the rest of its stream, and its unpacked files (about as large).
+    fn check_room(&self, diff_id: &str, size: u64, kept: u64) -> anyhow::Result<()> {
+        let free = nsfleet_sys::free_bytes(File::open(self.root())?.as_fd())?;
+        let need = size.saturating_sub(kept) + size;
+        if free < need {
+            bail!(
+                "layer {diff_id}: the disk under {} is full: {} free, and the layer needs about {} (its stream, then its unpacked files); free room there (`nsfleet image prune`)",
+                self.root().display(),
+                human_bytes(free),
+                human_bytes(need)
+            );
+        }
+        Ok(())
     }
 
     /// Records an image whose every layer is in the store, with its names (a name another
@@ -1396,6 +1413,28 @@ mod tests {
             .unwrap()
             .next()
             .is_none());
+    }
+
+    #[test]
+    fn a_layer_the_disk_has_no_room_for_is_refused_before_a_byte_is_kept() {
+        let s = Scratch::new("full");
+        let (a, b) = (sender(&s), s.store("b"));
+        let diff_id = &a.portable(NAME).unwrap().unwrap().layers[0];
+        let export = a.export_layer(diff_id).unwrap();
+        let bytes = stream_of(&export, 0);
+        // Said to be 1 EB: more than any disk under the temp dir has.
+        let huge = 1 << 60;
+        let err = b.receive_layer(diff_id, export.digest(), huge, 0, &mut &bytes[..]);
+        let said = format!("{:#}", err.unwrap_err());
+        assert!(
+            said.contains("is full") && said.contains(diff_id.as_str()),
+            "{said}"
+        );
+        assert!(!b.has_layer(diff_id));
+        assert_eq!(
+            b.receiving(diff_id, export.digest()).unwrap(),
+            Receiving::From(0)
+        );
     }
 
     #[test]

@@ -232,3 +232,12 @@ pub fn may_open(path: &std::path::Path, write: bool) -> io::Result<()> {
     // SAFETY: faccessat(2) on a NUL-terminated path that outlives the call.
     check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mode, libc::AT_EACCESS) }).map(drop)
 }
+
+/// Bytes an unprivileged writer may still put on the filesystem of the open file `fd`
+/// (statfs(2)'s available blocks: root's reserve left out).
+pub fn free_bytes(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: fstatfs(2) on a borrowed descriptor, into a zeroed struct on our stack.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.f_bavail as u64 * st.f_bsize as u64)
+}
