@@ -536,7 +536,7 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
     let env = k.env;
     let registry = ClusterRegistry::start(k, "kt", "s3cret");
     let mut pulled = Vec::new();
-    for version in ["4", "5"] {
+    for version in ["4", "5", "6"] {
         let oci = env.files.join(format!("kpull-{version}"));
         nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
         pulled.push(registry.push(&oci, version, &format!("kt/pulled:{version}"), "kt:s3cret"));
@@ -628,6 +628,28 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
         !parts.contains("s3cret") && !parts.contains(&base64_of(b"kt:s3cret")),
         "{parts}"
     );
+    // A change to another pulled image: the machines pull it too.
+    let changed = fleet("kpull", &pulled[2]);
+    let out = env
+        .cmd(&["apply", changed.to_str().unwrap(), "--kube"])
+        .env("DOCKER_CONFIG", &right)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node = k.ok(&[
+        "exec",
+        "kpull",
+        "kpull-1",
+        "--kube",
+        "--",
+        "cat",
+        "/etc/image-release",
+    ]);
+    assert_eq!(node, "busy 6\n");
     k.ok(&["down", "kpull", "--kube"]);
     gone(
         "the pull Secret goes with its fleet",

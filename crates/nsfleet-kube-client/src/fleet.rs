@@ -104,10 +104,7 @@ fn machines_pull(
     images: &[FleetImage],
     spread: &Spread,
 ) -> anyhow::Result<(Option<MachinePull>, Option<String>)> {
-    let pulled: Vec<String> = (images.iter())
-        .filter(|i| i.from_registry)
-        .map(|i| i.reference.clone())
-        .collect();
+    let pulled = pulled(images);
     if pulled.is_empty() {
         return Ok((None, None));
     }
@@ -118,6 +115,14 @@ fn machines_pull(
         insecure_registries: spread.insecure_registries.clone(),
     };
     Ok((Some(pull), credentials))
+}
+
+/// The references of the images the machines pull themselves.
+fn pulled(images: &[FleetImage]) -> Vec<String> {
+    (images.iter())
+        .filter(|i| i.from_registry)
+        .map(|i| i.reference.clone())
+        .collect()
 }
 
 /// Follows the fleet until the controller has acted on `generation` (see
@@ -262,7 +267,14 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
             false => transfer::fleet_images(&sent.topo, file, &a.images, fleet.spec.software.pull.is_some())?,
         };
         let store = Store::open(&a.images)?;
-        let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name, &images).await?;
+        // A fleet whose machines pull: the Secret made anew for the images now named.
+        let mut pull = fleet.spec.software.pull.clone();
+        if let Some(p) = pull.as_mut() {
+            if let Some(text) = nsfleet_image::pull_credentials_for(&pulled(&images), None)? {
+                p.secret = Some(remote::renew_pull_secret(&client, &fleet, text).await?);
+            }
+        }
+        let generation = remote::change(&client, &c.namespace, &name, sent.text, sent.format_name, &images, pull.as_ref()).await?;
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
@@ -277,7 +289,8 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
             Err(not_sent) => {
                 let format = running_format.unwrap_or_else(|| sent.format_name.to_string());
                 let before = &fleet.spec.software.images;
-                let back = remote::change(&client, &c.namespace, &name, running_text, &format, before).await?;
+                let was = fleet.spec.software.pull.as_ref();
+                let back = remote::change(&client, &c.namespace, &name, running_text, &format, before, was).await?;
                 let mut nothing = transfer::Shipper::new(client.clone(), &c.namespace, &name, Store::open(&a.images)?, json, false);
                 let undone = follow(&client, c, &name, back, &mut nothing, json).await?;
                 let how = match undone {

@@ -152,6 +152,23 @@ pub async fn create(
     Ok(())
 }
 
+/// Puts `config_text` in the running fleet's pull Secret (made anew, owned by the
+/// fleet, before a change that pulls names it): its name.
+pub async fn renew_pull_secret(
+    client: &Client,
+    fleet: &Fleet,
+    config_text: String,
+) -> Result<String, Error> {
+    let ns = fleet.namespace().unwrap_or_else(|| "default".into());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut secret = pull_secret(&fleet.name_any(), config_text);
+    secret.metadata.owner_references = kube::Resource::owner_ref(fleet, &()).map(|o| vec![o]);
+    let name = secret.name_any();
+    let _ = secrets.delete(&name, &DeleteParams::default()).await;
+    secrets.create(&PostParams::default(), &secret).await?;
+    Ok(name)
+}
+
 /// The Secret that hands a fleet's pull credentials (Docker's config text) to its
 /// machines' agents: labelled for that fleet, as they require.
 fn pull_secret(fleet: &str, config_text: String) -> Secret {
@@ -295,11 +312,12 @@ pub async fn change(
     topology: String,
     format: &str,
     images: &[crate::crd::FleetImage],
+    pull: Option<&crate::crd::MachinePull>,
 ) -> Result<i64, Error> {
     let api: Api<Fleet> = Api::namespaced(client.clone(), ns);
     let (fleet, _) = get(client, ns, name).await?;
     let revision = fleet.spec.revision.unwrap_or(0) + 1;
-    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format, "revision": revision, "images": images } });
+    let patch = serde_json::json!({ "spec": { "topology": topology, "format": format, "revision": revision, "images": images, "pull": pull } });
     let fleet = api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
