@@ -59,29 +59,37 @@ pub(crate) fn default_config_path() -> Option<PathBuf> {
 /// `path`: anonymous when the file or its entry is missing; an error when the file cannot
 /// be read or is not Docker's JSON.
 pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<Login> {
-    let anonymous = Login {
-        auth: RegistryAuth::Anonymous,
-        from: None,
-        unused: None,
-    };
     let Some(path) = path else {
-        return Ok(anonymous);
+        return Ok(Login::anonymous());
     };
-    let text = match std::fs::read(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(anonymous),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    login_from(registry, &text, &path.display().to_string())
+    match read_config(path)? {
+        Some(text) => login_from(registry, &text, &path.display().to_string()),
+        None => Ok(Login::anonymous()),
+    }
+}
+
+/// The config file's bytes; None when there is no such file.
+fn read_config(path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+impl Login {
+    fn anonymous() -> Login {
+        Login {
+            auth: RegistryAuth::Anonymous,
+            from: None,
+            unused: None,
+        }
+    }
 }
 
 /// The login for `registry` from a config file's `text`, called `called` in messages.
 pub(crate) fn login_from(registry: &str, text: &[u8], called: &str) -> anyhow::Result<Login> {
-    let anonymous = Login {
-        auth: RegistryAuth::Anonymous,
-        from: None,
-        unused: None,
-    };
+    let anonymous = Login::anonymous();
     let config: DockerConfig = serde_json::from_slice(text)
         .with_context(|| format!("{called} is not a Docker config file"))?;
     let Some((key, entry)) = config
@@ -119,10 +127,8 @@ pub fn pull_credentials_for(
     let Some(path) = path.map(Path::to_path_buf).or_else(default_config_path) else {
         return Ok(None);
     };
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    let Some(text) = read_config(&path)? else {
+        return Ok(None);
     };
     let config: serde_json::Value = serde_json::from_slice(&text)
         .with_context(|| format!("{} is not a Docker config file", path.display()))?;

@@ -161,7 +161,7 @@ pub fn part_images(file: &Path, credentials_on_stdin: bool) -> anyhow::Result<()
 const NO_SECRET: &str = "the user's Docker config, as `up --kube` read it when it made the fleet,";
 
 /// Pulls each image the part is to pull itself that the store lacks, as `image pull`
-/// does; the first that fails is the error, naming this machine.
+/// does; the first that fails is the error (the controller names the machine).
 fn pull_missing(
     store: &Store,
     spec: &FleetPartSpec,

@@ -278,7 +278,7 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
-        let sends = !images.is_empty();
+        let sends = images.iter().any(|i| !i.from_registry);
         let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
         let status = follow(&client, c, &name, generation, &mut shipper, json).await?;
         drop(hold);

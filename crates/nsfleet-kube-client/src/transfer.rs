@@ -51,8 +51,9 @@ pub fn fleet_images(
         return Ok((Vec::new(), None));
     };
     let store = Store::open(root)?;
+    let sizes = image_sizes(&store)?;
     let images = (topo.images().into_iter())
-        .map(|(reference, _)| sent_image(&store, reference))
+        .map(|(reference, _)| sent_image(&store, reference, &sizes))
         .collect::<anyhow::Result<_>>()?;
     Ok((images, Some(hold)))
 }
@@ -64,12 +65,13 @@ fn held_or_pulled(topo: &Topology, root: &Path) -> anyhow::Result<(Vec<FleetImag
         return Ok((Vec::new(), None));
     }
     let store = Store::open(root)?;
+    let sizes = image_sizes(&store)?;
     let (mut images, mut ids) = (Vec::new(), Vec::new());
     for (reference, _) in topo.images() {
         match store.find(&reference)? {
             Some(image) => {
                 ids.push(image.id);
-                images.push(sent_image(&store, reference)?);
+                images.push(sent_image(&store, reference, &sizes)?);
             }
             None => images.push(FleetImage {
                 reference,
@@ -82,17 +84,26 @@ fn held_or_pulled(topo: &Topology, root: &Path) -> anyhow::Result<(Vec<FleetImag
     Ok((images, Some(hold)))
 }
 
+/// The unpacked bytes of each image of the store.
+fn image_sizes(store: &Store) -> anyhow::Result<HashMap<ImageId, u64>> {
+    Ok((store.list()?.into_iter())
+        .map(|r| (r.id, r.size))
+        .collect())
+}
+
 /// An image of the user's store, as the machines are sent it.
-fn sent_image(store: &Store, reference: String) -> anyhow::Result<FleetImage> {
+fn sent_image(
+    store: &Store,
+    reference: String,
+    sizes: &HashMap<ImageId, u64>,
+) -> anyhow::Result<FleetImage> {
     let p = (store.portable(&reference)?).ok_or_else(|| {
         anyhow!(
             "image {reference} left {} meanwhile",
             store.root().display()
         )
     })?;
-    let size = (store.list()?.into_iter())
-        .find(|r| r.id == p.id)
-        .map_or(0, |r| r.size);
+    let size = sizes.get(&p.id).copied().unwrap_or(0);
     let layer_sizes = p.layers.iter().map(|l| store.layer_bytes(l)).collect();
     Ok(FleetImage {
         layer_sizes,
