@@ -295,15 +295,7 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         .sum();
     assert_eq!(resumed, 1, "{said}\n{err}");
     for i in 1..=6 {
-        let out = k.ok(&[
-            "exec",
-            "kimg",
-            &format!("kimg-{i}"),
-            "--kube",
-            "--",
-            "cat",
-            "/etc/image-release",
-        ]);
+        let out = release_of(k, "kimg", &format!("kimg-{i}"));
         assert_eq!(out, "busy 1\n");
     }
     let status = k.ok(&["status", "kimg", "--kube"]);
@@ -352,15 +344,7 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         tried_again += moved["tried_again"].as_u64().unwrap();
     }
     assert_eq!(tried_again, 1, "{said}");
-    let out = k.ok(&[
-        "exec",
-        "kimg3",
-        "kimg3-1",
-        "--kube",
-        "--",
-        "cat",
-        "/etc/image-release",
-    ]);
+    let out = release_of(k, "kimg3", "kimg3-1");
     assert_eq!(out, "busy 2\n");
 
     // A layer that arrives changed every time: refused by the machine three times, and
@@ -399,15 +383,7 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
     );
     for i in 1..=6 {
         let node = format!("kimg2-{i}");
-        let out = k.ok(&[
-            "exec",
-            "kimg2",
-            &node,
-            "--kube",
-            "--",
-            "cat",
-            "/etc/image-release",
-        ]);
+        let out = release_of(k, "kimg2", &node);
         assert_eq!(out, "busy 1\n");
     }
 
@@ -591,15 +567,7 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
     );
     for i in 1..=4 {
         let node = format!("kpull-{i}");
-        let out = k.ok(&[
-            "exec",
-            "kpull",
-            &node,
-            "--kube",
-            "--",
-            "cat",
-            "/etc/image-release",
-        ]);
+        let out = release_of(k, "kpull", &node);
         assert_eq!(out, "busy 4\n");
     }
     // The Secret holds that registry's entry only, and is the Fleet's; the parts name it.
@@ -640,15 +608,7 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let node = k.ok(&[
-        "exec",
-        "kpull",
-        "kpull-1",
-        "--kube",
-        "--",
-        "cat",
-        "/etc/image-release",
-    ]);
+    let node = release_of(k, "kpull", "kpull-1");
     assert_eq!(node, "busy 6\n");
     k.ok(&["down", "kpull", "--kube"]);
     gone(
@@ -783,6 +743,20 @@ fn an_owned_fleet_goes_with_its_owner(k: &Cluster) {
     gone(120);
     owner.kill().unwrap();
     owner.wait().unwrap();
+}
+
+/// What node `node` of `fleet` says its image is (its /etc/image-release).
+fn release_of(k: &Cluster, fleet: &str, node: &str) -> String {
+    let args = [
+        "exec",
+        fleet,
+        node,
+        "--kube",
+        "--",
+        "cat",
+        "/etc/image-release",
+    ];
+    k.ok(&args)
 }
 
 fn base64_of(bytes: &[u8]) -> String {

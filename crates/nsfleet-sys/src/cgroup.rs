@@ -64,10 +64,16 @@ pub struct Hierarchy {
 }
 
 impl Hierarchy {
+    /// Group `path` (as /proc/PID/cgroup names it) as this mount shows it, `/` being the
+    /// mount's top; None when the mount does not show it.
+    pub fn shown(&self, path: &Path) -> Option<PathBuf> {
+        Some(Path::new("/").join(path.strip_prefix(&self.root).ok()?))
+    }
+
     /// The folder of group `path` (as /proc/PID/cgroup names it), if this mount shows it.
     pub fn folder_of(&self, path: &Path) -> Option<PathBuf> {
-        let rel = path.strip_prefix(&self.root).ok()?;
-        Some(self.mount.join(rel))
+        let shown = self.shown(path)?;
+        Some(self.mount.join(shown.strip_prefix("/").unwrap_or(&shown)))
     }
 }
 

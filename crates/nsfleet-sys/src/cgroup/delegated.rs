@@ -23,10 +23,13 @@ pub fn delegated(all: &[Hierarchy]) -> Result<Hierarchy, String> {
         return Err("no cgroup v2 hierarchy is mounted".into());
     };
     let own = own_group().map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
-    let own = own
-        .strip_prefix(&v2.root)
-        .map(|r| Path::new("/").join(r))
-        .unwrap_or(own.clone());
+    let own = v2.shown(&own).ok_or_else(|| {
+        format!(
+            "this process's cgroup ({}) is not in the cgroup v2 hierarchy mounted at {}",
+            own.display(),
+            v2.mount.display()
+        )
+    })?;
     let top = highest_writable(&v2.mount, &own).ok_or_else(|| {
         format!(
             "this process's cgroup ({}) and those above it are not this user's: no cgroup v2 subtree is delegated to it",
