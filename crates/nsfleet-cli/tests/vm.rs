@@ -244,6 +244,68 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
+/// Limits on a cgroup v2 machine of Kubernetes: nsfleet's agent in a container whose own
+/// group (a pod's, as the kubelet makes it, shown whole in the container's cgroup
+/// namespace) holds its processes, from which v2 hands no controller down. `up` there is
+/// refused the limits; the agent at its start moves the container's processes into a
+/// leaf and has the group hand its controllers down (it then fails, having no cluster to
+/// reach); `up` from the same container then limits its nodes below that group, a node
+/// over its memory is killed alone, and `down` leaves no group.
+#[test]
+fn limits_hold_in_a_pods_cgroup_v2_group_once_the_agent_readies_it_in_a_debian_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-pod-v2");
+    let nsfleet = env!("CARGO_BIN_EXE_nsfleet");
+    let topo = env.file("v2.toml", LIMITED);
+    // Inside the container: its cgroup namespace's view of the hierarchy, mounted anew.
+    let inside = env.file(
+        "inside.sh",
+        &format!(
+            "N={nsfleet}; C=/sys/fs/cgroup; export NSFLEET_RUN_DIR=/run/nsf\n\
+             umount -l $C && mount -t cgroup2 none $C || exit 3\n\
+             echo own $(cat /proc/self/cgroup)\n\
+             $N up {topo} >/tmp/refused.log 2>&1 && echo up was not refused; tr -s ' \\n' ' ' </tmp/refused.log | grep -o 'needs the memory cgroup controller, which this host does not give nsfleet' | sort -u | sed 's/^/refused: /'\n\
+             ls $C | grep -q nsfleet && echo made a group when refused\n\
+             NSFLEET_MACHINE=m NSFLEET_POD=p NSFLEET_POD_NAMESPACE=n $N kube agent 2>&1 | grep -o 'moved this container.s processes into [^ ,]*'\n\
+             echo now in $(cat /proc/self/cgroup)\n\
+             echo handed $(cat $C/cgroup.subtree_control)\n\
+             $N up {topo} >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
+             echo memory.max $(cat $C/nsfleet/v2.*/hog/memory.max) pids.max $(cat $C/nsfleet/v2.*/calm/pids.max)\n\
+             $N exec v2 hog -- touch /run/go\n\
+             for i in $(seq 100); do $N status v2 | grep -q 'killed: out of memory' && break; sleep 0.1; done\n\
+             $N status v2 | grep 'killed: out of memory'\n\
+             echo down $($N down v2 --json | grep -o '\"reclaimed\":[0-9]*')\n\
+             ls $C | grep -q nsfleet || echo no nsfleet group left\n",
+            topo = topo.display()
+        ),
+    );
+    // The kubelet's groups for a pod and its container (v2 hands controllers down to a
+    // pod's, as the kubelet has it), the container's process put in the container's.
+    let script = format!(
+        "C=/sys/fs/cgroup; P=$C/kubepods/pod1; mkdir -p $P/ctr || exit 3; \
+         for g in $C $C/kubepods $P; do echo '+memory +cpu +pids +cpuset' > $g/cgroup.subtree_control || exit 3; done; \
+         sh -c 'echo 0 > $0/cgroup.procs && exec unshare --cgroup --mount sh $1' $P/ctr {}",
+        inside.display()
+    );
+    let text = vm_ok(&env, &["--", "sh", "-c", &script]);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for want in [
+        "own 0::/",
+        "refused: needs the memory cgroup controller, which this host does not give nsfleet",
+        "moved this container's processes into /sys/fs/cgroup/agent",
+        "now in 0::/agent",
+        "handed cpuset cpu memory pids",
+        "memory.max 33554432 pids.max 50",
+        "killed: out of memory, limit 32 MB",
+        "down \"reclaimed\":2",
+        "no nsfleet group left",
+    ] {
+        assert!(lines.contains(&want), "{want:?} in {text}");
+    }
+    assert!(!text.contains("made a group when refused"), "{text}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
 /// A user's limits on cgroup v2, in the subtree delegated to them as systemd delegates
 /// `user@UID.service` (`Delegate=yes`): the guest's root makes the slices and hands the
 /// user their group, its files theirs, and runs the user's commands in its `init.scope`.

@@ -52,6 +52,16 @@ struct Ctx {
 
 /// Runs the agent until the process ends.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    // On cgroup v2 the container's own group holds this process, and v2 hands no
+    // controller down from it: the parts' node limits need it to (v1 hands each down).
+    let leaf = nsfleet_sys::cgroup::give_processes_a_leaf("agent")
+        .map_err(|e| anyhow::anyhow!("readying the container's cgroup for nodes' groups: {e}"))?;
+    if let Some(leaf) = leaf {
+        eprintln!(
+            "nsfleet agent: moved this container's processes into {}, so that its cgroup hands its controllers down to nodes' groups",
+            leaf.display()
+        );
+    }
     let client = Client::try_default().await?;
     std::fs::create_dir_all(&args.work_dir)?;
     // The agent is its container's first process: each part's supervisor, once the

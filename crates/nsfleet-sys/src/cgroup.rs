@@ -825,6 +825,47 @@ pub fn move_processes(from: &Path, into: &[&Path]) -> io::Result<()> {
 /// How many times [`move_processes`] reads a group's processes again before it gives up.
 const MOVE_ROUNDS: usize = 20;
 
+/// Readies the top of the cgroup v2 hierarchy mounted here to hand controllers down, when
+/// that top is a group of its own (not the machine's root, which has no `cgroup.type`)
+/// holding processes: a container's group as its cgroup namespace shows it, where v2
+/// hands nothing down from a group that holds a process. Every process of it is moved
+/// into the group `leaf` made below it for them, and it then hands down every
+/// controller nsfleet uses that it has, as Docker's docker-in-docker entrypoint readies
+/// its container. For nsfleet's agent, whose container is its own; a process that joins
+/// the top afterwards is refused by the kernel (runc's `exec` then joins its init's
+/// group). Returns the leaf's folder if it moved any; on v1 it does nothing.
+pub fn give_processes_a_leaf(leaf: &str) -> io::Result<Option<PathBuf>> {
+    let all = hierarchies()?;
+    let Some(top) = all.iter().find(|h| h.unified).map(|h| h.mount.clone()) else {
+        return Ok(None);
+    };
+    let read = |f: &str| fs::read_to_string(top.join(f)).map_err(|e| at(&top, e));
+    let (held, has) = (read("cgroup.procs")?, read("cgroup.controllers")?);
+    let ours = [
+        Controller::Memory,
+        Controller::Cpu,
+        Controller::Cpuset,
+        Controller::Pids,
+    ];
+    let asked: Vec<String> = (ours.iter())
+        .filter(|c| has.split_whitespace().any(|n| n == c.name()))
+        .map(|c| format!("+{}", c.name()))
+        .collect();
+    // The machine's root, a group of nobody's, or one with none of ours (the empty v2
+    // hierarchy beside v1's): nothing to hand down, nobody moved.
+    if !top.join("cgroup.type").exists() || held.trim().is_empty() || asked.is_empty() {
+        return Ok(None);
+    }
+    let dir = top.join(leaf);
+    match fs::create_dir(&dir) {
+        Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(at(&dir, e)),
+        _ => {}
+    }
+    move_processes(&top, &[&dir])?;
+    write(&top, "cgroup.subtree_control", &asked.join(" "))?;
+    Ok(Some(dir))
+}
+
 /// `e` with the path it is about, in the kernel's words.
 fn at(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
