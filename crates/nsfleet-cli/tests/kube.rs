@@ -188,20 +188,25 @@ struct Frozen(u32);
 
 impl Frozen {
     fn agent_of(machine: &str) -> Frozen {
-        let read =
-            |pid: u32, what: &str| std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
-        let pid = (std::fs::read_dir("/proc").unwrap().flatten())
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .find(|&pid| {
-                read(pid, "cmdline").ends_with(b"kube\0agent\0")
-                    && read(pid, "environ")
-                        .split(|&b| b == 0)
-                        .any(|v| v == format!("NSFLEET_MACHINE={machine}").as_bytes())
-            })
-            .unwrap_or_else(|| panic!("no agent of {machine} on this host"));
+        let pid = agent_pid(machine);
         signal(pid, "-STOP");
         Frozen(pid)
     }
+}
+
+/// The process of `machine`'s agent, on this host.
+fn agent_pid(machine: &str) -> u32 {
+    let read =
+        |pid: u32, what: &str| std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
+    (std::fs::read_dir("/proc").unwrap().flatten())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&pid| {
+            read(pid, "cmdline").ends_with(b"kube\0agent\0")
+                && read(pid, "environ")
+                    .split(|&b| b == 0)
+                    .any(|v| v == format!("NSFLEET_MACHINE={machine}").as_bytes())
+        })
+        .unwrap_or_else(|| panic!("no agent of {machine} on this host"))
 }
 
 impl Drop for Frozen {
@@ -411,6 +416,76 @@ fn images_reach_the_machines_that_run_them(k: &Cluster) {
         let removed = pruned["pruned"][m]["images"].as_array().unwrap().len();
         assert!(removed >= 1, "{pruned}");
     }
+}
+
+/// A machine's agent lost in the middle of a layer, with no other fleet on its machine
+/// (a killed agent's container takes its machine's nodes with it).
+fn an_agent_lost_in_the_middle_of_a_layer(k: &Cluster) {
+    let env = k.env;
+    // A machine's agent lost in the middle of a layer (killed while the stream stalls;
+    // its container restarts): the layer is sent again to the agent that is back, resuming
+    // where the machine's store kept it and checked whole against its digest, and the
+    // fleet comes up.
+    // A version no other test sends or pulls: every machine lacks its upper layer.
+    let oci = env.files.join("kbusy-7");
+    nsfleet_image::build::write_oci_layout(&oci, "7", &busy_image("7")).unwrap();
+    k.ok(&[
+        "image",
+        "load",
+        oci.to_str().unwrap(),
+        "--name",
+        "kt/busy:7",
+    ]);
+    let text = "[fleet]\nname = \"kimg6\"\n\n[[node]]\nname = \"kimg6-{i}\"\ncount = 6\nimage = \"kt/busy:7\"\n";
+    let file = env.file("kimg6.toml", text);
+    let mut up = env
+        .cmd(&["up", file.to_str().unwrap(), "--kube", "--json"])
+        .env("NSFLEET_FAULT_SEND", "stall:500")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr = std::io::BufReader::new(up.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for l in stderr.lines().map_while(Result::ok) {
+            all.push_str(&l);
+            all.push('\n');
+            let _ = lines.send(l);
+        }
+        all
+    });
+    let stalled = (said.iter()).find_map(|l| {
+        Some(
+            l.split_once(": the stream stalls after")?
+                .0
+                .trim()
+                .to_string(),
+        )
+    });
+    let Some(stalled) = stalled else {
+        let out = up.wait_with_output().unwrap();
+        panic!(
+            "no stream stalled: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    };
+    signal(agent_pid(&stalled), "-KILL");
+    let out = up.wait_with_output().unwrap();
+    let err = reader.join().unwrap();
+    assert!(out.status.success(), "{err}");
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let moved = &said["images_sent"][&stalled];
+    assert_eq!(moved["layers"], 1, "{said}\n{err}");
+    assert_eq!(moved["resumed"], 1, "{said}\n{err}");
+    for i in 1..=6 {
+        let out = release_of(k, "kimg6", &format!("kimg6-{i}"));
+        assert_eq!(out, "busy 7\n");
+    }
+
+    k.ok(&["down", "kimg6", "--kube"]);
 }
 
 /// A registry in the cluster's control-plane node, which asks for a password: the
@@ -1155,6 +1230,8 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
             .trim(),
         ""
     );
+
+    an_agent_lost_in_the_middle_of_a_layer(k);
 
     // A machine lost while its part deploys (its agent frozen: its pod still looks ready,
     // but its Lease is not renewed): the fleet fails, rolled back on every machine.

@@ -41,8 +41,8 @@ pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result
     let (pull, credentials) = machines_pull(&images, &spread)?;
     let owner = a.owner.map(crate::owner::owner).transpose()?;
     let store = Store::open(&a.images)?;
-    let sends = images.iter().any(|i| !i.from_registry);
     let name = sent.topo.name.clone();
+    let shipped = images.clone();
     c.with_client(|client| async move {
         let spec = FleetSpec {
             topology: Some(sent.text),
@@ -64,7 +64,7 @@ pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result
                 eprintln!("nsfleet: fleet {name} goes down when process {pid} ends: watched by process {watcher}, which renews its lease every {OWNER_RENEW_S} s (without it, the controller takes the fleet down after {OWNER_LEASE_S} s)");
             }
         }
-        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, &shipped);
         let waited = follow(&client, c, &name, 1, &mut shipper, json).await?;
         drop(hold);
         let status = match waited {
@@ -278,8 +278,7 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
         if !json {
             eprintln!("nsfleet: changing fleet {name} on Kubernetes ({} changes)", changes.len());
         }
-        let sends = images.iter().any(|i| !i.from_registry);
-        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, sends);
+        let mut shipper = transfer::Shipper::new(client.clone(), &c.namespace, &name, store, json, &images);
         let status = follow(&client, c, &name, generation, &mut shipper, json).await?;
         drop(hold);
         let status = match status {
@@ -291,7 +290,7 @@ pub fn apply(a: ApplyArgs, c: &Cluster) -> anyhow::Result<()> {
                 let before = &fleet.spec.software.images;
                 let was = fleet.spec.software.pull.as_ref();
                 let back = remote::change(&client, &c.namespace, &name, running_text, &format, before, was).await?;
-                let mut nothing = transfer::Shipper::new(client.clone(), &c.namespace, &name, Store::open(&a.images)?, json, false);
+                let mut nothing = transfer::Shipper::new(client.clone(), &c.namespace, &name, Store::open(&a.images)?, json, &[]);
                 let undone = follow(&client, c, &name, back, &mut nothing, json).await?;
                 let how = match undone {
                     Ok(s) if s.phase == "Running" => "it was undone on every machine".to_string(),

@@ -29,6 +29,12 @@ const PER_MACHINE: usize = 4;
 const TRIES: usize = 3;
 /// How often the parts are asked what their machines lack.
 const POLL: Duration = Duration::from_millis(250);
+/// How long a try that failed waits for its machine to have a ready agent again (its
+/// pod restarted or replaced: the layer resumes where the machine's store kept it).
+const AGENT_BACK: Duration = Duration::from_secs(90);
+/// How long a stream's connection may take no bytes before the try is given up (and
+/// resumed on the next).
+const STREAM_IDLE: Duration = Duration::from_secs(30);
 /// Bytes handed to the connection at a time.
 const CHUNK: usize = 256 << 10;
 
@@ -186,21 +192,32 @@ pub struct Shipper {
     running: JoinSet<Result<Sent, String>>,
     /// Per machine, what it was sent.
     pub moved: BTreeMap<String, Moved>,
-    sends: bool,
+    /// The images each layer this store sends is of, by diff_id: what an error names.
+    images_of: HashMap<String, Vec<String>>,
 }
 
 impl Shipper {
-    /// A shipper for `fleet`; `sends` says whether its nodes name any image at all.
+    /// A shipper for `fleet`, whose nodes' `images` are sent (those not pulled by the
+    /// machines).
     pub fn new(
         client: Client,
         namespace: &str,
         fleet: &str,
         store: Store,
         quiet: bool,
-        sends: bool,
+        images: &[FleetImage],
     ) -> Self {
+        let mut images_of: HashMap<String, Vec<String>> = HashMap::new();
+        for i in images.iter().filter(|i| !i.from_registry) {
+            for l in &i.layers {
+                images_of
+                    .entry(l.clone())
+                    .or_default()
+                    .push(i.reference.clone());
+            }
+        }
         Shipper {
-            sends,
+            images_of,
             client,
             namespace: namespace.to_string(),
             fleet: fleet.to_string(),
@@ -213,9 +230,10 @@ impl Shipper {
         }
     }
 
-    /// Whether the fleet's nodes name any image (else its parts need not be asked).
+    /// Whether the fleet's nodes name any image sent from this store (else its parts
+    /// need not be asked).
     pub fn has_images(&self) -> bool {
-        self.sends
+        !self.images_of.is_empty()
     }
 
     /// Sends what the parts ask for until a layer cannot be sent (a machine refused it
@@ -280,10 +298,12 @@ impl Shipper {
                 .clone();
             for layer in new {
                 self.started.insert((machine.clone(), layer.clone()));
+                let images = self.images_of.get(&layer).cloned().unwrap_or_default();
                 let to = To {
                     client: self.client.clone(),
                     agent: agent.clone(),
                     quiet: self.quiet,
+                    images: images.join(", "),
                 };
                 let store = self.store.clone();
                 let lane = lane.clone();
@@ -302,19 +322,24 @@ struct To {
     client: Client,
     agent: agents::Agent,
     quiet: bool,
+    /// The images the layer sent is of.
+    images: String,
 }
 
 impl To {
     /// One layer to this machine, tried again after a dropped connection (resuming) or a
-    /// refused stream (from the start): what it took, or why not, naming both.
-    async fn send(self, store: Store, diff_id: String) -> Result<Sent, String> {
+    /// refused stream (from the start), each time by the machine's agent then (one
+    /// restarted or replaced since is waited for): what it took, or why not, naming the
+    /// machine, the layer and its images.
+    async fn send(mut self, store: Store, diff_id: String) -> Result<Sent, String> {
         let machine = self.agent.machine.clone();
         let short = diff_id
             .trim_start_matches("sha256:")
             .get(..12)
             .unwrap_or(&diff_id)
             .to_string();
-        let named = |e: String| format!("machine {machine}: layer {short}: {e}");
+        let images = self.images.clone();
+        let named = |e: String| format!("machine {machine}: layer {short} (of {images}): {e}");
         let id = diff_id.clone();
         let export = tokio::task::spawn_blocking(move || store.export_layer(&id))
             .await
@@ -330,7 +355,12 @@ impl To {
         };
         let mut last = String::new();
         for _ in 0..TRIES {
-            match self.once(export.clone()).await {
+            // A stream to an agent whose pod went away may never end: the try ends then.
+            let tried = tokio::select! {
+                r = self.once(export.clone()) => r,
+                why = agent_replaced(&self.client, &self.agent) => Err((0, why)),
+            };
+            match tried {
                 Ok((from, bytes)) => {
                     sent.bytes += bytes;
                     sent.took = from.is_some();
@@ -354,6 +384,7 @@ impl To {
                         eprintln!("  {machine}: layer {short}: {e}; trying again");
                     }
                     last = e;
+                    self.agent = agent_back(&self.client, &machine).await.map_err(named)?;
                 }
             }
         }
@@ -403,7 +434,26 @@ impl To {
                 anyhow::Ok(())
             });
             while let Some(mut chunk) = rx.recv().await {
-                if faults::meddle(from + sent, &mut chunk) {
+                let dropped = match faults::meddle(from + sent, &mut chunk) {
+                    faults::Fault::Stall(rest) => {
+                        stdin
+                            .write_all(&chunk)
+                            .await
+                            .map_err(|e| (sent, e.to_string()))?;
+                        sent += chunk.len() as u64;
+                        eprintln!(
+                            "  {}: the stream stalls after {} bytes (injected)",
+                            self.agent.machine,
+                            from + sent
+                        );
+                        tokio::time::sleep(STALL).await;
+                        chunk = rest;
+                        false
+                    }
+                    faults::Fault::Drop => true,
+                    faults::Fault::None => false,
+                };
+                if dropped {
                     stdin
                         .write_all(&chunk)
                         .await
@@ -418,10 +468,18 @@ impl To {
                         ),
                     ));
                 }
-                if let Err(e) = stdin.write_all(&chunk).await {
+                // A connection whose other end is gone (its agent's container killed) may
+                // take writes no more without failing them.
+                let wrote = tokio::time::timeout(STREAM_IDLE, stdin.write_all(&chunk)).await;
+                let why = match wrote {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(_) => Some(format!("it took nothing for {} s", STREAM_IDLE.as_secs())),
+                };
+                if let Some(why) = why {
                     return Err((
                         sent,
-                        format!("the connection dropped after {} bytes: {e}", from + sent),
+                        format!("the connection dropped after {} bytes: {why}", from + sent),
                     ));
                 }
                 sent += chunk.len() as u64;
@@ -444,6 +502,33 @@ impl To {
             return Err((sent, last_line(&said, &format!("exit code {code}"))));
         }
         Ok((from, sent))
+    }
+}
+
+/// Resolves once `agent`'s machine has no ready agent, or another pod's: why.
+async fn agent_replaced(client: &Client, agent: &agents::Agent) -> String {
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        match remote::machine_agent(client, &agent.machine).await {
+            Ok(a) if a.pod == agent.pod => {}
+            Ok(a) => return format!("its agent {} was replaced by {}", agent.pod, a.pod),
+            Err(e) => return e.to_string(),
+        }
+    }
+}
+
+/// Machine `machine`'s agent, waiting up to [`AGENT_BACK`] for it to be ready (a pod
+/// restarting or replaced by its DaemonSet).
+async fn agent_back(client: &Client, machine: &str) -> Result<agents::Agent, String> {
+    let until = tokio::time::Instant::now() + AGENT_BACK;
+    loop {
+        match remote::machine_agent(client, machine).await {
+            Ok(a) => return Ok(a),
+            Err(e) if tokio::time::Instant::now() >= until => {
+                return Err(format!("{e} within {} s", AGENT_BACK.as_secs()))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
     }
 }
 
@@ -473,53 +558,68 @@ impl Write for Chunks {
     }
 }
 
+/// How long an injected stall holds a stream (the tests take its machine's agent away
+/// meanwhile).
+const STALL: Duration = Duration::from_secs(20);
+
 /// Faults for the tests (built with `fault-injection`): `NSFLEET_FAULT_SEND=drop:N` drops
 /// the connection of the first layer stream of this process to pass byte N, once;
-/// `corrupt:N` changes its byte N, once; `corrupt-every:N` changes byte N of every
-/// stream. Without the feature, nothing.
+/// `stall:N` holds that stream for [`STALL`] before byte N, once; `corrupt:N` changes its
+/// byte N, once; `corrupt-every:N` changes byte N of every stream. Without the feature,
+/// nothing.
 mod faults {
+    /// What a chunk about to be sent meets.
+    pub enum Fault {
+        None,
+        /// The chunk was cut where the connection drops.
+        Drop,
+        /// The chunk was cut where the stream stalls; the rest follows the stall.
+        Stall(Vec<u8>),
+    }
+
     #[cfg(feature = "fault-injection")]
-    pub fn meddle(at: u64, chunk: &mut Vec<u8>) -> bool {
+    pub fn meddle(at: u64, chunk: &mut Vec<u8>) -> Fault {
         use std::sync::atomic::{AtomicBool, Ordering};
         static DONE: AtomicBool = AtomicBool::new(false);
         let Ok(plan) = std::env::var("NSFLEET_FAULT_SEND") else {
-            return false;
+            return Fault::None;
         };
         let Some((what, n)) = plan.split_once(':') else {
-            return false;
+            return Fault::None;
         };
         let Ok(n) = n.parse::<u64>() else {
-            return false;
+            return Fault::None;
         };
         let end = at + chunk.len() as u64;
         if n < at || n >= end {
-            return false;
+            return Fault::None;
         }
         let i = (n - at) as usize;
         if what == "corrupt-every" {
             chunk[i] ^= 0xff;
-            return false;
+            return Fault::None;
         }
         if DONE.swap(true, Ordering::SeqCst) {
-            return false;
+            return Fault::None;
         }
         match what {
             "drop" => {
                 chunk.truncate(i);
-                true
+                Fault::Drop
             }
+            "stall" => Fault::Stall(chunk.split_off(i)),
             "corrupt" => {
                 chunk[i] ^= 0xff;
-                false
+                Fault::None
             }
-            _ => false,
+            _ => Fault::None,
         }
     }
 
     #[cfg(not(feature = "fault-injection"))]
     #[inline(always)]
-    pub fn meddle(_at: u64, _chunk: &mut Vec<u8>) -> bool {
-        false
+    pub fn meddle(_at: u64, _chunk: &mut Vec<u8>) -> Fault {
+        Fault::None
     }
 }
 

@@ -492,7 +492,7 @@ fn machines_of(parts: &[FleetPart], agents: &[agents::Agent]) -> Vec<MachineStat
                 .iter()
                 .any(|a| a.machine == p.spec.machine && a.ready);
             let (phase, message) = if !alive && !s.reclaimed {
-                ("Lost".to_string(), "its agent is gone".to_string())
+                ("Lost".to_string(), gone_message(p, &s.missing_layers))
             } else if s.phase.is_empty() {
                 ("Deploying".to_string(), s.message)
             } else {
@@ -511,6 +511,22 @@ fn machines_of(parts: &[FleetPart], agents: &[agents::Agent]) -> Vec<MachineStat
         .collect();
     machines.sort_by(|a, b| a.machine.cmp(&b.machine));
     machines
+}
+
+/// Why a part's machine is Lost: its agent is gone, while it was fetching the layers
+/// `missing` of which images, if it was.
+fn gone_message(part: &FleetPart, missing: &[String]) -> String {
+    let fetching: Vec<&str> = (part.spec.software.images.iter())
+        .filter(|i| i.layers.iter().any(|l| missing.contains(l)))
+        .map(|i| i.reference.as_str())
+        .collect();
+    match fetching.is_empty() {
+        true => "its agent is gone".to_string(),
+        false => format!(
+            "its agent is gone while its store was fetching layers of {}",
+            fetching.join(", ")
+        ),
+    }
 }
 
 /// Every part deleted: each agent takes its part down; a part on a lost machine has its
@@ -795,5 +811,37 @@ async fn topology_text(ctx: &Ctx, fleet: &Fleet, ns: &str) -> Result<String, Err
         (None, None) => Err(Error(
             "no topology: expected spec.topology (the file's text) or spec.configMap".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{FleetImage, FleetPartSpec, Software};
+
+    #[test]
+    fn a_machine_lost_while_fetching_names_the_images_it_was_fetching() {
+        let image = |reference: &str, layers: &[&str]| FleetImage {
+            reference: reference.into(),
+            layers: layers.iter().map(|l| l.to_string()).collect(),
+            ..FleetImage::default()
+        };
+        let spec = FleetPartSpec {
+            software: Software {
+                images: vec![image("a:1", &["l1", "l2"]), image("b:1", &["l1", "l3"])],
+                ..Software::default()
+            },
+            ..FleetPartSpec::default()
+        };
+        let part = FleetPart::new("f-m1", spec);
+        assert_eq!(gone_message(&part, &[]), "its agent is gone");
+        assert_eq!(
+            gone_message(&part, &["l3".into()]),
+            "its agent is gone while its store was fetching layers of b:1"
+        );
+        assert_eq!(
+            gone_message(&part, &["l1".into()]),
+            "its agent is gone while its store was fetching layers of a:1, b:1"
+        );
     }
 }
