@@ -488,6 +488,132 @@ fn an_agent_lost_in_the_middle_of_a_layer(k: &Cluster) {
     k.ok(&["down", "kimg6", "--kube"]);
 }
 
+/// Every machine's store full (a 1 MB tmpfs over it, in each agent's own mount
+/// namespace, where its receivers run too): a layer is refused before a byte is kept,
+/// and the fleet taken down on every machine, the machine, the layer and its image named.
+fn a_full_store_refuses_a_layer(k: &Cluster) {
+    let env = k.env;
+    let oci = env.files.join("kbusy-8");
+    nsfleet_image::build::write_oci_layout(&oci, "8", &busy_image("8")).unwrap();
+    k.ok(&[
+        "image",
+        "load",
+        oci.to_str().unwrap(),
+        "--name",
+        "kt/busy:8",
+    ]);
+    let in_agent = |machine: &str, command: &[&str]| {
+        let pid = agent_pid(machine).to_string();
+        let s = Command::new("nsenter")
+            // Its root too: the container's, which its mount namespace's is not.
+            .args(["-t", &pid, "-m", "-r", "--"])
+            .args(command)
+            .status()
+            .unwrap();
+        assert!(s.success(), "{command:?} in {machine}'s agent");
+    };
+    let store = "/var/lib/nsfleet/images";
+    for m in ["m1", "m2", "m3"] {
+        in_agent(
+            m,
+            &[
+                "/usr/bin/mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=1m",
+                "tmpfs",
+                store,
+            ],
+        );
+    }
+    let text = "[fleet]\nname = \"kfull\"\n[[node]]\nname = \"kfull-{i}\"\ncount = 3\nimage = \"kt/busy:8\"\n";
+    let file = env.file("kfull.toml", text);
+    let out = env.run(&["up", file.to_str().unwrap(), "--kube"]);
+    for m in ["m1", "m2", "m3"] {
+        in_agent(m, &["/usr/bin/umount", store]);
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("machine m")
+            && err.contains("(of kt/busy:8)")
+            && err.contains(&format!("the disk under {store} is full"))
+            && err.contains("taken down on every machine"),
+        "{err}"
+    );
+    assert_eq!(
+        k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
+            .trim(),
+        ""
+    );
+}
+
+/// `up --kube --privileged`: refused by every agent, and rolled back, until nsfleet is
+/// installed with `--allow-privileged`; then its nodes run as their machine's root (the
+/// whole id range theirs, where a confined node has a range of its own).
+fn privileged_nodes_need_the_installs_consent(k: &Cluster) {
+    let env = k.env;
+    let text = "[fleet]\nname = \"kpriv\"\n[[node]]\nname = \"kpriv-{i}\"\ncount = 3\ncommands = [\"exec sleep 100000\"]\n";
+    let file = env.file("kpriv.toml", text);
+    let up = ["up", file.to_str().unwrap(), "--kube", "--privileged"];
+    k.fails(&up, "installed in this cluster without --allow-privileged");
+    assert_eq!(
+        k.kubectl(&["get", "fleets,fleetparts", "-o", "name"])
+            .trim(),
+        ""
+    );
+    let read = |f: &str| {
+        std::fs::read_to_string(k.dir.join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (image, api) = (
+        read("images/nsfleet.ref"),
+        format!("{}:6443", read("cp-address")),
+    );
+    // The agents' DaemonSet updates OnDelete (an agent's parts end with it): each pod is
+    // replaced, and `install` again waits for every machine's agent.
+    let install = |more: &[&str]| {
+        let args = [
+            &["kube", "install", "--image", &image, "--api-server", &api],
+            more,
+        ]
+        .concat();
+        k.ok(&args);
+        k.kubectl(&[
+            "-n",
+            "nsfleet-system",
+            "delete",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=nsfleet-agent",
+        ]);
+        k.ok(&args);
+    };
+    install(&["--allow-privileged"]);
+    let said = k.ok(&up);
+    assert!(said.contains("3 nodes on"), "{said}");
+    let ids = k.ok(&[
+        "exec",
+        "kpriv",
+        "kpriv-1",
+        "--kube",
+        "--",
+        "cat",
+        "/proc/self/uid_map",
+    ]);
+    assert_eq!(
+        ids.split_whitespace().collect::<Vec<_>>(),
+        ["0", "0", "4294967295"],
+        "{ids}"
+    );
+    k.ok(&["down", "kpriv", "--kube"]);
+    // As the rest of the tests found it.
+    install(&[]);
+}
+
 /// A registry in the cluster's control-plane node, which asks for a password: the
 /// machines reach it at CP:5000, this host at the control plane's host-side address.
 /// Killed when dropped (and gone with the cluster in any case).
@@ -1232,6 +1358,8 @@ fn a_fleet_spreads_over_three_machines_and_comes_back() {
     );
 
     an_agent_lost_in_the_middle_of_a_layer(k);
+    a_full_store_refuses_a_layer(k);
+    privileged_nodes_need_the_installs_consent(k);
 
     // A machine lost while its part deploys (its agent frozen: its pod still looks ready,
     // but its Lease is not renewed): the fleet fails, rolled back on every machine.

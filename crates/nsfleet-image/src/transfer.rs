@@ -228,8 +228,10 @@ impl Store {
     }
 
     /// Refuses a layer the store's filesystem has no room for, before a byte of it is
-    /// taken: the rest of its stream, and its unpacked files (about as large).
-    fn check_room(&self, diff_id: &str, size: u64, kept: u64) -> anyhow::Result<()> {
+    /// taken: the rest of its stream, and its unpacked files (about as large). A
+    /// receiver asks it before it says where a sender is to start, too: a sender then
+    /// streams nothing to a store that cannot take it.
+    pub fn check_room(&self, diff_id: &str, size: u64, kept: u64) -> anyhow::Result<()> {
         let free = nsfleet_sys::free_bytes(File::open(self.root())?.as_fd())?;
         let need = size.saturating_sub(kept) + size;
         if free < need {

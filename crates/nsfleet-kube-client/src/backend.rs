@@ -19,9 +19,6 @@ impl Backend for Cluster {
         let Some(file) = a.file.clone() else {
             bail!("up --kube needs a topology file");
         };
-        if a.privileged {
-            bail!("--privileged with --kube: not offered yet: nodes on Kubernetes are confined as the agent's defaults confine them");
-        }
         if a.dry_run {
             bail!("--dry-run with --kube: not offered yet (the cluster places the fleet); `nsfleet up FILE --dry-run` checks the file here");
         }

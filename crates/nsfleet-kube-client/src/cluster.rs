@@ -20,10 +20,15 @@ const INSTALL_BOUND: Duration = Duration::from_secs(180);
 pub fn install(
     image: String,
     api_server: Option<String>,
+    allow_privileged: bool,
     context: Option<String>,
 ) -> anyhow::Result<()> {
     let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
-    let o = manifests::Options { image, api_server };
+    let o = manifests::Options {
+        image,
+        api_server,
+        allow_privileged,
+    };
     crate::runtime()?.block_on(async {
         let client = remote::connect(context.as_deref()).await?;
         for done in remote::install(&client, &o).await? {
@@ -52,9 +57,17 @@ pub fn install(
 }
 
 /// `nsfleet kube manifests`: the same objects, as a JSON list for `kubectl apply -f -`.
-pub fn print_manifests(image: String, api_server: Option<String>) -> anyhow::Result<()> {
+pub fn print_manifests(
+    image: String,
+    api_server: Option<String>,
+    allow_privileged: bool,
+) -> anyhow::Result<()> {
     let api_server = api_server.map(|a| parse_host_port(&a)).transpose()?;
-    let items = manifests::all(&manifests::Options { image, api_server });
+    let items = manifests::all(&manifests::Options {
+        image,
+        api_server,
+        allow_privileged,
+    });
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
     println!("{}", serde_json::to_string_pretty(&list)?);
     Ok(())
@@ -98,6 +111,10 @@ pub fn agent() -> anyhow::Result<()> {
 pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
     let spec = read_part(file)?;
     let mut a = UpArgs::defaults(run_dir);
+    if let Some(why) = manifests::privileged_refusal(spec.up.privileged) {
+        anyhow::bail!(why);
+    }
+    a.privileged = spec.up.privileged;
     if let Some(w) = spec.up.workers {
         a.workers = w as usize;
     }
@@ -220,6 +237,7 @@ pub fn receive_layer(diff_id: &str, digest: &str, size: u64) -> anyhow::Result<(
         }
         Receiving::From(n) => n,
     };
+    store.check_room(diff_id, size, offset)?;
     println!("from {offset}");
     std::io::stdout().flush()?;
     store.receive_layer(diff_id, digest, size, offset, &mut std::io::stdin().lock())?;

@@ -34,6 +34,7 @@ pub fn up(file: &Path, a: UpArgs, spread: Spread, c: &Cluster) -> anyhow::Result
         workers: (a.workers != nsfleet_client::up::default_workers()).then_some(a.workers as u32),
         wait: a.wait.as_ref().map(|w| w.until.name().to_string()),
         wait_timeout_s: a.wait.as_ref().map(|w| w.bound.as_secs()),
+        privileged: a.privileged,
     };
     let sent = read_checked(file, a.format, a.name, a.software)?;
     let host_software = a.software == topology::Software::Host;

@@ -40,6 +40,12 @@ impl Cluster {
 
 /// A runtime for one command's calls to the cluster.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    // The cluster's connections are written with writev(2), which raises SIGPIPE when
+    // the other end has closed (std's vectored writes pass no MSG_NOSIGNAL): an exec
+    // stream whose command ended first (a receiver that refused a layer) killed `up
+    // --kube` there, leaving its Fleet half-made. Ignored, the write fails with EPIPE,
+    // which the caller handles; a closed standard output then fails a print instead.
+    nsfleet::sys::signals::ignore_sigpipe();
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)

@@ -35,6 +35,8 @@ const AGENT_BACK: Duration = Duration::from_secs(90);
 /// How long a stream's connection may take no bytes before the try is given up (and
 /// resumed on the next).
 const STREAM_IDLE: Duration = Duration::from_secs(30);
+/// How long a receiver whose connection failed is given to say why.
+const SAID_BOUND: Duration = Duration::from_secs(5);
 /// Bytes handed to the connection at a time.
 const CHUNK: usize = 256 << 10;
 
@@ -477,10 +479,13 @@ impl To {
                     Err(_) => Some(format!("it took nothing for {} s", STREAM_IDLE.as_secs())),
                 };
                 if let Some(why) = why {
-                    return Err((
-                        sent,
-                        format!("the connection dropped after {} bytes: {why}", from + sent),
-                    ));
+                    // The receiver may have ended first, saying why (its store is full).
+                    let said = tokio::time::timeout(SAID_BOUND, read_all(&mut err)).await;
+                    let why = match said.ok().map(|t| last_line(&t, "")) {
+                        Some(line) if !line.is_empty() => line,
+                        _ => format!("the connection dropped after {} bytes: {why}", from + sent),
+                    };
+                    return Err((sent, why));
                 }
                 sent += chunk.len() as u64;
             }
@@ -530,6 +535,13 @@ async fn agent_back(client: &Client, machine: &str) -> Result<agents::Agent, Str
             Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
+}
+
+/// Everything `r` gives until it ends (what it gave so far when it fails).
+async fn read_all(r: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
+    let mut text = String::new();
+    let _ = r.read_to_string(&mut text).await;
+    text
 }
 
 fn last_line(text: &str, otherwise: &str) -> String {

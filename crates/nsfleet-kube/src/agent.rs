@@ -341,6 +341,7 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
         missing_layers: Vec::new(),
         ..was.clone()
     };
+    let refused = crate::manifests::privileged_refusal(part.spec.up.privileged);
     let status = match (was.phase.as_str(), local(ctx, fleet).await) {
         ("Failed", _) => return Ok(Action::await_change()),
         // Starting, stopping, or its supervisor not answering: asked again soon.
@@ -382,6 +383,12 @@ async fn bring_up(api: &Api<FleetPart>, part: &FleetPart, ctx: &Ctx) -> Result<A
         ("Running", Local::Absent) => PartStatus {
             phase: "Failed".into(),
             message: "its nodes ended: the agent restarted, or the fleet was taken down outside Kubernetes".into(),
+            ..PartStatus::default()
+        },
+        // Unconfined nodes where the agent was not installed to run them: nothing made.
+        (_, Local::Absent) if refused.is_some() => PartStatus {
+            phase: "Failed".into(),
+            message: refused.unwrap_or_default(),
             ..PartStatus::default()
         },
         (_, Local::Absent) => {

@@ -106,6 +106,10 @@ pub struct UpOptions {
     /// With `wait`: seconds each machine waits at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_timeout_s: Option<u64>,
+    /// The nodes run unconfined, as the machine's root (`up --privileged`): only where
+    /// nsfleet was installed with `--allow-privileged`; each agent refuses it otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub privileged: bool,
 }
 
 /// What the nodes that name an image run, and the images: on a Fleet, all of them; on a

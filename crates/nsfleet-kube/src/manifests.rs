@@ -27,6 +27,22 @@ pub const IMAGE_STORE: &str = "/var/lib/nsfleet/images";
 pub struct Options {
     pub image: String,
     pub api_server: Option<(String, u16)>,
+    /// The agents run Fleets' nodes unconfined when a Fleet asks (`up --privileged`):
+    /// whoever may create a Fleet may then be root on every machine.
+    pub allow_privileged: bool,
+}
+
+/// Set (to `1`) in the agents' environment by `install --allow-privileged`.
+pub const ALLOW_PRIVILEGED: &str = "NSFLEET_ALLOW_PRIVILEGED";
+
+/// Why a part that asks for unconfined nodes is refused on this machine, if it is: its
+/// agent was installed without `--allow-privileged` (read from this process's
+/// environment: the agent's, or a command it runs).
+pub fn privileged_refusal(asked: bool) -> Option<String> {
+    let allowed = std::env::var(ALLOW_PRIVILEGED).is_ok_and(|v| v == "1");
+    (asked && !allowed).then(|| {
+        "--privileged: nsfleet was installed in this cluster without --allow-privileged, so its agents run no node as the machine's root (`nsfleet kube install --allow-privileged ...` lets whoever may create a Fleet do so)".to_string()
+    })
 }
 
 /// Every object, in the order they are applied.
@@ -189,6 +205,9 @@ fn env(o: &Options) -> Vec<Value> {
     if let Some((host, port)) = &o.api_server {
         env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": host}));
         env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": port.to_string()}));
+    }
+    if o.allow_privileged {
+        env.push(json!({"name": ALLOW_PRIVILEGED, "value": "1"}));
     }
     env
 }

@@ -51,6 +51,11 @@ pub enum KubeCommand {
         /// does not work from a machine's own network (a cluster without kube-proxy).
         #[arg(long)]
         api_server: Option<String>,
+        /// Let Fleets run unconfined nodes (`up --kube --privileged`), each as its
+        /// machine's root: whoever may create a Fleet may then be root on every machine.
+        /// Without it, each agent refuses such a Fleet, which is rolled back.
+        #[arg(long)]
+        allow_privileged: bool,
         /// The kubeconfig's context to use instead of its current one.
         #[arg(long)]
         context: Option<String>,
@@ -73,6 +78,8 @@ pub enum KubeCommand {
         image: String,
         #[arg(long)]
         api_server: Option<String>,
+        #[arg(long)]
+        allow_privileged: bool,
     },
     /// Run the controller (the Deployment's command).
     Controller,
@@ -121,11 +128,16 @@ impl KubeCommand {
             KubeCommand::Install {
                 image,
                 api_server,
+                allow_privileged,
                 context,
-            } => nsfleet_kube_client::cluster::install(image, api_server, context),
-            KubeCommand::Manifests { image, api_server } => {
-                nsfleet_kube_client::cluster::print_manifests(image, api_server)
+            } => {
+                nsfleet_kube_client::cluster::install(image, api_server, allow_privileged, context)
             }
+            KubeCommand::Manifests {
+                image,
+                api_server,
+                allow_privileged,
+            } => nsfleet_kube_client::cluster::print_manifests(image, api_server, allow_privileged),
             KubeCommand::Image { reference, output } => {
                 nsfleet_kube_client::image::image(&reference, &output)
             }
