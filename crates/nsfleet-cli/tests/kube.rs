@@ -573,24 +573,33 @@ fn privileged_nodes_need_the_installs_consent(k: &Cluster) {
         read("images/nsfleet.ref"),
         format!("{}:6443", read("cp-address")),
     );
-    // The agents' DaemonSet updates OnDelete (an agent's parts end with it): each pod is
-    // replaced, and `install` again waits for every machine's agent.
+    // The agents' DaemonSet updates OnDelete (an agent's parts end with it): `install`
+    // names the agents still on the earlier install, whose pods are then replaced, and
+    // `install` again waits for every machine's agent and names none.
     let install = |more: &[&str]| {
         let args = [
             &["kube", "install", "--image", &image, "--api-server", &api],
             more,
         ]
         .concat();
-        k.ok(&args);
-        k.kubectl(&[
-            "-n",
-            "nsfleet-system",
-            "delete",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=nsfleet-agent",
-        ]);
-        k.ok(&args);
+        let out = env.run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let line = (err.lines())
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("kubectl -n nsfleet-system delete pod ")
+            })
+            .unwrap_or_else(|| panic!("install named no agent behind: {err}"));
+        let pods: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(pods.len(), 3, "{err}");
+        k.kubectl(&[&["-n", "nsfleet-system", "delete", "pod"], &pods[..]].concat());
+        let out = env.run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("earlier install"),
+            "{err}"
+        );
     };
     install(&["--allow-privileged"]);
     let said = k.ok(&up);

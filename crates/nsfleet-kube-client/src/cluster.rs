@@ -52,6 +52,15 @@ pub fn install(
                 a.info.mtu
             );
         }
+        let behind = remote::agents_behind(&client).await?;
+        if !behind.is_empty() {
+            eprintln!(
+                "nsfleet: {} agents still run an earlier install (their DaemonSet updates OnDelete, so that an install ends no running fleet); each takes this one when its pod is replaced, which ends its machine's fleets:\n  kubectl -n {} delete pod {}",
+                behind.len(),
+                manifests::SYSTEM,
+                behind.join(" ")
+            );
+        }
         Ok(())
     })
 }
@@ -124,7 +133,7 @@ pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
             bound: Duration::from_secs(spec.up.wait_timeout_s.unwrap_or(300)),
         });
     }
-    let mut part = part_topology(file)?;
+    let mut part = part_topology(&spec)?;
     let hold = nsfleet_client::fleet_images::find(&mut part, file, &a.images)?;
     nsfleet_client::up::start(a, Validated::of(part).holding(hold))
 }
@@ -133,7 +142,7 @@ pub fn up_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
 /// (its spec changed by `nsfleet apply --kube`), as `apply` changes a fleet: all or
 /// nothing on this machine.
 pub fn apply_part(file: &Path, run_dir: PathBuf) -> anyhow::Result<()> {
-    let mut topo = part_topology(file)?;
+    let mut topo = part_topology(&read_part(file)?)?;
     let hold = nsfleet_client::fleet_images::find(&mut topo, file, &Store::default_root())?;
     nsfleet_client::apply::change(nsfleet_client::apply::ChangeTo {
         name: topo.name.clone(),
@@ -250,9 +259,8 @@ fn read_part(file: &Path) -> anyhow::Result<FleetPartSpec> {
         .with_context(|| format!("{}: not a fleet part", file.display()))
 }
 
-/// This machine's part of a fleet, from a FleetPart's spec written to `file`.
-fn part_topology(file: &Path) -> anyhow::Result<Topology> {
-    let spec = read_part(file)?;
+/// This machine's part of a fleet, from its FleetPart's spec.
+fn part_topology(spec: &FleetPartSpec) -> anyhow::Result<Topology> {
     let where_ = format!("fleet {}'s topology", spec.fleet);
     let software = match spec.software.host_software {
         true => Software::Host,

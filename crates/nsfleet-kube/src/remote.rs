@@ -104,6 +104,38 @@ pub async fn wait_installed(client: &Client, bound: Duration) -> Result<Vec<agen
     }
 }
 
+/// The agent pods that still run an earlier install's template: the agents' DaemonSet
+/// updates OnDelete, so that an install ends no running fleet (an agent's parts end with
+/// its container). Read once the DaemonSet's controller has seen the latest install (up
+/// to 10 s), by the newest of its revisions.
+pub async fn agents_behind(client: &Client) -> Result<Vec<String>, Error> {
+    use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+    use k8s_openapi::api::core::v1::Pod;
+    const HASH: &str = "controller-revision-hash";
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), SYSTEM);
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ds = sets.get("nsfleet-agent").await?;
+        let seen = ds.status.as_ref().and_then(|s| s.observed_generation);
+        if seen >= ds.metadata.generation || Instant::now() > until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let labelled = ListParams::default().labels(agents::AGENT_LABEL);
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), SYSTEM);
+    let newest = (revisions.list(&labelled).await?.items.into_iter()).max_by_key(|r| r.revision);
+    let Some(hash) = newest.and_then(|r| r.labels().get(HASH).cloned()) else {
+        return Ok(Vec::new());
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
+    Ok((pods.list(&labelled).await?.items.into_iter())
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.labels().get(HASH) != Some(&hash))
+        .map(|p| p.name_any())
+        .collect())
+}
+
 /// Makes a Fleet: refused if one of that name is in the namespace already.
 pub async fn create(
     client: &Client,
