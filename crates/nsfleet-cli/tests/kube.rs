@@ -194,6 +194,21 @@ impl Frozen {
     }
 }
 
+/// Loads the busy image of `version` into the user's store as `kt/busy:VERSION`: each
+/// test that sends one has a version of its own, whose upper layer no machine holds.
+fn load_busy(k: &Cluster, version: &str) {
+    let oci = k.env.files.join(format!("kbusy-{version}"));
+    nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
+    let name = format!("kt/busy:{version}");
+    k.ok(&["image", "load", oci.to_str().unwrap(), "--name", &name]);
+}
+
+/// The file of fleet `name`: `count` nodes running `image`.
+fn image_fleet(env: &Env, name: &str, count: usize, image: &str) -> PathBuf {
+    let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = {count}\nimage = \"{image}\"\n");
+    env.file(&format!("{name}.toml"), &text)
+}
+
 /// The process of `machine`'s agent, on this host.
 fn agent_pid(machine: &str) -> u32 {
     let read =
@@ -258,15 +273,9 @@ fn captures() -> Vec<u32> {
 fn images_reach_the_machines_that_run_them(k: &Cluster) {
     let env = k.env;
     for version in ["1", "2", "3"] {
-        let oci = env.files.join(format!("kbusy-{version}"));
-        nsfleet_image::build::write_oci_layout(&oci, version, &busy_image(version)).unwrap();
-        let name = format!("kt/busy:{version}");
-        k.ok(&["image", "load", oci.to_str().unwrap(), "--name", &name]);
+        load_busy(k, version);
     }
-    let fleet = |name: &str, image: &str| {
-        let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = 6\nimage = \"{image}\"\n");
-        env.file(&format!("{name}.toml"), &text)
-    };
+    let fleet = |name: &str, image: &str| image_fleet(env, name, 6, image);
     let up = |file: &Path, fault: Option<&str>, more: &[&str]| -> (Value, String) {
         let mut args = vec!["up", file.to_str().unwrap(), "--kube", "--json"];
         args.extend(more);
@@ -426,18 +435,8 @@ fn an_agent_lost_in_the_middle_of_a_layer(k: &Cluster) {
     // its container restarts): the layer is sent again to the agent that is back, resuming
     // where the machine's store kept it and checked whole against its digest, and the
     // fleet comes up.
-    // A version no other test sends or pulls: every machine lacks its upper layer.
-    let oci = env.files.join("kbusy-7");
-    nsfleet_image::build::write_oci_layout(&oci, "7", &busy_image("7")).unwrap();
-    k.ok(&[
-        "image",
-        "load",
-        oci.to_str().unwrap(),
-        "--name",
-        "kt/busy:7",
-    ]);
-    let text = "[fleet]\nname = \"kimg6\"\n\n[[node]]\nname = \"kimg6-{i}\"\ncount = 6\nimage = \"kt/busy:7\"\n";
-    let file = env.file("kimg6.toml", text);
+    load_busy(k, "7");
+    let file = image_fleet(env, "kimg6", 6, "kt/busy:7");
     let mut up = env
         .cmd(&["up", file.to_str().unwrap(), "--kube", "--json"])
         .env("NSFLEET_FAULT_SEND", "stall:500")
@@ -493,15 +492,7 @@ fn an_agent_lost_in_the_middle_of_a_layer(k: &Cluster) {
 /// and the fleet taken down on every machine, the machine, the layer and its image named.
 fn a_full_store_refuses_a_layer(k: &Cluster) {
     let env = k.env;
-    let oci = env.files.join("kbusy-8");
-    nsfleet_image::build::write_oci_layout(&oci, "8", &busy_image("8")).unwrap();
-    k.ok(&[
-        "image",
-        "load",
-        oci.to_str().unwrap(),
-        "--name",
-        "kt/busy:8",
-    ]);
+    load_busy(k, "8");
     let in_agent = |machine: &str, command: &[&str]| {
         let pid = agent_pid(machine).to_string();
         let s = Command::new("nsenter")
@@ -527,8 +518,7 @@ fn a_full_store_refuses_a_layer(k: &Cluster) {
             ],
         );
     }
-    let text = "[fleet]\nname = \"kfull\"\n[[node]]\nname = \"kfull-{i}\"\ncount = 3\nimage = \"kt/busy:8\"\n";
-    let file = env.file("kfull.toml", text);
+    let file = image_fleet(env, "kfull", 3, "kt/busy:8");
     let out = env.run(&["up", file.to_str().unwrap(), "--kube"]);
     for m in ["m1", "m2", "m3"] {
         in_agent(m, &["/usr/bin/umount", store]);
@@ -738,10 +728,7 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
         std::fs::write(dir.join("config.json"), text.to_string()).unwrap();
         dir
     };
-    let fleet = |name: &str, image: &str| {
-        let text = format!("[fleet]\nname = \"{name}\"\n\n[[node]]\nname = \"{name}-{{i}}\"\ncount = 4\nimage = \"{image}\"\n");
-        env.file(&format!("{name}.toml"), &text)
-    };
+    let fleet = |name: &str, image: &str| image_fleet(env, name, 4, image);
     let up = |file: &Path, docker: &Path| {
         env.cmd(&[
             "up",

@@ -12,15 +12,15 @@ use anyhow::anyhow;
 use nsfleet::topology::Topology;
 use nsfleet_image::transfer::{LayerExport, Portable};
 use nsfleet_image::{Hold, ImageId, RunConfig, Store};
-use nsfleet_kube::crd::FleetImage;
-use nsfleet_kube::{agents, remote, Client};
+use nsfleet_kube::crd::{self, FleetImage};
+use nsfleet_kube::{agents, manifests, remote, Client};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 /// Layers sent to one machine at once.
@@ -35,6 +35,9 @@ const AGENT_BACK: Duration = Duration::from_secs(90);
 /// How long a stream's connection may take no bytes before the try is given up (and
 /// resumed on the next).
 const STREAM_IDLE: Duration = Duration::from_secs(30);
+/// How often the cluster's agents are listed while layers are on their way: one list for
+/// every machine and layer in flight.
+const AGENTS_POLL: Duration = Duration::from_secs(2);
 /// How long a receiver whose connection failed is given to say why.
 const SAID_BOUND: Duration = Duration::from_secs(5);
 /// Bytes handed to the connection at a time.
@@ -194,9 +197,14 @@ pub struct Shipper {
     running: JoinSet<Result<Sent, String>>,
     /// Per machine, what it was sent.
     pub moved: BTreeMap<String, Moved>,
-    /// The images each layer this store sends is of, by diff_id: what an error names.
-    images_of: HashMap<String, Vec<String>>,
+    /// The fleet's images (those sent have their layers): what an error names.
+    images: Vec<FleetImage>,
+    /// The ready agents, by machine, kept by one task while layers are on their way.
+    agents: Option<(watch::Receiver<ReadyAgents>, JoinSet<()>)>,
 }
+
+/// The ready agent of each machine, as last listed, or why they could not be listed.
+type ReadyAgents = Result<HashMap<String, agents::Agent>, String>;
 
 impl Shipper {
     /// A shipper for `fleet`, whose nodes' `images` are sent (those not pulled by the
@@ -209,17 +217,9 @@ impl Shipper {
         quiet: bool,
         images: &[FleetImage],
     ) -> Self {
-        let mut images_of: HashMap<String, Vec<String>> = HashMap::new();
-        for i in images.iter().filter(|i| !i.from_registry) {
-            for l in &i.layers {
-                images_of
-                    .entry(l.clone())
-                    .or_default()
-                    .push(i.reference.clone());
-            }
-        }
         Shipper {
-            images_of,
+            images: images.to_vec(),
+            agents: None,
             client,
             namespace: namespace.to_string(),
             fleet: fleet.to_string(),
@@ -235,7 +235,27 @@ impl Shipper {
     /// Whether the fleet's nodes name any image sent from this store (else its parts
     /// need not be asked).
     pub fn has_images(&self) -> bool {
-        !self.images_of.is_empty()
+        self.images.iter().any(|i| !i.layers.is_empty())
+    }
+
+    /// The ready agents as last listed, listing them every [`AGENTS_POLL`] from now on.
+    async fn ready_agents(&mut self) -> watch::Receiver<ReadyAgents> {
+        if let Some((agents, _)) = &self.agents {
+            return agents.clone();
+        }
+        let (tx, rx) = watch::channel(list_ready(&self.client).await);
+        let mut keeper = JoinSet::new();
+        let client = self.client.clone();
+        keeper.spawn(async move {
+            loop {
+                tokio::time::sleep(AGENTS_POLL).await;
+                if tx.send(list_ready(&client).await).is_err() {
+                    return;
+                }
+            }
+        });
+        self.agents = Some((rx.clone(), keeper));
+        rx
     }
 
     /// Sends what the parts ask for until a layer cannot be sent (a machine refused it
@@ -288,7 +308,8 @@ impl Shipper {
             if new.is_empty() {
                 continue;
             }
-            let agent = remote::machine_agent(&self.client, &machine).await?;
+            let agents = self.ready_agents().await;
+            let agent = ready_agent(&agents.borrow(), &machine).map_err(anyhow::Error::msg)?;
             if !self.quiet {
                 eprintln!(
                     "  {machine}: its image store lacks {} layers: sending them",
@@ -300,10 +321,11 @@ impl Shipper {
                 .clone();
             for layer in new {
                 self.started.insert((machine.clone(), layer.clone()));
-                let images = self.images_of.get(&layer).cloned().unwrap_or_default();
+                let images = crd::with_any_layer(&self.images, std::slice::from_ref(&layer));
                 let to = To {
                     client: self.client.clone(),
                     agent: agent.clone(),
+                    agents: agents.clone(),
                     quiet: self.quiet,
                     images: images.join(", "),
                 };
@@ -323,6 +345,8 @@ impl Shipper {
 struct To {
     client: Client,
     agent: agents::Agent,
+    /// The ready agents, as the shipper keeps them listed.
+    agents: watch::Receiver<ReadyAgents>,
     quiet: bool,
     /// The images the layer sent is of.
     images: String,
@@ -360,7 +384,7 @@ impl To {
             // A stream to an agent whose pod went away may never end: the try ends then.
             let tried = tokio::select! {
                 r = self.once(export.clone()) => r,
-                why = agent_replaced(&self.client, &self.agent) => Err((0, why)),
+                why = agent_replaced(self.agents.clone(), &self.agent) => Err((0, why)),
             };
             match tried {
                 Ok((from, bytes)) => {
@@ -386,7 +410,9 @@ impl To {
                         eprintln!("  {machine}: layer {short}: {e}; trying again");
                     }
                     last = e;
-                    self.agent = agent_back(&self.client, &machine).await.map_err(named)?;
+                    self.agent = agent_back(self.agents.clone(), &machine)
+                        .await
+                        .map_err(named)?;
                 }
             }
         }
@@ -510,29 +536,54 @@ impl To {
     }
 }
 
+/// Every ready agent of the cluster, by machine.
+async fn list_ready(client: &Client) -> ReadyAgents {
+    let all = agents::list(client, manifests::SYSTEM, None).await;
+    let all = all.map_err(|e| e.to_string())?;
+    Ok((all.into_iter())
+        .filter(|a| a.ready)
+        .map(|a| (a.machine.clone(), a))
+        .collect())
+}
+
+/// `machine`'s ready agent in `agents`, or why there is none.
+fn ready_agent(agents: &ReadyAgents, machine: &str) -> Result<agents::Agent, String> {
+    match agents {
+        Ok(ready) => (ready.get(machine).cloned())
+            .ok_or_else(|| format!("machine {machine} has no ready nsfleet agent")),
+        Err(e) => Err(e.clone()),
+    }
+}
+
 /// Resolves once `agent`'s machine has no ready agent, or another pod's: why.
-async fn agent_replaced(client: &Client, agent: &agents::Agent) -> String {
+async fn agent_replaced(mut agents: watch::Receiver<ReadyAgents>, agent: &agents::Agent) -> String {
     loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        match remote::machine_agent(client, &agent.machine).await {
+        if agents.changed().await.is_err() {
+            return "the agents are no longer listed".to_string();
+        }
+        match ready_agent(&agents.borrow_and_update(), &agent.machine) {
             Ok(a) if a.pod == agent.pod => {}
             Ok(a) => return format!("its agent {} was replaced by {}", agent.pod, a.pod),
-            Err(e) => return e.to_string(),
+            Err(e) => return e,
         }
     }
 }
 
 /// Machine `machine`'s agent, waiting up to [`AGENT_BACK`] for it to be ready (a pod
 /// restarting or replaced by its DaemonSet).
-async fn agent_back(client: &Client, machine: &str) -> Result<agents::Agent, String> {
+async fn agent_back(
+    mut agents: watch::Receiver<ReadyAgents>,
+    machine: &str,
+) -> Result<agents::Agent, String> {
     let until = tokio::time::Instant::now() + AGENT_BACK;
     loop {
-        match remote::machine_agent(client, machine).await {
+        let last = match ready_agent(&agents.borrow_and_update(), machine) {
             Ok(a) => return Ok(a),
-            Err(e) if tokio::time::Instant::now() >= until => {
-                return Err(format!("{e} within {} s", AGENT_BACK.as_secs()))
-            }
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(e) => e,
+        };
+        match tokio::time::timeout_at(until, agents.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return Err(format!("{last} within {} s", AGENT_BACK.as_secs())),
         }
     }
 }
@@ -580,7 +631,8 @@ const STALL: Duration = Duration::from_secs(20);
 /// byte N, once; `corrupt-every:N` changes byte N of every stream. Without the feature,
 /// nothing.
 mod faults {
-    /// What a chunk about to be sent meets.
+    /// What a chunk about to be sent meets (without the feature, nothing).
+    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
     pub enum Fault {
         None,
         /// The chunk was cut where the connection drops.

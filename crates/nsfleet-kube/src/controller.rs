@@ -15,7 +15,7 @@ use crate::crd::{
     MACHINE_LABEL, OWNER_RENEWED,
 };
 use crate::plan::{self, MachineInfo};
-use crate::{agents, Error};
+use crate::{agents, crd, Error};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -516,10 +516,7 @@ fn machines_of(parts: &[FleetPart], agents: &[agents::Agent]) -> Vec<MachineStat
 /// Why a part's machine is Lost: its agent is gone, while it was fetching the layers
 /// `missing` of which images, if it was.
 fn gone_message(part: &FleetPart, missing: &[String]) -> String {
-    let fetching: Vec<&str> = (part.spec.software.images.iter())
-        .filter(|i| i.layers.iter().any(|l| missing.contains(l)))
-        .map(|i| i.reference.as_str())
-        .collect();
+    let fetching = crd::with_any_layer(&part.spec.software.images, missing);
     match fetching.is_empty() {
         true => "its agent is gone".to_string(),
         false => format!(

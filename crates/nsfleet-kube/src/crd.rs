@@ -193,6 +193,15 @@ pub struct FleetImage {
     pub user: Option<String>,
 }
 
+/// The references of those of `images` that have any of `layers` (what a message about
+/// those layers names). An image a machine pulls has no layers known here.
+pub fn with_any_layer<'a>(images: &'a [FleetImage], layers: &[String]) -> Vec<&'a str> {
+    (images.iter())
+        .filter(|i| i.layers.iter().any(|l| layers.contains(l)))
+        .map(|i| i.reference.as_str())
+        .collect()
+}
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 pub struct ConfigMapKey {
     pub name: String,

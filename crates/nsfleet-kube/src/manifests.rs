@@ -206,6 +206,13 @@ fn env(o: &Options) -> Vec<Value> {
         env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": host}));
         env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": port.to_string()}));
     }
+    env
+}
+
+/// The agents' environment: the controller's, and the install's consent to unconfined
+/// nodes (only agents run nodes; the controller is not told).
+fn agent_env(o: &Options) -> Vec<Value> {
+    let mut env = env(o);
     if o.allow_privileged {
         env.push(json!({"name": ALLOW_PRIVILEGED, "value": "1"}));
     }
@@ -256,7 +263,7 @@ fn agent(o: &Options) -> Value {
                     "terminationGracePeriodSeconds": 30,
                     "containers": [{
                         "name": "agent", "image": o.image, "imagePullPolicy": "IfNotPresent",
-                        "args": ["kube", "agent"], "env": env(o),
+                        "args": ["kube", "agent"], "env": agent_env(o),
                         "securityContext": {"privileged": true},
                         "volumeMounts": [
                             {"name": "usr", "mountPath": "/usr", "readOnly": true},
@@ -309,5 +316,23 @@ mod tests {
             .find(|p| p.account == "nsfleet-agent" && p.resource == "leases" && p.verb == "create")
             .expect("an agent makes its lease");
         assert_eq!(lease.namespace, Some(SYSTEM));
+    }
+
+    #[test]
+    fn only_the_agents_are_told_the_install_allows_unconfined_nodes() {
+        let o = Options {
+            image: "nsfleet:test".into(),
+            api_server: None,
+            allow_privileged: true,
+        };
+        let told = |kind: &str| {
+            let object = (all(&o).into_iter())
+                .find(|v| v["kind"] == kind)
+                .expect("installed");
+            let env = &object["spec"]["template"]["spec"]["containers"][0]["env"];
+            (env.as_array().expect("an environment").iter()).any(|e| e["name"] == ALLOW_PRIVILEGED)
+        };
+        assert!(told("DaemonSet"));
+        assert!(!told("Deployment"));
     }
 }

@@ -830,7 +830,7 @@ const MOVE_ROUNDS: usize = 20;
 /// holding processes: a container's group as its cgroup namespace shows it, where v2
 /// hands nothing down from a group that holds a process. Every process of it is moved
 /// into the group `leaf` made below it for them, and it then hands down every
-/// controller nsfleet uses that it has, as Docker's docker-in-docker entrypoint readies
+/// controller it has (no list of nsfleet's to keep here), as Docker's docker-in-docker entrypoint readies
 /// its container. For nsfleet's agent, whose container is its own; a process that joins
 /// the top afterwards is refused by the kernel (runc's `exec` then joins its init's
 /// group). Returns the leaf's folder if it moved any; on v1 it does nothing.
@@ -841,17 +841,8 @@ pub fn give_processes_a_leaf(leaf: &str) -> io::Result<Option<PathBuf>> {
     };
     let read = |f: &str| fs::read_to_string(top.join(f)).map_err(|e| at(&top, e));
     let (held, has) = (read("cgroup.procs")?, read("cgroup.controllers")?);
-    let ours = [
-        Controller::Memory,
-        Controller::Cpu,
-        Controller::Cpuset,
-        Controller::Pids,
-    ];
-    let asked: Vec<String> = (ours.iter())
-        .filter(|c| has.split_whitespace().any(|n| n == c.name()))
-        .map(|c| format!("+{}", c.name()))
-        .collect();
-    // The machine's root, a group of nobody's, or one with none of ours (the empty v2
+    let asked: Vec<String> = has.split_whitespace().map(|c| format!("+{c}")).collect();
+    // The machine's root, a group of nobody's, or one with no controller (the empty v2
     // hierarchy beside v1's): nothing to hand down, nobody moved.
     if !top.join("cgroup.type").exists() || held.trim().is_empty() || asked.is_empty() {
         return Ok(None);
