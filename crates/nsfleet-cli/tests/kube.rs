@@ -793,11 +793,15 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
         !parts.contains("s3cret") && !parts.contains(&base64_of(b"kt:s3cret")),
         "{parts}"
     );
-    // A change to another pulled image: the machines pull it too.
+    // A change to another pulled image, the credentials now kept by a credential helper
+    // (as Docker Desktop keeps them): the helper is asked here, its answer goes into the
+    // Secret, and the machines pull the image too.
+    let (helped, path) = helper_config(env, &registry.inside, "kt:s3cret");
     let changed = fleet("kpull", &pulled[2]);
     let out = env
         .cmd(&["apply", changed.to_str().unwrap(), "--kube"])
-        .env("DOCKER_CONFIG", &right)
+        .env("DOCKER_CONFIG", &helped)
+        .env("PATH", path)
         .output()
         .unwrap();
     assert!(
@@ -807,6 +811,8 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
     );
     let node = release_of(k, "kpull", "kpull-1");
     assert_eq!(node, "busy 6\n");
+    let parts = k.kubectl(&["get", "fleetparts", "-o", "json"]);
+    assert!(!parts.contains("s3cret"), "{parts}");
     k.ok(&["down", "kpull", "--kube"]);
     gone(
         "the pull Secret goes with its fleet",
@@ -839,6 +845,26 @@ fn machines_pull_images_from_a_registry(k: &Cluster) {
     );
     gone("the unreachable fleet goes", "fleets", "kpull3");
     drop(registry);
+}
+
+/// A Docker config dir whose credentials for `registry` (`user:password`) are kept by a
+/// credential helper, `docker-credential-nsfleet-kt`, and the PATH that finds it.
+fn helper_config(env: &Env, registry: &str, user_password: &str) -> (PathBuf, String) {
+    let (user, password) = user_password.split_once(':').unwrap();
+    let bin = env.files.join("helper-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let helper = bin.join("docker-credential-nsfleet-kt");
+    let script = format!(
+        "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nread -r server\nif [ \"$server\" = \"{registry}\" ]; then\n  echo '{{\"ServerURL\":\"{registry}\",\"Username\":\"{user}\",\"Secret\":\"{password}\"}}'\nelse\n  echo 'credentials not found in native keychain'; exit 1\nfi\n"
+    );
+    std::fs::write(&helper, script).unwrap();
+    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = env.files.join("docker-helper");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = serde_json::json!({"auths": {registry: {}}, "credsStore": "nsfleet-kt"});
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let path = format!("{}:{}", std::env::var("PATH").unwrap(), bin.display());
+    (dir, path)
 }
 
 /// A node's limits hold on its machine as on one box: seen inside the node where

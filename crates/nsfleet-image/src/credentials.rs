@@ -1,9 +1,12 @@
-//! Registry credentials as `docker login` saves them: the `auths` of Docker's config file
-//! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), each entry's `auth` the
-//! base64 of `user:password`. Docker Hub's entry is under `https://index.docker.io/v1/`.
+//! Registry credentials as `docker login` saves them: in Docker's config file
+//! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), either with the credential
+//! helper it names for the registry (`credHelpers`, else `credsStore`: the program
+//! `docker-credential-NAME`, asked as Docker asks it), or in its `auths`, each entry's
+//! `auth` the base64 of `user:password`. Docker Hub's entry is under
+//! `https://index.docker.io/v1/`.
 //!
-//! It only reads that one file: it never runs a credential helper (`credsStore`,
-//! `credHelpers`) and never writes. Credentials it finds but cannot use (a helper's, an
+//! It never writes, and never runs a helper for a config given as text (a cluster's pull
+//! Secret, which carries `auths` only). Credentials it finds but cannot use (an
 //! `identitytoken` alone) are said in `unused`, so that a refused pull can tell why.
 
 use anyhow::Context;
@@ -63,7 +66,7 @@ pub(crate) fn login_for(registry: &str, path: Option<&Path>) -> anyhow::Result<L
         return Ok(Login::anonymous());
     };
     match read_config(path)? {
-        Some(text) => login_from(registry, &text, &path.display().to_string()),
+        Some(text) => login_from(registry, &text, &path.display().to_string(), true),
         None => Ok(Login::anonymous()),
     }
 }
@@ -87,20 +90,34 @@ impl Login {
     }
 }
 
-/// The login for `registry` from a config file's `text`, called `called` in messages.
-pub(crate) fn login_from(registry: &str, text: &[u8], called: &str) -> anyhow::Result<Login> {
+/// The login for `registry` from a config file's `text`, called `called` in messages:
+/// its helper's for the registry first, if it names one and `helpers` are run (as Docker
+/// does), else its `auths` entry.
+pub(crate) fn login_from(
+    registry: &str,
+    text: &[u8],
+    called: &str,
+    helpers: bool,
+) -> anyhow::Result<Login> {
     let anonymous = Login::anonymous();
     let config: DockerConfig = serde_json::from_slice(text)
         .with_context(|| format!("{called} is not a Docker config file"))?;
+    let helper = helpers.then(|| helper_of(&config, registry)).flatten();
+    if let Some(helper) = helper {
+        if let Some((user, password)) = ask_helper(helper, registry, called)? {
+            return Ok(Login {
+                auth: RegistryAuth::Basic(user, password),
+                from: Some(format!("{called}, helper docker-credential-{helper}")),
+                unused: None,
+            });
+        }
+    }
     let Some((key, entry)) = config
         .auths
         .iter()
         .find(|(k, _)| same_registry(k, registry))
     else {
-        return Ok(Login {
-            unused: helper_of(&config, registry),
-            ..anonymous
-        });
+        return Ok(anonymous);
     };
     let from = format!("{called}, entry {key:?}");
     match user_password(entry) {
@@ -117,9 +134,10 @@ pub(crate) fn login_from(registry: &str, text: &[u8], called: &str) -> anyhow::R
 }
 
 /// The credentials Docker's config file (at `path`, else its default place) has for the
-/// registries of `references`, as a config file of their own: only those entries of
-/// `auths`, so that a cluster's pull Secret carries no other registry's. None when it has
-/// none for them (or there is no such file).
+/// registries of `references`, as a config file of their own: only those registries'
+/// entries of `auths`, so that a cluster's pull Secret carries no other registry's, and a
+/// helper's credentials written as such an entry (the machines run no helper). None when
+/// it has none for them (or there is no such file).
 pub fn pull_credentials_for(
     references: &[String],
     path: Option<&Path>,
@@ -130,16 +148,33 @@ pub fn pull_credentials_for(
     let Some(text) = read_config(&path)? else {
         return Ok(None);
     };
+    let called = path.display().to_string();
     let config: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("{} is not a Docker config file", path.display()))?;
+        .with_context(|| format!("{called} is not a Docker config file"))?;
     let mut registries = Vec::new();
     for r in references {
         registries.push(crate::reference::parse(r)?.resolve_registry().to_string());
     }
-    let auths = (config["auths"].as_object().into_iter().flatten())
+    let mut auths = (config["auths"].as_object().into_iter().flatten())
         .filter(|(key, _)| registries.iter().any(|r| same_registry(key, r)))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect::<serde_json::Map<_, _>>();
+    let helpers: DockerConfig = serde_json::from_value(config.clone())
+        .with_context(|| format!("{called} is not a Docker config file"))?;
+    for registry in &registries {
+        let Some(helper) = helper_of(&helpers, registry) else {
+            continue;
+        };
+        if let Some((user, password)) = ask_helper(helper, registry, &called)? {
+            auths.retain(|key, _| !same_registry(key, registry));
+            let auth =
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            auths.insert(
+                server_address(registry),
+                serde_json::json!({ "auth": auth }),
+            );
+        }
+    }
     if auths.is_empty() {
         return Ok(None);
     }
@@ -169,15 +204,84 @@ fn unusable(entry: &AuthEntry, from: &str) -> String {
     }
 }
 
-/// A credential helper the config names for this registry, said as unused.
-fn helper_of(config: &DockerConfig, registry: &str) -> Option<String> {
+/// The credential helper the config names for this registry: its own (`credHelpers`),
+/// else the config's (`credsStore`).
+fn helper_of<'a>(config: &'a DockerConfig, registry: &str) -> Option<&'a str> {
     let helper = config
         .cred_helpers
         .iter()
         .find(|(k, _)| same_registry(k, registry))
         .map(|(_, h)| h)
         .or(config.creds_store.as_ref())?;
-    Some(format!("the credentials are kept by the helper docker-credential-{helper}, which nsfleet does not run"))
+    Some(helper.as_str()).filter(|h| !h.is_empty())
+}
+
+/// What a credential helper says when it has nothing for a server (Docker's words).
+const HELPER_HAS_NONE: &str = "credentials not found in native keychain";
+
+/// `registry`'s user and password as credential helper `docker-credential-HELPER` (named
+/// by the config `called`) keeps them, asked as Docker asks: `get`, the server's address
+/// on its standard input, JSON on its standard output. None when it has none; an error
+/// when it cannot be run, fails, or keeps a token nsfleet cannot use.
+fn ask_helper(
+    helper: &str,
+    registry: &str,
+    called: &str,
+) -> anyhow::Result<Option<(String, String)>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let program = format!("docker-credential-{helper}");
+    let server = server_address(registry);
+    let named = || format!("{program} (the credential helper {called} names for {registry})");
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", named()))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    // A helper that ends before reading its input says why on its output.
+    let _ = stdin.write_all(server.as_bytes());
+    drop(stdin);
+    let out = child
+        .wait_with_output()
+        .with_context(|| format!("waiting for {}", named()))?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        if said.trim() == HELPER_HAS_NONE {
+            return Ok(None);
+        }
+        let why = [said.trim(), String::from_utf8_lossy(&out.stderr).trim()].join(" ");
+        anyhow::bail!("{} failed ({}): {}", named(), out.status, why.trim());
+    }
+    #[derive(Deserialize)]
+    struct Said {
+        #[serde(rename = "Username")]
+        username: String,
+        #[serde(rename = "Secret")]
+        secret: String,
+    }
+    let got: Said = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "{} answered what is not Docker's JSON (Username, Secret)",
+            named()
+        )
+    })?;
+    // Docker's mark of an identity token (an OAuth refresh token) in the Secret.
+    if got.username == "<token>" {
+        anyhow::bail!("{} keeps an identity token for {registry}, which nsfleet does not use: log in with a user and password or an access token", named());
+    }
+    Ok(Some((got.username, got.secret)))
+}
+
+/// A registry as Docker names it to helpers and in `auths`: Docker Hub by its old v1
+/// address, the others by host (and port).
+fn server_address(registry: &str) -> String {
+    match same_registry(registry, "docker.io") {
+        true => "https://index.docker.io/v1/".to_string(),
+        false => registry.to_string(),
+    }
 }
 
 /// Whether a config key names `registry`. Keys are written as Docker writes them: a host
@@ -214,7 +318,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nsfleet-creds-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("config.json");
-        let config = r#"{"auths": {"10.0.0.1:5000": {"auth": "dTpw"}, "https://index.docker.io/v1/": {"auth": "b"}, "ghcr.io": {"auth": "c"}}, "credsStore": "desktop"}"#;
+        let config = r#"{"auths": {"10.0.0.1:5000": {"auth": "dTpw"}, "https://index.docker.io/v1/": {"auth": "b"}, "ghcr.io": {"auth": "c"}}, "credHelpers": {"quay.io": "nsfleet-test-absent"}}"#;
         std::fs::write(&file, config).unwrap();
         let refs = [
             "10.0.0.1:5000/lab/app:1".to_string(),
@@ -224,10 +328,18 @@ mod tests {
         let kept: serde_json::Value = serde_json::from_str(&text).unwrap();
         let keys: Vec<&String> = kept["auths"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["10.0.0.1:5000", "https://index.docker.io/v1/"]);
-        assert!(!text.contains("credsStore"), "{text}");
-        let none = pull_credentials_for(&["quay.io/x/y:1".to_string()], Some(&file)).unwrap();
+        assert!(!text.contains("credHelpers"), "{text}");
+        let none = pull_credentials_for(&["k8s.io/x/y:1".to_string()], Some(&file)).unwrap();
         assert_eq!(none, None);
-        let login = login_from("10.0.0.1:5000", text.as_bytes(), "the Secret").unwrap();
+        // A helper the config names for a registry, not installed: said, not passed over.
+        let e = pull_credentials_for(&["quay.io/x/y:1".to_string()], Some(&file)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains(
+                "cannot run docker-credential-nsfleet-test-absent (the credential helper"
+            ),
+            "{e:#}"
+        );
+        let login = login_from("10.0.0.1:5000", text.as_bytes(), "the Secret", false).unwrap();
         assert!(login.from.unwrap().starts_with("the Secret, entry"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

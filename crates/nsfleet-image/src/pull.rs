@@ -188,7 +188,8 @@ impl Remote {
             .or_else(credentials::default_config_path);
         let (login, credentials_from) = match &opts.docker_config_text {
             Some((called, text)) => (
-                credentials::login_from(reference.registry(), text.as_bytes(), called),
+                // Given text (a cluster's pull Secret) names no helper to run here.
+                credentials::login_from(reference.registry(), text.as_bytes(), called, false),
                 called.clone(),
             ),
             None => (

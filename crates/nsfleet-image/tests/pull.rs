@@ -448,6 +448,32 @@ fn a_registry_with_basic_auth_takes_docker_config_credentials() {
     std::env::set_var("DOCKER_CONFIG", config("right", "s3cret"));
     let (record, _) = pull(&store, &reference, &PullOptions::default());
     std::env::remove_var("DOCKER_CONFIG");
+    assert_eq!(record.unwrap().names, std::slice::from_ref(&reference));
+
+    // Kept by a credential helper, as Docker Desktop keeps them (`auths` then holds an
+    // empty entry): the helper is asked for this registry, and the pull logs in with its
+    // answer. The helper is a program on PATH (appended to, so nothing else changes).
+    let bin = s.0.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let helper = bin.join("docker-credential-nsfleet-kt");
+    let script = format!(
+        "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nread -r server\nif [ \"$server\" = \"{}\" ]; then\n  echo '{{\"ServerURL\":\"'$server'\",\"Username\":\"tester\",\"Secret\":\"s3cret\"}}'\nelse\n  echo 'credentials not found in native keychain'; exit 1\nfi\n",
+        registry.addr()
+    );
+    fs::write(&helper, script).unwrap();
+    fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    std::env::set_var("PATH", format!("{path}:{}", bin.display()));
+    let stored = s.0.join("helper/config.json");
+    fs::create_dir_all(stored.parent().unwrap()).unwrap();
+    let text = json!({"auths": {registry.addr(): {}}, "credsStore": "nsfleet-kt"});
+    fs::write(&stored, text.to_string()).unwrap();
+    let opts = PullOptions {
+        docker_config: Some(stored),
+        ..PullOptions::default()
+    };
+    let again = s.store("store-helper");
+    let (record, _) = pull(&again, &reference, &opts);
     assert_eq!(record.unwrap().names, [reference]);
 }
 

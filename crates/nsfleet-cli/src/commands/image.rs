@@ -35,10 +35,11 @@ pub enum ImageCommand {
     ///
     /// Registries are reached over HTTPS, except loopback ones (127.0.0.0/8, ::1,
     /// localhost), which are plain HTTP as Docker allows, and those named with
-    /// --insecure-registry. Credentials are those `docker login` saves:
-    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json (`auths`); without an entry
-    /// for the registry, the pull is anonymous. Progress goes to stderr: bars on a
-    /// terminal, lines otherwise.
+    /// --insecure-registry. Credentials are those `docker login` saves, in
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json: from the credential helper
+    /// it names for the registry (`credHelpers`, else `credsStore`: the program
+    /// docker-credential-NAME on PATH), else from its `auths`; with neither, the pull is
+    /// anonymous. Progress goes to stderr: bars on a terminal, lines otherwise.
     ///
     ///   nsfleet image pull alpine:3.20 ghcr.io/me/app:1.0
     ///   nsfleet image pull localhost:5000/lab/router:dev       # a local registry, plain HTTP
