@@ -204,6 +204,7 @@ fn read_checked(
 ) -> anyhow::Result<Sent> {
     let started = Instant::now();
     let text = topology::read_text(file)?;
+    plan::check_topology_size(text.len()).map_err(|m| anyhow!("{}: {m}", file.display()))?;
     let format_name = match format.unwrap_or_else(|| topology::Format::of(file)) {
         topology::Format::Toml => "toml",
         topology::Format::Clab => "clab",

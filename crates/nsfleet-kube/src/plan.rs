@@ -98,6 +98,24 @@ pub fn check_fleet_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most bytes of topology text a fleet on Kubernetes may have. The Fleet and each of
+/// its parts carry the text, a part its nodes' names and tunnels besides, and the cluster
+/// keeps no object over etcd's request limit (1.5 MiB by default): refused here, before
+/// anything is made, rather than by the API server half-way through the parts.
+pub const MAX_TOPOLOGY_TEXT: usize = 1 << 20;
+
+/// Whether a topology's text of `bytes` fits in a Fleet and its parts.
+pub fn check_topology_size(bytes: usize) -> Result<(), String> {
+    if bytes <= MAX_TOPOLOGY_TEXT {
+        return Ok(());
+    }
+    Err(format!(
+        "the topology's text is {:.1} MB: on Kubernetes the Fleet and each of its parts carry it, and a cluster keeps no object over about 1.5 MB (etcd's request limit), so it may have at most {:.1} MB; declare nodes many at a time (`count`, `[[generate]]`) rather than one by one",
+        bytes as f64 / 1e6,
+        MAX_TOPOLOGY_TEXT as f64 / 1e6
+    ))
+}
+
 /// The name of a fleet's part on a machine.
 pub fn part_name(fleet: &str, machine: &str) -> String {
     format!("{fleet}.{machine}")
@@ -677,6 +695,14 @@ mod tests {
     }
 
     const RING: &str = "[fleet]\nname = \"ring\"\n[[generate]]\nkind = \"ring\"\ncount = 30\npool = \"10.0.0.0/16\"\n";
+
+    #[test]
+    fn a_topology_text_over_what_the_cluster_keeps_is_refused_saying_how_to_shrink_it() {
+        assert!(check_topology_size(MAX_TOPOLOGY_TEXT).is_ok());
+        let e = check_topology_size(2_000_000).unwrap_err();
+        assert!(e.starts_with("the topology's text is 2.0 MB"), "{e}");
+        assert!(e.contains("`count`, `[[generate]]`"), "{e}");
+    }
 
     #[test]
     fn each_part_gets_only_the_images_its_own_nodes_name() {

@@ -31,7 +31,8 @@ use std::path::PathBuf;
 /// without a container engine: see `nsfleet deploy --help`.
 ///
 /// Limits, checked before anything is created: a file of at most 16 MiB of UTF-8
-/// text; at most 200,000 nodes; and what this machine can hold, said with what it
+/// text; at most 1,000,000 nodes (over a cluster's machines: see --kube); and what this
+/// machine can hold, said with what it
 /// would take: user.max_net_namespaces, the descriptors the supervisor needs (one per
 /// node and process: RLIMIT_NOFILE, fs.nr_open; beyond them holder processes keep the
 /// namespaces), a host link's name or subnet already in use on the host.

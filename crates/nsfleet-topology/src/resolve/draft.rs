@@ -11,8 +11,10 @@ use crate::{Asks, IpNet, KernelCaps, Names, NodeConfig, NodeGroup, Topology, NO_
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would.
-pub(crate) const MAX_COUNT: u64 = 200_000;
+/// Upper bounds that catch typos (`count = 1000000000`) long before the kernel would:
+/// a fleet over the machines of a cluster (`up --kube`) may have this many nodes. What one
+/// machine can hold is its preflight's to say (its memory, its namespaces' limit).
+pub(crate) const MAX_COUNT: u64 = 1_000_000;
 
 /// A topology that is valid as far as the file alone can say, and what it asks of the
 /// kernel: the engine answers [`Draft::asks`] with a probe and hands the answer to
