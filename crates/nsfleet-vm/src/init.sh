@@ -47,6 +47,9 @@ mount -t proc proc $R/proc
 mount -t sysfs sys $R/sys
 mount -t devtmpfs dev $R/dev
 mkdir -p $R/dev/pts $R/dev/shm
+# What udev makes on any machine (bash's process substitution opens /dev/fd/N).
+ln -s /proc/self/fd $R/dev/fd
+for s in stdin:0 stdout:1 stderr:2; do ln -s "/proc/self/fd/${s#*:}" "$R/dev/${s%:*}"; done
 mount -t devpts -o ptmxmode=0666 devpts $R/dev/pts
 mount -t tmpfs shm $R/dev/shm
 mount -t tmpfs run $R/run
