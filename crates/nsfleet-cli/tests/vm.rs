@@ -53,7 +53,11 @@ fn link_kernels(from: &std::path::Path, to: &std::path::Path) {
 /// The command of [`vm`]: the accelerator is nsfleet's choice (`auto`), whatever the
 /// developer's environment says.
 fn vm_cmd(env: &Env, args: &[&str]) -> std::process::Command {
-    let mut c = env.cmd(&[&["vm", "--debian", "6.12", "--timeout", "300"], args].concat());
+    let bound: &[&str] = match args.contains(&"--timeout") {
+        true => &[],
+        false => &["--timeout", "300"],
+    };
+    let mut c = env.cmd(&[&["vm", "--debian", "6.12"], bound, args].concat());
     link_kernels(&shared_kernels(), &env.files.join("cache/nsfleet/kernels"));
     c.env("XDG_CACHE_HOME", env.files.join("cache"))
         .env_remove("NSFLEET_VM_ACCEL")
@@ -79,6 +83,15 @@ fn vm_ok(env: &Env, args: &[&str]) -> String {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{text}{err}");
     text
+}
+
+/// The guest's lines, trimmed, each of `wants` asserted to be one of them.
+fn said_lines<'a>(text: &'a str, wants: &[&str]) -> Vec<&'a str> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for want in wants {
+        assert!(lines.contains(want), "{want:?} in {text}");
+    }
+    lines
 }
 
 /// Leftovers of any `nsfleet vm` run: QEMU processes (a zombie is not one: it has
@@ -163,16 +176,16 @@ fn an_open_vswitch_switch_forwards_on_the_kernel_datapath_in_a_debian_guest() {
     // ping across the new bridge is answered.
     // The fleet comes up in the guest's first 10 s, where Open vSwitch 3.1 would start
     // no upcall handler and lose the ping (see `EARLY_BOOT` in nsfleet-subsys's ovs.rs).
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for want in [
-        "system",
-        "pinged",
-        "system@ovs-system:",
-        "[OpenFlow13]",
-        "remade",
-    ] {
-        assert!(lines.contains(&want), "{want:?} in {text}");
-    }
+    let lines = said_lines(
+        &text,
+        &[
+            "system",
+            "pinged",
+            "system@ovs-system:",
+            "[OpenFlow13]",
+            "remade",
+        ],
+    );
     for port in [": s1-p1", ": s1-p2"] {
         assert!(
             lines.iter().any(|l| l.ends_with(port)),
@@ -226,21 +239,21 @@ fn limits_hold_on_cgroup_v2_in_a_debian_guest() {
         unlimited.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for want in [
-        "memory.max 33554432 swap 0",
-        "cpu.max 50000 100000 pids.max 50",
-        "exec in 0::/",
-        "seen 50000 100000 50",
-        "killed: out of memory, limit 32 MB",
-        "log: nsfleet: killed: out of memory, limit 32 MB",
-        "\"oom_kills\":1 \"oom_kills\":0",
-        "down \"reclaimed\":2",
-        "handed to nodes: cpuset cpu pids",
-        "no nsfleet cgroup left",
-    ] {
-        assert!(lines.contains(&want), "{want:?} in {text}");
-    }
+    said_lines(
+        &text,
+        &[
+            "memory.max 33554432 swap 0",
+            "cpu.max 50000 100000 pids.max 50",
+            "exec in 0::/",
+            "seen 50000 100000 50",
+            "killed: out of memory, limit 32 MB",
+            "log: nsfleet: killed: out of memory, limit 32 MB",
+            "\"oom_kills\":1 \"oom_kills\":0",
+            "down \"reclaimed\":2",
+            "handed to nodes: cpuset cpu pids",
+            "no nsfleet cgroup left",
+        ],
+    );
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
@@ -288,21 +301,101 @@ fn limits_hold_in_a_pods_cgroup_v2_group_once_the_agent_readies_it_in_a_debian_g
         inside.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for want in [
-        "own 0::/",
-        "refused: needs the memory cgroup controller, which this host does not give nsfleet",
-        "moved this container's processes into /sys/fs/cgroup/agent",
-        "now in 0::/agent",
-        "handed cpuset cpu memory pids",
-        "memory.max 33554432 pids.max 50",
-        "killed: out of memory, limit 32 MB",
-        "down \"reclaimed\":2",
-        "no nsfleet group left",
-    ] {
-        assert!(lines.contains(&want), "{want:?} in {text}");
-    }
+    said_lines(
+        &text,
+        &[
+            "own 0::/",
+            "refused: needs the memory cgroup controller, which this host does not give nsfleet",
+            "moved this container's processes into /sys/fs/cgroup/agent",
+            "now in 0::/agent",
+            "handed cpuset cpu memory pids",
+            "memory.max 33554432 pids.max 50",
+            "killed: out of memory, limit 32 MB",
+            "down \"reclaimed\":2",
+            "no nsfleet group left",
+        ],
+    );
     assert!(!text.contains("made a group when refused"), "{text}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
+
+/// A Kubernetes cluster whose machines run cgroup v2, as most do today: scripts/
+/// kube-cluster's cluster of one machine in a Debian guest (its groups made by the kubelet
+/// on v2, the agent's container made by containerd and runc), nsfleet installed in it. A fleet's limits hold on the machine: written where
+/// Docker's containers look, a node over its memory killed and its neighbour running on.
+/// The cluster goes with nothing left.
+#[test]
+fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_guest() {
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new("vm-kube-v2");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Kubernetes' programs built on this host (once, cached), for the guest to find.
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let cache = std::env::var("XDG_CACHE_HOME").unwrap_or_else(|_| format!("{home}/.cache"));
+    let built = std::process::Command::new("bash")
+        .arg(root.join("scripts/kube-build"))
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let topo = env.file(
+        "klim.toml",
+        "[fleet]\nname = \"klim\"\n[[node]]\nname = \"hog\"\nmemory = \"32M\"\npids = 50\ncommands = [\"exec sleep 1000\"]\n[[node]]\nname = \"calm\"\ncommands = [\"exec sleep 1000\"]\n",
+    );
+    let script = env.file(
+        "guest.sh",
+        &format!(
+            "export XDG_CACHE_HOME={cache} NSFLEET={nsfleet}; N={nsfleet}; D=/var/lib/nsfleet/kube-clusters/v2\n\
+             echo top $(stat -f -c %T /sys/fs/cgroup)\n\
+             bash {root}/scripts/kube-cluster up --machines 1 --name v2 --install >/tmp/kc.log 2>&1 || {{ echo kube-cluster failed:; tail -40 /tmp/kc.log; exit 3; }}\n\
+             export KUBECONFIG=$D/admin.kubeconfig\n\
+             $N up {topo} --kube >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
+             echo hog group $(find /sys/fs/cgroup -type d -name hog | sed 's|^/sys/fs/cgroup||')\n\
+             echo memory.max $($N exec klim hog --kube -- cat /sys/fs/cgroup/memory.max)\n\
+             echo pids.max $($N exec klim hog --kube -- cat /sys/fs/cgroup/pids.max)\n\
+             $N exec klim hog --kube -- sh -c 'head -c 300M /dev/zero | tail >/dev/null' 2>/dev/null || echo hog killed\n\
+             echo calm $($N exec klim calm --kube -- echo alive)\n\
+             $N down klim --kube >/dev/null 2>&1 && echo down\n\
+             bash {root}/scripts/kube-cluster down --name v2 >/dev/null 2>&1 && echo cluster down\n\
+             ls /sys/fs/cgroup | grep -q nsfleet || echo no nsfleet group left\n",
+            nsfleet = env!("CARGO_BIN_EXE_nsfleet"),
+            root = root.display(),
+            topo = topo.display(),
+        ),
+    );
+    let text = vm_ok(
+        &env,
+        &[
+            "--mem",
+            "6144",
+            "--timeout",
+            "900",
+            "--",
+            "bash",
+            script.to_str().unwrap(),
+        ],
+    );
+    let lines = said_lines(
+        &text,
+        &[
+            "top cgroup2fs",
+            "memory.max 33554432",
+            "pids.max 50",
+            "hog killed",
+            "calm alive",
+            "down",
+            "cluster down",
+            "no nsfleet group left",
+        ],
+    );
+    // containerd runs a privileged container (the agent) in the machine's own cgroup
+    // namespace on v2: the nodes' groups are nsfleet's at the machine's top, as a local
+    // nsfleet's are (not below the agent's container, as on v1 and in a private one).
+    let group = (lines.iter()).find_map(|l| l.strip_prefix("hog group "));
+    assert!(
+        group.is_some_and(|g| g.starts_with("/nsfleet/klim.") && g.ends_with("/hog")),
+        "{text}"
+    );
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
 
@@ -345,20 +438,20 @@ fn a_users_limits_hold_in_the_cgroup_v2_subtree_delegated_to_them_in_a_debian_gu
         topo.display(),
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for want in [
-        "refused session-1.scope) and those above it are not this user's",
-        "handed cpuset cpu memory pids",
-        "memory.max 33554432 swap 0",
-        "cpu.max 50000 100000 pids.max 50",
-        "exec in 0::/",
-        "counted 1",
-        "killed: out of memory, limit 32 MB",
-        "down \"reclaimed\":2",
-        "no nsfleet group left",
-    ] {
-        assert!(lines.contains(&want), "{want:?} in {text}");
-    }
+    said_lines(
+        &text,
+        &[
+            "refused session-1.scope) and those above it are not this user's",
+            "handed cpuset cpu memory pids",
+            "memory.max 33554432 swap 0",
+            "cpu.max 50000 100000 pids.max 50",
+            "exec in 0::/",
+            "counted 1",
+            "killed: out of memory, limit 32 MB",
+            "down \"reclaimed\":2",
+            "no nsfleet group left",
+        ],
+    );
     assert!(!text.contains("made a group when refused"), "{text}");
     assert!(leftovers().is_empty(), "{:?}", leftovers());
 }
@@ -418,12 +511,12 @@ fn image_nodes_run_on_a_kernel_whose_overlayfs_takes_only_mounted_layers() {
         topo.display()
     );
     let text = vm_ok(&env, &["--", "sh", "-c", &script]);
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
     // Each node's root made by the older way (its writable layer at /run/upper in the
     // node's mount namespace: a detached one is not named by a path there).
-    for want in ["c busy 1 0 1", "p busy 1 0 1", "down \"reclaimed\":2"] {
-        assert!(lines.contains(&want), "{want:?} in {text}");
-    }
+    let lines = said_lines(
+        &text,
+        &["c busy 1 0 1", "p busy 1 0 1", "down \"reclaimed\":2"],
+    );
     let uids = (lines.iter().find_map(|l| l.strip_prefix("uid ")))
         .unwrap_or_else(|| panic!("no uid line in {text}"));
     // One sleep is the confined node's, of nsfleet's block; the other the host's root's.
