@@ -155,6 +155,9 @@ pub fn pull_credentials_for(
     for r in references {
         registries.push(crate::reference::parse(r)?.resolve_registry().to_string());
     }
+    // Each registry's helper asked once, whatever the number of its images.
+    registries.sort();
+    registries.dedup();
     let mut auths = (config["auths"].as_object().into_iter().flatten())
         .filter(|(key, _)| registries.iter().any(|r| same_registry(key, r)))
         .map(|(k, v)| (k.clone(), v.clone()))
@@ -228,32 +231,25 @@ fn ask_helper(
     registry: &str,
     called: &str,
 ) -> anyhow::Result<Option<(String, String)>> {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let program = format!("docker-credential-{helper}");
-    let server = server_address(registry);
     let named = || format!("{program} (the credential helper {called} names for {registry})");
-    let mut child = Command::new(&program)
-        .arg("get")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let out = run_helper(&program, &server_address(registry))
         .with_context(|| format!("cannot run {}", named()))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    // A helper that ends before reading its input says why on its output.
-    let _ = stdin.write_all(server.as_bytes());
-    drop(stdin);
-    let out = child
-        .wait_with_output()
-        .with_context(|| format!("waiting for {}", named()))?;
+    let Some(out) = out else {
+        anyhow::bail!(
+            "{} did not answer within {} s (is it waiting for a keychain to be unlocked?)",
+            named(),
+            HELPER_BOUND.as_secs()
+        );
+    };
     let said = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         if said.trim() == HELPER_HAS_NONE {
             return Ok(None);
         }
         let why = [said.trim(), String::from_utf8_lossy(&out.stderr).trim()].join(" ");
-        anyhow::bail!("{} failed ({}): {}", named(), out.status, why.trim());
+        let why: String = why.trim().chars().take(400).collect();
+        anyhow::bail!("{} failed ({}): {why}", named(), out.status);
     }
     #[derive(Deserialize)]
     struct Said {
@@ -269,10 +265,66 @@ fn ask_helper(
         )
     })?;
     // Docker's mark of an identity token (an OAuth refresh token) in the Secret.
+    if got.username.is_empty() && got.secret.is_empty() {
+        return Ok(None);
+    }
     if got.username == "<token>" {
         anyhow::bail!("{} keeps an identity token for {registry}, which nsfleet does not use: log in with a user and password or an access token", named());
     }
     Ok(Some((got.username, got.secret)))
+}
+
+/// How long a credential helper may take: one waiting on a locked keychain's prompt is
+/// killed, and said.
+const HELPER_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+/// The most of each of a helper's outputs that is read.
+const HELPER_SAYS: u64 = 64 << 10;
+
+/// Runs `program get` with `server` on its standard input: its status and outputs (each
+/// at most [`HELPER_SAYS`]), or None when it did not end within [`HELPER_BOUND`] (it
+/// is killed then).
+fn run_helper(program: &str, server: &str) -> io::Result<Option<std::process::Output>> {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // A helper that ends before reading its input says why on its output.
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(server.as_bytes());
+    }
+    fn reader(from: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut said = Vec::new();
+            if let Some(from) = from {
+                let _ = from.take(HELPER_SAYS).read_to_end(&mut said);
+            }
+            said
+        })
+    }
+    let (stdout, stderr) = (reader(child.stdout.take()), reader(child.stderr.take()));
+    let until = std::time::Instant::now() + HELPER_BOUND;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Its readers end with its pipes (or with a child of its that holds them).
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let joined = |h: std::thread::JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
+    Ok(Some(std::process::Output {
+        status,
+        stdout: joined(stdout),
+        stderr: joined(stderr),
+    }))
 }
 
 /// A registry as Docker names it to helpers and in `auths`: Docker Hub by its old v1
