@@ -350,10 +350,12 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
              bash {root}/scripts/kube-cluster up --machines 1 --name v2 --install >/tmp/kc.log 2>&1 || {{ echo kube-cluster failed:; tail -40 /tmp/kc.log; exit 3; }}\n\
              export KUBECONFIG=$D/admin.kubeconfig\n\
              $N up {topo} --kube >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
+             echo hog groups $(find /sys/fs/cgroup -type d -name hog | wc -l)\n\
              echo hog group $(find /sys/fs/cgroup -type d -name hog | sed 's|^/sys/fs/cgroup||')\n\
              echo memory.max $($N exec klim hog --kube -- cat /sys/fs/cgroup/memory.max)\n\
              echo pids.max $($N exec klim hog --kube -- cat /sys/fs/cgroup/pids.max)\n\
-             $N exec klim hog --kube -- sh -c 'head -c 300M /dev/zero | tail >/dev/null' 2>/dev/null || echo hog killed\n\
+             $N exec klim hog --kube -- sh -c 'head -c 300M /dev/zero | tail >/dev/null' 2>/dev/null || echo hog failed\n\
+             echo hog $($N exec klim hog --kube -- grep -w oom_kill /sys/fs/cgroup/memory.events)\n\
              echo calm $($N exec klim calm --kube -- echo alive)\n\
              $N down klim --kube >/dev/null 2>&1 && echo down\n\
              bash {root}/scripts/kube-cluster down --name v2 >/dev/null 2>&1 && echo cluster down\n\
@@ -381,7 +383,8 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
             "top cgroup2fs",
             "memory.max 33554432",
             "pids.max 50",
-            "hog killed",
+            "hog failed",
+            "hog groups 1",
             "calm alive",
             "down",
             "cluster down",
@@ -391,6 +394,11 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
     // containerd runs a privileged container (the agent) in the machine's own cgroup
     // namespace on v2: the nodes' groups are nsfleet's at the machine's top, as a local
     // nsfleet's are (not below the agent's container, as on v1 and in a private one).
+    let killed = (lines.iter()).find_map(|l| l.strip_prefix("hog oom_kill "));
+    assert!(
+        killed.is_some_and(|n| n.parse::<u64>().is_ok_and(|n| n >= 1)),
+        "the memory limit killed nothing: {text}"
+    );
     let group = (lines.iter()).find_map(|l| l.strip_prefix("hog group "));
     assert!(
         group.is_some_and(|g| g.starts_with("/nsfleet/klim.") && g.ends_with("/hog")),

@@ -199,7 +199,8 @@ pub struct Shipper {
     pub moved: BTreeMap<String, Moved>,
     /// The fleet's images (those sent have their layers): what an error names.
     images: Vec<FleetImage>,
-    /// The ready agents, by machine, kept by one task while layers are on their way.
+    /// The ready agents, by machine, kept listed by one task from the first layer a part
+    /// asks for until the shipper is dropped (once the fleet is up).
     agents: Option<(watch::Receiver<ReadyAgents>, JoinSet<()>)>,
 }
 
@@ -309,7 +310,11 @@ impl Shipper {
                 continue;
             }
             let agents = self.ready_agents().await;
-            let agent = ready_agent(&agents.borrow(), &machine).map_err(anyhow::Error::msg)?;
+            // Not listed ready yet (the list is up to AGENTS_POLL old): asked again at the
+            // next look. An agent that stays gone is the controller's to call Lost.
+            let Ok(agent) = ready_agent(&agents.borrow(), &machine) else {
+                continue;
+            };
             if !self.quiet {
                 eprintln!(
                     "  {machine}: its image store lacks {} layers: sending them",
@@ -555,27 +560,44 @@ fn ready_agent(agents: &ReadyAgents, machine: &str) -> Result<agents::Agent, Str
     }
 }
 
-/// Resolves once `agent`'s machine has no ready agent, or another pod's: why.
+/// Resolves once a list of the agents shows `agent`'s machine with no ready agent, or
+/// another pod's: why. A list that failed says nothing either way (a stream to an agent
+/// that is gone meanwhile ends by its own bound, [`STREAM_IDLE`]).
 async fn agent_replaced(mut agents: watch::Receiver<ReadyAgents>, agent: &agents::Agent) -> String {
     loop {
         if agents.changed().await.is_err() {
             return "the agents are no longer listed".to_string();
         }
-        match ready_agent(&agents.borrow_and_update(), &agent.machine) {
-            Ok(a) if a.pod == agent.pod => {}
-            Ok(a) => return format!("its agent {} was replaced by {}", agent.pod, a.pod),
-            Err(e) => return e,
+        let now = match &*agents.borrow_and_update() {
+            Ok(ready) => ready.get(&agent.machine).map(|a| a.pod.clone()),
+            Err(_) => continue,
+        };
+        match now {
+            Some(pod) if pod == agent.pod => {}
+            Some(pod) => return format!("its agent {} was replaced by {pod}", agent.pod),
+            None => return format!("machine {} has no ready nsfleet agent", agent.machine),
         }
     }
 }
 
-/// Machine `machine`'s agent, waiting up to [`AGENT_BACK`] for it to be ready (a pod
-/// restarting or replaced by its DaemonSet).
+/// Machine `machine`'s agent after a try failed, from a list made since (the one before
+/// may still show an agent whose container just died), waiting up to [`AGENT_BACK`] for
+/// it to be ready (a pod restarting or replaced by its DaemonSet).
 async fn agent_back(
     mut agents: watch::Receiver<ReadyAgents>,
     machine: &str,
 ) -> Result<agents::Agent, String> {
     let until = tokio::time::Instant::now() + AGENT_BACK;
+    agents.mark_unchanged();
+    if tokio::time::timeout_at(until, agents.changed())
+        .await
+        .is_err()
+    {
+        return Err(format!(
+            "the agents were not listed within {} s",
+            AGENT_BACK.as_secs()
+        ));
+    }
     loop {
         let last = match ready_agent(&agents.borrow_and_update(), machine) {
             Ok(a) => return Ok(a),
