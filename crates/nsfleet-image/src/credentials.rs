@@ -264,10 +264,10 @@ fn ask_helper(
             named()
         )
     })?;
-    // Docker's mark of an identity token (an OAuth refresh token) in the Secret.
     if got.username.is_empty() && got.secret.is_empty() {
         return Ok(None);
     }
+    // Docker's mark of an identity token (an OAuth refresh token) in the Secret.
     if got.username == "<token>" {
         anyhow::bail!("{} keeps an identity token for {registry}, which nsfleet does not use: log in with a user and password or an access token", named());
     }

@@ -830,10 +830,11 @@ const MOVE_ROUNDS: usize = 20;
 /// holding processes: a container's group as its cgroup namespace shows it, where v2
 /// hands nothing down from a group that holds a process. Every process of it is moved
 /// into the group `leaf` made below it for them, and it then hands down every
-/// controller it has (no list of nsfleet's to keep here), as Docker's docker-in-docker entrypoint readies
-/// its container. For nsfleet's agent, whose container is its own; a process that joins
-/// the top afterwards is refused by the kernel (runc's `exec` then joins its init's
-/// group). Returns the leaf's folder if it moved any; on v1 it does nothing.
+/// controller it has (no list of nsfleet's to keep here), as Docker's docker-in-docker
+/// entrypoint readies its container. For nsfleet's agent, whose container is its own
+/// (on v2 under containerd a privileged one is not: see docs/kubernetes.md); a process
+/// that joins the top afterwards is refused by the kernel (runc's `exec` then joins its
+/// init's group). Returns the leaf's folder if it moved any; on v1 it does nothing.
 pub fn give_processes_a_leaf(leaf: &str) -> io::Result<Option<PathBuf>> {
     let all = hierarchies()?;
     let Some(top) = all.iter().find(|h| h.unified).map(|h| h.mount.clone()) else {
