@@ -86,6 +86,7 @@ fn main() {
         Command::Capture(c) => c.run(run_dir),
         Command::Stats(c) => c.run(run_dir),
         Command::Graph(c) => c.run(run_dir),
+        Command::Serve(c) => c.run(run_dir),
         Command::Events(c) => c.run(run_dir),
         Command::Wait(c) => c.run(run_dir),
         Command::Node(c) => c.run(run_dir),

@@ -66,7 +66,7 @@ pub fn report(e: &anyhow::Error, json: bool) {
 
 /// One JSON object per error `e` holds: each error of a topology file with its place,
 /// or `e` itself.
-fn objects(e: &anyhow::Error) -> Vec<serde_json::Value> {
+pub fn objects(e: &anyhow::Error) -> Vec<serde_json::Value> {
     if let Some(r) = e.downcast_ref::<Refused>() {
         let placed = r
             .placed

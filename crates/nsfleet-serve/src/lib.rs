@@ -11,3 +11,4 @@
 //! 127.0.0.1 (a page shows a fleet's addresses and follows its events).
 
 pub mod graph;
+pub mod server;

@@ -485,6 +485,14 @@ pub struct Client {
     fd: Option<OwnedFd>,
 }
 
+/// The connection's socket, to wait for the supervisor's next line beside other
+/// descriptors (a stream of events that also watches its reader).
+impl AsFd for Client {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
 impl Client {
     pub fn connect(socket: &Path) -> std::io::Result<Self> {
         let sock = UnixStream::connect(socket)?;
@@ -497,6 +505,12 @@ impl Client {
 
     pub fn send(&mut self, req: &Request) -> anyhow::Result<()> {
         write_line(&self.sock, req).context("sending to the supervisor")
+    }
+
+    /// Whether a whole line has been read already: [`Client::next_as`] returns it without
+    /// waiting, though the socket (see `AsFd`) may not be readable.
+    pub fn has_line(&self) -> bool {
+        self.buf.contains(&b'\n')
     }
 
     pub fn set_timeout(&self, t: Option<Duration>) {

@@ -161,16 +161,21 @@ impl RunDir {
         Ok(())
     }
 
-    /// Claims `name`: creates its folder (atomically: mkdir fails if it exists) and writes
-    /// a record naming us. A fleet of that name already up is refused.
-    pub fn claim(&self, name: &str) -> anyhow::Result<FleetRecord> {
+    /// Makes the run directory if it is not there, and checks it.
+    pub fn create(&self) -> anyhow::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             // Root's lists its fleets to everyone, as /run/netns does; a user's, to no one.
             .mode(if users() { 0o700 } else { 0o755 })
             .create(&self.root)
             .with_context(|| format!("creating run directory {}", self.root.display()))?;
-        self.check()?;
+        self.check()
+    }
+
+    /// Claims `name`: creates its folder (atomically: mkdir fails if it exists) and writes
+    /// a record naming us. A fleet of that name already up is refused.
+    pub fn claim(&self, name: &str) -> anyhow::Result<FleetRecord> {
+        self.create()?;
         let dir = self.fleet_dir(name);
         if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             if e.kind() != std::io::ErrorKind::AlreadyExists {

@@ -26,6 +26,7 @@ pub mod ping;
 pub mod poll;
 pub mod process;
 pub mod procfs;
+pub mod pty;
 pub mod seccomp;
 pub mod signals;
 pub mod spawn;

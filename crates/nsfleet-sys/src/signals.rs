@@ -91,6 +91,25 @@ impl Drop for SignalsHeld {
     }
 }
 
+/// Makes `cmd` start with no signal blocked, whatever its spawner blocks: a thread that
+/// leaves signals to another ([`SignalsHeld`]) must not hand its mask down (a shell whose
+/// children cannot be interrupted by Ctrl-C).
+pub fn unblocked_in(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sigemptyset and pthread_sigmask on a local set are async-signal-safe, as
+    // code between fork and exec in a multi-threaded process must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            match libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) {
+                0 => Ok(()),
+                e => Err(io::Error::from_raw_os_error(e)),
+            }
+        })
+    };
+}
+
 /// Ignores SIGINT and SIGQUIT in this process (a parent waiting for a child that shares its
 /// terminal: the keys are the child's to act on).
 pub fn ignore_interrupts() {

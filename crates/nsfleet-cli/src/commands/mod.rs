@@ -26,6 +26,7 @@ pub mod node;
 pub mod report;
 pub mod save;
 pub mod scenario;
+pub mod serve;
 pub mod stats;
 pub mod status;
 pub mod tools;
@@ -53,6 +54,7 @@ pub enum Command {
     Capture(capture::CaptureCommand),
     Stats(stats::StatsCommand),
     Graph(graph::GraphCommand),
+    Serve(serve::ServeCommand),
     Events(events::EventsCommand),
     Wait(wait::WaitCommand),
     Node(node::NodeCommand),

@@ -288,6 +288,14 @@ pub fn in_own_mount_namespace(script: &str, vars: &[(&str, &Path)]) -> String {
 
 /// The children of `parent` (a host pid) named `comm`, by their host pids.
 pub fn children_named(parent: i32, comm: &str) -> Vec<i32> {
+    (children_of(parent).into_iter())
+        .filter(|(_, name)| name == comm)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// The children of `parent` (a host pid), by their host pids, with their names.
+pub fn children_of(parent: i32) -> Vec<(i32, String)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -301,8 +309,11 @@ pub fn children_named(parent: i32, comm: &str) -> Vec<i32> {
             .split_whitespace()
             .nth(1)
             .and_then(|p| p.parse::<i32>().ok());
-        if head.ends_with(&format!("({comm}")) && ppid == Some(parent) {
-            out.push(pid);
+        let Some((_, name)) = head.split_once('(') else {
+            continue;
+        };
+        if ppid == Some(parent) {
+            out.push((pid, name.to_string()));
         }
     }
     out

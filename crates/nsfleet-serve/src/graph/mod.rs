@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const PAGE: &str = include_str!("page.html");
+/// The drawing of a graph and its style, shared by this page and the workbench's.
+pub(crate) const DRAW: &str = include_str!("draw.js");
+pub(crate) const CSS: &str = include_str!("graph.css");
 const HTML: &str = "text/html; charset=utf-8";
 
 /// The port of containerlab's `--srv ADDR:PORT`. nsfleet serves the page on 127.0.0.1
@@ -113,7 +116,7 @@ pub fn graph(a: GraphArgs) -> anyhow::Result<()> {
 
 /// The graph of `source`: a topology file (validated as `up` would, without the kernel),
 /// or else a running fleet of that name, as it is now.
-fn load(rd: &RunDir, source: &str) -> anyhow::Result<Graph> {
+pub(crate) fn load(rd: &RunDir, source: &str) -> anyhow::Result<Graph> {
     let path = Path::new(source);
     if path.exists() {
         let draft = nsfleet::topology::read_file(path, None)?;
@@ -145,6 +148,22 @@ fn load(rd: &RunDir, source: &str) -> anyhow::Result<Graph> {
 /// `state` and listens to `events`.
 fn page(g: &Graph, state: Option<serde_json::Value>) -> String {
     let live = state.is_some();
+    let data = serde_json::json!({
+        "name": g.name, "nodes": laid_out(g), "links": g.links, "live": live, "state": state,
+    });
+    // Inside a <script> element, "</" would end it.
+    let data = data.to_string().replace("</", "<\\/");
+    let title = format!("fleet {}", g.name)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;");
+    PAGE.replace("__TITLE__", &title)
+        .replace("__GRAPH_CSS__", CSS)
+        .replace("__DRAW__", DRAW)
+        .replace("__DATA__", &data)
+}
+
+/// `g`'s nodes, each with its place in the drawing (`x`, `y`).
+pub(crate) fn laid_out(g: &Graph) -> Vec<serde_json::Value> {
     let edges: Vec<(usize, usize)> = g.links.iter().map(|l| (l.a, l.b)).collect();
     let at = layout::layout(g.nodes.len(), &edges);
     let nodes: Vec<serde_json::Value> = (g.nodes.iter().zip(at))
@@ -155,15 +174,7 @@ fn page(g: &Graph, state: Option<serde_json::Value>) -> String {
             v
         })
         .collect();
-    let data = serde_json::json!({
-        "name": g.name, "nodes": nodes, "links": g.links, "live": live, "state": state,
-    });
-    // Inside a <script> element, "</" would end it.
-    let data = data.to_string().replace("</", "<\\/");
-    let title = format!("fleet {}", g.name)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;");
-    PAGE.replace("__TITLE__", &title).replace("__DATA__", &data)
+    nodes
 }
 
 /// Serves fleet `name`'s live page on 127.0.0.1:`port` until interrupted: `/` (laid out
@@ -240,7 +251,7 @@ fn respond(conn: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> anyho
 /// The fleet's state now: the interfaces that are down (administratively or without
 /// carrier) as `node:iface`, the impaired ones with their impairment (as `nsfleet impair`
 /// left them), and every interface's counters.
-fn state(rd: &RunDir, name: &str) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn state(rd: &RunDir, name: &str) -> anyhow::Result<serde_json::Value> {
     let mut c = connect(rd, name)?;
     c.set_timeout(Some(Duration::from_secs(60)));
     let Reply::Stats(s) = c.call(&Request::Stats { node: None })? else {

@@ -1,0 +1,691 @@
+//! `nsfleet serve`: the lab server's HTTP API driven as a script drives it (a fleet up,
+//! cables, nodes, apply, events, a capture, down), its terminals over WebSockets on real
+//! pseudo-terminals, the workbench page in Chromium, and everything refused: no or a
+//! wrong token, a foreign Host or Origin, what does not exist, bad bodies and topologies,
+//! clients that go away. Nothing is left: no process, no terminal, no folder.
+
+mod harness;
+
+use harness::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const LAB: &str = "[fleet]\nname = \"sv\"\n[[switch]]\nname = \"s1\"\n[[node]]\nname = \"r1\"\nrouter = true\ncommands = [\"sleep infinity\"]\n[[node]]\nname = \"h1\"\ncommands = [\"sleep infinity\"]\n[[node]]\nname = \"h2\"\n[[link]]\na = { at = \"r1:eth0\", addrs = [\"10.8.0.1/24\"] }\nb = \"s1\"\n[[link]]\na = { at = \"h1:eth0\", addrs = [\"10.8.0.2/24\"] }\nb = \"s1\"\n[[link]]\na = { at = \"r1:eth1\", addrs = [\"10.9.0.1/30\"] }\nb = { at = \"h2:eth0\", addrs = [\"10.9.0.2/30\"] }\n";
+
+/// A running `nsfleet serve`, ended (SIGTERM) when dropped; its folder must go with it.
+struct Server {
+    child: std::process::Child,
+    port: u16,
+    token: String,
+    folder: std::path::PathBuf,
+}
+
+impl Server {
+    fn start(env: &Env) -> Server {
+        let mut child = env
+            .cmd(&["serve", "--json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let said: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let token_file = std::path::PathBuf::from(said["token_file"].as_str().unwrap());
+        let token = std::fs::read_to_string(&token_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the token file is the user's alone");
+        let port = said["port"].as_u64().unwrap() as u16;
+        assert_eq!(
+            said["url"].as_str().unwrap(),
+            format!("http://127.0.0.1:{port}/?token={token}")
+        );
+        Server {
+            child,
+            port,
+            token,
+            folder: token_file.parent().unwrap().to_path_buf(),
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("localhost:{}", self.port)
+    }
+
+    /// A request with `headers` (the Host and the token are the test's to give): its
+    /// status and its body as JSON (null when it is not).
+    fn raw(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        write!(c, "{head}\r\n{body}").unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        let all = String::from_utf8_lossy(&all);
+        let (head, body) = all.split_once("\r\n\r\n").unwrap_or((&all, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    /// A request as a script makes it: the server's Host, the token as a Bearer header.
+    fn call(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let bearer = format!("Bearer {}", self.token);
+        self.raw(
+            method,
+            path,
+            &[("Host", &self.host()), ("Authorization", &bearer)],
+            body,
+        )
+    }
+
+    /// [`Server::call`] that must answer `status`.
+    fn expect(&self, status: u16, method: &str, path: &str, body: &str) -> Value {
+        let (got, v) = self.call(method, path, body);
+        assert_eq!(got, status, "{method} {path}: {v}");
+        v
+    }
+
+    /// Waits until every process the server started has ended.
+    fn wait_childless(&self, what: &str) {
+        wait_until(what, Duration::from_secs(10), || {
+            match self.children().as_slice() {
+                [] => Ok(()),
+                left => Err(left.to_vec()),
+            }
+        });
+    }
+
+    /// The processes the server started that still run (shells, captures).
+    fn children(&self) -> Vec<(i32, String)> {
+        children_of(self.child.id() as i32)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        signal(self.child.id() as i32, libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        if !std::thread::panicking() {
+            assert!(status.success(), "serve ended with {status}");
+            assert!(!self.folder.exists(), "the server's folder went with it");
+        }
+    }
+}
+
+/// An error answer's first error, as the CLI's `--json` says one.
+fn error(v: &Value) -> &Value {
+    assert!(v["errors"].is_array(), "{v}");
+    &v["error"]
+}
+
+#[test]
+fn only_a_request_with_the_token_from_this_servers_own_origin_is_answered() {
+    let env = Env::new("serveguard");
+    let s = Server::start(&env);
+    let bearer = format!("Bearer {}", s.token);
+    let host = s.host();
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Headers, u16, &str); 6] = [
+        (&[("Host", &host)], 401, "no token"),
+        (
+            &[("Host", &host), ("Authorization", "Bearer 00")],
+            401,
+            "a wrong token",
+        ),
+        (
+            &[("Host", &host), ("Cookie", "nsfleet_token_1=x")],
+            401,
+            "no token",
+        ),
+        (
+            &[("Host", "evil.example"), ("Authorization", &bearer)],
+            403,
+            "Host \"evil.example\" is not this server's",
+        ),
+        (&[("Authorization", &bearer)], 403, "Host \"\""),
+        (
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", "http://evil.example"),
+            ],
+            403,
+            "only this server's own pages",
+        ),
+    ];
+    for (headers, status, said) in cases {
+        let (got, v) = s.raw("GET", "/api/v1/fleets", headers, "");
+        assert_eq!(got, status, "{headers:?}: {v}");
+        let message = error(&v)["message"].as_str().unwrap();
+        assert!(message.contains(said), "{headers:?}: {message}");
+        assert!(error(&v)["file"].is_null() && error(&v)["line"].is_null());
+    }
+    // Its own page's origin is answered.
+    let origin = format!("http://{host}");
+    let (got, v) = s.raw(
+        "GET",
+        "/api/v1/fleets",
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", &origin),
+        ],
+        "",
+    );
+    assert_eq!((got, v), (200, json!({ "fleets": [] })));
+
+    // The page's first load sets the cookie and leaves the token out of the address.
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(
+        c,
+        "GET /?token={} HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        s.token
+    )
+    .unwrap();
+    let mut head = String::new();
+    c.read_to_string(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    let cookie = format!(
+        "Set-Cookie: nsfleet_token_{}={}; Path=/; HttpOnly; SameSite=Strict",
+        s.port, s.token
+    );
+    assert!(
+        head.contains(&cookie) && head.contains("Location: /\r\n"),
+        "{head}"
+    );
+    let (got, _) = s.raw("GET", "/?token=nope", &[("Host", &host)], "");
+    assert_eq!(got, 401);
+    let with_cookie = format!("nsfleet_token_{}={}", s.port, s.token);
+    let (got, _) = s.raw(
+        "GET",
+        "/api/v1/openapi.json",
+        &[("Host", &host), ("Cookie", &with_cookie)],
+        "",
+    );
+    assert_eq!(got, 200);
+
+    // What does not exist, and bodies that are not what a path takes.
+    let api = s.expect(200, "GET", "/api/v1/openapi.json", "");
+    assert_eq!(
+        api["openapi"].as_str().map(|v| &v[..2]),
+        Some("3."),
+        "{api}"
+    );
+    assert!(api["paths"]["/api/v1/fleets/{fleet}/nodes/{node}/terminal"].is_object());
+    let missing = s.expect(404, "GET", "/api/v1/fleets/nope", "");
+    assert!(error(&missing)["message"]
+        .as_str()
+        .unwrap()
+        .contains("no fleet named \"nope\""));
+    s.expect(404, "GET", "/api/v1/nothing", "");
+    s.expect(405, "PUT", "/api/v1/fleets", "");
+    let malformed = s.expect(400, "POST", "/api/v1/fleets", "{\"topology\": ");
+    assert!(error(&malformed)["message"]
+        .as_str()
+        .unwrap()
+        .contains("not the JSON expected"));
+    s.expect(
+        400,
+        "POST",
+        "/api/v1/fleets",
+        "{\"topology\": \"\", \"colour\": 1}",
+    );
+    // A topology that does not validate: its errors, each at its place, and no fleet.
+    let bad = json!({ "topology": "[fleet]\nname = \"x\"\n[[node]]\nname = \"a b\"\n", "file": "lab.toml" });
+    let v = s.expect(422, "POST", "/api/v1/fleets", &bad.to_string());
+    let e = error(&v);
+    assert_eq!(
+        (e["file"].as_str(), e["line"].as_u64(), e["column"].as_u64()),
+        (Some("lab.toml"), Some(4), Some(8)),
+        "{v}"
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("node name \"a b\" may contain only"),
+        "{v}"
+    );
+    assert_eq!(
+        s.expect(200, "GET", "/api/v1/fleets", ""),
+        json!({ "fleets": [] }),
+        "nothing was brought up"
+    );
+    // A body too large is refused from its length, before it is read.
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(c, "POST /api/v1/fleets HTTP/1.1\r\nHost: {host}\r\nAuthorization: {bearer}\r\nContent-Length: {}\r\n\r\n", 9 << 20).unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    // Another address is refused until it can be served safely.
+    let out = env.run(&["serve", "--listen", "0.0.0.0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only a loopback address"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_fleet_is_driven_over_http_as_a_script_drives_it() {
+    let env = Env::new("serveapi");
+    let s = Server::start(&env);
+    // Up from a file's text.
+    let up = json!({ "topology": LAB, "file": "sv.toml" });
+    let v = s.expect(201, "POST", "/api/v1/fleets", &up.to_string());
+    assert_eq!(v["name"], "sv", "as `up --json` says it: {v}");
+    let _f = Fleet {
+        env: &env,
+        name: "sv".into(),
+    };
+    s.expect(409, "POST", "/api/v1/fleets", &up.to_string());
+    let fleets = s.expect(200, "GET", "/api/v1/fleets", "");
+    assert_eq!(fleets["fleets"][0]["name"], "sv");
+    assert_eq!(fleets["fleets"][0]["node_count"], 4);
+    let fleet = s.expect(200, "GET", "/api/v1/fleets/sv", "");
+    let names: Vec<&str> = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{fleet}");
+    let h1 = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "h1")
+        .unwrap();
+    assert_eq!(h1["interfaces"][0], "eth0 10.8.0.2/24");
+    assert!(h1["x"].is_number() && fleet["links"].as_array().unwrap().len() == 3);
+    assert_eq!(fleet["state"]["down"], json!([]));
+
+    // The events, followed as the page follows them.
+    let mut events = sse(&s, "/api/v1/fleets/sv/events");
+    // A cable pulled: this end down, the peer without carrier; then plugged back.
+    let v = s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/links/r1:eth1",
+        "{\"state\": \"down\"}",
+    );
+    assert_eq!(
+        (
+            v["end"]["up"].as_bool(),
+            v["far"]["node"].as_str(),
+            v["far"]["carrier"].as_bool()
+        ),
+        (Some(false), Some("h2"), Some(false)),
+        "{v}"
+    );
+    wait_event(&mut events, |e| {
+        e["event"] == "link" && e["node"] == "h2" && e["state"] == "no-carrier"
+    });
+    let state = s.expect(200, "GET", "/api/v1/fleets/sv/state", "");
+    assert!(
+        state["down"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("h2:eth0")),
+        "{state}"
+    );
+    s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/links/r1:eth1",
+        "{\"state\": \"up\"}",
+    );
+    wait_event(&mut events, |e| {
+        e["event"] == "link" && e["node"] == "h2" && e["state"] == "up"
+    });
+    // An impairment (this kernel has tbf, not netem), read back, and cleared.
+    let v = s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/links/h2:eth0",
+        "{\"impair\": {\"rate\": \"10mbit\"}}",
+    );
+    assert_eq!(v["impair"]["rate_bps"], 10_000_000, "{v}");
+    let v = s.expect(200, "GET", "/api/v1/fleets/sv/links/h2:eth0", "");
+    assert_eq!(v["impair"]["rate_bps"], 10_000_000, "{v}");
+    let state = s.expect(200, "GET", "/api/v1/fleets/sv/state", "");
+    assert_eq!(state["impaired"]["h2:eth0"], "rate 10mbit", "{state}");
+    let v = s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/links/h2:eth0",
+        "{\"impair\": null}",
+    );
+    assert!(v["impair"].is_null(), "{v}");
+    s.expect(
+        400,
+        "POST",
+        "/api/v1/fleets/sv/links/h2:eth0",
+        "{\"impair\": {\"rate\": \"fast\"}}",
+    );
+    s.expect(
+        400,
+        "POST",
+        "/api/v1/fleets/sv/links/h2:eth0",
+        "{\"state\": \"sideways\"}",
+    );
+    s.expect(400, "POST", "/api/v1/fleets/sv/links/h2:eth0", "{}");
+    s.expect(
+        404,
+        "POST",
+        "/api/v1/fleets/sv/links/h2:eth7",
+        "{\"state\": \"down\"}",
+    );
+    s.expect(
+        404,
+        "POST",
+        "/api/v1/fleets/sv/links/h9:eth0",
+        "{\"state\": \"down\"}",
+    );
+    // A node's processes stopped and started.
+    let v = s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/nodes/h1",
+        "{\"action\": \"stop\"}",
+    );
+    assert_eq!(v["processes"], json!([]), "{v}");
+    wait_event(&mut events, |e| {
+        e["event"] == "node" && e["node"] == "h1" && e["action"] == "stopped"
+    });
+    let v = s.expect(
+        200,
+        "POST",
+        "/api/v1/fleets/sv/nodes/h1",
+        "{\"action\": \"start\"}",
+    );
+    assert_eq!(v["processes"][0]["running"], true, "{v}");
+    let v = s.expect(
+        404,
+        "POST",
+        "/api/v1/fleets/sv/nodes/h9",
+        "{\"action\": \"stop\"}",
+    );
+    assert!(
+        error(&v)["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no node \"h9\""),
+        "{v}"
+    );
+    s.expect(
+        400,
+        "POST",
+        "/api/v1/fleets/sv/nodes/h1",
+        "{\"action\": \"fly\"}",
+    );
+
+    // A capture streamed as pcapng while h1 pings r1, read by tcpdump.
+    let pcap = env.files.join("sv.pcapng");
+    let mut reader = capture(
+        &s,
+        "/api/v1/fleets/sv/capture?ifaces=r1:eth0&filter=icmp&count=4",
+    );
+    env.ok(&[
+        "exec", "sv", "h1", "--", "ping", "-c", "2", "-i", "0.2", "10.8.0.1",
+    ]);
+    let mut bytes = Vec::new();
+    reader.read_to_end(&mut bytes).unwrap();
+    std::fs::write(&pcap, &bytes).unwrap();
+    let read = std::process::Command::new("tcpdump")
+        .args(["-nr"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&read.stdout);
+    assert_eq!(text.matches("ICMP echo").count(), 4, "{text}");
+    // Everything wrong is said before the first byte.
+    let v = s.expect(404, "GET", "/api/v1/fleets/sv/capture?ifaces=r1:eth9", "");
+    assert!(
+        error(&v)["message"].as_str().unwrap().contains("eth9"),
+        "{v}"
+    );
+    s.expect(
+        400,
+        "GET",
+        "/api/v1/fleets/sv/capture?ifaces=r1:eth0&filter=icmpp",
+        "",
+    );
+    s.expect(400, "GET", "/api/v1/fleets/sv/capture", "");
+    // A client that goes away mid-capture takes the capture with it.
+    drop(capture(&s, "/api/v1/fleets/sv/capture?ifaces=r1:eth0"));
+    s.wait_childless("the capture ends with its client");
+
+    // apply: the plan, dry; a refused file, placed; then the change.
+    let changed = LAB.replace("10.8.0.2/24", "10.8.0.3/24");
+    let body = json!({ "topology": changed, "file": "sv.toml" }).to_string();
+    let plan = s.expect(200, "POST", "/api/v1/fleets/sv/apply?dry_run=true", &body);
+    assert_eq!(
+        plan["changes"],
+        json!([{ "op": "change", "object": "h1:eth0", "detail": "addresses 10.8.0.2/24 -> 10.8.0.3/24" }])
+    );
+    assert_eq!(plan["applied"], false);
+    let wrong = json!({ "topology": format!("{LAB}[[node]]\nnam = \"x\"\n"), "file": "sv.toml" });
+    let v = s.expect(422, "POST", "/api/v1/fleets/sv/apply", &wrong.to_string());
+    assert_eq!(
+        (error(&v)["file"].as_str(), error(&v)["line"].as_u64()),
+        (Some("sv.toml"), Some(24)),
+        "{v}"
+    );
+    let done = s.expect(200, "POST", "/api/v1/fleets/sv/apply", &body);
+    assert_eq!(done["applied"], true, "{done}");
+    let fleet = s.expect(200, "GET", "/api/v1/fleets/sv", "");
+    let h1 = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "h1")
+        .unwrap()
+        .clone();
+    assert_eq!(h1["interfaces"][0], "eth0 10.8.0.3/24");
+
+    // Down: the events stream ends with the fleet.
+    s.expect(200, "DELETE", "/api/v1/fleets/sv", "");
+    wait_event(&mut events, |e| e["event"] == "fleet_down");
+    s.expect(404, "DELETE", "/api/v1/fleets/sv", "");
+    assert!(s.children().is_empty());
+}
+
+/// A server-sent-events stream of `path`, read up to its first comment.
+fn sse(s: &Server, path: &str) -> BufReader<TcpStream> {
+    stream(s, path, ": watching\n")
+}
+
+/// A GET of `path` whose answer streams on, read up to the line `until`.
+fn stream(s: &Server, path: &str, until: &str) -> BufReader<TcpStream> {
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        s.host(),
+        s.token
+    )
+    .unwrap();
+    let mut r = BufReader::new(c);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    while line != until {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+    }
+    r
+}
+
+/// Reads events until one is `wanted`.
+fn wait_event(r: &mut BufReader<TcpStream>, wanted: impl Fn(&Value) -> bool) -> Value {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the events ended");
+        if let Some(data) = line.strip_prefix("data: ") {
+            let e: Value = serde_json::from_str(data).unwrap();
+            if wanted(&e) {
+                return e;
+            }
+        }
+    }
+}
+
+/// A capture's stream, its head read: what follows is pcapng.
+fn capture(s: &Server, path: &str) -> BufReader<TcpStream> {
+    stream(s, path, "\r\n")
+}
+
+/// A terminal's WebSocket.
+type Terminal = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+fn terminal(s: &Server, node: &str, origin: Option<&str>) -> Result<Terminal, tungstenite::Error> {
+    use tungstenite::client::IntoClientRequest;
+    let url = format!(
+        "ws://{}/api/v1/fleets/sv/nodes/{node}/terminal?cols=100&rows=30",
+        s.host()
+    );
+    let mut req = url.into_client_request().unwrap();
+    let bearer = format!("Bearer {}", s.token);
+    req.headers_mut()
+        .insert("Authorization", bearer.parse().unwrap());
+    if let Some(o) = origin {
+        req.headers_mut().insert("Origin", o.parse().unwrap());
+    }
+    let tcp = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (ws, _) = tungstenite::client(req, tungstenite::stream::MaybeTlsStream::Plain(tcp))
+        .map_err(|e| match e {
+            tungstenite::HandshakeError::Failure(e) => e,
+            tungstenite::HandshakeError::Interrupted(_) => panic!("interrupted"),
+        })?;
+    Ok(ws)
+}
+
+/// Sends `keys` and reads the screen until it shows `wanted`; what it read.
+fn type_and_see(t: &mut Terminal, keys: &str, wanted: &str) -> String {
+    use tungstenite::Message;
+    if !keys.is_empty() {
+        t.send(Message::binary(keys.as_bytes().to_vec())).unwrap();
+    }
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.contains(wanted) {
+        assert!(Instant::now() < deadline, "{wanted:?} not seen in {seen:?}");
+        match t.read() {
+            Ok(Message::Binary(b)) => seen.push_str(&String::from_utf8_lossy(&b)),
+            Ok(Message::Close(c)) => panic!("closed ({c:?}) before {wanted:?}: {seen:?}"),
+            Ok(_) => {}
+            Err(e) => panic!("{e} before {wanted:?}: {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// Reads until the terminal closes: its close frame's reason.
+fn closed(t: &mut Terminal) -> String {
+    use tungstenite::Message;
+    loop {
+        match t.read() {
+            Ok(Message::Close(Some(c))) => return c.reason.to_string(),
+            Ok(Message::Close(None)) => return String::new(),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
+    use tungstenite::Message;
+    let env = Env::new("serveterm");
+    let _f = env.up(LAB);
+    let s = Server::start(&env);
+
+    let mut t = terminal(&s, "r1", None).unwrap();
+    // The node's shell: its hostname, its addresses; a terminal that says its size.
+    let seen = type_and_see(
+        &mut t,
+        "hostname; ip -br addr show eth1; stty size; tput colors; echo done-$((1+1))\r",
+        "done-2",
+    );
+    for shown in ["10.9.0.1/30", "\r\n30 100\r\n", "\r\n256\r\n"] {
+        assert!(seen.contains(shown), "{shown:?} in {seen:?}");
+    }
+    t.send(Message::text(r#"{"resize": {"cols": 132, "rows": 40}}"#))
+        .unwrap();
+    type_and_see(&mut t, "stty size\r", "40 132");
+    // Ctrl-C ends what runs in the foreground, as in any terminal.
+    type_and_see(&mut t, "sleep 60; echo slept-$((6*7))\r", "sleep 60");
+    std::thread::sleep(Duration::from_millis(300));
+    let seen = type_and_see(&mut t, "\x03echo after-$((6*7))\r", "after-42");
+    assert!(!seen.contains("slept-42"), "{seen}");
+    // The shell's end is the terminal's.
+    t.send(Message::binary(b"exit 3\r".to_vec())).unwrap();
+    assert_eq!(closed(&mut t), "the shell in r1 ended (exit status 3)");
+
+    // A terminal the page closes takes its shell with it.
+    let mut t = terminal(&s, "h1", None).unwrap();
+    type_and_see(&mut t, "echo $((40+2))\r", "42");
+    assert_eq!(s.children().len(), 1, "one shell");
+    t.close(None).unwrap();
+    let _ = closed(&mut t);
+    drop(t);
+    s.wait_childless("the shell ends with its terminal");
+
+    // A node a terminal is open in is not removed by apply (as for `nsfleet exec`).
+    let mut t = terminal(&s, "h2", None).unwrap();
+    // Its output, not the terminal's echo of what was typed: the shell is up.
+    type_and_see(&mut t, "echo $((20+22))-ready\r", "42-ready");
+    let without_h2 = LAB.split("[[node]]\nname = \"h2\"\n").next().unwrap().to_string()
+        + "[[link]]\na = { at = \"r1:eth0\", addrs = [\"10.8.0.1/24\"] }\nb = \"s1\"\n[[link]]\na = { at = \"h1:eth0\", addrs = [\"10.8.0.2/24\"] }\nb = \"s1\"\n";
+    let body = json!({ "topology": without_h2, "file": "sv.toml" }).to_string();
+    let v = s.expect(422, "POST", "/api/v1/fleets/sv/apply", &body);
+    assert!(
+        error(&v)["message"]
+            .as_str()
+            .unwrap()
+            .contains("would remove node h2, which nsfleet exec runs in"),
+        "{v}"
+    );
+
+    // Refused before any shell starts: a node that does not exist, a foreign page, no
+    // WebSocket.
+    match terminal(&s, "h9", None) {
+        Err(tungstenite::Error::Http(r)) => assert_eq!(r.status(), 404),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    match terminal(&s, "r1", Some("http://evil.example")) {
+        Err(tungstenite::Error::Http(r)) => assert_eq!(r.status(), 403),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    s.expect(400, "GET", "/api/v1/fleets/sv/nodes/r1/terminal", "");
+    assert_eq!(s.children().len(), 1, "h2's shell only");
+
+    // The fleet goes down under an open terminal: closed, saying why, its shell gone.
+    s.expect(200, "DELETE", "/api/v1/fleets/sv", "");
+    assert_eq!(closed(&mut t), "fleet sv went down");
+    s.wait_childless("the shell ends with its fleet");
+}

@@ -1,0 +1,263 @@
+//! `nsfleet serve`: the lab server. One process answers for every fleet under the run
+//! directory: the workbench page, and the HTTP API it is built on (`/api/v1`, described
+//! by `openapi.json`), which scripts use as well.
+//!
+//! Each connection gets a thread and one request (`Connection: close`); a stream (events,
+//! a terminal, a capture) holds its thread while it lasts. Asking a fleet goes through its
+//! supervisor's socket, as the CLI's commands do, with the client library; what enters a
+//! node or outlives a request (a terminal's shell, a capture, `up`) is the `nsfleet`
+//! command run as a child, killed when the thread that started it ends: a client that
+//! goes away takes its processes with it, and so does the server's end, SIGKILL included.
+//!
+//! What the server keeps is its folder, `RUN_DIR/serve-PORT/` (its token, 0600, and the
+//! topologies `POST /api/v1/fleets` brought up), removed when it ends.
+
+mod api;
+mod child;
+mod guard;
+pub mod http;
+mod terminal;
+
+use anyhow::{bail, Context};
+use guard::Guard;
+use http::{ApiError, Request, Stream};
+use nsfleet::rundir::RunDir;
+use std::io::{BufReader, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct ServeArgs {
+    pub listen: IpAddr,
+    /// 0 picks a free port.
+    pub port: u16,
+    pub run_dir: PathBuf,
+    /// The `nsfleet` program, run for what enters a node or outlives a request.
+    pub program: PathBuf,
+    /// Say the URL as one JSON object.
+    pub json: bool,
+}
+
+/// What every connection's thread shares.
+pub(crate) struct Server {
+    guard: Guard,
+    run_dir: PathBuf,
+    program: PathBuf,
+    folder: Folder,
+    /// Numbers the topologies written to the folder.
+    uploads: AtomicU64,
+}
+
+impl Server {
+    pub(crate) fn rd(&self) -> RunDir {
+        RunDir::new(&self.run_dir)
+    }
+
+    /// The `nsfleet` command, on this server's run directory.
+    pub(crate) fn nsfleet(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(&self.program);
+        c.arg("--run-dir").arg(&self.run_dir);
+        c
+    }
+
+    /// A new folder of the server's own for one topology's text.
+    pub(crate) fn upload_dir(&self) -> std::io::Result<PathBuf> {
+        let n = self.uploads.fetch_add(1, Ordering::Relaxed);
+        let dir = self.folder.path.join("topologies").join(n.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+}
+
+/// Serves until SIGINT, SIGTERM or SIGHUP.
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    if !a.listen.is_loopback() {
+        bail!(
+            "--listen {}: only a loopback address is served: the server runs shells in nodes for whoever has the token, and without TLS the token would cross the network in clear. Reach it from elsewhere through an SSH tunnel (ssh -L {}:127.0.0.1:{} HOST)",
+            a.listen,
+            a.port.max(8080),
+            a.port.max(8080)
+        );
+    }
+    let rd = RunDir::new(&a.run_dir);
+    rd.create()?;
+    let listener = TcpListener::bind((a.listen, a.port))
+        .with_context(|| format!("cannot listen on {}:{}", a.listen, a.port))?;
+    let port = listener.local_addr()?.port();
+    let token = guard::new_token().context("reading /dev/urandom for the token")?;
+    let host = match a.listen {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    };
+    let url = format!("http://{host}:{port}/?token={token}");
+    let folder = Folder::make(&rd, port, &token, &url)?;
+    // Signals are taken by this thread alone; every thread started from here on has them
+    // blocked. A peer that goes away is an error on its socket, not a SIGPIPE.
+    let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    let _held = nsfleet::sys::signals::SignalsHeld::new(&signals)?;
+    nsfleet::sys::ignore_sigpipe();
+    let server = Arc::new(Server {
+        guard: Guard::new(token, a.listen, port, false),
+        run_dir: a.run_dir,
+        program: a.program,
+        folder,
+        uploads: AtomicU64::new(0),
+    });
+    let accepting = server.clone();
+    std::thread::spawn(move || accept(listener, accepting));
+    if a.json {
+        let token_file = server.folder.path.join("token");
+        println!(
+            "{}",
+            serde_json::json!({ "url": url, "port": port, "token_file": token_file })
+        );
+    } else {
+        println!("{url}");
+        eprintln!(
+            "nsfleet: serving every fleet under {} on {host}:{port}; open the URL above (its token is also in {}). Ctrl-C ends it.",
+            rd.root().display(),
+            server.folder.path.join("token").display()
+        );
+    }
+    std::io::stdout().flush()?;
+    let sig = nsfleet::sys::signals::wait_signal(&signals)?;
+    eprintln!("nsfleet: serve: signal {sig}: ending");
+    // The children of every connection die with this process (see `child`); its folder
+    // is removed now (connections' threads still hold the server).
+    server.folder.remove();
+    Ok(())
+}
+
+fn accept(listener: TcpListener, server: Arc<Server>) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let server = server.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = connection(&server, conn) {
+                if !gone(&e) {
+                    eprintln!("nsfleet: serve: {e:#}");
+                }
+            }
+        });
+    }
+}
+
+/// Whether `e` is a peer that went away: not worth a line.
+fn gone(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|e| {
+        use std::io::ErrorKind::*;
+        matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof)
+    })
+}
+
+/// One connection: its request read, checked, and answered.
+fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
+    // A request's head and body come within this; a stream sets its own bounds.
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+    tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let socket = tcp.try_clone()?;
+    let stream: Box<dyn Stream> = Box::new(tcp);
+    let mut reader = BufReader::new(stream);
+    let request = match http::read_request(&mut reader) {
+        Ok(r) => r,
+        Err(e) => return Ok(e.send(reader.get_mut())?),
+    };
+    let checked = server
+        .guard
+        .check_origin(&request)
+        .and_then(|()| authorized(server, &request));
+    let out = reader.get_mut();
+    match checked {
+        Err(e) => Ok(e.send(out)?),
+        Ok(Some(redirect)) => Ok(http::respond(out, 303, "text/plain", &redirect, b"")?),
+        Ok(None) => api::route(server, &request, reader, socket),
+    }
+}
+
+/// Whether `r` may be answered: its token checked. The page's first load, `/?token=`,
+/// gets the cookie and is sent on to `/` (the token leaves the address bar and history).
+fn authorized(server: &Server, r: &Request) -> Result<Option<Vec<String>>, ApiError> {
+    if let (Some(shown), "/") = (r.query.get("token"), r.path.as_str()) {
+        if !server.guard.is_token(shown) {
+            return Err(ApiError::new(
+                401,
+                "a wrong token: open the URL `nsfleet serve` printed",
+            ));
+        }
+        let cookie = format!(
+            "Set-Cookie: {}={}; Path=/; HttpOnly; SameSite=Strict",
+            server.guard.cookie, server.guard.token
+        );
+        return Ok(Some(vec![cookie, "Location: /".into()]));
+    }
+    server.guard.check_token(r).map(|()| None)
+}
+
+/// The server's folder in the run directory: `serve-PORT/`, with `token` (0600) and `url`
+/// for scripts, `pid`, and the topologies brought up through the API.
+struct Folder {
+    path: PathBuf,
+}
+
+impl Folder {
+    fn make(rd: &RunDir, port: u16, token: &str, url: &str) -> anyhow::Result<Folder> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let path = rd.root().join(format!("serve-{port}"));
+        // A folder left by a server that was SIGKILLed on this port: its process is gone
+        // (this one holds the port now), and so is what it served.
+        if path.join("pid").exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("removing {}", path.display()))?;
+        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .with_context(|| format!("making {}", path.display()))?;
+        let folder = Folder { path };
+        let write = |name: &str, text: &str| -> anyhow::Result<()> {
+            let p = folder.path.join(name);
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&p)
+                .with_context(|| format!("writing {}", p.display()))?;
+            f.write_all(text.as_bytes())?;
+            Ok(())
+        };
+        write("token", &format!("{token}\n"))?;
+        write("url", &format!("{url}\n"))?;
+        write("pid", &format!("{}\n", std::process::id()))?;
+        Ok(folder)
+    }
+}
+
+impl Folder {
+    fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Whether `dir` is a lab server's folder whose server is gone (SIGKILLed): `clean`'s
+/// to remove.
+pub fn is_left_behind(dir: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(dir.join("pid")) else {
+        return false;
+    };
+    let Ok(pid) = pid.trim().parse::<u32>() else {
+        return false;
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+    !exe.is_ok_and(|e| {
+        e.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("nsfleet"))
+    })
+}

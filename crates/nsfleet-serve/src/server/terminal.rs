@@ -1,0 +1,288 @@
+//! `GET /api/v1/fleets/{fleet}/nodes/{node}/terminal`: a WebSocket to a shell in a node, on
+//! a real pseudo-terminal: `nsfleet exec FLEET NODE -- sh` runs on its terminal end, as in
+//! any terminal window (job control, Ctrl-C, colours, `vtysh`, `top`).
+//!
+//! Frames: binary ones carry the terminal's bytes both ways; the page's text frames are
+//! commands, `{"resize": {"cols": C, "rows": R}}`. The socket closes when the shell ends
+//! (its status in the close frame's reason), when the node is removed or the fleet goes
+//! down (said the same way), and the shell ends when the socket closes: the terminal's
+//! hang-up (SIGHUP) first, then SIGKILL after [`GRACE`].
+
+use super::http::{ApiError, Request, Stream};
+use super::{child, Server};
+use nsfleet::control::{Client, Reply, Request as Ask};
+use nsfleet::sys::pty;
+use nsfleet_client::FleetRef;
+use serde_json::Value;
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+use tungstenite::protocol::{frame::coding::CloseCode, CloseFrame, Role, WebSocket};
+use tungstenite::{Error as WsError, Message};
+
+/// How long a shell has to end after its terminal hangs up.
+const GRACE: Duration = Duration::from_secs(2);
+/// The shell a terminal runs: the node's bash when it has one, else its sh, as a login
+/// shell (its profile read, as `docker exec -it NODE bash -l`).
+const SHELL: &str = "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l";
+
+pub fn open(
+    server: &Server,
+    fleet: FleetRef,
+    node: &str,
+    r: &Request,
+    reader: BufReader<Box<dyn Stream>>,
+    socket: TcpStream,
+) -> anyhow::Result<()> {
+    let mut reader = reader;
+    let key = match handshake_key(r) {
+        Ok(k) => k,
+        Err(e) => return Ok(e.send(reader.get_mut())?),
+    };
+    if let Err(e) = node_exists(&fleet, node) {
+        return Ok(e.send(reader.get_mut())?);
+    }
+    let mut events = match follow_fleet(&fleet) {
+        Ok(c) => c,
+        Err(e) => return Ok(e.send(reader.get_mut())?),
+    };
+    let size = |name: &str, default: u16| {
+        (r.query.get(name).and_then(|v| v.parse().ok()))
+            .filter(|v| (1..=1000).contains(v))
+            .unwrap_or(default)
+    };
+    let (master, shell) =
+        match start_shell(server, &fleet, node, size("rows", 24), size("cols", 80)) {
+            Ok(s) => s,
+            Err(e) => return Ok(e.send(reader.get_mut())?),
+        };
+    let mut shell = shell;
+    let upgrade = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        tungstenite::handshake::derive_accept_key(key.as_bytes())
+    );
+    reader.get_mut().write_all(upgrade.as_bytes())?;
+    let early = reader.buffer().to_vec();
+    let ws = WebSocket::from_partially_read(reader.into_inner(), early, Role::Server, None);
+    let ended = relay(
+        ws,
+        &socket,
+        &master,
+        &mut events,
+        &mut shell,
+        (&fleet.name, node),
+    );
+    // The terminal hangs up: the shell and what it runs get SIGHUP, as when a window
+    // closes; what outlives the grace time is killed.
+    drop(master);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline && matches!(shell.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = shell.kill();
+    let _ = shell.wait();
+    ended
+}
+
+/// The `Sec-WebSocket-Key` of a WebSocket request, or why `r` is not one.
+fn handshake_key(r: &Request) -> Result<String, ApiError> {
+    let upgrade = r
+        .header("upgrade")
+        .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    let version = r.header("sec-websocket-version") == Some("13");
+    match (upgrade, version, r.header("sec-websocket-key")) {
+        (true, true, Some(k)) => Ok(k.to_string()),
+        _ => Err(ApiError::new(
+            400,
+            "a terminal is a WebSocket (version 13): connect with Upgrade: websocket",
+        )),
+    }
+}
+
+/// Whether the fleet has `node`, asked of its supervisor (a 404 with the closest names
+/// otherwise).
+fn node_exists(fleet: &FleetRef, node: &str) -> Result<(), ApiError> {
+    let mut c = fleet
+        .connect()
+        .map_err(|e| ApiError::from_client(&e, 500))?;
+    match c.call(&Ask::Netns {
+        node: node.to_string(),
+    }) {
+        Ok(Reply::Netns { .. }) => Ok(()),
+        Ok(other) => Err(ApiError::new(
+            500,
+            format!("unexpected reply from the supervisor: {other:?}"),
+        )),
+        Err(e) => Err(ApiError::from_client(&e, 500)),
+    }
+}
+
+/// The shell, started on a new terminal of `rows` x `cols`; the terminal's other end.
+fn start_shell(
+    server: &Server,
+    fleet: &FleetRef,
+    node: &str,
+    rows: u16,
+    cols: u16,
+) -> Result<(OwnedFd, std::process::Child), ApiError> {
+    let fail = |e: std::io::Error| ApiError::new(500, format!("a pseudo-terminal: {e}"));
+    let (master, slave) = pty::open().map_err(fail)?;
+    pty::set_size(master.as_fd(), rows, cols).map_err(fail)?;
+    let mut exec = server.nsfleet();
+    exec.args(["exec", &fleet.name, node, "--", "sh", "-c", SHELL]);
+    exec.env("TERM", "xterm-256color");
+    pty::run_on(&mut exec, &slave).map_err(fail)?;
+    let shell = child::start(exec)?;
+    Ok((master, shell))
+}
+
+/// The fleet's events, to end the terminal when its node is removed or the fleet goes.
+fn follow_fleet(fleet: &FleetRef) -> Result<Client, ApiError> {
+    let mut c = fleet
+        .connect()
+        .map_err(|e| ApiError::from_client(&e, 500))?;
+    match c
+        .call(&Ask::Events)
+        .map_err(|e| ApiError::from_client(&e, 500))?
+    {
+        Reply::Watching => Ok(c),
+        other => Err(ApiError::new(
+            500,
+            format!("unexpected reply from the supervisor: {other:?}"),
+        )),
+    }
+}
+
+/// Why the terminal ends, if the events read now say it must.
+fn node_gone(events: &mut Client, fleet: &str, node: &str) -> Option<String> {
+    loop {
+        let e = match events.next_as::<Value>() {
+            Ok(Some(e)) => e,
+            _ => return Some(format!("fleet {fleet} went away")),
+        };
+        match (e["event"].as_str(), e["action"].as_str()) {
+            (Some("node"), Some("removed")) if e["node"].as_str() == Some(node) => {
+                return Some(format!("node {node} was removed from fleet {fleet}"))
+            }
+            (Some("fleet_down"), _) => return Some(format!("fleet {fleet} went down")),
+            _ => {}
+        }
+        if !events.has_line() {
+            return None;
+        }
+    }
+}
+
+/// Carries bytes between the socket and the terminal until either ends or the node goes.
+fn relay(
+    mut ws: WebSocket<Box<dyn Stream>>,
+    socket: &TcpStream,
+    master: &OwnedFd,
+    events: &mut Client,
+    shell: &mut std::process::Child,
+    (fleet, node): (&str, &str),
+) -> anyhow::Result<()> {
+    use libc::{POLLIN, POLLOUT};
+    socket.set_nonblocking(true)?;
+    let mut terminal = std::fs::File::from(master.try_clone()?);
+    let mut buf = vec![0u8; 32 << 10];
+    // A frame the socket has not taken yet: the terminal is not read until it has.
+    let mut pending = false;
+    loop {
+        let reading_terminal = !pending;
+        let ready = {
+            let mut fds = vec![
+                (socket.as_fd(), POLLIN | if pending { POLLOUT } else { 0 }),
+                (events.as_fd(), POLLIN),
+            ];
+            if reading_terminal {
+                fds.push((master.as_fd(), POLLIN));
+            }
+            nsfleet::sys::poll::poll_events(&fds, None)?
+        };
+        if ready[1] != 0 {
+            if let Some(why) = node_gone(events, fleet, node) {
+                return close(&mut ws, CloseCode::Away, &why);
+            }
+        }
+        if ready[0] & POLLOUT != 0 {
+            pending = !flushed(ws.flush())?;
+        }
+        if ready[0] != 0 {
+            loop {
+                match ws.read() {
+                    Ok(Message::Binary(b)) => terminal.write_all(&b)?,
+                    Ok(Message::Text(t)) => command(&t, master),
+                    // The page closed it: the answer tungstenite queued goes out.
+                    Ok(Message::Close(_)) => return close(&mut ws, CloseCode::Normal, ""),
+                    Ok(_) => {}
+                    Err(WsError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        if reading_terminal && ready[2] != 0 {
+            match terminal.read(&mut buf) {
+                Ok(n) if n > 0 => pending = !flushed(ws.send(Message::binary(buf[..n].to_vec())))?,
+                // EIO: every process on the terminal's end has gone, the shell first.
+                _ => {
+                    let status = shell.wait()?;
+                    let said = match status.code() {
+                        Some(c) => format!("the shell in {node} ended (exit status {c})"),
+                        None => format!("the shell in {node} was killed"),
+                    };
+                    return close(&mut ws, CloseCode::Normal, &said);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a send or flush has gone out whole; a socket that is full is not an error.
+fn flushed(r: Result<(), WsError>) -> anyhow::Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(WsError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A page's command: a resize. Anything else is ignored.
+fn command(text: &str, master: &OwnedFd) {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let (rows, cols) = (&v["resize"]["rows"], &v["resize"]["cols"]);
+    if let (Some(r), Some(c)) = (rows.as_u64(), cols.as_u64()) {
+        let _ = pty::set_size(
+            master.as_fd(),
+            r.clamp(1, 1000) as u16,
+            c.clamp(1, 1000) as u16,
+        );
+    }
+}
+
+/// Closes the socket with `reason` (at most 123 bytes, as a close frame holds), waiting a
+/// little for the page to see it.
+fn close(ws: &mut WebSocket<Box<dyn Stream>>, code: CloseCode, reason: &str) -> anyhow::Result<()> {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let frame = CloseFrame {
+        code,
+        reason: reason[..end].to_string().into(),
+    };
+    let _ = ws.close(Some(frame));
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        match ws.read().map(drop).or_else(|e| flushed(Err(e)).map(drop)) {
+            Err(_) => break,
+            Ok(()) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let _ = ws.get_mut().flush();
+    Ok(())
+}
