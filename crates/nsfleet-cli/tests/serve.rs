@@ -689,3 +689,227 @@ fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     assert_eq!(closed(&mut t), "fleet sv went down");
     s.wait_childless("the shell ends with its fleet");
 }
+
+/// Headless Chromium driven over its DevTools protocol: one page, its profile a folder of
+/// the test's own, killed when dropped.
+struct Browser {
+    child: std::process::Child,
+    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    session: String,
+    next: u64,
+}
+
+impl Browser {
+    fn open(url: &str, profile: &std::path::Path) -> Browser {
+        std::fs::create_dir_all(profile).unwrap();
+        let mut child = std::process::Command::new("chromium")
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1500,900",
+            ])
+            .args(["--remote-debugging-port=0", "about:blank"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("chromium is installed (Debian's chromium; .ci/run installs it)");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let devtools = loop {
+            let line = lines
+                .next()
+                .expect("chromium said where DevTools listen")
+                .unwrap();
+            if let Some(url) = line.strip_prefix("DevTools listening on ") {
+                break url.to_string();
+            }
+        };
+        // The rest of what it says is read, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let (ws, _) = tungstenite::connect(devtools).unwrap();
+        let mut b = Browser {
+            child,
+            ws,
+            session: String::new(),
+            next: 0,
+        };
+        let target = b.call("Target.createTarget", json!({ "url": url }));
+        let attach = json!({ "targetId": target["targetId"], "flatten": true });
+        b.session = b.call("Target.attachToTarget", attach)["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        b
+    }
+
+    /// A DevTools command, in the page's session once there is one; its result.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use tungstenite::Message;
+        self.next += 1;
+        let mut m = json!({ "id": self.next, "method": method, "params": params });
+        if !self.session.is_empty() {
+            m["sessionId"] = self.session.clone().into();
+        }
+        self.ws.send(Message::text(m.to_string())).unwrap();
+        loop {
+            let Message::Text(t) = self.ws.read().unwrap() else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["id"] == self.next {
+                assert!(v["error"].is_null(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// A JavaScript expression's value in the page (a promise's, once settled).
+    fn eval(&mut self, expression: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
+        );
+        assert!(r["exceptionDetails"].is_null(), "{expression}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true in the page.
+    fn wait(&mut self, what: &str, expression: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Until then, what it reads may not exist yet.
+        let guarded =
+            format!("(() => {{ try {{ return {expression}; }} catch (e) {{ return false; }} }})()");
+        while self.eval(&guarded) != json!(true) {
+            let seen = self.eval("document.body ? document.body.innerText.slice(0, 2000) : ''");
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not seen in 30 s; the page: {seen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Keys typed into what has the focus, as a person types them.
+    fn type_text(&mut self, text: &str) {
+        self.call("Input.insertText", json!({ "text": text }));
+        for kind in ["keyDown", "keyUp"] {
+            let enter = json!({ "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r" });
+            self.call("Input.dispatchKeyEvent", enter);
+        }
+    }
+
+    fn screenshot(&mut self, png: &std::path::Path) {
+        use base64::Engine;
+        let shot = self.call("Page.captureScreenshot", json!({ "format": "png" }));
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000);
+        std::fs::write(png, &bytes).unwrap();
+        // For the guide: NSFLEET_SCREENSHOTS=docs/images cargo test --test serve workbench
+        if let Some(dir) = std::env::var_os("NSFLEET_SCREENSHOTS") {
+            std::fs::write(
+                std::path::Path::new(&dir).join(png.file_name().unwrap()),
+                bytes,
+            )
+            .unwrap();
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Clicks the element `selector` finds, as a mouse does (the event bubbles).
+fn click(selector: &str) -> String {
+    format!(
+        "document.querySelector({selector:?}).dispatchEvent(new MouseEvent('click', {{ bubbles: true }})) && true"
+    )
+}
+
+#[test]
+fn the_workbench_in_chromium_opens_a_terminal_and_pulls_a_cable() {
+    let env = Env::new("servepage");
+    let _f = env.up(LAB);
+    let s = Server::start(&env);
+    let url = format!("http://{}/?token={}", s.host(), s.token);
+    let mut b = Browser::open(&url, &env.files.join("profile"));
+    b.wait("the page is drawn", "document.body.dataset.ready === '1'");
+    // Names are text in the DOM, each node reachable by keyboard.
+    let labels = b.eval("[...document.querySelectorAll('#nodes .label')].map((l) => l.textContent).sort().join(',')");
+    assert_eq!(labels, "h1,h2,r1,s1");
+    let reachable = b.eval("[...document.querySelectorAll('.node[tabindex=\"0\"][role=button]')].map((g) => g.getAttribute('aria-label')).sort().join(',')");
+    assert_eq!(reachable, "host h1,host h2,router r1,switch s1");
+    assert_eq!(b.eval("location.search"), "", "the token left the address");
+
+    // A node clicked: its terminal; `echo` typed into it, its answer on the screen.
+    b.eval(&click(".node[data-name='r1']"));
+    b.wait(
+        "r1's terminal opens",
+        "document.getElementById('term-r1')?.dataset.state === 'open'",
+    );
+    b.wait(
+        "r1's prompt",
+        "document.querySelector('#term-r1 .xterm-rows').textContent.includes('r1')",
+    );
+    b.type_text("echo web-$((6*7))");
+    b.wait(
+        "the echo's answer on the screen",
+        "document.querySelector('#term-r1 .xterm-rows').textContent.includes('web-42')",
+    );
+    assert_eq!(s.children().len(), 1, "one shell");
+    b.screenshot(&env.files.join("workbench-terminal.png"));
+
+    // A cable pulled from the link's panel: the link turns red, the peer loses carrier.
+    b.eval(&click("line[data-a='r1:eth1']"));
+    b.wait(
+        "the link's panel",
+        "document.querySelector('#link-state tr') !== null",
+    );
+    b.eval(&click("#pull"));
+    b.wait(
+        "the link is drawn down",
+        "document.querySelector(\"line[data-a='r1:eth1']\").classList.contains('down')",
+    );
+    b.wait("the peer without carrier", "document.querySelector(\"#link-state tr[data-end='h2:eth0']\").textContent.includes('NO-CARRIER')");
+    let kernel = env.ok(&["link", "sv", "h2:eth0"]);
+    assert!(kernel.contains("h2:eth0  UP, NO-CARRIER"), "{kernel}");
+    b.wait(
+        "the events log says so",
+        "document.getElementById('events').textContent.includes('no-carrier')",
+    );
+    b.screenshot(&env.files.join("workbench-link.png"));
+    b.eval(&click("#plug"));
+    b.wait(
+        "plugged back",
+        "!document.querySelector(\"line[data-a='r1:eth1']\").classList.contains('down')",
+    );
+
+    // The topology's text, and the plan of a change before it is applied.
+    b.eval(&click("#tabs [data-panel='topology-panel']"));
+    let changed = LAB.replace("10.8.0.2/24", "10.8.0.3/24");
+    b.eval(&format!(
+        "document.getElementById('topology').value = {}; true",
+        json!(changed)
+    ));
+    b.eval(&click("#dry-run"));
+    b.wait(
+        "the plan",
+        "document.getElementById('plan').textContent.includes('~ h1:eth0')",
+    );
+    assert!(b
+        .eval("document.getElementById('plan').textContent")
+        .as_str()
+        .unwrap()
+        .contains("dry run: nothing was changed"));
+
+    // The page gone, its terminal's shell goes.
+    drop(b);
+    s.wait_childless("the page's shell ends with it");
+}

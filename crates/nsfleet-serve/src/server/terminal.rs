@@ -23,9 +23,10 @@ use tungstenite::{Error as WsError, Message};
 
 /// How long a shell has to end after its terminal hangs up.
 const GRACE: Duration = Duration::from_secs(2);
-/// The shell a terminal runs: the node's bash when it has one, else its sh, as a login
-/// shell (its profile read, as `docker exec -it NODE bash -l`).
-const SHELL: &str = "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l";
+/// The shell a terminal runs: the node's bash when it has one, else its sh. Interactive,
+/// not a login shell: a confined node's root may not read the host's /root, and bash would
+/// say so on every terminal; without a readable ~/.bashrc, a prompt saying who and where.
+const SHELL: &str = r#"command -v bash >/dev/null 2>&1 || exec sh -i; [ -r "$HOME/.bashrc" ] && exec bash -i; PS1='\u@\h:\w\$ ' exec bash --norc -i"#;
 
 pub fn open(
     server: &Server,
