@@ -217,17 +217,29 @@ struct Watched {
 /// A socket subscribed to link notifications in each of these nodes but tenants, which
 /// their hosts' sockets hear.
 fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<Watched>> {
+    // A socket per node, beside the descriptor per node the supervisor holds: its limit
+    // was raised for both at its start, where it may be (see nsfleet-supervisor's
+    // `supervise`); a user's hard limit may still be too low, which is then said.
+    let (limit, _) = sys::nofile_limits();
     let table = fleet.nodes();
     let mut socks = Vec::with_capacity(names.len());
     for name in names {
         if table.get(name).is_some_and(|n| n.is_tenant()) {
             continue;
         }
-        let sock = fleet.on_node(name, |_| {
-            let mut s = NlSocket::open()?;
-            s.join_group(RTNLGRP_LINK)?;
-            Ok(s)
-        })?;
+        let sock = fleet
+            .on_node(name, |_| {
+                let mut s = NlSocket::open()?;
+                s.join_group(RTNLGRP_LINK)?;
+                Ok(s)
+            })
+            .with_context(|| {
+                format!(
+                    "watching the links of {} nodes takes a socket each, beside the descriptor per node the supervisor holds, and its RLIMIT_NOFILE is {limit} (a hard limit this supervisor may not raise): raise it where nsfleet is started (`ulimit -Hn {}` as root, LimitNOFILE= for a service); node {name}",
+                    names.len(),
+                    limit + names.len() as u64
+                )
+            })?;
         socks.push(Watched {
             node: name.clone(),
             sock,

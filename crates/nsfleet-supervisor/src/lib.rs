@@ -272,7 +272,12 @@ fn supervise(mut args: SupervisorArgs) -> anyhow::Result<i32> {
     let topo: Topology =
         serde_json::from_str(&input).context("reading the topology from `nsfleet up`")?;
     let run_dir = RunDir::new(&args.run_dir);
-    sys::raise_nofile(crate::preflight::descriptors_needed(&topo))
+    // What it holds, and a socket per node for a watch of their links (`nsfleet events`,
+    // a live page), which only the first watcher opens: 10,000 nodes watched needed 20,019
+    // descriptors. Where the limit may not be raised that far (a user's hard limit), as
+    // far as it goes: the preflight checked what the fleet itself holds.
+    let watched = topo.node_count();
+    sys::raise_nofile(crate::preflight::descriptors_needed(&topo) + watched)
         .context("raising RLIMIT_NOFILE")?;
     let log_dir = run_dir.log_dir(&args.name);
     std::fs::create_dir_all(&log_dir)?;
