@@ -27,7 +27,10 @@ impl CleanCommand {
             name,
             all,
             run_dir,
-            sweeps: vec![nsfleet_netlab::netlab::STALE],
+            sweeps: vec![
+                nsfleet_netlab::netlab::STALE,
+                nsfleet_serve::server::LEFT_BEHIND,
+            ],
         });
         // The kernel lab's own leftovers: folders of `nsfleet vm` runs that were killed.
         if all {

@@ -564,3 +564,21 @@ fn capture(
     let _ = running.wait();
     Ok(ended?)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_guides_copy_of_the_openapi_file_is_the_one_served() {
+        let guide = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/api/serve-openapi.json"
+        );
+        let copy = std::fs::read_to_string(guide).expect("docs/api/serve-openapi.json");
+        assert!(
+            copy == super::OPENAPI,
+            "cp crates/nsfleet-serve/src/server/openapi.json docs/api/serve-openapi.json"
+        );
+        let v: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        assert_eq!(v["openapi"], "3.1.0");
+    }
+}

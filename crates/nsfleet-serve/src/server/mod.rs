@@ -144,12 +144,21 @@ fn accept(listener: TcpListener, server: Arc<Server>) {
     }
 }
 
-/// Whether `e` is a peer that went away: not worth a line.
+/// Whether `e` is a peer that went away (from its socket, or a terminal's WebSocket):
+/// not worth a line.
 fn gone(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<std::io::Error>().is_some_and(|e| {
-        use std::io::ErrorKind::*;
-        matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof)
-    })
+    use std::io::ErrorKind::*;
+    let io = |e: &std::io::Error| matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof);
+    match e.downcast_ref::<tungstenite::Error>() {
+        Some(tungstenite::Error::Io(e)) => io(e),
+        Some(tungstenite::Error::Protocol(p)) => {
+            matches!(
+                p,
+                tungstenite::error::ProtocolError::ResetWithoutClosingHandshake
+            )
+        }
+        _ => e.downcast_ref::<std::io::Error>().is_some_and(io),
+    }
 }
 
 /// One connection: its request read, checked, and answered.
@@ -205,9 +214,9 @@ impl Folder {
     fn make(rd: &RunDir, port: u16, token: &str, url: &str) -> anyhow::Result<Folder> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let path = rd.root().join(format!("serve-{port}"));
-        // A folder left by a server that was SIGKILLed on this port: its process is gone
-        // (this one holds the port now), and so is what it served.
-        if path.join("pid").exists() {
+        // A folder left by a server that was SIGKILLed on this port (this one holds the
+        // port now): its record says its process is gone.
+        if server_gone(&path) == Some(true) {
             std::fs::remove_dir_all(&path)
                 .with_context(|| format!("removing {}", path.display()))?;
         }
@@ -229,7 +238,9 @@ impl Folder {
         };
         write("token", &format!("{token}\n"))?;
         write("url", &format!("{url}\n"))?;
-        write("pid", &format!("{}\n", std::process::id()))?;
+        let me = nsfleet::rundir::ProcId::of(std::process::id() as i32)
+            .context("reading our own process's start time")?;
+        write("pid", &format!("{}\n", serde_json::to_string(&me)?))?;
         Ok(folder)
     }
 }
@@ -246,18 +257,30 @@ impl Drop for Folder {
     }
 }
 
-/// Whether `dir` is a lab server's folder whose server is gone (SIGKILLed): `clean`'s
-/// to remove.
-pub fn is_left_behind(dir: &Path) -> bool {
-    let Ok(pid) = std::fs::read_to_string(dir.join("pid")) else {
-        return false;
-    };
-    let Ok(pid) = pid.trim().parse::<u32>() else {
-        return false;
-    };
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
-    !exe.is_ok_and(|e| {
-        e.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("nsfleet"))
-    })
+/// `nsfleet clean --all`'s sweep of the folders of servers that were killed (SIGKILL):
+/// removes each `serve-PORT/` whose `pid` record names a process that is gone; returns
+/// them. Only folders with that record: nothing matched by name alone.
+pub const LEFT_BEHIND: nsfleet_client::clean::Sweep = nsfleet_client::clean::Sweep {
+    sweep: sweep_left_behind,
+    what: "the folder of an nsfleet serve that was killed",
+};
+
+fn sweep_left_behind(rd: &RunDir) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(rd.root()).into_iter().flatten().flatten();
+    (entries.map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("serve-"))
+        })
+        .filter(|p| server_gone(p) == Some(true))
+        .filter(|p| std::fs::remove_dir_all(p).is_ok())
+        .collect()
+}
+
+/// Whether the server that made folder `dir` is gone; `None` when `dir` has no record
+/// of one.
+fn server_gone(dir: &Path) -> Option<bool> {
+    let text = std::fs::read_to_string(dir.join("pid")).ok()?;
+    let who: nsfleet::rundir::ProcId = serde_json::from_str(&text).ok()?;
+    Some(!who.alive())
 }
