@@ -4,7 +4,7 @@
 //! fleet sees. N hosts on one switch (a star), each host's `eth0` pulled once; median
 //! and 99th percentile per run.
 
-use super::{emit, machine, metric, need_root, note, Cli, Common};
+use super::{emit, machine, metric, need_root, note, percentile, Cli, Common};
 use anyhow::{anyhow, bail};
 use nsfleet::control::{Client, Reply, Request};
 use nsfleet_results::{Better, Results};
@@ -104,15 +104,4 @@ fn run(count: u64, workers: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     up.cli.down()?;
     let _ = reader.join();
     Ok((lat, rep))
-}
-
-/// The `p`-th percentile of `v` (nearest rank).
-fn percentile(v: &[f64], p: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
-    s[rank.min(s.len()) - 1]
 }

@@ -7,6 +7,7 @@
 //! never changes the engine's behaviour to measure it.
 
 mod apply;
+pub mod browser;
 mod cable;
 mod churn;
 mod clab_peer;
@@ -18,6 +19,7 @@ mod mininet;
 mod phases;
 mod raw;
 mod routers;
+mod serve;
 mod setns;
 mod stats;
 mod teardown;
@@ -35,6 +37,7 @@ pub use mininet::{mininet, MininetArgs};
 /// How `compare` judges: against the baseline's median or its range.
 pub use nsfleet_results::Against;
 pub use routers::{routers, RoutersArgs};
+pub use serve::{serve, ServeArgs};
 pub use setns::{setns, SetnsArgs};
 pub use stats::{stats, StatsArgs};
 pub use teardown::{teardown, TeardownArgs};
@@ -648,6 +651,17 @@ pub(crate) fn raw_namespaces(count: u64, lo_up: bool) -> anyhow::Result<(Vec<Own
     }
     nsfleet::sys::setns_net(std::os::fd::AsFd::as_fd(&home))?;
     Ok((fds, lat))
+}
+
+/// The `p`-th percentile of `v` (nearest rank).
+pub(crate) fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
+    s[rank.min(s.len()) - 1]
 }
 
 /// A cumulative distribution of `v` as (value, percent at or below) at 101 points.

@@ -8,8 +8,9 @@ use harness::*;
 use nsfleet_results::{Better, Metric, Results};
 use std::process::Command;
 
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "create", "teardown", "churn", "routers", "setns", "traffic", "stats", "images", "user",
+    "serve",
 ];
 
 #[test]

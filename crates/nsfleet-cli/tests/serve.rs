@@ -106,11 +106,14 @@ impl Server {
 
     /// Waits until every process the server started has ended.
     fn wait_childless(&self, what: &str) {
-        wait_until(what, Duration::from_secs(10), || {
-            match self.children().as_slice() {
-                [] => Ok(()),
-                left => Err(left.to_vec()),
-            }
+        self.wait_until_children(0, what)
+    }
+
+    /// Waits until `n` processes the server started are left.
+    fn wait_until_children(&self, n: usize, what: &str) {
+        wait_until(what, Duration::from_secs(10), || match self.children() {
+            left if left.len() == n => Ok(()),
+            left => Err(left),
         });
     }
 
@@ -276,6 +279,23 @@ fn only_a_request_with_the_token_from_this_servers_own_origin_is_answered() {
     let mut answer = String::new();
     c.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    // A server killed (SIGKILL) leaves its folder, which `clean --all` finds by its
+    // record and removes; the running one's stays.
+    let mut killed = Server::start(&env);
+    signal(killed.child.id() as i32, libc::SIGKILL);
+    killed.child.wait().unwrap();
+    assert!(killed.folder.exists());
+    let said = env.ok(&["clean", "--all"]);
+    assert!(
+        said.contains(&format!(
+            "removed {} (the folder of an nsfleet serve that was killed)",
+            killed.folder.display()
+        )),
+        "{said}"
+    );
+    assert!(!killed.folder.exists() && s.folder.exists());
+    std::mem::forget(killed);
 
     // Another address is refused until it can be served safely.
     let out = env.run(&["serve", "--listen", "0.0.0.0"]);
@@ -690,125 +710,30 @@ fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     s.wait_childless("the shell ends with its fleet");
 }
 
-/// Headless Chromium driven over its DevTools protocol: one page, its profile a folder of
-/// the test's own, killed when dropped.
-struct Browser {
-    child: std::process::Child,
-    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
-    session: String,
-    next: u64,
-}
+/// The page in headless Chromium (nsfleet-bench's driver), failing the test on any error.
+struct Page(nsfleet_bench::browser::Browser);
 
-impl Browser {
-    fn open(url: &str, profile: &std::path::Path) -> Browser {
-        std::fs::create_dir_all(profile).unwrap();
-        let mut child = std::process::Command::new("chromium")
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1500,900",
-            ])
-            .args(["--remote-debugging-port=0", "about:blank"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("chromium is installed (Debian's chromium; .ci/run installs it)");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let devtools = loop {
-            let line = lines
-                .next()
-                .expect("chromium said where DevTools listen")
-                .unwrap();
-            if let Some(url) = line.strip_prefix("DevTools listening on ") {
-                break url.to_string();
-            }
-        };
-        // The rest of what it says is read, so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let (ws, _) = tungstenite::connect(devtools).unwrap();
-        let mut b = Browser {
-            child,
-            ws,
-            session: String::new(),
-            next: 0,
-        };
-        let target = b.call("Target.createTarget", json!({ "url": url }));
-        let attach = json!({ "targetId": target["targetId"], "flatten": true });
-        b.session = b.call("Target.attachToTarget", attach)["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        b
-    }
-
-    /// A DevTools command, in the page's session once there is one; its result.
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        use tungstenite::Message;
-        self.next += 1;
-        let mut m = json!({ "id": self.next, "method": method, "params": params });
-        if !self.session.is_empty() {
-            m["sessionId"] = self.session.clone().into();
-        }
-        self.ws.send(Message::text(m.to_string())).unwrap();
-        loop {
-            let Message::Text(t) = self.ws.read().unwrap() else {
-                continue;
-            };
-            let v: Value = serde_json::from_str(&t).unwrap();
-            if v["id"] == self.next {
-                assert!(v["error"].is_null(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// A JavaScript expression's value in the page (a promise's, once settled).
+impl Page {
     fn eval(&mut self, expression: &str) -> Value {
-        let r = self.call(
-            "Runtime.evaluate",
-            json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
-        );
-        assert!(r["exceptionDetails"].is_null(), "{expression}: {r}");
-        r["result"]["value"].clone()
+        self.0.eval(expression).unwrap()
     }
 
-    /// Waits until `expression` is true in the page.
     fn wait(&mut self, what: &str, expression: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // Until then, what it reads may not exist yet.
-        let guarded =
-            format!("(() => {{ try {{ return {expression}; }} catch (e) {{ return false; }} }})()");
-        while self.eval(&guarded) != json!(true) {
-            let seen = self.eval("document.body ? document.body.innerText.slice(0, 2000) : ''");
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not seen in 30 s; the page: {seen}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.0
+            .wait(what, expression, Duration::from_secs(30))
+            .unwrap()
     }
 
-    /// Keys typed into what has the focus, as a person types them.
     fn type_text(&mut self, text: &str) {
-        self.call("Input.insertText", json!({ "text": text }));
-        for kind in ["keyDown", "keyUp"] {
-            let enter = json!({ "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r" });
-            self.call("Input.dispatchKeyEvent", enter);
-        }
+        self.0.type_line(text).unwrap()
     }
 
+    /// The page as a PNG in `png`; also in NSFLEET_SCREENSHOTS, for the guide
+    /// (NSFLEET_SCREENSHOTS=docs/images cargo test --test serve workbench).
     fn screenshot(&mut self, png: &std::path::Path) {
-        use base64::Engine;
-        let shot = self.call("Page.captureScreenshot", json!({ "format": "png" }));
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(shot["data"].as_str().unwrap())
-            .unwrap();
+        let bytes = self.0.screenshot().unwrap();
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000);
         std::fs::write(png, &bytes).unwrap();
-        // For the guide: NSFLEET_SCREENSHOTS=docs/images cargo test --test serve workbench
         if let Some(dir) = std::env::var_os("NSFLEET_SCREENSHOTS") {
             std::fs::write(
                 std::path::Path::new(&dir).join(png.file_name().unwrap()),
@@ -816,13 +741,6 @@ impl Browser {
             )
             .unwrap();
         }
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -839,7 +757,8 @@ fn the_workbench_in_chromium_opens_a_terminal_and_pulls_a_cable() {
     let _f = env.up(LAB);
     let s = Server::start(&env);
     let url = format!("http://{}/?token={}", s.host(), s.token);
-    let mut b = Browser::open(&url, &env.files.join("profile"));
+    let browser = nsfleet_bench::browser::Browser::open(&url, &env.files.join("profile"));
+    let mut b = Page(browser.expect("chromium runs (Debian's chromium; .ci/run installs it)"));
     b.wait("the page is drawn", "document.body.dataset.ready === '1'");
     // Names are text in the DOM, each node reachable by keyboard.
     let labels = b.eval("[...document.querySelectorAll('#nodes .label')].map((l) => l.textContent).sort().join(',')");
@@ -890,6 +809,21 @@ fn the_workbench_in_chromium_opens_a_terminal_and_pulls_a_cable() {
         "plugged back",
         "!document.querySelector(\"line[data-a='r1:eth1']\").classList.contains('down')",
     );
+    // Its packets, listed live as a ping crosses it; stopped, the capture ends.
+    b.eval(&click("#live-packets"));
+    b.wait(
+        "the capture runs",
+        "document.getElementById('packets').dataset.state === 'capturing'",
+    );
+    env.ok(&[
+        "exec", "sv", "h2", "--", "ping", "-c", "3", "-i", "0.2", "10.9.0.1",
+    ]);
+    b.wait(
+        "the pings listed",
+        "document.getElementById('packets').textContent.includes('10.9.0.2 > 10.9.0.1 ICMP')",
+    );
+    b.eval(&click("#live-packets"));
+    s.wait_until_children(1, "the live capture ends when stopped");
 
     // The topology's text, and the plan of a change before it is applied.
     b.eval(&click("#tabs [data-panel='topology-panel']"));

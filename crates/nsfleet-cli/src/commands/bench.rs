@@ -183,6 +183,31 @@ pub enum Bench {
         #[command(flatten)]
         common: BenchRuns,
     },
+    /// The lab server: keystroke to echo, a big page's first render, memory
+    ///
+    /// The lab server (`nsfleet serve`) as a person at the workbench feels it: T
+    /// terminals open in a fleet of N nodes over its WebSockets, one key at a time into
+    /// each, timed to its echo (median, p99), against the same shells on this process's
+    /// own pseudo-terminals (`nsfleet exec` without the server); the workbench's first
+    /// render of a fleet of R nodes in headless Chromium (from navigation to the graph
+    /// drawn) against `nsfleet graph --serve`'s page of the same fleet; the server's
+    /// memory. Needs Debian's chromium.
+    Serve {
+        /// Nodes of the fleet the terminals are open in.
+        #[arg(long, value_parser = within::<1, 1_000_000>, default_value_t = 1000)]
+        nodes: u64,
+        /// Terminals open at once.
+        #[arg(long, value_parser = within::<1, 1000>, default_value_t = 20)]
+        terminals: u64,
+        /// Keys typed into each terminal.
+        #[arg(long, value_parser = within::<1, 100_000>, default_value_t = 50)]
+        keys: u64,
+        /// Nodes of the fleet whose page is rendered.
+        #[arg(long, value_parser = within::<1, 1_000_000>, default_value_t = 10_000)]
+        render_nodes: u64,
+        #[command(flatten)]
+        common: BenchRuns,
+    },
     /// Nodes that run one container image, against the host's software
     ///
     /// Nodes that run one container image (built here from the host's static busybox and
@@ -481,6 +506,19 @@ impl Bench {
                 user,
                 common: common.common(),
             }),
+            Bench::Serve {
+                nodes,
+                terminals,
+                keys,
+                render_nodes,
+                common,
+            } => nsfleet_bench::serve(nsfleet_bench::ServeArgs {
+                nodes,
+                terminals,
+                keys,
+                render_nodes,
+                common: common.common(),
+            }),
             Bench::Cable { count, common } => cable(CableArgs {
                 count,
                 common: common.common(),
@@ -583,6 +621,7 @@ impl Bench {
             Bench::Daemons { common, .. } => ("daemons", common),
             Bench::Clab { common, .. } => ("clab", common),
             Bench::Cable { common, .. } => ("cable", common),
+            Bench::Serve { common, .. } => ("serve", common),
             Bench::Images { common, .. } => ("images", common),
             Bench::User { common, .. } => ("user", common),
             Bench::Stats { common, .. } => ("stats", common),

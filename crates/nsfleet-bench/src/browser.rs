@@ -1,0 +1,148 @@
+//! Headless Chromium driven over its DevTools protocol (a WebSocket): one page, opened at
+//! a URL, whose expressions are evaluated and whose keys are typed as a person types
+//! them. For the lab server's bench (a page's first render) and its browser test.
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::{Message, WebSocket};
+
+/// One Chromium with one page; killed when dropped.
+pub struct Browser {
+    child: Child,
+    ws: WebSocket<MaybeTlsStream<TcpStream>>,
+    session: String,
+    next: u64,
+}
+
+impl Browser {
+    /// Chromium started with its profile in `profile` (a folder of the caller's, made
+    /// here), its page at `url`.
+    pub fn open(url: &str, profile: &Path) -> anyhow::Result<Browser> {
+        std::fs::create_dir_all(profile)?;
+        let mut child = Command::new("chromium")
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1500,900",
+            ])
+            .args(["--remote-debugging-port=0", "about:blank"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("running chromium (Debian's package chromium)")?;
+        let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+        let devtools = loop {
+            let line = lines
+                .next()
+                .ok_or_else(|| anyhow!("chromium ended before its DevTools listened"))??;
+            if let Some(url) = line.strip_prefix("DevTools listening on ") {
+                break url.to_string();
+            }
+        };
+        // The rest of what it says is read, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let (ws, _) = tungstenite::connect(devtools)?;
+        let mut b = Browser {
+            child,
+            ws,
+            session: String::new(),
+            next: 0,
+        };
+        let target = b.call("Target.createTarget", json!({ "url": url }))?;
+        let attach = json!({ "targetId": target["targetId"], "flatten": true });
+        let session = b.call("Target.attachToTarget", attach)?["sessionId"].clone();
+        b.session = session.as_str().unwrap_or_default().to_string();
+        Ok(b)
+    }
+
+    /// A DevTools command, in the page's session once there is one; its result.
+    pub fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.next += 1;
+        let mut m = json!({ "id": self.next, "method": method, "params": params });
+        if !self.session.is_empty() {
+            m["sessionId"] = self.session.clone().into();
+        }
+        self.ws.send(Message::text(m.to_string()))?;
+        loop {
+            let Message::Text(t) = self.ws.read()? else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(&t)?;
+            if v["id"] == self.next {
+                if !v["error"].is_null() {
+                    bail!("{method}: {}", v["error"]);
+                }
+                return Ok(v["result"].clone());
+            }
+        }
+    }
+
+    /// A JavaScript expression's value in the page (a promise's, once settled).
+    pub fn eval(&mut self, expression: &str) -> anyhow::Result<Value> {
+        let params =
+            json!({ "expression": expression, "returnByValue": true, "awaitPromise": true });
+        let r = self.call("Runtime.evaluate", params)?;
+        if !r["exceptionDetails"].is_null() {
+            bail!("{expression}: {}", r["exceptionDetails"]);
+        }
+        Ok(r["result"]["value"].clone())
+    }
+
+    /// Waits up to `within` until `expression` is true in the page (what it reads may not
+    /// exist yet: an exception counts as false); says what the page shows otherwise.
+    pub fn wait(&mut self, what: &str, expression: &str, within: Duration) -> anyhow::Result<()> {
+        let guarded =
+            format!("(() => {{ try {{ return {expression}; }} catch (e) {{ return false; }} }})()");
+        let deadline = Instant::now() + within;
+        while self.eval(&guarded)? != json!(true) {
+            if Instant::now() > deadline {
+                let seen =
+                    self.eval("document.body ? document.body.innerText.slice(0, 2000) : ''")?;
+                bail!("{what}: not seen in {within:?}; the page shows: {seen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// `text` typed into what has the focus, then Enter, as a person types them.
+    pub fn type_line(&mut self, text: &str) -> anyhow::Result<()> {
+        self.call("Input.insertText", json!({ "text": text }))?;
+        for kind in ["keyDown", "keyUp"] {
+            let enter = json!({ "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r" });
+            self.call("Input.dispatchKeyEvent", enter)?;
+        }
+        Ok(())
+    }
+
+    /// The page as a PNG.
+    pub fn screenshot(&mut self) -> anyhow::Result<Vec<u8>> {
+        use base64::Engine;
+        let shot = self.call("Page.captureScreenshot", json!({ "format": "png" }))?;
+        let data = shot["data"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no screenshot"))?;
+        Ok(base64::engine::general_purpose::STANDARD.decode(data)?)
+    }
+
+    /// Goes to `url` in the same page.
+    pub fn navigate(&mut self, url: &str) -> anyhow::Result<()> {
+        self.call("Page.navigate", json!({ "url": url })).map(drop)
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
