@@ -312,12 +312,13 @@ fn a_fleet_is_driven_over_http_as_a_script_drives_it() {
     let s = Server::start(&env);
     // Up from a file's text.
     let up = json!({ "topology": LAB, "file": "sv.toml" });
-    let v = s.expect(201, "POST", "/api/v1/fleets", &up.to_string());
-    assert_eq!(v["name"], "sv", "as `up --json` says it: {v}");
+    // Its guard first: a failed assertion must still take the fleet down.
     let _f = Fleet {
         env: &env,
         name: "sv".into(),
     };
+    let v = s.expect(201, "POST", "/api/v1/fleets", &up.to_string());
+    assert_eq!(v["name"], "sv", "as `up --json` says it: {v}");
     s.expect(409, "POST", "/api/v1/fleets", &up.to_string());
     let fleets = s.expect(200, "GET", "/api/v1/fleets", "");
     assert_eq!(fleets["fleets"][0]["name"], "sv");
@@ -662,6 +663,13 @@ fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     std::thread::sleep(Duration::from_millis(300));
     let seen = type_and_see(&mut t, "\x03echo after-$((6*7))\r", "after-42");
     assert!(!seen.contains("slept-42"), "{seen}");
+    // A paste far larger than the terminal's buffers, into a command that reads it all.
+    type_and_see(&mut t, "stty -echo; wc -c; stty echo\r", "stty -echo");
+    std::thread::sleep(Duration::from_millis(300));
+    let paste = "0123456789abcdefghijklmnopqrstuvwxyz\n".repeat(16 << 10);
+    t.send(Message::binary(paste.into_bytes())).unwrap();
+    t.send(Message::binary(b"\x04".to_vec())).unwrap();
+    type_and_see(&mut t, "", &format!("{}", 37 * (16 << 10)));
     // The shell's end is the terminal's.
     t.send(Message::binary(b"exit 3\r".to_vec())).unwrap();
     assert_eq!(closed(&mut t), "the shell in r1 ended (exit status 3)");

@@ -233,12 +233,19 @@ fn open(fleet: &Fleet, names: &[String]) -> anyhow::Result<Vec<Watched>> {
                 s.join_group(RTNLGRP_LINK)?;
                 Ok(s)
             })
-            .with_context(|| {
-                format!(
-                    "watching the links of {} nodes takes a socket each, beside the descriptor per node the supervisor holds, and its RLIMIT_NOFILE is {limit} (a hard limit this supervisor may not raise): raise it where nsfleet is started (`ulimit -Hn {}` as root, LimitNOFILE= for a service); node {name}",
+            .map_err(|e| {
+                // Out of descriptors: say which limit, and what to raise it to.
+                let emfile = (e.chain())
+                    .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                    .any(|io| io.raw_os_error() == Some(libc::EMFILE));
+                if !emfile {
+                    return e.context(format!("watching node {name}'s links"));
+                }
+                e.context(format!(
+                    "watching the links of {} nodes takes a socket each, beside the descriptor per node the supervisor holds, and its RLIMIT_NOFILE is {limit}, which it could not raise further: raise the hard limit where nsfleet is started (`ulimit -Hn {}` as root, LimitNOFILE= for a service)",
                     names.len(),
                     limit + names.len() as u64
-                )
+                ))
             })?;
         socks.push(Watched {
             node: name.clone(),

@@ -14,27 +14,25 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// A new pseudo-terminal: (the controlling end, the terminal end). Both close on exec.
+/// A new pseudo-terminal: (the controlling end, the terminal end). Both are opened close
+/// on exec: a child another thread starts meanwhile must not inherit either (it would
+/// keep the terminal from ever hanging up, and could type into it).
 pub fn open() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty(3) writes two descriptors into the integers given; the name, the
-    // termios and the window size may be null (none asked, defaults used).
-    check(unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    })?;
-    // SAFETY: both are descriptors openpty just opened, owned by nobody else.
-    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    for fd in [&master, &slave] {
-        // SAFETY: fcntl(2) on a descriptor we own, with integer arguments.
-        check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) })?;
-    }
-    Ok((master, slave))
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: posix_openpt(3) takes flags and returns a new descriptor, or -1.
+    let master = check(unsafe { libc::posix_openpt(flags) })?;
+    // SAFETY: a descriptor posix_openpt just opened, owned by nobody else.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    // SAFETY: grantpt(3) on the master we own, an integer argument.
+    check(unsafe { libc::grantpt(master.as_raw_fd()) })?;
+    // SAFETY: unlockpt(3) on the master we own, an integer argument.
+    check(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
+    // TIOCGPTPEER (Linux 4.13) opens the terminal end from the master itself, with our
+    // flags, rather than by its /dev/pts name: no window where it lacks O_CLOEXEC.
+    // SAFETY: the ioctl takes the open flags as an integer and returns a new descriptor.
+    let slave = check(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) })?;
+    // SAFETY: a descriptor the ioctl just opened, owned by nobody else.
+    Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
 }
 
 /// Sets the window size of the terminal `fd` is an end of; its foreground process group
@@ -66,4 +64,14 @@ pub fn run_on(cmd: &mut std::process::Command, slave: &OwnedFd) -> io::Result<()
         })
     };
     Ok(())
+}
+
+/// Makes the terminal's end `fd` non-blocking: a writer that must not wait for a shell
+/// that stopped reading (a paste larger than the terminal's buffer, while the shell's
+/// own output waits to be read by the same writer).
+pub fn set_nonblocking(fd: BorrowedFd) -> io::Result<()> {
+    // SAFETY: fcntl(2) F_GETFL and F_SETFL on a descriptor we borrow, integer arguments.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
 }

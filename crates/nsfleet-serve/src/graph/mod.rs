@@ -133,6 +133,12 @@ pub(crate) fn load(rd: &RunDir, source: &str) -> anyhow::Result<Graph> {
             rd.root().display()
         );
     }
+    load_running(rd, source)
+}
+
+/// The graph of running fleet `name`, as it is now.
+pub(crate) fn load_running(rd: &RunDir, name: &str) -> anyhow::Result<Graph> {
+    let source = name;
     let mut c = connect(rd, source)?;
     c.set_timeout(Some(Duration::from_secs(60)));
     let Reply::Shapes { nodes } = c.call(&Request::Shapes)? else {

@@ -179,7 +179,7 @@ fn fleets(server: &Server) -> Value {
 fn fleet(server: &Server, name: &str) -> Result<Value, ApiError> {
     known(server, name)?;
     let rd = server.rd();
-    let g = graph::load(&rd, name).map_err(|e| ApiError::from_client(&e, 500))?;
+    let g = graph::load_running(&rd, name).map_err(|e| ApiError::from_client(&e, 500))?;
     let state = graph::state(&rd, name).map_err(|e| ApiError::from_client(&e, 500))?;
     Ok(json!({
         "name": name,
@@ -236,15 +236,16 @@ fn bring_up(server: &Server, r: &Request) -> Answer {
     let text: TopologyText = r.json()?;
     let path = text.write(server)?;
     let mut up = server.nsfleet();
-    up.arg("up").arg(&path).arg("--json");
+    up.arg("up").arg("--json");
     if let Some(n) = &text.name {
-        up.arg("--name").arg(n);
+        up.arg(format!("--name={n}"));
     }
+    up.arg("--").arg(&path);
     up.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let done = child::start(up)?
-        .wait_with_output()
+        .output()
         .map_err(|e| ApiError::new(500, format!("waiting for `nsfleet up`: {e}")))?;
     let hidden = path.display().to_string();
     if !done.status.success() {
@@ -274,6 +275,12 @@ fn take_down(server: &Server, name: &str) -> Answer {
 fn apply(server: &Server, name: &str, r: &Request) -> Answer {
     known(server, name)?;
     let text: TopologyText = r.json()?;
+    if text.name.is_some() {
+        return Err(ApiError::new(
+            400,
+            "\"name\": apply changes the fleet of its path; the name is for POST /api/v1/fleets",
+        ));
+    }
     let path = text.write(server)?;
     let args = nsfleet_client::apply::ApplyArgs {
         file: path.clone(),
@@ -343,10 +350,11 @@ fn link(server: &Server, name: &str, end: &str, r: Option<&Request>) -> Answer {
                 ))
             }
         };
-        if change.state.is_none() && change.impair.is_none() {
+        // One change a request: a second that failed would leave the first made.
+        if change.state.is_some() == change.impair.is_some() {
             return Err(ApiError::new(
                 400,
-                "nothing to change: give \"state\" (\"up\" or \"down\") or \"impair\"",
+                "give \"state\" (\"up\" or \"down\") or \"impair\", one of them",
             ));
         }
         if let Some(impair) = change.impair {
@@ -509,35 +517,42 @@ fn capture(
             out,
         );
     }
+    let count = match r.query.get("count").map(|c| c.parse::<u64>()) {
+        None => None,
+        Some(Ok(c)) if c > 0 => Some(c),
+        Some(_) => {
+            return fail(
+                ApiError::new(400, "?count=: a number of packets, like 100"),
+                out,
+            )
+        }
+    };
     let mut cmd = server.nsfleet();
-    cmd.arg("capture").arg(name).args(&ifaces);
-    if let Some(f) = r.query.get("filter").filter(|f| !f.trim().is_empty()) {
+    // Its standard input closing (this thread's end) ends it, as for `capture --kube`.
+    // Options first, then `--`: what the client gave is never read as an option.
+    cmd.args(["capture", "-w", "-", "--until-stdin-closes"]);
+    if let Some(c) = count {
+        cmd.arg(format!("-c{c}"));
+    }
+    cmd.arg("--").arg(name).args(&ifaces);
+    if let Some(f) = r.query.get("filter") {
         cmd.args(f.split_whitespace());
     }
-    if let Some(c) = r.query.get("count") {
-        cmd.arg("-c").arg(c);
-    }
-    // Its standard input closing (this thread's end) ends it, as for `capture --kube`.
-    cmd.args(["-w", "-", "--until-stdin-closes"])
-        .stdin(std::process::Stdio::piped())
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let mut running = match child::start(cmd) {
         Ok(c) => c,
         Err(e) => return fail(e, out),
     };
-    let mut pcap = running.stdout.take().expect("piped");
+    let mut pcap = running.child().stdout.take().expect("piped");
     let mut buf = vec![0u8; 64 << 10];
     // The pcapng header comes once every interface is open: before it, a failure.
     let first = pcap.read(&mut buf)?;
     if first == 0 {
         let mut said = Vec::new();
-        running
-            .stderr
-            .take()
-            .expect("piped")
-            .read_to_end(&mut said)?;
-        let _ = running.wait();
+        let stderr = running.child().stderr.take();
+        stderr.expect("piped").read_to_end(&mut said)?;
         return fail(child::failure(&said, None, 400), out);
     }
     let file = format!("Content-Disposition: attachment; filename=\"{name}.pcapng\"");
@@ -559,9 +574,9 @@ fn capture(
             Err(e) => break Err(e),
         };
     };
-    drop(running.stdin.take());
-    let _ = running.kill();
-    let _ = running.wait();
+    // Its end: standard input closed, then killed and reaped with `running`.
+    drop(running.child().stdin.take());
+    drop(running);
     Ok(ended?)
 }
 

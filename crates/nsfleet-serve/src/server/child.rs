@@ -7,22 +7,48 @@ use super::http::ApiError;
 use serde_json::Value;
 use std::process::{Child, Command};
 
+/// A child of the server's: killed and reaped when dropped, on every path out of the
+/// request that started it (the thread's end would kill it, but nobody would reap it).
+pub struct Running(Option<Child>);
+
+impl Running {
+    pub fn child(&mut self) -> &mut Child {
+        self.0
+            .as_mut()
+            .expect("a child until dropped or waited for")
+    }
+
+    /// Waits for it to end, with what it wrote (its standard output and error piped).
+    pub fn output(mut self) -> std::io::Result<std::process::Output> {
+        let child = self.0.take().expect("a child until dropped or waited for");
+        child.wait_with_output()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Starts `cmd`, tied to this thread, with no signal blocked (the server's threads block
-/// those its main thread waits for).
-pub fn start(mut cmd: Command) -> Result<Child, ApiError> {
+/// those its main thread waits for, and a child inherits the mask: a terminal's Ctrl-C
+/// did not reach what its shell ran).
+pub fn start(mut cmd: Command) -> Result<Running, ApiError> {
     nsfleet::sys::process::die_with_spawner(&mut cmd);
     nsfleet::sys::signals::unblocked_in(&mut cmd);
-    cmd.spawn().map_err(|e| {
-        ApiError::new(
-            500,
-            format!("cannot run {}: {e}", cmd.get_program().to_string_lossy()),
-        )
-    })
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    (cmd.spawn())
+        .map(|c| Running(Some(c)))
+        .map_err(|e| ApiError::new(500, format!("cannot run {program}: {e}")))
 }
 
 /// A child's failure, from what it said on its standard error: the `--json` error objects
-/// it wrote, or its lines of text; a 404 for what does not exist, a 409 for what exists
-/// already, else `status`. `shown` replaces `hidden` (the folder the server wrote
+/// it wrote, or its lines of text; a 422 for a topology refused at its places, a 404
+/// for what does not exist, a 409 for a fleet up already, else `status`. `shown` replaces `hidden` (the folder the server wrote
 /// a topology to) wherever it is named: errors name the file as the client did.
 pub fn failure(stderr: &[u8], hidden: Option<(&str, &str)>, status: u16) -> ApiError {
     let text = String::from_utf8_lossy(stderr);
@@ -51,9 +77,13 @@ pub fn failure(stderr: &[u8], hidden: Option<(&str, &str)>, status: u16) -> ApiE
         .filter_map(|e| e["message"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    let status = if super::http::MISSING.iter().any(|m| all.contains(m)) {
+    // A topology refused at its places is the client's text's fault, whatever it says.
+    let placed = errors.iter().any(|e| !e["line"].is_null());
+    let status = if placed {
+        422
+    } else if super::http::MISSING.iter().any(|m| all.contains(m)) {
         404
-    } else if all.contains("already") {
+    } else if all.contains("is already up") {
         409
     } else {
         status

@@ -24,19 +24,20 @@ pub struct Guard {
 }
 
 impl Guard {
-    pub fn new(token: String, listen: std::net::IpAddr, port: u16, tls: bool) -> Guard {
-        let mut names = vec!["localhost".to_string()];
-        names.push(match listen {
+    /// The guard of a server on loopback address `listen`, port `port`: it answers to
+    /// `localhost` and the loopback addresses.
+    pub fn new(token: String, listen: std::net::IpAddr, port: u16) -> Guard {
+        debug_assert!(listen.is_loopback(), "only loopback addresses are served");
+        let names = ["localhost", "127.0.0.1", "[::1]"];
+        let own = match listen {
             std::net::IpAddr::V6(a) => format!("[{a}]"),
             a => a.to_string(),
-        });
-        if listen.is_loopback() {
-            names.extend(["127.0.0.1".into(), "[::1]".into()]);
-        }
-        names.dedup();
+        };
+        let names: Vec<String> = (names.iter().map(|n| n.to_string()))
+            .chain((!names.contains(&own.as_str())).then_some(own))
+            .collect();
         let hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
-        let scheme = if tls { "https" } else { "http" };
-        let origins = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
+        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
         Guard {
             token,
             hosts,
@@ -55,6 +56,14 @@ impl Guard {
                     "Host {host:?} is not this server's (it answers to {})",
                     self.hosts.join(", ")
                 ),
+            ));
+        }
+        // Sent by browsers with every request: a page of another site (`cross-site`), or
+        // of another port of this machine (`same-site`), which the cookie would reach.
+        if let Some(site @ ("same-site" | "cross-site")) = r.header("sec-fetch-site") {
+            return Err(ApiError::new(
+                403,
+                format!("a request from a page of another origin (Sec-Fetch-Site: {site}): only this server's own pages may ask"),
             ));
         }
         if let Some(origin) = r.header("origin") {
@@ -121,13 +130,14 @@ mod tests {
             headers: (headers.iter())
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            body_length: 0,
             body: vec![],
         }
     }
 
     #[test]
     fn only_this_servers_host_and_origin_are_answered() {
-        let g = Guard::new("t".repeat(64), "127.0.0.1".parse().unwrap(), 8080, false);
+        let g = Guard::new("t".repeat(64), "127.0.0.1".parse().unwrap(), 8080);
         for host in [
             "127.0.0.1:8080",
             "localhost:8080",
@@ -148,6 +158,12 @@ mod tests {
             ("origin", "http://localhost:8080"),
         ];
         assert!(g.check_origin(&request(&ok)).is_ok());
+        for site in ["same-site", "cross-site"] {
+            let r = request(&[("host", "localhost:8080"), ("sec-fetch-site", site)]);
+            assert_eq!(g.check_origin(&r).unwrap_err().status, 403, "{site}");
+        }
+        let typed = [("host", "localhost:8080"), ("sec-fetch-site", "none")];
+        assert!(g.check_origin(&request(&typed)).is_ok());
         for origin in ["http://evil.example", "https://localhost:8080", "null"] {
             let r = request(&[("host", "localhost:8080"), ("origin", origin)]);
             assert_eq!(g.check_origin(&r).unwrap_err().status, 403, "{origin}");
@@ -157,7 +173,7 @@ mod tests {
     #[test]
     fn the_token_by_header_or_cookie() {
         let token = "ab".repeat(32);
-        let g = Guard::new(token.clone(), "127.0.0.1".parse().unwrap(), 9, false);
+        let g = Guard::new(token.clone(), "127.0.0.1".parse().unwrap(), 9);
         let bearer = format!("Bearer {token}");
         assert!(g
             .check_token(&request(&[("authorization", &bearer)]))

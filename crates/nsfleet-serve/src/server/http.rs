@@ -12,7 +12,7 @@ const MAX_HEAD: usize = 16 << 10;
 /// The largest body taken: a topology's text is bounded by the supervisor at far less.
 pub const MAX_BODY: usize = 8 << 20;
 
-/// What a connection is: a TCP socket, or TLS over one.
+/// What a connection is read from and written to (a TCP socket; a test's bytes).
 pub trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
@@ -24,6 +24,8 @@ pub struct Request {
     pub query: HashMap<String, String>,
     /// Header names lower-cased; a repeated header keeps its last value.
     pub headers: HashMap<String, String>,
+    /// As its head says; `body` is empty until [`read_body`] has read it.
+    pub body_length: usize,
     pub body: Vec<u8>,
 }
 
@@ -60,9 +62,16 @@ impl Request {
 }
 
 /// Reads one request: its head, then as much body as `Content-Length` says.
+/// A request's head, and the length of its body, which [`read_body`] reads once the
+/// request may be answered: no one without the token makes the server hold 8 MiB.
 pub fn read_request(stream: &mut BufReader<Box<dyn Stream>>) -> Result<Request, ApiError> {
     let mut head = Vec::new();
+    // The whole head within this, however slowly its bytes come.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
+        if std::time::Instant::now() > deadline {
+            return Err(ApiError::new(408, "the request's head took over 30 s"));
+        }
         let before = head.len();
         let n = (stream.take((MAX_HEAD + 1 - head.len()) as u64))
             .read_until(b'\n', &mut head)
@@ -99,7 +108,7 @@ pub fn read_request(stream: &mut BufReader<Box<dyn Stream>>) -> Result<Request, 
         .filter(|kv| !kv.is_empty())
         .map(|kv| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (decode(k), decode(v))
+            (decode(k, true), decode(v, true))
         })
         .collect();
     let length: usize = match headers.get("content-length") {
@@ -120,21 +129,52 @@ pub fn read_request(stream: &mut BufReader<Box<dyn Stream>>) -> Result<Request, 
             format!("a body of {length} bytes: at most {MAX_BODY} are taken"),
         ));
     }
-    let mut body = vec![0; length];
-    stream
-        .read_exact(&mut body)
-        .map_err(|e| ApiError::new(400, format!("reading the request's body: {e}")))?;
     Ok(Request {
         method,
-        path: decode(path),
+        path: decode(path, false),
         query,
         headers,
-        body,
+        body_length: length,
+        body: Vec::new(),
     })
 }
 
-/// `%2F` and `+` as they were meant (a query's `+` is a space).
-fn decode(s: &str) -> String {
+/// Reads `r`'s body, as long as its head said. A client that asked to be told first
+/// (`Expect: 100-continue`, as curl does for large bodies) is told.
+pub fn read_body(stream: &mut BufReader<Box<dyn Stream>>, r: &mut Request) -> Result<(), ApiError> {
+    if r.body_length == 0 {
+        return Ok(());
+    }
+    let continued = r
+        .header("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+    if continued {
+        let said = stream.get_mut().write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+        said.map_err(|e| ApiError::new(400, format!("answering Expect: {e}")))?;
+    }
+    let mut body = Vec::with_capacity(r.body_length.min(64 << 10));
+    let read = (stream.take(r.body_length as u64)).read_to_end(&mut body);
+    match read {
+        Ok(n) if n == r.body_length => {
+            r.body = body;
+            Ok(())
+        }
+        Ok(n) => Err(ApiError::new(
+            400,
+            format!(
+                "the request's body ended after {n} of {} bytes",
+                r.body_length
+            ),
+        )),
+        Err(e) => Err(ApiError::new(
+            400,
+            format!("reading the request's body: {e}"),
+        )),
+    }
+}
+
+/// `%2F` as it was meant, and in a query (`query`) `+` as the space it stands for.
+fn decode(s: &str, query: bool) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -149,13 +189,17 @@ fn decode(s: &str) -> String {
                 }
                 _ => out.push(b'%'),
             },
-            b'+' => out.push(b' '),
+            b'+' if query => out.push(b' '),
             b => out.push(b),
         }
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// The headers every answer has: nothing cached, no type guessed, and no page of another
+/// origin may frame ours (a click there must not land on our buttons).
+const SAFE: &str = "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\nContent-Security-Policy: frame-ancestors 'none'\r\n";
 
 /// An answer with a body of known length. `extra` are whole header lines.
 pub fn respond(
@@ -166,7 +210,7 @@ pub fn respond(
     body: &[u8],
 ) -> std::io::Result<()> {
     let mut head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n",
+        "HTTP/1.1 {status} {}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{SAFE}Connection: close\r\n",
         reason(status),
         body.len()
     );
@@ -182,9 +226,8 @@ pub fn respond(
 
 /// The head of an answer streamed until the connection closes.
 pub fn stream_head(out: &mut dyn Write, kind: &str, extra: &[String]) -> std::io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
-    );
+    let mut head =
+        format!("HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\n{SAFE}Connection: close\r\n");
     for h in extra {
         head.push_str(h);
         head.push_str("\r\n");
@@ -214,6 +257,7 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         409 => "Conflict",
         411 => "Length Required",
         413 => "Content Too Large",
@@ -253,7 +297,8 @@ pub const MISSING: [&str; 5] = [
     "has no interface",
     "no fleet named",
     "no node named",
-    "no interface",
+    // A capture's `r1:eth9: no interface "eth9" (it has ...)`.
+    "no interface \"",
 ];
 
 /// A request refused or failed: its HTTP status, and the CLI's `--json` error objects
@@ -292,7 +337,10 @@ impl ApiError {
     }
 
     pub fn send(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        json_ok(out, self.status, &self.body())
+        let ask = ["WWW-Authenticate: Bearer".to_string()];
+        let extra: &[String] = if self.status == 401 { &ask } else { &[] };
+        let body = format!("{}\n", self.body());
+        respond(out, self.status, "application/json", extra, body.as_bytes())
     }
 }
 
@@ -308,7 +356,10 @@ mod tests {
 
     fn parse(raw: &str) -> Result<Request, ApiError> {
         let stream: Box<dyn Stream> = Box::new(std::io::Cursor::new(raw.as_bytes().to_vec()));
-        read_request(&mut BufReader::new(stream))
+        let mut stream = BufReader::new(stream);
+        let mut r = read_request(&mut stream)?;
+        read_body(&mut stream, &mut r)?;
+        Ok(r)
     }
 
     #[test]
@@ -323,6 +374,14 @@ mod tests {
         assert_eq!(r.cookie("nsfleet"), Some("abc"));
         assert_eq!(r.body, b"{}");
         assert_eq!(r.header("host"), Some("localhost:1"));
+    }
+
+    #[test]
+    fn a_plus_is_a_space_in_a_query_only() {
+        let r = parse("GET /a+b?c=d+e HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!((r.path.as_str(), r.query["c"].as_str()), ("/a+b", "d e"));
+        let short = parse("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}").unwrap_err();
+        assert_eq!(short.status, 400);
     }
 
     #[test]

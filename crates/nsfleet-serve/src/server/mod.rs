@@ -75,10 +75,10 @@ impl Server {
 pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if !a.listen.is_loopback() {
         bail!(
-            "--listen {}: only a loopback address is served: the server runs shells in nodes for whoever has the token, and without TLS the token would cross the network in clear. Reach it from elsewhere through an SSH tunnel (ssh -L {}:127.0.0.1:{} HOST)",
+            "--listen {}: only a loopback address is served: the server runs shells in nodes for whoever has the token, and the token would cross the network in clear (TLS is not built yet). Reach it from elsewhere through an SSH tunnel (ssh -L {}:127.0.0.1:{} HOST)",
             a.listen,
-            a.port.max(8080),
-            a.port.max(8080)
+            if a.port == 0 { 8080 } else { a.port },
+            if a.port == 0 { 8080 } else { a.port },
         );
     }
     let rd = RunDir::new(&a.run_dir);
@@ -98,8 +98,11 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let signals = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     let _held = nsfleet::sys::signals::SignalsHeld::new(&signals)?;
     nsfleet::sys::ignore_sigpipe();
+    // A terminal holds about five descriptors (its sockets, its terminal, the fleet's
+    // events): 1,024 would hold about 200.
+    let _ = nsfleet::sys::raise_nofile(65_536);
     let server = Arc::new(Server {
-        guard: Guard::new(token, a.listen, port, false),
+        guard: Guard::new(token, a.listen, port),
         run_dir: a.run_dir,
         program: a.program,
         folder,
@@ -132,7 +135,14 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
 
 fn accept(listener: TcpListener, server: Arc<Server>) {
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+        let conn = match conn {
+            Ok(c) => c,
+            // Out of descriptors (EMFILE), the connection stays queued: wait, not spin.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
         let server = server.clone();
         std::thread::spawn(move || {
             if let Err(e) = connection(&server, conn) {
@@ -169,14 +179,14 @@ fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
     let socket = tcp.try_clone()?;
     let stream: Box<dyn Stream> = Box::new(tcp);
     let mut reader = BufReader::new(stream);
-    let request = match http::read_request(&mut reader) {
+    let mut request = match http::read_request(&mut reader) {
         Ok(r) => r,
         Err(e) => return Ok(e.send(reader.get_mut())?),
     };
-    let checked = server
-        .guard
-        .check_origin(&request)
-        .and_then(|()| authorized(server, &request));
+    // The body is read only once the request may be answered.
+    let checked = (server.guard.check_origin(&request))
+        .and_then(|()| authorized(server, &request))
+        .and_then(|redirect| http::read_body(&mut reader, &mut request).map(|()| redirect));
     let out = reader.get_mut();
     match checked {
         Err(e) => Ok(e.send(out)?),

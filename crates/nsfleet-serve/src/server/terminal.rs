@@ -23,6 +23,8 @@ use tungstenite::{Error as WsError, Message};
 
 /// How long a shell has to end after its terminal hangs up.
 const GRACE: Duration = Duration::from_secs(2);
+/// How long the page may leave the shell's output unread before the terminal is ended.
+const STALLED: Duration = Duration::from_secs(30);
 /// The shell a terminal runs: the node's bash when it has one, else its sh. Interactive,
 /// not a login shell: a confined node's root may not read the host's /root, and bash would
 /// say so on every terminal; without a readable ~/.bashrc, a prompt saying who and where.
@@ -44,10 +46,9 @@ pub fn open(
     if let Err(e) = node_exists(&fleet, node) {
         return Ok(e.send(reader.get_mut())?);
     }
-    let mut events = match follow_fleet(&fleet) {
-        Ok(c) => c,
-        Err(e) => return Ok(e.send(reader.get_mut())?),
-    };
+    // Without the fleet's events (a supervisor that cannot watch every node's links),
+    // the terminal still works; its node's removal is then not seen by it.
+    let mut events = follow_fleet(&fleet).ok();
     let size = |name: &str, default: u16| {
         (r.query.get(name).and_then(|v| v.parse().ok()))
             .filter(|v| (1..=1000).contains(v))
@@ -70,19 +71,14 @@ pub fn open(
         ws,
         &socket,
         &master,
-        &mut events,
+        events.as_mut(),
         &mut shell,
         (&fleet.name, node),
     );
     // The terminal hangs up: the shell and what it runs get SIGHUP, as when a window
-    // closes; what outlives the grace time is killed.
+    // closes; what outlives the grace time is killed (as `shell` is dropped).
     drop(master);
-    let deadline = Instant::now() + GRACE;
-    while Instant::now() < deadline && matches!(shell.try_wait(), Ok(None)) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = shell.kill();
-    let _ = shell.wait();
+    ended_within(&mut shell, GRACE);
     ended
 }
 
@@ -126,10 +122,11 @@ fn start_shell(
     node: &str,
     rows: u16,
     cols: u16,
-) -> Result<(OwnedFd, std::process::Child), ApiError> {
+) -> Result<(OwnedFd, child::Running), ApiError> {
     let fail = |e: std::io::Error| ApiError::new(500, format!("a pseudo-terminal: {e}"));
     let (master, slave) = pty::open().map_err(fail)?;
     pty::set_size(master.as_fd(), rows, cols).map_err(fail)?;
+    pty::set_nonblocking(master.as_fd()).map_err(fail)?;
     let mut exec = server.nsfleet();
     exec.args(["exec", &fleet.name, node, "--", "sh", "-c", SHELL]);
     exec.env("TERM", "xterm-256color");
@@ -175,45 +172,61 @@ fn node_gone(events: &mut Client, fleet: &str, node: &str) -> Option<String> {
     }
 }
 
-/// Carries bytes between the socket and the terminal until either ends or the node goes.
+/// Carries bytes between the socket and the terminal until either ends, the node goes,
+/// or the page stops reading for [`STALLED`]. Each side waits for the other without
+/// blocking: what the page typed waits in `typed` while the shell reads nothing (the
+/// socket is not read meanwhile), and what the shell wrote waits in the socket's queue
+/// while the page reads nothing (the terminal is not read meanwhile).
 fn relay(
     mut ws: WebSocket<Box<dyn Stream>>,
     socket: &TcpStream,
     master: &OwnedFd,
-    events: &mut Client,
-    shell: &mut std::process::Child,
+    mut events: Option<&mut Client>,
+    shell: &mut child::Running,
     (fleet, node): (&str, &str),
 ) -> anyhow::Result<()> {
     use libc::{POLLIN, POLLOUT};
     socket.set_nonblocking(true)?;
     let mut terminal = std::fs::File::from(master.try_clone()?);
     let mut buf = vec![0u8; 32 << 10];
-    // A frame the socket has not taken yet: the terminal is not read until it has.
-    let mut pending = false;
+    let mut typed: Vec<u8> = Vec::new();
+    // Since when a frame has waited for the socket to take it.
+    let mut stalled: Option<Instant> = None;
     loop {
-        let reading_terminal = !pending;
+        let (reading_socket, reading_terminal) = (typed.is_empty(), stalled.is_none());
         let ready = {
+            let socket_wants = (if reading_socket { POLLIN } else { 0 })
+                | if reading_terminal { 0 } else { POLLOUT };
+            let terminal_wants = (if reading_terminal { POLLIN } else { 0 })
+                | if typed.is_empty() { 0 } else { POLLOUT };
             let mut fds = vec![
-                (socket.as_fd(), POLLIN | if pending { POLLOUT } else { 0 }),
-                (events.as_fd(), POLLIN),
+                (socket.as_fd(), socket_wants),
+                (master.as_fd(), terminal_wants),
             ];
-            if reading_terminal {
-                fds.push((master.as_fd(), POLLIN));
+            if let Some(e) = &events {
+                fds.push((e.as_fd(), POLLIN));
             }
-            nsfleet::sys::poll::poll_events(&fds, None)?
+            let left = stalled.map(|since| STALLED.saturating_sub(since.elapsed()));
+            nsfleet::sys::poll::poll_events(&fds, left)?
         };
-        if ready[1] != 0 {
-            if let Some(why) = node_gone(events, fleet, node) {
-                return close(&mut ws, CloseCode::Away, &why);
+        if stalled.is_some_and(|since| since.elapsed() >= STALLED) {
+            // The page has not read for that long: it is gone, or wedged.
+            return Ok(());
+        }
+        if let (Some(e), Some(r)) = (events.as_deref_mut(), ready.get(2)) {
+            if *r != 0 {
+                if let Some(why) = node_gone(e, fleet, node) {
+                    return close(&mut ws, CloseCode::Away, &why);
+                }
             }
         }
-        if ready[0] & POLLOUT != 0 {
-            pending = !flushed(ws.flush())?;
+        if ready[0] & POLLOUT != 0 && flushed(ws.flush())? {
+            stalled = None;
         }
-        if ready[0] != 0 {
+        if ready[0] & !POLLOUT != 0 && reading_socket {
             loop {
                 match ws.read() {
-                    Ok(Message::Binary(b)) => terminal.write_all(&b)?,
+                    Ok(Message::Binary(b)) => typed.extend_from_slice(&b),
                     Ok(Message::Text(t)) => command(&t, master),
                     // The page closed it: the answer tungstenite queued goes out.
                     Ok(Message::Close(_)) => return close(&mut ws, CloseCode::Normal, ""),
@@ -224,19 +237,42 @@ fn relay(
                 }
             }
         }
-        if reading_terminal && ready[2] != 0 {
+        if !typed.is_empty() {
+            match terminal.write(&typed) {
+                Ok(n) => drop(typed.drain(..n)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => {} // The shell's end: said when the terminal is read.
+            }
+        }
+        if reading_terminal && ready[1] & !POLLOUT != 0 {
             match terminal.read(&mut buf) {
-                Ok(n) if n > 0 => pending = !flushed(ws.send(Message::binary(buf[..n].to_vec())))?,
+                Ok(n) if n > 0 => {
+                    if !flushed(ws.send(Message::binary(buf[..n].to_vec())))? {
+                        stalled = Some(Instant::now());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 // EIO: every process on the terminal's end has gone, the shell first.
                 _ => {
-                    let status = shell.wait()?;
-                    let said = match status.code() {
+                    let said = match ended_within(shell, GRACE) {
                         Some(c) => format!("the shell in {node} ended (exit status {c})"),
                         None => format!("the shell in {node} was killed"),
                     };
                     return close(&mut ws, CloseCode::Normal, &said);
                 }
             }
+        }
+    }
+}
+
+/// Waits up to `grace` for the shell's end; its exit status, if it exited.
+fn ended_within(shell: &mut child::Running, grace: Duration) -> Option<i32> {
+    let deadline = Instant::now() + grace;
+    loop {
+        match shell.child().try_wait() {
+            Ok(Some(status)) => return status.code(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
         }
     }
 }
