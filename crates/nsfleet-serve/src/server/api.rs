@@ -4,7 +4,7 @@
 use super::http::{self, ApiError, Request, Stream};
 use super::{child, terminal, Server};
 use crate::graph;
-use nsfleet::control::{NodeAction, Reply, Request as Ask};
+use nsfleet::control::{Client, NodeAction, Reply, Request as Ask};
 use nsfleet_client::FleetRef;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -363,15 +363,12 @@ fn link(server: &Server, name: &str, end: &str, r: Option<&Request>) -> Answer {
                 .map_err(|e| ApiError::from_client(&e, 422))?;
         }
     }
-    let mut c = fleet
-        .connect()
-        .map_err(|e| ApiError::from_client(&e, 500))?;
-    let ask = Ask::Link {
+    let link = Ask::Link {
         node: node.into(),
         iface: iface.into(),
         up,
     };
-    match c.call(&ask).map_err(|e| ApiError::from_client(&e, 422))? {
+    match ask(&fleet, &link, 422)?.0 {
         Reply::Link {
             end,
             far,
@@ -381,10 +378,7 @@ fn link(server: &Server, name: &str, end: &str, r: Option<&Request>) -> Answer {
             200,
             json!({ "fleet": name, "end": end, "far": far, "host": host, "impair": impair }),
         )),
-        other => Err(ApiError::new(
-            500,
-            format!("unexpected reply from the supervisor: {other:?}"),
-        )),
+        other => Err(unexpected(&other)),
     }
 }
 
@@ -434,22 +428,49 @@ fn node_action(server: &Server, name: &str, node: &str, r: &Request) -> Answer {
         .action
         .parse()
         .map_err(|e: String| ApiError::new(400, format!("\"action\": {e}")))?;
-    let mut c = fleet
-        .connect()
-        .map_err(|e| ApiError::from_client(&e, 500))?;
-    let ask = Ask::Node {
+    let change = Ask::Node {
         node: node.to_string(),
         action,
     };
-    match c.call(&ask).map_err(|e| ApiError::from_client(&e, 422))? {
+    match ask(&fleet, &change, 422)?.0 {
         Reply::Node { processes, .. } => Ok((
             200,
             json!({ "fleet": name, "node": node, "action": action.name(), "processes": processes }),
         )),
-        other => Err(ApiError::new(
-            500,
-            format!("unexpected reply from the supervisor: {other:?}"),
-        )),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// `request` asked of `fleet`'s supervisor: its reply, and the connection (which goes on
+/// with a stream's replies). A failure to reach the supervisor is a 500; its refusal, a
+/// 404 for what does not exist, else `status`.
+pub(super) fn ask(
+    fleet: &FleetRef,
+    request: &Ask,
+    status: u16,
+) -> Result<(Reply, Client), ApiError> {
+    let mut c = fleet
+        .connect()
+        .map_err(|e| ApiError::from_client(&e, 500))?;
+    let reply = c
+        .call(request)
+        .map_err(|e| ApiError::from_client(&e, status))?;
+    Ok((reply, c))
+}
+
+/// A reply the request does not take: the supervisor and this server disagree.
+pub(super) fn unexpected(reply: &Reply) -> ApiError {
+    ApiError::new(
+        500,
+        format!("unexpected reply from the supervisor: {reply:?}"),
+    )
+}
+
+/// `fleet`'s events, followed from now on.
+pub(super) fn watch(fleet: &FleetRef) -> Result<Client, ApiError> {
+    match ask(fleet, &Ask::Events, 500)? {
+        (Reply::Watching, c) => Ok(c),
+        (other, _) => Err(unexpected(&other)),
     }
 }
 
@@ -461,17 +482,9 @@ fn events(
     out: &mut Box<dyn Stream>,
     socket: &TcpStream,
 ) -> anyhow::Result<()> {
-    let fleet = match known(server, name) {
-        Ok(f) => f,
+    let mut c = match known(server, name).and_then(|fleet| watch(&fleet)) {
+        Ok(c) => c,
         Err(e) => return Ok(e.send(out)?),
-    };
-    let mut c = match fleet
-        .connect()
-        .and_then(|mut c| Ok((c.call(&Ask::Events)?, c)))
-    {
-        Ok((Reply::Watching, c)) => c,
-        Ok(_) => return Ok(ApiError::new(500, "unexpected reply from the supervisor").send(out)?),
-        Err(e) => return Ok(ApiError::from_client(&e, 500).send(out)?),
     };
     http::stream_head(out, "text/event-stream", &[])?;
     out.write_all(b": watching\n\n")?;

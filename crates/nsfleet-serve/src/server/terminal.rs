@@ -8,6 +8,7 @@
 //! down (said the same way), and the shell ends when the socket closes: the terminal's
 //! hang-up (SIGHUP) first, then SIGKILL after [`GRACE`].
 
+use super::api::{ask, unexpected, watch};
 use super::http::{ApiError, Request, Stream};
 use super::{child, Server};
 use nsfleet::control::{Client, Reply, Request as Ask};
@@ -48,7 +49,7 @@ pub fn open(
     }
     // Without the fleet's events (a supervisor that cannot watch every node's links),
     // the terminal still works; its node's removal is then not seen by it.
-    let mut events = follow_fleet(&fleet).ok();
+    let mut events = watch(&fleet).ok();
     let size = |name: &str, default: u16| {
         (r.query.get(name).and_then(|v| v.parse().ok()))
             .filter(|v| (1..=1000).contains(v))
@@ -100,18 +101,12 @@ fn handshake_key(r: &Request) -> Result<String, ApiError> {
 /// Whether the fleet has `node`, asked of its supervisor (a 404 with the closest names
 /// otherwise).
 fn node_exists(fleet: &FleetRef, node: &str) -> Result<(), ApiError> {
-    let mut c = fleet
-        .connect()
-        .map_err(|e| ApiError::from_client(&e, 500))?;
-    match c.call(&Ask::Netns {
+    let netns = Ask::Netns {
         node: node.to_string(),
-    }) {
-        Ok(Reply::Netns { .. }) => Ok(()),
-        Ok(other) => Err(ApiError::new(
-            500,
-            format!("unexpected reply from the supervisor: {other:?}"),
-        )),
-        Err(e) => Err(ApiError::from_client(&e, 500)),
+    };
+    match ask(fleet, &netns, 500)?.0 {
+        Reply::Netns { .. } => Ok(()),
+        other => Err(unexpected(&other)),
     }
 }
 
@@ -133,23 +128,6 @@ fn start_shell(
     pty::run_on(&mut exec, &slave).map_err(fail)?;
     let shell = child::start(exec)?;
     Ok((master, shell))
-}
-
-/// The fleet's events, to end the terminal when its node is removed or the fleet goes.
-fn follow_fleet(fleet: &FleetRef) -> Result<Client, ApiError> {
-    let mut c = fleet
-        .connect()
-        .map_err(|e| ApiError::from_client(&e, 500))?;
-    match c
-        .call(&Ask::Events)
-        .map_err(|e| ApiError::from_client(&e, 500))?
-    {
-        Reply::Watching => Ok(c),
-        other => Err(ApiError::new(
-            500,
-            format!("unexpected reply from the supervisor: {other:?}"),
-        )),
-    }
 }
 
 /// Why the terminal ends, if the events read now say it must.
