@@ -347,7 +347,7 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
         &format!(
             "export XDG_CACHE_HOME={cache} NSFLEET={nsfleet}; N={nsfleet}; D=/var/lib/nsfleet/kube-clusters/v2\n\
              echo top $(stat -f -c %T /sys/fs/cgroup)\n\
-             bash {root}/scripts/kube-cluster up --machines 1 --name v2 --install >/tmp/kc.log 2>&1 || {{ echo kube-cluster failed:; tail -40 /tmp/kc.log; exit 3; }}\n\
+             bash {root}/scripts/kube-cluster up --machines 1 --name v2 --install --ready-within 540 >/tmp/kc.log 2>&1 || {{ echo kube-cluster failed:; tail -40 /tmp/kc.log; exit 3; }}\n\
              export KUBECONFIG=$D/admin.kubeconfig\n\
              $N up {topo} --kube >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
              echo hog groups $(find /sys/fs/cgroup -type d -name hog | wc -l)\n\
