@@ -25,8 +25,14 @@ struct Server {
 
 impl Server {
     fn start(env: &Env) -> Server {
-        let mut child = env
-            .cmd(&["serve", "--json"])
+        Server::spawn(env.cmd(&["serve", "--json"]), |port| {
+            format!("http://127.0.0.1:{port}")
+        })
+    }
+
+    /// `serve --json` run by `cmd`, whose URL must begin with what `base` says of its port.
+    fn spawn(mut cmd: std::process::Command, base: impl Fn(u16) -> String) -> Server {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -47,7 +53,7 @@ impl Server {
         let port = said["port"].as_u64().unwrap() as u16;
         assert_eq!(
             said["url"].as_str().unwrap(),
-            format!("http://127.0.0.1:{port}/?token={token}")
+            format!("{}/?token={token}", base(port))
         );
         Server {
             child,
@@ -296,14 +302,6 @@ fn only_a_request_with_the_token_from_this_servers_own_origin_is_answered() {
     );
     assert!(!killed.folder.exists() && s.folder.exists());
     std::mem::forget(killed);
-
-    // Another address is refused until it can be served safely.
-    let out = env.run(&["serve", "--listen", "0.0.0.0"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("only a loopback address"),
-        "{out:?}"
-    );
 }
 
 #[test]
@@ -606,7 +604,11 @@ fn terminal(s: &Server, node: &str, origin: Option<&str>) -> Result<Terminal, tu
 }
 
 /// Sends `keys` and reads the screen until it shows `wanted`; what it read.
-fn type_and_see(t: &mut Terminal, keys: &str, wanted: &str) -> String {
+fn type_and_see<S: Read + Write>(
+    t: &mut tungstenite::WebSocket<S>,
+    keys: &str,
+    wanted: &str,
+) -> String {
     use tungstenite::Message;
     if !keys.is_empty() {
         t.send(Message::binary(keys.as_bytes().to_vec())).unwrap();
@@ -626,7 +628,7 @@ fn type_and_see(t: &mut Terminal, keys: &str, wanted: &str) -> String {
 }
 
 /// Reads until the terminal closes: its close frame's reason.
-fn closed(t: &mut Terminal) -> String {
+fn closed<S: Read + Write>(t: &mut tungstenite::WebSocket<S>) -> String {
     use tungstenite::Message;
     loop {
         match t.read() {
@@ -749,6 +751,212 @@ impl Page {
             )
             .unwrap();
         }
+    }
+}
+
+/// An address other than loopback: refused without a certificate; with one (made here by
+/// openssl), HTTPS that curl checks against it, on the address and on the certificate's
+/// name; plain HTTP and foreign names refused; a terminal over `wss:` with a paste larger
+/// than TLS's buffers; a stream that ends with its connection ends cleanly
+/// (close_notify). The server listens in a network namespace of its own, on a
+/// veth's address: nothing of the host's is opened to its network.
+#[test]
+fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
+    use tungstenite::Message;
+    let env = Env::new("servetls");
+    let refused = env
+        .cmd(&["serve", "--listen", "10.77.0.1"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("needs TLS: give --cert FILE and --key FILE"),
+        "{said}"
+    );
+    // Refused before anything is made: no server's folder.
+    let folders = std::fs::read_dir(&env.run_dir)
+        .into_iter()
+        .flatten()
+        .flatten();
+    assert_eq!(
+        folders.count(),
+        0,
+        "nothing made in {}",
+        env.run_dir.display()
+    );
+
+    // A certificate for lab.test and 10.77.0.1, from a CA of the test's own.
+    let file = |name: &str| env.files.join(name).to_str().unwrap().to_string();
+    let (ca, cert, key) = (file("ca.pem"), file("cert.pem"), file("key.pem"));
+    let ext = env.file("ext.cnf", "subjectAltName=DNS:lab.test,IP:10.77.0.1\n");
+    for step in [
+        format!("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=nsfleet-test-ca -keyout {} -out {ca}", file("ca.key")),
+        format!("req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=lab.test -keyout {key} -out {}", file("leaf.csr")),
+        format!("x509 -req -in {} -CA {ca} -CAkey {} -days 1 -extfile {} -out {cert}", file("leaf.csr"), file("ca.key"), ext.display()),
+    ] {
+        let made = std::process::Command::new("openssl")
+            .args(step.split(' '))
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "openssl {step}: {made:?}");
+    }
+    let _f = env.up(LAB);
+    let s = Server::spawn(
+        in_own_netns(env.cmd(&[
+            "serve",
+            "--json",
+            "--listen",
+            "10.77.0.1",
+            "--host",
+            "lab.test",
+            "--cert",
+            &cert,
+            "--key",
+            &key,
+        ])),
+        |port| format!("https://lab.test:{port}"),
+    );
+    let netns = format!("--net=/proc/{}/ns/net", s.child.id());
+    let curl = |url: &str, more: &[&str]| -> (bool, String) {
+        let at = format!("lab.test:{}:10.77.0.1", s.port);
+        let out = std::process::Command::new("nsenter")
+            .args([
+                netns.as_str(),
+                "curl",
+                "-sS",
+                "--max-time",
+                "20",
+                "--resolve",
+                &at,
+                "--cacert",
+                &ca,
+            ])
+            .args(["-H", &format!("Authorization: Bearer {}", s.token)])
+            .args(more)
+            .arg(url)
+            .output()
+            .unwrap();
+        let both = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), both)
+    };
+    let base = |host: &str| format!("https://{host}:{}", s.port);
+    // By the certificate's name and by the address, the certificate checked against its CA.
+    for host in ["lab.test", "10.77.0.1"] {
+        let (ok, said) = curl(&format!("{}/api/v1/fleets", base(host)), &[]);
+        assert!(ok && said.contains("\"sv\""), "{host}: {said}");
+    }
+    // The page's cookie is never sent in clear.
+    let (_, said) = curl(&format!("{}/?token={}", base("lab.test"), s.token), &["-i"]);
+    assert!(said.contains("; Secure"), "{said}");
+    // Plain HTTP is told to use HTTPS; a name that is not the server's is refused.
+    let (_, said) = curl(
+        &format!("http://10.77.0.1:{}/api/v1/fleets", s.port),
+        &["-i"],
+    );
+    assert!(
+        said.starts_with("HTTP/1.1 400") && said.contains("this server speaks HTTPS"),
+        "{said}"
+    );
+    let evil = format!("evil.test:{}:10.77.0.1", s.port);
+    let (_, said) = curl(
+        &format!("{}/api/v1/fleets", base("evil.test")),
+        &["-k", "--resolve", &evil, "-i"],
+    );
+    assert!(said.starts_with("HTTP/1.1 403"), "{said}");
+
+    // A terminal over wss:, from a thread in the server's network namespace.
+    let (port, token, ca) = (s.port, s.token.clone(), std::fs::read(&ca).unwrap());
+    let ns = std::fs::File::open(format!("/proc/{}/ns/net", s.child.id())).unwrap();
+    std::thread::spawn(move || {
+        use std::os::fd::AsFd;
+        nsfleet::sys::ns::setns_net(ns.as_fd()).unwrap();
+        let mut t = wss_terminal(port, &token, &ca, "r1");
+        type_and_see(&mut t, "echo tls-$((6*7))\r", "tls-42");
+        // More than rustls and the socket hold at once, both ways: the paste in, its
+        // echo out.
+        let paste = "0123456789abcdefghijklmnopqrstuvwxyz\n".repeat(8 << 10);
+        type_and_see(&mut t, "wc -c\r", "wc -c");
+        std::thread::sleep(Duration::from_millis(300));
+        t.send(Message::binary(paste.into_bytes())).unwrap();
+        t.send(Message::binary(b"\x04".to_vec())).unwrap();
+        type_and_see(&mut t, "", &format!("{}", 37 * (8 << 10)));
+        t.send(Message::binary(b"exit 5\r".to_vec())).unwrap();
+        assert_eq!(closed(&mut t), "the shell in r1 ended (exit status 5)");
+    })
+    .join()
+    .unwrap();
+    s.wait_childless("the shell ends with its terminal");
+
+    // The events stream ends with the fleet, and curl reads it to a clean end.
+    let events = format!("{}/api/v1/fleets/sv/events", base("lab.test"));
+    let follower = std::thread::scope(|scope| {
+        let follower = scope.spawn(|| curl(&events, &["-N"]));
+        std::thread::sleep(Duration::from_millis(500));
+        let (ok, said) = curl(
+            &format!("{}/api/v1/fleets/sv", base("lab.test")),
+            &["-X", "DELETE"],
+        );
+        assert!(ok, "{said}");
+        follower.join().unwrap()
+    });
+    assert!(
+        follower.0 && follower.1.contains("fleet_down"),
+        "{follower:?}"
+    );
+}
+
+/// `cmd`, run in a network namespace of its own whose only address but loopback is
+/// 10.77.0.1, on a veth (this kernel may have no dummy links); the namespace goes with
+/// the process.
+fn in_own_netns(cmd: std::process::Command) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("unshare");
+    wrapped.args(["--net", "--", "sh", "-c"]);
+    wrapped.arg("ip link set lo up && ip link add d0 type veth peer name d1 && ip addr add 10.77.0.1/24 dev d0 && ip link set d1 up && ip link set d0 up && exec \"$0\" \"$@\"");
+    wrapped.arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    wrapped
+}
+
+/// A terminal of `node` over `wss:`, the server's certificate (PEM `ca`) the only one
+/// trusted, reached as lab.test at 10.77.0.1.
+fn wss_terminal(
+    port: u16,
+    token: &str,
+    ca: &[u8],
+    node: &str,
+) -> tungstenite::WebSocket<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    use rustls::pki_types::pem::PemObject;
+    use tungstenite::client::IntoClientRequest;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = "lab.test".try_into().unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(("10.77.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let url = format!("wss://lab.test:{port}/api/v1/fleets/sv/nodes/{node}/terminal");
+    let mut req = url.into_client_request().unwrap();
+    let bearer = format!("Bearer {token}");
+    req.headers_mut()
+        .insert("Authorization", bearer.parse().unwrap());
+    let stream = rustls::StreamOwned::new(conn, tcp);
+    match tungstenite::client(req, stream) {
+        Ok((ws, _)) => ws,
+        Err(e) => panic!("{e}"),
     }
 }
 

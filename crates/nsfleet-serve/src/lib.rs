@@ -14,7 +14,7 @@
 //! socket and the `nsfleet` command: it *never* enters or holds a namespace itself (a
 //! terminal's shell and a capture are `nsfleet exec` and `nsfleet capture`, run as its
 //! children and ended with their client), and it *never* listens beyond a loopback
-//! address.
+//! address without TLS.
 
 pub mod graph;
 pub mod server;

@@ -19,12 +19,19 @@ use std::path::PathBuf;
 /// are refused, WebSockets too. Whoever has the token can run shells in the nodes as
 /// root: keep it as you would a root password.
 ///
+/// On loopback it speaks HTTP. Any other address needs HTTPS: a certificate and its key
+/// (PEM), so that neither the token nor a shell's bytes cross the network in clear. It
+/// answers to the address it listens on (every address of the machine for 0.0.0.0),
+/// the machine's name, and each --host; a Host or Origin naming anything else is refused.
+///
 ///   nsfleet serve                       # http://127.0.0.1:PORT/?token=... (a free port)
 ///   nsfleet serve --port 8080
 ///   TOKEN=$(cat /run/nsfleet/serve-8080/token)
 ///   curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8080/api/v1/fleets
 ///   curl -sN -H "Authorization: Bearer $TOKEN" \
 ///     "http://127.0.0.1:8080/api/v1/fleets/lab/capture?ifaces=r1:eth0" | wireshark -k -i -
+///   nsfleet serve --listen 0.0.0.0 --port 8443 --cert cert.pem --key key.pem --host lab.example.net
+///                                       # https://lab.example.net:8443/?token=...
 ///
 /// Ctrl-C, SIGTERM or SIGHUP end it: its terminals' shells, its captures and its folder
 /// go with it (a SIGKILL leaves the folder, which the next server on that port, or
@@ -35,10 +42,20 @@ pub struct ServeCommand {
     /// The port; 0 picks a free one.
     #[arg(long, default_value_t = 0)]
     port: u16,
-    /// The address to listen on: a loopback one (127.0.0.1, ::1). Another address is
-    /// refused: reach the server from elsewhere through an SSH tunnel.
+    /// The address to listen on (0.0.0.0 or :: for every address). One other than
+    /// loopback (127.0.0.1, ::1) needs --cert and --key.
     #[arg(long, default_value = "127.0.0.1")]
     listen: std::net::IpAddr,
+    /// The server's certificate chain, leaf first (PEM): it speaks HTTPS.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The certificate's private key (PEM, unencrypted).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Another name the server is reached by (a name its certificate holds); repeat for
+    /// more. The first names it in the URL printed.
+    #[arg(long = "host", value_name = "NAME")]
+    hosts: Vec<String>,
     /// Print {"url", "port", "token_file"} as one JSON object, not the URL alone.
     #[arg(long)]
     json: bool,
@@ -46,13 +63,22 @@ pub struct ServeCommand {
 
 impl ServeCommand {
     pub fn run(self, run_dir: PathBuf) -> anyhow::Result<()> {
-        let ServeCommand { port, listen, json } = self;
+        let ServeCommand {
+            port,
+            listen,
+            cert,
+            key,
+            hosts,
+            json,
+        } = self;
         server::serve(server::ServeArgs {
             listen,
             port,
             run_dir,
             program: std::env::current_exe()?,
             json,
+            tls: cert.zip(key),
+            hosts,
         })
     }
 }

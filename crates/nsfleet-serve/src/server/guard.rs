@@ -1,9 +1,9 @@
 //! Who may ask: every request shows the server's token, and comes from a page of the
 //! server's own origin, or from no page at all (a script).
 //!
-//! - The `Host` header must name the address listened on (or `localhost`): a page of
-//!   another site whose name an attacker points at 127.0.0.1 (DNS rebinding) sends that
-//!   site's name and is refused.
+//! - The `Host` header must name the address listened on (or `localhost`; see [`names`]):
+//!   a page of another site whose name an attacker points at this machine (DNS
+//!   rebinding) sends that site's name and is refused.
 //! - An `Origin` header, which a browser sends with every cross-origin request and every
 //!   WebSocket, must be this server's own: no page of another origin gets an answer (and
 //!   no CORS header is ever sent).
@@ -11,6 +11,7 @@
 //!   from `/?token=TOKEN` (as Jupyter does), compared in constant time.
 
 use super::http::{ApiError, Request};
+use std::net::IpAddr;
 
 pub struct Guard {
     pub token: String,
@@ -24,20 +25,11 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// The guard of a server on loopback address `listen`, port `port`: it answers to
-    /// `localhost` and the loopback addresses.
-    pub fn new(token: String, listen: std::net::IpAddr, port: u16) -> Guard {
-        debug_assert!(listen.is_loopback(), "only loopback addresses are served");
-        let names = ["localhost", "127.0.0.1", "[::1]"];
-        let own = match listen {
-            std::net::IpAddr::V6(a) => format!("[{a}]"),
-            a => a.to_string(),
-        };
-        let names: Vec<String> = (names.iter().map(|n| n.to_string()))
-            .chain((!names.contains(&own.as_str())).then_some(own))
-            .collect();
+    /// The guard of a server on `port`, reached by `scheme` (`http`, `https`) and any of
+    /// `names` (see [`names`]).
+    pub fn new(token: String, scheme: &str, names: &[String], port: u16) -> Guard {
         let hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
-        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
+        let origins = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
         Guard {
             token,
             hosts,
@@ -100,6 +92,83 @@ impl Guard {
     }
 }
 
+/// The names a server listening on `listen` answers to: `localhost` and the loopback
+/// addresses; on another address, that address, or every address of the machine for an
+/// unspecified one (`0.0.0.0`, `::`), and the machine's name; and what `--host` added.
+/// A name an attacker's page could take (its own domain, pointed at this machine) is
+/// never among them.
+pub fn names(listen: IpAddr, hosts: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
+    if listen.is_unspecified() {
+        names.extend(machine_addresses().into_iter().map(bracketed));
+    } else {
+        names.push(bracketed(listen));
+    }
+    if !listen.is_loopback() {
+        names.extend(machine_name());
+    }
+    names.extend(hosts.iter().map(|h| h.to_ascii_lowercase()));
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
+/// An address as a URL's host writes it: IPv6 in brackets.
+pub fn bracketed(a: IpAddr) -> String {
+    match a {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    }
+}
+
+/// The machine's name (as `hostname` says it), if it has one.
+pub fn machine_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim().to_ascii_lowercase();
+    (!name.is_empty() && name != "(none)").then_some(name)
+}
+
+/// Every address of the machine's interfaces but IPv6 link-local ones (which a Host
+/// header cannot name without their interface).
+fn machine_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let Ok(mut sock) = nsfleet_netlink::NlSocket::open() else {
+        return out;
+    };
+    let mut b = nsfleet_netlink::Batch::new();
+    nsfleet_netlink::rtnl::dump_addrs(&mut b, sock.next_seq());
+    let _ = sock.dump(&b, |m| {
+        if let Some((_, addr, _)) = nsfleet_netlink::rtnl::parse_addr(m) {
+            let link_local = matches!(addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+            if !link_local {
+                out.push(addr);
+            }
+        }
+    });
+    out
+}
+
+/// Whether `name` can be a Host header's name: an IP address, or a DNS name.
+pub fn check_host_name(name: &str) -> anyhow::Result<()> {
+    let dns = |n: &str| {
+        n.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+    };
+    let ip = name.parse::<IpAddr>().is_ok()
+        || (name.strip_prefix('[').and_then(|n| n.strip_suffix(']')))
+            .is_some_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok());
+    if ip || (name.len() <= 253 && dns(name)) {
+        return Ok(());
+    }
+    anyhow::bail!("expected a DNS name (like lab.example.net) or an address, without a port")
+}
+
 /// `a == b` in a time that depends on their lengths only, never on where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -137,7 +206,8 @@ mod tests {
 
     #[test]
     fn only_this_servers_host_and_origin_are_answered() {
-        let g = Guard::new("t".repeat(64), "127.0.0.1".parse().unwrap(), 8080);
+        let answered = names("127.0.0.1".parse().unwrap(), &[]);
+        let g = Guard::new("t".repeat(64), "http", &answered, 8080);
         for host in [
             "127.0.0.1:8080",
             "localhost:8080",
@@ -173,7 +243,7 @@ mod tests {
     #[test]
     fn the_token_by_header_or_cookie() {
         let token = "ab".repeat(32);
-        let g = Guard::new(token.clone(), "127.0.0.1".parse().unwrap(), 9);
+        let g = Guard::new(token.clone(), "http", &["localhost".into()], 9);
         let bearer = format!("Bearer {token}");
         assert!(g
             .check_token(&request(&[("authorization", &bearer)]))
@@ -192,5 +262,37 @@ mod tests {
         );
         assert!(!g.is_token("ab") && g.is_token(&token));
         assert_eq!(new_token().unwrap().len(), 64);
+    }
+
+    #[test]
+    fn a_server_on_another_address_answers_to_it_and_its_names_over_https() {
+        let hosts = ["Lab.Example.net".to_string()];
+        let answered = names("10.1.2.3".parse().unwrap(), &hosts);
+        assert!(answered.contains(&"10.1.2.3".to_string()), "{answered:?}");
+        assert!(
+            answered.contains(&"lab.example.net".to_string()),
+            "{answered:?}"
+        );
+        let g = Guard::new("t".repeat(64), "https", &answered, 8443);
+        let ok = [
+            ("host", "lab.example.net:8443"),
+            ("origin", "https://lab.example.net:8443"),
+        ];
+        assert!(g.check_origin(&request(&ok)).is_ok());
+        for (host, origin) in [
+            ("evil.example:8443", "https://evil.example:8443"),
+            ("10.1.2.3:8443", "http://10.1.2.3:8443"),
+        ] {
+            let r = request(&[("host", host), ("origin", origin)]);
+            assert_eq!(g.check_origin(&r).unwrap_err().status, 403, "{host}");
+        }
+        let v6 = names("fd00::1".parse().unwrap(), &[]);
+        assert!(v6.contains(&"[fd00::1]".to_string()), "{v6:?}");
+        for good in ["lab.example.net", "10.0.0.1", "fd00::1", "[fd00::1]", "h-1"] {
+            assert!(check_host_name(good).is_ok(), "{good}");
+        }
+        for bad in ["lab:8443", "a..b", "-a", "a b", "", "http://lab"] {
+            assert!(check_host_name(bad).is_err(), "{bad}");
+        }
     }
 }

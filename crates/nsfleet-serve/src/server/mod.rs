@@ -9,6 +9,10 @@
 //! command run as a child, killed when the thread that started it ends: a client that
 //! goes away takes its processes with it, and so does the server's end, SIGKILL included.
 //!
+//! On a loopback address it speaks HTTP; given a certificate and its key (`--cert`,
+//! `--key`), HTTPS, which any other address needs: whoever has the token runs shells in
+//! the nodes, and neither the token nor the shells' bytes may cross a network in clear.
+//!
 //! What the server keeps is its folder, `RUN_DIR/serve-PORT/` (its token, 0600, and the
 //! topologies `POST /api/v1/fleets` brought up), removed when it ends.
 
@@ -17,6 +21,7 @@ mod child;
 mod guard;
 pub mod http;
 mod terminal;
+mod tls;
 
 use anyhow::{bail, Context};
 use guard::Guard;
@@ -38,6 +43,12 @@ pub struct ServeArgs {
     pub program: PathBuf,
     /// Say the URL as one JSON object.
     pub json: bool,
+    /// The certificate chain and its private key (PEM): HTTPS. Needed for an address
+    /// other than loopback.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// More names the server is reached by (as the certificate names it), for the Host
+    /// and Origin checks.
+    pub hosts: Vec<String>,
 }
 
 /// What every connection's thread shares.
@@ -46,6 +57,8 @@ pub(crate) struct Server {
     run_dir: PathBuf,
     program: PathBuf,
     folder: Folder,
+    /// HTTPS, when the server has a certificate.
+    tls: Option<Arc<rustls::ServerConfig>>,
     /// Numbers the topologies written to the folder.
     uploads: AtomicU64,
 }
@@ -73,13 +86,19 @@ impl Server {
 
 /// Serves until SIGINT, SIGTERM or SIGHUP.
 pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    if !a.listen.is_loopback() {
-        bail!(
-            "--listen {}: only a loopback address is served: the server runs shells in nodes for whoever has the token, and the token would cross the network in clear (TLS is not built yet). Reach it from elsewhere through an SSH tunnel (ssh -L {}:127.0.0.1:{} HOST)",
+    // Everything the command line says is checked before anything is made.
+    let tls = match &a.tls {
+        Some((cert, key)) => Some(tls::config(cert, key)?),
+        None if !a.listen.is_loopback() => bail!(
+            "--listen {}: an address other than loopback needs TLS: give --cert FILE and --key FILE (PEM; `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=NAME -addext subjectAltName=DNS:NAME -keyout key.pem -out cert.pem` makes a self-signed pair). Whoever has the token runs shells in the nodes as root, and without TLS the token would cross the network in clear. Or keep it on loopback and reach it through an SSH tunnel (ssh -L {}:127.0.0.1:{} HOST)",
             a.listen,
             if a.port == 0 { 8080 } else { a.port },
             if a.port == 0 { 8080 } else { a.port },
-        );
+        ),
+        None => None,
+    };
+    for h in &a.hosts {
+        guard::check_host_name(h).with_context(|| format!("--host {h}"))?;
     }
     let rd = RunDir::new(&a.run_dir);
     rd.create()?;
@@ -87,11 +106,15 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}:{}", a.listen, a.port))?;
     let port = listener.local_addr()?.port();
     let token = guard::new_token().context("reading /dev/urandom for the token")?;
-    let host = match a.listen {
-        IpAddr::V6(v6) => format!("[{v6}]"),
-        v4 => v4.to_string(),
-    };
-    let url = format!("http://{host}:{port}/?token={token}");
+    let names = guard::names(a.listen, &a.hosts);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    // The URL names the server as the user asked (`--host`), else by its address, else
+    // (listening on every address) by the machine's name.
+    let host = (a.hosts.first().cloned())
+        .or_else(|| (!a.listen.is_unspecified()).then(|| guard::bracketed(a.listen)))
+        .or_else(guard::machine_name)
+        .unwrap_or_else(|| guard::bracketed(a.listen));
+    let url = format!("{scheme}://{host}:{port}/?token={token}");
     let folder = Folder::make(&rd, port, &token, &url)?;
     // Signals are taken by this thread alone; every thread started from here on has them
     // blocked. A peer that goes away is an error on its socket, not a SIGPIPE.
@@ -102,10 +125,11 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     // events): 1,024 would hold about 200.
     let _ = nsfleet::sys::raise_nofile(65_536);
     let server = Arc::new(Server {
-        guard: Guard::new(token, a.listen, port),
+        guard: Guard::new(token, scheme, &names, port),
         run_dir: a.run_dir,
         program: a.program,
         folder,
+        tls,
         uploads: AtomicU64::new(0),
     });
     let accepting = server.clone();
@@ -119,8 +143,9 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     } else {
         println!("{url}");
         eprintln!(
-            "nsfleet: serving every fleet under {} on {host}:{port}; open the URL above (its token is also in {}). Ctrl-C ends it.",
+            "nsfleet: serving every fleet under {} on {}:{port} ({scheme}); open the URL above (its token is also in {}). Ctrl-C ends it.",
             rd.root().display(),
+            guard::bracketed(a.listen),
             server.folder.path.join("token").display()
         );
     }
@@ -177,7 +202,16 @@ fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
     tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
     let socket = tcp.try_clone()?;
-    let stream: Box<dyn Stream> = Box::new(tcp);
+    let stream: Box<dyn Stream> = match &server.tls {
+        None => Box::new(tcp),
+        Some(config) => {
+            let mut first = [0u8; 1];
+            if tcp.peek(&mut first)? == 1 && first[0] != tls::HANDSHAKE {
+                return plain_to_https(tcp);
+            }
+            Box::new(tls::Tls::new(config, tcp)?)
+        }
+    };
     let mut reader = BufReader::new(stream);
     let mut request = match http::read_request(&mut reader) {
         Ok(r) => r,
@@ -195,6 +229,18 @@ fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
     }
 }
 
+/// A plain HTTP request to an HTTPS server: its head read (so that the answer is not lost
+/// to a reset), and told, in plain HTTP, which scheme to use.
+fn plain_to_https(tcp: TcpStream) -> anyhow::Result<()> {
+    let mut reader = BufReader::new(Box::new(tcp) as Box<dyn Stream>);
+    let _ = http::read_request(&mut reader);
+    let e = ApiError::new(
+        400,
+        "this server speaks HTTPS: use https://, as in the URL `nsfleet serve` printed",
+    );
+    Ok(e.send(reader.get_mut())?)
+}
+
 /// Whether `r` may be answered: its token checked. The page's first load, `/?token=`,
 /// gets the cookie and is sent on to `/` (the token leaves the address bar and history).
 fn authorized(server: &Server, r: &Request) -> Result<Option<Vec<String>>, ApiError> {
@@ -206,8 +252,11 @@ fn authorized(server: &Server, r: &Request) -> Result<Option<Vec<String>>, ApiEr
             ));
         }
         let cookie = format!(
-            "Set-Cookie: {}={}; Path=/; HttpOnly; SameSite=Strict",
-            server.guard.cookie, server.guard.token
+            "Set-Cookie: {}={}; Path=/; HttpOnly; SameSite=Strict{}",
+            server.guard.cookie,
+            server.guard.token,
+            // Over HTTPS, never sent in clear.
+            if server.tls.is_some() { "; Secure" } else { "" }
         );
         return Ok(Some(vec![cookie, "Location: /".into()]));
     }
