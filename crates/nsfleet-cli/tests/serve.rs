@@ -672,8 +672,10 @@ fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     t.send(Message::binary(paste.into_bytes())).unwrap();
     t.send(Message::binary(b"\x04".to_vec())).unwrap();
     type_and_see(&mut t, "", &format!("{}", 37 * (16 << 10)));
-    // The shell's end is the terminal's.
-    t.send(Message::binary(b"exit 3\r".to_vec())).unwrap();
+    // The shell's end is the terminal's, even with a job it left holding the terminal
+    // open (as a window closes when its shell ends; the job goes with the fleet).
+    t.send(Message::binary(b"sleep 1000 & exit 3\r".to_vec()))
+        .unwrap();
     assert_eq!(closed(&mut t), "the shell in r1 ended (exit status 3)");
 
     // A terminal the page closes takes its shell with it.
@@ -818,25 +820,19 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
         |port| format!("https://lab.test:{port}"),
     );
     let netns = format!("--net=/proc/{}/ns/net", s.child.id());
-    let curl = |url: &str, more: &[&str]| -> (bool, String) {
-        let at = format!("lab.test:{}:10.77.0.1", s.port);
-        let out = std::process::Command::new("nsenter")
-            .args([
-                netns.as_str(),
-                "curl",
-                "-sS",
-                "--max-time",
-                "20",
-                "--resolve",
-                &at,
-                "--cacert",
-                &ca,
-            ])
-            .args(["-H", &format!("Authorization: Bearer {}", s.token)])
+    // curl in the server's network namespace, trusting the test's CA alone.
+    let at = format!("lab.test:{}:10.77.0.1", s.port);
+    let bearer = format!("Authorization: Bearer {}", s.token);
+    let curl_cmd = |url: &str, more: &[&str]| {
+        let mut c = std::process::Command::new("nsenter");
+        c.args([netns.as_str(), "curl", "-sS", "--max-time", "20"])
+            .args(["--resolve", &at, "--cacert", &ca, "-H", &bearer])
             .args(more)
-            .arg(url)
-            .output()
-            .unwrap();
+            .arg(url);
+        c
+    };
+    let curl = |url: &str, more: &[&str]| -> (bool, String) {
+        let out = curl_cmd(url, more).output().unwrap();
         let both = String::from_utf8_lossy(&out.stdout).to_string()
             + &String::from_utf8_lossy(&out.stderr);
         (out.status.success(), both)
@@ -849,6 +845,7 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
     }
     // The page's cookie is never sent in clear.
     let (_, said) = curl(&format!("{}/?token={}", base("lab.test"), s.token), &["-i"]);
+    assert!(said.contains("Set-Cookie: __Host-nsfleet_token_"), "{said}");
     assert!(said.contains("; Secure"), "{said}");
     // Plain HTTP is told to use HTTPS; a name that is not the server's is refused.
     let (_, said) = curl(
@@ -891,19 +888,27 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
 
     // The events stream ends with the fleet, and curl reads it to a clean end.
     let events = format!("{}/api/v1/fleets/sv/events", base("lab.test"));
-    let follower = std::thread::scope(|scope| {
-        let follower = scope.spawn(|| curl(&events, &["-N"]));
-        std::thread::sleep(Duration::from_millis(500));
-        let (ok, said) = curl(
-            &format!("{}/api/v1/fleets/sv", base("lab.test")),
-            &["-X", "DELETE"],
-        );
-        assert!(ok, "{said}");
-        follower.join().unwrap()
-    });
+    let mut follower = curl_cmd(&events, &["-N"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stream = BufReader::new(follower.stdout.take().unwrap());
+    let mut line = String::new();
+    while line != ": watching\n" {
+        line.clear();
+        assert!(stream.read_line(&mut line).unwrap() > 0, "no events stream");
+    }
+    let (ok, said) = curl(
+        &format!("{}/api/v1/fleets/sv", base("lab.test")),
+        &["-f", "-X", "DELETE"],
+    );
+    assert!(ok, "{said}");
+    let mut rest = String::new();
+    stream.read_to_string(&mut rest).unwrap();
+    let ended = follower.wait().unwrap();
     assert!(
-        follower.0 && follower.1.contains("fleet_down"),
-        "{follower:?}"
+        ended.success() && rest.contains("fleet_down"),
+        "{ended}: {rest}"
     );
 }
 

@@ -28,13 +28,22 @@ impl Guard {
     /// The guard of a server on `port`, reached by `scheme` (`http`, `https`) and any of
     /// `names` (see [`names`]).
     pub fn new(token: String, scheme: &str, names: &[String], port: u16) -> Guard {
-        let hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+        // On the scheme's own port, browsers leave the port out of Host and Origin.
+        if matches!((scheme, port), ("https", 443) | ("http", 80)) {
+            hosts.extend(names.iter().cloned());
+        }
         let origins = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
         Guard {
             token,
             hosts,
             origins,
-            cookie: format!("nsfleet_token_{port}"),
+            // Over HTTPS, `__Host-`: a browser takes it only with Secure, for this host
+            // alone, and from no plain-HTTP page.
+            cookie: match scheme {
+                "https" => format!("__Host-nsfleet_token_{port}"),
+                _ => format!("nsfleet_token_{port}"),
+            },
         }
     }
 
@@ -107,10 +116,18 @@ pub fn names(listen: IpAddr, hosts: &[String]) -> Vec<String> {
     if !listen.is_loopback() {
         names.extend(machine_name());
     }
-    names.extend(hosts.iter().map(|h| h.to_ascii_lowercase()));
+    names.extend(hosts.iter().map(|h| host_form(h)));
     let mut seen = std::collections::HashSet::new();
     names.retain(|n| seen.insert(n.clone()));
     names
+}
+
+/// A `--host` as a Host header writes it: lower-case, an IPv6 address in brackets.
+pub fn host_form(name: &str) -> String {
+    match name.parse::<std::net::Ipv6Addr>() {
+        Ok(v6) => format!("[{v6}]"),
+        Err(_) => name.to_ascii_lowercase(),
+    }
 }
 
 /// An address as a URL's host writes it: IPv6 in brackets.
@@ -286,8 +303,18 @@ mod tests {
             let r = request(&[("host", host), ("origin", origin)]);
             assert_eq!(g.check_origin(&r).unwrap_err().status, 403, "{host}");
         }
-        let v6 = names("fd00::1".parse().unwrap(), &[]);
+        let v6 = names("fd00::1".parse().unwrap(), &["FD00::2".into()]);
         assert!(v6.contains(&"[fd00::1]".to_string()), "{v6:?}");
+        assert!(v6.contains(&"[fd00::2]".to_string()), "{v6:?}");
+        // On 443, browsers send no port.
+        let g = Guard::new("t".repeat(64), "https", &answered, 443);
+        let bare = [
+            ("host", "lab.example.net"),
+            ("origin", "https://lab.example.net"),
+        ];
+        assert!(g.check_origin(&request(&bare)).is_ok());
+        let ported = [("host", "lab.example.net:443")];
+        assert!(g.check_origin(&request(&ported)).is_ok());
         for good in ["lab.example.net", "10.0.0.1", "fd00::1", "[fd00::1]", "h-1"] {
             assert!(check_host_name(good).is_ok(), "{good}");
         }

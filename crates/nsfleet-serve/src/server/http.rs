@@ -75,7 +75,12 @@ pub fn read_request(stream: &mut BufReader<Box<dyn Stream>>) -> Result<Request, 
         let before = head.len();
         let n = (stream.take((MAX_HEAD + 1 - head.len()) as u64))
             .read_until(b'\n', &mut head)
-            .map_err(|e| ApiError::new(400, format!("reading the request: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::TimedOut => {
+                    ApiError::new(408, "the request's head took over 30 s")
+                }
+                _ => ApiError::new(400, format!("reading the request: {e}")),
+            })?;
         if n == 0 {
             return Err(ApiError::new(400, "the request ended before its head did"));
         }

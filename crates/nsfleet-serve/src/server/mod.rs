@@ -20,6 +20,7 @@ mod api;
 mod child;
 mod guard;
 pub mod http;
+mod socket;
 mod terminal;
 mod tls;
 
@@ -27,6 +28,7 @@ use anyhow::{bail, Context};
 use guard::Guard;
 use http::{ApiError, Request, Stream};
 use nsfleet::rundir::RunDir;
+use socket::Socket;
 use std::io::{BufReader, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -110,7 +112,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     // The URL names the server as the user asked (`--host`), else by its address, else
     // (listening on every address) by the machine's name.
-    let host = (a.hosts.first().cloned())
+    let host = (a.hosts.first().map(|h| guard::host_form(h)))
         .or_else(|| (!a.listen.is_unspecified()).then(|| guard::bracketed(a.listen)))
         .or_else(guard::machine_name)
         .unwrap_or_else(|| guard::bracketed(a.listen));
@@ -179,11 +181,17 @@ fn accept(listener: TcpListener, server: Arc<Server>) {
     }
 }
 
-/// Whether `e` is a peer that went away (from its socket, or a terminal's WebSocket):
-/// not worth a line.
+/// Whether `e` is a peer that went away (from its socket, or a terminal's WebSocket), or
+/// one that connected and sent nothing (a browser's preconnection, a scanner): not worth
+/// a line.
 fn gone(e: &anyhow::Error) -> bool {
     use std::io::ErrorKind::*;
-    let io = |e: &std::io::Error| matches!(e.kind(), BrokenPipe | ConnectionReset | UnexpectedEof);
+    let io = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            BrokenPipe | ConnectionReset | UnexpectedEof | WouldBlock | TimedOut
+        )
+    };
     match e.downcast_ref::<tungstenite::Error>() {
         Some(tungstenite::Error::Io(e)) => io(e),
         Some(tungstenite::Error::Protocol(p)) => {
@@ -198,25 +206,30 @@ fn gone(e: &anyhow::Error) -> bool {
 
 /// One connection: its request read, checked, and answered.
 fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
-    // A request's head and body come within this; a stream sets its own bounds.
+    // Each read and write of a request's body and answer within this; a stream sets its
+    // own bounds.
     tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
     tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
     let socket = tcp.try_clone()?;
-    let stream: Box<dyn Stream> = match &server.tls {
-        None => Box::new(tcp),
-        Some(config) => {
-            let mut first = [0u8; 1];
-            if tcp.peek(&mut first)? == 1 && first[0] != tls::HANDSHAKE {
-                return plain_to_https(tcp);
-            }
-            Box::new(tls::Tls::new(config, tcp)?)
+    // Until its head is read, the client is unknown: the handshake and the head come
+    // within this, however slowly their bytes trickle.
+    let (head_within, deadline) = Socket::with_deadline(tcp, Duration::from_secs(30))?;
+    if server.tls.is_some() {
+        let mut first = [0u8; 1];
+        if head_within.tcp().peek(&mut first)? == 1 && first[0] != tls::HANDSHAKE {
+            return plain_to_https(head_within);
         }
+    }
+    let stream: Box<dyn Stream> = match &server.tls {
+        None => Box::new(head_within),
+        Some(config) => Box::new(tls::Tls::new(config, head_within)?),
     };
     let mut reader = BufReader::new(stream);
     let mut request = match http::read_request(&mut reader) {
         Ok(r) => r,
         Err(e) => return Ok(e.send(reader.get_mut())?),
     };
+    deadline.lift(Duration::from_secs(30))?;
     // The body is read only once the request may be answered.
     let checked = (server.guard.check_origin(&request))
         .and_then(|()| authorized(server, &request))
@@ -231,8 +244,8 @@ fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
 
 /// A plain HTTP request to an HTTPS server: its head read (so that the answer is not lost
 /// to a reset), and told, in plain HTTP, which scheme to use.
-fn plain_to_https(tcp: TcpStream) -> anyhow::Result<()> {
-    let mut reader = BufReader::new(Box::new(tcp) as Box<dyn Stream>);
+fn plain_to_https(head_within: Socket) -> anyhow::Result<()> {
+    let mut reader = BufReader::new(Box::new(head_within) as Box<dyn Stream>);
     let _ = http::read_request(&mut reader);
     let e = ApiError::new(
         400,

@@ -4,7 +4,7 @@
 //!
 //! Frames: binary ones carry the terminal's bytes both ways; the page's text frames are
 //! commands, `{"resize": {"cols": C, "rows": R}}`. The socket closes when the shell ends
-//! (its status in the close frame's reason), when the node is removed or the fleet goes
+//! (its status in the close frame's reason; jobs it left running do not hold it), when the node is removed or the fleet goes
 //! down (said the same way), and the shell ends when the socket closes: the terminal's
 //! hang-up (SIGHUP) first, then SIGKILL after [`GRACE`].
 
@@ -150,7 +150,8 @@ fn node_gone(events: &mut Client, fleet: &str, node: &str) -> Option<String> {
     }
 }
 
-/// Carries bytes between the socket and the terminal until either ends, the node goes,
+/// Carries bytes between the socket and the terminal until either ends, the shell ends,
+/// the node goes,
 /// or the page stops reading for [`STALLED`]. Each side waits for the other without
 /// blocking: what the page typed waits in `typed` while the shell reads nothing (the
 /// socket is not read meanwhile), and what the shell wrote waits in the socket's queue
@@ -170,33 +171,51 @@ fn relay(
     let mut typed: Vec<u8> = Vec::new();
     // Since when a frame has waited for the socket to take it.
     let mut stalled: Option<Instant> = None;
+    // The shell's end, readable once it has exited: seen even while a job it left in the
+    // background holds the terminal open (its end then gives no EIO). A terminal window
+    // closes when its shell ends, whatever the shell left running.
+    let shell_ended = nsfleet::sys::process::pidfd_open(shell.child().id() as i32).ok();
     loop {
         let (reading_socket, reading_terminal) = (typed.is_empty(), stalled.is_none());
-        let ready = {
-            let socket_wants = (if reading_socket { POLLIN } else { 0 })
-                | if reading_terminal { 0 } else { POLLOUT };
-            let terminal_wants = (if reading_terminal { POLLIN } else { 0 })
-                | if typed.is_empty() { 0 } else { POLLOUT };
-            let mut fds = vec![
-                (socket.as_fd(), socket_wants),
-                (master.as_fd(), terminal_wants),
-            ];
-            if let Some(e) = &events {
-                fds.push((e.as_fd(), POLLIN));
-            }
-            let left = stalled.map(|since| STALLED.saturating_sub(since.elapsed()));
-            nsfleet::sys::poll::poll_events(&fds, left)?
-        };
+        let socket_wants =
+            (if reading_socket { POLLIN } else { 0 }) | if reading_terminal { 0 } else { POLLOUT };
+        let terminal_wants = (if reading_terminal { POLLIN } else { 0 })
+            | if typed.is_empty() { 0 } else { POLLOUT };
+        // The socket and the terminal, then what is there of the shell's end and the
+        // fleet's events.
+        let mut fds = vec![
+            (socket.as_fd(), socket_wants),
+            (master.as_fd(), terminal_wants),
+        ];
+        fds.extend(shell_ended.as_ref().map(|fd| (fd.as_fd(), POLLIN)));
+        fds.extend(events.as_ref().map(|e| (e.as_fd(), POLLIN)));
+        let left = stalled.map(|since| STALLED.saturating_sub(since.elapsed()));
+        let mut ready = nsfleet::sys::poll::poll_events(&fds, left)?;
+        drop(fds);
+        let events_ready = events.is_some() && ready.pop() != Some(0);
+        let shell_ready = shell_ended.is_some() && ready.pop() != Some(0);
         if stalled.is_some_and(|since| since.elapsed() >= STALLED) {
             // The page has not read for that long: it is gone, or wedged.
             return Ok(());
         }
-        if let (Some(e), Some(r)) = (events.as_deref_mut(), ready.get(2)) {
-            if *r != 0 {
-                if let Some(why) = node_gone(e, fleet, node) {
-                    return close(&mut ws, CloseCode::Away, &why);
+        if ready[0] & (libc::POLLHUP | libc::POLLERR) != 0 {
+            // The page's connection is gone (said at once, even while the socket is not
+            // being read: poll would say so again and again).
+            return Ok(());
+        }
+        if let (Some(e), true) = (events.as_deref_mut(), events_ready) {
+            if let Some(why) = node_gone(e, fleet, node) {
+                return close(&mut ws, CloseCode::Away, &why);
+            }
+        }
+        if shell_ready {
+            // What it wrote last goes to the page first.
+            while let Ok(n @ 1..) = terminal.read(&mut buf) {
+                if !flushed(ws.send(Message::binary(buf[..n].to_vec())))? {
+                    break;
                 }
             }
+            return close(&mut ws, CloseCode::Normal, &shell_end(shell, node));
         }
         if ready[0] & POLLOUT != 0 && flushed(ws.flush())? {
             stalled = None;
@@ -231,15 +250,17 @@ fn relay(
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 // EIO: every process on the terminal's end has gone, the shell first.
-                _ => {
-                    let said = match ended_within(shell, GRACE) {
-                        Some(c) => format!("the shell in {node} ended (exit status {c})"),
-                        None => format!("the shell in {node} was killed"),
-                    };
-                    return close(&mut ws, CloseCode::Normal, &said);
-                }
+                _ => return close(&mut ws, CloseCode::Normal, &shell_end(shell, node)),
             }
         }
+    }
+}
+
+/// What the close frame says of the shell's end.
+fn shell_end(shell: &mut child::Running, node: &str) -> String {
+    match ended_within(shell, GRACE) {
+        Some(c) => format!("the shell in {node} ended (exit status {c})"),
+        None => format!("the shell in {node} was killed"),
     }
 }
 

@@ -7,15 +7,15 @@
 //! decrypted reads the socket, so that "would block" means the socket has nothing, and
 //! the relay's `poll` on the socket stays true to the stream.
 
+use super::socket::Socket;
 use anyhow::{bail, Context};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The first byte of every TLS connection (a handshake record): a connection that starts
 /// otherwise speaks plain HTTP to an HTTPS server, and is told so in plain HTTP.
@@ -34,6 +34,7 @@ pub fn config(cert: &Path, key: &Path) -> anyhow::Result<Arc<ServerConfig>> {
             cert.display()
         );
     }
+    std::fs::File::open(key).with_context(|| format!("--key {}: cannot read it", key.display()))?;
     let secret = PrivateKeyDer::from_pem_file(key).with_context(|| {
         format!(
             "--key {}: no private key read from it (expected an unencrypted PEM block BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)",
@@ -64,11 +65,11 @@ pub fn config(cert: &Path, key: &Path) -> anyhow::Result<Arc<ServerConfig>> {
 /// says "would block" until the socket has taken everything.
 pub struct Tls {
     conn: ServerConnection,
-    tcp: TcpStream,
+    tcp: Socket,
 }
 
 impl Tls {
-    pub fn new(config: &Arc<ServerConfig>, tcp: TcpStream) -> io::Result<Tls> {
+    pub fn new(config: &Arc<ServerConfig>, tcp: Socket) -> io::Result<Tls> {
         let conn = ServerConnection::new(config.clone()).map_err(io::Error::other)?;
         Ok(Tls { conn, tcp })
     }
@@ -126,12 +127,18 @@ impl Write for Tls {
 
 impl Drop for Tls {
     /// The close_notify, so that a stream that ends with its connection (events, a
-    /// capture) is read to its end, not as a truncation. Briefly: a client that does not
-    /// read does not hold the thread.
+    /// capture) is read to its end, not as a truncation. Within a second: a client that
+    /// reads slowly, or not at all, does not hold the thread.
     fn drop(&mut self) {
         self.conn.send_close_notify();
-        let _ = self.tcp.set_nonblocking(false);
-        let _ = self.tcp.set_write_timeout(Some(Duration::from_secs(1)));
-        let _ = self.push();
+        let until = Instant::now() + Duration::from_secs(1);
+        let _ = self.tcp.tcp().set_nonblocking(false);
+        while self.conn.wants_write() {
+            let left = until.saturating_duration_since(Instant::now());
+            let timeout = self.tcp.tcp().set_write_timeout(Some(left));
+            if left.is_zero() || timeout.is_err() || self.conn.write_tls(&mut self.tcp).is_err() {
+                break;
+            }
+        }
     }
 }
