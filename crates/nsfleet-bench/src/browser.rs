@@ -24,6 +24,11 @@ impl Browser {
     /// Chromium started with its profile in `profile` (a folder of the caller's, made
     /// here), its page at `url`.
     pub fn open(url: &str, profile: &Path) -> anyhow::Result<Browser> {
+        Browser::open_with(url, profile, &[])
+    }
+
+    /// [`Browser::open`] with more of Chromium's flags (a certificate's key trusted).
+    pub fn open_with(url: &str, profile: &Path, flags: &[&str]) -> anyhow::Result<Browser> {
         std::fs::create_dir_all(profile)?;
         let mut child = Command::new("chromium")
             .arg(format!("--user-data-dir={}", profile.display()))
@@ -33,6 +38,7 @@ impl Browser {
                 "--disable-gpu",
                 "--window-size=1500,900",
             ])
+            .args(flags)
             .args(["--remote-debugging-port=0", "about:blank"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -788,21 +788,7 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
         env.run_dir.display()
     );
 
-    // A certificate for lab.test and 10.77.0.1, from a CA of the test's own.
-    let file = |name: &str| env.files.join(name).to_str().unwrap().to_string();
-    let (ca, cert, key) = (file("ca.pem"), file("cert.pem"), file("key.pem"));
-    let ext = env.file("ext.cnf", "subjectAltName=DNS:lab.test,IP:10.77.0.1\n");
-    for step in [
-        format!("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=nsfleet-test-ca -keyout {} -out {ca}", file("ca.key")),
-        format!("req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=lab.test -keyout {key} -out {}", file("leaf.csr")),
-        format!("x509 -req -in {} -CA {ca} -CAkey {} -days 1 -extfile {} -out {cert}", file("leaf.csr"), file("ca.key"), ext.display()),
-    ] {
-        let made = std::process::Command::new("openssl")
-            .args(step.split(' '))
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "openssl {step}: {made:?}");
-    }
+    let Certificate { ca, cert, key } = certificate(&env, "DNS:lab.test,IP:10.77.0.1");
     let _f = env.up(LAB);
     let s = Server::spawn(
         in_own_netns(env.cmd(&[
@@ -910,6 +896,83 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
         ended.success() && rest.contains("fleet_down"),
         "{ended}: {rest}"
     );
+}
+
+/// A certificate, its key and the CA that signed it, as PEM files of the test's own.
+struct Certificate {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+/// A certificate for `names` (`DNS:lab.test,IP:10.77.0.1`), signed by a CA made here
+/// too; by openssl, as a user would make them.
+fn certificate(env: &Env, names: &str) -> Certificate {
+    let file = |name: &str| env.files.join(name).to_str().unwrap().to_string();
+    let (ca, cert, key) = (file("ca.pem"), file("cert.pem"), file("key.pem"));
+    let ext = env.file("ext.cnf", &format!("subjectAltName={names}\n"));
+    for step in [
+        format!("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=nsfleet-test-ca -keyout {} -out {ca}", file("ca.key")),
+        format!("req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=nsfleet-test -keyout {key} -out {}", file("leaf.csr")),
+        format!("x509 -req -in {} -CA {ca} -CAkey {} -days 1 -extfile {} -out {cert}", file("leaf.csr"), file("ca.key"), ext.display()),
+    ] {
+        let made = std::process::Command::new("openssl")
+            .args(step.split(' '))
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "openssl {step}: {made:?} (Debian's openssl)");
+    }
+    Certificate { ca, cert, key }
+}
+
+/// The workbench over HTTPS, on loopback (which may have it too): Chromium trusting the
+/// test's certificate alone (by its key), the page opened with the token, a node's
+/// terminal over wss:// typed into and read from the screen.
+#[test]
+fn the_workbench_over_https_runs_its_terminals_over_wss() {
+    let env = Env::new("servepagetls");
+    let Certificate { cert, key, .. } = certificate(&env, "DNS:localhost,IP:127.0.0.1");
+    // The certificate's key, as Chromium pins one: base64 of its SPKI's SHA-256.
+    let pin = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("openssl x509 -in \"$0\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(pin.status.success(), "{pin:?}");
+    let pin = String::from_utf8(pin.stdout).unwrap().trim().to_string();
+    let _f = env.up(LAB);
+    let s = Server::spawn(
+        env.cmd(&["serve", "--json", "--cert", &cert, "--key", &key]),
+        |port| format!("https://127.0.0.1:{port}"),
+    );
+    let url = format!("https://{}/?token={}", s.host(), s.token);
+    let trusted = format!("--ignore-certificate-errors-spki-list={pin}");
+    let browser = nsfleet_bench::browser::Browser::open_with(
+        &url,
+        &env.files.join("profile"),
+        &[trusted.as_str()],
+    );
+    let mut b = Page(browser.expect("chromium runs (Debian's chromium; .ci/run installs it)"));
+    b.wait("the page is drawn", "document.body.dataset.ready === '1'");
+    assert_eq!(b.eval("location.protocol + location.search"), "https:");
+    b.eval(&click(".node[data-name='r1']"));
+    b.wait(
+        "r1's terminal opens over wss://",
+        "document.getElementById('term-r1')?.dataset.state === 'open'",
+    );
+    b.wait(
+        "r1's prompt",
+        "document.querySelector('#term-r1 .xterm-rows').textContent.includes('r1')",
+    );
+    b.type_text("echo tls-$((6*7))");
+    b.wait(
+        "the echo's answer on the screen",
+        "document.querySelector('#term-r1 .xterm-rows').textContent.includes('tls-42')",
+    );
+    assert_eq!(s.children().len(), 1, "one shell");
+    drop(b);
+    s.wait_childless("the browser gone, its shell ends");
 }
 
 /// `cmd`, run in a network namespace of its own whose only address but loopback is
