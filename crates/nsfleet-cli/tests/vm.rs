@@ -324,6 +324,10 @@ fn limits_hold_in_a_pods_cgroup_v2_group_once_the_agent_readies_it_in_a_debian_g
 /// on v2, the agent's container made by containerd and runc), nsfleet installed in it. A fleet's limits hold on the machine: written where
 /// Docker's containers look, a node over its memory killed and its neighbour running on.
 /// The cluster goes with nothing left.
+///
+/// In CI, emulated beside the other lanes, the machine's kubelet has twice run without
+/// ever registering (2 of 7 runs; never when run alone or under a CPU load here): the
+/// cluster is made once more if the first does not become Ready, its logs' ends printed.
 #[test]
 fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_guest() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
@@ -345,9 +349,11 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
     let script = env.file(
         "guest.sh",
         &format!(
-            "export XDG_CACHE_HOME={cache} NSFLEET={nsfleet}; N={nsfleet}; D=/var/lib/nsfleet/kube-clusters/v2\n\
+            "export XDG_CACHE_HOME={cache} NSFLEET={nsfleet}; N={nsfleet}; C=v2\n\
              echo top $(stat -f -c %T /sys/fs/cgroup)\n\
-             bash {root}/scripts/kube-cluster up --machines 1 --name v2 --install --ready-within 540 >/tmp/kc.log 2>&1 || {{ echo kube-cluster failed:; tail -40 /tmp/kc.log; exit 3; }}\n\
+             cluster() {{ bash {root}/scripts/kube-cluster up --machines 1 --name $C --install --ready-within 360 >/tmp/kc.log 2>&1; }}\n\
+             cluster || {{ echo kube-cluster failed once, tried again:; tail -80 /tmp/kc.log; C=v2again; cluster; }} || {{ echo kube-cluster failed:; tail -80 /tmp/kc.log; exit 3; }}\n\
+             D=/var/lib/nsfleet/kube-clusters/$C\n\
              export KUBECONFIG=$D/admin.kubeconfig\n\
              $N up {topo} --kube >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
              echo hog groups $(find /sys/fs/cgroup -type d -name hog | wc -l)\n\
@@ -358,7 +364,7 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
              echo hog $($N exec klim hog --kube -- grep -w oom_kill /sys/fs/cgroup/memory.events)\n\
              echo calm $($N exec klim calm --kube -- echo alive)\n\
              $N down klim --kube >/dev/null 2>&1 && echo down\n\
-             bash {root}/scripts/kube-cluster down --name v2 >/dev/null 2>&1 && echo cluster down\n\
+             bash {root}/scripts/kube-cluster down --name $C >/dev/null 2>&1 && echo cluster down\n\
              ls /sys/fs/cgroup | grep -q nsfleet || echo no nsfleet group left\n",
             nsfleet = env!("CARGO_BIN_EXE_nsfleet"),
             root = root.display(),
@@ -371,7 +377,7 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
             "--mem",
             "6144",
             "--timeout",
-            "900",
+            "1200",
             "--",
             "bash",
             script.to_str().unwrap(),
