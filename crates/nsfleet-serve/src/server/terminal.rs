@@ -4,9 +4,10 @@
 //!
 //! Frames: binary ones carry the terminal's bytes both ways; the page's text frames are
 //! commands, `{"resize": {"cols": C, "rows": R}}`. The socket closes when the shell ends
-//! (its status in the close frame's reason; jobs it left running do not hold it), when the node is removed or the fleet goes
-//! down (said the same way), and the shell ends when the socket closes: the terminal's
-//! hang-up (SIGHUP) first, then SIGKILL after [`GRACE`].
+//! (its status in the close frame's reason; jobs it left running do not hold it open),
+//! when the node is removed or the fleet goes down (said the same way), and the shell
+//! ends when the socket closes: the terminal's hang-up (SIGHUP) first, then SIGKILL
+//! after [`GRACE`].
 
 use super::api::{ask, unexpected, watch};
 use super::http::{ApiError, Request, Stream};
@@ -151,11 +152,10 @@ fn node_gone(events: &mut Client, fleet: &str, node: &str) -> Option<String> {
 }
 
 /// Carries bytes between the socket and the terminal until either ends, the shell ends,
-/// the node goes,
-/// or the page stops reading for [`STALLED`]. Each side waits for the other without
-/// blocking: what the page typed waits in `typed` while the shell reads nothing (the
-/// socket is not read meanwhile), and what the shell wrote waits in the socket's queue
-/// while the page reads nothing (the terminal is not read meanwhile).
+/// the node goes, or the page stops reading for [`STALLED`]. Each side waits for the
+/// other without blocking: what the page typed waits in `typed` while the shell reads
+/// nothing (the socket is not read meanwhile), and what the shell wrote waits in the
+/// socket's queue while the page reads nothing (the terminal is not read meanwhile).
 fn relay(
     mut ws: WebSocket<Box<dyn Stream>>,
     socket: &TcpStream,
@@ -209,8 +209,12 @@ fn relay(
             }
         }
         if shell_ready {
-            // What it wrote last goes to the page first.
-            while let Ok(n @ 1..) = terminal.read(&mut buf) {
+            // What it wrote last goes to the page first: what the terminal holds, not
+            // what a job left behind goes on writing.
+            for _ in 0..16 {
+                let Ok(n @ 1..) = terminal.read(&mut buf) else {
+                    break;
+                };
                 if !flushed(ws.send(Message::binary(buf[..n].to_vec())))? {
                     break;
                 }
