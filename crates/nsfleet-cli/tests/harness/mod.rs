@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod busy;
+pub mod serve;
 
 use serde_json::Value;
 use std::io::Write;
