@@ -810,6 +810,55 @@ fn a_users_node_gets_a_host_device_the_user_may_open_and_is_refused_one_at_its_l
 }
 
 #[test]
+fn a_user_serves_their_own_fleets_and_a_shell_in_one_over_http() {
+    use harness::serve::{closed, type_and_see, Server};
+    use std::os::unix::fs::MetadataExt;
+    let env = harness::Env::new("as-user-serve");
+    let roots = env.up("[fleet]\nname = \"rootsown\"\n\n[[node]]\nname = \"n{i}\"\ncount = 1\n");
+    let user = User::new("v", true);
+    let mut serve = user.command(&user.bin, Where::Host);
+    serve.args(["serve", "--json"]);
+    let s = Server::spawn(serve, |port| format!("http://127.0.0.1:{port}"));
+    assert!(
+        s.folder.starts_with(user.run_dir()),
+        "{}",
+        s.folder.display()
+    );
+
+    // A fleet brought up over HTTP is the user's, as `up` makes it; root's is not seen.
+    let up = serde_json::json!({ "topology": hosts("v", 2), "file": "v.toml" });
+    s.expect(201, "POST", "/api/v1/fleets", &up.to_string());
+    let fleets = s.expect(200, "GET", "/api/v1/fleets", "");
+    let names: Vec<&str> = (fleets["fleets"].as_array().unwrap().iter())
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["v"], "{fleets}");
+    s.expect(404, "GET", "/api/v1/fleets/rootsown", "");
+    let sup = supervisor_pid(&user, "v");
+    let owner = |pid: i32| std::fs::metadata(format!("/proc/{pid}")).unwrap().uid();
+    assert_eq!(owner(sup), user.uid);
+
+    // A shell in a node: root of the fleet's user namespace, the user on the host.
+    let mut t = s.terminal("v", "h1", None).unwrap();
+    let ping = "id -u; ping -c1 -W2 10.77.0.2 >/dev/null && echo reached-$((6*7))\r";
+    let seen = type_and_see(&mut t, ping, "reached-42");
+    assert!(seen.contains("0\r\nreached-42"), "{seen}");
+    let shells = s.children();
+    assert_eq!(shells.len(), 1, "{shells:?}");
+    assert_eq!(owner(shells[0].0), user.uid, "{shells:?}");
+    t.send(tungstenite::Message::binary(b"exit 4\r".to_vec()))
+        .unwrap();
+    assert_eq!(closed(&mut t), "the shell in h1 ended (exit status 4)");
+    s.wait_childless("the shell ends with its terminal");
+
+    s.expect(200, "DELETE", "/api/v1/fleets/v", "");
+    drop(s);
+    user.assert_nothing_left();
+    env.ok(&["status", "rootsown"]);
+    drop(roots);
+}
+
+#[test]
 fn a_user_waits_on_watches_measures_draws_captures_and_loads_their_fleet() {
     let user = User::new("e", true);
     // Commands that settle, for `wait started` (a loop never does).

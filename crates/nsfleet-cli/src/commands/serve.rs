@@ -10,14 +10,16 @@ use std::path::PathBuf;
 /// page (the live graph; a terminal in any node, on a real terminal; pull or plug a
 /// cable, impair a link, capture its packets; stop and start nodes; the events; edit the
 /// topology, see the dry run, apply it) and the HTTP API it is built on, under /api/v1
-/// (described at /api/v1/openapi.json, and in docs/serve.md).
+/// (described at /api/v1/openapi.json, and in docs/serve.md). Run by root, it serves
+/// root's fleets; run by a user, that user's own (their run folder), and what it starts
+/// is theirs.
 ///
 /// It prints a URL with a new random token, as Jupyter does; the token is also in
 /// RUN_DIR/serve-PORT/token (0600). Every request needs it: the page keeps it in a
 /// cookie set from that URL, scripts send `Authorization: Bearer TOKEN`. Requests whose
 /// Host is not this server's (DNS rebinding) or that come from a page of another origin
 /// are refused, WebSockets too. Whoever has the token can run shells in the nodes as
-/// root: keep it as you would a root password.
+/// their root: keep it as you would the password of the user who runs the server.
 ///
 /// On loopback it speaks HTTP. Any other address needs HTTPS: a certificate and its key
 /// (PEM), so that neither the token nor a shell's bytes cross the network in clear. It
