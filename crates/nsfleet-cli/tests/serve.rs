@@ -180,6 +180,52 @@ fn only_a_request_with_the_token_from_this_servers_own_origin_is_answered() {
     std::mem::forget(killed);
 }
 
+/// The descriptors a process holds.
+fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[test]
+fn clients_that_connect_and_say_nothing_hold_no_more_than_128_connections() {
+    let env = Env::new("servestrangers");
+    let s = Server::start(&env);
+    let before = descriptors(s.child.id());
+    // As many silent clients as the server waits on at once (`Strangers::MAX`): each has
+    // its 30 s to send a request.
+    let silent: Vec<TcpStream> = (0..128)
+        .map(|_| TcpStream::connect(("127.0.0.1", s.port)).unwrap())
+        .collect();
+    // Beyond them, a connection is closed at once, a request with the token included:
+    // no thread, no descriptor.
+    let mut more = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    more.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let bearer = format!("Bearer {}", s.token);
+    let _ = write!(
+        more,
+        "GET /api/v1/fleets HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\n\r\n",
+        s.host()
+    );
+    let mut answer = Vec::new();
+    match more.read_to_end(&mut answer) {
+        Ok(_) => assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer)),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    // Once they go, the server answers again, and holds what it held before.
+    drop(silent);
+    wait_until(
+        "the silent clients' threads end",
+        Duration::from_secs(10),
+        || match descriptors(s.child.id()) {
+            n if n <= before => Ok(()),
+            n => Err(n),
+        },
+    );
+    s.expect(200, "GET", "/api/v1/fleets", "");
+}
+
 #[test]
 fn a_fleet_is_driven_over_http_as_a_script_drives_it() {
     let env = Env::new("serveapi");

@@ -3,11 +3,13 @@
 //! by `openapi.json`), which scripts use as well.
 //!
 //! Each connection gets a thread and one request (`Connection: close`); a stream (events,
-//! a terminal, a capture) holds its thread while it lasts. Asking a fleet goes through its
-//! supervisor's socket, as the CLI's commands do, with the client library; what enters a
-//! node or outlives a request (a terminal's shell, a capture, `up`) is the `nsfleet`
-//! command run as a child, killed when the thread that started it ends: a client that
-//! goes away takes its processes with it, and so does the server's end, SIGKILL included.
+//! a terminal, a capture) holds its thread while it lasts. A client not yet known (its
+//! request not yet read) has 30 s, and at most `socket::Strangers::MAX` of them are
+//! waited on at once. Asking a fleet goes through its supervisor's socket, as the CLI's
+//! commands do, with the client library; what enters a node or outlives a request (a
+//! terminal's shell, a capture, `up`) is the `nsfleet` command run as a child, killed
+//! when the thread that started it ends: a client that goes away takes its processes
+//! with it, and so does the server's end, SIGKILL included.
 //!
 //! On a loopback address it speaks HTTP; given a certificate and its key (`--cert`,
 //! `--key`), HTTPS, which any other address needs: whoever has the token runs shells in
@@ -28,7 +30,7 @@ use anyhow::{bail, Context};
 use guard::Guard;
 use http::{ApiError, Request, Stream};
 use nsfleet::rundir::RunDir;
-use socket::Socket;
+use socket::{Socket, Stranger, Strangers};
 use std::io::{BufReader, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -63,6 +65,8 @@ pub(crate) struct Server {
     tls: Option<Arc<rustls::ServerConfig>>,
     /// Numbers the topologies written to the folder.
     uploads: AtomicU64,
+    /// The connections whose request has not come yet.
+    strangers: Arc<Strangers>,
 }
 
 impl Server {
@@ -133,6 +137,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         folder,
         tls,
         uploads: AtomicU64::new(0),
+        strangers: Arc::default(),
     });
     let accepting = server.clone();
     std::thread::spawn(move || accept(listener, accepting));
@@ -170,9 +175,13 @@ fn accept(listener: TcpListener, server: Arc<Server>) {
                 continue;
             }
         };
+        // Beyond the bound, closed: no thread, no descriptor held.
+        let Some(stranger) = server.strangers.admit() else {
+            continue;
+        };
         let server = server.clone();
         std::thread::spawn(move || {
-            if let Err(e) = connection(&server, conn) {
+            if let Err(e) = connection(&server, conn, stranger) {
                 if !gone(&e) {
                     eprintln!("nsfleet: serve: {e:#}");
                 }
@@ -205,7 +214,7 @@ fn gone(e: &anyhow::Error) -> bool {
 }
 
 /// One connection: its request read, checked, and answered.
-fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
+fn connection(server: &Server, tcp: TcpStream, stranger: Stranger) -> anyhow::Result<()> {
     // Each read and write of a request's body and answer within this; a stream sets its
     // own bounds.
     tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -230,6 +239,8 @@ fn connection(server: &Server, tcp: TcpStream) -> anyhow::Result<()> {
         Err(e) => return Ok(e.send(reader.get_mut())?),
     };
     deadline.lift(Duration::from_secs(30))?;
+    // Its token is checked now, without waiting on the client.
+    drop(stranger);
     // The body is read only once the request may be answered.
     let checked = (server.guard.check_origin(&request))
         .and_then(|()| authorized(server, &request))

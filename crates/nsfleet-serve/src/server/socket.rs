@@ -2,13 +2,58 @@
 //! with a deadline while the client is unknown: until its request's head is read (the
 //! TLS handshake included), every read must come before the deadline, so that a client
 //! that trickles bytes cannot hold a thread (and its descriptor) for longer. A socket's
-//! read timeout bounds one read; this bounds them all.
+//! read timeout bounds one read; this bounds them all. And clients not yet known are
+//! counted ([`Strangers`]): beyond a bound, a new connection is closed at once.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The connections whose request's head has not come yet. Each holds a thread and a
+/// descriptor until its deadline; without a bound, clients that connect and say nothing
+/// would take every descriptor, and the terminals and captures of those who showed the
+/// token would fail to open theirs.
+#[derive(Default)]
+pub struct Strangers {
+    count: AtomicUsize,
+    /// Whether the bound was said on standard error since there were last none: once
+    /// for a flood, however long it lasts.
+    said: AtomicBool,
+}
+
+/// One of the [`Strangers`], counted until dropped (once its head is read).
+pub struct Stranger(Arc<Strangers>);
+
+impl Strangers {
+    /// At most this many at once: far more than a browser opens (six per origin).
+    pub const MAX: usize = 128;
+
+    /// One more stranger, counted; none when there are [`Strangers::MAX`] already (the
+    /// connection is to be closed).
+    pub fn admit(self: &Arc<Self>) -> Option<Stranger> {
+        if self.count.fetch_add(1, Ordering::Relaxed) < Self::MAX {
+            return Some(Stranger(self.clone()));
+        }
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        if !self.said.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "nsfleet: serve: {} clients have connected and not yet sent a request; new connections are closed until they do or their 30 s are up",
+                Self::MAX
+            );
+        }
+        None
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.said.store(false, Ordering::Relaxed);
+        }
+    }
+}
 
 pub struct Socket {
     tcp: TcpStream,
@@ -127,5 +172,23 @@ mod tests {
         let mut byte = [0u8; 1];
         assert_eq!(socket.read(&mut byte).unwrap(), 1);
         assert_eq!(&byte, b"y");
+    }
+
+    #[test]
+    fn strangers_are_admitted_up_to_the_bound_and_again_once_one_goes() {
+        let strangers = Arc::new(Strangers::default());
+        let mut held: Vec<Stranger> = (0..Strangers::MAX)
+            .map(|_| strangers.admit().expect("under the bound"))
+            .collect();
+        assert!(strangers.admit().is_none());
+        assert!(strangers.admit().is_none(), "still full");
+        held.pop();
+        held.push(strangers.admit().expect("one went"));
+        held.clear();
+        assert_eq!(strangers.count.load(Ordering::Relaxed), 0);
+        assert!(
+            !strangers.said.load(Ordering::Relaxed),
+            "said again at the next flood"
+        );
     }
 }
