@@ -23,6 +23,7 @@ mod serve;
 mod setns;
 mod stats;
 mod teardown;
+pub mod tls;
 mod traffic;
 mod user;
 

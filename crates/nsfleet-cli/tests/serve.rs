@@ -8,6 +8,7 @@ mod harness;
 
 use harness::serve::*;
 use harness::*;
+use nsfleet_bench::tls::{Certificate, TlsStream};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -648,7 +649,7 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
         env.run_dir.display()
     );
 
-    let Certificate { ca, cert, key } = certificate(&env, "DNS:lab.test,IP:10.77.0.1");
+    let tls = certificate(&env, "DNS:lab.test,IP:10.77.0.1");
     let _f = env.up(LAB);
     let s = Server::spawn(
         in_own_netns(env.cmd(&[
@@ -659,9 +660,9 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
             "--host",
             "lab.test",
             "--cert",
-            &cert,
+            arg(&tls.cert),
             "--key",
-            &key,
+            arg(&tls.key),
         ])),
         |port| format!("https://lab.test:{port}"),
     );
@@ -672,7 +673,7 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
     let curl_cmd = |url: &str, more: &[&str]| {
         let mut c = std::process::Command::new("nsenter");
         c.args([netns.as_str(), "curl", "-sS", "--max-time", "20"])
-            .args(["--resolve", &at, "--cacert", &ca, "-H", &bearer])
+            .args(["--resolve", &at, "--cacert", arg(&tls.ca), "-H", &bearer])
             .args(more)
             .arg(url);
         c
@@ -710,12 +711,12 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
     assert!(said.starts_with("HTTP/1.1 403"), "{said}");
 
     // A terminal over wss:, from a thread in the server's network namespace.
-    let (port, token, ca) = (s.port, s.token.clone(), std::fs::read(&ca).unwrap());
+    let (port, token, trusted) = (s.port, s.token.clone(), tls.clone());
     let ns = std::fs::File::open(format!("/proc/{}/ns/net", s.child.id())).unwrap();
     std::thread::spawn(move || {
         use std::os::fd::AsFd;
         nsfleet::sys::ns::setns_net(ns.as_fd()).unwrap();
-        let mut t = wss_terminal(port, &token, &ca, "r1");
+        let mut t = wss_terminal(port, &token, &trusted, "r1");
         type_and_see(&mut t, "echo tls-$((6*7))\r", "tls-42");
         // More than rustls and the socket hold at once, both ways: the paste in, its
         // echo out.
@@ -759,30 +760,14 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
 }
 
 /// A certificate, its key and the CA that signed it, as PEM files of the test's own.
-struct Certificate {
-    ca: String,
-    cert: String,
-    key: String,
+/// A certificate for `names` and its CA, in the test's files.
+fn certificate(env: &Env, names: &str) -> Certificate {
+    Certificate::make(&env.files.join("tls"), names).unwrap()
 }
 
-/// A certificate for `names` (`DNS:lab.test,IP:10.77.0.1`), signed by a CA made here
-/// too; by openssl, as a user would make them.
-fn certificate(env: &Env, names: &str) -> Certificate {
-    let file = |name: &str| env.files.join(name).to_str().unwrap().to_string();
-    let (ca, cert, key) = (file("ca.pem"), file("cert.pem"), file("key.pem"));
-    let ext = env.file("ext.cnf", &format!("subjectAltName={names}\n"));
-    for step in [
-        format!("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=nsfleet-test-ca -keyout {} -out {ca}", file("ca.key")),
-        format!("req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=nsfleet-test -keyout {key} -out {}", file("leaf.csr")),
-        format!("x509 -req -in {} -CA {ca} -CAkey {} -days 1 -extfile {} -out {cert}", file("leaf.csr"), file("ca.key"), ext.display()),
-    ] {
-        let made = std::process::Command::new("openssl")
-            .args(step.split(' '))
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "openssl {step}: {made:?} (Debian's openssl)");
-    }
-    Certificate { ca, cert, key }
+/// A path as an argument.
+fn arg(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
 }
 
 /// The workbench over HTTPS, on loopback (which may have it too): Chromium trusting the
@@ -791,19 +776,26 @@ fn certificate(env: &Env, names: &str) -> Certificate {
 #[test]
 fn the_workbench_over_https_runs_its_terminals_over_wss() {
     let env = Env::new("servepagetls");
-    let Certificate { cert, key, .. } = certificate(&env, "DNS:localhost,IP:127.0.0.1");
+    let tls = certificate(&env, "DNS:localhost,IP:127.0.0.1");
     // The certificate's key, as Chromium pins one: base64 of its SPKI's SHA-256.
     let pin = std::process::Command::new("sh")
         .arg("-c")
         .arg("openssl x509 -in \"$0\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64")
-        .arg(&cert)
+        .arg(&tls.cert)
         .output()
         .unwrap();
     assert!(pin.status.success(), "{pin:?}");
     let pin = String::from_utf8(pin.stdout).unwrap().trim().to_string();
     let _f = env.up(LAB);
     let s = Server::spawn(
-        env.cmd(&["serve", "--json", "--cert", &cert, "--key", &key]),
+        env.cmd(&[
+            "serve",
+            "--json",
+            "--cert",
+            arg(&tls.cert),
+            "--key",
+            arg(&tls.key),
+        ]),
         |port| format!("https://127.0.0.1:{port}"),
     );
     let url = format!("https://{}/?token={}", s.host(), s.token);
@@ -852,28 +844,15 @@ fn in_own_netns(cmd: std::process::Command) -> std::process::Command {
     wrapped
 }
 
-/// A terminal of `node` over `wss:`, the server's certificate (PEM `ca`) the only one
-/// trusted, reached as lab.test at 10.77.0.1.
+/// A terminal of `node` over `wss:`, reached as lab.test at 10.77.0.1, the server's
+/// certificate checked against `tls`'s CA, the only one trusted.
 fn wss_terminal(
     port: u16,
     token: &str,
-    ca: &[u8],
+    tls: &Certificate,
     node: &str,
-) -> tungstenite::WebSocket<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
-    use rustls::pki_types::pem::PemObject;
+) -> tungstenite::WebSocket<TlsStream> {
     use tungstenite::client::IntoClientRequest;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = "lab.test".try_into().unwrap();
-    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
     let tcp = TcpStream::connect(("10.77.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let url = format!("wss://lab.test:{port}/api/v1/fleets/sv/nodes/{node}/terminal");
@@ -881,7 +860,7 @@ fn wss_terminal(
     let bearer = format!("Bearer {token}");
     req.headers_mut()
         .insert("Authorization", bearer.parse().unwrap());
-    let stream = rustls::StreamOwned::new(conn, tcp);
+    let stream = tls.connect("lab.test", tcp).unwrap();
     match tungstenite::client(req, stream) {
         Ok((ws, _)) => ws,
         Err(e) => panic!("{e}"),
