@@ -3,7 +3,8 @@
 //! - **Keystroke to echo**: a fleet of N nodes, T terminals open at once over the
 //!   server's WebSockets, one key at a time typed into each in turn and timed until its
 //!   echo comes back; against the same shells on pseudo-terminals of this process (`nsfleet
-//!   exec` without the server): what the server adds. Median and 99th percentile.
+//!   exec` without the server): what the server adds. Median and 99th percentile. The
+//!   same over HTTPS (`wss:`, a server given a certificate): what TLS adds.
 //! - **First render**: a fleet of R nodes opened in headless Chromium, from navigation
 //!   to the graph drawn (the page's own `ready` flag); against `nsfleet graph --serve`'s
 //!   page of the same fleet, the same drawing with its data in the page.
@@ -12,14 +13,18 @@
 
 use super::{emit, machine, metric, need_root, note, percentile, ratios, Cli, Common};
 use crate::browser::Browser;
+use crate::tls::Certificate;
 use anyhow::{anyhow, bail, Context};
 use nsfleet_results::{Better, Results};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
-use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
+
+/// A terminal's connection: TCP, or TLS over TCP.
+trait Wire: Read + Write {}
+impl<T: Read + Write> Wire for T {}
 
 pub struct ServeArgs {
     /// Nodes of the fleet the terminals are open in.
@@ -72,6 +77,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     for k in [
         "echo_p50_ms",
         "echo_p99_ms",
+        "tls_echo_p50_ms",
+        "tls_echo_p99_ms",
         "direct_echo_p50_ms",
         "direct_echo_p99_ms",
         "first_render_ms",
@@ -87,6 +94,14 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             "x",
             Better::Lower,
             ratios(&ms("echo_p50_ms"), &ms("direct_echo_p50_ms")),
+        ),
+    );
+    res.metric(
+        "tls_echo_p50_vs_plain",
+        metric(
+            "x",
+            Better::Lower,
+            ratios(&ms("tls_echo_p50_ms"), &ms("echo_p50_ms")),
         ),
     );
     res.metric(
@@ -114,12 +129,18 @@ struct Server {
     child: std::process::Child,
     port: u16,
     token: String,
+    /// Its certificate, when it speaks HTTPS.
+    tls: Option<Certificate>,
 }
 
 impl Server {
-    fn start(cli: &Cli) -> anyhow::Result<Server> {
-        let mut child = cli
-            .command(&["serve", "--json"])
+    /// The server; over HTTPS with `tls`.
+    fn start(cli: &Cli, tls: Option<Certificate>) -> anyhow::Result<Server> {
+        let mut serve = cli.command(&["serve", "--json"]);
+        if let Some(c) = &tls {
+            serve.arg("--cert").arg(&c.cert).arg("--key").arg(&c.key);
+        }
+        let mut child = serve
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .spawn()?;
@@ -134,6 +155,7 @@ impl Server {
             port: said["port"].as_u64().unwrap_or(0) as u16,
             token: std::fs::read_to_string(token_file)?.trim().to_string(),
             child,
+            tls,
         })
     }
 
@@ -149,10 +171,11 @@ impl Server {
         (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
     }
 
-    fn terminal(&self, node: &str) -> anyhow::Result<WebSocket<MaybeTlsStream<TcpStream>>> {
+    fn terminal(&self, node: &str) -> anyhow::Result<WebSocket<Box<dyn Wire>>> {
         use tungstenite::client::IntoClientRequest;
+        let scheme = if self.tls.is_some() { "wss" } else { "ws" };
         let url = format!(
-            "ws://localhost:{}/api/v1/fleets/bench/nodes/{node}/terminal",
+            "{scheme}://localhost:{}/api/v1/fleets/bench/nodes/{node}/terminal",
             self.port
         );
         let mut req = url.into_client_request()?;
@@ -161,8 +184,12 @@ impl Server {
         let tcp = TcpStream::connect(("127.0.0.1", self.port))?;
         tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
         tcp.set_nodelay(true)?;
-        let (ws, _) = tungstenite::client(req, MaybeTlsStream::Plain(tcp))
-            .map_err(|e| anyhow!("terminal in {node}: {e}"))?;
+        let wire: Box<dyn Wire> = match &self.tls {
+            None => Box::new(tcp),
+            Some(c) => Box::new(c.connect("localhost", tcp)?),
+        };
+        let (ws, _) =
+            tungstenite::client(req, wire).map_err(|e| anyhow!("terminal in {node}: {e}"))?;
         Ok(ws)
     }
 }
@@ -182,7 +209,7 @@ trait Keys {
     fn echo(&mut self, key: u8) -> anyhow::Result<()>;
 }
 
-impl Keys for WebSocket<MaybeTlsStream<TcpStream>> {
+impl Keys for WebSocket<Box<dyn Wire>> {
     fn press(&mut self, key: u8) -> anyhow::Result<()> {
         Ok(self.send(Message::binary(vec![key]))?)
     }
@@ -278,7 +305,8 @@ fn typed(terms: &mut [impl Keys], keys: u64) -> anyhow::Result<Vec<f64>> {
     Ok(lat)
 }
 
-/// One run of the keystrokes: through the server, then directly.
+/// One run of the keystrokes: through the server, through a server over HTTPS, then
+/// directly.
 fn keystrokes(
     nodes: u64,
     terminals: u64,
@@ -290,15 +318,18 @@ fn keystrokes(
     let names: Vec<String> = (1..=terminals.min(nodes))
         .map(|i| format!("r{i}"))
         .collect();
-    let server = Server::start(&cli)?;
-    let mut ws = Vec::new();
-    for n in &names {
-        ws.push(server.terminal(n)?);
-    }
-    let served = typed(&mut ws, keys)?;
-    let (rss, _) = server.memory();
-    drop(ws);
-    drop(server);
+    let through = |tls: Option<Certificate>| -> anyhow::Result<(Vec<f64>, f64)> {
+        let server = Server::start(&cli, tls)?;
+        let mut ws = Vec::new();
+        for n in &names {
+            ws.push(server.terminal(n)?);
+        }
+        let lat = typed(&mut ws, keys)?;
+        Ok((lat, server.memory().0))
+    };
+    let (served, rss) = through(None)?;
+    let certificate = Certificate::make(&cli.run_dir().join("tls"), "DNS:localhost")?;
+    let (over_tls, _) = through(Some(certificate))?;
     let mut direct = Vec::new();
     for n in &names {
         direct.push(Direct::open(&cli, n)?);
@@ -308,6 +339,8 @@ fn keystrokes(
     Ok(vec![
         ("echo_p50_ms", percentile(&served, 50.0)),
         ("echo_p99_ms", percentile(&served, 99.0)),
+        ("tls_echo_p50_ms", percentile(&over_tls, 50.0)),
+        ("tls_echo_p99_ms", percentile(&over_tls, 99.0)),
         ("direct_echo_p50_ms", percentile(&local, 50.0)),
         ("direct_echo_p99_ms", percentile(&local, 99.0)),
         ("server_rss_terminals_mb", rss),
@@ -319,7 +352,7 @@ fn keystrokes(
 fn render(nodes: u64, workers: usize) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let up = Cli::new()?.up_with(&grid(nodes), workers)?;
     let cli = up.cli;
-    let server = Server::start(&cli)?;
+    let server = Server::start(&cli, None)?;
     let profile = cli.run_dir().join("chromium");
     // The cookie first (its redirect is not what is measured), then the page anew.
     let url = format!("http://localhost:{}/?token={}", server.port, server.token);

@@ -188,7 +188,8 @@ pub enum Bench {
     /// The lab server (`nsfleet serve`) as a person at the workbench feels it: T
     /// terminals open in a fleet of N nodes over its WebSockets, one key at a time into
     /// each, timed to its echo (median, p99), against the same shells on this process's
-    /// own pseudo-terminals (`nsfleet exec` without the server); the workbench's first
+    /// own pseudo-terminals (`nsfleet exec` without the server), and against the same
+    /// terminals over HTTPS (a server given a certificate made here); the workbench's first
     /// render of a fleet of R nodes in headless Chromium (from navigation to the graph
     /// drawn) against `nsfleet graph --serve`'s page of the same fleet; the server's
     /// memory. Needs Debian's chromium.
