@@ -12,6 +12,28 @@ use std::time::{Duration, Instant};
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
+/// Headless Chromium whose every file is in `profile`, a folder of the caller's (made
+/// here): its profile, and what it writes beside it: its singleton socket's folder (in
+/// TMPDIR), its crash reports and caches (under HOME). Removing the folder removes it
+/// all, even after Chromium was killed, and nothing of the user's home is touched.
+pub fn headless(profile: &Path) -> std::io::Result<Command> {
+    let (tmp, home) = (profile.join("tmp"), profile.join("home"));
+    std::fs::create_dir_all(&tmp)?;
+    std::fs::create_dir_all(&home)?;
+    let mut chromium = Command::new("chromium");
+    chromium
+        .arg(format!(
+            "--user-data-dir={}",
+            profile.join("data").display()
+        ))
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .env("TMPDIR", tmp)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"));
+    Ok(chromium)
+}
+
 /// One Chromium with one page; killed when dropped.
 pub struct Browser {
     child: Child,
@@ -29,15 +51,8 @@ impl Browser {
 
     /// [`Browser::open`] with more of Chromium's flags (a certificate's key trusted).
     pub fn open_with(url: &str, profile: &Path, flags: &[&str]) -> anyhow::Result<Browser> {
-        std::fs::create_dir_all(profile)?;
-        let mut child = Command::new("chromium")
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1500,900",
-            ])
+        let mut child = headless(profile)?
+            .arg("--window-size=1500,900")
             .args(flags)
             .args(["--remote-debugging-port=0", "about:blank"])
             .stdin(Stdio::null())

@@ -6,7 +6,6 @@ mod harness;
 
 use harness::*;
 use nsfleet_results::{Better, Metric, Results};
-use std::process::Command;
 
 const SCENARIOS: [&str; 10] = [
     "create", "teardown", "churn", "routers", "setns", "traffic", "stats", "images", "user",
@@ -62,15 +61,8 @@ fn every_quick_scenario_writes_results_and_the_report_renders_in_chromium() {
         "the report must open without a network"
     );
 
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-        ])
+    let out = (nsfleet_bench::browser::headless(&env.files.join("chromium")).unwrap())
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
         .arg(format!("file://{}", html.display()))
         .output()
         .expect("chromium is installed (Debian's chromium; .ci/run installs it)");

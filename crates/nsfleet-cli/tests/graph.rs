@@ -8,7 +8,7 @@ use harness::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const LAB: &str = "[fleet]\nname = \"gr\"\n[[switch]]\nname = \"s1\"\n[[node]]\nname = \"r1\"\nrouter = true\n[[node]]\nname = \"h1\"\n[[node]]\nname = \"h2\"\n[[link]]\na = { at = \"r1:eth0\", addrs = [\"10.7.0.1/24\"] }\nb = \"s1\"\n[[link]]\na = { at = \"h1:eth0\", addrs = [\"10.7.0.2/24\"] }\nb = \"s1\"\nimpair = { rate = \"10mbit\" }\n[[link]]\na = { at = \"h2:eth0\", addrs = [\"10.7.0.3/24\"] }\nb = \"s1\"\n[[link]]\na = \"r1:eth1\"\nb = \"h2:eth1\"\n";
@@ -19,15 +19,8 @@ fn chromium(url: &str, png: &std::path::Path) -> String {
     let run = |extra: &[&str]| {
         // A profile of its own each time: Chromiums sharing one hand their pages over.
         let profile = tempdir(png);
-        Command::new("chromium")
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1200,900",
-            ])
-            .args(["--virtual-time-budget=4000"])
+        (nsfleet_bench::browser::headless(&profile).unwrap())
+            .args(["--window-size=1200,900", "--virtual-time-budget=4000"])
             .args(extra)
             .arg(url)
             .output()

@@ -354,7 +354,9 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
     let Some(archive) = docker_archive(&env, "4") else {
         return;
     };
-    // A podman storage of the test's own: the machine's is not touched.
+    // A podman storage of the test's own, and everything else podman writes (its locks,
+    // in files not in /dev/shm; its temporary files; its HOME's configuration) in the
+    // test's folder: the machine's is not touched, and nothing stays.
     let storage = env.files.join("podman");
     let conf = env.file(
         "storage.conf",
@@ -363,8 +365,20 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
             storage.display()
         ),
     );
+    let engine = env.file(
+        "containers.conf",
+        &format!(
+            "[engine]\nlock_type = \"file\"\ntmp_dir = \"{}/tmp\"\n",
+            storage.display()
+        ),
+    );
+    let podman_env = [
+        ("CONTAINERS_STORAGE_CONF", conf.as_os_str()),
+        ("CONTAINERS_CONF", engine.as_os_str()),
+    ];
     let podman_load = std::process::Command::new(&podman)
-        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .envs(podman_env)
+        .env("HOME", &storage)
         .args(["load", "-q", "-i"])
         .arg(&archive)
         .output()
@@ -376,7 +390,7 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
     );
     let out = env
         .cmd(&["image", "load", "--from", "podman", "test/busy:4"])
-        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .envs(podman_env)
         .output()
         .unwrap();
     assert!(
@@ -395,7 +409,8 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
     drop(guard);
     // podman's own storage is the test's to remove: vfs layers are plain folders.
     let _ = std::process::Command::new(&podman)
-        .env("CONTAINERS_STORAGE_CONF", &conf)
+        .envs(podman_env)
+        .env("HOME", &storage)
         .args(["system", "reset", "--force"])
         .output();
 }
