@@ -15,9 +15,11 @@ use tungstenite::{Message, WebSocket};
 /// Headless Chromium whose every file is in `profile`, a folder of the caller's (made
 /// here): its profile, and what it writes beside it: its singleton socket's folder (in
 /// TMPDIR), its crash reports and caches (under HOME). Removing the folder removes it
-/// all, even after Chromium was killed, and nothing of the user's home is touched.
+/// all, even after Chromium was killed, and nothing of the user's home is touched. Its
+/// socket's path, `PROFILE/t/org.chromium.Chromium.XXXXXX/SingletonSocket`, must fit in
+/// a socket address's 108 bytes: `profile` within about 60.
 pub fn headless(profile: &Path) -> std::io::Result<Command> {
-    let (tmp, home) = (profile.join("tmp"), profile.join("home"));
+    let (tmp, home) = (profile.join("t"), profile.join("home"));
     std::fs::create_dir_all(&tmp)?;
     std::fs::create_dir_all(&home)?;
     let mut chromium = Command::new("chromium");

@@ -57,7 +57,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             r + 1,
             c.repetitions()
         ));
-        let typed = keystrokes(nodes, terminals, keys, c.workers)?;
+        // HTTP and HTTPS take turns going first: neither gains from the other's warm-up.
+        let typed = keystrokes(nodes, terminals, keys, c.workers, r % 2 == 1)?;
         note(&format!(
             "run {}/{}: the page of {render_nodes} nodes",
             r + 1,
@@ -305,13 +306,14 @@ fn typed(terms: &mut [impl Keys], keys: u64) -> anyhow::Result<Vec<f64>> {
     Ok(lat)
 }
 
-/// One run of the keystrokes: through the server, through a server over HTTPS, then
-/// directly.
+/// One run of the keystrokes: through the server and through a server over HTTPS (that
+/// one first if `tls_first`), then directly.
 fn keystrokes(
     nodes: u64,
     terminals: u64,
     keys: u64,
     workers: usize,
+    tls_first: bool,
 ) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let up = Cli::new()?.up_with(&grid(nodes), workers)?;
     let cli = up.cli;
@@ -327,9 +329,13 @@ fn keystrokes(
         let lat = typed(&mut ws, keys)?;
         Ok((lat, server.memory().0))
     };
-    let (served, rss) = through(None)?;
     let certificate = Certificate::make(&cli.run_dir().join("tls"), "DNS:localhost")?;
-    let (over_tls, _) = through(Some(certificate))?;
+    let ((served, rss), (over_tls, _)) = if tls_first {
+        let over_tls = through(Some(certificate))?;
+        (through(None)?, over_tls)
+    } else {
+        (through(None)?, through(Some(certificate))?)
+    };
     let mut direct = Vec::new();
     for n in &names {
         direct.push(Direct::open(&cli, n)?);

@@ -825,7 +825,7 @@ fn a_user_serves_their_own_fleets_and_a_shell_in_one_over_http() {
         s.folder.display()
     );
 
-    // A fleet brought up over HTTP is the user's, as `up` makes it; root's is not seen.
+    // A fleet brought up over HTTP is the user's, as `up` makes it.
     let up = serde_json::json!({ "topology": hosts("v", 2), "file": "v.toml" });
     s.expect(201, "POST", "/api/v1/fleets", &up.to_string());
     let fleets = s.expect(200, "GET", "/api/v1/fleets", "");
@@ -833,14 +833,13 @@ fn a_user_serves_their_own_fleets_and_a_shell_in_one_over_http() {
         .map(|f| f["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["v"], "{fleets}");
-    s.expect(404, "GET", "/api/v1/fleets/rootsown", "");
     let sup = supervisor_pid(&user, "v");
     let owner = |pid: i32| std::fs::metadata(format!("/proc/{pid}")).unwrap().uid();
     assert_eq!(owner(sup), user.uid);
 
     // A shell in a node: root of the fleet's user namespace, the user on the host.
     let mut t = s.terminal("v", "h1", None).unwrap();
-    let ping = "id -u; ping -c1 -W2 10.77.0.2 >/dev/null && echo reached-$((6*7))\r";
+    let ping = "id -u; ping -c1 -W2 10.77.0.2 >/dev/null 2>&1 && echo reached-$((6*7))\r";
     let seen = type_and_see(&mut t, ping, "reached-42");
     assert!(seen.contains("0\r\nreached-42"), "{seen}");
     let shells = s.children();
@@ -853,6 +852,20 @@ fn a_user_serves_their_own_fleets_and_a_shell_in_one_over_http() {
 
     s.expect(200, "DELETE", "/api/v1/fleets/v", "");
     drop(s);
+
+    // Root's fleets are not the user's to serve: a server of root's run folder is
+    // refused before it answers anything (`timeout`, should it serve).
+    let theirs = env.run_dir.display().to_string();
+    let bin = user.bin.display().to_string();
+    let out = (user.command(Path::new("timeout"), Where::Host))
+        .args(["20", &bin, "--run-dir", &theirs, "serve", "--json"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && (said.contains("not uid") || said.contains("Permission denied")),
+        "{out:?}"
+    );
     user.assert_nothing_left();
     env.ok(&["status", "rootsown"]);
     drop(roots);

@@ -375,10 +375,10 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
     let podman_env = [
         ("CONTAINERS_STORAGE_CONF", conf.as_os_str()),
         ("CONTAINERS_CONF", engine.as_os_str()),
+        ("HOME", storage.as_os_str()),
     ];
     let podman_load = std::process::Command::new(&podman)
         .envs(podman_env)
-        .env("HOME", &storage)
         .args(["load", "-q", "-i"])
         .arg(&archive)
         .output()
@@ -410,7 +410,6 @@ fn an_image_podman_holds_is_taken_from_it_without_a_registry() {
     // podman's own storage is the test's to remove: vfs layers are plain folders.
     let _ = std::process::Command::new(&podman)
         .envs(podman_env)
-        .env("HOME", &storage)
         .args(["system", "reset", "--force"])
         .output();
 }

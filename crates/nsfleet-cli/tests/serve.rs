@@ -189,33 +189,31 @@ fn descriptors(pid: u32) -> usize {
 }
 
 #[test]
-fn clients_that_connect_and_say_nothing_hold_no_more_than_128_connections() {
+fn silent_clients_are_cut_off_oldest_first_for_those_who_ask() {
     let env = Env::new("servestrangers");
     let s = Server::start(&env);
     let before = descriptors(s.child.id());
     // As many silent clients as the server waits on at once (`Strangers::MAX`): each has
     // its 30 s to send a request.
-    let silent: Vec<TcpStream> = (0..128)
+    let mut silent: Vec<TcpStream> = (0..128)
         .map(|_| TcpStream::connect(("127.0.0.1", s.port)).unwrap())
         .collect();
-    // Beyond them, a connection is closed at once, a request with the token included:
-    // no thread, no descriptor.
-    let mut more = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
-    more.set_read_timeout(Some(Duration::from_secs(10)))
+    // A client with a request is answered all the same: the silent one waited on
+    // longest is cut off for it, the others wait on.
+    s.expect(200, "GET", "/api/v1/fleets", "");
+    let mut byte = [0u8; 1];
+    silent[0]
+        .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let bearer = format!("Bearer {}", s.token);
-    let _ = write!(
-        more,
-        "GET /api/v1/fleets HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\n\r\n",
-        s.host()
+    assert!(
+        matches!(silent[0].read(&mut byte), Ok(0) | Err(_)),
+        "the oldest silent client is cut off"
     );
-    let mut answer = Vec::new();
-    match more.read_to_end(&mut answer) {
-        Ok(_) => assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer)),
-        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
-    }
-    // Once they go, the server answers again, and holds what it held before.
-    drop(silent);
+    silent[1].set_nonblocking(true).unwrap();
+    let waiting = silent[1].read(&mut byte).unwrap_err();
+    assert_eq!(waiting.kind(), std::io::ErrorKind::WouldBlock);
+    // Once they go, the server holds what it held before.
+    silent.clear();
     wait_until(
         "the silent clients' threads end",
         Duration::from_secs(10),
@@ -500,7 +498,6 @@ fn capture(s: &Server, path: &str) -> BufReader<TcpStream> {
     stream(s, path, "\r\n")
 }
 
-/// A terminal's WebSocket.
 #[test]
 fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     use tungstenite::Message;
@@ -534,9 +531,12 @@ fn a_terminal_is_a_shell_in_the_node_on_a_real_terminal() {
     t.send(Message::binary(b"\x04".to_vec())).unwrap();
     type_and_see(&mut t, "", &format!("{}", 37 * (16 << 10)));
     // The shell's end is the terminal's, even with a job it left holding the terminal
-    // open (as a window closes when its shell ends; the job goes with the fleet).
-    t.send(Message::binary(b"sleep 1000 & exit 3\r".to_vec()))
-        .unwrap();
+    // open and writing to it (as a window closes when its shell ends; the job ends with
+    // its next write once the terminal is gone).
+    t.send(Message::binary(
+        b"(while echo x; do :; done) & exit 3\r".to_vec(),
+    ))
+    .unwrap();
     assert_eq!(closed(&mut t), "the shell in r1 ended (exit status 3)");
 
     // A terminal the page closes takes its shell with it.
@@ -759,7 +759,6 @@ fn on_another_address_it_speaks_https_with_the_certificate_it_is_given() {
     );
 }
 
-/// A certificate, its key and the CA that signed it, as PEM files of the test's own.
 /// A certificate for `names` and its CA, in the test's files.
 fn certificate(env: &Env, names: &str) -> Certificate {
     Certificate::make(&env.files.join("tls"), names).unwrap()

@@ -192,7 +192,7 @@ pub enum Bench {
     /// terminals over HTTPS (a server given a certificate made here); the workbench's first
     /// render of a fleet of R nodes in headless Chromium (from navigation to the graph
     /// drawn) against `nsfleet graph --serve`'s page of the same fleet; the server's
-    /// memory. Needs Debian's chromium.
+    /// memory. Needs Debian's chromium and openssl.
     Serve {
         /// Nodes of the fleet the terminals are open in.
         #[arg(long, value_parser = within::<1, 1_000_000>, default_value_t = 1000)]

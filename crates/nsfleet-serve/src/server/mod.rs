@@ -5,7 +5,7 @@
 //! Each connection gets a thread and one request (`Connection: close`); a stream (events,
 //! a terminal, a capture) holds its thread while it lasts. A client not yet known (its
 //! request not yet read) has 30 s, and at most `socket::Strangers::MAX` of them are
-//! waited on at once. Asking a fleet goes through its supervisor's socket, as the CLI's
+//! waited on at once (a newcomer cuts off the oldest). Asking a fleet goes through its supervisor's socket, as the CLI's
 //! commands do, with the client library; what enters a node or outlives a request (a
 //! terminal's shell, a capture, `up`) is the `nsfleet` command run as a child, killed
 //! when the thread that started it ends: a client that goes away takes its processes
@@ -175,8 +175,7 @@ fn accept(listener: TcpListener, server: Arc<Server>) {
                 continue;
             }
         };
-        // Beyond the bound, closed: no thread, no descriptor held.
-        let Some(stranger) = server.strangers.admit() else {
+        let Ok(stranger) = server.strangers.admit(&conn) else {
             continue;
         };
         let server = server.clone();

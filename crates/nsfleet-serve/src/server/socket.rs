@@ -1,56 +1,90 @@
 //! A connection's TCP socket as the stream its request is read from (through TLS or not),
 //! with a deadline while the client is unknown: until its request's head is read (the
 //! TLS handshake included), every read must come before the deadline, so that a client
-//! that trickles bytes cannot hold a thread (and its descriptor) for longer. A socket's
+//! that trickles bytes cannot hold a thread (and its descriptors) for longer. A socket's
 //! read timeout bounds one read; this bounds them all. And clients not yet known are
-//! counted ([`Strangers`]): beyond a bound, a new connection is closed at once.
+//! bounded in number ([`Strangers`]): beyond the bound, the one waited on longest is cut
+//! off for the newcomer.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The connections whose request's head has not come yet. Each holds a thread and a
-/// descriptor until its deadline; without a bound, clients that connect and say nothing
+/// The connections whose request's head has not come yet. Each holds a thread and its
+/// descriptors until its deadline: without a bound, clients that connect and say nothing
 /// would take every descriptor, and the terminals and captures of those who showed the
-/// token would fail to open theirs.
+/// token would fail to open theirs. At the bound, the oldest is cut off rather than the
+/// newcomer refused: a flood of silent clients then has to outpace a real client's
+/// first bytes, a matter of a millisecond, to keep it out.
 #[derive(Default)]
 pub struct Strangers {
-    count: AtomicUsize,
-    /// Whether the bound was said on standard error since there were last none: once
-    /// for a flood, however long it lasts.
-    said: AtomicBool,
+    /// Taken alone: nothing else is locked while it is held.
+    waiting: Mutex<Waiting>,
 }
 
-/// One of the [`Strangers`], counted until dropped (once its head is read).
-pub struct Stranger(Arc<Strangers>);
+#[derive(Default)]
+struct Waiting {
+    /// Each stranger's number and a handle on its socket, oldest first.
+    sockets: VecDeque<(u64, TcpStream)>,
+    next: u64,
+    /// Whether the bound was said on standard error since there were last none: once
+    /// for a flood, however long it lasts.
+    said: bool,
+}
+
+/// One of the [`Strangers`], waited on until dropped (once its head is read).
+pub struct Stranger {
+    strangers: Arc<Strangers>,
+    number: u64,
+}
 
 impl Strangers {
     /// At most this many at once: far more than a browser opens (six per origin).
     pub const MAX: usize = 128;
 
-    /// One more stranger, counted; none when there are [`Strangers::MAX`] already (the
-    /// connection is to be closed).
-    pub fn admit(self: &Arc<Self>) -> Option<Stranger> {
-        if self.count.fetch_add(1, Ordering::Relaxed) < Self::MAX {
-            return Some(Stranger(self.clone()));
+    /// `tcp` waited on as a stranger; at the bound, the oldest stranger's socket is shut
+    /// down (its thread's read ends, and so does its connection).
+    pub fn admit(self: &Arc<Self>, tcp: &TcpStream) -> io::Result<Stranger> {
+        let handle = tcp.try_clone()?;
+        let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if w.sockets.len() >= Self::MAX {
+            if let Some((_, oldest)) = w.sockets.pop_front() {
+                let _ = oldest.shutdown(Shutdown::Both);
+            }
+            if !std::mem::replace(&mut w.said, true) {
+                eprintln!(
+                    "nsfleet: serve: {} clients have connected and not sent a request; each newcomer now cuts off the one waited on longest",
+                    Self::MAX
+                );
+            }
         }
-        self.count.fetch_sub(1, Ordering::Relaxed);
-        if !self.said.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "nsfleet: serve: {} clients have connected and not yet sent a request; new connections are closed until they do or their 30 s are up",
-                Self::MAX
-            );
-        }
-        None
+        let number = w.next;
+        w.next += 1;
+        w.sockets.push_back((number, handle));
+        Ok(Stranger {
+            strangers: self.clone(),
+            number,
+        })
+    }
+
+    /// How many are waited on now.
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        self.waiting.lock().unwrap().sockets.len()
     }
 }
 
 impl Drop for Stranger {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.0.said.store(false, Ordering::Relaxed);
+        let strangers = &self.strangers.waiting;
+        let mut w = strangers.lock().unwrap_or_else(|e| e.into_inner());
+        // Gone already if it was cut off.
+        w.sockets.retain(|(n, _)| *n != self.number);
+        if w.sockets.is_empty() {
+            w.said = false;
         }
     }
 }
@@ -175,19 +209,31 @@ mod tests {
     }
 
     #[test]
-    fn strangers_are_admitted_up_to_the_bound_and_again_once_one_goes() {
+    fn at_the_bound_the_stranger_waited_on_longest_is_cut_off_for_the_newcomer() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let strangers = Arc::new(Strangers::default());
-        let mut held: Vec<Stranger> = (0..Strangers::MAX)
-            .map(|_| strangers.admit().expect("under the bound"))
-            .collect();
-        assert!(strangers.admit().is_none());
-        assert!(strangers.admit().is_none(), "still full");
-        held.pop();
-        held.push(strangers.admit().expect("one went"));
+        let mut clients = Vec::new();
+        let mut held = Vec::new();
+        for _ in 0..=Strangers::MAX {
+            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (tcp, _) = listener.accept().unwrap();
+            held.push(strangers.admit(&tcp).unwrap());
+            clients.push((client, tcp));
+        }
+        assert_eq!(strangers.count(), Strangers::MAX);
+        // The first one's socket is shut down: its reader sees the end; the second's is not.
+        let mut byte = [0u8; 1];
+        assert_eq!(clients[0].1.read(&mut byte).unwrap(), 0);
+        clients[1].1.set_nonblocking(true).unwrap();
+        let still = clients[1].1.read(&mut byte).unwrap_err();
+        assert_eq!(still.kind(), io::ErrorKind::WouldBlock);
+        // Its guard, dropped late, takes nothing from the others.
+        held.remove(0);
+        assert_eq!(strangers.count(), Strangers::MAX);
         held.clear();
-        assert_eq!(strangers.count.load(Ordering::Relaxed), 0);
+        assert_eq!(strangers.count(), 0);
         assert!(
-            !strangers.said.load(Ordering::Relaxed),
+            !strangers.waiting.lock().unwrap().said,
             "said again at the next flood"
         );
     }
