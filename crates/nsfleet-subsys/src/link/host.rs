@@ -109,14 +109,19 @@ fn still_ours(entries: &[(String, String)], sock: &mut NlSocket) -> anyhow::Resu
 /// fleet's token. Returns the names removed. Runs in the host's namespace.
 pub fn clean_journal(journal: &Path) -> anyhow::Result<Vec<String>> {
     let mut sock = NlSocket::open()?;
-    let ours = still_ours(&journalled(journal), &mut sock)?;
-    for name in &ours {
+    let mut removed = Vec::new();
+    for name in still_ours(&journalled(journal), &mut sock)? {
         let mut b = Batch::new();
-        rtnl::del_link_by_name(&mut b, sock.next_seq(), name);
-        sock.execute_all(&b)
-            .with_context(|| format!("deleting host interface {name}"))?;
+        rtnl::del_link_by_name(&mut b, sock.next_seq(), &name);
+        match sock.execute_all(&b) {
+            Ok(()) => removed.push(name),
+            // Gone since it was looked up: the kernel deletes a veth's host end with its
+            // peer's namespace, which a killed fleet's may still be tearing down.
+            Err(e) if e.errno == libc::ENODEV => {}
+            Err(e) => return Err(e).with_context(|| format!("deleting host interface {name}")),
+        }
     }
-    Ok(ours)
+    Ok(removed)
 }
 
 /// Waits, up to `bound`, until none of the host interfaces a fleet's journal lists is
