@@ -325,9 +325,14 @@ fn limits_hold_in_a_pods_cgroup_v2_group_once_the_agent_readies_it_in_a_debian_g
 /// Docker's containers look, a node over its memory killed and its neighbour running on.
 /// The cluster goes with nothing left.
 ///
-/// In CI, emulated beside the other lanes, the machine's kubelet has twice run without
-/// ever registering (2 of 7 runs; never when run alone or under a CPU load here): the
+/// In CI, emulated beside the other lanes, the machine's kubelet has run without ever
+/// registering (3 of 11 runs; never when run alone or under a CPU load here): the
 /// cluster is made once more if the first does not become Ready, its logs' ends printed.
+/// The failed cluster's kubelet was seen to outlive its fleet's teardown (`down` says
+/// so) and to leave the fleet's cgroups once it ended: they are removed, once empty,
+/// before the second try, so that the check that nothing is left holds for that one.
+/// A retry around an unexplained failure, and a known leak of a failed `up`: neither is
+/// fixed here.
 #[test]
 fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_guest() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
@@ -352,7 +357,8 @@ fn a_kubernetes_clusters_cgroup_v2_machines_hold_a_fleets_limits_in_a_debian_gue
             "export XDG_CACHE_HOME={cache} NSFLEET={nsfleet}; N={nsfleet}; C=v2\n\
              echo top $(stat -f -c %T /sys/fs/cgroup)\n\
              cluster() {{ bash {root}/scripts/kube-cluster up --machines 1 --name $C --install --ready-within 360 >/tmp/kc.log 2>&1; }}\n\
-             cluster || {{ echo kube-cluster failed once, tried again:; tail -80 /tmp/kc.log; C=v2again; cluster; }} || {{ echo kube-cluster failed:; tail -80 /tmp/kc.log; exit 3; }}\n\
+             settle() {{ for i in $(seq 90); do find /sys/fs/cgroup/nsfleet -mindepth 1 -depth -type d -path '*/kube-v2.*' -exec rmdir {{}} + 2>/dev/null; [ -z \"$(find /sys/fs/cgroup/nsfleet -maxdepth 1 -name 'kube-v2.*' 2>/dev/null)\" ] && return; sleep 1; done; }}\n\
+             cluster || {{ echo kube-cluster failed once, tried again:; tail -80 /tmp/kc.log; settle; C=v2again; cluster; }} || {{ echo kube-cluster failed:; tail -80 /tmp/kc.log; exit 3; }}\n\
              D=/var/lib/nsfleet/kube-clusters/$C\n\
              export KUBECONFIG=$D/admin.kubeconfig\n\
              $N up {topo} --kube >/tmp/up.log 2>&1 || {{ echo up failed:; cat /tmp/up.log; exit 4; }}\n\
